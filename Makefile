@@ -1,0 +1,27 @@
+# Every target creates or updates the virtual environment it needs, so each works on a fresh clone.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: run test install bench clean
+
+run: $(STAMP)
+	$(BIN)/topoopt solve instances/testbed-12.json
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+bench: $(STAMP)
+	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info

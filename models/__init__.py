@@ -1,0 +1,1 @@
+"""Math programs, one module per problem (installed as topoopt_ilp.models)."""
