@@ -1,0 +1,170 @@
+"""HiGHS backend through highspy: the CSR arrays of the model go to ``Highs.passModel`` as they are.
+
+Status mapping (``HighsModelStatus``): ``kOptimal`` -> optimal (then checked against the requested
+gap), ``kInfeasible`` -> infeasible, ``kUnbounded`` -> unbounded, ``kUnboundedOrInfeasible`` ->
+decided by a zero-objective re-solve (see :func:`topoopt_ilp.solvers.registry.resolve_infeasible_or_unbounded`),
+time/iteration/node/solution limits and interrupts -> feasible when HiGHS holds a feasible
+primal solution, else no_solution; load/solve errors -> error.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from .model import LinearModel, Sense
+from .options import SolveOptions
+from .result import SolveResult, SolveStatus, finish
+
+__all__ = ["solve", "load", "version", "INFEASIBLE_OR_UNBOUNDED"]
+
+#: Returned by :func:`solve_raw` when HiGHS cannot tell the two apart.
+INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
+
+
+def version() -> str:
+    """HiGHS version string, e.g. ``"1.16.0"``."""
+    import highspy
+
+    return f"{highspy.HIGHS_VERSION_MAJOR}.{highspy.HIGHS_VERSION_MINOR}.{highspy.HIGHS_VERSION_PATCH}"
+
+
+def load(model: LinearModel, h: object | None = None) -> object:
+    """Load ``model`` into a (new) ``highspy.Highs`` instance with one array call and return it."""
+    import highspy
+
+    if h is None:
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+    a = model.matrix
+    integrality = model.integrality.astype(np.int32)
+    status = h.passModel(
+        model.num_vars,
+        model.num_rows,
+        model.num_nonzeros,
+        int(highspy.MatrixFormat.kRowwise),
+        int(highspy.ObjSense.kMaximize if model.sense is Sense.MAXIMIZE else highspy.ObjSense.kMinimize),
+        float(model.objective_offset),
+        model.objective,
+        model.col_lower,
+        model.col_upper,
+        model.row_lower,
+        model.row_upper,
+        a.indptr[:-1],  # HiGHS takes the start of each row only
+        a.indices,
+        a.data,
+        integrality,
+    )
+    if status == highspy.HighsStatus.kError:
+        raise RuntimeError("HiGHS rejected the model (passModel returned kError)")
+    return h
+
+
+def _set(h: object, name: str, value: object) -> None:
+    import highspy
+
+    if h.setOptionValue(name, value) == highspy.HighsStatus.kError:
+        raise ValueError(f"HiGHS rejected option {name}={value!r}")
+
+
+def solve(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
+    """Solve ``model`` with HiGHS. Capabilities are checked by the registry, not here.
+
+    ``deadline`` is an absolute ``time.monotonic()`` instant; the solver gets what is left of it.
+    """
+    status, values, bound, log, message, wall = solve_raw(model, options, deadline=deadline)
+    if status == INFEASIBLE_OR_UNBOUNDED:
+        from .registry import resolve_infeasible_or_unbounded
+
+        return resolve_infeasible_or_unbounded("highs", model, options, deadline, wall, log)
+    return finish(
+        model, options, status=status, backend="highs", wall_time_s=wall, values=values, bound=bound,
+        solver_version=version(), log=log, message=message,
+    )
+
+
+def solve_raw(
+    model: LinearModel, options: SolveOptions, *, deadline: float | None = None
+) -> tuple[SolveStatus | str, np.ndarray | None, float | None, str | None, str, float]:
+    """Run HiGHS; return ``(status, values, bound, log, message, wall_time_s)`` before post-processing."""
+    import highspy
+
+    t0 = time.monotonic()
+    if options.threads is not None:
+        # HiGHS runs one process-wide task scheduler, created at the first run with the then
+        # current "threads" value; it must be reset for a new value to take effect.
+        highspy.Highs.resetGlobalScheduler(True)
+    h = highspy.Highs()
+    log_path = None
+    _set(h, "output_flag", bool(options.verbose or options.log))
+    _set(h, "log_to_console", bool(options.verbose))
+    if options.log:
+        fd, log_path = tempfile.mkstemp(prefix="highs-", suffix=".log")
+        os.close(fd)
+        _set(h, "log_file", log_path)
+    try:
+        load(model, h)
+        _set(h, "mip_rel_gap", float(options.rel_gap))
+        _set(h, "mip_abs_gap", float(options.abs_gap))
+        if options.threads is not None:
+            _set(h, "threads", int(options.threads))
+        if options.seed is not None:
+            _set(h, "random_seed", int(options.seed))
+        if options.node_limit is not None:
+            _set(h, "mip_max_nodes", int(options.node_limit))
+        start = options.warm_start_vector(model.num_vars)
+        if start is not None:
+            known = np.flatnonzero(~np.isnan(start)).astype(np.int32)
+            if known.size == model.num_vars:
+                sol = highspy.HighsSolution()
+                sol.col_value = start.tolist()
+                sol.value_valid = True
+                h.setSolution(sol)
+            else:  # partial start: HiGHS completes it with a sub-MIP
+                h.setSolution(int(known.size), known, start[known])
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return SolveStatus.NO_SOLUTION, None, None, _read(log_path), "time limit reached before the solve", time.monotonic() - t0
+            _set(h, "time_limit", float(left))
+        h.run()
+        if log_path is not None:
+            h.setOptionValue("log_file", "")  # closes (and flushes) the log file before we read it
+        ms = h.getModelStatus()
+        info = h.getInfo()
+        has_point = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        values = np.asarray(h.getSolution().col_value, dtype=np.float64) if has_point else None
+        bound = float(info.mip_dual_bound) if model.is_mip else None
+        M = highspy.HighsModelStatus
+        message = f"HiGHS: {h.modelStatusToString(ms)}"
+        if ms == M.kOptimal:
+            status = SolveStatus.OPTIMAL
+        elif ms == M.kModelEmpty:
+            status, values = SolveStatus.OPTIMAL, np.zeros(0)
+        elif ms == M.kInfeasible:
+            status = SolveStatus.INFEASIBLE
+        elif ms == M.kUnbounded:
+            status = SolveStatus.UNBOUNDED
+        elif ms == M.kUnboundedOrInfeasible:
+            status = INFEASIBLE_OR_UNBOUNDED
+        elif ms in (
+            M.kTimeLimit, M.kIterationLimit, M.kSolutionLimit, M.kInterrupt, M.kHighsInterrupt,
+            M.kObjectiveBound, M.kObjectiveTarget, M.kUnknown, M.kMemoryLimit,
+        ):
+            status = SolveStatus.FEASIBLE if has_point else SolveStatus.NO_SOLUTION
+        else:
+            status, values = SolveStatus.ERROR, None
+        return status, values, bound, _read(log_path), message, time.monotonic() - t0
+    finally:
+        if log_path is not None:
+            os.unlink(log_path)
+
+
+def _read(path: str | None) -> str | None:
+    if path is None:
+        return None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()

@@ -1,0 +1,174 @@
+"""SCIP and CP-SAT backends through OR-Tools MathOpt.
+
+The model goes to MathOpt as a ``ModelProto`` filled from the CSR arrays (the Python
+``mathopt.Model`` object API costs seconds per 10^5 terms), and the result is read from the
+``SolveResultProto``; no per-variable Python objects are created.
+
+We call ``ortools.math_opt.core.python.solver.solve`` directly and read the ``StatusNotOk`` it
+raises ourselves: in OR-Tools 9.15 the wrapper ``mathopt.solve`` masks every INVALID_ARGUMENT
+behind ``AttributeError: 'StatusNotOk' object has no attribute 'canonical_code'``.
+
+Status mapping (``TerminationReasonProto``): OPTIMAL -> optimal (checked against the gap),
+FEASIBLE -> feasible, NO_SOLUTION_FOUND -> no_solution, INFEASIBLE -> infeasible,
+UNBOUNDED -> unbounded, INFEASIBLE_OR_UNBOUNDED (CP-SAT says this for every unbounded model
+we tried; SCIP sometimes after presolve) -> decided by a zero-objective re-solve,
+IMPRECISE / NUMERICAL_ERROR / OTHER_ERROR -> error.
+
+CP-SAT and fractional data: MathOpt hands CP-SAT a MIP, which CP-SAT converts to its integer
+model by scaling each constraint's coefficients to integers (``SatParameters.mip_wanted_precision``,
+default 1e-6; ``mip_max_activity_exponent``). Coefficients such as 1/3 or 0.3 were handled
+exactly in our probes; a coefficient set that cannot be scaled within the precision is relaxed
+by CP-SAT by at most that precision. We never round anything ourselves, and every returned point
+is re-checked against the original model (:func:`topoopt_ilp.solvers.result.finish`), so a point
+that is feasible only for the scaled model comes back with status ``error``. Continuous columns
+are refused before we get here (CP-SAT returned a wrong "optimum" on a continuous flow model).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import numpy as np
+
+from .model import LinearModel, Sense
+from .options import SolveOptions
+from .result import SolveResult, SolveStatus, finish
+
+__all__ = ["solve_scip", "solve_cpsat", "to_model_proto", "version"]
+
+INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
+
+
+def version(solver: str) -> str:
+    """e.g. ``"SCIP via OR-Tools 9.15.6755"``."""
+    import ortools
+
+    return f"{solver} via OR-Tools {ortools.__version__}"
+
+
+def to_model_proto(model: LinearModel) -> object:
+    """A MathOpt ``ModelProto`` of ``model``, filled from its arrays (ids = column / row index)."""
+    from ortools.math_opt import model_pb2
+
+    proto = model_pb2.ModelProto(name=model.name)
+    n, m = model.num_vars, model.num_rows
+    v = proto.variables
+    v.ids.extend(np.arange(n, dtype=np.int64))
+    v.lower_bounds.extend(model.col_lower)
+    v.upper_bounds.extend(model.col_upper)
+    v.integers.extend(model.integrality)
+    c = proto.linear_constraints
+    c.ids.extend(np.arange(m, dtype=np.int64))
+    c.lower_bounds.extend(model.row_lower)
+    c.upper_bounds.extend(model.row_upper)
+    a = model.matrix
+    mat = proto.linear_constraint_matrix  # row-major order is required: CSR with sorted indices
+    mat.row_ids.extend(np.repeat(np.arange(m, dtype=np.int64), np.diff(a.indptr)))
+    mat.column_ids.extend(a.indices.astype(np.int64))
+    mat.coefficients.extend(a.data)
+    obj = proto.objective
+    obj.maximize = model.sense is Sense.MAXIMIZE
+    obj.offset = float(model.objective_offset)
+    nz = np.flatnonzero(model.objective)
+    obj.linear_coefficients.ids.extend(nz)
+    obj.linear_coefficients.values.extend(model.objective[nz])
+    return proto
+
+
+def solve_scip(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
+    """Solve with SCIP (MathOpt ``SolverType.GSCIP``)."""
+    return _solve("scip", model, options, deadline)
+
+
+def solve_cpsat(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
+    """Solve an all-integer model with CP-SAT (MathOpt ``SolverType.CP_SAT``)."""
+    return _solve("cpsat", model, options, deadline)
+
+
+def _solve(backend: str, model: LinearModel, options: SolveOptions, deadline: float | None) -> SolveResult:
+    status, values, bound, log, message, wall = solve_raw(backend, model, options, deadline=deadline)
+    if status == INFEASIBLE_OR_UNBOUNDED:
+        from .registry import resolve_infeasible_or_unbounded
+
+        return resolve_infeasible_or_unbounded(backend, model, options, deadline, wall, log)
+    return finish(
+        model, options, status=status, backend=backend, wall_time_s=wall, values=values, bound=bound,
+        solver_version=version("SCIP" if backend == "scip" else "CP-SAT"), log=log, message=message,
+    )
+
+
+def solve_raw(
+    backend: str, model: LinearModel, options: SolveOptions, *, deadline: float | None = None
+) -> tuple[SolveStatus | str, np.ndarray | None, float | None, str | None, str, float]:
+    """Run the solver; return ``(status, values, bound, log, message, wall_time_s)``."""
+    from ortools.math_opt import model_parameters_pb2, result_pb2
+    from ortools.math_opt.core.python import solver as core_solver
+    from ortools.math_opt.python import mathopt
+    from pybind11_abseil.status import StatusNotOk
+
+    t0 = time.monotonic()
+    solver_type = mathopt.SolverType.GSCIP if backend == "scip" else mathopt.SolverType.CP_SAT
+    proto = to_model_proto(model)
+    params = mathopt.SolveParameters(
+        enable_output=bool(options.verbose),
+        relative_gap_tolerance=float(options.rel_gap),
+        absolute_gap_tolerance=float(options.abs_gap),
+        threads=options.threads,
+        random_seed=options.seed,
+        node_limit=options.node_limit,
+    )
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return SolveStatus.NO_SOLUTION, None, None, None, "time limit reached before the solve", time.monotonic() - t0
+        params.time_limit = timedelta(seconds=left)
+    model_params = model_parameters_pb2.ModelSolveParametersProto()
+    start = options.warm_start_vector(model.num_vars)
+    if start is not None:
+        known = np.flatnonzero(~np.isnan(start))
+        hint = model_params.solution_hints.add()
+        hint.variable_values.ids.extend(known)
+        hint.variable_values.values.extend(start[known])
+    lines: list[str] = []
+    msg_cb = lines.extend if options.log else None
+    try:
+        res = core_solver.solve(
+            proto,
+            solver_type.value,
+            mathopt.StreamableSolverInitArguments().to_proto(),
+            params.to_proto(),
+            model_params,
+            msg_cb,
+            mathopt.CallbackRegistration().to_proto(),
+            None,
+            None,
+        )
+    except StatusNotOk as e:  # read the real message (see the module docstring)
+        text = f"MathOpt {backend}: {e.status.message()} (code {e.status.code()})"
+        return SolveStatus.ERROR, None, None, "\n".join(lines) or None, text, time.monotonic() - t0
+    log = "\n".join(lines) if options.log else None
+    R = result_pb2
+    reason = res.termination.reason
+    values = None
+    for sol in res.solutions:
+        ps = sol.primal_solution
+        if sol.HasField("primal_solution") and ps.feasibility_status == R.SOLUTION_STATUS_FEASIBLE:
+            values = np.zeros(model.num_vars)
+            values[np.asarray(ps.variable_values.ids, dtype=np.int64)] = np.asarray(ps.variable_values.values)
+            break
+    bound = float(res.termination.objective_bounds.dual_bound) if model.is_mip else None
+    mapping = {
+        R.TERMINATION_REASON_OPTIMAL: SolveStatus.OPTIMAL,
+        R.TERMINATION_REASON_FEASIBLE: SolveStatus.FEASIBLE,
+        R.TERMINATION_REASON_NO_SOLUTION_FOUND: SolveStatus.NO_SOLUTION,
+        R.TERMINATION_REASON_INFEASIBLE: SolveStatus.INFEASIBLE,
+        R.TERMINATION_REASON_UNBOUNDED: SolveStatus.UNBOUNDED,
+        R.TERMINATION_REASON_INFEASIBLE_OR_UNBOUNDED: INFEASIBLE_OR_UNBOUNDED,
+    }
+    status = mapping.get(reason, SolveStatus.ERROR)
+    if status is SolveStatus.ERROR:
+        values = None
+    detail = res.termination.detail.strip()
+    message = f"MathOpt {backend}: {R.TerminationReasonProto.Name(reason)}" + (f" ({detail})" if detail else "")
+    return status, values, bound, log, message, time.monotonic() - t0

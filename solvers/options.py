@@ -1,0 +1,113 @@
+"""Solve options shared by every backend."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Union
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .errors import ModelError
+
+__all__ = ["SolveOptions", "WarmStart", "DEFAULT_REL_GAP", "DEFAULT_ABS_GAP"]
+
+#: A (partial) assignment: ``{column: value}`` or an array over all columns with NaN for "unset".
+WarmStart = Union[Mapping[int, float], ArrayLike]
+
+# One termination criterion for every backend, so that "optimal" means the same thing everywhere
+# (the solvers' own defaults differ: HiGHS 1e-4, SCIP and CP-SAT 0, CBC ~0).
+DEFAULT_REL_GAP = 1e-4
+DEFAULT_ABS_GAP = 1e-6
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """What a solve may use and must respect.
+
+    Attributes
+    ----------
+    time_limit_s : float, optional
+        Wall-clock budget in seconds for the whole call (model translation included).
+        ``None``: no limit. ``0``: the solver is not called; the result is ``no_solution``
+        at once (a budget that ran out is not an error). Negative or NaN: ``ValueError``.
+    rel_gap, abs_gap : float
+        The solve is ``optimal`` only when ``|objective - bound|`` is within
+        ``rel_gap * |objective|`` or within ``abs_gap``. Passed to every backend.
+    threads : int, optional
+        Solver threads; ``None`` leaves the backend default. More than 1 needs the
+        ``THREADS`` capability.
+    seed : int, optional
+        Random seed (``SEED`` capability).
+    warm_start : mapping or array, optional
+        A full or partial assignment (``{col: value}`` or an array with NaN for unset columns).
+        Needs ``WARM_START``.
+    node_limit : int, optional
+        Branch-and-bound node limit (``NODE_LIMIT``); reaching it gives ``feasible``/``no_solution``.
+    log : bool
+        Capture the solver log into ``SolveResult.log`` (``LOG``).
+    verbose : bool
+        Let the solver print its log to the console as well.
+    isolate : bool, optional
+        Run the solve in a child process killed after ``time_limit_s`` plus a grace period
+        (protects against solvers that overshoot or crash). ``None`` (default): isolate exactly
+        when a time limit is given.
+    """
+
+    time_limit_s: float | None = None
+    rel_gap: float = DEFAULT_REL_GAP
+    abs_gap: float = DEFAULT_ABS_GAP
+    threads: int | None = None
+    seed: int | None = None
+    warm_start: WarmStart | None = None
+    node_limit: int | None = None
+    log: bool = False
+    verbose: bool = False
+    isolate: bool | None = None
+
+    def __post_init__(self) -> None:
+        t = self.time_limit_s
+        if t is not None and (not isinstance(t, (int, float)) or math.isnan(t) or t < 0):
+            raise ValueError(f"time_limit_s must be a number >= 0 or None, got {t!r}")
+        for label in ("rel_gap", "abs_gap"):
+            g = getattr(self, label)
+            if not isinstance(g, (int, float)) or not g >= 0:
+                raise ValueError(f"{label} must be a number >= 0, got {g!r}")
+        for label, low in (("threads", 1), ("node_limit", 0), ("seed", 0)):
+            v = getattr(self, label)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low):
+                raise ValueError(f"{label} must be an integer >= {low} or None, got {v!r}")
+
+    @classmethod
+    def from_kwargs(cls, base: SolveOptions | None = None, **kwargs: object) -> SolveOptions:
+        """``base`` (or the defaults) updated with ``kwargs``; unknown names raise ``TypeError``."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(f"unknown solve option(s) {unknown}; known: {sorted(known)}")
+        if base is None:
+            return cls(**kwargs)  # type: ignore[arg-type]
+        merged = {f.name: getattr(base, f.name) for f in fields(cls)} | kwargs
+        return cls(**merged)  # type: ignore[arg-type]
+
+    def warm_start_vector(self, num_vars: int) -> np.ndarray | None:
+        """The warm start as a float array of ``num_vars`` entries, NaN where unset (None if absent)."""
+        ws = self.warm_start
+        if ws is None:
+            return None
+        if isinstance(ws, Mapping):
+            vec = np.full(num_vars, np.nan)
+            if ws:
+                idx = np.fromiter(ws.keys(), dtype=np.int64, count=len(ws))
+                if idx.min() < 0 or idx.max() >= num_vars:
+                    raise ModelError(f"warm start: a column index is outside 0..{num_vars - 1}")
+                vec[idx] = np.fromiter(ws.values(), dtype=np.float64, count=len(ws))
+            return vec
+        vec = np.asarray(ws, dtype=np.float64).ravel()
+        if vec.shape != (num_vars,):
+            raise ModelError(f"warm start has {vec.size} entries, the model has {num_vars} columns")
+        if np.isinf(vec).any():
+            raise ModelError("warm start contains an infinite value")
+        return vec

@@ -1,0 +1,123 @@
+"""The verifier accepts a valid solution and rejects each kind of corruption with a clear message."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conftest import minimal
+from test_evaluate import ring_offset_routes
+from topoopt_ilp import io
+from topoopt_ilp.routing import PathSet, RingSet, Routing
+from topoopt_ilp.solution import Solution, Topology
+from topoopt_ilp.solve import finalize
+from topoopt_ilp.verify import verify
+
+N = 8
+
+
+def instance(**over):
+    data = minimal(cluster={"servers": N, "degree": 2, "link_bandwidth_gbps": 100, "hop_latency_us": 1.0},
+                   demand={"allreduce": [{"members": "all", "bytes": 8e6}, {"members": [0, 2, 4, 6], "bytes": 1e6}],
+                           "mp": {"pairs": [[0, 3, 1e6]]}})
+    data.update(over)
+    return io.parse_instance(data)
+
+
+def ring_matrix():
+    r = np.roll(np.eye(N, dtype=np.int64), 1, axis=1)
+    return r + r.T
+
+
+def valid_solution(inst):
+    rings = RingSet.from_lists([(0, list(range(N)), 0.5), (0, list(range(N))[::-1], 0.5), (1, [0, 2, 4, 6], 1.0)])
+    paths = PathSet.from_lists([([0, 1, 2, 3], 1.0)])
+    sol = Solution("feasible", "heuristic", Topology(ring_matrix(), (1,)),
+                   routing=Routing(rings=rings, paths=paths, offset_routes=ring_offset_routes(N)))
+    return finalize(inst, sol)
+
+
+def test_valid_solution_passes_and_survives_a_file_round_trip(tmp_path):
+    inst = instance()
+    sol = valid_solution(inst)
+    assert verify(inst, sol).valid, verify(inst, sol).violations
+    path = tmp_path / "sol.json"
+    io.save_solution(sol, path, directed=False)
+    again = io.load_solution(path, directed=False)
+    assert verify(inst, again).valid
+    assert np.array_equal(again.topology.matrix, sol.topology.matrix)
+    assert again.metrics["comm_time_s"] == pytest.approx(sol.metrics["comm_time_s"])
+
+
+def corrupt_matrix(sol, fn):
+    m = sol.topology.matrix.copy()
+    fn(m)
+    return replace(sol, topology=Topology(m, sol.topology.jumps))
+
+
+@pytest.mark.parametrize(
+    "corrupt, message",
+    [
+        (lambda s: corrupt_matrix(s, lambda m: m.__setitem__((0, 4), 1) or m.__setitem__((4, 0), 1)), "server 0 has degree 3, needs exactly 2"),
+        (lambda s: corrupt_matrix(s, lambda m: m.__setitem__((0, 1), 2)), "not symmetric"),
+        (lambda s: corrupt_matrix(s, lambda m: m.__setitem__((3, 3), 1)), "server 3 has a link to itself"),
+        (lambda s: replace(s, topology=Topology(s.topology.matrix, None)), None),  # family any: jumps optional
+        (lambda s: replace(s, routing=replace(s.routing, rings=RingSet.from_lists([(0, list(range(N - 1)), 1.0), (1, [0, 2, 4, 6], 1.0)]))),
+         "ring 0 of group 0 does not visit each member"),
+        (lambda s: replace(s, routing=replace(s.routing, rings=RingSet.from_lists([(0, list(range(N)), 0.7), (1, [0, 2, 4, 6], 1.0)]))),
+         "carry 0.7 of its bytes"),
+        (lambda s: replace(s, routing=replace(s.routing, paths=PathSet.from_lists([([0, 4, 3], 1.0)]))), "uses 0->4, which is not a link"),
+        (lambda s: replace(s, routing=replace(s.routing, paths=PathSet.from_lists([([0, 1, 0, 7, 0, 1, 2, 3], 1.0)]))), "visits a server twice"),
+        (lambda s: replace(s, metrics={**s.metrics, "comm_time_s": s.metrics["comm_time_s"] * 1.01}), "metrics.comm_time_s is"),
+        (lambda s: replace(s, metrics={**s.metrics, "diameter": 3}), "metrics.diameter is 3"),
+        (lambda s: replace(s, objective=s.objective * 0.5), "the evaluator gives"),
+        (lambda s: replace(s, placement={"layer0": [0]}), "has a placement"),
+        (lambda s: replace(s, topology=None), "has no topology"),
+    ],
+)
+def test_corruptions_are_rejected(corrupt, message):
+    inst = instance()
+    bad = corrupt(valid_solution(inst))
+    report = verify(inst, bad)
+    if message is None:
+        assert report.valid
+    else:
+        assert not report.valid
+        assert any(message in v for v in report.violations), report.violations
+
+
+def test_routing_that_drops_a_pair_is_rejected():
+    inst = instance()
+    sol = valid_solution(inst)
+    from topoopt_ilp.routing import OffsetRoutes
+
+    short = OffsetRoutes.from_lists([(o, j, f) for o, j, f in sol.routing.offset_routes.to_lists() if o != 2])
+    report = verify(inst, replace(sol, routing=replace(sol.routing, offset_routes=short)))
+    assert any("routing does not carry the demand" in v and "->" in v for v in report.violations)
+
+
+def test_family_and_fixed_topology_checks():
+    inst = instance(topology_family="coprime_circulant")
+    sol = valid_solution(inst)
+    assert verify(inst, sol).valid
+    not_coprime = corrupt_matrix(sol, lambda m: None)
+    not_coprime = replace(not_coprime, topology=Topology(np.roll(np.eye(N, dtype=np.int64), 2, 1) + np.roll(np.eye(N, dtype=np.int64), -2, 1), (2,)),
+                          metrics={})
+    assert any("jump 2 is not coprime" in v for v in verify(inst, not_coprime).violations)
+    wrong_jumps = replace(sol, topology=Topology(sol.topology.matrix, (3,)), metrics={})
+    assert any("not the circulant of the stated jumps" in v for v in verify(inst, wrong_jumps).violations)
+    fixed = instance(fixed_topology={"jumps": [3]})
+    assert any("fixes the topology" in v for v in verify(fixed, replace(sol, metrics={})).violations)
+
+
+def test_non_regular_instance_allows_unused_ports():
+    data = minimal(cluster={"servers": 5, "degree": 3, "link_bandwidth_gbps": 1, "regular": False})
+    inst = io.parse_instance(data)
+    x = np.zeros((5, 5), dtype=np.int64)
+    for a in range(5):
+        x[a, (a + 1) % 5] = x[(a + 1) % 5, a] = 1
+    assert verify(inst, finalize(inst, Solution("feasible", "given", Topology(x)), routing="shortest_path")).valid
+    x[0, 2] = x[2, 0] = x[0, 3] = x[3, 0] = 1
+    assert any("server 0 has degree 4, needs at most 3" in v for v in verify(inst, Solution("feasible", "given", Topology(x))).violations)

@@ -1,0 +1,312 @@
+"""The ``topoopt`` command line: a thin layer over the public API (design §6).
+
+Exit codes: 0 solved (optimal or feasible) or valid, 1 anything else (including a solution that
+fails verification), 2 bad input or usage, 3 proven infeasible, 4 limit reached without a solution.
+Errors are one line on stderr, never a traceback (set TOPOOPT_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Any, Sequence
+
+from .errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK, InputError, TopoOptError
+
+__all__ = ["main", "build_parser"]
+
+_STATUS_EXIT = {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE,
+                "unbounded": EXIT_ERROR, "no_solution": EXIT_NO_SOLUTION, "error": EXIT_ERROR}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line (plus the usage) with exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return v
+
+
+def _pos_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+# ----------------------------------------------------------------------------------------------
+# Output helpers
+# ----------------------------------------------------------------------------------------------
+def _fmt_time(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "inf" if v is not None else "-"
+    if v == 0:
+        return "0 s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(v) >= scale:
+            return f"{v / scale:.4g} {unit}"
+    return f"{v:.3g} s"
+
+
+def _metrics_lines(m: dict[str, Any]) -> list[str]:
+    def num(v):
+        if v is None:
+            return "-"
+        return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+    groups = m.get("group_times_s") or []
+    lines = [
+        f"  iteration time     {_fmt_time(m['iteration_time_s'])}",
+        f"  comm time          {_fmt_time(m['comm_time_s'])}  (bandwidth {_fmt_time(m['bandwidth_time_s'])} + latency {_fmt_time(m['latency_time_s'])})",
+        f"  throughput         {num(m['throughput'])} iterations/s of this traffic",
+        f"  diameter / ASPL    {num(m['diameter'])} / {num(m['aspl'])} hops" + ("" if m.get("connected", True) else "  (DISCONNECTED)"),
+        f"  longest used path  {m['max_hops']} hops",
+        f"  link utilization   max {num(m['max_link_utilization'])}, mean {num(m['mean_link_utilization'])}",
+        f"  routing            {m['routing']}",
+    ]
+    if groups:
+        shown = ", ".join(_fmt_time(t) for t in groups[:6]) + (f", ... ({len(groups)} groups)" if len(groups) > 6 else "")
+        lines.append(f"  AllReduce alone    {shown}")
+    return lines
+
+
+def _print_json(data: Any) -> None:
+    def clean(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+
+    print(json.dumps(clean(data), indent=1))
+
+
+# ----------------------------------------------------------------------------------------------
+# Commands
+# ----------------------------------------------------------------------------------------------
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from .io import load_instance
+
+    inst = load_instance(args.instance)
+    c = inst.cluster
+    dm = inst.demand
+    print(
+        f"{args.instance}: valid - {c.servers} servers, degree {c.degree}, {c.link_bandwidth_gbps:g} Gbps {c.links} links, "
+        f"{len(dm.allreduce)} AllReduce group(s), {len(dm.mp)} MP pair(s)"
+        + (f", all-to-all {dm.all_to_all:g} B" if dm.all_to_all else "")
+        + f"; objective {inst.objective}, family {inst.topology_family}"
+        + ("; fixed topology" if inst.fixed_topology else "")
+    )
+    return EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from .io import load_instance, load_solution
+    from .verify import verify
+
+    inst = load_instance(args.instance)
+    sol = load_solution(args.solution, directed=inst.cluster.directed)
+    report = verify(inst, sol)
+    if report.valid:
+        print(f"{args.solution}: valid for {args.instance} ({sol.status}, method {sol.method})")
+        return EXIT_OK
+    print(f"{args.solution}: {len(report.violations)} violation(s) against {args.instance}:")
+    for v in report.violations:
+        print(f"  - {v}")
+    return EXIT_ERROR
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate
+    from .io import load_instance, load_solution
+    from .solution import Topology
+
+    inst = load_instance(args.instance)
+    if args.solution:
+        target = load_solution(args.solution, directed=inst.cluster.directed)
+        what = args.solution
+    else:
+        if inst.fixed_topology is None:
+            raise InputError("the instance has no fixed_topology; give a SOLUTION file to evaluate", source=args.instance)
+        target = Topology(inst.fixed_topology_matrix(), inst.fixed_topology.jumps)
+        what = "the instance's fixed topology"
+    metrics = evaluate(inst, target, routing=args.routing).as_dict()
+    if args.json:
+        _print_json(metrics)
+    else:
+        print(f"{what} on {args.instance}:")
+        print("\n".join(_metrics_lines(metrics)))
+    return EXIT_OK
+
+
+def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
+    """Options for --method exact; CLI flags override the instance's ``solver`` defaults."""
+    s = inst.solver
+    return {
+        "backend": args.backend or s.backend or "highs",
+        "time_limit_s": args.time_limit if args.time_limit is not None else s.time_limit_s,
+        "gap": args.gap if args.gap is not None else s.gap,
+        "threads": args.threads if args.threads is not None else s.threads,
+        "warm_start": args.warm_start,
+        "export_model": args.export_model,
+        "seed": args.seed,
+    }
+
+
+_EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_model")
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from .io import load_instance, save_solution
+    from .solve import solve
+    from .verify import verify
+
+    inst = load_instance(args.instance)
+    if args.method == "exact":
+        options = _solver_options(args, inst)
+    else:
+        given = [f"--{k.replace('_', '-')}" for k in _EXACT_ONLY if getattr(args, k) is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} only apply to --method exact, not {args.method}")
+        options = {"seed": args.seed}
+        if args.method == "heuristic":
+            options.update(select=args.select, mode=args.mode)
+        elif args.method == "baseline":
+            options.update(baseline=args.baseline)
+    sol = solve(inst, method=args.method, **options)
+    report = verify(inst, sol) if sol.has_solution else None
+    if args.out and sol.has_solution or (args.out and sol.status in ("infeasible", "no_solution")):
+        save_solution(sol, args.out, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance))
+    if args.json:
+        from .io import solution_to_dict
+
+        _print_json(solution_to_dict(sol, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance)))
+    elif not args.quiet:
+        _print_solution(args, inst, sol, report)
+    if report is not None and not report.valid:
+        print(f"error: the solution failed verification: {report.violations[0]}", file=sys.stderr)
+        return EXIT_ERROR
+    return _STATUS_EXIT[sol.status]
+
+
+def _print_solution(args, inst, sol, report) -> None:
+    c = inst.cluster
+    name = inst.name or os.path.basename(args.instance)
+    head = f"{name}: {c.servers} servers x {c.degree} x {c.link_bandwidth_gbps:g} Gbps ({c.links})"
+    print(head)
+    detail = f"method {sol.method}" + (f" [{sol.backend}]" if sol.backend else "")
+    print(f"  status             {sol.status} ({detail}, {sol.wall_time_s:.3f} s)")
+    if sol.objective is not None:
+        extra = ""
+        if sol.bound is not None:
+            extra = f", bound {sol.bound:.6g}" + (f", gap {sol.gap:.2%}" if sol.gap is not None else "")
+        print(f"  objective          {inst.objective} = {sol.objective:.6g}{extra}")
+    if sol.topology is not None:
+        links = sol.topology.links(c.directed)
+        multi = sum(1 for *_, k in links if k > 1)
+        jumps = f", jumps {list(sol.topology.jumps)}" if sol.topology.jumps is not None else ""
+        print(f"  topology           {sum(k for *_, k in links)} links{jumps}" + (f" ({multi} pairs with parallel links)" if multi else ""))
+    for key, value in (sol.details or {}).items():
+        if isinstance(value, (str, int, float)) or (isinstance(value, (list, tuple)) and len(value) <= 8):
+            print(f"  {key:<18} {value}")
+    if sol.metrics:
+        print("\n".join(_metrics_lines(sol.metrics)))
+    if report is not None:
+        print(f"  verified           {'yes' if report.valid else 'NO: ' + report.violations[0]}")
+    if args.out:
+        print(f"  written            {args.out}")
+
+
+# ----------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="topoopt", description="Design the network of a distributed DNN training cluster: "
+                "topology, routing and placement, exact (MILP) or heuristic (TopoOpt).")
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"topoopt-ilp {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    v = sub.add_parser("validate", help="check an instance file", description="Check an instance file; print a summary.")
+    v.add_argument("instance", metavar="INSTANCE")
+    v.set_defaults(func=_cmd_validate)
+
+    vf = sub.add_parser("verify", help="check a solution against its instance",
+                        description="Check ports, degrees, family, rings, routes and stated metrics. Exit 0 when valid, 1 with a list of violations.")
+    vf.add_argument("instance", metavar="INSTANCE")
+    vf.add_argument("solution", metavar="SOLUTION")
+    vf.set_defaults(func=_cmd_verify)
+
+    e = sub.add_parser("evaluate", help="score a solution (or the instance's fixed topology)",
+                       description="Compute iteration time, comm time, throughput, diameter, ASPL and link utilization.")
+    e.add_argument("instance", metavar="INSTANCE")
+    e.add_argument("solution", metavar="SOLUTION", nargs="?", help="solution file; default: the instance's fixed_topology")
+    e.add_argument("--routing", choices=("given", "shortest_path", "optimal"), default="given",
+                   help="given: the solution's routes (shortest paths when it has none); shortest_path: equal split over "
+                        "shortest paths; optimal: max-concurrent-flow LP (default: given)")
+    e.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    e.set_defaults(func=_cmd_evaluate)
+
+    s = sub.add_parser("solve", help="design a topology (and routing) for an instance",
+                       description="Solve an instance. The result is verified and scored by the independent evaluator.")
+    s.add_argument("instance", metavar="INSTANCE")
+    s.add_argument("--method", choices=("heuristic", "exact", "baseline"), default="heuristic",
+                   help="heuristic: TopoOpt's TopologyFinder (default); exact: MILP; baseline: a reference topology")
+    s.add_argument("--select", default="geometric", choices=("geometric", "best"),
+                   help="heuristic: SelectPermutations rule (default geometric, TopoOpt's)")
+    s.add_argument("--mode", default="paper", choices=("paper", "authors"),
+                   help="heuristic: follow the paper (default) or the authors' published code")
+    s.add_argument("--baseline", default="expander", choices=("expander", "demand_greedy", "torus"),
+                   help="baseline: which reference topology (default expander)")
+    s.add_argument("--backend", default=None, help="exact: solver back-end (highs, scip, cpsat, cbc; default highs)")
+    s.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S", help="exact: time limit in seconds")
+    s.add_argument("--gap", type=_nonneg_float, default=None, metavar="G", help="exact: relative optimality gap")
+    s.add_argument("--threads", type=_pos_int, default=None, metavar="T", help="exact: solver threads")
+    s.add_argument("--warm-start", default=None, metavar="heuristic|none|FILE", help="exact: warm start (default heuristic)")
+    s.add_argument("--export-model", default=None, metavar="FILE.mps|FILE.lp", help="exact: also write the model")
+    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    s.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
+    s.add_argument("--json", action="store_true", help="print the solution as JSON")
+    s.add_argument("--quiet", action="store_true", help="print nothing; use the exit code")
+    s.set_defaults(func=_cmd_solve)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except TopoOptError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - the CLI promises one line, not a traceback
+        if os.environ.get("TOPOOPT_DEBUG"):
+            raise
+        print(f"internal error: {type(exc).__name__}: {exc} (set TOPOOPT_DEBUG=1 for a traceback)", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

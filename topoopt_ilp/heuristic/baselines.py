@@ -1,0 +1,201 @@
+"""Baseline topologies from TopoOpt's evaluation (topoopt.md 3.9): random expander, demand greedy
+("dheu", used for the OCS-reconfig and SiP-ML baselines) and tori.
+
+The ideal big switch and the (oversubscribed) Fat-tree are *evaluator-level* baselines: they are
+not d-regular server-to-server matrices (the authors add switch rows/columns), so they are not
+built here; an evaluator models them as a non-blocking switch of per-server bandwidth ``d*B`` (or
+the Fat-tree's equivalent).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import networkx as nx
+import numpy as np
+from scipy.sparse.csgraph import connected_components
+
+__all__ = ["random_expander", "demand_greedy", "torus", "connect_components"]
+
+
+def _pair_stubs(X: np.ndarray, stubs: np.ndarray, rng: np.random.Generator) -> None:
+    """Pair free ports at random, in place, without self-loops.
+
+    A self-pair ``(a, a)`` is fixed by swapping with another random pair; if every free port sits
+    on one node, an existing link ``u - v`` not touching it is rewired to ``a - u``, ``a - v``.
+    """
+    stubs = rng.permutation(stubs)
+    if stubs.size % 2:
+        raise ValueError("odd number of free ports")
+    a, b = stubs[0::2].copy(), stubs[1::2].copy()
+    for _ in range(100 * (a.size + 1)):
+        bad = np.flatnonzero(a == b)
+        if not bad.size:
+            break
+        p = int(bad[0])
+        q = int(rng.integers(a.size))
+        if a[q] != a[p] and b[q] != b[p]:
+            b[p], b[q] = b[q], b[p]
+        elif ((a == a[p]) & (b == a[p])).all():
+            break  # every free port is on one node: rewired below
+    for x, y in zip(a.tolist(), b.tolist()):
+        if x != y:
+            X[x, y] += 1
+            X[y, x] += 1
+            continue
+        # all remaining free ports on node x: rewire a link u-v not touching x
+        us, vs = np.nonzero(np.triu(X, 1))
+        ok = np.flatnonzero((us != x) & (vs != x))
+        if not ok.size:
+            raise ValueError("cannot pair ports without self-loops")
+        e = int(rng.choice(ok))
+        u, v = int(us[e]), int(vs[e])
+        X[u, v] -= 1
+        X[v, u] -= 1
+        X[x, u] += 1
+        X[u, x] += 1
+        X[x, v] += 1
+        X[v, x] += 1
+
+
+def connect_components(X: np.ndarray, rng: np.random.Generator) -> None:
+    """Join components of an undirected multigraph in place, keeping every degree: a non-bridge
+    link ``a1-a2`` in one component and a link ``b1-b2`` in another become ``a1-b1``, ``a2-b2``
+    (removing a non-bridge keeps its component connected, so the two merge)."""
+    while True:
+        nc, lab = connected_components(X > 0, directed=False)
+        if nc <= 1:
+            return
+        ca, cb = 0, 1
+        na, nb = np.flatnonzero(lab == ca), np.flatnonzero(lab == cb)
+
+        def non_bridge(nodes: np.ndarray) -> tuple[int, int] | None:
+            sub = X[np.ix_(nodes, nodes)]
+            par = np.argwhere(np.triu(sub, 1) >= 2)
+            if par.size:
+                return int(nodes[par[0, 0]]), int(nodes[par[0, 1]])
+            G = nx.from_numpy_array((sub > 0).astype(int))
+            br = set(nx.bridges(G))
+            for u, v in G.edges():
+                if (u, v) not in br and (v, u) not in br:
+                    return int(nodes[u]), int(nodes[v])
+            es = list(G.edges())
+            return (int(nodes[es[0][0]]), int(nodes[es[0][1]])) if es else None
+
+        ea, eb = non_bridge(na), non_bridge(nb)
+        if ea is None or eb is None:
+            raise ValueError("component without links: cannot connect while keeping degrees")
+        (a1, a2), (b1, b2) = ea, eb
+        for u, v, s in ((a1, a2, -1), (b1, b2, -1), (a1, b1, 1), (a2, b2, 1)):
+            X[u, v] += s
+            X[v, u] += s
+
+
+def random_expander(n: int, d: int, seed: int = 0) -> np.ndarray:
+    """Connected random ``d``-regular multigraph (TopoOpt's ``random`` / Expander baseline).
+
+    A random spanning path (a random node order) guarantees connectivity; the remaining ports are
+    paired at random (parallel links allowed, no self-loops).
+
+    Raises
+    ------
+    ValueError
+        If ``n * d`` is odd (no ``d``-regular graph exists) or ``d < 2`` with ``n > 2``.
+    """
+    if (n * d) % 2:
+        raise ValueError(f"n*d = {n * d} is odd: no {d}-regular graph on {n} nodes")
+    if n < 2 or (d < 2 and n > 2):
+        raise ValueError("need n >= 2 and d >= 2 (d = 1 cannot be connected for n > 2)")
+    rng = np.random.default_rng(seed)
+    X = np.zeros((n, n), dtype=np.int64)
+    order = rng.permutation(n)
+    X[order[:-1], order[1:]] += 1
+    X[order[1:], order[:-1]] += 1
+    free = d - X.sum(axis=1)
+    _pair_stubs(X, np.repeat(np.arange(n), free), rng)
+    return X
+
+
+def demand_greedy(n: int, d: int, T: np.ndarray, seed: int = 0) -> np.ndarray:
+    """TopoOpt's demand heuristic ("dheu"): links to the heaviest pairs first.
+
+    Pairs are keyed by ``max(T_ij, T_ji)``; the heaviest pair whose endpoints both have a free port
+    gets a link and its key is halved; pairs with a full endpoint are dropped. Leftover ports are
+    then joined by a random path through the nodes that still have free ports, paired at random,
+    and components are merged (:func:`connect_components`). Returns a connected ``d``-regular
+    multigraph.
+    """
+    if (n * d) % 2:
+        raise ValueError(f"n*d = {n * d} is odd: no {d}-regular graph on {n} nodes")
+    rng = np.random.default_rng(seed)
+    T = np.asarray(T, dtype=float)
+    K = np.triu(np.maximum(T, T.T), 1)
+    i, j = np.nonzero(K > 0)
+    heap = [(-float(K[a, b]), int(a), int(b)) for a, b in zip(i, j)]
+    heapq.heapify(heap)
+    X = np.zeros((n, n), dtype=np.int64)
+    free = np.full(n, d, dtype=np.int64)
+    while heap:
+        key, a, b = heapq.heappop(heap)
+        if free[a] == 0 or free[b] == 0:
+            continue  # drop the pair
+        X[a, b] += 1
+        X[b, a] += 1
+        free[a] -= 1
+        free[b] -= 1
+        heapq.heappush(heap, (key / 2, a, b))
+    # random path through nodes with free ports (connectivity first), then random pairing
+    walk = rng.permutation(np.flatnonzero(free > 0))
+    for a, b in zip(walk[:-1].tolist(), walk[1:].tolist()):
+        if free[a] > 0 and free[b] > 0:
+            X[a, b] += 1
+            X[b, a] += 1
+            free[a] -= 1
+            free[b] -= 1
+    if free.sum():
+        _pair_stubs(X, np.repeat(np.arange(n), free), rng)
+    if n > 1 and d >= 2:
+        connect_components(X, rng)
+    return X
+
+
+def torus(n: int, d: int, dims: int = 2, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """Wrap-around ``dims``-D torus, ``d = 2*dims``.
+
+    ``shape`` defaults to the most balanced factorisation of ``n`` into ``dims`` sides. A side of 2
+    gives a double link (``+1`` and ``-1`` reach the same neighbour), keeping the graph d-regular.
+    """
+    if dims not in (2, 3):
+        raise ValueError("dims must be 2 or 3")
+    if d != 2 * dims:
+        raise ValueError(f"a {dims}-D torus has degree {2 * dims}, got d={d}")
+    if shape is None:
+        best = None
+        for a in range(2, n + 1):
+            if n % a:
+                continue
+            if dims == 2:
+                cand = (a, n // a)
+            else:
+                for b in range(2, n // a + 1):
+                    if (n // a) % b == 0 and n // a // b >= 2:
+                        cand2 = tuple(sorted((a, b, n // a // b)))
+                        if best is None or max(cand2) - min(cand2) < max(best) - min(best):
+                            best = cand2
+                continue
+            cand = tuple(sorted(cand))
+            if min(cand) >= 2 and (best is None or max(cand) - min(cand) < max(best) - min(best)):
+                best = cand
+        if best is None:
+            raise ValueError(f"n={n} has no {dims}-D factorisation with sides >= 2")
+        shape = best
+    if int(np.prod(shape)) != n or len(shape) != dims or min(shape) < 2:
+        raise ValueError(f"bad torus shape {shape} for n={n}")
+    X = np.zeros((n, n), dtype=np.int64)
+    coords = np.array(np.unravel_index(np.arange(n), shape)).T
+    for ax, side in enumerate(shape):
+        for step in (1, -1):
+            c = coords.copy()
+            c[:, ax] = (c[:, ax] + step) % side
+            X[np.arange(n), np.ravel_multi_index(c.T, shape)] += 1
+    return X

@@ -1,0 +1,118 @@
+"""Circulant helpers: link matrices and BFS over residues.
+
+A circulant (Cayley graph of Z_n) is vertex-transitive, so the distances from node 0 to every
+residue give every distance: ``dist(a, b) = dist0[(b - a) mod n]``. One BFS over ``n`` residues
+replaces an all-pairs computation. Kept local to the heuristic (no dependency on
+``topoopt_ilp.graph``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+__all__ = ["circulant_matrix", "coin_set", "circulant_distances", "circulant_stats", "circulant_stats_batch"]
+
+
+def coin_set(n: int, jumps: Iterable[int], directed: bool = False) -> np.ndarray:
+    """Distinct nonzero residues reachable in one hop: the jumps, plus their negatives when undirected."""
+    j = np.asarray(list(jumps), dtype=np.int64) % n
+    if not directed:
+        j = np.concatenate([j, (-j) % n])
+    j = np.unique(j)
+    return j[j != 0]
+
+
+def circulant_matrix(n: int, jumps: Iterable[int], directed: bool = False) -> np.ndarray:
+    """Link-count matrix of the circulant with the given jumps (repeats allowed: parallel links).
+
+    Undirected: each jump ``j`` adds links ``i <-> i + j``; row sums grow by 2 per jump, except
+    ``j == n/2`` which adds one link ``i <-> i + n/2`` (1 port). Directed: links ``i -> i + j``.
+    """
+    X = np.zeros((n, n), dtype=np.int64)
+    idx = np.arange(n)
+    for j in jumps:
+        j = int(j) % n
+        if j == 0:
+            raise ValueError("jump 0 would be a self-loop")
+        X[idx, (idx + j) % n] += 1
+        if not directed and 2 * j != n:
+            X[idx, (idx - j) % n] += 1
+    return X
+
+
+def circulant_distances(n: int, coins: Iterable[int]) -> np.ndarray:
+    """Hop distance from 0 to every residue using steps in ``coins`` (already including negatives
+    for undirected graphs). ``-1`` marks unreachable residues."""
+    c = np.unique(np.asarray(list(coins), dtype=np.int64) % n)
+    dist = np.full(n, -1, dtype=np.int64)
+    dist[0] = 0
+    frontier = np.array([0], dtype=np.int64)
+    h = 0
+    while frontier.size:
+        h += 1
+        nxt = np.unique((frontier[:, None] + c[None, :]).ravel() % n)
+        nxt = nxt[dist[nxt] < 0]
+        dist[nxt] = h
+        frontier = nxt
+    return dist
+
+
+def circulant_stats(n: int, jumps: Iterable[int], directed: bool = False) -> tuple[int, float]:
+    """``(diameter, mean hops)`` of the circulant with these jumps; mean over the ``n - 1`` nonzero
+    residues. Raises if the circulant is disconnected."""
+    d = circulant_distances(n, coin_set(n, jumps, directed))
+    if (d < 0).any():
+        raise ValueError("circulant is disconnected")
+    return int(d.max()), float(d[1:].sum() / (n - 1))
+
+
+def circulant_stats_batch(n: int, coin_sets: np.ndarray, chunk: int = 2048) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """BFS over residues for many coin sets at once (vectorized across sets).
+
+    Parameters
+    ----------
+    coin_sets : numpy.ndarray
+        Shape ``(B, c)``: one-hop steps of each set (negatives included for undirected graphs).
+
+    Returns
+    -------
+    unreachable, total, diameter : numpy.ndarray
+        Per set: number of residues not reachable from 0, sum of distances over reachable
+        residues, and the largest finite distance.
+    """
+    coin_sets = np.asarray(coin_sets, dtype=np.int64) % n
+    B = coin_sets.shape[0]
+    unreach = np.empty(B, dtype=np.int64)
+    total = np.empty(B, dtype=np.int64)
+    diam = np.empty(B, dtype=np.int64)
+    ar = np.arange(n, dtype=np.int64)
+    for lo in range(0, B, chunk):
+        C = coin_sets[lo : lo + chunk]
+        b = C.shape[0]
+        # gather index per coin: residue r is reached from r - c
+        gathers = [(ar[None, :] - C[:, t][:, None]) % n for t in range(C.shape[1])]
+        visited = np.zeros((b, n), dtype=bool)
+        visited[:, 0] = True
+        frontier = visited.copy()
+        tot = np.zeros(b, dtype=np.int64)
+        dm = np.zeros(b, dtype=np.int64)
+        h = 0
+        while True:
+            h += 1
+            new = np.zeros_like(frontier)
+            for g in gathers:
+                new |= np.take_along_axis(frontier, g, axis=1)
+            new &= ~visited
+            cnt = new.sum(axis=1)
+            if not cnt.any():
+                break
+            tot += h * cnt
+            dm[cnt > 0] = h
+            visited |= new
+            frontier = new
+        unreach[lo : lo + b] = n - visited.sum(axis=1)
+        total[lo : lo + b] = tot
+        diam[lo : lo + b] = dm
+    return unreach, total, diam

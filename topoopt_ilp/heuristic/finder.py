@@ -1,0 +1,345 @@
+"""TopologyFinder: TopoOpt's end-to-end topology + routing heuristic (topoopt.md 3.8).
+
+Steps: traffic weights per group size -> degree split (d_A, d_MP) -> AllReduce ports per group size
+-> TotientPerms candidates + SelectPermutations per size -> circulant AllReduce links ->
+CoinChangeMod routes -> rings (direct or multi-hop "virtual") per group -> repeated max-weight
+matching for MP links -> explicit shortest paths where the MP links beat the circulant routes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from topoopt_ilp.routing import PathSet, RingSet, Routing
+
+from .baselines import connect_components
+from .circulant import circulant_matrix
+from .coin_change import DEFAULT_MAX_ROUTES, coin_change_mod
+from .degree import allocate_ports, degree_split
+from .mp_links import DEFAULT_MATCHING, repeated_matching, route_pairs
+from .select import best_rule, geometric_rule, select_permutations
+from .totient import coset_of, jump_ports, totient_perms
+
+__all__ = ["TopologyFinderResult", "topology_finder", "SELECT_RULES"]
+
+#: Named SelectPermutations rules accepted by ``topology_finder(select=...)``.
+SELECT_RULES: dict[str, Callable[..., tuple[int, ...]]] = {"geometric": geometric_rule, "best": best_rule}
+
+
+@dataclass(frozen=True, eq=False)
+class TopologyFinderResult:
+    """Output of :func:`topology_finder`.
+
+    Attributes
+    ----------
+    X : numpy.ndarray
+        ``(n, n)`` int64 final topology ``ar_matrix + mp_matrix``; rows (and columns) sum to ``d``.
+    ar_matrix, mp_matrix : numpy.ndarray
+        AllReduce (circulant) links and MP (matching) links.
+    jumps : dict int -> tuple of int
+        Group size ``k`` -> jumps chosen for its direct rings, in pick order (repeats = parallel rings).
+        May contain ``n`` even without a group of size ``n`` (the connectivity ring).
+    virtual_jumps : dict int -> tuple of int
+        Coset group sizes without direct rings -> the logical TotientPerms jumps (one per +-class)
+        of minimum CoinChangeMod length, realised multi-hop over ``routing.offset_routes``.
+    routing : Routing
+        ``rings``: per input group (index into ``groups``), the ring orders with equal fractions;
+        ``offset_routes``: CoinChangeMod routes for every reachable nonzero offset (valid from every
+        source on the circulant part, which stays inside ``X``); ``paths``: explicit shortest paths
+        over ``X`` only for pairs with traffic (MP demand or hops of non-coset rings) whose distance in
+        ``X`` is shorter than on the circulant (so only when ``d_mp > 0`` or the circulant is disconnected).
+    d_allreduce, d_mp : int
+        Degree split.
+    ports : dict int -> int
+        AllReduce ports per node given to each group size.
+    group_weights : dict int -> float
+        ``W[k] = sum S (2k-1)/k`` over coset groups of size ``k`` (the authors' weight).
+    group_kind : tuple of str
+        Per input group: ``"direct"`` (rings on its own jumps), ``"virtual"`` (multi-hop rings),
+        ``"ordered"`` (not a coset: ring in the given member order, both directions if undirected),
+        ``"trivial"`` (size <= 1, no traffic) or ``"unroutable"`` (no ring reachable).
+    coin_dist : numpy.ndarray
+        CoinChangeMod distance per residue (``-1`` unreachable).
+    notes : tuple of str
+        Fix-ups and fallbacks applied during this run.
+    """
+
+    X: np.ndarray
+    ar_matrix: np.ndarray
+    mp_matrix: np.ndarray
+    jumps: dict[int, tuple[int, ...]]
+    virtual_jumps: dict[int, tuple[int, ...]]
+    routing: Routing
+    d_allreduce: int
+    d_mp: int
+    ports: dict[int, int]
+    group_weights: dict[int, float]
+    group_kind: tuple[str, ...]
+    coin_dist: np.ndarray
+    n: int
+    d: int
+    directed: bool
+    mode: str
+    split: str
+    select: str
+    notes: tuple[str, ...] = field(default=())
+
+
+def _ring_rows(n: int, s: int, k: int, jumps: Sequence[int], directed: bool) -> list[np.ndarray]:
+    """Ring orders s, s+j, s+2j, ... for each jump, plus the -j direction when undirected."""
+    rows = []
+    t = np.arange(k, dtype=np.int64)
+    for j in jumps:
+        rows.append((s + j * t) % n)
+        if not directed and 2 * (j % n) != n:
+            rows.append((s - j * t) % n)
+    return rows
+
+
+def topology_finder(
+    n: int,
+    d: int,
+    groups: Sequence[tuple[np.ndarray | Sequence[int], float]],
+    mp,
+    *,
+    directed: bool = False,
+    split: str | None = None,
+    select: str | Callable[..., tuple[int, ...]] = "geometric",
+    mode: str = "paper",
+    mp_routing: str = "shortest",
+    matching: str | Callable[..., np.ndarray] = DEFAULT_MATCHING,
+    max_routes: int | None = DEFAULT_MAX_ROUTES,
+    mp_k: int = 3,
+    seed: int = 0,
+) -> TopologyFinderResult:
+    """TopoOpt's TopologyFinder.
+
+    Parameters
+    ----------
+    n, d : int
+        Servers and interfaces per server.
+    groups : sequence of (members, bytes)
+        AllReduce groups. Members forming a coset ``{s, s + n/k, ...}`` of Z_n (``k | n``) are
+        TotientPerms groups. Other member sets are *ordered* groups: one ring in the given member order
+        (plus its reverse, half the bytes each, when undirected), routed over the topology; their bytes
+        count in the degree split but they get no ports of their own. Groups of size <= 1 are ignored.
+    mp : (n, n) array_like or scipy sparse matrix
+        MP bytes ``i -> j`` (diagonal ignored).
+    directed : bool
+        Directed links (row and column sums ``d``; jump ``j`` adds only ``i -> i + j``).
+    split : {"proportional", "all_allreduce"}, optional
+        Degree split; default ``"proportional"`` in paper mode, ``"all_allreduce"`` in authors mode.
+    select : {"geometric", "best"} or callable
+        SelectPermutations rule (see :mod:`.select`); a callable has the rule signature.
+    mode : {"paper", "authors"}
+        ``"paper"``: proportional ports per group size, no +-j duplicates. ``"authors"``: heaviest group
+        size takes all AllReduce ports (+ connectivity ring), duplicates allowed (the code's quirk).
+    mp_routing : {"shortest", "ecmp", "ksp"}
+        Explicit path routing (see :func:`route_pairs`); ``"ecmp"``/``"ksp"`` are per-pair networkx.
+    matching : {"auto", "blossom", "greedy"} or callable
+        MP matching algorithm (see :func:`repeated_matching`).
+    max_routes : int or None
+        CoinChangeMod alternatives kept per offset.
+    mp_k : int
+        ``k`` for ``mp_routing="ksp"``.
+    seed : int
+        Seeds the matching completion and randomised select rules.
+
+    Returns
+    -------
+    TopologyFinderResult
+    """
+    if mode not in ("paper", "authors"):
+        raise ValueError(f"mode must be 'paper' or 'authors', got {mode!r}")
+    if split is None:
+        split = "proportional" if mode == "paper" else "all_allreduce"
+    if isinstance(select, str):
+        if select not in SELECT_RULES:
+            raise ValueError(f"unknown select rule {select!r}")
+        rule, select_name = SELECT_RULES[select], select
+    else:
+        rule, select_name = select, getattr(select, "__name__", "custom")
+    if n < 2 or d < 1:
+        raise ValueError("need n >= 2 and d >= 1")
+    if not directed and (n * d) % 2:
+        raise ValueError(f"n*d = {n * d} is odd: no undirected {d}-regular topology")
+    if mp is None:
+        mp = np.zeros((n, n))
+    if mp.shape != (n, n):
+        raise ValueError(f"mp must be {n}x{n}, got {mp.shape}")
+    notes: list[str] = []
+
+    # ---- 1. classify groups, traffic weights (authors: W[k] += S (2k-1)/k; T_AR = sum S (2k-1))
+    kinds: list[str] = []
+    coset: list[tuple[int, int] | None] = []
+    members_l: list[np.ndarray] = []
+    W: dict[int, float] = {}
+    t_ar = 0.0
+    for gi, (mem, S) in enumerate(groups):
+        mem = np.asarray(mem, dtype=np.int64)
+        if S < 0:
+            raise ValueError(f"group {gi}: negative bytes")
+        if mem.size and (mem.min() < 0 or mem.max() >= n or np.unique(mem).size != mem.size):
+            raise ValueError(f"group {gi}: members must be distinct server ids in [0, {n})")
+        members_l.append(mem)
+        if mem.size <= 1 or S == 0:
+            kinds.append("trivial")
+            coset.append(None)
+            continue
+        k = mem.size
+        t_ar += S * (2 * k - 1)
+        c = coset_of(mem, n)
+        coset.append(c)
+        if c is None:
+            kinds.append("ordered")
+        else:
+            kinds.append("coset")
+            W[k] = W.get(k, 0.0) + S * (2 * k - 1) / k
+    if sp.issparse(mp):
+        mp_total = float(mp.sum() - mp.diagonal().sum())
+    else:
+        mp = np.asarray(mp, dtype=float)
+        mp_total = float(mp.sum() - np.trace(mp))
+
+    # ---- 2. degree split
+    d_a, d_mp = degree_split(d, t_ar, mp_total, split=split, directed=directed)
+    if d_mp and not directed and n % 2:
+        notes.append(f"n={n} odd: no perfect matching, all {d} ports go to AllReduce rings")
+        d_a, d_mp = d, 0
+
+    # ---- 3. ports per group size
+    ports = allocate_ports(W, d_a, n, mode="proportional" if mode == "paper" else "heaviest", directed=directed)
+    spare = d_a - sum(ports.values())
+    if spare > 0:  # no coset group at all (only ordered groups): spend on full n-rings
+        ports[n] = ports.get(n, 0) + spare
+        notes.append(f"{spare} AllReduce ports without a coset group size went to full {n}-rings")
+    if n in ports and n not in W:
+        notes.append(f"connectivity ring: {ports[n]} ports on a full {n}-ring (group size {n} has no traffic)")
+
+    # ---- 4. TotientPerms + SelectPermutations, heaviest first
+    jumps: dict[int, tuple[int, ...]] = {}
+    chosen: list[int] = []
+    for k, pk in ports.items():
+        cands = totient_perms(n, k)
+        m = pk // jump_ports(n, int(cands[0]), directed)
+        picked = select_permutations(cands, m, n=n, rule=rule, mode=mode, directed=directed, fixed=tuple(chosen), seed=seed)
+        jumps[k] = picked
+        chosen.extend(picked)
+    ar = circulant_matrix(n, chosen, directed) if chosen else np.zeros((n, n), dtype=np.int64)
+
+    # ---- 5. CoinChangeMod over the chosen jumps
+    dist, offset_routes = coin_change_mod(n, chosen, directed=directed, max_routes=max_routes)
+
+    # ---- 6. rings per group
+    virtual: dict[int, tuple[int, ...]] = {}
+    ring_group: list[int] = []
+    ring_rows: list[np.ndarray] = []
+    ring_frac: list[float] = []
+    final_kinds: list[str] = []
+    for gi, (kind, c, mem) in enumerate(zip(kinds, coset, members_l)):
+        if kind == "trivial":
+            final_kinds.append(kind)
+            continue
+        if kind == "ordered":
+            rows = [mem] if directed else [mem, mem[::-1].copy()]
+            final_kinds.append("ordered")
+        else:
+            k, s = c
+            if k in jumps:
+                rj = jumps[k]
+                final_kinds.append("direct")
+            else:
+                if k not in virtual:
+                    cj = totient_perms(n, k)
+                    if not directed:
+                        cj = np.unique(np.minimum(cj, n - cj))
+                    dc = dist[cj]
+                    ok = dc > 0
+                    virtual[k] = tuple(int(j) for j in cj[ok & (dc == dc[ok].min())]) if ok.any() else ()
+                rj = virtual[k]
+                final_kinds.append("virtual" if rj else "unroutable")
+                if not rj:
+                    notes.append(f"group {gi}: no ring of size {k} is reachable on the circulant")
+            rows = _ring_rows(n, s, k, rj, directed)
+        for r in rows:
+            ring_group.append(gi)
+            ring_rows.append(r)
+            ring_frac.append(1.0 / len(rows))
+    if ring_rows:
+        kmax = max(r.size for r in ring_rows)
+        order = np.full((len(ring_rows), kmax), -1, dtype=np.int64)
+        for i, r in enumerate(ring_rows):
+            order[i, : r.size] = r
+        rings = RingSet(np.array(ring_group, dtype=np.int64), order, np.array(ring_frac))
+    else:
+        rings = RingSet.empty()
+
+    # ---- 7. MP links: repeated max-weight matching
+    mpm = repeated_matching(mp, d_mp, seed=seed, method=matching, directed=directed)
+    X = ar + mpm
+    if d_a == 0 and not directed and d >= 2:
+        from scipy.sparse.csgraph import connected_components
+
+        if connected_components(X > 0, directed=False)[0] > 1:
+            connect_components(X, np.random.default_rng(seed))
+            mpm = X - ar
+            notes.append("no AllReduce rings: MP matching links rewired to connect the topology")
+
+    # ---- 8. explicit paths where the combined topology beats the circulant routes
+    paths = PathSet.empty()
+    if d_mp > 0 or (dist < 0).any():
+        if sp.issparse(mp):
+            C = mp.tocoo()
+            src, dst = C.row.astype(np.int64), C.col.astype(np.int64)
+            keep = (C.data > 0) & (src != dst)
+            src, dst = src[keep], dst[keep]
+        else:
+            src, dst = np.nonzero(mp > 0)
+            keep = src != dst
+            src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
+        hs, hd = [src], [dst]
+        for r, g in zip(ring_rows, ring_group):
+            if kinds[g] == "ordered":
+                hs.append(r)
+                hd.append(np.roll(r, -1))
+        src, dst = np.concatenate(hs), np.concatenate(hd)
+        if src.size:
+            key = np.unique(src * n + dst)
+            src, dst = key // n, key % n
+            cd = dist[(dst - src) % n].astype(float)
+            cd[cd < 0] = np.inf
+            bd, bp = route_pairs(X, src, dst, method="shortest", shorter_than=cd)
+            if mp_routing == "shortest":
+                paths = bp
+            else:
+                need = (bd >= 0) & (bd < cd)
+                _, paths = route_pairs(X, src[need], dst[need], method=mp_routing, k=mp_k)
+            unreach = int(((bd < 0) & ~np.isfinite(cd)).sum())
+            if unreach:
+                notes.append(f"{unreach} pairs with traffic are unreachable")
+
+    return TopologyFinderResult(
+        X=X,
+        ar_matrix=ar,
+        mp_matrix=mpm,
+        jumps=jumps,
+        virtual_jumps=virtual,
+        routing=Routing(rings=rings, paths=paths, offset_routes=offset_routes),
+        d_allreduce=d_a,
+        d_mp=d_mp,
+        ports=dict(ports),
+        group_weights=W,
+        group_kind=tuple(final_kinds),
+        coin_dist=dist,
+        n=n,
+        d=d,
+        directed=directed,
+        mode=mode,
+        split=split,
+        select=select_name,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,275 @@
+"""MP sub-topology by repeated maximum-weight matching, and MP routing over the combined
+topology (topoopt.md 3.6-3.7)."""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Callable
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+from scipy.sparse.csgraph import shortest_path
+
+from topoopt_ilp.routing import PathSet
+
+__all__ = [
+    "repeated_matching",
+    "blossom_matching",
+    "greedy_matching",
+    "route_pairs",
+    "DEFAULT_MATCHING",
+    "BLOSSOM_EDGE_LIMIT",
+]
+
+#: ``method="auto"`` uses networkx's exact Blossom up to this many demand edges, greedy above.
+BLOSSOM_EDGE_LIMIT = 2000
+DEFAULT_MATCHING = "auto"
+
+
+def blossom_matching(i: np.ndarray, j: np.ndarray, w: np.ndarray, n: int, *, maxcardinality: bool = False) -> np.ndarray:
+    """Exact maximum-weight matching (networkx Blossom, O(n^3)). Returns matched edge indices."""
+    G = nx.Graph()
+    G.add_nodes_from(range(n))
+    G.add_weighted_edges_from(zip(i.tolist(), j.tolist(), w.tolist()))
+    eid = {(int(a), int(b)): e for e, (a, b) in enumerate(zip(i, j))}
+    out = []
+    for a, b in nx.max_weight_matching(G, maxcardinality=maxcardinality):
+        out.append(eid[(a, b)] if (a, b) in eid else eid[(b, a)])
+    return np.array(sorted(out), dtype=np.int64)
+
+
+def greedy_matching(i: np.ndarray, j: np.ndarray, w: np.ndarray, n: int, *, maxcardinality: bool = False) -> np.ndarray:
+    """Greedy maximum-weight matching (heaviest edge first), computed vectorized by repeatedly
+    matching *locally dominant* edges (heaviest at both endpoints). With ties broken by edge index
+    this yields exactly the sequential greedy matching; weight >= 1/2 of optimal (in practice far
+    closer, see ``benchmarks/heuristic_scale.py``). ``maxcardinality`` is ignored (completion to a
+    perfect matching is done by the caller)."""
+    order = np.lexsort((np.arange(w.size), -w))  # rank 0 = heaviest
+    I, J = i[order], j[order]
+    rank = np.arange(w.size)
+    keep = w[order] > 0
+    I, J, rank = I[keep], J[keep], rank[keep]
+    free = np.ones(n, dtype=bool)
+    matched = []
+    big = np.iinfo(np.int64).max
+    while I.size:
+        best = np.full(n, big, dtype=np.int64)
+        # reversed assignment: the last write per node is its smallest rank (heaviest edge)
+        best[J[::-1]] = rank[::-1]
+        bi = np.full(n, big, dtype=np.int64)
+        bi[I[::-1]] = rank[::-1]
+        best = np.minimum(best, bi)
+        dom = (best[I] == rank) & (best[J] == rank)
+        matched.append(rank[dom])
+        free[I[dom]] = False
+        free[J[dom]] = False
+        alive = free[I] & free[J]
+        I, J, rank = I[alive], J[alive], rank[alive]
+    r = np.concatenate(matched) if matched else np.zeros(0, dtype=np.int64)
+    return np.sort(order[r])
+
+
+_MATCHERS: dict[str, Callable[..., np.ndarray]] = {"blossom": blossom_matching, "greedy": greedy_matching}
+
+
+def _pairs_from(T, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Undirected demand pairs i < j with weight T_ij + T_ji > 0."""
+    if sp.issparse(T):
+        S = sp.triu((T + T.T).tocsr(), k=1).tocoo()
+        m = S.data > 0
+        return S.row[m].astype(np.int64), S.col[m].astype(np.int64), S.data[m].astype(float)
+    A = np.asarray(T, dtype=float)
+    i, j = np.nonzero(np.triu(A + A.T, k=1) > 0)
+    return i.astype(np.int64), j.astype(np.int64), (A[i, j] + A[j, i])
+
+
+def repeated_matching(
+    T,
+    rounds: int,
+    *,
+    seed: int = 0,
+    method: str | Callable[..., np.ndarray] = DEFAULT_MATCHING,
+    maxcardinality: bool = False,
+    directed: bool = False,
+) -> np.ndarray:
+    """MP link matrix from ``rounds`` rounds of maximum-weight matching on the MP demand.
+
+    Parameters
+    ----------
+    T : (n, n) array_like or scipy sparse matrix
+        MP bytes ``i -> j``. Undirected links match on the symmetrised demand ``T + T^T``.
+    rounds : int
+        ``d_MP``: every round adds one link per node (one port).
+    seed : int
+        Seeds the random completion of unmatched nodes.
+    method : {"auto", "blossom", "greedy"} or callable
+        Matching algorithm ``f(i, j, w, n, maxcardinality=...) -> matched edge indices``.
+        ``"blossom"``: networkx ``max_weight_matching`` (exact, the faithful choice; O(n^3)).
+        ``"greedy"``: :func:`greedy_matching` (vectorized, 1/2-approximation). ``"auto"``: Blossom
+        up to :data:`BLOSSOM_EDGE_LIMIT` demand edges, greedy above.
+    maxcardinality : bool
+        Passed to the matcher. Not needed for regularity: unmatched nodes are paired at random
+        afterwards, and "max-weight matching on demand edges + arbitrary completion" is exactly the
+        authors' max-weight *perfect* matching on the complete graph (non-demand pairs weigh 0).
+    directed : bool
+        Directed links: each round is a fixed-point-free permutation maximising the discounted
+        demand (``scipy.optimize.linear_sum_assignment``, exact, dense O(n^3)).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, n)`` int64 link counts; undirected: symmetric with row sums ``rounds``.
+
+    Notes
+    -----
+    After each round the demand is discounted to ``T_ij / (c + 1)`` with ``c`` the links now between
+    ``i`` and ``j`` (demand per parallel link), so later rounds cover other pairs unless one pair
+    dominates. Random completion links that land on a demand pair count towards ``c`` too.
+    """
+    n = T.shape[0]
+    M = np.zeros((n, n), dtype=np.int64)
+    if rounds <= 0:
+        return M
+    rng = np.random.default_rng(seed)
+    if directed:
+        A = T.toarray() if sp.issparse(T) else np.asarray(T, dtype=float)
+        for _ in range(rounds):
+            w = A / (M + 1)
+            np.fill_diagonal(w, -1.0)
+            w = np.where(np.eye(n, dtype=bool), -(w.max() + 1) * n, w)
+            r, c = linear_sum_assignment(w, maximize=True)
+            M[r, c] += 1
+        return M
+    if n % 2:
+        raise ValueError("undirected matching rounds need an even number of nodes")
+    i, j, w0 = _pairs_from(T, n)
+    key = i * n + j  # sorted (row-major nonzero order)
+    cnt = np.zeros(w0.size, dtype=np.int64)
+    matcher = method
+    if isinstance(method, str):
+        if method == "auto":
+            matcher = blossom_matching if w0.size <= BLOSSOM_EDGE_LIMIT else greedy_matching
+        elif method in _MATCHERS:
+            matcher = _MATCHERS[method]
+        else:
+            raise ValueError(f"unknown matching method {method!r}")
+    for _ in range(rounds):
+        e = matcher(i, j, w0 / (cnt + 1), n, maxcardinality=maxcardinality)
+        a, b = i[e], j[e]
+        free = np.ones(n, dtype=bool)
+        free[a] = False
+        free[b] = False
+        rest = rng.permutation(np.flatnonzero(free))
+        a = np.concatenate([a, rest[0::2]])
+        b = np.concatenate([b, rest[1::2]])
+        M[a, b] += 1
+        M[b, a] += 1
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        pos = np.searchsorted(key, lo * n + hi)
+        pos = np.minimum(pos, max(key.size - 1, 0))
+        hit = key.size > 0
+        if hit:
+            on = key[pos] == lo * n + hi
+            cnt[pos[on]] += 1
+    return M
+
+
+def _bfs_paths(adj: sp.csr_matrix, src: np.ndarray, dst: np.ndarray, chunk: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Hop distances and one shortest path per pair (scipy BFS per source chunk)."""
+    P = src.size
+    dist = np.full(P, -1, dtype=np.int64)
+    paths: list[np.ndarray | None] = [None] * 0
+    order = np.argsort(src, kind="stable")
+    us, starts = np.unique(src[order], return_index=True)
+    bounds = np.append(starts, P)
+    node_rows = np.full((P,), -1, dtype=np.int64)
+    out_nodes = {}
+    for lo in range(0, us.size, chunk):
+        srcs = us[lo : lo + chunk]
+        D, Pr = shortest_path(adj, method="D", unweighted=True, indices=srcs, return_predecessors=True)
+        sel = order[bounds[lo] : bounds[min(lo + chunk, us.size)]]
+        row = np.searchsorted(srcs, src[sel])
+        dd = D[row, dst[sel]]
+        fin = np.isfinite(dd)
+        dist[sel[fin]] = dd[fin].astype(np.int64)
+        # walk predecessors back from dst, vectorized over pairs
+        cur = dst[sel].copy()
+        seq = [cur.copy()]
+        for _ in range(int(dd[fin].max()) if fin.any() else 0):
+            nxt = np.where(cur == src[sel], cur, Pr[row, cur])
+            nxt = np.where(nxt < 0, cur, nxt)
+            cur = nxt
+            seq.append(cur.copy())
+        out_nodes[lo] = (sel, np.stack(seq, axis=1))
+    return dist, out_nodes
+
+
+def route_pairs(
+    X: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    *,
+    method: str = "shortest",
+    k: int = 3,
+    max_paths: int = 8,
+    chunk: int = 512,
+) -> tuple[np.ndarray, PathSet]:
+    """Hop-count routes for ``(src[p], dst[p])`` over topology ``X`` (any link count > 0 is a link).
+
+    Parameters
+    ----------
+    method : {"shortest", "ecmp", "ksp"}
+        ``"shortest"``: one BFS shortest path per pair (scipy, vectorized; the authors' final code).
+        ``"ecmp"``: up to ``max_paths`` shortest paths, equal split (networkx, per pair: small n).
+        ``"ksp"``: the ``k`` shortest simple paths, equal split (networkx ``shortest_simple_paths``,
+        the paper's k-shortest-path routing; per pair: small n).
+    chunk : int
+        BFS sources per batch (bounds memory at ``chunk * n`` distances).
+
+    Returns
+    -------
+    dist : numpy.ndarray
+        Hop distance per pair (``-1`` unreachable).
+    paths : PathSet
+        Paths of reachable pairs; fractions of one pair sum to 1.
+    """
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    if src.size == 0:
+        return np.zeros(0, dtype=np.int64), PathSet.empty()
+    adj = sp.csr_matrix((np.asarray(X) > 0).astype(np.int8))
+    if method == "shortest":
+        dist, blocks = _bfs_paths(adj, src, dst, chunk)
+        rows, L = [], 0
+        for sel, seq in blocks.values():
+            L = max(L, seq.shape[1])
+        nodes = np.full((src.size, L), -1, dtype=np.int64)
+        for sel, seq in blocks.values():
+            # seq[:, 0] = dst ... seq[:, h] = src; reverse the first dist+1 entries
+            h = dist[sel]
+            col = np.arange(seq.shape[1])[None, :]
+            idx = h[:, None] - col  # position in seq for output column col
+            valid = (idx >= 0) & (h[:, None] >= 0)
+            vals = np.take_along_axis(seq, np.clip(idx, 0, seq.shape[1] - 1), axis=1)
+            block = np.where(valid, vals, -1)
+            nodes[sel, : seq.shape[1]] = block
+        ok = dist >= 0
+        return dist, PathSet(nodes[ok], np.ones(int(ok.sum())))
+    if method not in ("ecmp", "ksp"):
+        raise ValueError(f"unknown routing method {method!r}")
+    G = nx.from_scipy_sparse_array(adj)
+    dist = np.full(src.size, -1, dtype=np.int64)
+    plist: list[tuple[list[int], float]] = []
+    for p, (s, t) in enumerate(zip(src.tolist(), dst.tolist())):
+        try:
+            if method == "ecmp":
+                ps = list(islice(nx.all_shortest_paths(G, s, t), max_paths))
+            else:
+                ps = list(islice(nx.shortest_simple_paths(G, s, t), k))
+        except nx.NetworkXNoPath:
+            continue
+        dist[p] = len(ps[0]) - 1
+        plist.extend((q, 1.0 / len(ps)) for q in ps)
+    return dist, (PathSet.from_lists(plist) if plist else PathSet.empty())

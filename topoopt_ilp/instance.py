@@ -1,0 +1,364 @@
+"""The canonical problem instance (design §3) as frozen, validated dataclasses.
+
+An :class:`Instance` is valid as soon as it exists: every dataclass checks its own fields in
+``__post_init__`` and the :class:`Instance` checks what needs the whole (member ids against the
+number of servers, a fixed topology against the degree). Errors are :class:`InstanceError` with the
+field path of the offending value (``demand.allreduce[2].members[5]``), so a file loader only has to
+add the file name. Instances are data only: building one executes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from .errors import InstanceError
+
+__all__ = [
+    "Cluster",
+    "AllReduceGroup",
+    "Demand",
+    "FixedTopology",
+    "SolverDefaults",
+    "Instance",
+    "OBJECTIVES",
+    "FAMILIES",
+    "MAX_SERVERS",
+]
+
+OBJECTIVES = ("iteration_time", "comm_time", "throughput", "diameter", "aspl")
+FAMILIES = ("any", "circulant", "coprime_circulant")
+LINK_KINDS = ("undirected", "directed")
+# The evaluator keeps n x n matrices; past this size they no longer fit a 24 GiB machine comfortably.
+MAX_SERVERS = 8192
+MAX_DEGREE = 1024
+
+LinkKind = Literal["undirected", "directed"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Value checks shared by every dataclass: one place decides what an integer or a size is.
+# ----------------------------------------------------------------------------------------------
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", str: "a string", list: "a list", dict: "an object", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _int(value: Any, path: str, *, low: int | None = None, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InstanceError(f"expected an integer, got {_type_name(value)}", field=path)
+    value = int(value)
+    if low is not None and value < low:
+        raise InstanceError(f"must be >= {low}, got {value}", field=path)
+    if high is not None and value > high:
+        raise InstanceError(f"must be <= {high}, got {value}", field=path)
+    return value
+
+
+def _number(value: Any, path: str, *, positive: bool = False, nonnegative: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InstanceError(f"expected a number, got {_type_name(value)}", field=path)
+    value = float(value)
+    if not math.isfinite(value):
+        raise InstanceError(f"must be a finite number, got {value}", field=path)
+    if positive and value <= 0:
+        raise InstanceError(f"must be > 0, got {value:g}", field=path)
+    if nonnegative and value < 0:
+        raise InstanceError(f"must be >= 0, got {value:g}", field=path)
+    return value
+
+
+def _choice(value: Any, path: str, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        shown = repr(value) if isinstance(value, str) else _type_name(value)
+        raise InstanceError(f"must be one of {', '.join(choices)}; got {shown}", field=path)
+    return value
+
+
+def _bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise InstanceError(f"expected true or false, got {_type_name(value)}", field=path)
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cluster:
+    """``servers`` servers with ``degree`` interfaces of ``link_bandwidth_gbps`` each.
+
+    ``links``: ``undirected`` (a link takes one interface at each end, full duplex) or ``directed``
+    (separate TX/RX ports: out- and in-degree ``degree``). ``regular``: every interface must be used.
+    ``multi_links``: parallel links between one pair are allowed (TopoOpt's topologies are multigraphs).
+    """
+
+    servers: int
+    degree: int
+    link_bandwidth_gbps: float
+    hop_latency_us: float = 1.0
+    links: LinkKind = "undirected"
+    regular: bool = True
+    multi_links: bool = True
+
+    def __post_init__(self) -> None:
+        n = _int(self.servers, "cluster.servers", low=2, high=MAX_SERVERS)
+        d = _int(self.degree, "cluster.degree", low=1, high=MAX_DEGREE)
+        _number(self.link_bandwidth_gbps, "cluster.link_bandwidth_gbps", positive=True)
+        _number(self.hop_latency_us, "cluster.hop_latency_us", nonnegative=True)
+        _choice(self.links, "cluster.links", LINK_KINDS)
+        _bool(self.regular, "cluster.regular")
+        _bool(self.multi_links, "cluster.multi_links")
+        if not self.multi_links and d > n - 1:
+            raise InstanceError(
+                f"degree {d} needs parallel links on {n} servers (at most {n - 1} distinct neighbours); "
+                "set cluster.multi_links to true or lower the degree",
+                field="cluster.degree",
+            )
+        if self.links == "undirected" and self.regular and (n * d) % 2:
+            raise InstanceError(
+                f"no {d}-regular undirected topology on {n} servers exists (servers*degree = {n * d} is odd); "
+                "set cluster.regular to false, use directed links, or change the degree",
+                field="cluster.degree",
+            )
+
+    @property
+    def directed(self) -> bool:
+        return self.links == "directed"
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        """Capacity of one link in one direction, bytes per second."""
+        return self.link_bandwidth_gbps * 1e9 / 8.0
+
+    @property
+    def hop_latency_s(self) -> float:
+        return self.hop_latency_us * 1e-6
+
+
+@dataclass(frozen=True)
+class AllReduceGroup:
+    """A ring AllReduce of ``bytes`` bytes per member over ``members`` (server ids)."""
+
+    members: tuple[int, ...]
+    bytes: float
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    def bytes_per_member(self) -> float:
+        """Bytes each member sends to its ring successor: 2(k-1)/k * S (design §3)."""
+        k = self.size
+        return 2.0 * (k - 1) / k * self.bytes
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Traffic of one training iteration: AllReduce groups plus model-parallel bytes.
+
+    ``mp`` lists ``(src, dst, bytes)``; repeated pairs add up. ``all_to_all`` adds that many bytes
+    for every ordered pair of distinct servers.
+    """
+
+    allreduce: tuple[AllReduceGroup, ...] = ()
+    mp: tuple[tuple[int, int, float], ...] = ()
+    all_to_all: float = 0.0
+
+    def mp_matrix(self, n: int) -> np.ndarray:
+        """The model-parallel traffic (including ``all_to_all``) as a dense n x n byte matrix."""
+        m = np.zeros((n, n))
+        if self.mp:
+            arr = np.asarray(self.mp, dtype=float)
+            np.add.at(m, (arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)), arr[:, 2])
+        if self.all_to_all:
+            m += self.all_to_all
+            np.fill_diagonal(m, 0.0)
+        return m
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.allreduce and not self.mp and not self.all_to_all
+
+
+@dataclass(frozen=True)
+class FixedTopology:
+    """A given topology: explicit ``links`` ``(i, j, count)`` or a circulant jump set ``jumps``."""
+
+    links: tuple[tuple[int, int, int], ...] | None = None
+    jumps: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class SolverDefaults:
+    """Defaults for ``topoopt solve`` taken from the instance; command-line options override them."""
+
+    backend: str | None = None
+    time_limit_s: float | None = None
+    gap: float | None = None
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One problem: a cluster, its demand (or workload), the objective and the topology family."""
+
+    cluster: Cluster
+    demand: Demand | None = None
+    workload: Any = None
+    objective: str = "iteration_time"
+    topology_family: str = "any"
+    fixed_topology: FixedTopology | None = None
+    solver: SolverDefaults = field(default_factory=SolverDefaults)
+    name: str = ""
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cluster, Cluster):
+            raise InstanceError("expected a Cluster", field="cluster")
+        _choice(self.objective, "objective", OBJECTIVES)
+        _choice(self.topology_family, "topology_family", FAMILIES)
+        if (self.demand is None) == (self.workload is None):
+            raise InstanceError(
+                "an instance needs exactly one of 'demand' and 'workload'"
+                + (" (it has both)" if self.demand is not None else " (it has neither)")
+            )
+        if self.workload is not None:
+            raise InstanceError("workload instances are not supported yet; give a 'demand' section", field="workload")
+        if self.demand is not None:
+            _check_demand(self.demand, self.cluster.servers)
+        if self.fixed_topology is not None:
+            _check_fixed_topology(self.fixed_topology, self.cluster, self.topology_family)
+        _check_solver(self.solver)
+
+    # Convenience views -------------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return self.cluster.servers
+
+    @property
+    def d(self) -> int:
+        return self.cluster.degree
+
+    def fixed_topology_matrix(self) -> np.ndarray | None:
+        """The fixed topology as an n x n link-count matrix, or None when the instance has none."""
+        if self.fixed_topology is None:
+            return None
+        return _fixed_matrix(self.fixed_topology, self.cluster)
+
+
+# ----------------------------------------------------------------------------------------------
+def _check_demand(demand: Demand, n: int) -> None:
+    if not isinstance(demand.allreduce, tuple) or not isinstance(demand.mp, tuple):
+        raise InstanceError("allreduce and mp must be tuples", field="demand")
+    for g, group in enumerate(demand.allreduce):
+        path = f"demand.allreduce[{g}]"
+        if not isinstance(group, AllReduceGroup):
+            raise InstanceError("expected an AllReduceGroup", field=path)
+        _number(group.bytes, f"{path}.bytes", positive=True)
+        if len(group.members) < 2:
+            raise InstanceError(f"an AllReduce needs at least 2 members, got {len(group.members)}", field=f"{path}.members")
+        seen: set[int] = set()
+        for m, member in enumerate(group.members):
+            mpath = f"{path}.members[{m}]"
+            v = _int(member, mpath)
+            if not 0 <= v < n:
+                raise InstanceError(f"server {v} out of range 0..{n - 1}", field=mpath)
+            if v in seen:
+                raise InstanceError(f"server {v} is listed twice", field=mpath)
+            seen.add(v)
+    for p, pair in enumerate(demand.mp):
+        path = f"demand.mp.pairs[{p}]"
+        if not isinstance(pair, tuple) or len(pair) != 3:
+            raise InstanceError("expected [src, dst, bytes]", field=path)
+        s = _int(pair[0], f"{path}[0]")
+        t = _int(pair[1], f"{path}[1]")
+        for idx, v in ((0, s), (1, t)):
+            if not 0 <= v < n:
+                raise InstanceError(f"server {v} out of range 0..{n - 1}", field=f"{path}[{idx}]")
+        if s == t:
+            raise InstanceError(f"source and destination are both server {s}", field=path)
+        _number(pair[2], f"{path}[2]", positive=True)
+    _number(demand.all_to_all, "demand.all_to_all", nonnegative=True)
+    if demand.is_empty:
+        raise InstanceError("the demand is empty: give allreduce groups, mp traffic or all_to_all", field="demand")
+
+
+def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -> None:
+    if (fixed.links is None) == (fixed.jumps is None):
+        raise InstanceError("give exactly one of 'links' and 'jumps'", field="fixed_topology")
+    n = cluster.servers
+    if fixed.jumps is not None:
+        seen: set[int] = set()
+        for k, j in enumerate(fixed.jumps):
+            path = f"fixed_topology.jumps[{k}]"
+            j = _int(j, path, low=1, high=n - 1)
+            key = j if cluster.directed else min(j, n - j)
+            if key in seen:
+                raise InstanceError(
+                    f"jump {j} repeats an earlier jump" + ("" if cluster.directed else f" (jumps {j} and {n - j} are the same undirected jump)"),
+                    field=path,
+                )
+            seen.add(key)
+            if family == "coprime_circulant" and math.gcd(j, n) != 1:
+                raise InstanceError(f"jump {j} is not coprime with {n} servers (topology_family is coprime_circulant)", field=path)
+    else:
+        if family != "any":
+            raise InstanceError(f"topology_family {family} needs 'jumps', not 'links'", field="fixed_topology")
+        for k, link in enumerate(fixed.links):
+            path = f"fixed_topology.links[{k}]"
+            if not isinstance(link, tuple) or len(link) != 3:
+                raise InstanceError("expected [i, j, count]", field=path)
+            i = _int(link[0], f"{path}[0]", low=0, high=n - 1)
+            j = _int(link[1], f"{path}[1]", low=0, high=n - 1)
+            _int(link[2], f"{path}[2]", low=1, high=MAX_DEGREE)
+            if i == j:
+                raise InstanceError(f"a link from server {i} to itself", field=path)
+    x = _fixed_matrix(fixed, cluster)
+    _check_degrees(x, cluster, "fixed_topology")
+
+
+def _fixed_matrix(fixed: FixedTopology, cluster: Cluster) -> np.ndarray:
+    n = cluster.servers
+    x = np.zeros((n, n), dtype=np.int64)
+    if fixed.jumps is not None:
+        idx = np.arange(n)
+        for j in fixed.jumps:
+            x[idx, (idx + j) % n] += 1
+            if not cluster.directed and 2 * j != n:
+                x[idx, (idx - j) % n] += 1
+    else:
+        for i, j, c in fixed.links:
+            x[i, j] += c
+            if not cluster.directed:
+                x[j, i] += c
+    return x
+
+
+def _check_degrees(x: np.ndarray, cluster: Cluster, path: str) -> None:
+    """Ports used per server against the degree: out-degree always, in-degree for directed links."""
+    d = cluster.degree
+    sums = [("out", x.sum(axis=1))] + ([("in", x.sum(axis=0))] if cluster.directed else [])
+    for kind, used in sums:
+        label = f"{kind}-degree " if cluster.directed else ""
+        bad = np.flatnonzero(used > d) if not cluster.regular else np.flatnonzero(used != d)
+        if bad.size:
+            v = int(bad[0])
+            rule = f"at most {d}" if not cluster.regular else f"exactly {d} (cluster.regular)"
+            raise InstanceError(f"server {v} has {label}{int(used[v])} links, needs {rule}", field=path)
+    if not cluster.multi_links and (x > 1).any():
+        i, j = map(int, np.argwhere(x > 1)[0])
+        raise InstanceError(f"{int(x[i, j])} parallel links between {i} and {j} but cluster.multi_links is false", field=path)
+
+
+def _check_solver(solver: SolverDefaults) -> None:
+    if solver.backend is not None and not isinstance(solver.backend, str):
+        raise InstanceError(f"expected a string, got {_type_name(solver.backend)}", field="solver.backend")
+    if solver.time_limit_s is not None:
+        _number(solver.time_limit_s, "solver.time_limit_s", nonnegative=True)
+    if solver.gap is not None:
+        _number(solver.gap, "solver.gap", nonnegative=True)
+    if solver.threads is not None:
+        _int(solver.threads, "solver.threads", low=1, high=1024)

@@ -1,0 +1,429 @@
+"""Instance and solution files (design §6): strict JSON in, atomic JSON out.
+
+Parsing is strict: unknown keys, wrong types, NaN/Infinity literals, oversized files and
+out-of-range sizes are each one :class:`InputError` naming the file, the field path and the
+reason. The semantic checks live with the dataclasses (``instance.py``); this module only maps
+JSON onto them, so instances built in code are checked exactly like instances read from files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import InputError, InstanceError, SolutionFileError
+from .instance import (
+    MAX_SERVERS,
+    AllReduceGroup,
+    Cluster,
+    Demand,
+    FixedTopology,
+    Instance,
+    SolverDefaults,
+)
+from .routing import OffsetRoutes, PathSet, RingSet, Routing
+from .solution import STATUSES, Solution, Topology
+
+__all__ = [
+    "load_instance",
+    "parse_instance",
+    "instance_to_dict",
+    "save_instance",
+    "load_solution",
+    "parse_solution",
+    "solution_to_dict",
+    "save_solution",
+    "write_json_atomic",
+    "MAX_FILE_BYTES",
+]
+
+INSTANCE_FORMAT = "topoopt-instance"
+SOLUTION_FORMAT = "topoopt-solution"
+VERSION = 1
+# A dense 8192 x 8192 demand matrix alone would be ~1 GB of JSON; files this large are refused
+# before parsing so that a hostile file costs a second, not the machine.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading JSON safely
+# ----------------------------------------------------------------------------------------------
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _read_json(path: str | os.PathLike, error: type[InputError]) -> Any:
+    source = str(path)
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise error(f"cannot read file: {exc.strerror or exc}", source=source) from None
+    if size > MAX_FILE_BYTES:
+        raise error(f"file is {size / 2**20:.0f} MiB, larger than the {MAX_FILE_BYTES // 2**20} MiB limit", source=source)
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise error("file is not UTF-8 text", source=source) from None
+    except OSError as exc:
+        raise error(f"cannot read file: {exc.strerror or exc}", source=source) from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise error(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
+    except (ValueError, RecursionError) as exc:
+        raise error(f"malformed JSON: {exc}", source=source) from None
+
+
+def _obj(value: Any, path: str, allowed: set[str], required: set[str] = frozenset(), err=InstanceError) -> dict:
+    if not isinstance(value, dict):
+        raise err(f"expected an object, got {type(value).__name__}", field=path or None)
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise err(f"unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})", field=path or None)
+    missing = sorted(required - set(value))
+    if missing:
+        raise err(f"missing required key {missing[0]!r}", field=path or None)
+    return value
+
+
+def _list(value: Any, path: str, err=InstanceError, max_len: int | None = None) -> list:
+    if not isinstance(value, list):
+        raise err(f"expected a list, got {type(value).__name__}", field=path)
+    if max_len is not None and len(value) > max_len:
+        raise err(f"has {len(value)} entries, more than the {max_len} allowed", field=path)
+    return value
+
+
+def _with_source(fn: Callable[[], Any], source: str | None, error: type[InputError]) -> Any:
+    try:
+        return fn()
+    except InputError as exc:
+        if source and not exc.source:
+            raise error(exc.reason, source=source, field=exc.field) from None
+        raise
+
+
+# ----------------------------------------------------------------------------------------------
+# Instances
+# ----------------------------------------------------------------------------------------------
+_TOP_KEYS = {"format", "version", "name", "description", "cluster", "demand", "workload", "objective",
+             "topology_family", "fixed_topology", "solver"}
+_CLUSTER_KEYS = {"servers", "degree", "link_bandwidth_gbps", "hop_latency_us", "links", "regular", "multi_links"}
+
+
+def load_instance(path: str | os.PathLike) -> Instance:
+    """Read and validate an instance file. Raises :class:`InstanceError` with file and field."""
+    data = _read_json(path, InstanceError)
+    return _with_source(lambda: parse_instance(data), str(path), InstanceError)
+
+
+def parse_instance(data: Any) -> Instance:
+    """Build an :class:`Instance` from already-decoded JSON data (a dict)."""
+    top = _obj(data, "", _TOP_KEYS, {"format", "version", "cluster"})
+    if top["format"] != INSTANCE_FORMAT:
+        raise InstanceError(f"expected {INSTANCE_FORMAT!r}, got {top['format']!r}", field="format")
+    if top["version"] != VERSION or isinstance(top["version"], bool):
+        raise InstanceError(f"unsupported version {top['version']!r} (this release reads version {VERSION})", field="version")
+    c = _obj(top["cluster"], "cluster", _CLUSTER_KEYS, {"servers", "degree", "link_bandwidth_gbps"})
+    cluster = Cluster(**c)  # validates sizes first, so nothing below can allocate by a hostile n
+    n = cluster.servers
+    demand = _parse_demand(top["demand"], n) if "demand" in top else None
+    fixed = _parse_fixed(top["fixed_topology"]) if "fixed_topology" in top else None
+    solver = SolverDefaults(**_obj(top.get("solver", {}), "solver", {"backend", "time_limit_s", "gap", "threads"}))
+    for key in ("name", "description"):
+        if key in top and not isinstance(top[key], str):
+            raise InstanceError(f"expected a string, got {type(top[key]).__name__}", field=key)
+    return Instance(
+        cluster=cluster,
+        demand=demand,
+        workload=top.get("workload"),
+        objective=top.get("objective", "iteration_time"),
+        topology_family=top.get("topology_family", "any"),
+        fixed_topology=fixed,
+        solver=solver,
+        name=top.get("name", ""),
+        description=top.get("description", ""),
+    )
+
+
+def _parse_demand(value: Any, n: int) -> Demand:
+    d = _obj(value, "demand", {"allreduce", "mp", "all_to_all"})
+    groups = []
+    for g, item in enumerate(_list(d.get("allreduce", []), "demand.allreduce", max_len=100_000)):
+        path = f"demand.allreduce[{g}]"
+        gi = _obj(item, path, {"members", "bytes"}, {"members", "bytes"})
+        members = gi["members"]
+        if members == "all":
+            members = tuple(range(n))
+        else:
+            members = tuple(_list(members, f"{path}.members", max_len=n + 1) if not isinstance(members, str)
+                            else _bad_members(members, path))
+        groups.append(AllReduceGroup(members=members, bytes=gi["bytes"]))
+    pairs: list[tuple] = []
+    if "mp" in d:
+        mp = _obj(d["mp"], "demand.mp", {"pairs", "matrix"})
+        if "pairs" in mp and "matrix" in mp:
+            raise InstanceError("give either 'pairs' or 'matrix', not both", field="demand.mp")
+        if "pairs" in mp:
+            for p, pair in enumerate(_list(mp["pairs"], "demand.mp.pairs", max_len=n * (n - 1) * 4)):
+                pairs.append(tuple(_list(pair, f"demand.mp.pairs[{p}]")))
+        elif "matrix" in mp:
+            pairs = _matrix_pairs(mp["matrix"], n)
+    return Demand(allreduce=tuple(groups), mp=tuple(pairs), all_to_all=d.get("all_to_all", 0.0))
+
+
+def _bad_members(value: str, path: str):
+    raise InstanceError(f"expected a list of server ids or \"all\", got {value!r}", field=f"{path}.members")
+
+
+def _matrix_pairs(matrix: Any, n: int) -> list[tuple[int, int, float]]:
+    rows = _list(matrix, "demand.mp.matrix")
+    if len(rows) != n:
+        raise InstanceError(f"has {len(rows)} rows, expected {n} (one per server)", field="demand.mp.matrix")
+    for i, row in enumerate(rows):
+        r = _list(row, f"demand.mp.matrix[{i}]")
+        if len(r) != n:
+            raise InstanceError(f"has {len(r)} entries, expected {n}", field=f"demand.mp.matrix[{i}]")
+    try:
+        m = np.array(rows, dtype=float)
+        ok = all(not isinstance(v, bool) for row in rows for v in row)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        for i, row in enumerate(rows):
+            for j, v in enumerate(row):
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise InstanceError(f"expected a number, got {type(v).__name__}", field=f"demand.mp.matrix[{i}][{j}]")
+    bad = np.argwhere(~np.isfinite(m) | (m < 0))
+    if bad.size:
+        i, j = map(int, bad[0])
+        raise InstanceError(f"must be a finite number >= 0, got {m[i, j]}", field=f"demand.mp.matrix[{i}][{j}]")
+    diag = np.flatnonzero(np.diag(m))
+    if diag.size:
+        i = int(diag[0])
+        raise InstanceError("a server sends no traffic to itself: the diagonal must be 0", field=f"demand.mp.matrix[{i}][{i}]")
+    i, j = np.nonzero(m)
+    return [(int(a), int(b), float(v)) for a, b, v in zip(i, j, m[i, j])]
+
+
+def _parse_fixed(value: Any) -> FixedTopology:
+    f = _obj(value, "fixed_topology", {"links", "jumps"})
+    links = None
+    if "links" in f:
+        links = tuple(tuple(_list(link, f"fixed_topology.links[{k}]"))
+                      for k, link in enumerate(_list(f["links"], "fixed_topology.links", max_len=MAX_SERVERS * 1024)))
+    jumps = tuple(_list(f["jumps"], "fixed_topology.jumps", max_len=MAX_SERVERS)) if "jumps" in f else None
+    return FixedTopology(links=links, jumps=jumps)
+
+
+def instance_to_dict(inst: Instance) -> dict[str, Any]:
+    """The JSON form of an instance (compact: ``"all"`` for full groups, pairs for MP traffic)."""
+    c = inst.cluster
+    out: dict[str, Any] = {"format": INSTANCE_FORMAT, "version": VERSION}
+    if inst.name:
+        out["name"] = inst.name
+    if inst.description:
+        out["description"] = inst.description
+    out["cluster"] = {
+        "servers": c.servers, "degree": c.degree, "link_bandwidth_gbps": c.link_bandwidth_gbps,
+        "hop_latency_us": c.hop_latency_us, "links": c.links, "regular": c.regular, "multi_links": c.multi_links,
+    }
+    if inst.demand is not None:
+        dm = inst.demand
+        demand: dict[str, Any] = {}
+        if dm.allreduce:
+            demand["allreduce"] = [
+                {"members": "all" if g.members == tuple(range(c.servers)) else list(g.members), "bytes": g.bytes}
+                for g in dm.allreduce
+            ]
+        if dm.mp:
+            demand["mp"] = {"pairs": [list(p) for p in dm.mp]}
+        if dm.all_to_all:
+            demand["all_to_all"] = dm.all_to_all
+        out["demand"] = demand
+    out["objective"] = inst.objective
+    out["topology_family"] = inst.topology_family
+    if inst.fixed_topology is not None:
+        ft = inst.fixed_topology
+        out["fixed_topology"] = {"jumps": list(ft.jumps)} if ft.jumps is not None else {"links": [list(x) for x in ft.links]}
+    s = inst.solver
+    solver = {k: v for k, v in (("backend", s.backend), ("time_limit_s", s.time_limit_s), ("gap", s.gap), ("threads", s.threads)) if v is not None}
+    if solver:
+        out["solver"] = solver
+    return out
+
+
+def save_instance(inst: Instance, path: str | os.PathLike) -> None:
+    write_json_atomic(path, instance_to_dict(inst))
+
+
+# ----------------------------------------------------------------------------------------------
+# Solutions
+# ----------------------------------------------------------------------------------------------
+_SOL_KEYS = {"format", "version", "status", "objective", "bound", "gap", "wall_time_s", "method", "backend",
+             "topology", "routing", "placement", "metrics", "details", "instance"}
+
+
+def _num_or_none(v: float | None) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def solution_to_dict(sol: Solution, *, directed: bool, instance_name: str | None = None) -> dict[str, Any]:
+    """The JSON form of a solution (design §6). Non-finite numbers become null (JSON has none)."""
+    out: dict[str, Any] = {"format": SOLUTION_FORMAT, "version": VERSION}
+    if instance_name:
+        out["instance"] = instance_name
+    out.update({
+        "status": sol.status,
+        "objective": _num_or_none(sol.objective),
+        "bound": _num_or_none(sol.bound),
+        "gap": _num_or_none(sol.gap),
+        "wall_time_s": round(float(sol.wall_time_s), 6),
+        "method": sol.method,
+        "backend": sol.backend,
+    })
+    if sol.topology is not None:
+        topo: dict[str, Any] = {"servers": sol.topology.n, "links": [list(x) for x in sol.topology.links(directed)]}
+        if sol.topology.jumps is not None:
+            topo["jumps"] = list(sol.topology.jumps)
+        out["topology"] = topo
+    else:
+        out["topology"] = None
+    r = sol.routing
+    out["routing"] = {
+        "rings": [[g, f, order] for g, order, f in r.rings.to_lists()],
+        "paths": [[f, p] for p, f in r.paths.to_lists()],
+        "offset_routes": [[o, f, j] for o, j, f in r.offset_routes.to_lists()],
+    }
+    out["placement"] = sol.placement
+    out["metrics"] = {k: (_num_or_none(v) if isinstance(v, float) else v) for k, v in sol.metrics.items()}
+    if sol.details:
+        out["details"] = sol.details
+    return out
+
+
+def save_solution(sol: Solution, path: str | os.PathLike, *, directed: bool, instance_name: str | None = None) -> None:
+    write_json_atomic(path, solution_to_dict(sol, directed=directed, instance_name=instance_name))
+
+
+def load_solution(path: str | os.PathLike, *, directed: bool) -> Solution:
+    data = _read_json(path, SolutionFileError)
+    return _with_source(lambda: parse_solution(data, directed=directed), str(path), SolutionFileError)
+
+
+def parse_solution(data: Any, *, directed: bool) -> Solution:
+    """Read a solution's JSON form. Structure is checked here; feasibility is the verifier's job."""
+    E = SolutionFileError
+    top = _obj(data, "", _SOL_KEYS, {"format", "version", "status", "method", "topology"}, err=E)
+    if top["format"] != SOLUTION_FORMAT:
+        raise E(f"expected {SOLUTION_FORMAT!r}, got {top['format']!r}", field="format")
+    if top["version"] != VERSION:
+        raise E(f"unsupported version {top['version']!r}", field="version")
+    if top["status"] not in STATUSES:
+        raise E(f"must be one of {', '.join(STATUSES)}", field="status")
+    topology = None
+    if top["topology"] is not None:
+        t = _obj(top["topology"], "topology", {"servers", "links", "jumps"}, {"servers", "links"}, err=E)
+        n = t["servers"]
+        if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_SERVERS:
+            raise E(f"must be an integer in 2..{MAX_SERVERS}", field="topology.servers")
+        links = []
+        for k, link in enumerate(_list(t["links"], "topology.links", err=E, max_len=MAX_SERVERS * 1024)):
+            if (not isinstance(link, list) or len(link) != 3
+                    or any(isinstance(v, bool) or not isinstance(v, int) for v in link)):
+                raise E("expected [i, j, count] with integers", field=f"topology.links[{k}]")
+            i, j, c = link
+            if not (0 <= i < n and 0 <= j < n) or c < 1:
+                raise E(f"servers must be in 0..{n - 1} and count >= 1, got {link}", field=f"topology.links[{k}]")
+            links.append((i, j, c))
+        jumps = t.get("jumps")
+        if jumps is not None and (not isinstance(jumps, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in jumps)):
+            raise E("expected a list of integers", field="topology.jumps")
+        topology = Topology.from_links(n, links, directed, jumps)
+    routing = _parse_routing(top.get("routing") or {})
+    nums = {}
+    for key in ("objective", "bound", "gap", "wall_time_s"):
+        v = top.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise E("expected a number or null", field=key)
+        nums[key] = v
+    metrics = top.get("metrics") or {}
+    if not isinstance(metrics, dict):
+        raise E("expected an object", field="metrics")
+    return Solution(
+        status=top["status"], method=str(top["method"]), topology=topology, routing=routing,
+        placement=top.get("placement"), objective=nums["objective"], bound=nums["bound"], gap=nums["gap"],
+        wall_time_s=float(nums["wall_time_s"] or 0.0), backend=top.get("backend"), metrics=metrics,
+        details=top.get("details") or {},
+    )
+
+
+def _int_list(v: Any, path: str) -> list[int]:
+    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
+        raise SolutionFileError("expected a list of integers", field=path)
+    return v
+
+
+def _fraction(v: Any, path: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+        raise SolutionFileError("expected a fraction in [0, 1]", field=path)
+    return float(v)
+
+
+def _parse_routing(value: Any) -> Routing:
+    E = SolutionFileError
+    r = _obj(value, "routing", {"rings", "paths", "offset_routes"}, err=E)
+    rings, paths, offsets = [], [], []
+    for k, item in enumerate(_list(r.get("rings", []), "routing.rings", err=E)):
+        p = f"routing.rings[{k}]"
+        if not isinstance(item, list) or len(item) != 3 or isinstance(item[0], bool) or not isinstance(item[0], int):
+            raise E("expected [group, fraction, [members...]]", field=p)
+        rings.append((item[0], _int_list(item[2], p + "[2]"), _fraction(item[1], p + "[1]")))
+    for k, item in enumerate(_list(r.get("paths", []), "routing.paths", err=E)):
+        p = f"routing.paths[{k}]"
+        if not isinstance(item, list) or len(item) != 2:
+            raise E("expected [fraction, [nodes...]]", field=p)
+        nodes = _int_list(item[1], p + "[1]")
+        if len(nodes) < 2:
+            raise E("a path needs at least 2 nodes", field=p + "[1]")
+        paths.append((nodes, _fraction(item[0], p + "[0]")))
+    for k, item in enumerate(_list(r.get("offset_routes", []), "routing.offset_routes", err=E)):
+        p = f"routing.offset_routes[{k}]"
+        if not isinstance(item, list) or len(item) != 3 or isinstance(item[0], bool) or not isinstance(item[0], int):
+            raise E("expected [offset, fraction, [jumps...]]", field=p)
+        offsets.append((item[0], _int_list(item[2], p + "[2]"), _fraction(item[1], p + "[1]")))
+    return Routing(
+        rings=RingSet.from_lists(rings) if rings else RingSet.empty(),
+        paths=PathSet.from_lists(paths) if paths else PathSet.empty(),
+        offset_routes=OffsetRoutes.from_lists(offsets) if offsets else OffsetRoutes.empty(),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Write JSON to a temporary file beside ``path`` and rename it into place, so a failed or
+    interrupted run never leaves a partial file."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,215 @@
+"""The verifier: checks a solution against its instance, independently of any model code.
+
+It answers "is this a valid design, and are its stated numbers true?" with a list of violations:
+ports and degrees, symmetry, topology family and fixed topology, AllReduce rings, routes (paths on
+existing links carrying each demand exactly), and the stated metrics against the evaluator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .evaluate import ROUTING_MODES, RoutingError, evaluate, objective_value
+from .instance import Instance
+from .solution import Solution
+
+__all__ = ["VerifyReport", "verify"]
+
+_REL_TOL = 1e-6
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    violations: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def valid(self) -> bool:
+        return not self.violations
+
+    def __bool__(self) -> bool:
+        return self.valid
+
+
+def _topology_violations(instance: Instance, x: np.ndarray, jumps) -> list[str]:
+    out: list[str] = []
+    c = instance.cluster
+    n, d = c.servers, c.degree
+    if x.shape != (n, n):
+        return [f"topology has {x.shape[0]} servers, the instance has {n}"]
+    if (x < 0).any():
+        out.append("topology has a negative link count")
+    if np.diag(x).any():
+        v = int(np.flatnonzero(np.diag(x))[0])
+        out.append(f"server {v} has a link to itself")
+    if not c.directed and not np.array_equal(x, x.T):
+        i, j = map(int, np.argwhere(x != x.T)[0])
+        out.append(f"undirected topology is not symmetric: {x[i, j]} links {i}->{j} but {x[j, i]} links {j}->{i}")
+    degree_views = [("out-degree", x.sum(axis=1)), ("in-degree", x.sum(axis=0))] if c.directed else [("degree", x.sum(axis=1))]
+    for label, used in degree_views:
+        bad = np.flatnonzero(used != d) if c.regular else np.flatnonzero(used > d)
+        for v in bad[:5]:
+            need = f"exactly {d}" if c.regular else f"at most {d}"
+            out.append(f"server {int(v)} has {label} {int(used[v])}, needs {need}")
+    if not c.multi_links and (x > 1).any():
+        i, j = map(int, np.argwhere(x > 1)[0])
+        out.append(f"{int(x[i, j])} parallel links {i}->{j} but the instance forbids multi-links")
+    family = instance.topology_family
+    if family != "any":
+        if jumps is None:
+            out.append(f"topology_family is {family} but the solution states no jump set")
+        else:
+            expected = _circulant(n, jumps, c.directed)
+            if expected is None:
+                out.append(f"jump set {list(jumps)} has a jump outside 1..{n - 1}")
+            elif not np.array_equal(expected, x):
+                out.append(f"links are not the circulant of the stated jumps {list(jumps)}")
+            if family == "coprime_circulant":
+                for j in jumps:
+                    if math.gcd(int(j), n) != 1:
+                        out.append(f"jump {j} is not coprime with {n} (topology_family coprime_circulant)")
+    fixed = instance.fixed_topology_matrix()
+    if fixed is not None and not np.array_equal(fixed, x):
+        out.append("the instance fixes the topology, and the solution's links differ from it")
+    return out
+
+
+def _circulant(n: int, jumps, directed: bool) -> np.ndarray | None:
+    """Written here on purpose (not imported from graph/heuristic): the verifier shares no code with producers."""
+    x = np.zeros((n, n), dtype=np.int64)
+    idx = np.arange(n)
+    for j in jumps:
+        j = int(j)
+        if not 1 <= j <= n - 1:
+            return None
+        x[idx, (idx + j) % n] += 1
+        if not directed and 2 * j != n:
+            x[idx, (idx - j) % n] += 1
+    return x
+
+
+def _ring_violations(instance: Instance, sol: Solution) -> list[str]:
+    rings = sol.routing.rings
+    if not len(rings):
+        return []
+    groups = instance.demand.allreduce
+    out: list[str] = []
+    totals = np.zeros(len(groups))
+    for r in range(len(rings)):
+        g = int(rings.group[r])
+        if not 0 <= g < len(groups):
+            out.append(f"ring {r} names AllReduce group {g}, the instance has {len(groups)}")
+            continue
+        order = rings.order[r][rings.order[r] >= 0]
+        if sorted(order.tolist()) != sorted(groups[g].members):
+            out.append(f"ring {r} of group {g} does not visit each member of the group exactly once")
+        if rings.fraction[r] < 0:
+            out.append(f"ring {r} has a negative fraction")
+        totals[g] += rings.fraction[r]
+    for g in np.flatnonzero(np.abs(totals - 1.0) > 1e-6):
+        out.append(f"the rings of AllReduce group {int(g)} carry {totals[g]:.6g} of its bytes, not all of them")
+    return out
+
+
+def _route_violations(instance: Instance, sol: Solution, x: np.ndarray) -> list[str]:
+    out: list[str] = []
+    n = instance.n
+    paths = sol.routing.paths
+    if len(paths):
+        nodes = paths.nodes
+        if nodes.max() >= n:
+            return [f"a path names a server >= {n}"]
+        for p in range(len(paths)):
+            row = nodes[p][nodes[p] >= 0]
+            if len(row) < 2:
+                out.append(f"path {p} has fewer than 2 nodes")
+                continue
+            if len(set(row.tolist())) != len(row):
+                out.append(f"path {p} visits a server twice: {row.tolist()}")
+            missing = x[row[:-1], row[1:]] <= 0
+            if missing.any():
+                h = int(np.flatnonzero(missing)[0])
+                out.append(f"path {p} uses {int(row[h])}->{int(row[h + 1])}, which is not a link")
+            if len(out) >= 20:
+                break
+    offs = sol.routing.offset_routes
+    idx = np.arange(n)
+    for r in range(len(offs)):
+        node = idx
+        for j in offs.jumps[r]:
+            if j == 0:
+                break
+            nxt = (node + int(j)) % n
+            if (x[node, nxt] <= 0).any():
+                s = int(np.flatnonzero(x[node, nxt] <= 0)[0])
+                out.append(f"offset route {r} (offset {int(offs.offset[r])}) uses jump {int(j)}, which is not a link at server {int(node[s])}")
+                break
+            node = nxt
+    return out
+
+
+def _metric_violations(instance: Instance, sol: Solution) -> list[str]:
+    stated = sol.metrics or {}
+    if not stated:
+        return []
+    mode = stated.get("routing", "given")
+    if mode not in ROUTING_MODES:
+        return [f"metrics.routing is {mode!r}, not one of {', '.join(ROUTING_MODES)}"]
+    try:
+        m = evaluate(instance, sol, routing=mode).as_dict()
+    except RoutingError as exc:
+        return [f"routing does not carry the demand: {exc.reason}"]
+    out = []
+    for key, value in stated.items():
+        if key not in m or key == "routing":
+            continue
+        ours = m[key]
+        if isinstance(ours, list):
+            if value is None or len(value) != len(ours) or any(not _close(a, b) for a, b in zip(value, ours)):
+                out.append(f"metrics.{key} is {value}, recomputed {ours}")
+        elif not _close(value, ours):
+            out.append(f"metrics.{key} is {value}, recomputed {ours}")
+    if sol.objective is not None and sol.status in ("optimal", "feasible"):
+        ours = objective_value(instance, evaluate(instance, sol, routing=mode))
+        if not _close(sol.objective, ours):
+            out.append(f"objective is {sol.objective}, the evaluator gives {ours} ({instance.objective}, {mode} routing)")
+    return out
+
+
+def _close(a, b) -> bool:
+    if a is None:  # JSON null stands for a non-finite number
+        return b is None or (isinstance(b, float) and not math.isfinite(b))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a == b
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return False
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    # Relative: times are micro- to milliseconds, throughputs thousands; 1e-15 absorbs exact zeros.
+    return abs(a - b) <= _REL_TOL * max(abs(a), abs(b)) + 1e-15
+
+
+def verify(instance: Instance, solution: Solution) -> VerifyReport:
+    """Every violation of the instance's rules by the solution, and every stated metric that the
+    evaluator does not reproduce. An empty report means valid."""
+    if solution.status not in ("optimal", "feasible"):
+        if solution.topology is not None:
+            return VerifyReport((f"status {solution.status} but the solution carries a topology",))
+        return VerifyReport()
+    if solution.topology is None:
+        return VerifyReport((f"status {solution.status} but the solution has no topology",))
+    x = solution.topology.matrix
+    out = _topology_violations(instance, x, solution.topology.jumps)
+    if out and x.shape != (instance.n, instance.n):
+        return VerifyReport(tuple(out))
+    out += _ring_violations(instance, solution)
+    out += _route_violations(instance, solution, x)
+    if solution.placement:
+        out.append("the solution has a placement, but this instance has no workload to place")
+    if not out:
+        out += _metric_violations(instance, solution)
+    return VerifyReport(tuple(out))
