@@ -1,1 +1,62 @@
-"""Solver back-ends behind one small interface (installed as topoopt_ilp.solvers)."""
+"""Solver back-ends behind one small interface (installed as ``topoopt_ilp.solvers``).
+
+Build a model once as arrays with :class:`ModelBuilder`, then::
+
+    from topoopt_ilp import solvers
+    result = solvers.solve(model, backend="highs", time_limit_s=10, rel_gap=1e-4)
+    result.status, result.objective, result.bound, result.values
+
+Back-ends: ``highs`` (highspy, default), ``scip`` and ``cpsat`` (OR-Tools MathOpt), ``cbc``
+(PuLP). What each can be asked is in :data:`BACKENDS` (see :mod:`.registry` for the table);
+an option a backend cannot honour raises :class:`BackendCapabilityError`.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    BackendCapabilityError,
+    BackendUnavailableError,
+    ModelError,
+    SolverError,
+    UnknownBackendError,
+)
+from .export import write_model
+from .model import LinearModel, ModelBuilder, RowBlock, Sense, VarBlock, VarKind
+from .options import SolveOptions
+from .registry import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    BackendInfo,
+    Capability,
+    available_backends,
+    backends_supporting,
+    get_backend,
+    solve,
+)
+from .result import SolveResult, SolveStatus
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_BACKEND",
+    "BackendCapabilityError",
+    "BackendInfo",
+    "BackendUnavailableError",
+    "Capability",
+    "LinearModel",
+    "ModelBuilder",
+    "ModelError",
+    "RowBlock",
+    "Sense",
+    "SolveOptions",
+    "SolveResult",
+    "SolveStatus",
+    "SolverError",
+    "UnknownBackendError",
+    "VarBlock",
+    "VarKind",
+    "available_backends",
+    "backends_supporting",
+    "get_backend",
+    "solve",
+    "write_model",
+]

@@ -1,107 +1,191 @@
-"""Wall-clock guard: run one solve in a child process and kill it when it overstays.
+"""Wall-clock guard: run a solve in a worker process and kill it when it overstays.
 
-Solvers overshoot their own limits (CBC through PuLP waits on the binary with no timeout;
-HiGHS#947; pywraplp CBC ran 14.4 s on a 10 s limit) and some crash the interpreter. The child is
-forked from a ``forkserver`` that has numpy, scipy and the installed solver packages preloaded,
-so one isolated solve costs tens of milliseconds rather than a fresh interpreter's imports
-(see ``benchmarks/model_build.py`` for the measured overhead). The child starts its own process
-group, so killing it also kills a solver binary it started (CBC).
+Solvers overshoot their own limits (PuLP waits on the CBC binary with no timeout; HiGHS#947;
+pywraplp CBC ran 14.4 s on a 10 s limit) and some crash the interpreter (pywraplp HiGHS +
+SetHint). The worker is a fresh interpreter started with ``subprocess``: ``multiprocessing``'s
+spawn and forkserver children re-import the caller's ``__main__`` (breaking scripts without an
+``if __name__ == "__main__"`` guard), and fork would copy HiGHS's thread pool into the child.
+
+Workers are kept and reused: a fresh interpreter with numpy, scipy and a solver imported costs
+1-2 s on a 2-core box, a reused one a few milliseconds (pickling the model). A worker is
+discarded when it is killed or dies. The budget starts when the worker has the job (it
+acknowledges it), so a cold start does not eat the solver's time: the worker is killed at
+``ack + time_limit_s + grace_period(time_limit_s)``. Call :func:`prestart` to pay the cold start
+ahead of time. Each worker leads its own session, so killing its process group also kills a
+CBC binary it started. Console output of a solver (``verbose``) goes to the worker's stderr,
+because its stdout carries the results.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import multiprocessing
+import atexit
 import os
+import pickle
+import select
 import signal
+import struct
+import subprocess
+import sys
+import threading
 import time
-from typing import Any
+from typing import Any, BinaryIO
 
 from .model import LinearModel
 from .options import SolveOptions
 from .result import SolveResult, SolveStatus, finish
 
-__all__ = ["solve_isolated", "grace_period"]
+__all__ = ["solve_isolated", "grace_period", "prestart", "STARTUP_ALLOWANCE_S"]
 
-_PRELOAD = ["numpy", "scipy.sparse", "highspy", "ortools.math_opt.python.mathopt", "pulp"]
-_context: Any = None
+#: How long a worker may take to start and acknowledge a job before it counts as dead.
+STARTUP_ALLOWANCE_S = 30.0
+_WORKER_CODE = "from topoopt_ilp.solvers.guard import _worker_main; _worker_main()"
+_HEADER = struct.Struct("<Q")
+_idle: list[subprocess.Popen[bytes]] = []
+_lock = threading.Lock()
 
 
 def grace_period(time_limit_s: float) -> float:
-    """Extra seconds a solver gets past its limit before the guard kills it: 1 s + 10 %."""
+    """Seconds a solver may run past its limit before the guard kills it: 1 s + 10 % of the limit."""
     return 1.0 + 0.1 * time_limit_s
 
 
-def _get_context() -> Any:
-    global _context
-    if _context is None:
-        ctx = multiprocessing.get_context("forkserver")
-        preload = [m for m in _PRELOAD if importlib.util.find_spec(m.split(".")[0]) is not None]
-        ctx.set_forkserver_preload(preload + [__name__])
-        _context = ctx
-    return _context
+# -- framing: an 8-byte length, then a pickle --------------------------------------------------------
+def _send(stream: BinaryIO, obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:  # a raw (unbuffered) pipe may take only part of a large write
+        view = view[stream.write(view):]
+    stream.flush()
 
 
-def _child(conn: Any, module: str, func: str, model: LinearModel, options: SolveOptions, deadline: float | None) -> None:
-    os.setpgrp()  # own process group: the parent kills the whole group (and CBC with it)
-    try:
-        fn = getattr(importlib.import_module(module), func)
-        conn.send(("ok", fn(model, options, deadline=deadline)))
-    except BaseException as exc:  # noqa: BLE001 - anything goes back to the parent to re-raise
+def _read_exact(stream: BinaryIO, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _recv(stream: BinaryIO) -> Any:
+    (n,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
+    return pickle.loads(_read_exact(stream, n))
+
+
+def _worker_main() -> None:
+    """Worker loop: for each job, acknowledge it with its deadline, solve, send the outcome."""
+    import importlib
+
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # solver console output must not corrupt the result stream
+    inp = sys.stdin.buffer
+    while True:
         try:
-            conn.send(("exc", exc))
+            module, func, model, options, limit = _recv(inp)
+        except EOFError:
+            return  # the parent closed our stdin: it is done with us
+        deadline = None if limit is None else time.monotonic() + limit
+        _send(out, ("ack", deadline))
+        try:
+            outcome = ("ok", getattr(importlib.import_module(module), func)(model, options, deadline=deadline))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the parent
+            outcome = ("exc", exc)
+        try:
+            _send(out, outcome)
         except Exception:  # an unpicklable exception: send its text
-            conn.send(("exc", RuntimeError(f"{type(exc).__name__}: {exc}")))
-    finally:
-        conn.close()
+            _send(out, ("exc", RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}")))
+
+
+def _start_worker() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _WORKER_CODE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        bufsize=0,  # unbuffered: select() on the pipe must see every byte not yet read
+        start_new_session=True,  # own process group, see _kill
+    )
+
+
+def prestart() -> None:
+    """Start an idle worker now, so that the next isolated solve does not wait for one."""
+    with _lock:
+        if not any(p.poll() is None for p in _idle):
+            _idle.append(_start_worker())
+
+
+def _take_worker() -> subprocess.Popen[bytes]:
+    with _lock:
+        while _idle:
+            proc = _idle.pop()
+            if proc.poll() is None:
+                return proc
+    return _start_worker()
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            stream.close()
+
+
+@atexit.register
+def _shutdown() -> None:
+    with _lock:
+        while _idle:
+            _kill(_idle.pop())
+
+
+def _wait_readable(proc: subprocess.Popen[bytes], until: float | None) -> bool:
+    timeout = None if until is None else max(0.0, until - time.monotonic())
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    return bool(ready)
 
 
 def solve_isolated(
-    backend: str, module: str, func: str, model: LinearModel, options: SolveOptions, deadline: float | None, t0: float
+    backend: str, module: str, func: str, model: LinearModel, options: SolveOptions, t0: float
 ) -> SolveResult:
-    """Run ``module.func(model, options, deadline=deadline)`` in a child process.
+    """Run ``module.func(model, options, deadline=...)`` in a worker process.
 
-    The child is killed at ``deadline + grace_period(limit)``; the result is then well-formed:
-    ``no_solution`` (the incumbent dies with the child). A child that crashes gives ``error``.
-    Exceptions raised in the child are re-raised here.
+    Returns a well-formed result in every case: the worker's own result; ``no_solution`` when
+    the guard killed it (the incumbent dies with it); ``error`` when it died. Exceptions raised
+    in the worker are re-raised here.
     """
-    ctx = _get_context()
-    recv_conn, send_conn = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send_conn, module, func, model, options, deadline), daemon=True)
-    proc.start()
-    send_conn.close()
     limit = None if options.time_limit_s is None else float(options.time_limit_s)
-    kill_at = None if deadline is None or limit is None else deadline + grace_period(limit)
+    proc = _take_worker()
+    assert proc.stdin is not None and proc.stdout is not None
     try:
-        ready = recv_conn.poll(None if kill_at is None else max(0.0, kill_at - time.monotonic()))
-        if not ready:
+        _send(proc.stdin, (module, func, model, options, limit))
+        if not _wait_readable(proc, time.monotonic() + STARTUP_ALLOWANCE_S):
             _kill(proc)
-            return finish(
-                model, options, status=SolveStatus.NO_SOLUTION, backend=backend, wall_time_s=time.monotonic() - t0,
-                message=f"wall-clock guard killed the solver {time.monotonic() - deadline:.2f} s after its time limit",
-            )
-        try:
-            kind, payload = recv_conn.recv()
-        except EOFError:
-            proc.join(5)
-            return finish(
-                model, options, status=SolveStatus.ERROR, backend=backend, wall_time_s=time.monotonic() - t0,
-                message=f"solver process died (exit code {proc.exitcode})",
-            )
-    finally:
-        recv_conn.close()
-    proc.join(5)
-    if proc.is_alive():
+            return _failed(model, options, backend, t0, SolveStatus.ERROR, "solver worker did not start")
+        kind, deadline = _recv(proc.stdout)
+        kill_at = None if deadline is None else deadline + grace_period(limit or 0.0)
+        if not _wait_readable(proc, kill_at):
+            _kill(proc)
+            late = time.monotonic() - deadline
+            return _failed(model, options, backend, t0, SolveStatus.NO_SOLUTION,
+                           f"wall-clock guard killed the solver {late:.2f} s after its time limit")
+        kind, payload = _recv(proc.stdout)
+    except (EOFError, BrokenPipeError):
+        code = proc.wait()
         _kill(proc)
+        return _failed(model, options, backend, t0, SolveStatus.ERROR, f"solver process died (exit code {code})")
+    except BaseException:  # KeyboardInterrupt included: never leave a solver running behind us
+        _kill(proc)
+        raise
+    with _lock:
+        _idle.append(proc)
     if kind == "exc":
         raise payload
     return payload
 
 
-def _kill(proc: Any) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()  # the child had not yet made its own group
-    proc.join(5)
+def _failed(model: LinearModel, options: SolveOptions, backend: str, t0: float, status: SolveStatus, msg: str) -> SolveResult:
+    return finish(model, options, status=status, backend=backend, wall_time_s=time.monotonic() - t0, message=msg)

@@ -102,7 +102,7 @@ def solve_raw(
     backend: str, model: LinearModel, options: SolveOptions, *, deadline: float | None = None
 ) -> tuple[SolveStatus | str, np.ndarray | None, float | None, str | None, str, float]:
     """Run the solver; return ``(status, values, bound, log, message, wall_time_s)``."""
-    from ortools.math_opt import model_parameters_pb2, result_pb2
+    from ortools.math_opt import model_parameters_pb2, result_pb2, solution_pb2
     from ortools.math_opt.core.python import solver as core_solver
     from ortools.math_opt.python import mathopt
     from pybind11_abseil.status import StatusNotOk
@@ -153,7 +153,7 @@ def solve_raw(
     values = None
     for sol in res.solutions:
         ps = sol.primal_solution
-        if sol.HasField("primal_solution") and ps.feasibility_status == R.SOLUTION_STATUS_FEASIBLE:
+        if sol.HasField("primal_solution") and ps.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
             values = np.zeros(model.num_vars)
             values[np.asarray(ps.variable_values.ids, dtype=np.int64)] = np.asarray(ps.variable_values.values)
             break

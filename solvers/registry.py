@@ -172,7 +172,7 @@ class BackendInfo:
         if isolate:
             from .guard import solve_isolated
 
-            res = solve_isolated(self.name, self.module_path, self.function, model, opts, deadline, t0)
+            res = solve_isolated(self.name, self.module_path, self.function, model, opts, t0)
         else:
             fn = getattr(importlib.import_module(self.module_path), self.function)
             res = fn(model, opts, deadline=deadline)

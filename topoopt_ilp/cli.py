@@ -26,8 +26,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line (plus the usage) with exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def _nonneg_float(text: str) -> float:
@@ -185,8 +184,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     else:
         given = [f"--{k.replace('_', '-')}" for k in _EXACT_ONLY if getattr(args, k) is not None]
         if given:
-            raise InputError(f"{', '.join(given)} only apply to --method exact, not {args.method}")
-        options = {"seed": args.seed}
+            verb = "applies" if len(given) == 1 else "apply"
+            raise InputError(f"{', '.join(given)} only {verb} to --method exact, not {args.method}")
+        options = {"seed": args.seed if args.seed is not None else 0}
         if args.method == "heuristic":
             options.update(select=args.select, mode=args.mode)
         elif args.method == "baseline":
@@ -282,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=_pos_int, default=None, metavar="T", help="exact: solver threads")
     s.add_argument("--warm-start", default=None, metavar="heuristic|none|FILE", help="exact: warm start (default heuristic)")
     s.add_argument("--export-model", default=None, metavar="FILE.mps|FILE.lp", help="exact: also write the model")
-    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    s.add_argument("--seed", type=int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
+                   "when given with --method exact, of the solver")
     s.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
     s.add_argument("--json", action="store_true", help="print the solution as JSON")
     s.add_argument("--quiet", action="store_true", help="print nothing; use the exit code")

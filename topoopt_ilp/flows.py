@@ -268,10 +268,12 @@ def max_concurrent_flow(
     Notes
     -----
     Source-aggregated multicommodity LP with ``|S| * m + 1`` variables (``S`` = sources with demand,
-    ``m`` arcs) and ``|S| * (n - 1)`` equalities plus ``m`` capacity rows. Measured with HiGHS on
-    all-to-all demand, degree 4: n=16 ~0.05 s, n=24 ~0.1 s, n=64 ~2 s (see the report in the test
-    module); the practical limit is a few hundred thousand variables (n ~ 100 at degree 8,
-    ~ 1 minute). Beyond that use :func:`shortest_path_loads` or a column-generation solver.
+    ``m`` arcs) and ``|S| * (n - 1)`` equalities plus ``m`` capacity rows. Measured on 2 cores,
+    all-to-all demand on random regular graphs (LP only / LP + min-total-flow + decomposition):
+    n=8 d=4 0.01 s / 0.02 s; n=16 d=4 0.02 s / 0.05 s; n=24 d=4 0.07 s / 0.12 s; n=48 d=4
+    0.9 s / 1.4 s; n=64 d=4 2 s / 5 s; n=64 d=8 4 s / 7 s; n=96 d=8 22 s / 44 s. The practical
+    limit is therefore about 10^5 variables (n ~ 100 at degree 8); beyond that use
+    :func:`shortest_path_loads` or a column-generation solver.
     """
     A = validate_topology(X)
     n = A.shape[0]
@@ -340,9 +342,9 @@ def max_concurrent_flow(
     ub[:ilam][head[e_of] == S[k_of]] = 0.0
     bounds = np.column_stack([np.zeros(nvar), ub])
 
-    # Dual simplex is quickest on small instances; beyond ~20k variables HiGHS's interior point
+    # Dual simplex is quickest on small instances; beyond ~3k variables HiGHS's interior point
     # (with crossover, so the answer is still a vertex to ~1e-10) is 10x faster on these LPs.
-    method = "highs-ds" if nvar < 20_000 else "highs-ipm"
+    method = "highs-ds" if nvar < 3_000 else "highs-ipm"
     c = np.zeros(nvar)
     c[ilam] = -1.0
     res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method=method)

@@ -246,8 +246,9 @@ def _expand(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarra
     total = int(deg.sum())
     owner = np.repeat(np.arange(rows.size, dtype=np.int64), deg)
     # position = start of the owner's adjacency + rank inside it
+    #          = (start - offset of the owner's block in the output) + output index
     first = np.cumsum(deg) - deg
-    pos = start[owner] + (np.arange(total, dtype=np.int64) - first[owner])
+    pos = np.repeat(start - first, deg) + np.arange(total, dtype=np.int64)
     return owner, pos
 
 

@@ -19,6 +19,7 @@ from .evaluate import evaluate, objective_value
 from .instance import Instance
 from .routing import Routing
 from .solution import Solution, Topology
+from .traffic import traffic_matrix
 
 __all__ = ["METHODS", "solve", "finalize", "DEFAULT_METHOD"]
 
@@ -43,36 +44,103 @@ def _fixed(instance: Instance, started: float) -> Solution:
 
 
 def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "paper", seed: int = 0) -> Solution:
-    from .heuristic import solve_heuristic  # imported lazily: the CLI's start-up stays fast
+    """TopoOpt's TopologyFinder on the instance's demand (or only SelectPermutations + CoinChangeMod
+    when the instance asks for a circulant family, whose topology must be a pure jump set)."""
+    from . import heuristic as h  # imported lazily: the CLI's start-up stays fast
 
     started = time.perf_counter()
     if instance.fixed_topology is not None:
         return _fixed(instance, started)
-    return solve_heuristic(instance, select=select, mode=mode, seed=seed)
+    n, d, directed = instance.n, instance.d, instance.cluster.directed
+    if instance.topology_family != "any":
+        return _heuristic_circulant(instance, select=select, mode=mode, seed=seed, started=started)
+    groups = [(np.asarray(g.members), g.bytes) for g in instance.demand.allreduce]
+    res = h.topology_finder(n, d, groups, instance.demand.mp_matrix(n), directed=directed, select=select, mode=mode, seed=seed)
+    circulant_only = res.d_mp == 0 and len(res.jumps) == 1
+    jumps = next(iter(res.jumps.values())) if circulant_only else None
+    if jumps is not None and not np.array_equal(h.circulant_matrix(n, jumps, directed), res.X):
+        jumps = None  # repeated jumps (authors' duplicate quirk) make parallel rings, not a jump set
+    details = {
+        "select": select, "mode": mode, "split": res.split, "d_allreduce": res.d_allreduce, "d_mp": res.d_mp,
+        "jumps_by_group_size": {str(k): list(v) for k, v in res.jumps.items()},
+        "virtual_jumps": {str(k): list(v) for k, v in res.virtual_jumps.items()},
+        "group_kind": list(res.group_kind), "notes": list(res.notes),
+    }
+    return Solution(status="feasible", method="heuristic", topology=Topology(res.X, jumps), routing=res.routing,
+                    wall_time_s=time.perf_counter() - started, details=details)
+
+
+def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: int, started: float) -> Solution:
+    from . import heuristic as h
+
+    n, d, directed = instance.n, instance.d, instance.cluster.directed
+    if instance.topology_family == "coprime_circulant":
+        candidates = h.totient_perms(n, n)
+    else:
+        candidates = np.arange(1, n)
+    # Undirected: each jump uses 2 ports, except n/2 which uses 1; an odd degree needs the n/2 jump.
+    fixed: tuple[int, ...] = ()
+    m = d
+    if not directed:
+        if d % 2:
+            if n % 2 or (instance.topology_family == "coprime_circulant" and n != 2):
+                raise InputError(f"an undirected {instance.topology_family} topology of odd degree {d} needs the jump n/2, "
+                                 f"which {'does not exist' if n % 2 else 'is not coprime with n'} for n = {n}")
+            fixed = (n // 2,)
+        m = d // 2
+    if m > 0:
+        pool = [int(c) for c in candidates if c not in fixed and (directed or 2 * c != n)]
+        rule = h.SELECT_RULES[select]
+        chosen = h.select_permutations(pool, m, n=n, rule=rule, mode="paper", directed=directed, fixed=fixed, seed=seed)
+    else:
+        chosen = ()
+    jumps = tuple(sorted(set(chosen))) + fixed
+    if len(jumps) != m + len(fixed):
+        raise InputError(f"not enough distinct jumps for degree {d} in the {instance.topology_family} family on {n} servers")
+    x = h.circulant_matrix(n, jumps, directed)
+    _, offset_routes = h.coin_change_mod(n, jumps, directed=directed)
+    return Solution(status="feasible", method="heuristic", topology=Topology(x, jumps),
+                    routing=Routing(offset_routes=offset_routes), wall_time_s=time.perf_counter() - started,
+                    details={"select": select, "family": instance.topology_family, "jumps": list(jumps)})
+
+
+BASELINES = ("expander", "demand_greedy", "torus")
 
 
 def _baseline(instance: Instance, *, baseline: str = "expander", seed: int = 0) -> Solution:
-    from .heuristic import baseline_topology
+    """A reference topology routed over shortest paths: random expander, TopoOpt's demand greedy
+    ("dheu") or a 2D/3D torus. Labelled as a baseline in the solution, never as an optimum."""
+    from . import heuristic as h
 
     started = time.perf_counter()
     if instance.fixed_topology is not None:
         return _fixed(instance, started)
     if instance.topology_family != "any":
         raise InputError(f"baseline topologies are general graphs; this instance asks for topology_family {instance.topology_family}")
-    x = baseline_topology(instance, baseline, seed=seed)
+    if instance.cluster.directed:
+        raise InputError("the baseline topologies are undirected; this instance has directed links")
+    n, d = instance.n, instance.d
+    try:
+        if baseline == "expander":
+            x = h.random_expander(n, d, seed=seed)
+        elif baseline == "demand_greedy":
+            x = h.demand_greedy(n, d, traffic_matrix(instance), seed=seed)
+        elif baseline == "torus":
+            if d not in (4, 6):
+                raise InputError(f"a torus has degree 4 (2D) or 6 (3D); this instance has degree {d}")
+            x = h.torus(n, d, dims=d // 2)
+        else:
+            raise InputError(f"unknown baseline {baseline!r}; choose one of {', '.join(BASELINES)}")
+    except ValueError as exc:
+        raise InputError(f"baseline {baseline}: {exc}") from None
     return Solution(status="feasible", method="baseline", topology=Topology(x), wall_time_s=time.perf_counter() - started,
                     details={"baseline": baseline, "seed": seed, "routing": "shortest paths, equal split"})
 
 
 def _exact(instance: Instance, **options: Any) -> Solution:
-    try:
-        from .models import solve_exact  # type: ignore[attr-defined]
-    except ImportError:
-        raise UnsupportedError(
-            "no exact topology model is available in this version yet (tracked as the exact-topology issue); "
-            "use --method heuristic"
-        ) from None
-    return solve_exact(instance, **options)
+    from .models import ExactOptions, solve_exact
+
+    return solve_exact(instance, ExactOptions(**{k: v for k, v in options.items() if v is not None}))
 
 
 METHODS: dict[str, Callable[..., Solution]] = {
@@ -96,4 +164,9 @@ def solve(instance: Instance, method: str | Callable[..., Solution] = DEFAULT_ME
     if not sol.wall_time_s:
         sol = replace(sol, wall_time_s=time.perf_counter() - started)
     routing = "given" if (len(sol.routing.paths) or len(sol.routing.offset_routes)) else "shortest_path"
-    return finalize(instance, sol, routing=routing)
+    sol = finalize(instance, sol, routing=routing)
+    if sol.method == "exact":
+        from .models import close_gap
+
+        sol = close_gap(instance, sol)
+    return sol

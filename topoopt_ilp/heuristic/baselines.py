@@ -58,31 +58,43 @@ def _pair_stubs(X: np.ndarray, stubs: np.ndarray, rng: np.random.Generator) -> N
         X[v, x] += 1
 
 
+def _swap_edge(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator) -> tuple[int, int] | None:
+    """A link inside ``nodes`` whose removal keeps them connected: a single non-bridge link if any
+    (so demand-driven parallel links are kept), else one of a parallel bundle, else any link."""
+    sub = X[np.ix_(nodes, nodes)]
+    iu, ju = np.nonzero(np.triu(sub, 1))
+    if not iu.size:
+        return None
+    G = nx.Graph()
+    G.add_edges_from(zip(iu.tolist(), ju.tolist()))
+    br = {frozenset(e) for e in nx.bridges(G)}
+    cnt = sub[iu, ju]
+    nonbr = np.array([frozenset((a, b)) not in br for a, b in zip(iu.tolist(), ju.tolist())])
+    for mask in (nonbr & (cnt == 1), cnt >= 2, np.ones(iu.size, dtype=bool)):
+        cand = np.flatnonzero(mask)
+        if cand.size:
+            e = int(rng.choice(cand))
+            return int(nodes[iu[e]]), int(nodes[ju[e]])
+    return None
+
+
 def connect_components(X: np.ndarray, rng: np.random.Generator) -> None:
-    """Join components of an undirected multigraph in place, keeping every degree: a non-bridge
-    link ``a1-a2`` in one component and a link ``b1-b2`` in another become ``a1-b1``, ``a2-b2``
-    (removing a non-bridge keeps its component connected, so the two merge)."""
+    """Join components of an undirected multigraph in place, keeping every degree.
+
+    The smallest component is merged into the largest: a link ``a1-a2`` of one and ``b1-b2`` of the
+    other become ``a1-b1`` and ``a2-b2``. Removing a non-bridge keeps a component connected, so the
+    two merge; single (non-parallel) non-bridge links are preferred to keep demand-driven bundles.
+    """
     while True:
         nc, lab = connected_components(X > 0, directed=False)
         if nc <= 1:
             return
-        ca, cb = 0, 1
-        na, nb = np.flatnonzero(lab == ca), np.flatnonzero(lab == cb)
-
-        def non_bridge(nodes: np.ndarray) -> tuple[int, int] | None:
-            sub = X[np.ix_(nodes, nodes)]
-            par = np.argwhere(np.triu(sub, 1) >= 2)
-            if par.size:
-                return int(nodes[par[0, 0]]), int(nodes[par[0, 1]])
-            G = nx.from_numpy_array((sub > 0).astype(int))
-            br = set(nx.bridges(G))
-            for u, v in G.edges():
-                if (u, v) not in br and (v, u) not in br:
-                    return int(nodes[u]), int(nodes[v])
-            es = list(G.edges())
-            return (int(nodes[es[0][0]]), int(nodes[es[0][1]])) if es else None
-
-        ea, eb = non_bridge(na), non_bridge(nb)
+        sizes = np.bincount(lab)
+        cb = int(np.argmax(sizes))
+        sizes[cb] = np.iinfo(np.int64).max
+        ca = int(np.argmin(sizes))
+        ea = _swap_edge(X, np.flatnonzero(lab == ca), rng)
+        eb = _swap_edge(X, np.flatnonzero(lab == cb), rng)
         if ea is None or eb is None:
             raise ValueError("component without links: cannot connect while keeping degrees")
         (a1, a2), (b1, b2) = ea, eb

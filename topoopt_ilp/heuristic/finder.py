@@ -308,7 +308,8 @@ def topology_finder(
                 hd.append(np.roll(r, -1))
         src, dst = np.concatenate(hs), np.concatenate(hd)
         if src.size:
-            key = np.unique(src * n + dst)
+            key = np.sort(src * n + dst)  # sort-based dedupe: numpy's hash unique is slow on ~1e6 keys
+            key = key[np.r_[True, key[1:] != key[:-1]]]
             src, dst = key // n, key % n
             cd = dist[(dst - src) % n].astype(float)
             cd[cd < 0] = np.inf

@@ -10,7 +10,7 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
-from scipy.sparse.csgraph import shortest_path
+from scipy.sparse.csgraph import breadth_first_order
 
 from topoopt_ilp.routing import PathSet
 
@@ -75,14 +75,22 @@ _MATCHERS: dict[str, Callable[..., np.ndarray]] = {"blossom": blossom_matching, 
 
 
 def _pairs_from(T, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Undirected demand pairs i < j with weight T_ij + T_ji > 0."""
+    """Undirected demand pairs i < j (sorted by i*n + j) with weight T_ij + T_ji > 0; works on the
+    nonzeros only (no dense n x n temporaries)."""
     if sp.issparse(T):
-        S = sp.triu((T + T.T).tocsr(), k=1).tocoo()
-        m = S.data > 0
-        return S.row[m].astype(np.int64), S.col[m].astype(np.int64), S.data[m].astype(float)
-    A = np.asarray(T, dtype=float)
-    i, j = np.nonzero(np.triu(A + A.T, k=1) > 0)
-    return i.astype(np.int64), j.astype(np.int64), (A[i, j] + A[j, i])
+        C = T.tocoo()
+        r, c, v = C.row.astype(np.int64), C.col.astype(np.int64), C.data.astype(float)
+    else:
+        A = np.asarray(T)
+        r, c = np.nonzero(A)
+        r, c = r.astype(np.int64), c.astype(np.int64)
+        v = A[r, c].astype(float)
+    m = (r != c) & (v > 0)
+    r, c, v = r[m], c[m], v[m]
+    key = np.minimum(r, c) * n + np.maximum(r, c)
+    uk, inv = np.unique(key, return_inverse=True)
+    w = np.bincount(inv, weights=v, minlength=uk.size)
+    return uk // n, uk % n, w
 
 
 def repeated_matching(
@@ -176,34 +184,60 @@ def repeated_matching(
     return M
 
 
-def _bfs_paths(adj: sp.csr_matrix, src: np.ndarray, dst: np.ndarray, chunk: int) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Hop distances and one shortest path per pair (scipy BFS per source chunk)."""
+def _bfs_paths(
+    adj: sp.csr_matrix, src: np.ndarray, dst: np.ndarray, shorter_than: np.ndarray | None, chunk: int
+) -> tuple[np.ndarray, PathSet]:
+    """Hop distances of all pairs, and one shortest path (BFS predecessors) for pairs with
+    ``dist < shorter_than``. One C-level BFS per distinct source (scipy ``breadth_first_order``,
+    cheaper than unit-weight Dijkstra), then the predecessor walk is vectorized over all pairs of a
+    chunk of sources; the walk length is the distance."""
     P = src.size
+    n = adj.shape[0]
     dist = np.full(P, -1, dtype=np.int64)
-    paths: list[np.ndarray | None] = [None] * 0
     order = np.argsort(src, kind="stable")
     us, starts = np.unique(src[order], return_index=True)
     bounds = np.append(starts, P)
-    node_rows = np.full((P,), -1, dtype=np.int64)
-    out_nodes = {}
+    blocks: list[tuple[np.ndarray, np.ndarray]] = []
+    Pr = np.empty((min(chunk, us.size), n), dtype=np.int64)
     for lo in range(0, us.size, chunk):
         srcs = us[lo : lo + chunk]
-        D, Pr = shortest_path(adj, method="D", unweighted=True, indices=srcs, return_predecessors=True)
+        for r, s0 in enumerate(srcs.tolist()):
+            Pr[r] = breadth_first_order(adj, s0, directed=True, return_predecessors=True)[1]
         sel = order[bounds[lo] : bounds[min(lo + chunk, us.size)]]
         row = np.searchsorted(srcs, src[sel])
-        dd = D[row, dst[sel]]
-        fin = np.isfinite(dd)
-        dist[sel[fin]] = dd[fin].astype(np.int64)
-        # walk predecessors back from dst, vectorized over pairs
+        s_sel = src[sel]
         cur = dst[sel].copy()
+        reach = (cur == s_sel) | (Pr[row, cur] >= 0)
+        h = np.zeros(sel.size, dtype=np.int64)
         seq = [cur.copy()]
-        for _ in range(int(dd[fin].max()) if fin.any() else 0):
-            nxt = np.where(cur == src[sel], cur, Pr[row, cur])
-            nxt = np.where(nxt < 0, cur, nxt)
-            cur = nxt
+        act = reach & (cur != s_sel)
+        while act.any():  # walk back to the source; at most (max distance) vectorized steps
+            cur = np.where(act, Pr[row, cur], cur)
+            h += act
             seq.append(cur.copy())
-        out_nodes[lo] = (sel, np.stack(seq, axis=1))
-    return dist, out_nodes
+            act = act & (cur != s_sel)
+        h[~reach] = -1
+        dist[sel] = h
+        want = reach if shorter_than is None else reach & (h < shorter_than[sel])
+        if not want.any():
+            continue
+        S = np.stack(seq, axis=1)[want]  # (pairs, H+1): dst, pred(dst), ..., src, src, ...
+        hw = h[want]
+        col = np.arange(S.shape[1])[None, :]
+        idx = hw[:, None] - col  # output column c holds the node at walk step h - c
+        nodes = np.where(idx >= 0, np.take_along_axis(S, np.clip(idx, 0, None), axis=1), -1)
+        blocks.append((sel[want], nodes))
+    if not blocks:
+        return dist, PathSet.empty()
+    L = max(b.shape[1] for _, b in blocks)
+    idx = np.concatenate([s for s, _ in blocks])
+    out = np.full((idx.size, L), -1, dtype=np.int64)
+    r0 = 0
+    for _, b in blocks:
+        out[r0 : r0 + b.shape[0], : b.shape[1]] = b
+        r0 += b.shape[0]
+    o = np.argsort(idx, kind="stable")
+    return dist, PathSet(out[o], np.ones(idx.size))
 
 
 def route_pairs(
@@ -214,6 +248,7 @@ def route_pairs(
     method: str = "shortest",
     k: int = 3,
     max_paths: int = 8,
+    shorter_than: np.ndarray | None = None,
     chunk: int = 512,
 ) -> tuple[np.ndarray, PathSet]:
     """Hop-count routes for ``(src[p], dst[p])`` over topology ``X`` (any link count > 0 is a link).
@@ -225,6 +260,8 @@ def route_pairs(
         ``"ecmp"``: up to ``max_paths`` shortest paths, equal split (networkx, per pair: small n).
         ``"ksp"``: the ``k`` shortest simple paths, equal split (networkx ``shortest_simple_paths``,
         the paper's k-shortest-path routing; per pair: small n).
+    shorter_than : numpy.ndarray, optional
+        Per pair; only pairs with distance strictly below it get paths (``"shortest"`` only).
     chunk : int
         BFS sources per batch (bounds memory at ``chunk * n`` distances).
 
@@ -233,7 +270,7 @@ def route_pairs(
     dist : numpy.ndarray
         Hop distance per pair (``-1`` unreachable).
     paths : PathSet
-        Paths of reachable pairs; fractions of one pair sum to 1.
+        Paths of the routed pairs, in pair order; fractions of one pair sum to 1.
     """
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
@@ -241,22 +278,7 @@ def route_pairs(
         return np.zeros(0, dtype=np.int64), PathSet.empty()
     adj = sp.csr_matrix((np.asarray(X) > 0).astype(np.int8))
     if method == "shortest":
-        dist, blocks = _bfs_paths(adj, src, dst, chunk)
-        rows, L = [], 0
-        for sel, seq in blocks.values():
-            L = max(L, seq.shape[1])
-        nodes = np.full((src.size, L), -1, dtype=np.int64)
-        for sel, seq in blocks.values():
-            # seq[:, 0] = dst ... seq[:, h] = src; reverse the first dist+1 entries
-            h = dist[sel]
-            col = np.arange(seq.shape[1])[None, :]
-            idx = h[:, None] - col  # position in seq for output column col
-            valid = (idx >= 0) & (h[:, None] >= 0)
-            vals = np.take_along_axis(seq, np.clip(idx, 0, seq.shape[1] - 1), axis=1)
-            block = np.where(valid, vals, -1)
-            nodes[sel, : seq.shape[1]] = block
-        ok = dist >= 0
-        return dist, PathSet(nodes[ok], np.ones(int(ok.sum())))
+        return _bfs_paths(adj, src, dst, shorter_than, chunk)
     if method not in ("ecmp", "ksp"):
         raise ValueError(f"unknown routing method {method!r}")
     G = nx.from_scipy_sparse_array(adj)

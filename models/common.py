@@ -1,0 +1,103 @@
+"""What every exact model shares: its options, running a built model, and turning a result into a Solution.
+
+A model module builds a :class:`~topoopt_ilp.solvers.LinearModel` with array operations, then calls
+:func:`run_model`, which applies the user's options (backend, limits, warm start, export) and maps
+solver errors onto the package's error types, so the CLI reports them with the documented exit codes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.solvers import (
+    BackendCapabilityError,
+    BackendUnavailableError,
+    LinearModel,
+    SolveResult,
+    UnknownBackendError,
+    get_backend,
+    write_model,
+)
+from topoopt_ilp.solvers import solve as solver_solve
+
+__all__ = ["ExactOptions", "run_model", "check_backend", "solution_status", "MAX_MODEL_NONZEROS"]
+
+# Beyond this many constraint-matrix non-zeros a model no longer builds and solves in reasonable
+# memory on a 24 GiB machine; refuse before building rather than after an out-of-memory kill.
+MAX_MODEL_NONZEROS = 50_000_000
+
+
+@dataclass(frozen=True)
+class ExactOptions:
+    """Options of ``--method exact`` (design §5). ``warm_start``: ``"heuristic"``, ``"none"`` or a solution file."""
+
+    backend: str = "highs"
+    time_limit_s: float | None = None
+    gap: float | None = None
+    threads: int | None = None
+    warm_start: str | None = "heuristic"
+    export_model: str | None = None
+    seed: int | None = None
+    formulation: str = "strong"
+    log: bool = False
+
+    def __post_init__(self) -> None:
+        if self.time_limit_s is not None and (not math.isfinite(self.time_limit_s) or self.time_limit_s < 0):
+            raise InputError(f"time limit must be a finite number >= 0, got {self.time_limit_s}")
+        if self.gap is not None and (not math.isfinite(self.gap) or self.gap < 0):
+            raise InputError(f"gap must be a finite number >= 0, got {self.gap}")
+        if self.export_model is not None and Path(self.export_model).suffix.lower() not in (".mps", ".lp"):
+            raise InputError(f"--export-model needs a .mps or .lp file name, got {self.export_model!r}")
+
+
+def check_backend(options: ExactOptions, *, continuous: bool = True) -> None:
+    """Refuse, before any model is built, a backend that is unknown, missing, or cannot honour the options."""
+    from topoopt_ilp.solvers import Capability
+
+    try:
+        info = get_backend(options.backend)
+    except (UnknownBackendError, BackendUnavailableError) as exc:
+        raise InputError(str(exc)) from None
+    wanted = []
+    if options.threads is not None and options.threads > 1:
+        wanted.append((Capability.THREADS, "--threads"))
+    if options.warm_start not in (None, "none"):
+        wanted.append((Capability.WARM_START, "--warm-start"))
+    if continuous:
+        wanted.append((Capability.CONTINUOUS_VARIABLES, "continuous variables (this model has flow variables)"))
+    for cap, what in wanted:
+        if not info.supports(cap):
+            raise UnsupportedError(f"backend {options.backend} cannot honour {what}")
+
+
+def run_model(model: LinearModel, options: ExactOptions, warm_start: np.ndarray | None = None) -> SolveResult:
+    """Export (when asked) and solve ``model`` under ``options``."""
+    if model.num_nonzeros > MAX_MODEL_NONZEROS:
+        raise UnsupportedError(f"the model has {model.num_nonzeros:,} non-zeros, more than {MAX_MODEL_NONZEROS:,}: too large to solve here")
+    if options.export_model:
+        try:
+            write_model(model, options.export_model)
+        except OSError as exc:
+            raise InputError(f"cannot write {options.export_model}: {exc.strerror or exc}") from None
+    kwargs: dict[str, Any] = {"time_limit_s": options.time_limit_s, "threads": options.threads, "log": options.log}
+    if options.gap is not None:
+        kwargs["rel_gap"] = options.gap
+    if options.seed is not None:
+        kwargs["seed"] = options.seed
+    if warm_start is not None:
+        kwargs["warm_start"] = warm_start
+    try:
+        return solver_solve(model, backend=options.backend, **kwargs)
+    except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def solution_status(result: SolveResult) -> str:
+    """The Solution status for a solver status (they share the vocabulary of design §5)."""
+    return str(getattr(result.status, "value", result.status))

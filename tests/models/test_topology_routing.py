@@ -1,0 +1,126 @@
+"""The general topology MILP against brute force, closed forms, the evaluator and every backend."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from conftest import minimal
+from topoopt_ilp import io
+from topoopt_ilp.evaluate import evaluate
+from topoopt_ilp.models import ExactOptions
+from topoopt_ilp.models.topology_routing import build_topology_routing, moore_hop_bound
+from topoopt_ilp.solve import solve
+from topoopt_ilp.solution import Topology
+from topoopt_ilp.verify import verify
+
+B = 8.0  # Gbps: 1e9 bytes/s per link
+
+
+def inst(n, d, *, demand=None, objective="throughput", multi=True, latency=0.0):
+    return io.parse_instance(minimal(
+        cluster={"servers": n, "degree": d, "link_bandwidth_gbps": B, "hop_latency_us": latency, "multi_links": multi},
+        demand=demand or {"all_to_all": 1e9}, objective=objective))
+
+
+def exact(instance, **kw):
+    opts = {"time_limit_s": 60, "warm_start": "none"} | kw
+    return solve(instance, method="exact", **opts)
+
+
+def regular_graphs(n, d, multi):
+    """Every labelled d-regular (multi)graph on n nodes, by brute force over link counts."""
+    pairs = list(itertools.combinations(range(n), 2))
+    top = d if multi else 1
+    for counts in itertools.product(range(top + 1), repeat=len(pairs)):
+        if sum(counts) != n * d // 2:
+            continue
+        x = np.zeros((n, n), dtype=np.int64)
+        for (i, j), c in zip(pairs, counts):
+            x[i, j] = x[j, i] = c
+        if (x.sum(axis=1) == d).all():
+            yield x
+
+
+@pytest.mark.parametrize("n, d, multi", [(5, 2, True), (6, 3, False), (4, 3, True)])
+def test_throughput_optimum_equals_brute_force(n, d, multi):
+    instance = inst(n, d, multi=multi)
+    best = max(evaluate(instance, Topology(x), routing="optimal").throughput for x in regular_graphs(n, d, multi))
+    sol = exact(instance)
+    assert sol.status == "optimal"
+    assert sol.objective == pytest.approx(best, rel=1e-6)
+    # The MILP's own routing, scored by the independent evaluator, gives the MILP objective.
+    assert sol.metrics["throughput"] == pytest.approx(sol.objective, rel=1e-6)
+    assert verify(instance, sol).valid, verify(instance, sol).violations
+
+
+def test_ring_closed_form_and_formulations_agree():
+    n = 7
+    instance = inst(n, 2, multi=False)
+    lam = 2 / math.floor(n * n / 4) * 1e9 / 1e9
+    strong = exact(instance)
+    naive = exact(instance, formulation="naive")
+    assert strong.status == naive.status == "optimal"
+    assert strong.objective == pytest.approx(lam, rel=1e-6) and naive.objective == pytest.approx(lam, rel=1e-6)
+
+
+def test_allreduce_mutability_finds_the_stride_that_fits():
+    # 6 servers, degree 2, one AllReduce: the best 2-regular design is the ring that the MILP's
+    # chosen ring order runs along; ring time = 2(k-1)/k*S/B split over both directions.
+    n, S = 6, 6e9
+    instance = inst(n, 2, demand={"allreduce": [{"members": [0, 3, 1, 4, 2, 5], "bytes": S}]}, objective="comm_time")
+    sol = exact(instance)
+    assert sol.status == "optimal"  # latency 0: the bandwidth term is the whole comm time
+    per_member = 2 * (n - 1) / n * S
+    assert sol.metrics["comm_time_s"] == pytest.approx(per_member / 2 / 1e9, rel=1e-6)
+    assert verify(instance, sol).valid
+
+
+def test_mixed_demand_latency_gives_feasible_with_valid_bound():
+    data = minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": 40, "hop_latency_us": 1.0},
+                   demand={"allreduce": [{"members": "all", "bytes": 20e6}], "mp": {"pairs": [[0, 3, 6e6], [3, 0, 6e6]]}})
+    instance = io.parse_instance(data)
+    sol = exact(instance)
+    assert sol.status == "feasible" and "latency term is not optimised" in sol.details["status_note"]
+    assert sol.bound <= sol.objective == pytest.approx(sol.metrics["comm_time_s"])
+    assert 0 <= sol.gap < 1
+    assert verify(instance, sol).valid
+
+
+@pytest.mark.parametrize("backend", ["highs", "scip", "cbc"])
+def test_backends_agree(backend):
+    instance = inst(6, 3, multi=False)
+    sol = exact(instance, backend=backend)
+    assert sol.status == "optimal" and sol.backend == backend
+    assert sol.objective == pytest.approx(exact(instance).objective, rel=1e-6)
+
+
+def test_cpsat_refuses_the_flow_model():
+    with pytest.raises(Exception, match="continuous"):
+        exact(inst(5, 2), backend="cpsat")
+
+
+def test_aspl_objective_equals_brute_force():
+    n, d = 6, 3
+    instance = inst(n, d, objective="aspl", multi=False)
+    best = min(evaluate(instance, Topology(x), routing="shortest_path").aspl for x in regular_graphs(n, d, False))
+    sol = exact(instance)
+    assert sol.status == "optimal" and sol.objective == pytest.approx(best) and sol.metrics["aspl"] == pytest.approx(best)
+
+
+def test_moore_bound_and_model_size():
+    assert moore_hop_bound(np.ones(127), 8, False) == 309  # Cerf et al.: n=128, d=8 -> 309/127
+    m = build_topology_routing(inst(8, 2))
+    # 8 sources x 56 arcs of flow + 28 links + lambda (no rings)
+    assert m.model.num_vars == 8 * 56 + 28 + 1
+
+
+def test_warm_start_from_heuristic_is_accepted_and_time_limit_zero_is_no_solution():
+    instance = inst(8, 4)
+    started = exact(instance, warm_start="heuristic", time_limit_s=20)
+    assert started.status in ("optimal", "feasible") and started.details["warm_start"] == "heuristic"
+    none = solve(instance, method="exact", time_limit_s=0, warm_start="none")
+    assert none.status == "no_solution" and none.topology is None

@@ -1,0 +1,97 @@
+"""The CLI as a user runs it: outputs, exit codes, atomic writes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import INSTANCES, minimal
+from topoopt_ilp.cli import main
+
+TESTBED = str(INSTANCES / "testbed-12.json")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "topoopt_ilp", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_solve_testbed_writes_a_verified_solution(tmp_path, capsys):
+    out = tmp_path / "tb.json"
+    assert main(["solve", TESTBED, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "jumps [1, 5]" in text and "verified           yes" in text
+    data = json.loads(out.read_text())
+    assert data["format"] == "topoopt-solution" and data["status"] == "feasible"
+    assert data["topology"]["jumps"] == [1, 5] and data["metrics"]["diameter"] == 3
+    assert main(["verify", TESTBED, str(out)]) == 0
+    assert main(["evaluate", TESTBED, str(out), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert metrics["iteration_time_s"] == pytest.approx(data["metrics"]["iteration_time_s"])
+
+
+def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
+    out = tmp_path / "tb.json"
+    assert main(["solve", TESTBED, "--out", str(out), "--quiet"]) == 0
+    data = json.loads(out.read_text())
+    data["topology"]["links"].append([0, 6, 1])
+    data["metrics"]["iteration_time_s"] *= 2
+    out.write_text(json.dumps(data))
+    assert main(["verify", TESTBED, str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "server 0 has degree 5, needs exactly 4" in text
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["solve", "missing.json"], 2, "cannot read file"),
+    (["solve", TESTBED, "--method", "exact", "--backend", "nosuch"], 2, "nosuch"),
+    (["solve", TESTBED, "--backend", "highs"], 2, "--backend only applies to --method exact"),
+    (["solve", TESTBED, "--time-limit", "-1"], 2, "must be a finite number >= 0"),
+    (["solve", TESTBED, "--threads", "0"], 2, "must be >= 1"),
+    (["evaluate", TESTBED], 2, "has no fixed_topology"),
+    (["evaluate", TESTBED, TESTBED], 2, "unknown key"),
+    (["solve", str(INSTANCES / "testbed-12.json"), "--method", "baseline", "--baseline", "torus", "--seed", "x"], 2, "invalid int"),
+])
+def test_bad_usage_is_one_line_and_exit_2(args, code, message, tmp_path):
+    r = run(*args, "--out", str(tmp_path / "x.json")) if args[0] == "solve" else run(*args)
+    assert r.returncode == code, r.stderr
+    assert message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_odd_regular_instance_is_refused(tmp_path):
+    p = tmp_path / "odd.json"
+    p.write_text(json.dumps(minimal(cluster={"servers": 5, "degree": 3, "link_bandwidth_gbps": 1})))
+    r = run("validate", str(p))
+    assert r.returncode == 2 and "servers*degree = 15 is odd" in r.stderr
+
+
+def test_validate_and_help(capsys):
+    assert main(["validate", TESTBED]) == 0
+    assert "12 servers, degree 4, 25 Gbps" in capsys.readouterr().out
+    for cmd in ("solve", "verify", "evaluate", "validate"):
+        with pytest.raises(SystemExit) as exc:
+            main([cmd, "--help"])
+        assert exc.value.code == 0
+        assert "usage: topoopt" in capsys.readouterr().out
+
+
+def test_console_script_and_module_agree(tmp_path):
+    exe = subprocess.run([sys.executable, "-c", "import shutil,sys; print(shutil.which('topoopt', path=sys.argv[1]))",
+                          str(__import__('pathlib').Path(sys.executable).parent)], capture_output=True, text=True).stdout.strip()
+    assert exe != "None"
+    a = subprocess.run([exe, "solve", TESTBED, "--json"], capture_output=True, text=True)
+    b = run("solve", TESTBED, "--json")
+    assert a.returncode == b.returncode == 0
+    ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+    assert ja["topology"] == jb["topology"] and ja["metrics"] == jb["metrics"]
+
+
+def test_every_shipped_instance_solves_and_verifies(tmp_path):
+    for path in sorted(INSTANCES.glob("*.json")):
+        out = tmp_path / (path.stem + ".sol.json")
+        assert main(["solve", str(path), "--out", str(out), "--quiet"]) == 0, path
+        assert main(["verify", str(path), str(out)]) == 0, path

@@ -1,0 +1,122 @@
+"""Pictures of topologies: nodes on a circle, circulant links coloured by jump, MP links apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless; must precede pyplot
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+__all__ = ["draw_topology"]
+
+_MP_COLOR = "#d62728"
+_OTHER_COLOR = "#7f7f7f"
+_JUMP_COLORS = ["#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#bcbd22"]
+
+
+def draw_topology(
+    X: np.ndarray,
+    path: str | Path,
+    *,
+    jumps: Sequence[int] | None = None,
+    n_mp_links: np.ndarray | None = None,
+    title: str | None = None,
+) -> Path:
+    """Draw topology ``X`` on a circle and save it (PNG/SVG/PDF chosen by the file extension).
+
+    Parameters
+    ----------
+    X : numpy.ndarray
+        ``(n, n)`` link counts (symmetric for undirected topologies; directed ones are drawn by their
+        symmetrised support).
+    path : str or Path
+        Output file.
+    jumps : sequence of int, optional
+        Circulant jumps; a link ``i - j`` whose offset ``+-(j - i) mod n`` is one of them is drawn in
+        that jump's colour. Without ``jumps`` every non-MP link is grey.
+    n_mp_links : numpy.ndarray, optional
+        ``(n, n)`` counts of the links of ``X`` that are MP (matching) links, e.g.
+        ``TopologyFinderResult.mp_matrix``; drawn dashed in red.
+    title : str, optional
+        Figure title.
+
+    Returns
+    -------
+    Path
+        The written file.
+
+    Notes
+    -----
+    Parallel links are drawn once, with line width growing with the count and a ``xN`` label.
+    """
+    X = np.asarray(X)
+    n = X.shape[0]
+    mp = np.zeros_like(X) if n_mp_links is None else np.asarray(n_mp_links)
+    base = X - mp
+    U = np.triu(base + base.T if not np.array_equal(base, base.T) else base, 1)
+    Ump = np.triu(mp + mp.T if not np.array_equal(mp, mp.T) else mp, 1)
+    ang = np.pi / 2 - 2 * np.pi * np.arange(n) / n  # node 0 on top, clockwise
+    pos = np.c_[np.cos(ang), np.sin(ang)]
+    classes = []
+    if jumps is not None:
+        for j in jumps:
+            c = min(int(j) % n, (-int(j)) % n)
+            if c and c not in classes:
+                classes.append(c)
+    color_of = {c: _JUMP_COLORS[i % len(_JUMP_COLORS)] for i, c in enumerate(classes)}
+
+    size = 6 if n <= 32 else 8
+    fig, ax = plt.subplots(figsize=(size, size))
+    used: dict[str, tuple[str, str]] = {}
+
+    def seg(a: int, b: int, cnt: int, color: str, style: str, label: str, curve: float) -> None:
+        p, q = pos[a], pos[b]
+        if curve:  # quadratic Bezier bowed towards the centre so MP links are not hidden under chords
+            mid = (p + q) / 2 * (1 - curve)
+            t = np.linspace(0, 1, 30)[:, None]
+            pts = (1 - t) ** 2 * p + 2 * (1 - t) * t * mid + t**2 * q
+        else:
+            pts = np.vstack([p, q])
+        lw = (1.2 if n <= 64 else 0.5) * (1 + 0.8 * (cnt - 1))
+        ax.plot(pts[:, 0], pts[:, 1], color=color, ls=style, lw=lw, alpha=0.85, zorder=1)
+        if cnt > 1 and n <= 64:
+            m = pts[len(pts) // 2]
+            ax.text(m[0], m[1], f"x{cnt}", fontsize=7, color=color, ha="center", va="center",
+                    bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8), zorder=3)
+        used.setdefault(label, (color, style))
+
+    for a, b in zip(*np.nonzero(U)):
+        off = min((b - a) % n, (a - b) % n)
+        if off in color_of:
+            seg(a, b, int(U[a, b]), color_of[off], "-", f"jump ±{off}" if 2 * off != n else f"jump {off}", 0.0)
+        else:
+            seg(a, b, int(U[a, b]), _OTHER_COLOR, "-", "other links", 0.0)
+    for a, b in zip(*np.nonzero(Ump)):
+        seg(a, b, int(Ump[a, b]), _MP_COLOR, "--", "MP links", 0.25)
+
+    ns = 300 if n <= 32 else (60 if n <= 128 else 8)
+    ax.scatter(pos[:, 0], pos[:, 1], s=ns, c="white", edgecolors="black", zorder=4)
+    if n <= 64:
+        for i, (x, y) in enumerate(pos):
+            ax.text(x, y, str(i), ha="center", va="center", fontsize=9 if n <= 32 else 6, zorder=5)
+    order = [f"jump ±{c}" if 2 * c != n else f"jump {c}" for c in classes] + ["other links", "MP links"]
+    handles = [Line2D([0], [0], color=used[k][0], ls=used[k][1], lw=2, label=k) for k in order if k in used]
+    if handles:
+        # below the circle, so it never covers nodes or the title
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(handles)),
+                  fontsize=9, frameon=False)
+    deg = X.sum(axis=1)
+    ax.set_title(title or f"n={n}, degree {int(deg.max()) if deg.min() == deg.max() else f'{deg.min()}-{deg.max()}'}")
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_xlim(-1.2, 1.2)
+    ax.set_ylim(-1.2, 1.2)
+    path = Path(path)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path

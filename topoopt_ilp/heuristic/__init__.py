@@ -1,0 +1,65 @@
+"""TopoOpt's TopologyFinder heuristic and the baseline topologies, one module per algorithm.
+
+* :mod:`.totient` - TotientPerms candidates (:func:`totient_perms`, :func:`candidate_jumps`).
+* :mod:`.select` - SelectPermutations rules (:func:`geometric_rule`, :func:`best_rule`).
+* :mod:`.circulant` - circulant matrices and BFS over residues.
+* :mod:`.coin_change` - CoinChangeMod routing (:func:`coin_change_mod`).
+* :mod:`.degree` - degree split and port allocation.
+* :mod:`.mp_links` - repeated max-weight matching and MP routing.
+* :mod:`.baselines` - random expander, demand greedy ("dheu"), torus.
+* :mod:`.finder` - :func:`topology_finder`, composing the above.
+"""
+
+from __future__ import annotations
+
+from .baselines import connect_components, demand_greedy, random_expander, torus
+from .circulant import circulant_distances, circulant_matrix, circulant_stats, circulant_stats_batch, coin_set
+from .coin_change import DEFAULT_MAX_ROUTES, coin_change_mod
+from .degree import allocate_ports, degree_split
+from .finder import SELECT_RULES, TopologyFinderResult, topology_finder
+from .mp_links import BLOSSOM_EDGE_LIMIT, blossom_matching, greedy_matching, repeated_matching, route_pairs
+from .select import (
+    DEFAULT_RULE,
+    best_rule,
+    canonical_jump_sets,
+    geometric_rule,
+    jump_set_score,
+    select_permutations,
+)
+from .totient import candidate_jumps, coset_of, coset_rings, divisors, jump_ports, totient_perms
+
+__all__ = [
+    "BLOSSOM_EDGE_LIMIT",
+    "DEFAULT_MAX_ROUTES",
+    "DEFAULT_RULE",
+    "SELECT_RULES",
+    "TopologyFinderResult",
+    "allocate_ports",
+    "best_rule",
+    "blossom_matching",
+    "candidate_jumps",
+    "canonical_jump_sets",
+    "circulant_distances",
+    "circulant_matrix",
+    "circulant_stats",
+    "circulant_stats_batch",
+    "coin_change_mod",
+    "coin_set",
+    "connect_components",
+    "coset_of",
+    "coset_rings",
+    "degree_split",
+    "demand_greedy",
+    "divisors",
+    "geometric_rule",
+    "greedy_matching",
+    "jump_ports",
+    "jump_set_score",
+    "random_expander",
+    "repeated_matching",
+    "route_pairs",
+    "select_permutations",
+    "topology_finder",
+    "torus",
+    "totient_perms",
+]
