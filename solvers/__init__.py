@@ -9,6 +9,15 @@ Build a model once as arrays with :class:`ModelBuilder`, then::
 Back-ends: ``highs`` (highspy, default), ``scip`` and ``cpsat`` (OR-Tools MathOpt), ``cbc``
 (PuLP). What each can be asked is in :data:`BACKENDS` (see :mod:`.registry` for the table);
 an option a backend cannot honour raises :class:`BackendCapabilityError`.
+
+Statuses (:class:`SolveStatus`): ``optimal`` only when the gap to the proven bound is within
+``rel_gap``/``abs_gap`` (whatever the solver or PuLP says), ``feasible`` after a limit with an
+incumbent, ``infeasible``/``unbounded`` when proven (a solver's "infeasible or unbounded" is
+settled by a zero-objective re-solve), ``no_solution`` after a limit without an incumbent,
+``error`` otherwise (also when a returned point violates the model).
+
+Time limits: ``time_limit_s=0`` gives ``no_solution`` without calling the solver; with a limit
+the solve runs in a guarded worker process by default (see :func:`solve` and :mod:`.guard`).
 """
 
 from __future__ import annotations

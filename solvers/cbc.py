@@ -38,11 +38,10 @@ import numpy as np
 
 from .model import LinearModel, Sense
 from .options import SolveOptions
-from .result import SolveResult, SolveStatus, finish
+from .registry import complete
+from .result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
 
-__all__ = ["solve", "build_problem", "version"]
-
-INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
+__all__ = ["solve", "solve_raw", "build_problem", "version"]
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _BEST_POSSIBLE = re.compile(r"best possible " + _NUMBER)
 _PARTIAL = re.compile(r"best objective " + _NUMBER + r" \(best possible " + _NUMBER + r"\)")
@@ -133,28 +132,19 @@ def build_problem(model: LinearModel) -> tuple[Any, list[Any]]:
 
 def solve(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
     """Solve ``model`` with CBC. Capabilities are checked by the registry, not here."""
-    status, values, bound, log, message, wall = solve_raw(model, options, deadline=deadline)
-    if status == INFEASIBLE_OR_UNBOUNDED:
-        from .registry import resolve_infeasible_or_unbounded
-
-        return resolve_infeasible_or_unbounded("cbc", model, options, deadline, wall, log)
-    return finish(
-        model, options, status=status, backend="cbc", wall_time_s=wall, values=values, bound=bound,
-        solver_version=version(log), log=log, message=message,
-    )
+    return complete("cbc", model, options, deadline, solve_raw(model, options, deadline=deadline))
 
 
-def solve_raw(
-    model: LinearModel, options: SolveOptions, *, deadline: float | None = None
-) -> tuple[SolveStatus | str, np.ndarray | None, float | None, str | None, str, float]:
-    """Run CBC; return ``(status, values, bound, log, message, wall_time_s)``."""
+def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> RawOutcome:
+    """Build the PuLP problem, run CBC and read what it says, before the uniform post-processing."""
     import pulp
 
     t0 = time.monotonic()
     a = model.matrix
     empty = np.flatnonzero(np.diff(a.indptr) == 0)
     if ((model.row_lower[empty] > 0) | (model.row_upper[empty] < 0)).any():
-        return SolveStatus.INFEASIBLE, None, None, None, "an empty row excludes 0", time.monotonic() - t0
+        return RawOutcome(SolveStatus.INFEASIBLE, message="an empty row excludes 0", wall_time_s=time.monotonic() - t0,
+                          solver_version=version())
     prob, xs = build_problem(model)
     start = options.warm_start_vector(model.num_vars)
     given: dict[str, float] = {}
@@ -176,14 +166,17 @@ def solve_raw(
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                return SolveStatus.NO_SOLUTION, None, None, None, "time limit reached before the solve", time.monotonic() - t0
+                return RawOutcome(SolveStatus.NO_SOLUTION, message="time limit reached before the solve",
+                                  wall_time_s=time.monotonic() - t0, solver_version=version())
             kwargs["timeLimit"] = max(0.01, round(left, 2))  # CBC reads "-sec 0" as "no limit"
         solver = _make_solver(**kwargs)
         solver._start = given
         try:
             prob.solve(solver)
         except pulp.PulpSolverError as exc:
-            return SolveStatus.ERROR, None, None, _read(log_path), f"CBC failed: {exc}", time.monotonic() - t0
+            log = _read(log_path)
+            return RawOutcome(SolveStatus.ERROR, log=log, message=f"CBC failed: {exc}", wall_time_s=time.monotonic() - t0,
+                              solver_version=version(log))
         log = _read(log_path)
     finally:
         os.unlink(log_path)
@@ -194,8 +187,13 @@ def solve_raw(
     if ps == pulp.LpStatusOptimal:
         raw = [v.varValue for v in xs]
         values = np.array([np.nan if r is None else r for r in raw], dtype=np.float64)
-        unused = np.isnan(values)  # columns in no row and not in the objective: any bound-feasible value
-        values[unused] = np.ceil(np.clip(0.0, model.col_lower[unused], model.col_upper[unused]) - 1e-12)
+        # PuLP leaves out columns in no row and not in the objective: any bound-feasible value is
+        # optimal for them, take the one nearest 0 (rounded up to an integer for integer columns)
+        unused = np.isnan(values)
+        fill = np.clip(0.0, model.col_lower[unused], model.col_upper[unused])
+        ints = model.integrality[unused]
+        fill[ints] = np.ceil(fill[ints] - 1e-9)
+        values[unused] = fill
     objective = model.objective_value(values) if values is not None else None
     bound = _bound(log, model, objective) if model.is_mip else None
     message = f"CBC via PuLP: status {pulp.LpStatus.get(ps, ps)}, sol_status {ss}"
@@ -213,7 +211,7 @@ def solve_raw(
         status = SolveStatus.NO_SOLUTION
     else:
         status = SolveStatus.ERROR
-    return status, values, bound, log, message, time.monotonic() - t0
+    return RawOutcome(status, values, bound, log, message, time.monotonic() - t0, version(log))
 
 
 def _bound(log: str, model: LinearModel, objective: float | None) -> float | None:

@@ -41,7 +41,15 @@ STARTUP_ALLOWANCE_S = 30.0
 _WORKER_CODE = "from topoopt_ilp.solvers.guard import _worker_main; _worker_main()"
 _HEADER = struct.Struct("<Q")
 _idle: list[subprocess.Popen[bytes]] = []
+_owner = os.getpid()  # a forked copy of this module must not use (or kill) its parent's workers
 _lock = threading.Lock()
+
+
+def _own_pool() -> list[subprocess.Popen[bytes]]:
+    global _idle, _owner
+    if os.getpid() != _owner:
+        _idle, _owner = [], os.getpid()
+    return _idle
 
 
 def grace_period(time_limit_s: float) -> float:
@@ -111,14 +119,16 @@ def _start_worker() -> subprocess.Popen[bytes]:
 def prestart() -> None:
     """Start an idle worker now, so that the next isolated solve does not wait for one."""
     with _lock:
-        if not any(p.poll() is None for p in _idle):
-            _idle.append(_start_worker())
+        pool = _own_pool()
+        if not any(p.poll() is None for p in pool):
+            pool.append(_start_worker())
 
 
 def _take_worker() -> subprocess.Popen[bytes]:
     with _lock:
-        while _idle:
-            proc = _idle.pop()
+        pool = _own_pool()
+        while pool:
+            proc = pool.pop()
             if proc.poll() is None:
                 return proc
     return _start_worker()
@@ -138,8 +148,9 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 @atexit.register
 def _shutdown() -> None:
     with _lock:
-        while _idle:
-            _kill(_idle.pop())
+        pool = _own_pool()
+        while pool:
+            _kill(pool.pop())
 
 
 def _wait_readable(proc: subprocess.Popen[bytes], until: float | None) -> bool:
@@ -181,7 +192,7 @@ def solve_isolated(
         _kill(proc)
         raise
     with _lock:
-        _idle.append(proc)
+        _own_pool().append(proc)
     if kind == "exc":
         raise payload
     return payload

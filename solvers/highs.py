@@ -2,7 +2,7 @@
 
 Status mapping (``HighsModelStatus``): ``kOptimal`` -> optimal (then checked against the requested
 gap), ``kInfeasible`` -> infeasible, ``kUnbounded`` -> unbounded, ``kUnboundedOrInfeasible`` ->
-decided by a zero-objective re-solve (see :func:`topoopt_ilp.solvers.registry.resolve_infeasible_or_unbounded`),
+decided by a zero-objective re-solve (see :func:`topoopt_ilp.solvers.registry.complete`),
 time/iteration/node/solution limits and interrupts -> feasible when HiGHS holds a feasible
 primal solution, else no_solution; load/solve errors -> error.
 """
@@ -10,6 +10,7 @@ primal solution, else no_solution; load/solve errors -> error.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 
@@ -17,12 +18,10 @@ import numpy as np
 
 from .model import LinearModel, Sense
 from .options import SolveOptions
-from .result import SolveResult, SolveStatus, finish
+from .registry import complete
+from .result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
 
-__all__ = ["solve", "load", "version", "INFEASIBLE_OR_UNBOUNDED"]
-
-#: Returned by :func:`solve_raw` when HiGHS cannot tell the two apart.
-INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
+__all__ = ["solve", "solve_raw", "load", "new_highs", "version"]
 
 
 def version() -> str:
@@ -32,13 +31,43 @@ def version() -> str:
     return f"{highspy.HIGHS_VERSION_MAJOR}.{highspy.HIGHS_VERSION_MINOR}.{highspy.HIGHS_VERSION_PATCH}"
 
 
+_banner_done = False
+
+
+def new_highs() -> object:
+    """A silent ``highspy.Highs``.
+
+    HiGHS prints its banner to the C-level stdout when the first instance of a process is built,
+    before any option can be set; that would corrupt a CLI's JSON on stdout, so the first
+    construction runs with file descriptor 1 pointed at /dev/null.
+    """
+    global _banner_done
+    import highspy
+
+    if _banner_done:
+        h = highspy.Highs()
+    else:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 1)
+            h = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(devnull)
+        _banner_done = True
+    h.setOptionValue("output_flag", False)
+    return h
+
+
 def load(model: LinearModel, h: object | None = None) -> object:
     """Load ``model`` into a (new) ``highspy.Highs`` instance with one array call and return it."""
     import highspy
 
     if h is None:
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = new_highs()
     a = model.matrix
     integrality = model.integrality.astype(np.int32)
     status = h.passModel(
@@ -75,21 +104,11 @@ def solve(model: LinearModel, options: SolveOptions, *, deadline: float | None =
 
     ``deadline`` is an absolute ``time.monotonic()`` instant; the solver gets what is left of it.
     """
-    status, values, bound, log, message, wall = solve_raw(model, options, deadline=deadline)
-    if status == INFEASIBLE_OR_UNBOUNDED:
-        from .registry import resolve_infeasible_or_unbounded
-
-        return resolve_infeasible_or_unbounded("highs", model, options, deadline, wall, log)
-    return finish(
-        model, options, status=status, backend="highs", wall_time_s=wall, values=values, bound=bound,
-        solver_version=version(), log=log, message=message,
-    )
+    return complete("highs", model, options, deadline, solve_raw(model, options, deadline=deadline))
 
 
-def solve_raw(
-    model: LinearModel, options: SolveOptions, *, deadline: float | None = None
-) -> tuple[SolveStatus | str, np.ndarray | None, float | None, str | None, str, float]:
-    """Run HiGHS; return ``(status, values, bound, log, message, wall_time_s)`` before post-processing."""
+def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> RawOutcome:
+    """Run HiGHS and read what it says, before the uniform post-processing."""
     import highspy
 
     t0 = time.monotonic()
@@ -97,7 +116,7 @@ def solve_raw(
         # HiGHS runs one process-wide task scheduler, created at the first run with the then
         # current "threads" value; it must be reset for a new value to take effect.
         highspy.Highs.resetGlobalScheduler(True)
-    h = highspy.Highs()
+    h = new_highs()
     log_path = None
     _set(h, "output_flag", bool(options.verbose or options.log))
     _set(h, "log_to_console", bool(options.verbose))
@@ -128,7 +147,8 @@ def solve_raw(
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                return SolveStatus.NO_SOLUTION, None, None, _read(log_path), "time limit reached before the solve", time.monotonic() - t0
+                return RawOutcome(SolveStatus.NO_SOLUTION, log=_read(log_path), message="time limit reached before the solve",
+                                  wall_time_s=time.monotonic() - t0, solver_version=version())
             _set(h, "time_limit", float(left))
         h.run()
         if log_path is not None:
@@ -157,7 +177,7 @@ def solve_raw(
             status = SolveStatus.FEASIBLE if has_point else SolveStatus.NO_SOLUTION
         else:
             status, values = SolveStatus.ERROR, None
-        return status, values, bound, _read(log_path), message, time.monotonic() - t0
+        return RawOutcome(status, values, bound, _read(log_path), message, time.monotonic() - t0, version())
     finally:
         if log_path is not None:
             os.unlink(log_path)

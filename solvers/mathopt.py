@@ -33,11 +33,10 @@ import numpy as np
 
 from .model import LinearModel, Sense
 from .options import SolveOptions
-from .result import SolveResult, SolveStatus, finish
+from .registry import complete
+from .result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
 
-__all__ = ["solve_scip", "solve_cpsat", "to_model_proto", "version"]
-
-INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
+__all__ = ["solve_scip", "solve_cpsat", "solve_raw", "to_model_proto", "version"]
 
 
 def version(solver: str) -> str:
@@ -78,36 +77,23 @@ def to_model_proto(model: LinearModel) -> object:
 
 def solve_scip(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
     """Solve with SCIP (MathOpt ``SolverType.GSCIP``)."""
-    return _solve("scip", model, options, deadline)
+    return complete("scip", model, options, deadline, solve_raw("scip", model, options, deadline=deadline))
 
 
 def solve_cpsat(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
     """Solve an all-integer model with CP-SAT (MathOpt ``SolverType.CP_SAT``)."""
-    return _solve("cpsat", model, options, deadline)
+    return complete("cpsat", model, options, deadline, solve_raw("cpsat", model, options, deadline=deadline))
 
 
-def _solve(backend: str, model: LinearModel, options: SolveOptions, deadline: float | None) -> SolveResult:
-    status, values, bound, log, message, wall = solve_raw(backend, model, options, deadline=deadline)
-    if status == INFEASIBLE_OR_UNBOUNDED:
-        from .registry import resolve_infeasible_or_unbounded
-
-        return resolve_infeasible_or_unbounded(backend, model, options, deadline, wall, log)
-    return finish(
-        model, options, status=status, backend=backend, wall_time_s=wall, values=values, bound=bound,
-        solver_version=version("SCIP" if backend == "scip" else "CP-SAT"), log=log, message=message,
-    )
-
-
-def solve_raw(
-    backend: str, model: LinearModel, options: SolveOptions, *, deadline: float | None = None
-) -> tuple[SolveStatus | str, np.ndarray | None, float | None, str | None, str, float]:
-    """Run the solver; return ``(status, values, bound, log, message, wall_time_s)``."""
+def solve_raw(backend: str, model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> RawOutcome:
+    """Run SCIP or CP-SAT and read what it says, before the uniform post-processing."""
     from ortools.math_opt import model_parameters_pb2, result_pb2, solution_pb2
     from ortools.math_opt.core.python import solver as core_solver
     from ortools.math_opt.python import mathopt
     from pybind11_abseil.status import StatusNotOk
 
     t0 = time.monotonic()
+    solver_version = version("SCIP" if backend == "scip" else "CP-SAT")
     solver_type = mathopt.SolverType.GSCIP if backend == "scip" else mathopt.SolverType.CP_SAT
     proto = to_model_proto(model)
     params = mathopt.SolveParameters(
@@ -121,7 +107,8 @@ def solve_raw(
     if deadline is not None:
         left = deadline - time.monotonic()
         if left <= 0:
-            return SolveStatus.NO_SOLUTION, None, None, None, "time limit reached before the solve", time.monotonic() - t0
+            return RawOutcome(SolveStatus.NO_SOLUTION, message="time limit reached before the solve",
+                              wall_time_s=time.monotonic() - t0, solver_version=solver_version)
         params.time_limit = timedelta(seconds=left)
     model_params = model_parameters_pb2.ModelSolveParametersProto()
     start = options.warm_start_vector(model.num_vars)
@@ -146,7 +133,8 @@ def solve_raw(
         )
     except StatusNotOk as e:  # read the real message (see the module docstring)
         text = f"MathOpt {backend}: {e.status.message()} (code {e.status.code()})"
-        return SolveStatus.ERROR, None, None, "\n".join(lines) or None, text, time.monotonic() - t0
+        return RawOutcome(SolveStatus.ERROR, log="\n".join(lines) or None, message=text,
+                          wall_time_s=time.monotonic() - t0, solver_version=solver_version)
     log = "\n".join(lines) if options.log else None
     R = result_pb2
     reason = res.termination.reason
@@ -171,4 +159,4 @@ def solve_raw(
         values = None
     detail = res.termination.detail.strip()
     message = f"MathOpt {backend}: {R.TerminationReasonProto.Name(reason)}" + (f" ({detail})" if detail else "")
-    return status, values, bound, log, message, time.monotonic() - t0
+    return RawOutcome(status, values, bound, log, message, time.monotonic() - t0, solver_version)

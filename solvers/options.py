@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Union
@@ -69,11 +70,11 @@ class SolveOptions:
 
     def __post_init__(self) -> None:
         t = self.time_limit_s
-        if t is not None and (not isinstance(t, (int, float)) or math.isnan(t) or t < 0):
+        if t is not None and (isinstance(t, bool) or not isinstance(t, numbers.Real) or math.isnan(t) or t < 0):
             raise ValueError(f"time_limit_s must be a number >= 0 or None, got {t!r}")
         for label in ("rel_gap", "abs_gap"):
             g = getattr(self, label)
-            if not isinstance(g, (int, float)) or not g >= 0:
+            if isinstance(g, bool) or not isinstance(g, numbers.Real) or not g >= 0:
                 raise ValueError(f"{label} must be a number >= 0, got {g!r}")
         for label, low in (("threads", 1), ("node_limit", 0), ("seed", 0)):
             v = getattr(self, label)

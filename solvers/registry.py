@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from .errors import BackendCapabilityError, BackendUnavailableError, UnknownBackendError
 from .model import LinearModel
 from .options import DEFAULT_ABS_GAP, DEFAULT_REL_GAP, SolveOptions
-from .result import SolveResult, SolveStatus, finish
+from .result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus, finish
 
 __all__ = [
     "Capability",
@@ -52,7 +52,7 @@ __all__ = [
     "get_backend",
     "backends_supporting",
     "solve",
-    "resolve_infeasible_or_unbounded",
+    "complete",
 ]
 
 
@@ -252,27 +252,33 @@ def solve(
 
     Notes
     -----
-    ``time_limit_s=0`` returns ``no_solution`` without calling the solver. With a time limit the
-    solve runs in a child process by default (``isolate``) that is killed at the limit plus
-    :func:`topoopt_ilp.solvers.guard.grace_period`.
+    Time limits. ``time_limit_s=0`` returns ``no_solution`` at once without calling the solver
+    (a budget that ran out is not an error). With a limit, the solve runs by default
+    (``isolate=None``) in a reused worker process (:mod:`.guard`): the solver gets the limit, and
+    the worker is killed ``grace_period(limit)`` (1 s + 10 %) after it, giving ``no_solution``.
+    The budget starts when the worker holds the job, so the first isolated solve of a process
+    also pays the worker's start (about 1-2.5 s on 2 cores; :func:`.guard.prestart` hides it).
+    In-process (``isolate=False``, the default without a limit) the limit covers the whole call,
+    model translation included, and relies on the solver honouring it.
     """
     return get_backend(backend).solve(model, options, **kwargs)
 
 
-def resolve_infeasible_or_unbounded(
-    backend: str,
-    model: LinearModel,
-    options: SolveOptions,
-    deadline: float | None,
-    elapsed: float,
-    log: str | None,
+def complete(
+    backend: str, model: LinearModel, options: SolveOptions, deadline: float | None, raw: RawOutcome
 ) -> SolveResult:
-    """Settle a solver's "infeasible or unbounded" by solving the zero-objective problem.
+    """Turn an adapter's :class:`RawOutcome` into a :class:`SolveResult` the same way for every backend.
 
-    Feasible then means unbounded (the solver proved one of the two), infeasible means
-    infeasible; if the second solve cannot decide (limit), the status is ``no_solution`` with a
-    message saying so. Used by every adapter, so the mapping is the same for all backends.
+    A solver's "infeasible or unbounded" is settled by solving the zero-objective problem with
+    the same backend: feasible then means unbounded (the solver proved one of the two),
+    infeasible means infeasible; if that second solve cannot decide (limit), the status is
+    ``no_solution`` with a message saying so. Everything else goes through :func:`finish`.
     """
+    if raw.status != INFEASIBLE_OR_UNBOUNDED:
+        return finish(
+            model, options, status=SolveStatus(raw.status), backend=backend, wall_time_s=raw.wall_time_s,
+            values=raw.values, bound=raw.bound, solver_version=raw.solver_version, log=raw.log, message=raw.message,
+        )
     info = get_backend(backend)
     t0 = time.monotonic()
     second_opts = dataclasses.replace(options, warm_start=None, node_limit=None, isolate=False)
@@ -285,8 +291,8 @@ def resolve_infeasible_or_unbounded(
         status, note = SolveStatus.UNBOUNDED, base + "feasible, so the model is unbounded"
     else:
         status, note = SolveStatus.NO_SOLUTION, base + f"undecided ({feas.status.value}: {feas.message})"
-    logs = [t for t in (log, feas.log) if t]
+    logs = [t for t in (raw.log, feas.log) if t]
     return finish(
-        model, options, status=status, backend=backend, wall_time_s=elapsed + time.monotonic() - t0,
-        solver_version=feas.solver_version, log="\n".join(logs) if logs else None, message=note,
+        model, options, status=status, backend=backend, wall_time_s=raw.wall_time_s + time.monotonic() - t0,
+        solver_version=raw.solver_version or feas.solver_version, log="\n".join(logs) if logs else None, message=note,
     )

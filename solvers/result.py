@@ -11,7 +11,11 @@ import numpy as np
 from .model import LinearModel, Sense
 from .options import SolveOptions
 
-__all__ = ["SolveStatus", "SolveResult", "relative_gap", "finish"]
+__all__ = ["SolveStatus", "SolveResult", "RawOutcome", "INFEASIBLE_OR_UNBOUNDED", "relative_gap", "finish"]
+
+#: Raw status of a solver that proved "infeasible or unbounded" without saying which
+#: (settled by :func:`topoopt_ilp.solvers.registry.complete`, never shown to users).
+INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
 
 
 class SolveStatus(str, enum.Enum):
@@ -80,6 +84,19 @@ class SolveResult:
         return self.status is SolveStatus.OPTIMAL
 
 
+@dataclass(frozen=True, eq=False)
+class RawOutcome:
+    """What an adapter read from its solver, before the uniform post-processing of :func:`finish`."""
+
+    status: SolveStatus | str
+    values: np.ndarray | None = None
+    bound: float | None = None
+    log: str | None = None
+    message: str = ""
+    wall_time_s: float = 0.0
+    solver_version: str = ""
+
+
 def relative_gap(objective: float | None, bound: float | None) -> float | None:
     """``|objective - bound| / |objective|``; 0 when equal, inf for a zero objective; None if undefined."""
     if objective is None or bound is None or not (math.isfinite(objective) and math.isfinite(bound)):
@@ -129,7 +146,7 @@ def finish(
     notes = [message] if message else []
     objective = None
     if values is not None:
-        values = np.asarray(values, dtype=np.float64)
+        values = np.asarray(values, dtype=np.float64) + 0.0  # + 0.0 turns solvers' -0.0 into 0.0
         objective = model.objective_value(values)
         violation = model.max_violation(values)
         if violation > _feasibility_tolerance(model):

@@ -124,6 +124,22 @@ def test_shortest_path_loads_vs_bruteforce(directed: bool) -> None:
         assert max_hops == ref_hops
 
 
+def test_shortest_path_loads_batching(monkeypatch: pytest.MonkeyPatch) -> None:
+    # tiny batches exercise the memory-bounding split of each level's expansion
+    import topoopt_ilp.flows as flows_mod
+
+    rng = np.random.default_rng(99)
+    X = _random_topology(rng, 14, 0.3, directed=False)
+    D = rng.random((14, 14))
+    dist, _ = hop_distances(X)
+    D[dist < 0] = 0.0
+    ref, ref_hops = _bruteforce_ecmp(X, D)
+    monkeypatch.setattr(flows_mod, "_CHUNK", 7)
+    load, hops = shortest_path_loads(X, D)
+    np.testing.assert_allclose(load, ref, rtol=1e-12, atol=1e-12)
+    assert hops == ref_hops
+
+
 def test_shortest_path_loads_closed_forms() -> None:
     # even ring, all-to-all: the antipodal pair splits 1/2 each way
     n = 8
@@ -229,6 +245,8 @@ CLOSED_FORMS = [
     *[(f"torus{k}", _nx_matrix(nx.grid_2d_graph(k, k, periodic=True)), 2 / (k * (k * k // 4))) for k in (3, 4)],
     ("petersen", _nx_matrix(nx.petersen_graph()), 1 / 5),
     ("K6", np.ones((6, 6), dtype=np.int64) - np.eye(6, dtype=np.int64), 1.0),
+    # directed ring: every pair has a single path, total hops n * n(n-1)/2 over n arcs
+    ("dring7", circulant(7, [1], directed=True), 2 / (7 * 6)),
 ]
 
 

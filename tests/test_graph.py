@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topoopt_ilp.graph import (
+    _distance_matrix,
     aspl,
     circulant,
     circulant_distances,
@@ -133,6 +134,9 @@ def test_hop_distances_vs_networkx_bruteforce(directed: bool) -> None:
         X = _random_topology(rng, n, float(rng.uniform(0.1, 0.6)), directed)
         dist, sigma = hop_distances(X)
         assert dist.dtype == np.int64 and sigma.dtype == np.float64
+        # the counting BFS agrees with the compiled search used by diameter/aspl
+        ref = _distance_matrix(X)
+        assert np.array_equal(np.where(np.isinf(ref), -1, ref).astype(np.int64), dist)
         G = _nx(X)
         for s in range(n):
             lengths = nx.single_source_shortest_path_length(G, s)

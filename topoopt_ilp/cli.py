@@ -207,6 +207,51 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return _STATUS_EXIT[sol.status]
 
 
+def _split(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare, format_rows
+    from .io import load_instance
+
+    inst = load_instance(args.instance)
+    rows = compare(inst, _split(args.methods), _split(args.backends), args.time_limit, seed=args.seed)
+    print(format_rows(inst, rows, args.format))
+    return EXIT_OK if any(r.status in ("optimal", "feasible") for r in rows) else EXIT_ERROR
+
+
+def _cmd_draw(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .draw import draw_topology
+    from .io import load_solution
+    from .solution import Topology
+
+    if os.path.splitext(args.output)[1].lower() not in (".png", ".svg", ".pdf"):
+        raise InputError(f"-o needs a .png, .svg or .pdf file name, got {args.output!r}")
+    sol = load_solution(args.solution)
+    if sol.topology is None:
+        raise InputError("the solution has no topology to draw", source=args.solution)
+    jumps = sol.topology.jumps
+    if jumps is None and isinstance(sol.details.get("jumps_by_group_size"), dict):
+        jumps = sorted({int(j) for js in sol.details["jumps_by_group_size"].values() for j in js})
+    mp = None
+    if sol.details.get("mp_links"):
+        directed = bool(np.any(sol.topology.matrix != sol.topology.matrix.T))
+        mp = Topology.from_links(sol.topology.n, sol.details["mp_links"], directed).matrix
+    title = args.title or f"{os.path.basename(args.solution)}: {sol.topology.n} servers, method {sol.method}"
+    tmp = args.output + ".tmp" + os.path.splitext(args.output)[1]
+    try:
+        draw_topology(sol.topology.matrix, tmp, jumps=jumps, n_mp_links=mp, title=title)
+        os.replace(tmp, args.output)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    print(f"wrote {args.output}")
+    return EXIT_OK
+
+
 def _print_solution(args, inst, sol, report) -> None:
     c = inst.cluster
     name = inst.name or os.path.basename(args.instance)
@@ -288,6 +333,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the solution as JSON")
     s.add_argument("--quiet", action="store_true", help="print nothing; use the exit code")
     s.set_defaults(func=_cmd_solve)
+
+    c = sub.add_parser("compare", help="compare methods and back-ends on one instance",
+                       description="Solve with each method (exact: with each back-end); print status, objective, bound, gap, "
+                                   "time, and each result's distance from the proven optimum (or from the best bound).")
+    c.add_argument("instance", metavar="INSTANCE")
+    c.add_argument("--methods", default="heuristic,exact", help="comma-separated: heuristic, exact, baseline (default heuristic,exact)")
+    c.add_argument("--backends", default="highs", help="comma-separated back-ends for exact (default highs)")
+    c.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S", help="per exact solve (default 60)")
+    c.add_argument("--seed", type=int, default=0, help="heuristic/baseline seed (default 0)")
+    c.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    c.set_defaults(func=_cmd_compare)
+
+    dr = sub.add_parser("draw", help="draw a solution's topology (PNG/SVG/PDF)",
+                        description="Circular layout; links coloured by circulant jump, model-parallel links dashed.")
+    dr.add_argument("solution", metavar="SOLUTION")
+    dr.add_argument("-o", "--output", required=True, metavar="FILE.png")
+    dr.add_argument("--title", default=None)
+    dr.set_defaults(func=_cmd_draw)
     return p
 
 

@@ -82,7 +82,7 @@ def draw_topology(
             pts = (1 - t) ** 2 * p + 2 * (1 - t) * t * mid + t**2 * q
         else:
             pts = np.vstack([p, q])
-        lw = (1.2 if n <= 64 else 0.5) * (1 + 0.8 * (cnt - 1))
+        lw = (1.2 if n <= 64 else 0.5) * (1 + 0.6 * (min(cnt, 4) - 1))  # capped: the xN label carries the count
         ax.plot(pts[:, 0], pts[:, 1], color=color, ls=style, lw=lw, alpha=0.85, zorder=1)
         if cnt > 1 and n <= 64:
             m = pts[len(pts) // 2]

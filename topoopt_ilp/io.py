@@ -293,7 +293,8 @@ def solution_to_dict(sol: Solution, *, directed: bool, instance_name: str | None
         "backend": sol.backend,
     })
     if sol.topology is not None:
-        topo: dict[str, Any] = {"servers": sol.topology.n, "links": [list(x) for x in sol.topology.links(directed)]}
+        topo: dict[str, Any] = {"servers": sol.topology.n, "directed": directed,
+                                "links": [list(x) for x in sol.topology.links(directed)]}
         if sol.topology.jumps is not None:
             topo["jumps"] = list(sol.topology.jumps)
         out["topology"] = topo
@@ -316,12 +317,13 @@ def save_solution(sol: Solution, path: str | os.PathLike, *, directed: bool, ins
     write_json_atomic(path, solution_to_dict(sol, directed=directed, instance_name=instance_name))
 
 
-def load_solution(path: str | os.PathLike, *, directed: bool) -> Solution:
+def load_solution(path: str | os.PathLike, *, directed: bool | None = None) -> Solution:
+    """Read a solution file. ``directed`` (from the instance) wins over the file's own flag."""
     data = _read_json(path, SolutionFileError)
     return _with_source(lambda: parse_solution(data, directed=directed), str(path), SolutionFileError)
 
 
-def parse_solution(data: Any, *, directed: bool) -> Solution:
+def parse_solution(data: Any, *, directed: bool | None = None) -> Solution:
     """Read a solution's JSON form. Structure is checked here; feasibility is the verifier's job."""
     E = SolutionFileError
     top = _obj(data, "", _SOL_KEYS, {"format", "version", "status", "method", "topology"}, err=E)
@@ -333,7 +335,11 @@ def parse_solution(data: Any, *, directed: bool) -> Solution:
         raise E(f"must be one of {', '.join(STATUSES)}", field="status")
     topology = None
     if top["topology"] is not None:
-        t = _obj(top["topology"], "topology", {"servers", "links", "jumps"}, {"servers", "links"}, err=E)
+        t = _obj(top["topology"], "topology", {"servers", "directed", "links", "jumps"}, {"servers", "links"}, err=E)
+        if directed is None:
+            directed = t.get("directed", False)
+            if not isinstance(directed, bool):
+                raise E("expected true or false", field="topology.directed")
         n = t["servers"]
         if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_SERVERS:
             raise E(f"must be an integer in 2..{MAX_SERVERS}", field="topology.servers")

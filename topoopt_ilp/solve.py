@@ -65,6 +65,7 @@ def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "pa
         "jumps_by_group_size": {str(k): list(v) for k, v in res.jumps.items()},
         "virtual_jumps": {str(k): list(v) for k, v in res.virtual_jumps.items()},
         "group_kind": list(res.group_kind), "notes": list(res.notes),
+        "mp_links": Topology(res.mp_matrix).links(directed),
     }
     return Solution(status="feasible", method="heuristic", topology=Topology(res.X, jumps), routing=res.routing,
                     wall_time_s=time.perf_counter() - started, details=details)

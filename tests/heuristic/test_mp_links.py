@@ -108,3 +108,19 @@ def test_route_pairs_ecmp_and_ksp():
     assert d.tolist() == [2] and len(P) == 4 and np.isclose(P.fraction.sum(), 1)
     d, P = route_pairs(X, np.array([0]), np.array([6]), method="ksp", k=5)
     assert len(P) == 5 and P.hops.min() == 2 and np.isclose(P.fraction.sum(), 1)
+
+
+def test_bfs_public_fallback_matches_kernel(monkeypatch):
+    import topoopt_ilp.heuristic.mp_links as ml
+
+    rng = np.random.default_rng(5)
+    X = repeated_matching(_demand(24, 0.3, 5), 2) + circulant_matrix(24, [1, 7])
+    src, dst = rng.integers(0, 24, 60), rng.integers(0, 24, 60)
+    d1, p1 = route_pairs(X, src, dst, chunk=7)
+    monkeypatch.setattr(ml, "_BFS_KERNEL", None)
+    d2, p2 = route_pairs(X, src, dst, chunk=5)
+    assert np.array_equal(d1, d2)
+    G = nx.from_numpy_array((X > 0).astype(int))
+    assert d1.tolist() == [nx.shortest_path_length(G, int(s), int(t)) for s, t in zip(src, dst)]
+    assert np.array_equal(p1.hops, d1) and np.array_equal(p2.hops, d2)
+    assert np.array_equal(p1.src, src) and np.array_equal(p1.dst, dst)

@@ -6,10 +6,13 @@ CONTINUOUS_VARIABLES), never by name. Every optimum is known independently (solv
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import solvers_cases as cases
 from topoopt_ilp import solvers as S
@@ -105,5 +108,50 @@ def test_cbc_time_limit_pulp_optimal_trap():
 
 @pytest.mark.parametrize("backend", [b for b in AVAILABLE if BACKENDS[b].supports(C.NODE_LIMIT)])
 def test_node_limit_gives_feasible_or_no_solution(backend):
-    r = S.solve(HARD, backend, node_limit=1)
+    model, _ = cases.market_split(4, 30, seed=0)
+    r = S.solve(model, backend, node_limit=1)
     assert r.status in (SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION), r.message
+
+
+@st.composite
+def small_integer_programs(draw):
+    """Up to 3 integer columns in [0, 3] and 3 rows with small integer data: enumerable."""
+    n = draw(st.integers(1, 3))
+    m = draw(st.integers(1, 3))
+    coef = st.integers(-3, 3)
+    a = np.array(draw(st.lists(st.lists(coef, min_size=n, max_size=n), min_size=m, max_size=m)), float)
+    lo = np.array(draw(st.lists(st.one_of(st.just(-np.inf), st.integers(-4, 4)), min_size=m, max_size=m)), float)
+    width = np.array(draw(st.lists(st.one_of(st.just(np.inf), st.integers(0, 5)), min_size=m, max_size=m)), float)
+    # a finite lower bound gets lo + width (width inf: no upper bound); a free lower bound gets
+    # width as the upper bound, or 6 so that no row is free on both sides
+    up = np.where(np.isinf(width), 6.0, width)
+    finite = np.isfinite(lo)
+    up[finite] = lo[finite] + width[finite]
+    c = np.array(draw(st.lists(coef, min_size=n, max_size=n)), float)
+    sense = draw(st.sampled_from(["minimize", "maximize"]))
+    return a, lo, up, c, sense
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(small_integer_programs())
+def test_random_small_integer_programs_match_enumeration(program):
+    a, lo, up, c, sense = program
+    m, n = a.shape
+    b = S.ModelBuilder()
+    x = b.add_variables(n, ub=3, kind="integer")
+    r, k = np.divmod(np.arange(m * n), n)
+    b.add_constraints(r, x.index[k], a.ravel(), lb=lo, ub=up, count=m)
+    b.set_objective(x.index, c, sense=sense)
+    model = b.build()
+    points = np.array(list(itertools.product(range(4), repeat=n)), float)
+    act = points @ a.T
+    feasible = points[((act >= lo - 1e-9) & (act <= up + 1e-9)).all(axis=1)]
+    for backend in AVAILABLE:
+        res = S.solve(model, backend)
+        if feasible.size == 0:
+            assert res.status is SolveStatus.INFEASIBLE, (backend, res.message)
+        else:
+            objs = feasible @ c
+            best = objs.min() if sense == "minimize" else objs.max()
+            assert res.status is SolveStatus.OPTIMAL, (backend, res.message)
+            assert res.objective == pytest.approx(best, abs=1e-6), backend

@@ -54,6 +54,6 @@ def test_isolated_solve_matches_in_process():
 
 def test_worker_is_reused():
     S.solve(MODEL, "highs", isolate=True)
-    pids = {p.pid for p in guard._idle}
+    pids = {p.pid for p in guard._own_pool()}
     S.solve(MODEL, "highs", isolate=True)
-    assert pids and {p.pid for p in guard._idle} == pids
+    assert pids and {p.pid for p in guard._own_pool()} == pids

@@ -99,7 +99,7 @@ def coin_change_mod(
         out_frac.append(np.repeat(1.0 / level_count, level_count))
     if not out_off:
         return dist, OffsetRoutes.empty()
-    H = h if out_jumps[-1].shape[1] == h else out_jumps[-1].shape[1]
+    H = max(a.shape[1] for a in out_jumps)
     jumps = np.zeros((sum(a.shape[0] for a in out_jumps), H), dtype=np.int64)
     row = 0
     for a in out_jumps:

@@ -226,14 +226,20 @@ def best_rule(
     count = comb(L - 1, m - 1) if use_sym else comb(L, m)
     if count <= exhaustive_limit:
         if use_sym:
-            rest = np.array(list(itertools.combinations(cls[1:].tolist(), m - 1)), dtype=np.int64).reshape(-1, m - 1)
+            if m == 1:  # combinations(., 0) yields one empty tuple
+                rest = np.zeros((1, 0), dtype=np.int64)
+            else:
+                rest = np.array(list(itertools.combinations(cls[1:].tolist(), m - 1)), dtype=np.int64)
             sets = np.concatenate([np.full((rest.shape[0], 1), cls[0]), rest], axis=1)
             sets = np.unique(canonical_jump_sets(sets, n, directed), axis=0)
         else:
             sets = np.array(list(itertools.combinations(cls.tolist(), m)), dtype=np.int64).reshape(-1, m)
         score = jump_set_score(sets, n, directed, fixed)
         return tuple(int(j) for j in sets[int(np.argmin(score))])
-    return _local_search(cls, m, n, directed, fixed, seed, restarts, max_neighbors, max_iter)
+    found = _local_search(cls, m, n, directed, fixed, seed, restarts, max_neighbors, max_iter)
+    if use_sym:  # report the isomorphic canonical representative (contains the smallest class)
+        return tuple(int(j) for j in canonical_jump_sets(np.array([found]), n, directed)[0])
+    return found
 
 
 def _local_search(cls, m, n, directed, fixed, seed, restarts, max_neighbors, max_iter) -> tuple[int, ...]:

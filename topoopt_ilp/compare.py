@@ -1,0 +1,117 @@
+"""``compare``: several methods and back-ends on one instance, scored by the same evaluator.
+
+Each row is one solve. The heuristic's (and baselines') distance is measured against the best
+proven optimum among the exact rows, or, when none is proven, against the best bound (then it is an
+upper limit on the true distance).
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+import math
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+from .errors import InputError, TopoOptError
+from .instance import Instance
+from .solve import METHODS, solve
+from .verify import verify
+
+__all__ = ["CompareRow", "compare", "format_rows"]
+
+MAXIMIZE = {"throughput"}
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    method: str
+    backend: str
+    status: str
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    time_s: float
+    verified: bool | None
+    distance: float | None = None  # relative distance from the reference (optimum or bound)
+    reference: str = ""  # "optimum" | "bound" | ""
+    message: str = ""
+
+
+def _distance(value: float | None, ref: float | None, maximize: bool) -> float | None:
+    if value is None or ref is None or not math.isfinite(value) or not math.isfinite(ref) or ref == 0:
+        return None
+    return max(0.0, (ref - value) / abs(ref)) if maximize else max(0.0, (value - ref) / abs(ref))
+
+
+def compare(instance: Instance, methods: Sequence[str] = ("heuristic", "exact"), backends: Sequence[str] = ("highs",),
+            time_limit_s: float | None = 60.0, seed: int = 0) -> list[CompareRow]:
+    """Solve ``instance`` with every method (exact: with every backend) and compare the results."""
+    for m in methods:
+        if m not in METHODS:
+            raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+    rows: list[CompareRow] = []
+    for method in methods:
+        for backend in (backends if method == "exact" else ("-",)):
+            options = {"backend": backend, "time_limit_s": time_limit_s} if method == "exact" else {"seed": seed}
+            try:
+                sol = solve(instance, method=method, **options)
+            except TopoOptError as exc:
+                if isinstance(exc, InputError) and method != "exact":
+                    raise
+                rows.append(CompareRow(method, backend, "error", None, None, None, 0.0, None, message=str(exc)))
+                continue
+            ok = verify(instance, sol).valid if sol.has_solution else None
+            rows.append(CompareRow(method, sol.backend or backend, sol.status, sol.objective, sol.bound, sol.gap,
+                                   sol.wall_time_s, ok))
+    maximize = instance.objective in MAXIMIZE
+    exact_rows = [r for r in rows if r.method == "exact"]
+    optimal = [r.objective for r in exact_rows if r.status == "optimal" and r.objective is not None]
+    bounds = [r.bound for r in exact_rows if r.bound is not None and math.isfinite(r.bound)]
+    if optimal:
+        ref, kind = (max(optimal) if maximize else min(optimal)), "optimum"
+    elif bounds:
+        ref, kind = (min(bounds) if maximize else max(bounds)), "bound"  # the tightest valid bound
+    else:
+        ref, kind = None, ""
+    out = []
+    for r in rows:
+        d = _distance(r.objective, ref, maximize) if r.objective is not None else None
+        out.append(CompareRow(**{**asdict(r), "distance": d, "reference": kind if d is not None else ""}))
+    return out
+
+
+def _fmt(v, pct=False) -> str:
+    if v is None:
+        return "-"
+    if pct:
+        return f"{v:.2%}"
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def format_rows(instance: Instance, rows: Sequence[CompareRow], fmt: str = "table") -> str:
+    if fmt == "json":
+        import json
+
+        clean = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(r).items()} for r in rows]
+        return json.dumps({"objective": instance.objective, "rows": clean}, indent=1)
+    if fmt == "csv":
+        buf = _io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]).keys()) if rows else ["method"])
+        w.writeheader()
+        for r in rows:
+            w.writerow(asdict(r))
+        return buf.getvalue()
+    if fmt != "table":
+        raise InputError(f"unknown format {fmt!r}; choose table, json or csv")
+    head = ["method", "backend", "status", instance.objective, "bound", "gap", "time", "verified", "distance"]
+    body = []
+    for r in rows:
+        dist = "-" if r.distance is None else (f"{r.distance:.2%}" + (" (from bound)" if r.reference == "bound" else ""))
+        body.append([r.method, r.backend, r.status + (f" ({r.message[:60]})" if r.message else ""), _fmt(r.objective),
+                     _fmt(r.bound), _fmt(r.gap, pct=True), f"{r.time_s:.2f} s",
+                     {True: "yes", False: "NO", None: "-"}[r.verified], dist])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head] + body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
