@@ -426,6 +426,9 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
         with os.fdopen(fd, "w") as fh:
             json.dump(data, fh, indent=1, allow_nan=False)
             fh.write("\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the result is an ordinary file
         os.replace(tmp, target)
     except BaseException:
         try:
