@@ -314,7 +314,7 @@ def build_circulant_model(
         return _build_throughput(instance, D0, lbdist, strong, common)
     if objective == "aspl":
         return _build_aspl(instance, lbdist, strong, integral_flows, common)
-    return _build_diameter(instance, counts, hop_limit, common)
+    return _build_diameter(instance, counts, hop_limit, strong, common)
 
 
 def _degree_row(b: ModelBuilder, y: VarBlock, ports: np.ndarray, d: int, regular: bool) -> None:
@@ -435,73 +435,91 @@ def _orbit_rows(b: ModelBuilder, y: VarBlock, n: int, classes: np.ndarray, direc
     return r > 0
 
 
-def _distance_cuts(b: ModelBuilder, y: VarBlock, lam: VarBlock, instance: Instance, D0: np.ndarray, Dn: np.ndarray,
-                   common: dict, fix_one: bool) -> bool:
-    """Cuts from the distance bound ``lambda_J <= d / sum_t Dn[t] dist_J(t)`` (capacity 1 per arc,
-    d arcs per node, every unit of flow to t crosses >= dist_J(t) arcs).
+def _enumerate_sets(common: dict, fix_one: bool, regular: bool) -> np.ndarray | None:
+    """Class-index rows of every candidate jump set of a regular even (or directed) degree, jump 1
+    first when fixed; None when not applicable or more than :data:`DISTANCE_CUT_LIMIT` sets."""
+    import itertools
 
-    For uniform demand and a regular even (or directed) degree, every candidate set (jump 1 fixed
-    when allowed) is scored by one BFS over residues; with ``U_c`` (``U_ck``) the largest bound over
-    the sets containing class c (classes c and k) and ``U`` the largest overall:
-    ``lambda <= U``,  ``lambda + (U - U_c) y_c <= U``,  ``lambda + (U - U_ck)(y_c + y_k) <= 2U - U_ck``.
-    """
-    from topoopt_ilp import heuristic as h
-
-    n, d, directed = common["n"], common["d"], common["directed"]
-    classes, ports = common["classes"], common["ports"]
-    if not instance.cluster.regular or (not directed and (d % 2 or (ports == 1).any() and False)):
-        return False
-    nz = D0[1:]
-    if not np.allclose(nz, nz[0], rtol=1e-12, atol=0):
-        return False
+    n, d, directed, ports = common["n"], common["d"], common["directed"], common["ports"]
+    if not regular or (not directed and d % 2):
+        return None
     usable = np.flatnonzero(ports == (1 if directed else 2))
     m = d if directed else d // 2
     free = usable[1:] if fix_one else usable
     k = m - 1 if fix_one else m
-    if k < 0 or k > free.size or math.comb(free.size, k) > DISTANCE_CUT_LIMIT:
-        return False
-    import itertools
-
+    if k < 1 or k > free.size or math.comb(free.size, k) > DISTANCE_CUT_LIMIT:
+        return None
     combos = np.array(list(itertools.combinations(free.tolist(), k)), dtype=np.int64).reshape(-1, k)
     if fix_one:
         combos = np.concatenate([np.full((combos.shape[0], 1), usable[0]), combos], axis=1)
-    if combos.shape[0] == 0:
-        return False
-    jumps = classes[combos]
+    return combos if combos.shape[0] else None
+
+
+def _set_stats(common: dict, combos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(unreachable residues, sum of distances, diameter) of each set: one BFS over residues each."""
+    from topoopt_ilp import heuristic as h
+
+    n, directed = common["n"], common["directed"]
+    jumps = common["classes"][combos]
     coins = jumps if directed else np.concatenate([jumps, (-jumps) % n], axis=1)
-    unreach, total, _ = h.circulant_stats_batch(n, coins)
-    bound = np.where(unreach > 0, 0.0, d / np.maximum(total * float(Dn[1]), 1e-300))
-    U = float(bound.max())
-    L = classes.size
-    Uc = np.zeros(L)
-    np.maximum.at(Uc, combos.ravel(), np.repeat(bound, combos.shape[1]))
-    rows, cols, vals, ub = [0], [lam[0]], [1.0], [U]
+    return h.circulant_stats_batch(n, coins)
+
+
+def _score_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs: np.ndarray, combos: np.ndarray,
+                score: np.ndarray, name: str) -> None:
+    """Valid inequalities ``E >= L + (L_c - L) y_c`` and ``E >= L + (L_ck - L)(y_c + y_k - 1)`` for an
+    expression E (the objective, or minus it) that is ``>= score[J]`` for every candidate set J.
+
+    ``L`` is the smallest score, ``L_c`` (``L_ck``) the smallest over the sets containing class c
+    (classes c and k). At y_c = 1 the set contains c, so its score is >= L_c; otherwise the row
+    reduces to ``E >= L``. Every feasible jump set is a candidate, so no feasible point is cut off.
+    """
+    L = float(score.min())
+    ncls = y.size
+    Lc = np.full(ncls, np.inf)
+    np.minimum.at(Lc, combos.ravel(), np.repeat(score, combos.shape[1]))
+    ec, ev = np.asarray(expr_cols), np.asarray(expr_coefs, dtype=float)
+    rows, cols, vals, lb = [np.zeros(ec.size, dtype=np.int64)], [ec], [ev], [L]
     r = 1
-    for c in np.flatnonzero(Uc < U * (1 - 1e-12)):
-        rows += [r, r]
-        cols += [lam[0], y[int(c)]]
-        vals += [1.0, U - Uc[c]]
-        ub.append(U)
+    for c in np.flatnonzero(np.isfinite(Lc) & (Lc > L + 1e-12 * max(1.0, abs(L)))):
+        rows.append(np.full(ec.size + 1, r))
+        cols.append(np.concatenate([ec, [y[int(c)]]]))
+        vals.append(np.concatenate([ev, [-(Lc[c] - L)]]))
+        lb.append(L)
         r += 1
     if combos.shape[1] >= 2:
         ii, jj = np.triu_indices(combos.shape[1], 1)
         a, bb = combos[:, ii].ravel(), combos[:, jj].ravel()
-        key = np.minimum(a, bb) * L + np.maximum(a, bb)
-        Upair = np.zeros(L * L)
-        np.maximum.at(Upair, key, np.repeat(bound, ii.size))
-        seen = np.zeros(L * L, dtype=bool)
-        seen[key] = True
-        # pairs never together in a candidate set get U_ck = 0 (they cannot both be chosen)
-        for kk in np.flatnonzero(seen & (Upair < U * (1 - 1e-12))):
-            c1, c2 = divmod(int(kk), L)
-            if Upair[kk] >= min(Uc[c1], Uc[c2]) * (1 - 1e-12):
-                continue
-            rows += [r, r, r]
-            cols += [lam[0], y[c1], y[c2]]
-            vals += [1.0, U - Upair[kk], U - Upair[kk]]
-            ub.append(2 * U - Upair[kk])
+        key = np.minimum(a, bb) * ncls + np.maximum(a, bb)
+        Lp = np.full(ncls * ncls, np.inf)
+        np.minimum.at(Lp, key, np.repeat(score, ii.size))
+        for kk in np.flatnonzero(np.isfinite(Lp)):
+            c1, c2 = divmod(int(kk), ncls)
+            if Lp[kk] <= max(Lc[c1], Lc[c2]) + 1e-12 * max(1.0, abs(L)):
+                continue  # implied by a single-class row
+            delta = Lp[kk] - L
+            rows.append(np.full(ec.size + 2, r))
+            cols.append(np.concatenate([ec, [y[c1], y[c2]]]))
+            vals.append(np.concatenate([ev, [-delta, -delta]]))
+            lb.append(L - delta)
             r += 1
-    b.add_constraints(rows, cols, vals, ub=np.array(ub), name="distance_cuts")
+    b.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=np.array(lb), name=name)
+
+
+def _distance_cuts(b: ModelBuilder, y: VarBlock, lam: VarBlock, instance: Instance, D0: np.ndarray, Dn: np.ndarray,
+                   common: dict, fix_one: bool) -> bool:
+    """Cuts from the distance bound ``lambda_J <= d / sum_t Dn[t] dist_J(t)`` (capacity 1 per arc,
+    d arcs per node, every unit of flow to t crosses >= dist_J(t) arcs), for uniform demand:
+    ``-lambda >= -U_J`` in the form of :func:`_score_cuts`."""
+    nz = D0[1:]
+    if not np.allclose(nz, nz[0], rtol=1e-12, atol=0):
+        return False
+    combos = _enumerate_sets(common, fix_one, instance.cluster.regular)
+    if combos is None:
+        return False
+    unreach, total, _ = _set_stats(common, combos)
+    bound = np.where(unreach > 0, 0.0, common["d"] / np.maximum(total * float(Dn[1]), 1e-300))
+    _score_cuts(b, y, np.array([lam[0]]), np.array([-1.0]), combos, -bound, "distance_cuts")
     return True
 
 
@@ -624,11 +642,36 @@ def _build_aspl(instance: Instance, lbdist: np.ndarray, strong: bool, integral: 
     cols = np.concatenate([fi[live], y.index[np.repeat(arc_class, n)[live]]])
     vals = np.concatenate([np.ones(k), np.full(k, -(n - 1.0))])
     b.add_constraints(rows, cols, vals, ub=np.zeros(k), name="gating")
+    fix_one = common["family"] == "coprime_circulant" and n > 2
+    notes = _graph_cuts(b, y, fi, np.full(fi.size, 1.0 / (n - 1)), "aspl", instance, common, fix_one, strong)
     if strong:
         b.add_constraints(np.zeros(f.size, dtype=np.int64), fi, 1.0, lb=float(lbdist.sum()), count=1, name="hops")
     b.set_objective(fi, np.full(fi.size, 1.0 / (n - 1)), sense="minimize")
-    return CirculantModel(model=b.build(), kind="aspl", y=y, f=f, notes=("jump 1 fixed (coprime family)",)
-                          if common["family"] == "coprime_circulant" and n > 2 else (), fixed_jump_one=common["family"] == "coprime_circulant" and n > 2, **common)
+    return CirculantModel(model=b.build(), kind="aspl", y=y, f=f, notes=tuple(notes), fixed_jump_one=fix_one, **common)
+
+
+def _graph_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs: np.ndarray, what: str,
+                instance: Instance, common: dict, fix_one: bool, strong: bool, cap: float | None = None,
+                shift: float = 0.0) -> list[str]:
+    """Orbit rows and score cuts (ASPL or diameter of every candidate set) for the graph objectives:
+    ``expr >= score(J) + shift`` for the chosen set J (the diameter objective is ``H - sum u``, so
+    ``-sum u >= diam - H``). Sets with a diameter above ``H`` (or disconnected) score ``cap``: the
+    model cannot pick them anyway."""
+    notes = ["jump 1 fixed (coprime family; ASPL and diameter are isomorphism invariants)"] if fix_one else []
+    if not strong:
+        return notes
+    n = common["n"]
+    if fix_one and _orbit_rows(b, y, n, common["classes"], common["directed"]):
+        notes.append("orbit representative: smallest second jump among the unit images containing 1")
+    combos = _enumerate_sets(common, fix_one, instance.cluster.regular)
+    if combos is not None:
+        unreach, total, diam = _set_stats(common, combos)
+        worst = float(n) if cap is None else cap
+        score = np.where(unreach > 0, worst, (total / (n - 1)) if what == "aspl" else np.minimum(diam, worst)).astype(float)
+        _score_cuts(b, y, expr_cols, expr_coefs, combos, score + shift, f"{what}_cuts")
+        notes.append(f"{what} cuts: objective >= the best {what} over the candidate sets containing each class / pair "
+                     f"of classes ({combos.shape[0]} sets scored by one BFS each)")
+    return notes
 
 
 # Diameter ------------------------------------------------------------------------------------
@@ -646,7 +689,7 @@ def _build_aspl(instance: Instance, lbdist: np.ndarray, strong: bool, integral: 
 #   counting: sum_v r[h, v] <= N_h
 #   symmetry: y_1 = 1 in the coprime family
 # Objective: minimise H - sum_{h<H} u[h]  (= min{h : u[h] = 1} = the diameter).
-def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | None, common: dict) -> CirculantModel:
+def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | None, strong: bool, common: dict) -> CirculantModel:
     from topoopt_ilp import heuristic as h
 
     n, d, directed = common["n"], common["d"], common["directed"]
@@ -702,9 +745,13 @@ def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | Non
                           np.concatenate([np.ones(H), -np.ones(H)]), ub=np.zeros(H), name="u_monotone")
     cnt = counts[: H + 1] if counts.size > H else np.concatenate([counts, np.full(H + 1 - counts.size, n)])
     b.add_constraints(np.repeat(np.arange(H + 1), n), r.index.ravel(), 1.0, ub=cnt.astype(float), name="counting")
+    fix_one = common["family"] == "coprime_circulant" and n > 2
+    # objective expression H - sum u >= score  <=>  -sum u >= score - H: shift the scores by -H
+    notes = _graph_cuts(b, y, u.index[:H], -np.ones(H), "diameter", instance, common, fix_one, strong,
+                        cap=float(H + 1), shift=-float(H))
     b.set_objective(u.index[:H], -np.ones(H), sense="minimize", constant=float(H))
-    return CirculantModel(model=b.build(), kind="diameter", y=y, r=r, z=z, u=u, hops=H,
-                          fixed_jump_one=common["family"] == "coprime_circulant" and n > 2, **common)
+    return CirculantModel(model=b.build(), kind="diameter", y=y, r=r, z=z, u=u, hops=H, notes=tuple(notes),
+                          fixed_jump_one=fix_one, **common)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def _fmt(v, pct=False) -> str:
     if v is None:
         return "-"
     if pct:
-        return f"{v:.2%}"
+        return f"{v:.2%}" if math.isfinite(v) else "inf"
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 

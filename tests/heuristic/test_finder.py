@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.sparse.csgraph import shortest_path
 
 from topoopt_ilp.heuristic import circulant_matrix, circulant_stats, topology_finder
@@ -142,8 +145,6 @@ def test_mp_links_for_heavy_pairs():
 
 
 def test_mp_routing_options_and_sparse_input():
-    import scipy.sparse as sp
-
     n, d = 16, 6
     rng = np.random.default_rng(3)
     mp = rng.random((n, n)) * (rng.random((n, n)) < 0.2) * 1e6
@@ -192,10 +193,6 @@ def test_odd_n_and_no_allreduce():
     _regular(res)
     assert shortest_path(res.X > 0, unweighted=True).max() < np.inf  # connected after repair
     _check_routing(res, [], mp)
-
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=25, deadline=None)

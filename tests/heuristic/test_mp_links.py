@@ -60,7 +60,6 @@ def test_greedy_vs_blossom(seed):
     assert w[eg].sum() >= 0.5 * w[eb].sum()
     assert w[eb].sum() >= w[eg].sum()
     # greedy equals the sequential heaviest-first greedy
-    G = nx.Graph()
     seq, free = 0.0, np.ones(n, bool)
     for e in np.lexsort((np.arange(w.size), -w)):
         if free[i[e]] and free[j[e]]:

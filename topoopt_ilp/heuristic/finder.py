@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from topoopt_ilp.routing import PathSet, RingSet, Routing
 
@@ -282,8 +283,6 @@ def topology_finder(
     mpm = repeated_matching(mp, d_mp, seed=seed, method=matching, directed=directed)
     X = ar + mpm
     if d_a == 0 and not directed and d >= 2:
-        from scipy.sparse.csgraph import connected_components
-
         if connected_components(X > 0, directed=False)[0] > 1:
             connect_components(X, np.random.default_rng(seed))
             mpm = X - ar
