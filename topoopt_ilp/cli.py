@@ -270,7 +270,8 @@ def _print_solution(args, inst, sol, report) -> None:
         jumps = f", jumps {list(sol.topology.jumps)}" if sol.topology.jumps is not None else ""
         print(f"  topology           {sum(k for *_, k in links)} links{jumps}" + (f" ({multi} pairs with parallel links)" if multi else ""))
     for key, value in (sol.details or {}).items():
-        if isinstance(value, (str, int, float)) or (isinstance(value, (list, tuple)) and len(value) <= 8):
+        short_list = isinstance(value, (list, tuple)) and 0 < len(value) <= 8 and key != "mp_links"
+        if isinstance(value, (str, int, float)) or short_list:
             print(f"  {key:<18} {value}")
     if sol.metrics:
         print("\n".join(_metrics_lines(sol.metrics)))
