@@ -289,8 +289,9 @@ def build_circulant_model(
     formulation : ``"strong"`` (counting-bound cuts, default) or ``"basic"``.
     integral_flows : ASPL only: integer flow columns (an all-integer model CP-SAT accepts; the LP
         of a fixed jump set is a shortest-path tree problem, so this changes no optimum).
-    hop_limit : diameter only: the largest diameter the model represents (default: the heuristic
-        jump set's diameter, which is feasible, so the optimum is within it).
+    hop_limit : diameter only: the largest diameter the model represents (default: the smallest
+        diameter known before the solve, from the heuristic set or, with the strong formulation, the
+        candidate sets scored for the cuts; feasible, so the optimum is within it).
     """
     objective = objective or instance.objective
     _check_request(instance, objective)
@@ -675,7 +676,9 @@ def _graph_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs:
 
 
 # Diameter ------------------------------------------------------------------------------------
-# Data:      H = hop limit (the heuristic set's diameter: a feasible value, so the optimum is <= H);
+# Data:      H = hop limit: the smallest diameter known before the solve (the heuristic set's, or with
+#            the strong formulation the best candidate set scored by BFS while generating the cuts);
+#            a feasible value, so the optimum is <= H;
 #            N_h counting bound on residues within h hops.
 # Variables: y_c binary; r[h, v] binary (v reachable from 0 within h hops), h = 0..H;
 #            z[h, a, v] binary (v reached at hop h through arc class a: r[h-1, v - r_a] and y_c(a));
@@ -700,6 +703,14 @@ def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | Non
         if hj is not None:
             dist = h.circulant_distances(n, h.coin_set(n, hj, directed))
             hop_limit = int(dist.max()) if (dist >= 0).all() else None
+        if strong:
+            fix = common["family"] == "coprime_circulant" and n > 2
+            combos = _enumerate_sets(common, fix, instance.cluster.regular)
+            if combos is not None:
+                unreach, _, diam = _set_stats(common, combos)
+                if (unreach == 0).any():
+                    best = int(diam[unreach == 0].min())
+                    hop_limit = best if hop_limit is None else min(hop_limit, best)
         if hop_limit is None:
             hop_limit = n - 1  # a connected circulant has diameter < n
     H = max(1, int(hop_limit))

@@ -10,7 +10,7 @@ Two formulations share the data and the decoding:
 
 Objective ``throughput`` (maximize the concurrent-flow lambda), ``comm_time`` / ``iteration_time``
 (the MILP maximizes lambda, i.e. minimizes the bandwidth term 1/lambda; the evaluator adds the
-latency term), ``aspl`` (hop-count form). ``diameter`` is refused with a clear message.
+latency term), ``aspl`` (hop-count form), ``diameter`` (feasibility models per candidate diameter).
 """
 
 from __future__ import annotations
@@ -380,13 +380,12 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
         raise InputError(f"topology_routing optimises general topologies; this instance asks for {instance.topology_family}")
     if instance.fixed_topology is not None:
         raise UnsupportedError("the instance fixes the topology: there is nothing for topology_routing to choose")
-    if instance.objective == "diameter":
-        raise UnsupportedError("the exact general-topology model has no diameter objective yet; use topology_family circulant "
-                               "for an exact diameter, or objective aspl")
     if instance.n > MAX_SERVERS:
         raise UnsupportedError(f"{instance.n} servers is too large for the exact general-topology model (at most {MAX_SERVERS}); "
                                "use --method heuristic or topology_family circulant")
     check_backend(options)
+    if instance.objective == "diameter":
+        return solve_diameter(instance, options, warm_start_topology)
     started = time.perf_counter()
     m = build_topology_routing(instance, options.formulation)
     start = None
@@ -428,3 +427,135 @@ def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResul
         gap = result.gap
     return Solution(status=status, method="exact", topology=Topology(X), routing=routing, objective=objective, bound=bound,
                     gap=gap, backend=result.backend, wall_time_s=wall, details=details)
+
+
+# ------------------------------------------------------------------------------------------------
+# Diameter, as a sequence of feasibility models (one per candidate diameter H)
+#
+# Data
+#   n servers, degree d, arcs a = (u, v); the candidate diameter H.
+# Variables
+#   x[e]       in {0..d}       links on edge e (as above);  y[e] in {0, 1}: edge e has a link
+#   r[s,h,v]   in {0, 1}       v is within h hops of s (h = 1..H; r[s,0,v] = [v == s] is data)
+#   p[s,h,a]   in [0, 1]       arc a = (u, v) extends the h-1 hop ball of s to v
+# Constraints
+#   y[e] <= x[e] <= d y[e];  degree rows as above
+#   p[s,h,a] <= r[s,h-1,u],  p[s,h,a] <= y[e(a)]      (both binary, so p > 0 only if both are 1)
+#   r[s,h,v] <= r[s,h-1,v] + sum_{a = (u,v)} p[s,h,a]
+#   r[s,H,v] = 1 for every s != v                  (every server within H hops of every other)
+# Objective
+#   none: the smallest H whose model is feasible is the diameter; H - 1 infeasible proves it.
+# ------------------------------------------------------------------------------------------------
+def build_diameter_feasibility(instance: Instance, H: int) -> tuple[LinearModel, np.ndarray, np.ndarray]:
+    """The model 'a topology of diameter <= H exists'; returns (model, x columns, edges)."""
+    c = instance.cluster
+    n, d, directed = c.servers, c.degree, c.directed
+    tail, head = _arcs(n)
+    edges, arc_edge = _edges(n, directed, tail, head)
+    A, E = len(tail), len(edges)
+    b = ModelBuilder(name=f"diameter_le_{H}")
+    x = b.add_variables(E, lb=0, ub=d if c.multi_links else 1, kind="integer", name="x")
+    y = b.add_variables(E, kind="binary", name="y")
+    _degree_rows(b, x, edges, n, d, directed, c.regular)
+    e_idx = np.arange(E)
+    # y <= x and x <= d*y
+    b.add_constraints(np.concatenate([e_idx, e_idx]), np.concatenate([y.index, x.index]),
+                      np.concatenate([np.ones(E), -np.ones(E)]), ub=0.0, count=E, name="y_le_x")
+    b.add_constraints(np.concatenate([e_idx, e_idx]), np.concatenate([x.index, y.index]),
+                      np.concatenate([np.ones(E), -float(d) * np.ones(E)]), ub=0.0, count=E, name="x_le_dy")
+    # r[s, h, v] for h = 1..H (h = 0 is data); the last layer is fixed to 1 off the diagonal.
+    r_lb = np.zeros((n, H, n))
+    r_lb[:, H - 1, :] = 1.0
+    r_lb[np.arange(n), :, np.arange(n)] = 1.0  # s reaches itself at every h
+    r = b.add_variables((n, H, n), lb=r_lb.ravel(), ub=1.0, kind="binary", name="r")
+    rc = r.index.reshape(n, H, n)
+    p = b.add_variables((n, H, A), lb=0.0, ub=1.0, name="p")
+    pc = p.index.reshape(n, H, A)
+    S, Hh, Aa = np.meshgrid(np.arange(n), np.arange(H), np.arange(A), indexing="ij")
+    S, Hh, Aa = S.ravel(), Hh.ravel(), Aa.ravel()
+    m = len(S)
+    rows = np.arange(m)
+    # p <= r[s, h-1, u]   (for h = 0 the previous layer is the data [u == s])
+    prev_is_data = Hh == 0
+    cols_prev = np.where(prev_is_data, 0, rc[S, np.maximum(Hh - 1, 0), tail[Aa]])
+    keep = ~prev_is_data
+    b.add_constraints(np.concatenate([rows, rows[keep]]), np.concatenate([pc[S, Hh, Aa], cols_prev[keep]]),
+                      np.concatenate([np.ones(m), -np.ones(int(keep.sum()))]),
+                      ub=np.where(prev_is_data, (tail[Aa] == S).astype(float), 0.0), count=m, name="p_le_r")
+    b.add_constraints(np.concatenate([rows, rows]), np.concatenate([pc[S, Hh, Aa], y.index[arc_edge[Aa]]]),
+                      np.concatenate([np.ones(m), -np.ones(m)]), ub=0.0, count=m, name="p_le_y")
+    # r[s,h,v] - r[s,h-1,v] - sum_{a into v} p[s,h,a] <= 0   (h = 0: previous is [v == s])
+    S2, H2, V2 = np.meshgrid(np.arange(n), np.arange(H), np.arange(n), indexing="ij")
+    S2, H2, V2 = S2.ravel(), H2.ravel(), V2.ravel()
+    q = len(S2)
+    prev_data = H2 == 0
+    rows_l = [np.arange(q), np.arange(q)[~prev_data], (S * H + Hh) * n + head[Aa]]
+    cols_l = [rc[S2, H2, V2], rc[S2[~prev_data], H2[~prev_data] - 1, V2[~prev_data]], pc[S, Hh, Aa]]
+    vals_l = [np.ones(q), -np.ones(int((~prev_data).sum())), -np.ones(m)]
+    b.add_constraints(np.concatenate(rows_l), np.concatenate(cols_l), np.concatenate(vals_l),
+                      ub=np.where(prev_data, (V2 == S2).astype(float), 0.0), count=q, name="reach")
+    _symmetry_rows(b, x, n, directed)  # the diameter ignores the demand: servers are always interchangeable
+    b.set_objective([], [], sense="minimize")
+    return b.build(), x.index, edges
+
+
+def moore_diameter_bound(n: int, d: int, directed: bool) -> int:
+    """The least diameter the Moore bound allows for n servers of degree d."""
+    reach, layer, h = 1, 1, 0
+    while reach < n:
+        layer = d * (d - 1) ** h if not directed else d ** (h + 1)
+        if layer <= 0:
+            return n  # d = 1 undirected: never connected beyond 2 servers
+        reach += layer
+        h += 1
+    return h
+
+
+def solve_diameter(instance: Instance, options: ExactOptions, start: np.ndarray | None) -> Solution:
+    """Smallest diameter: the heuristic (or start) gives an upper bound, the Moore bound a lower one;
+    feasibility models for H = lower, lower+1, ... close the gap."""
+    from topoopt_ilp.graph import diameter as graph_diameter
+
+    c = instance.cluster
+    n, d, directed = c.servers, c.degree, c.directed
+    started = time.perf_counter()
+    lower = moore_diameter_bound(n, d, directed)
+    best_x = start
+    upper = graph_diameter(start) if start is not None else math.inf
+    details = {"model": "topology_routing/diameter", "moore_lower_bound": lower, "feasibility_models": []}
+    H = lower
+    status = "optimal"
+    while H < upper:
+        if H > n - 1:  # no connected topology of this degree exists
+            return Solution(status="infeasible", method="exact", topology=None, backend=options.backend,
+                            wall_time_s=time.perf_counter() - started, details=details)
+        remaining = None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
+        if remaining is not None and remaining <= 0:
+            status = "feasible"
+            break
+        model, xcols, edges = build_diameter_feasibility(instance, H)
+        result = run_model(model, ExactOptions(**{**options.__dict__, "time_limit_s": remaining, "export_model": None}))
+        st = solution_status(result)
+        details["feasibility_models"].append({"diameter_le": H, "status": st, "time_s": round(result.wall_time_s, 3)})
+        if st in ("optimal", "feasible"):
+            xv = np.rint(result.values[xcols]).astype(np.int64)
+            X = np.zeros((n, n), dtype=np.int64)
+            X[edges[:, 0], edges[:, 1]] = xv
+            if not directed:
+                X[edges[:, 1], edges[:, 0]] = xv
+            best_x, upper = X, H
+            break
+        if st == "infeasible":
+            lower = H + 1
+            H += 1
+            continue
+        status = "feasible"  # a limit was hit before H was decided
+        break
+    if best_x is None:
+        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend,
+                        wall_time_s=time.perf_counter() - started, details=details)
+    if lower < upper:
+        status = "feasible"
+    gap = (upper - lower) / upper if upper else 0.0
+    return Solution(status=status, method="exact", topology=Topology(best_x), objective=float(upper), bound=float(lower),
+                    gap=gap, backend=options.backend, wall_time_s=time.perf_counter() - started, details=details)

@@ -124,3 +124,31 @@ def test_warm_start_from_heuristic_is_accepted_and_time_limit_zero_is_no_solutio
     assert started.status in ("optimal", "feasible") and started.details["warm_start"] == "heuristic"
     none = solve(instance, method="exact", time_limit_s=0, warm_start="none")
     assert none.status == "no_solution" and none.topology is None
+
+
+@pytest.mark.parametrize("n, d, multi, expected", [
+    (7, 2, True, 3),     # a connected 2-regular graph is a cycle: diameter floor(n/2)
+    (10, 3, False, 2),   # the Petersen graph reaches the Moore bound
+    (6, 3, False, None),  # brute force below
+])
+def test_diameter_objective(n, d, multi, expected):
+    from topoopt_ilp.graph import diameter
+
+    instance = inst(n, d, objective="diameter", multi=multi)
+    if expected is None:
+        expected = min(diameter(x) for x in regular_graphs(n, d, multi))
+    sol = exact(instance, warm_start="none")
+    assert sol.status == "optimal" and sol.objective == expected == sol.metrics["diameter"]
+    assert verify(instance, sol).valid
+
+
+def test_diameter_lower_bound_is_proven_by_an_infeasible_model():
+    # Directed, n = 7, d = 2: the Moore bound (1 + 2 + 4 = 7) allows diameter 2, but no Moore digraph
+    # with d > 1 and diameter > 1 exists (Plesnik & Znam; Bridges & Toueg), so the model for 2 must be
+    # infeasible and the one for 3 feasible.
+    instance = io.parse_instance(minimal(cluster={"servers": 7, "degree": 2, "link_bandwidth_gbps": B, "links": "directed",
+                                                  "multi_links": False}, objective="diameter"))
+    sol = exact(instance, warm_start="none")
+    assert sol.objective == 3 and sol.status == "optimal" and sol.bound == 3
+    assert [m["status"] for m in sol.details["feasibility_models"]] == ["infeasible", "optimal"]
+    assert verify(instance, sol).valid
