@@ -229,6 +229,7 @@ class CirculantModel:
     demand: np.ndarray | None = None
     fixed_jump_one: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    incumbent_jumps: tuple[int, ...] | None = None
 
     def jumps_of(self, values: np.ndarray) -> tuple[int, ...]:
         """The chosen jump classes of a solution vector."""
@@ -698,6 +699,7 @@ def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | Non
     n, d, directed = common["n"], common["d"], common["directed"]
     arcs, arc_class, classes, ports = common["arcs"], common["arc_class"], common["classes"], common["ports"]
     A = arcs.size
+    scored: tuple[int, ...] | None = None
     if hop_limit is None:
         hj = heuristic_jumps(n, d, directed, common["family"])
         if hj is not None:
@@ -709,12 +711,17 @@ def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | Non
             if combos is not None:
                 unreach, _, diam = _set_stats(common, combos)
                 if (unreach == 0).any():
-                    best = int(diam[unreach == 0].min())
-                    hop_limit = best if hop_limit is None else min(hop_limit, best)
+                    ok = np.flatnonzero(unreach == 0)
+                    i = int(ok[np.argmin(diam[ok])])
+                    best = int(diam[i])
+                    if hop_limit is None or best < hop_limit:
+                        hop_limit = best
+                        scored = tuple(int(j) for j in common["classes"][combos[i]])
         if hop_limit is None:
             hop_limit = n - 1  # a connected circulant has diameter < n
     H = max(1, int(hop_limit))
     _size_guard(3 * H * A * n, n, A)
+    incumbent = scored
     b = ModelBuilder(name=f"circulant_diameter_n{n}_d{d}_H{H}")
     y = b.add_variables(classes.size, lb=_jump_one_fixing(n, classes, common["family"], True), ub=1, kind="binary", name="y")
     r_lb = np.zeros((H + 1, n))
@@ -761,8 +768,11 @@ def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | Non
     notes = _graph_cuts(b, y, u.index[:H], -np.ones(H), "diameter", instance, common, fix_one, strong,
                         cap=float(H + 1), shift=-float(H))
     b.set_objective(u.index[:H], -np.ones(H), sense="minimize", constant=float(H))
+    if incumbent is not None:
+        notes.append(f"hop limit H = {H} from the BFS-scored candidate set {list(incumbent)} (also the warm start "
+                     "when the heuristic set's diameter exceeds H)")
     return CirculantModel(model=b.build(), kind="diameter", y=y, r=r, z=z, u=u, hops=H, notes=tuple(notes),
-                          fixed_jump_one=fix_one, **common)
+                          fixed_jump_one=fix_one, incumbent_jumps=incumbent, **common)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -892,6 +902,10 @@ def _warm_start(cm: CirculantModel, instance: Instance) -> tuple[np.ndarray | No
     if cm.kind == "diameter":
         n, H = cm.n, cm.hops
         dist = h.circulant_distances(n, h.coin_set(n, jumps, cm.directed))
+        if ((dist < 0).any() or dist.max() > H) and cm.incumbent_jumps is not None:
+            jumps = cm.incumbent_jumps
+            yv = cm.y_vector(jumps)
+            dist = h.circulant_distances(n, h.coin_set(n, jumps, cm.directed))
         if (dist < 0).any() or dist.max() > H:
             return None, jumps
         x = np.zeros(cm.model.num_vars)
