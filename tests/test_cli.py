@@ -95,3 +95,28 @@ def test_every_shipped_instance_solves_and_verifies(tmp_path):
         out = tmp_path / (path.stem + ".sol.json")
         assert main(["solve", str(path), "--out", str(out), "--quiet"]) == 0, path
         assert main(["verify", str(path), str(out)]) == 0, path
+
+
+def test_exact_export_and_warm_start_file(tmp_path, capsys):
+    import highspy
+
+    inst = str(INSTANCES / "dlrm-like-6.json")
+    heur = tmp_path / "heur.json"
+    assert main(["solve", inst, "--out", str(heur), "--quiet"]) == 0
+    model = tmp_path / "model.mps"
+    out = tmp_path / "exact.json"
+    code = main(["solve", inst, "--method", "exact", "--warm-start", str(heur), "--time-limit", "60",
+                 "--export-model", str(model), "--out", str(out), "--json"])
+    assert code == 0
+    sol = json.loads(out.read_text())
+    assert sol["details"]["warm_start"] == str(heur)
+    # The exported model, re-read by HiGHS on its own, has the optimum the MILP reported (lambda, scaled).
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    assert h.readModel(str(model)) == highspy.HighsStatus.kOk
+    h.run()
+    lam = h.getInfo().objective_function_value
+    scale = 2 * 5 / 6 * 20e6  # the model counts bytes in units of its largest demand entry (the ring share)
+    assert lam * 40e9 / 8 / scale == pytest.approx(sol["details"]["milp_throughput"], rel=1e-6)
+    assert main(["verify", inst, str(out)]) == 0
+    capsys.readouterr()
