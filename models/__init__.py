@@ -46,6 +46,9 @@ def _warm_start_topology(instance: Instance, options: ExactOptions):
 def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwargs) -> Solution:
     """Solve ``instance`` exactly with the model its topology family calls for."""
     options = options or ExactOptions(**{k: v for k, v in kwargs.items() if v is not None})
+    if instance.workload is not None:
+        raise UnsupportedError("exact models for workloads (placement, joint placement + topology) are not available in "
+                               "this version; use --method heuristic (TopoOpt's data-parallel start + TopologyFinder)")
     if instance.fixed_topology is not None:
         raise UnsupportedError("the instance fixes the topology; there is no topology to optimise exactly "
                                "(evaluate it with 'topoopt evaluate', or use --routing optimal)")

@@ -64,6 +64,8 @@ __all__ = [
     "solve_circulant",
     "heuristic_jumps",
     "decompose_offset_flow",
+    "jump_set_throughput",
+    "orbit_representative",
 ]
 
 #: Largest n the circulant models accept (the evaluator and the models keep n x n arrays).
@@ -288,8 +290,9 @@ def build_circulant_model(
     Parameters
     ----------
     formulation : ``"strong"`` (counting-bound cuts, default) or ``"basic"``.
-    integral_flows : ASPL only: integer flow columns (an all-integer model CP-SAT accepts; the LP
-        of a fixed jump set is a shortest-path tree problem, so this changes no optimum).
+    integral_flows : ASPL and diameter: integer flow (ASPL) / binary z (diameter) columns, giving an
+        all-integer model CP-SAT accepts (for a fixed jump set the ASPL LP is a shortest-path tree
+        problem and z = min(y, r), so this changes no optimum).
     hop_limit : diameter only: the largest diameter the model represents (default: the smallest
         diameter known before the solve, from the heuristic set or, with the strong formulation, the
         candidate sets scored for the cuts; feasible, so the optimum is within it).
@@ -316,7 +319,7 @@ def build_circulant_model(
         return _build_throughput(instance, D0, lbdist, strong, common)
     if objective == "aspl":
         return _build_aspl(instance, lbdist, strong, integral_flows, common)
-    return _build_diameter(instance, counts, hop_limit, strong, common)
+    return _build_diameter(instance, counts, hop_limit, strong, integral_flows, common)
 
 
 def _degree_row(b: ModelBuilder, y: VarBlock, ports: np.ndarray, d: int, regular: bool) -> None:
@@ -682,7 +685,9 @@ def _graph_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs:
 #            a feasible value, so the optimum is <= H;
 #            N_h counting bound on residues within h hops.
 # Variables: y_c binary; r[h, v] binary (v reachable from 0 within h hops), h = 0..H;
-#            z[h, a, v] binary (v reached at hop h through arc class a: r[h-1, v - r_a] and y_c(a));
+#            z[h, a, v] in [0, 1] (v reached at hop h through arc class a: r[h-1, v - r_a] and y_c(a));
+#            continuous suffices (y, r binary make min(y, r) integral); binary with integral_flows
+#            so that the model is all-integer for CP-SAT;
 #            u[h] binary (every residue within h hops, i.e. diameter <= h).
 # Constraints:
 #   degree:   sum_c p_c y_c = d (<= d)
@@ -693,7 +698,8 @@ def _graph_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs:
 #   counting: sum_v r[h, v] <= N_h
 #   symmetry: y_1 = 1 in the coprime family
 # Objective: minimise H - sum_{h<H} u[h]  (= min{h : u[h] = 1} = the diameter).
-def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | None, strong: bool, common: dict) -> CirculantModel:
+def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | None, strong: bool, integral: bool,
+                    common: dict) -> CirculantModel:
     from topoopt_ilp import heuristic as h
 
     n, d, directed = common["n"], common["d"], common["directed"]
@@ -717,6 +723,8 @@ def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | Non
                     if hop_limit is None or best < hop_limit:
                         hop_limit = best
                         scored = tuple(int(j) for j in common["classes"][combos[i]])
+                        if fix:
+                            scored = orbit_representative(n, scored, directed)
         if hop_limit is None:
             hop_limit = n - 1  # a connected circulant has diameter < n
     H = max(1, int(hop_limit))
@@ -729,7 +737,7 @@ def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | Non
     r_lb[:, 0] = 1.0
     r_ub[0, 1:] = 0.0
     r = b.add_variables((H + 1, n), lb=r_lb, ub=r_ub, kind="binary", name="r")
-    z = b.add_variables((H, A, n), ub=1, kind="binary", name="z")
+    z = b.add_variables((H, A, n), ub=1, kind="binary" if integral else "continuous", name="z")
     u_lb = np.zeros(H + 1)
     u_ub = np.ones(H + 1)
     u_lb[H] = 1.0
@@ -889,16 +897,13 @@ def _warm_start(cm: CirculantModel, instance: Instance) -> tuple[np.ndarray | No
     jumps = heuristic_jumps(cm.n, cm.d, cm.directed, cm.family)
     if jumps is None:
         return None, None
+    if cm.fixed_jump_one:
+        # jump 1 fixed (and, with the strong formulation, orbit rows): start from the isomorphic
+        # representative the model keeps
+        jumps = orbit_representative(cm.n, jumps, cm.directed)
     yv = cm.y_vector(jumps)
     if not ((yv >= cm.model.col_lower[cm.y.index]) & (yv <= cm.model.col_upper[cm.y.index])).all():
-        # jump 1 fixed but the heuristic set lacks it: map it by the inverse of its first jump
-        j0 = jumps[0]
-        u = pow(j0, -1, cm.n)
-        mapped = tuple(sorted({(u * j) % cm.n if cm.directed else min((u * j) % cm.n, cm.n - (u * j) % cm.n) for j in jumps}))
-        yv = cm.y_vector(mapped)
-        jumps = mapped
-        if not ((yv >= cm.model.col_lower[cm.y.index]) & (yv <= cm.model.col_upper[cm.y.index])).all():
-            return None, None
+        return None, None
     if cm.kind == "diameter":
         n, H = cm.n, cm.hops
         dist = h.circulant_distances(n, h.coin_set(n, jumps, cm.directed))
@@ -922,6 +927,21 @@ def _warm_start(cm: CirculantModel, instance: Instance) -> tuple[np.ndarray | No
     return vals, jumps
 
 
+def orbit_representative(n: int, jumps: tuple[int, ...], directed: bool = False) -> tuple[int, ...]:
+    """The lexicographically smallest sorted class set among the unit images ``j^-1 J`` (j in J, a
+    unit): isomorphic to J, contains 1, and satisfies the orbit rows (its second jump is minimal).
+    Sets with a non-unit jump are returned unchanged (as sorted classes)."""
+    cls = np.array(sorted({int(j) % n if directed else min(int(j) % n, n - int(j) % n) for j in jumps}), dtype=np.int64)
+    best = tuple(int(c) for c in cls)
+    if not all(math.gcd(int(j), n) == 1 for j in cls):
+        return best
+    for j in cls:
+        img = tuple(sorted(int(c) for c in _class_of(pow(int(j), -1, n) * cls, n, directed)))
+        if img < best or best[0] != 1:
+            best = img
+    return best
+
+
 def _objective_bound_kind(objective: str) -> str:
     return "throughput" if objective in _THROUGHPUT_LIKE else objective
 
@@ -938,8 +958,8 @@ def solve_circulant(instance: Instance, options: ExactOptions | None = None) -> 
     started = time.perf_counter()
     objective = instance.objective
     _check_request(instance, objective)
-    integral = options.backend == "cpsat" and objective == "aspl"
-    check_backend(options, continuous=not (objective == "diameter" or integral))
+    integral = options.backend == "cpsat" and objective in ("aspl", "diameter")
+    check_backend(options, continuous=not integral)
     cm = build_circulant_model(instance, objective, formulation=options.formulation, integral_flows=integral)
     ws, ws_jumps = (None, None)
     if options.warm_start == "heuristic":
@@ -1097,7 +1117,20 @@ def _warm_start_from_file(cm: CirculantModel, path: str) -> tuple[np.ndarray | N
     sol = load_solution(path, directed=cm.directed)
     if sol.topology is None or sol.topology.jumps is None:
         raise InputError(f"{path}: the warm-start solution states no jump set")
-    yv = cm.y_vector(sol.topology.jumps)
+    jumps = tuple(sol.topology.jumps)
+    yv = cm.y_vector(orbit_representative(cm.n, jumps, cm.directed) if cm.fixed_jump_one else jumps)
     if cm.kind == "diameter":
         return {int(c): float(v) for c, v in zip(cm.y.index, yv)}, tuple(sol.topology.jumps)  # type: ignore[return-value]
     return _fixed_y_lp(cm, yv, "max_lambda"), tuple(sol.topology.jumps)
+
+
+def jump_set_throughput(instance: Instance, jumps: tuple[int, ...]) -> float:
+    """Max-concurrent-flow throughput (iterations/s) of one given jump set: the model's LP with y fixed
+    (by vertex-transitivity, source 0's flows suffice for a rotation-invariant demand; the full
+    multi-commodity flow otherwise). Equal to the evaluator's ``routing="optimal"`` value, at a
+    fraction of its cost for large n."""
+    cm = build_circulant_model(instance, "throughput", formulation="basic")
+    vals = _fixed_y_lp(cm, cm.y_vector(tuple(jumps)), "max_lambda")
+    if vals is None:
+        raise RuntimeError("the throughput LP of the jump set did not solve")
+    return float(vals[cm.lam.index][0]) * cm.scale

@@ -71,7 +71,8 @@ def _metrics_lines(m: dict[str, Any]) -> list[str]:
 
     groups = m.get("group_times_s") or []
     lines = [
-        f"  iteration time     {_fmt_time(m['iteration_time_s'])}",
+        f"  iteration time     {_fmt_time(m['iteration_time_s'])}"
+        + (f"  (compute {_fmt_time(m['compute_time_s'])})" if m.get("compute_time_s") else ""),
         f"  comm time          {_fmt_time(m['comm_time_s'])}  (bandwidth {_fmt_time(m['bandwidth_time_s'])} + latency {_fmt_time(m['latency_time_s'])})",
         f"  throughput         {num(m['throughput'])} iterations/s of this traffic",
         f"  diameter / ASPL    {num(m['diameter'])} / {num(m['aspl'])} hops" + ("" if m.get("connected", True) else "  (DISCONNECTED)"),
@@ -107,10 +108,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     c = inst.cluster
     dm = inst.demand
+    if dm is not None:
+        what = (f"{len(dm.allreduce)} AllReduce group(s), {len(dm.mp)} MP pair(s)"
+                + (f", all-to-all {dm.all_to_all:g} B" if dm.all_to_all else ""))
+    else:
+        w = inst.workload
+        what = f"workload: {len(w.layers)} layer(s), {len(w.blocks)} block(s), batch {w.batch_size}"
     print(
         f"{args.instance}: valid - {c.servers} servers, degree {c.degree}, {c.link_bandwidth_gbps:g} Gbps {c.links} links, "
-        f"{len(dm.allreduce)} AllReduce group(s), {len(dm.mp)} MP pair(s)"
-        + (f", all-to-all {dm.all_to_all:g} B" if dm.all_to_all else "")
+        + what
         + f"; objective {inst.objective}, family {inst.topology_family}"
         + ("; fixed topology" if inst.fixed_topology else "")
     )
@@ -219,6 +225,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     rows = compare(inst, _split(args.methods), _split(args.backends), args.time_limit, seed=args.seed)
     print(format_rows(inst, rows, args.format))
     return EXIT_OK if any(r.status in ("optimal", "feasible") for r in rows) else EXIT_ERROR
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from .io import write_json_atomic
+    from .zoo import generate
+
+    try:
+        data = generate(args.model, args.servers, args.degree, args.bandwidth, args.batch)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if args.output:
+        write_json_atomic(args.output, data)
+        print(f"wrote {args.output}: {data.get('name', args.model)}")
+    else:
+        print(json.dumps(data, indent=1))
+    return EXIT_OK
 
 
 def _cmd_draw(args: argparse.Namespace) -> int:
@@ -345,6 +367,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0, help="heuristic/baseline seed (default 0)")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
     c.set_defaults(func=_cmd_compare)
+
+    from .zoo import MODELS
+
+    g = sub.add_parser("generate", help="write a paper-sized workload instance (DLRM, BERT, ...)",
+                       description="Generate a workload instance at the sizes TopoOpt evaluated; each file says where its "
+                                   "numbers come from.")
+    g.add_argument("model", choices=sorted(MODELS), metavar="MODEL", help=", ".join(sorted(MODELS)))
+    g.add_argument("--servers", type=_pos_int, required=True)
+    g.add_argument("--degree", type=_pos_int, required=True)
+    g.add_argument("--bandwidth", type=_nonneg_float, required=True, metavar="GBPS")
+    g.add_argument("--batch", type=_pos_int, default=None, help="global batch (default: the model's paper setting)")
+    g.add_argument("-o", "--output", default=None, metavar="FILE.json", help="write here (default: print)")
+    g.set_defaults(func=_cmd_generate)
 
     dr = sub.add_parser("draw", help="draw a solution's topology (PNG/SVG/PDF)",
                         description="Circular layout; links coloured by circulant jump, model-parallel links dashed.")

@@ -9,6 +9,8 @@ Time model (design §3), per iteration:
 * bandwidth term ``T_bw = max_{i,j} L[i,j] / c[i,j]``; latency term ``T_lat = alpha * H`` with H
   the hop count of the longest path that carries traffic;
 * ``comm_time_s = T_bw + T_lat``; with a demand (no workload) ``iteration_time_s = comm_time_s``;
+  with a workload, the placement gives the demand and ``compute_time_s`` (the most loaded server), and
+  ``iteration_time_s = compute + comm`` (``overlap: none``) or ``max(compute, comm)`` (``overlap: full``);
 * ``throughput = 1 / T_bw``: how many iterations' worth of this traffic the network carries per
   second with the evaluated routing (with ``optimal`` routing it is the max-concurrent-flow lambda);
 * ``max_link_utilization`` = busiest link's busy time / comm time; ``mean_link_utilization`` the
@@ -30,7 +32,7 @@ from .errors import InputError, UnsupportedError
 from .instance import Instance
 from .routing import OffsetRoutes, PathSet, RingSet, Routing
 from .solution import Solution, Topology
-from .traffic import default_rings, group_traffic, traffic_matrix
+from .traffic import default_rings, effective_demand, group_traffic, traffic_matrix
 
 __all__ = ["ROUTING_MODES", "Metrics", "RoutingError", "evaluate", "objective_value", "link_loads"]
 
@@ -50,6 +52,7 @@ class Metrics:
     """The evaluator's numbers for one (instance, topology, routing)."""
 
     iteration_time_s: float
+    compute_time_s: float
     comm_time_s: float
     bandwidth_time_s: float
     latency_time_s: float
@@ -182,7 +185,9 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
     if routing not in ROUTING_MODES:
         raise InputError(f"unknown routing {routing!r}; choose one of {', '.join(ROUTING_MODES)}")
     sol_routing: Routing | None = None
+    placement = None
     if isinstance(solution, Solution):
+        placement = solution.placement
         if solution.topology is None:
             raise InputError("the solution has no topology to evaluate")
         topo, sol_routing = solution.topology, solution.routing
@@ -194,11 +199,13 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
     n = instance.n
     if x.shape != (n, n):
         raise InputError(f"the topology has {x.shape[0]} servers, the instance {n}")
-    rings: RingSet = sol_routing.rings if sol_routing is not None and len(sol_routing.rings) else default_rings(instance)
+    dm, compute_s = effective_demand(instance, placement)
+    compute = float(compute_s.max()) if compute_s.size else 0.0
+    rings: RingSet = sol_routing.rings if sol_routing is not None and len(sol_routing.rings) else default_rings(instance, dm)
     mode = routing
     if mode == "given" and (sol_routing is None or (len(sol_routing.paths) == 0 and len(sol_routing.offset_routes) == 0)):
         mode = "shortest_path"  # nothing given to follow: the documented fallback
-    demand = traffic_matrix(instance, rings)
+    demand = traffic_matrix(instance, rings, dm)
 
     dist_connected = graph.is_connected(x)
     diam = float(graph.diameter(x)) if dist_connected else float("inf")
@@ -220,8 +227,8 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
             raise
         # Traffic between two components: no routing carries it, and the evaluator says so.
         inf = float("inf")
-        return Metrics(inf, inf, inf, 0.0, 0.0, diam, mean_hops, False, 0.0, 0.0, 0, float(demand.sum()),
-                       tuple(inf for _ in instance.demand.allreduce), mode)
+        return Metrics(inf, compute, inf, inf, 0.0, 0.0, diam, mean_hops, False, 0.0, 0.0, 0, float(demand.sum()),
+                       tuple(inf for _ in dm.allreduce), mode)
     t_bw, t_lat = _times(instance, x, load, hops)
     comm = t_bw + t_lat
     cap = instance.cluster.link_bytes_per_s * x
@@ -232,14 +239,16 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
     mean_util = float(util[arcs].mean() / comm) if comm > 0 and np.isfinite(comm) and arcs.any() else 0.0
 
     group_times = []
-    for g in range(len(instance.demand.allreduce)):
-        dg = group_traffic(instance, rings, g)
+    for g in range(len(dm.allreduce)):
+        dg = group_traffic(instance, rings, g, dm)
         lg, hg = link_loads(instance, x, dg, sol_routing, mode, mcf_paths)
         tb, tl = _times(instance, x, lg, hg)
         group_times.append(tb + tl)
 
+    overlap = instance.workload.overlap if instance.workload is not None else "none"
     return Metrics(
-        iteration_time_s=comm,
+        iteration_time_s=max(compute, comm) if overlap == "full" else compute + comm,
+        compute_time_s=compute,
         comm_time_s=comm,
         bandwidth_time_s=t_bw,
         latency_time_s=t_lat,

@@ -207,7 +207,7 @@ class Instance:
 
     cluster: Cluster
     demand: Demand | None = None
-    workload: Any = None
+    workload: Any = None  # a topoopt_ilp.workload.Workload
     objective: str = "iteration_time"
     topology_family: str = "any"
     fixed_topology: FixedTopology | None = None
@@ -226,7 +226,11 @@ class Instance:
                 + (" (it has both)" if self.demand is not None else " (it has neither)")
             )
         if self.workload is not None:
-            raise InstanceError("workload instances are not supported yet; give a 'demand' section", field="workload")
+            from .workload import Workload, check_workload  # workload.py builds on this module
+
+            if not isinstance(self.workload, Workload):
+                raise InstanceError("expected a Workload", field="workload")
+            check_workload(self.workload, self.cluster.servers)
         if self.demand is not None:
             _check_demand(self.demand, self.cluster.servers)
         if self.fixed_topology is not None:

@@ -134,7 +134,15 @@ def parse_instance(data: Any) -> Instance:
     c = _obj(top["cluster"], "cluster", _CLUSTER_KEYS, {"servers", "degree", "link_bandwidth_gbps"})
     cluster = Cluster(**c)  # validates sizes first, so nothing below can allocate by a hostile n
     n = cluster.servers
+    if ("demand" in top) == ("workload" in top):
+        raise InstanceError("an instance needs exactly one of 'demand' and 'workload'"
+                            + (" (it has both)" if "demand" in top else " (it has neither)"))
     demand = _parse_demand(top["demand"], n) if "demand" in top else None
+    workload = None
+    if "workload" in top:
+        from .workload import parse_workload
+
+        workload = parse_workload(top["workload"], n)
     fixed = _parse_fixed(top["fixed_topology"]) if "fixed_topology" in top else None
     solver = SolverDefaults(**_obj(top.get("solver", {}), "solver", {"backend", "time_limit_s", "gap", "threads"}))
     for key in ("name", "description"):
@@ -143,7 +151,7 @@ def parse_instance(data: Any) -> Instance:
     return Instance(
         cluster=cluster,
         demand=demand,
-        workload=top.get("workload"),
+        workload=workload,
         objective=top.get("objective", "iteration_time"),
         topology_family=top.get("topology_family", "any"),
         fixed_topology=fixed,
@@ -248,6 +256,10 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
         if dm.all_to_all:
             demand["all_to_all"] = dm.all_to_all
         out["demand"] = demand
+    if inst.workload is not None:
+        from .workload import workload_to_dict
+
+        out["workload"] = workload_to_dict(inst.workload)
     out["objective"] = inst.objective
     out["topology_family"] = inst.topology_family
     if inst.fixed_topology is not None:

@@ -19,7 +19,7 @@ from .evaluate import evaluate, objective_value
 from .instance import Instance
 from .routing import Routing
 from .solution import Solution, Topology
-from .traffic import traffic_matrix
+from .traffic import effective_demand, traffic_matrix
 
 __all__ = ["METHODS", "solve", "finalize", "DEFAULT_METHOD"]
 
@@ -35,11 +35,22 @@ def finalize(instance: Instance, solution: Solution, routing: str = "given") -> 
     return replace(solution, metrics=metrics.as_dict(), objective=objective)
 
 
+def start_placement(instance: Instance) -> dict | None:
+    """TopoOpt's initial strategy for a workload (every layer data-parallel at its largest degree,
+    blocks round-robin); None for a demand instance."""
+    if instance.workload is None:
+        return None
+    from .strategy import data_parallel, strategy_to_dict
+
+    return strategy_to_dict(data_parallel(instance.workload, instance.n))
+
+
 def _fixed(instance: Instance, started: float) -> Solution:
     """An instance with a fixed topology: nothing to choose in the topology; score it as given."""
     ft = instance.fixed_topology
     topo = Topology(instance.fixed_topology_matrix(), ft.jumps)
-    return Solution(status="feasible", method="given", topology=topo, wall_time_s=time.perf_counter() - started,
+    return Solution(status="feasible", method="given", topology=topo, placement=start_placement(instance),
+                    wall_time_s=time.perf_counter() - started,
                     details={"note": "the instance fixes the topology; default rings, shortest-path routing"})
 
 
@@ -54,8 +65,10 @@ def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "pa
     n, d, directed = instance.n, instance.d, instance.cluster.directed
     if instance.topology_family != "any":
         return _heuristic_circulant(instance, select=select, mode=mode, seed=seed, started=started)
-    groups = [(np.asarray(g.members), g.bytes) for g in instance.demand.allreduce]
-    res = h.topology_finder(n, d, groups, instance.demand.mp_matrix(n), directed=directed, select=select, mode=mode, seed=seed)
+    placement = start_placement(instance)
+    demand, _ = effective_demand(instance, placement)
+    groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
+    res = h.topology_finder(n, d, groups, demand.mp_matrix(n), directed=directed, select=select, mode=mode, seed=seed)
     circulant_only = res.d_mp == 0 and len(res.jumps) == 1
     jumps = next(iter(res.jumps.values())) if circulant_only else None
     if jumps is not None and not np.array_equal(h.circulant_matrix(n, jumps, directed), res.X):
@@ -68,7 +81,7 @@ def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "pa
         "mp_links": Topology(res.mp_matrix).links(directed),
     }
     return Solution(status="feasible", method="heuristic", topology=Topology(res.X, jumps), routing=res.routing,
-                    wall_time_s=time.perf_counter() - started, details=details)
+                    placement=placement, wall_time_s=time.perf_counter() - started, details=details)
 
 
 def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: int, started: float) -> Solution:
@@ -100,7 +113,7 @@ def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: in
         raise InputError(f"not enough distinct jumps for degree {d} in the {instance.topology_family} family on {n} servers")
     x = h.circulant_matrix(n, jumps, directed)
     _, offset_routes = h.coin_change_mod(n, jumps, directed=directed)
-    return Solution(status="feasible", method="heuristic", topology=Topology(x, jumps),
+    return Solution(status="feasible", method="heuristic", topology=Topology(x, jumps), placement=start_placement(instance),
                     routing=Routing(offset_routes=offset_routes), wall_time_s=time.perf_counter() - started,
                     details={"select": select, "family": instance.topology_family, "jumps": list(jumps)})
 
@@ -125,7 +138,7 @@ def _baseline(instance: Instance, *, baseline: str = "expander", seed: int = 0) 
         if baseline == "expander":
             x = h.random_expander(n, d, seed=seed)
         elif baseline == "demand_greedy":
-            x = h.demand_greedy(n, d, traffic_matrix(instance), seed=seed)
+            x = h.demand_greedy(n, d, traffic_matrix(instance, demand=effective_demand(instance, start_placement(instance))[0]), seed=seed)
         elif baseline == "torus":
             if d not in (4, 6):
                 raise InputError(f"a torus has degree 4 (2D) or 6 (3D); this instance has degree {d}")
@@ -134,7 +147,8 @@ def _baseline(instance: Instance, *, baseline: str = "expander", seed: int = 0) 
             raise InputError(f"unknown baseline {baseline!r}; choose one of {', '.join(BASELINES)}")
     except ValueError as exc:
         raise InputError(f"baseline {baseline}: {exc}") from None
-    return Solution(status="feasible", method="baseline", topology=Topology(x), wall_time_s=time.perf_counter() - started,
+    return Solution(status="feasible", method="baseline", topology=Topology(x), placement=start_placement(instance),
+                    wall_time_s=time.perf_counter() - started,
                     details={"baseline": baseline, "seed": seed, "routing": "shortest paths, equal split"})
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from .evaluate import ROUTING_MODES, RoutingError, evaluate, objective_value
 from .instance import Instance
+from .traffic import effective_demand
 from .solution import Solution
 
 __all__ = ["VerifyReport", "verify"]
@@ -94,7 +95,7 @@ def _ring_violations(instance: Instance, sol: Solution) -> list[str]:
     rings = sol.routing.rings
     if not len(rings):
         return []
-    groups = instance.demand.allreduce
+    groups = effective_demand(instance, sol.placement)[0].allreduce
     out: list[str] = []
     totals = np.zeros(len(groups))
     for r in range(len(rings)):
@@ -148,6 +149,22 @@ def _route_violations(instance: Instance, sol: Solution, x: np.ndarray) -> list[
                 break
             node = nxt
     return out
+
+
+def _placement_violations(instance: Instance, sol: Solution) -> list[str]:
+    """A workload's placement: well-formed, configs allowed, memory respected (strategy.py's rules)."""
+    if instance.workload is None:
+        return ["the solution has a placement, but this instance has no workload to place"] if sol.placement else []
+    if sol.placement is None:
+        return ["the instance is a workload, and the solution states no placement"]
+    from .errors import InstanceError
+    from .strategy import parse_strategy, validate_strategy
+
+    try:
+        strategy = parse_strategy(sol.placement, instance.workload, instance.n)
+    except InstanceError as exc:
+        return [f"placement: {exc}"]
+    return [f"placement: {v}" for v in validate_strategy(instance.workload, instance.n, strategy)]
 
 
 def _metric_violations(instance: Instance, sol: Solution) -> list[str]:
@@ -206,10 +223,11 @@ def verify(instance: Instance, solution: Solution) -> VerifyReport:
     out = _topology_violations(instance, x, solution.topology.jumps)
     if out and x.shape != (instance.n, instance.n):
         return VerifyReport(tuple(out))
+    placement = _placement_violations(instance, solution)
+    if placement:  # the rings and metrics below depend on the demand that the placement induces
+        return VerifyReport(tuple(out + placement))
     out += _ring_violations(instance, solution)
     out += _route_violations(instance, solution, x)
-    if solution.placement:
-        out.append("the solution has a placement, but this instance has no workload to place")
     if not out:
         out += _metric_violations(instance, solution)
     return VerifyReport(tuple(out))

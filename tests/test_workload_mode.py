@@ -1,0 +1,70 @@
+"""Workload instances end to end: load, solve (heuristic), verify, evaluate compute + comm."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import INSTANCES
+from topoopt_ilp import io
+from topoopt_ilp.cli import main
+from topoopt_ilp.evaluate import evaluate
+from topoopt_ilp.solve import solve
+from topoopt_ilp.strategy import data_parallel, strategy_demand, strategy_to_dict
+from topoopt_ilp.verify import verify
+
+PAPER = sorted((INSTANCES / "paper").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", PAPER, ids=lambda p: p.name)
+def test_zoo_instance_solves_and_verifies(path: Path, tmp_path):
+    inst = io.load_instance(path)
+    sol = solve(inst, method="heuristic")
+    assert verify(inst, sol).valid, verify(inst, sol).violations
+    strategy = data_parallel(inst.workload, inst.n)
+    assert sol.placement == strategy_to_dict(strategy)
+    _, _, compute = strategy_demand(inst.workload, inst.n, strategy)
+    m = sol.metrics
+    assert m["compute_time_s"] == pytest.approx(compute.max())
+    assert m["iteration_time_s"] == pytest.approx(m["compute_time_s"] + m["comm_time_s"])  # overlap: none
+    out = tmp_path / "sol.json"
+    io.save_solution(sol, out, directed=False)
+    assert verify(inst, io.load_solution(out)).valid
+
+
+def test_placement_is_checked_by_the_verifier():
+    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    sol = solve(inst, method="heuristic")
+    wrong_degree = dict(sol.placement, layer_degree=[5] * len(sol.placement["layer_degree"]))
+    assert any("placement" in v for v in verify(inst, replace(sol, placement=wrong_degree)).violations)
+    assert any("states no placement" in v for v in verify(inst, replace(sol, placement=None)).violations)
+
+
+def test_full_overlap_takes_the_max():
+    path = INSTANCES / "paper" / "candle-testbed-12-d4.json"
+    data = json.loads(path.read_text())
+    data["workload"]["overlap"] = "full"
+    inst = io.parse_instance(data)
+    sol = solve(inst, method="heuristic")
+    m = evaluate(inst, sol)
+    assert m.iteration_time_s == pytest.approx(max(m.compute_time_s, m.comm_time_s))
+    assert m.compute_time_s > 0
+
+
+def test_generate_command_writes_a_loadable_instance(tmp_path, capsys):
+    out = tmp_path / "dlrm16.json"
+    assert main(["generate", "dlrm", "--servers", "16", "--degree", "4", "--bandwidth", "100", "-o", str(out)]) == 0
+    inst = io.load_instance(out)
+    assert inst.n == 16 and len(inst.workload.blocks) == 64
+    assert main(["solve", str(out), "--quiet"]) == 0
+    assert main(["generate", "dlrm", "--servers", "2", "--degree", "1", "--bandwidth", "100"]) == 2
+    assert "no feasible placement" in capsys.readouterr().err
+
+
+def test_exact_on_a_workload_is_refused_clearly(capsys):
+    assert main(["solve", str(INSTANCES / "paper" / "bert-testbed-12-d4.json"), "--method", "exact"]) == 2
+    assert "use --method heuristic" in capsys.readouterr().err
