@@ -115,7 +115,8 @@ def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: in
     _, offset_routes = h.coin_change_mod(n, jumps, directed=directed)
     return Solution(status="feasible", method="heuristic", topology=Topology(x, jumps), placement=start_placement(instance),
                     routing=Routing(offset_routes=offset_routes), wall_time_s=time.perf_counter() - started,
-                    details={"select": select, "family": instance.topology_family, "jumps": list(jumps)})
+                    details={"select": select, "family": instance.topology_family, "jumps": list(jumps),
+                             "mode": "paper (a jump set cannot repeat a jump, so the authors' duplicate quirk does not apply)"})
 
 
 BASELINES = ("expander", "demand_greedy", "torus")
