@@ -50,6 +50,14 @@ def compare(instance: Instance, methods: Sequence[str] = ("heuristic", "exact"),
     for m in methods:
         if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+    if "exact" in methods:
+        from .solvers import get_backend
+
+        for b in backends:
+            try:
+                get_backend(b)
+            except (ValueError, ImportError) as exc:  # unknown or not installed: before any solve starts
+                raise InputError(str(exc)) from None
     rows: list[CompareRow] = []
     for method in methods:
         for backend in (backends if method == "exact" else ("-",)):

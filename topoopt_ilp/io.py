@@ -101,6 +101,13 @@ def _list(value: Any, path: str, err=InstanceError, max_len: int | None = None) 
     return value
 
 
+def _check_format(data: Any, expected: str, err: type[InputError]) -> None:
+    """Name a file of the wrong kind before complaining about its keys."""
+    if isinstance(data, dict) and "format" in data and data["format"] != expected:
+        other = {INSTANCE_FORMAT: "an instance file", SOLUTION_FORMAT: "a solution file"}.get(data["format"])
+        raise err(f"expected {expected!r}, got {data['format']!r}" + (f" (this is {other})" if other else ""), field="format")
+
+
 def _with_source(fn: Callable[[], Any], source: str | None, error: type[InputError]) -> Any:
     try:
         return fn()
@@ -126,6 +133,7 @@ def load_instance(path: str | os.PathLike) -> Instance:
 
 def parse_instance(data: Any) -> Instance:
     """Build an :class:`Instance` from already-decoded JSON data (a dict)."""
+    _check_format(data, INSTANCE_FORMAT, InstanceError)
     top = _obj(data, "", _TOP_KEYS, {"format", "version", "cluster"})
     if top["format"] != INSTANCE_FORMAT:
         raise InstanceError(f"expected {INSTANCE_FORMAT!r}, got {top['format']!r}", field="format")
@@ -338,6 +346,7 @@ def load_solution(path: str | os.PathLike, *, directed: bool | None = None) -> S
 def parse_solution(data: Any, *, directed: bool | None = None) -> Solution:
     """Read a solution's JSON form. Structure is checked here; feasibility is the verifier's job."""
     E = SolutionFileError
+    _check_format(data, SOLUTION_FORMAT, E)
     top = _obj(data, "", _SOL_KEYS, {"format", "version", "status", "method", "topology"}, err=E)
     if top["format"] != SOLUTION_FORMAT:
         raise E(f"expected {SOLUTION_FORMAT!r}, got {top['format']!r}", field="format")
