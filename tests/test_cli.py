@@ -51,7 +51,7 @@ def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
     (["solve", TESTBED, "--time-limit", "-1"], 2, "must be a finite number >= 0"),
     (["solve", TESTBED, "--threads", "0"], 2, "must be >= 1"),
     (["evaluate", TESTBED], 2, "has no fixed_topology"),
-    (["evaluate", TESTBED, TESTBED], 2, "unknown key"),
+    (["evaluate", TESTBED, TESTBED], 2, "(this is an instance file)"),
     (["solve", str(INSTANCES / "testbed-12.json"), "--method", "baseline", "--baseline", "torus", "--seed", "x"], 2, "invalid int"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, code, message, tmp_path):
