@@ -942,10 +942,6 @@ def orbit_representative(n: int, jumps: tuple[int, ...], directed: bool = False)
     return best
 
 
-def _objective_bound_kind(objective: str) -> str:
-    return "throughput" if objective in _THROUGHPUT_LIKE else objective
-
-
 def solve_circulant(instance: Instance, options: ExactOptions | None = None) -> Solution:
     """Choose the jump set exactly (see the module docstring) and return a :class:`Solution`.
 

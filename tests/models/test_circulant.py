@@ -165,8 +165,9 @@ def test_counting_bound_closed_form():
 # ---------------------------------------------------------------------------------------------
 # backends
 @pytest.mark.parametrize("backend", ["highs", "scip", "cbc"])
-def test_backends_agree_on_throughput(backend):
-    instance = inst(10, 4, family="circulant")
+@pytest.mark.parametrize("objective", ["throughput", "aspl", "diameter"])
+def test_backends_agree(backend, objective):
+    instance = inst(10, 4, family="circulant", objective=objective)
     ref = solve_circulant(instance, ExactOptions(warm_start="none"))
     sol, _ = checked(instance, ExactOptions(backend=backend, warm_start="none"))
     assert close(sol.objective, ref.objective)

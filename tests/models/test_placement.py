@@ -1,0 +1,210 @@
+"""The exact placement MILP against brute force over every strategy, the evaluator and every backend."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from conftest import INSTANCES
+from topoopt_ilp import io
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.evaluate import evaluate
+from topoopt_ilp.instance import Cluster, FixedTopology, Instance
+from topoopt_ilp.models import placement as pl
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement import build_placement, shortest_path_fractions, solve_placement, strategy_times
+from topoopt_ilp.solution import Solution, Topology
+from topoopt_ilp.solve import finalize
+from topoopt_ilp.strategy import Strategy, server_memory, strategy_to_dict
+from topoopt_ilp.verify import verify
+from topoopt_ilp.workload import Block, Layer, Workload
+
+GBPS = 100.0  # 12.5e9 bytes/s per link
+
+
+def ring(n: int, mult: tuple[int, ...] | None = None) -> np.ndarray:
+    """Ring i - i+1 with link counts ``mult[i]`` (default 1)."""
+    X = np.zeros((n, n), dtype=np.int64)
+    for i in range(n):
+        c = 1 if mult is None else mult[i]
+        X[i, (i + 1) % n] += c
+        X[(i + 1) % n, i] += c
+    return X
+
+
+def make(n: int, d: int, layers, blocks=(), *, memory=1e12, overlap="none", X=None, latency=1.0,
+         objective="iteration_time") -> tuple[Instance, np.ndarray]:
+    w = Workload(layers=tuple(layers), blocks=tuple(blocks), batch_size=64, server_memory_bytes=memory, overlap=overlap)
+    inst = Instance(cluster=Cluster(servers=n, degree=d, link_bandwidth_gbps=GBPS, hop_latency_us=latency),
+                    workload=w, objective=objective)
+    return inst, (ring(n) if X is None else X)
+
+
+def all_strategies(inst: Instance):
+    w, n = inst.workload, inst.n
+    per_layer = [[(k, s) for k in layer.configs for s in range(n // k)] for layer in w.layers]
+    for opts in itertools.product(*per_layer):
+        for servers in itertools.product(range(n), repeat=len(w.blocks)):
+            yield Strategy(tuple(k for k, _ in opts), tuple(s for _, s in opts), tuple(servers))
+
+
+def brute_force(inst: Instance, X: np.ndarray) -> float:
+    """The evaluator's best iteration time over every memory-feasible strategy."""
+    best = np.inf
+    cap = inst.workload.server_memory_bytes
+    for st in all_strategies(inst):
+        if (server_memory(inst.workload, inst.n, st) > cap * (1 + 1e-9)).any():
+            continue
+        sol = Solution(status="feasible", method="exact", topology=Topology(X), placement=strategy_to_dict(st))
+        m = evaluate(inst, sol, routing="shortest_path")
+        best = min(best, m.iteration_time_s if inst.objective == "iteration_time" else m.comm_time_s)
+    return best
+
+
+def check_solution(inst: Instance, sol: Solution) -> None:
+    """Objective == evaluator (shortest-path routing) and the finalized solution verifies."""
+    assert sol.status in ("optimal", "feasible")
+    m = evaluate(inst, sol, routing="shortest_path")
+    want = m.iteration_time_s if inst.objective == "iteration_time" else m.comm_time_s
+    assert sol.objective == pytest.approx(want, rel=1e-6)
+    assert len(sol.routing.rings) == 0 and len(sol.routing.paths) == 0
+    fin = finalize(inst, sol)
+    assert verify(inst, fin).valid, verify(inst, fin).violations
+
+
+OPTS = ExactOptions(time_limit_s=60, gap=1e-9)
+
+
+def L(name, compute, param, act, configs, memory=None):
+    return Layer(name=name, compute_s=compute, param_bytes=param, activation_bytes=act, configs=tuple(configs),
+                 memory_bytes=memory)
+
+
+# Trade-offs of the same order: 1e-3 s of compute, 1.25e7 bytes = 1e-3 s on one link.
+CASES = {
+    "mlp-ring4": (4, 2, [L("l0", 2e-3, 1e7, 2e7, [1, 2, 4]), L("l1", 4e-3, 3e7, 1e7, [1, 2, 4]),
+                         L("l2", 1e-3, 2e6, 4e7, [1, 2, 4])], [], None),
+    "dlrm-ring4": (4, 2, [L("bot", 1e-3, 5e6, 2e7, [1, 2, 4]), L("top", 3e-3, 2e7, 1e7, [2, 4])],
+                   [Block(name="t0", bytes=1e9, lookup_bytes=3e7, compute_s=5e-4, consumer=1),
+                    Block(name="t1", bytes=1e9, lookup_bytes=3e7, compute_s=5e-4, consumer=1)], None),
+    "mixed-ring6-multilinks": (6, 3, [L("a", 3e-3, 2e7, 3e7, [1, 2, 3, 6]), L("b", 2e-3, 1e7, 2e7, [2, 3, 6])],
+                               [Block(name="e", bytes=1e9, lookup_bytes=2e7, compute_s=1e-3, consumer=0)],
+                               ring(6, (2, 1, 2, 1, 2, 1))),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_milp_optimum_equals_brute_force(name):
+    n, d, layers, blocks, X = CASES[name]
+    inst, X = make(n, d, layers, blocks, X=X)
+    sol = solve_placement(inst, OPTS, X)
+    assert sol.status == "optimal"
+    check_solution(inst, sol)
+    assert sol.objective == pytest.approx(brute_force(inst, X), rel=1e-6)
+    assert sol.bound == pytest.approx(sol.objective, rel=1e-6)
+
+
+def test_full_overlap_and_memory_limit_against_brute_force():
+    # memory 1.2e8 per server: layer "big" (1e8 + act/k) cannot run on one server at k = 1.
+    layers = [L("big", 4e-3, 2.5e7, 4e7, [1, 2, 4], memory=1e8), L("small", 1e-3, 5e6, 1e7, [1, 2, 4], memory=1e7)]
+    inst, X = make(4, 2, layers, [Block(name="t", bytes=5e6, lookup_bytes=1e7, compute_s=2e-4, consumer=1)],
+                   memory=1.2e8, overlap="full")
+    sol = solve_placement(inst, OPTS, X)
+    assert sol.status == "optimal"
+    check_solution(inst, sol)
+    assert sol.placement["layer_degree"][0] != 1
+    assert sol.objective == pytest.approx(brute_force(inst, X), rel=1e-6)
+
+
+def test_comm_time_objective_against_brute_force():
+    layers = [L("a", 1e-3, 1e7, 2e7, [1, 2, 4]), L("b", 1e-3, 1e7, 1e7, [2, 4])]
+    inst, X = make(4, 2, layers, objective="comm_time")
+    sol = solve_placement(inst, OPTS, X)
+    check_solution(inst, sol)
+    assert sol.objective == pytest.approx(brute_force(inst, X), rel=1e-6)
+
+
+def test_memory_infeasible_is_reported():
+    # 5 tables of 0.6 C on 4 servers: the aggregate fits (3 C <= 4 C), no packing does.
+    layers = [L("l", 1e-3, 1e6, 1e6, [1, 2, 4], memory=1e6)]
+    blocks = [Block(name=f"t{j}", bytes=6e8, lookup_bytes=1e6) for j in range(5)]
+    inst, X = make(4, 2, layers, blocks, memory=1e9)
+    sol = solve_placement(inst, OPTS, X)
+    assert sol.status == "infeasible"
+    assert sol.topology is None and "memory" in sol.details["infeasible"]
+
+
+@pytest.mark.parametrize("backend", ["highs", "scip", "cbc"])
+def test_backends_agree(backend):
+    n, d, layers, blocks, X = CASES["dlrm-ring4"]
+    inst, X = make(n, d, layers, blocks, X=X)
+    sol = solve_placement(inst, ExactOptions(backend=backend, time_limit_s=60, gap=1e-9, warm_start="none"), X)
+    assert sol.status == "optimal" and sol.backend == backend
+    check_solution(inst, sol)
+    ref = solve_placement(inst, OPTS, X)
+    assert sol.objective == pytest.approx(ref.objective, rel=1e-6)
+
+
+def test_warm_start_point_is_feasible_and_scored_like_the_evaluator():
+    n, d, layers, blocks, X = CASES["dlrm-ring4"]
+    inst, X = make(n, d, layers, blocks, X=X)
+    pm = build_placement(inst, X, prune=False)
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+    alpha = inst.cluster.hop_latency_s / pl.TIME_UNIT_S
+    for st in itertools.islice(all_strategies(inst), 0, None, 7):
+        x = pl._point(pm, inst.workload, st, alpha, "none", "iteration_time")
+        assert pm.model.max_violation(x) < 1e-6
+        want = evaluate(inst, Solution(status="feasible", method="exact", topology=Topology(X),
+                                       placement=strategy_to_dict(st)), routing="shortest_path").iteration_time_s
+        assert pm.model.objective_value(x) * pl.TIME_UNIT_S == pytest.approx(want, rel=1e-9)
+        assert strategy_times(inst, rf, st)["iteration_time_s"] == pytest.approx(want, rel=1e-9)
+
+
+def test_pruning_keeps_the_optimum():
+    n, d, layers, blocks, X = CASES["mlp-ring4"]
+    inst, X = make(n, d, layers, blocks, X=X)
+    pruned = build_placement(inst, X)
+    full = build_placement(inst, X, prune=False)
+    assert pruned.model.num_vars < full.model.num_vars
+    assert solve_placement(inst, OPTS, X).objective == pytest.approx(brute_force(inst, X), rel=1e-6)
+
+
+def test_testbed_instance_with_heuristic_topology():
+    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    sol = solve_placement(inst, OPTS)
+    assert sol.status == "optimal"
+    check_solution(inst, sol)
+    assert sol.objective <= sol.details["start_iteration_time_s"] * (1 + 1e-9)
+
+
+def test_fixed_topology_is_the_default():
+    n, d, layers, blocks, _ = CASES["mlp-ring4"]
+    w = Workload(layers=tuple(layers), batch_size=64, server_memory_bytes=1e12)
+    inst = Instance(cluster=Cluster(servers=4, degree=2, link_bandwidth_gbps=GBPS, hop_latency_us=1.0), workload=w,
+                    fixed_topology=FixedTopology(jumps=(1,)))
+    sol = solve_placement(inst, OPTS)
+    assert np.array_equal(sol.topology.matrix, ring(4))
+    check_solution(inst, sol)
+
+
+def test_restricted_starts_never_claim_optimality():
+    n, d, layers, blocks, X = CASES["mlp-ring4"]
+    inst, X = make(n, d, layers, blocks, X=X)
+    sol = solve_placement(inst, OPTS, X, max_starts=1)
+    assert sol.status == "feasible" and sol.bound is None and sol.details["restricted"]
+    assert set(sol.placement["layer_start"]) == {0}
+    check_solution(inst, sol)
+
+
+def test_errors_are_clear(monkeypatch):
+    demand = io.parse_instance(json.loads((INSTANCES / "mix-8.json").read_text()))
+    with pytest.raises(InputError, match="workload"):
+        solve_placement(demand, OPTS)
+    n, d, layers, blocks, X = CASES["mlp-ring4"]
+    inst, X = make(n, d, layers, blocks, X=X)
+    monkeypatch.setattr(pl, "MAX_PLACEMENT_NONZEROS", 10)
+    with pytest.raises(UnsupportedError, match="max_starts"):
+        solve_placement(inst, OPTS, X)
