@@ -104,7 +104,8 @@ def _list(value: Any, path: str, err=InstanceError, max_len: int | None = None) 
 def _check_format(data: Any, expected: str, err: type[InputError]) -> None:
     """Name a file of the wrong kind before complaining about its keys."""
     if isinstance(data, dict) and "format" in data and data["format"] != expected:
-        other = {INSTANCE_FORMAT: "an instance file", SOLUTION_FORMAT: "a solution file"}.get(data["format"])
+        kinds = {INSTANCE_FORMAT: "an instance file", SOLUTION_FORMAT: "a solution file"}
+        other = kinds.get(data["format"]) if isinstance(data["format"], str) else None
         raise err(f"expected {expected!r}, got {data['format']!r}" + (f" (this is {other})" if other else ""), field="format")
 
 
