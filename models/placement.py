@@ -28,7 +28,8 @@ from topoopt_ilp.graph import hop_distances
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.solution import Solution, Topology
 from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
-from topoopt_ilp.strategy import Strategy, data_parallel, server_memory, strategy_demand, strategy_to_dict
+from topoopt_ilp.strategy import (Strategy, data_parallel, server_memory, strategy_demand, strategy_to_dict,
+                                  validate_strategy)
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .common import ExactOptions, check_backend, run_model, solution_status
@@ -273,7 +274,8 @@ def _estimate_nonzeros(rf: RoutingFractions, kept: list[np.ndarray], opt_k: np.n
 
 
 def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None = None,
-                    prune: bool = True, rf: RoutingFractions | None = None) -> PlacementModel:
+                    prune: bool = True, rf: RoutingFractions | None = None,
+                    start: Strategy | None = None) -> PlacementModel:
     """Build the placement MILP (math in the comment block above) for ``instance`` on topology ``X``.
 
     Parameters
@@ -289,6 +291,9 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         Apply the exact bound pruning (needs a memory-feasible candidate strategy).
     rf : RoutingFractions, optional
         Precomputed routing fractions of ``X``.
+    start : Strategy, optional
+        A known strategy: a candidate for the incumbent that bounds the pruning and warm-starts
+        the solve (e.g. the result of a restricted solve).
 
     Raises
     ------
@@ -364,7 +369,15 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     ar_hop = np.where(has_ar, ar_hop_type[opt_type], 0)
 
     # ---- incumbent and bound pruning (exact) ---------------------------------------------------
-    candidates = [st for st in _candidates(w, n) if _memory_feasible(w, n, st)]
+    candidates = _candidates(w, n)
+    if start is not None:
+        if validate_strategy(w, n, start):
+            raise InputError("the start strategy is invalid: " + "; ".join(validate_strategy(w, n, start)[:3]))
+        allowed = all(int(s) in set(_starts(n, int(k), max_starts).tolist())
+                      for k, s in zip(start.layer_degree, start.layer_start))
+        if allowed:  # a start outside the restricted option set could prune every restricted option
+            candidates.insert(0, start)
+    candidates = [st for st in candidates if _memory_feasible(w, n, st)]
     incumbent, ub = None, None
     if candidates:
         scored = [(strategy_times(instance, rf, st)["iteration_time_s"], j) for j, st in enumerate(candidates)]
@@ -702,7 +715,7 @@ def _default_topology(instance: Instance) -> np.ndarray:
 
 
 def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndarray | None = None, *,
-                    max_starts: int | None = None) -> Solution:
+                    max_starts: int | None = None, start: Strategy | dict | None = None) -> Solution:
     """Choose a config and start per layer and a server per block, minimising the iteration time.
 
     Parameters
@@ -718,6 +731,9 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     max_starts : int, optional
         Heuristic restriction to that many evenly spaced coset starts per degree (status is then
         at best ``feasible``; the restricted model's bound and gap are in ``details``).
+    start : Strategy or dict, optional
+        A known strategy (or a solution's ``placement`` dict), used as incumbent for the exact bound
+        pruning and as warm start when it beats the built-in candidates.
 
     Returns
     -------
@@ -734,11 +750,23 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     check_backend(options)
     X = np.asarray(_default_topology(instance) if topology is None else topology)
     rf = shortest_path_fractions(X, instance.cluster.link_bytes_per_s)
-    pm = build_placement(instance, X, max_starts=max_starts, rf=rf)
+    if start is None and options.warm_start not in (None, "none", "heuristic"):
+        import os
+
+        from topoopt_ilp.io import load_solution
+
+        if not os.path.exists(options.warm_start):
+            raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {options.warm_start!r} is none of these")
+        start = load_solution(options.warm_start).placement
+        if start is None:
+            raise InputError(f"{options.warm_start}: the solution has no placement to start from")
+    if isinstance(start, dict):
+        start = Strategy(tuple(start["layer_degree"]), tuple(start["layer_start"]), tuple(start.get("block_server", ())))
+    pm = build_placement(instance, X, max_starts=max_starts, rf=rf, start=start)
     w = instance.workload
     alpha = instance.cluster.hop_latency_s / TIME_UNIT_S
     start = None
-    if options.warm_start == "heuristic" and pm.incumbent is not None:
+    if options.warm_start not in (None, "none") and pm.incumbent is not None:
         start = _point(pm, w, pm.incumbent, alpha, w.overlap, instance.objective)
     result: SolveResult = run_model(pm.model, options, start)
     status = solution_status(result)

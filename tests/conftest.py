@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import json
 from pathlib import Path
 
@@ -32,3 +33,12 @@ def minimal(**overrides) -> dict:
     }
     data.update(overrides)
     return data
+
+
+# CI runs the property tests on a fixed sequence of examples (a red CI should mean a change broke
+# something, not that the dice found an old bug); locally they explore new examples every run.
+from hypothesis import settings as _hsettings  # noqa: E402
+
+_hsettings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    _hsettings.load_profile("ci")

@@ -50,8 +50,8 @@ def _mutate(data, path, action, value):
     return data
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["testbed-12", "mix-8", "fixed-links-6", "all-to-all-16"]), st.data())
+@settings(max_examples=int(__import__("os").environ.get("HOSTILE_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["testbed-12", "mix-8", "fixed-links-6", "all-to-all-16", "paper/candle-testbed-12-d4"]), st.data())
 def test_mutated_instances_give_instance_error_or_instance(name, data):
     doc = instance_data(name)
     paths = list(_paths(doc))
