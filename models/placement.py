@@ -56,6 +56,10 @@ TIME_UNIT_S = 1e-6
 #: exceeds the incumbent by more than this, so rounding can never remove an optimal option.
 _PRUNE_RTOL = 1e-6
 OBJECTIVES = ("iteration_time", "comm_time")
+#: Before pruning, the resharding patterns of every distinct pair of layer options are computed;
+#: that work may be this many times the model limit (pruning usually removes most of it).
+_WORK_FACTOR = 4
+_CHUNK_PAIRS = 2000
 
 
 # ------------------------------------------------------------------------------------------------
@@ -262,15 +266,12 @@ class PlacementModel:
     stats: dict = field(default_factory=dict)
 
 
-def _estimate_nonzeros(rf: RoutingFractions, kept: list[np.ndarray], opt_k: np.ndarray, pair_layers: list[int]) -> int:
-    """Pre-build estimate of the load rows' non-zeros from resharding products, the dominant term:
-    per pair about 2 max(k, k') server pairs times the mean number of arcs a pair's paths use."""
+def _estimate_nonzeros(rf: RoutingFractions, k1: np.ndarray, k2: np.ndarray) -> int:
+    """Upper estimate of the arc-load non-zeros of resharding patterns between degrees k1[p] and
+    k2[p]: about 2 max(k, k') server pairs times the mean number of arcs a pair's paths use, at most
+    every arc."""
     arcs_per_pair = rf.P.nnz / max(1, rf.n * (rf.n - 1))
-    total = 0.0
-    for i in pair_layers:
-        k1, k2 = opt_k[kept[i]], opt_k[kept[i + 1]]
-        total += float(np.minimum(np.maximum(k1[:, None], k2[None, :]) * 2 * arcs_per_pair, len(rf.tail)).sum())
-    return int(total)
+    return int(np.minimum(np.maximum(k1, k2) * 2 * arcs_per_pair, len(rf.tail)).sum())
 
 
 def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None = None,
@@ -406,34 +407,39 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         raise InputError(f"layer {bad} ({w.layers[bad].name}) has no config whose replica fits in server memory")
 
     pair_layers = [i for i in range(L - 1) if float(w.layers[i].activation_bytes) > 0]
-    est = _estimate_nonzeros(rf, kept, opt_k, pair_layers)
-    if est > MAX_PLACEMENT_NONZEROS:
+    # Resharding patterns depend only on the (k, s) types of the two layers: compute each distinct
+    # type pair once (for one activation byte) and scale per layer pair. Guard the work first.
+    pairs_of = {i: (np.repeat(kept[i], len(kept[i + 1])), np.tile(kept[i + 1], len(kept[i]))) for i in pair_layers}
+    tp_all = np.unique(np.concatenate([opt_type[o1] * NT + opt_type[o2] for o1, o2 in pairs_of.values()])) \
+        if pair_layers else np.zeros(0, np.int64)
+    tp1, tp2 = tp_all // NT, tp_all % NT
+    work = _estimate_nonzeros(rf, type_k[tp1], type_k[tp2])
+    if work > _WORK_FACTOR * MAX_PLACEMENT_NONZEROS:
         raise UnsupportedError(
-            f"the placement model would have about {est:,} non-zeros (resharding between {NO} layer options on {A} arcs), "
-            f"more than {MAX_PLACEMENT_NONZEROS:,}: restrict the starts (max_starts), offer fewer configs per layer, "
-            f"or use --method heuristic")
-
-    # ---- resharding pairs: patterns per (type, type'), pruned by bound -------------------------
-    w_o1, w_o2, w_load_parts, w_hop = [], [], [], []
-    pair_cache: dict[tuple[int, int], tuple[int, int]] = {}
-    for i in pair_layers:
-        o1 = np.repeat(kept[i], len(kept[i + 1]))
-        o2 = np.tile(kept[i + 1], len(kept[i]))
-        t1, t2 = opt_type[o1], opt_type[o2]
-        # Distinct type pairs of this layer pair; patterns for one activation byte.
-        tp = np.unique(t1 * NT + t2)
-        a1, a2 = tp // NT, tp % NT
-        P_ = len(tp)
+            f"the placement model would need about {work:,} resharding load coefficients ({len(tp_all):,} pairs of "
+            f"layer options on {A} arcs), more than {_WORK_FACTOR * MAX_PLACEMENT_NONZEROS:,}: restrict the starts "
+            f"(max_starts), offer fewer configs per layer, or use --method heuristic")
+    tp_loads_parts, tp_hops_parts = [], []
+    for lo in range(0, len(tp_all), _CHUNK_PAIRS):
+        a1, a2 = tp1[lo:lo + _CHUNK_PAIRS], tp2[lo:lo + _CHUNK_PAIRS]
+        P_ = len(a1)
         pid = np.repeat(np.arange(P_), n)
-        s_ = unit_server[a1].ravel()
-        d_ = unit_server[a2].ravel()
+        s_, d_ = unit_server[a1].ravel(), unit_server[a2].ravel()
         v_ = np.full(P_ * n, 1.0 / n)
         loads, hops, _ = _pattern_loads(rf, np.concatenate([pid, pid]), np.concatenate([s_, d_]),
                                         np.concatenate([d_, s_]), np.concatenate([v_, v_]), P_)
-        pos = np.searchsorted(tp, t1 * NT + t2)
+        tp_loads_parts.append(loads), tp_hops_parts.append(hops)
+    tp_loads = sp.vstack(tp_loads_parts, format="csr") if tp_loads_parts else sp.csr_array((0, A))
+    tp_hops = cat(tp_hops_parts)
+
+    # ---- resharding pairs per layer pair, pruned by bound --------------------------------------
+    w_o1, w_o2, w_load_parts, w_hop = [], [], [], []
+    for i in pair_layers:
+        o1, o2 = pairs_of[i]
+        pos = np.searchsorted(tp_all, opt_type[o1] * NT + opt_type[o2])
         act = float(w.layers[i].activation_bytes)
-        r_load = sp.csr_array(loads[pos] * act)
-        r_hop = hops[pos]
+        r_load = sp.csr_array(tp_loads[pos] * act)
+        r_hop = tp_hops[pos]
         if prune and ub is not None:
             tot = sp.csr_array((r_load + ar_load[o1] + ar_load[o2]) @ sp.diags(arc_inv))
             comm = tot.max(axis=1).toarray().ravel() + alpha_s * np.maximum.reduce([r_hop, ar_hop[o1], ar_hop[o2]])
@@ -475,6 +481,12 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     q_hop_a = cat(q_hop)
     NQ = len(q_c_a)
     q_load = sp.vstack(q_load_parts, format="csr") if q_load_parts else sp.csr_array((0, A))
+    est = int(ar_load.nnz + w_load.nnz + q_load.nnz + 3 * NW + 3 * NQ + (nb + 2 * NO) * n)
+    if est > MAX_PLACEMENT_NONZEROS:
+        raise UnsupportedError(
+            f"the placement model would have about {est:,} non-zeros ({NO} layer options, {NW:,} resharding pairs "
+            f"after pruning, {A} arcs), more than {MAX_PLACEMENT_NONZEROS:,}: restrict the starts (max_starts), "
+            f"offer fewer configs per layer, or use --method heuristic")
 
     # ---- variables -----------------------------------------------------------------------------
     bld = ModelBuilder(name="placement")
@@ -626,7 +638,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         bld.set_objective([C, TB, H], [1.0, 1.0, alpha])
     model = bld.build()
     stats = {"options": int(NO), "options_pruned": int(len(keep) - keep.sum()), "pairs": int(NW),
-             "lookup_products": int(NQ), "arcs": int(A), "estimated_nonzeros": est,
+             "lookup_products": int(NQ), "arcs": int(A), "estimated_nonzeros": est, "pair_patterns": int(len(tp_all)),
              "build_s": time.perf_counter() - started}
     return PlacementModel(model, n, opt_layer, opt_k, opt_s, a_cols, b_cols, w_o1_a, w_o2_a, w_cols, q_c_a, q_v_a,
                           q_o_a, q_cols, lam, h_cols, C, TB, H, T, max_starts is not None, ub, incumbent, stats)
