@@ -52,6 +52,7 @@ from topoopt_ilp.solvers import solve as solver_solve
 from topoopt_ilp.traffic import traffic_matrix
 
 from .common import MAX_MODEL_NONZEROS, ExactOptions, check_backend, run_model, solution_status
+from .flow_decomposition import decompose_source_flow
 
 __all__ = [
     "MAX_CIRCULANT_SERVERS",
@@ -791,48 +792,14 @@ def decompose_offset_flow(n: int, arcs: np.ndarray, f: np.ndarray, demand: np.nd
     """Split source 0's arc flow ``f[a, v]`` (arc ``v -> v + arcs[a]``) into jump sequences.
 
     Returns ``[(t, [jumps], amount)]`` delivering ``demand[t]`` to each t; flow cycles are cancelled.
+    Arc residues are distinct, so the node paths of the generic decomposition map back to jumps.
     """
-    flow = np.where(f > 0, f, 0.0).astype(float).copy()
-    remaining = np.where(demand > 0, demand, 0.0).astype(float).copy()
-    remaining[0] = 0.0
-    eps = tol * max(float(remaining.max(initial=0.0)), 1e-300)
-    flow[flow <= eps * 1e-3] = 0.0
-    out: list[tuple[int, list[int], float]] = []
-    for _ in range(flow.size * 4 + n + 16):
-        if remaining.max(initial=0.0) <= eps:
-            break
-        node, nodes, labels, pos = 0, [0], [], {0: 0}
-        restart = False
-        while True:
-            if node != 0 and remaining[node] > eps:
-                break
-            a = int(np.argmax(flow[:, node]))
-            if flow[a, node] <= eps * 1e-3:
-                labels = None
-                break
-            nxt = int((node + arcs[a]) % n)
-            labels.append(a)
-            if nxt in pos:  # cancel the cycle nodes[pos[nxt]:] -> nxt
-                cyc = labels[pos[nxt]:]
-                cn = nodes[pos[nxt]:]
-                amt = min(flow[ai, vi] for ai, vi in zip(cyc, cn))
-                for ai, vi in zip(cyc, cn):
-                    flow[ai, vi] -= amt
-                restart = True
-                break
-            pos[nxt] = len(nodes)
-            nodes.append(nxt)
-            node = nxt
-        if restart:
-            continue
-        if labels is None:
-            break
-        amt = min(min(flow[ai, vi] for ai, vi in zip(labels, nodes[:-1])), remaining[node])
-        for ai, vi in zip(labels, nodes[:-1]):
-            flow[ai, vi] -= amt
-        remaining[node] -= amt
-        out.append((node, [int(arcs[ai]) for ai in labels], float(amt)))
-    return out
+    flow = np.zeros((n, n))
+    v = np.arange(n)
+    for a, jump in enumerate(np.asarray(arcs, dtype=np.int64)):
+        flow[v, (v + jump) % n] += np.where(f[a] > 0, f[a], 0.0)
+    return [(path[-1], [int((b - a) % n) for a, b in zip(path, path[1:])], amount)
+            for path, amount in decompose_source_flow(flow, 0, demand, tol)]
 
 
 def _routes_from_pieces(n: int, pieces: list[tuple[int, list[int], float]], demand: np.ndarray) -> OffsetRoutes:
