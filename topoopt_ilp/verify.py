@@ -175,9 +175,10 @@ def _metric_violations(instance: Instance, sol: Solution) -> list[str]:
     if mode not in ROUTING_MODES:
         return [f"metrics.routing is {mode!r}, not one of {', '.join(ROUTING_MODES)}"]
     try:
-        m = evaluate(instance, sol, routing=mode).as_dict()
+        metrics = evaluate(instance, sol, routing=mode)
     except RoutingError as exc:
         return [f"routing does not carry the demand: {exc.reason}"]
+    m = metrics.as_dict()
     out = []
     for key, value in stated.items():
         if key not in m or key == "routing":
@@ -189,7 +190,7 @@ def _metric_violations(instance: Instance, sol: Solution) -> list[str]:
         elif not _close(value, ours):
             out.append(f"metrics.{key} is {value}, recomputed {ours}")
     if sol.objective is not None and sol.status in ("optimal", "feasible"):
-        ours = objective_value(instance, evaluate(instance, sol, routing=mode))
+        ours = objective_value(instance, metrics)
         if not _close(sol.objective, ours):
             out.append(f"objective is {sol.objective}, the evaluator gives {ours} ({instance.objective}, {mode} routing)")
     return out
