@@ -121,3 +121,13 @@ def test_non_regular_instance_allows_unused_ports():
     assert verify(inst, finalize(inst, Solution("feasible", "given", Topology(x)), routing="shortest_path")).valid
     x[0, 2] = x[2, 0] = x[0, 3] = x[3, 0] = 1
     assert any("server 0 has degree 4, needs at most 3" in v for v in verify(inst, Solution("feasible", "given", Topology(x))).violations)
+
+
+def test_routing_is_checked_even_without_stated_metrics():
+    inst = instance()
+    sol = valid_solution(inst)
+    from topoopt_ilp.routing import OffsetRoutes
+
+    short = OffsetRoutes.from_lists([(o, j, f) for o, j, f in sol.routing.offset_routes.to_lists() if o != 2])
+    bare = replace(sol, metrics={}, objective=None, routing=replace(sol.routing, offset_routes=short))
+    assert any("routing does not carry the demand" in v for v in verify(inst, bare).violations)

@@ -169,8 +169,7 @@ def _placement_violations(instance: Instance, sol: Solution) -> list[str]:
 
 def _metric_violations(instance: Instance, sol: Solution) -> list[str]:
     stated = sol.metrics or {}
-    if not stated:
-        return []
+    # Evaluated even without stated metrics: this is where a routing that drops traffic shows up.
     mode = stated.get("routing", "given")
     if mode not in ROUTING_MODES:
         return [f"metrics.routing is {mode!r}, not one of {', '.join(ROUTING_MODES)}"]
