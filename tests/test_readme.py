@@ -23,3 +23,16 @@ def test_readme_python_blocks_run(capsys):
     assert out[0].startswith("(1, 5) ")  # the testbed's jumps
     status, objective, comm = out[1].split()
     assert status == "optimal" and float(objective) == float(comm)  # the MILP agrees with the evaluator
+
+
+def test_readme_instance_example_is_valid():
+    import json
+
+    from topoopt_ilp import io
+
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
+    assert blocks
+    for block in blocks:
+        inst = io.parse_instance(json.loads(block))
+        assert inst.fixed_topology_matrix().sum(axis=1).tolist() == [inst.d] * inst.n
