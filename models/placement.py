@@ -60,6 +60,9 @@ OBJECTIVES = ("iteration_time", "comm_time")
 #: that work may be this many times the model limit (pruning usually removes most of it).
 _WORK_FACTOR = 4
 _CHUNK_PAIRS = 2000
+#: Candidate pairs (before bound pruning) that the builder will score: beyond this the pruning pass
+#: alone takes minutes (measured: 1.4 million pairs on 1024 arcs, ~45 s, nothing pruned).
+_MAX_PAIR_CANDIDATES = 250_000
 
 
 # ------------------------------------------------------------------------------------------------
@@ -214,6 +217,11 @@ def _candidates(w: Workload, n: int) -> list[Strategy]:
 #                only feasible w is the product, and it is linear in both marginals)
 #   lookups      sum_o q[c, v, o] = sum_{j of c} lookup_j / Lam_c b[j, v];  q[c, v, o] <= a[o]
 #   compute      sum_o lt_o cov_o[v] a[o] + sum_j compute_j b[j, v] <= C         for every server v
+#                sum_{o of i} lt_o a[o] <= C   per layer (valid; tightens the LP)
+#                sum_p comp_p w[p] <= C        per layer pair (comp_p: both layers' time if their cosets meet)
+#   pattern bw   sum_o maxarc(AR_o) a[o] <= Tbw per layer; sum_p maxarc(AR_o + AR_o' + act R_p) w[p] <= Tbw
+#                per layer pair; sum_o maxarc(Lam_c LK_{v,o}) q[c, v, o] <= Tbw per (c, v)   (valid: each
+#                left side is at an integer point the busiest arc of part of the traffic)
 #   memory       sum_o mem_o cov_o[v] a[o] + sum_j bytes_j b[j, v] <= capacity  for every server v
 #   load         (sum_o AR_o[e] a[o] + sum_p act_i R_p[e] w[p] + sum Lam_c LK_{v,o}[e] q[c,v,o]) / cap_e <= Tbw
 #   hops         H >= sum_o hop_o a[o] (per layer);  H >= sum_p hop_p w[p] (per layer pair);
@@ -410,6 +418,12 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     # Resharding patterns depend only on the (k, s) types of the two layers: compute each distinct
     # type pair once (for one activation byte) and scale per layer pair. Guard the work first.
     pairs_of = {i: (np.repeat(kept[i], len(kept[i + 1])), np.tile(kept[i + 1], len(kept[i]))) for i in pair_layers}
+    n_cand = sum(len(o1) for o1, _ in pairs_of.values())
+    if n_cand > _MAX_PAIR_CANDIDATES:
+        raise UnsupportedError(
+            f"the placement model would have {n_cand:,} candidate resharding pairs of layer options before pruning "
+            f"({NO} layer options), more than {_MAX_PAIR_CANDIDATES:,}: restrict the starts (max_starts), offer fewer "
+            f"configs per layer, or use --method heuristic")
     tp_all = np.unique(np.concatenate([opt_type[o1] * NT + opt_type[o2] for o1, o2 in pairs_of.values()])) \
         if pair_layers else np.zeros(0, np.int64)
     tp1, tp2 = tp_all // NT, tp_all % NT
@@ -433,19 +447,22 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     tp_hops = cat(tp_hops_parts)
 
     # ---- resharding pairs per layer pair, pruned by bound --------------------------------------
-    w_o1, w_o2, w_load_parts, w_hop = [], [], [], []
+    w_o1, w_o2, w_load_parts, w_hop, w_bw, w_comp = [], [], [], [], [], []
     for i in pair_layers:
         o1, o2 = pairs_of[i]
         pos = np.searchsorted(tp_all, opt_type[o1] * NT + opt_type[o2])
         act = float(w.layers[i].activation_bytes)
         r_load = sp.csr_array(tp_loads[pos] * act)
         r_hop = tp_hops[pos]
+        # The pair's own busiest arc (its two AllReduces + resharding) and the compute of a server
+        # hosting both layers when their cosets meet: bounds for pruning and for the pair rows.
+        tot = sp.csr_array((r_load + ar_load[o1] + ar_load[o2]) @ sp.diags(arc_inv))
+        bw = tot.max(axis=1).toarray().ravel()
+        k1, s1, k2, s2 = opt_k[o1], opt_s[o1], opt_k[o2], opt_s[o2]
+        meet = (s1 - s2) % np.gcd(n // k1, n // k2) == 0
+        comp = np.where(meet, lt[o1] + lt[o2], np.maximum(lt[o1], lt[o2]))
         if prune and ub is not None:
-            tot = sp.csr_array((r_load + ar_load[o1] + ar_load[o2]) @ sp.diags(arc_inv))
-            comm = tot.max(axis=1).toarray().ravel() + alpha_s * np.maximum.reduce([r_hop, ar_hop[o1], ar_hop[o2]])
-            k1, s1, k2, s2 = opt_k[o1], opt_s[o1], opt_k[o2], opt_s[o2]
-            meet = (s1 - s2) % np.gcd(n // k1, n // k2) == 0
-            comp = np.where(meet, lt[o1] + lt[o2], np.maximum(lt[o1], lt[o2]))
+            comm = bw + alpha_s * np.maximum.reduce([r_hop, ar_hop[o1], ar_hop[o2]])
             lb = combine(np.maximum(comp, c_avg), comm)
             sel = lb <= ub * (1 + _PRUNE_RTOL)
             if incumbent is not None:
@@ -454,6 +471,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         else:
             sel = np.ones(len(o1), dtype=bool)
         w_o1.append(o1[sel]), w_o2.append(o2[sel]), w_load_parts.append(r_load[sel]), w_hop.append((i, r_hop[sel]))
+        w_bw.append(bw[sel]), w_comp.append(comp[sel])
     w_o1_a, w_o2_a = cat(w_o1), cat(w_o2)
     NW = len(w_o1_a)
     w_load = sp.vstack(w_load_parts, format="csr") if w_load_parts else sp.csr_array((0, A))
@@ -538,6 +556,11 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
                         np.concatenate([a_cols[cov_o], b_cols.ravel(), np.full(n, C)]),
                         np.concatenate([lt[cov_o] * us, blk_c[bj] * us, -np.ones(n)]),
                         lb=-np.inf, ub=0.0, count=n, name="compute")
+    if objective != "comm_time":
+        # Valid (implied at integer points, tighter in the LP than the per-server rows when a layer
+        # is spread over many starts): C >= the chosen option's time, per layer.
+        bld.add_constraints(np.concatenate([opt_layer, np.arange(L)]), np.concatenate([a_cols, np.full(L, C)]),
+                            np.concatenate([lt * us, -np.ones(L)]), lb=-np.inf, ub=0.0, count=L, name="layer_compute")
     bld.add_constraints(np.concatenate([cov_v, bvv]), np.concatenate([a_cols[cov_o], b_cols.ravel()]),
                         np.concatenate([mem[cov_o] / cap, blk_m[bj] / cap]),
                         lb=-np.inf, ub=1.0 + _MEM_RTOL, count=n, name="memory")
@@ -563,6 +586,44 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
                         np.concatenate([p[1] for p in parts] + [np.full(A, TB)]),
                         np.concatenate([p[2] for p in parts] + [-np.ones(A)]),
                         lb=-np.inf, ub=0.0, count=A, name="load")
+
+    # Disaggregated maxima (valid; at integer points each left side is one pattern's own busiest
+    # arc or one server's compute, never more than the true maximum). In the LP they stop a layer
+    # spread over many starts from averaging its AllReduce over many arcs.
+    rows, cols, vals, nrow = [], [], [], 0
+    for i in range(L):
+        o = kept[i][ar_time[kept[i]] > 0]
+        if o.size:
+            rows += [np.full(o.size, nrow), [nrow]]
+            cols += [a_cols[o], [TB]]
+            vals += [ar_time[o] * us, [-1.0]]
+            nrow += 1
+    start_w = 0
+    for (i, hop), bwp in zip(w_hop, w_bw):
+        idx = np.arange(start_w, start_w + hop.size)
+        start_w += hop.size
+        if idx.size:
+            rows += [np.full(idx.size, nrow), [nrow]]
+            cols += [w_cols[idx], [TB]]
+            vals += [bwp * us, [-1.0]]
+            nrow += 1
+    if NQ:
+        qmax = sp.csr_array(q_load @ sp.diags(arc_inv)).max(axis=1).toarray().ravel()
+        qrow_cv = np.searchsorted(np.asarray(consumers), q_c_a) * n + q_v_a
+        rows += [nrow + qrow_cv, nrow + np.arange(len(consumers) * n)]
+        cols += [q_cols, np.full(len(consumers) * n, TB)]
+        vals += [qmax * us, -np.ones(len(consumers) * n)]
+        nrow += len(consumers) * n
+    if nrow:
+        bld.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=-np.inf, ub=0.0,
+                            count=nrow, name="pattern_bandwidth")
+    if NW and objective != "comm_time":
+        w_comp_a = np.concatenate(w_comp)
+        pl_ = np.concatenate([np.full(h.size, j) for j, (_, h) in enumerate(w_hop)])
+        bld.add_constraints(np.concatenate([pl_, np.arange(len(w_hop))]),
+                            np.concatenate([w_cols, np.full(len(w_hop), C)]),
+                            np.concatenate([w_comp_a * us, -np.ones(len(w_hop))]), lb=-np.inf, ub=0.0,
+                            count=len(w_hop), name="pair_compute")
 
     if alpha > 0:
         # H >= hop of each layer's AllReduce and of each layer pair's resharding.

@@ -172,8 +172,9 @@ def test_pruning_keeps_the_optimum():
     assert solve_placement(inst, OPTS, X).objective == pytest.approx(brute_force(inst, X), rel=1e-6)
 
 
-def test_testbed_instance_with_heuristic_topology():
-    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+@pytest.mark.parametrize("name", ["bert-testbed-12-d4", "resnet50-testbed-12-d4"])
+def test_testbed_instance_with_heuristic_topology(name):
+    inst = io.load_instance(INSTANCES / "paper" / f"{name}.json")
     sol = solve_placement(inst, OPTS)
     assert sol.status == "optimal"
     check_solution(inst, sol)
