@@ -185,18 +185,27 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     from .verify import verify
 
     inst = load_instance(args.instance)
+    allowed = {"exact": _EXACT_ONLY, "alternating": ("backend", "time_limit")}.get(args.method, ())
+    given = [f"--{k.replace('_', '-')}" for k in _EXACT_ONLY if getattr(args, k) is not None and k not in allowed]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise InputError(f"{', '.join(given)} {verb} to other methods, not to --method {args.method}")
+    if args.method != "alternating" and (args.rounds is not None or args.round_time_limit is not None):
+        raise InputError("--rounds and --round-time-limit apply to --method alternating only")
     if args.method == "exact":
         options = _solver_options(args, inst)
     else:
-        given = [f"--{k.replace('_', '-')}" for k in _EXACT_ONLY if getattr(args, k) is not None]
-        if given:
-            verb = "applies" if len(given) == 1 else "apply"
-            raise InputError(f"{', '.join(given)} only {verb} to --method exact, not {args.method}")
         options = {"seed": args.seed if args.seed is not None else 0}
-        if args.method == "heuristic":
+        if args.method in ("heuristic", "alternating"):
             options.update(select=args.select, mode=args.mode)
-        elif args.method == "baseline":
+        if args.method == "baseline":
             options.update(baseline=args.baseline)
+        if args.method == "alternating":
+            options.update(rounds=args.rounds if args.rounds is not None else 5,
+                           round_time_limit_s=args.round_time_limit if args.round_time_limit is not None else 30.0,
+                           time_limit_s=args.time_limit, backend=args.backend or "highs")
+            if not (args.quiet or args.json):
+                options["progress"] = _print_round
     sol = solve(inst, method=args.method, **options)
     report = verify(inst, sol) if sol.has_solution else None
     if args.out and sol.has_solution or (args.out and sol.status in ("infeasible", "no_solution")):
@@ -274,6 +283,14 @@ def _cmd_draw(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _print_round(entry: dict[str, Any]) -> None:
+    """Live progress of --method alternating, on stderr so that stdout stays the result."""
+    mark = "*" if entry["accepted"] else " "
+    print(f"  round {entry['round']:>2} {entry['phase']:<40} iteration {_fmt_time(entry['iteration_time_s']):>10} "
+          f"(compute {_fmt_time(entry['compute_time_s'])}, comm {_fmt_time(entry['comm_time_s'])}) {mark} "
+          f"[{entry['wall_time_s']:.1f} s]", file=sys.stderr, flush=True)
+
+
 def _print_solution(args, inst, sol, report) -> None:
     c = inst.cluster
     name = inst.name or os.path.basename(args.instance)
@@ -292,7 +309,7 @@ def _print_solution(args, inst, sol, report) -> None:
         jumps = f", jumps {list(sol.topology.jumps)}" if sol.topology.jumps is not None else ""
         print(f"  topology           {sum(k for *_, k in links)} links{jumps}" + (f" ({multi} pairs with parallel links)" if multi else ""))
     for key, value in (sol.details or {}).items():
-        short_list = isinstance(value, (list, tuple)) and 0 < len(value) <= 8 and key != "mp_links"
+        short_list = isinstance(value, (list, tuple)) and 0 < len(value) <= 8 and key not in ("mp_links", "rounds")
         if isinstance(value, (str, int, float)) or short_list:
             print(f"  {key:<18} {value}")
     if sol.metrics:
@@ -336,16 +353,21 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("solve", help="design a topology (and routing) for an instance",
                        description="Solve an instance. The result is verified and scored by the independent evaluator.")
     s.add_argument("instance", metavar="INSTANCE")
-    s.add_argument("--method", choices=("heuristic", "exact", "baseline"), default="heuristic",
-                   help="heuristic: TopoOpt's TopologyFinder (default); exact: MILP; baseline: a reference topology")
+    s.add_argument("--method", choices=("heuristic", "exact", "alternating", "baseline"), default="heuristic",
+                   help="heuristic: TopoOpt's TopologyFinder (default); exact: MILP; alternating: placement MILP <-> "
+                        "TopologyFinder rounds (workloads); baseline: a reference topology")
+    s.add_argument("--rounds", type=_pos_int, default=None, help="alternating: at most this many rounds (default 5)")
+    s.add_argument("--round-time-limit", type=_nonneg_float, default=None, metavar="S",
+                   help="alternating: time limit of each placement MILP (default 30)")
     s.add_argument("--select", default="geometric", choices=("geometric", "best"),
                    help="heuristic: SelectPermutations rule (default geometric, TopoOpt's)")
     s.add_argument("--mode", default="paper", choices=("paper", "authors"),
                    help="heuristic: follow the paper (default) or the authors' published code")
     s.add_argument("--baseline", default="expander", choices=("expander", "demand_greedy", "torus"),
                    help="baseline: which reference topology (default expander)")
-    s.add_argument("--backend", default=None, help="exact: solver back-end (highs, scip, cpsat, cbc; default highs)")
-    s.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S", help="exact: time limit in seconds")
+    s.add_argument("--backend", default=None, help="exact, alternating: solver back-end (highs, scip, cpsat, cbc; default highs)")
+    s.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S",
+                   help="exact: time limit in seconds; alternating: overall budget")
     s.add_argument("--gap", type=_nonneg_float, default=None, metavar="G", help="exact: relative optimality gap")
     s.add_argument("--threads", type=_pos_int, default=None, metavar="T", help="exact: solver threads")
     s.add_argument("--warm-start", default=None, metavar="heuristic|none|FILE", help="exact: warm start (default heuristic)")
@@ -361,9 +383,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Solve with each method (exact: with each back-end); print status, objective, bound, gap, "
                                    "time, and each result's distance from the proven optimum (or from the best bound).")
     c.add_argument("instance", metavar="INSTANCE")
-    c.add_argument("--methods", default="heuristic,exact", help="comma-separated: heuristic, exact, baseline (default heuristic,exact)")
+    c.add_argument("--methods", default="heuristic,exact",
+                   help="comma-separated: heuristic, exact, alternating (workloads), baseline (default heuristic,exact)")
     c.add_argument("--backends", default="highs", help="comma-separated back-ends for exact (default highs)")
-    c.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S", help="per exact solve (default 60)")
+    c.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S",
+                   help="per exact solve, and the alternating method's budget (default 60)")
     c.add_argument("--seed", type=int, default=0, help="heuristic/baseline seed (default 0)")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
     c.set_defaults(func=_cmd_compare)

@@ -57,15 +57,21 @@ def _fixed(instance: Instance, started: float) -> Solution:
 def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "paper", seed: int = 0) -> Solution:
     """TopoOpt's TopologyFinder on the instance's demand (or only SelectPermutations + CoinChangeMod
     when the instance asks for a circulant family, whose topology must be a pure jump set)."""
-    from . import heuristic as h  # imported lazily: the CLI's start-up stays fast
-
     started = time.perf_counter()
     if instance.fixed_topology is not None:
         return _fixed(instance, started)
-    n, d, directed = instance.n, instance.d, instance.cluster.directed
     if instance.topology_family != "any":
         return _heuristic_circulant(instance, select=select, mode=mode, seed=seed, started=started)
-    placement = start_placement(instance)
+    return heuristic_for_placement(instance, start_placement(instance), select=select, mode=mode, seed=seed)
+
+
+def heuristic_for_placement(instance: Instance, placement: dict | None, *, select: str = "geometric", mode: str = "paper",
+                            seed: int = 0) -> Solution:
+    """TopologyFinder for the traffic of ``placement`` (a workload's strategy; None for a demand)."""
+    from . import heuristic as h  # imported lazily: the CLI's start-up stays fast
+
+    started = time.perf_counter()
+    n, d, directed = instance.n, instance.d, instance.cluster.directed
     demand, _ = effective_demand(instance, placement)
     groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
     res = h.topology_finder(n, d, groups, demand.mp_matrix(n), directed=directed, select=select, mode=mode, seed=seed)
@@ -159,9 +165,16 @@ def _exact(instance: Instance, **options: Any) -> Solution:
     return solve_exact(instance, ExactOptions(**{k: v for k, v in options.items() if v is not None}))
 
 
+def _alternating(instance: Instance, **options: Any) -> Solution:
+    from .alternating import solve_alternating
+
+    return solve_alternating(instance, **options)
+
+
 METHODS: dict[str, Callable[..., Solution]] = {
     "heuristic": _heuristic,
     "exact": _exact,
+    "alternating": _alternating,
     "baseline": _baseline,
 }
 
