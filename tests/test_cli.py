@@ -47,7 +47,7 @@ def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
 @pytest.mark.parametrize("args, code, message", [
     (["solve", "missing.json"], 2, "cannot read file"),
     (["solve", TESTBED, "--method", "exact", "--backend", "nosuch"], 2, "nosuch"),
-    (["solve", TESTBED, "--backend", "highs"], 2, "--backend applies to other methods, not to --method heuristic"),
+    (["solve", TESTBED, "--backend", "highs"], 2, "--backend applies to --method exact or alternating, not heuristic"),
     (["solve", TESTBED, "--time-limit", "-1"], 2, "must be a finite number >= 0"),
     (["solve", TESTBED, "--threads", "0"], 2, "must be >= 1"),
     (["evaluate", TESTBED], 2, "has no fixed_topology"),

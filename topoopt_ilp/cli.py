@@ -185,11 +185,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     from .verify import verify
 
     inst = load_instance(args.instance)
-    allowed = {"exact": _EXACT_ONLY, "alternating": ("backend", "time_limit")}.get(args.method, ())
-    given = [f"--{k.replace('_', '-')}" for k in _EXACT_ONLY if getattr(args, k) is not None and k not in allowed]
-    if given:
-        verb = "applies" if len(given) == 1 else "apply"
-        raise InputError(f"{', '.join(given)} {verb} to other methods, not to --method {args.method}")
+    for key in _EXACT_ONLY:
+        methods = ("exact", "alternating") if key in ("backend", "time_limit") else ("exact",)
+        if getattr(args, key) is not None and args.method not in methods:
+            raise InputError(f"--{key.replace('_', '-')} applies to --method {' or '.join(methods)}, not {args.method}")
     if args.method != "alternating" and (args.rounds is not None or args.round_time_limit is not None):
         raise InputError("--rounds and --round-time-limit apply to --method alternating only")
     if args.method == "exact":
