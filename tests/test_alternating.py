@@ -51,6 +51,12 @@ def test_alternating_on_a_testbed_workload_improves_on_the_data_parallel_start(t
     sol = io.load_solution(out)
     assert sol.objective < solve(inst, method="heuristic").objective
     assert verify(inst, sol).valid
+    png = tmp_path / "conv.png"
+    assert main(["draw", str(out), "-o", str(png), "--what", "convergence"]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    heur = tmp_path / "heur.json"
+    assert main(["solve", str(path), "--out", str(heur), "--quiet"]) == 0
+    assert main(["draw", str(heur), "-o", str(png), "--what", "convergence"]) == 2  # no rounds to plot
 
 
 def test_alternating_needs_a_workload():

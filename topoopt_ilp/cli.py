@@ -261,6 +261,20 @@ def _cmd_draw(args: argparse.Namespace) -> int:
     if os.path.splitext(args.output)[1].lower() not in (".png", ".svg", ".pdf"):
         raise InputError(f"-o needs a .png, .svg or .pdf file name, got {args.output!r}")
     sol = load_solution(args.solution)
+    if args.what == "convergence":
+        from .draw import draw_convergence
+
+        if not sol.details.get("rounds"):
+            raise InputError("the solution has no rounds to plot (only --method alternating records them)", source=args.solution)
+        tmp = args.output + ".tmp" + os.path.splitext(args.output)[1]
+        try:
+            draw_convergence(sol.details["rounds"], tmp, title=args.title)
+            os.replace(tmp, args.output)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        print(f"wrote {args.output}")
+        return EXIT_OK
     if sol.topology is None:
         raise InputError("the solution has no topology to draw", source=args.solution)
     jumps = sol.topology.jumps
@@ -409,6 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("solution", metavar="SOLUTION")
     dr.add_argument("-o", "--output", required=True, metavar="FILE.png")
     dr.add_argument("--title", default=None)
+    dr.add_argument("--what", choices=("topology", "convergence"), default="topology",
+                    help="topology (default) or the per-round convergence of --method alternating")
     dr.set_defaults(func=_cmd_draw)
     return p
 

@@ -120,3 +120,45 @@ def draw_topology(
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def draw_convergence(rounds: Sequence[dict], path: str | Path, *, title: str | None = None) -> Path:
+    """Plot an alternating run: iteration time of every phase (log scale) and the incumbent.
+
+    ``rounds`` is ``Solution.details["rounds"]`` of ``--method alternating``: entries with ``round``,
+    ``phase``, ``iteration_time_s``, ``compute_time_s``, ``comm_time_s`` and ``accepted``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    entries = [e for e in rounds if e.get("iteration_time_s") is not None]
+    if not entries:
+        raise ValueError("no rounds with an iteration time to plot")
+    xs = np.arange(len(entries))
+    it = np.array([e["iteration_time_s"] for e in entries]) * 1e3
+    comp = np.array([e.get("compute_time_s") or 0.0 for e in entries]) * 1e3
+    comm = np.array([e.get("comm_time_s") or 0.0 for e in entries]) * 1e3
+    best = np.minimum.accumulate(it)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ax.plot(xs, it, "o-", color="#888888", label="candidate iteration time")
+    ax.step(xs, best, where="post", color="#1f77b4", linewidth=2.2, label="incumbent")
+    ax.plot(xs, comp, "s--", color="#2ca02c", markersize=4, label="compute (max server)")
+    ax.plot(xs, comm, "^--", color="#d62728", markersize=4, label="communication")
+    for x, e in zip(xs, entries):
+        if e.get("accepted"):
+            ax.annotate("*", (x, it[x]), textcoords="offset points", xytext=(0, 6), ha="center", color="#1f77b4")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{e['round']}\n{str(e['phase']).split(':')[0][:9]}" for e in entries], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("time per iteration (ms)")
+    ax.set_xlabel("round / phase")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title(title or "alternating placement <-> topology")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
