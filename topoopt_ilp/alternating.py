@@ -33,6 +33,21 @@ def _topology_phase(instance: Instance, placement: dict | None, select: str, mod
     return heuristic_for_placement(instance, placement, select=select, mode=mode, seed=seed)
 
 
+def _place(solve_placement, instance: Instance, options, current: Solution) -> Solution:
+    """The placement MILP for the current topology; when the full model is too large to build, the
+    largest restriction to evenly spaced coset starts that fits (recorded in the solution's details)."""
+    from .errors import UnsupportedError
+
+    for max_starts in (None, 4, 2, 1):
+        try:
+            return solve_placement(instance, options, current.topology.matrix, start=current.placement,
+                                   max_starts=max_starts)
+        except UnsupportedError:
+            if max_starts == 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3, round_time_limit_s: float = 30.0,
                       time_limit_s: float | None = None, backend: str = "highs", select: str = "geometric",
                       mode: str = "paper", seed: int = 0, progress: Progress | None = None) -> Solution:
@@ -64,6 +79,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         entry = {"round": round_, "phase": phase, "iteration_time_s": m.get("iteration_time_s"),
                  "compute_time_s": m.get("compute_time_s"), "comm_time_s": m.get("comm_time_s"),
                  "status": sol.status, "accepted": accepted, "wall_time_s": round(time.perf_counter() - started, 3)}
+        if sol.details.get("restricted"):
+            entry["restricted"] = sol.details["restricted"]  # the placement model was cut to fewer coset starts
         log.append(entry)
         if progress is not None:
             progress(entry)
@@ -82,7 +99,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
             if phase == "placement":
                 limit = round_time_limit_s if remaining is None else min(round_time_limit_s, remaining)
                 options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic")
-                cand = solve_placement(instance, options, current.topology.matrix, start=current.placement)
+                cand = _place(solve_placement, instance, options, current)
                 if not cand.has_solution:
                     record(r, phase, cand, False)
                     continue
