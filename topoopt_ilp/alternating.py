@@ -79,8 +79,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         entry = {"round": round_, "phase": phase, "iteration_time_s": m.get("iteration_time_s"),
                  "compute_time_s": m.get("compute_time_s"), "comm_time_s": m.get("comm_time_s"),
                  "status": sol.status, "accepted": accepted, "wall_time_s": round(time.perf_counter() - started, 3)}
-        if sol.details.get("restricted"):
-            entry["restricted"] = sol.details["restricted"]  # the placement model was cut to fewer coset starts
+        if sol.details.get("restricted"):  # the placement model was cut to this many coset starts per degree
+            entry["restricted_to_starts"] = sol.details.get("max_starts")
         log.append(entry)
         if progress is not None:
             progress(entry)
