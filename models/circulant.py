@@ -271,7 +271,7 @@ def _check_request(instance: Instance, objective: str) -> None:
         if not ok:
             why = ""
             if not c.directed and d % 2 == 1 and ones == 0:
-                why = (f"an odd degree needs the jump n/2, which "
+                why = ("an odd degree needs the jump n/2, which "
                        + ("does not exist for odd n" if n % 2 else f"is not coprime with n = {n}"))
             else:
                 why = f"the family has only {cls.size} jump classes ({int(ports.sum())} ports)"
@@ -307,7 +307,6 @@ def build_circulant_model(
     n, d, directed, fam = c.servers, c.degree, c.directed, instance.topology_family
     classes, ports = jump_classes(n, directed, fam)
     arcs, arc_class = _arc_classes(n, classes, directed)
-    A = arcs.size
     counts = counting_bound(n, d, directed, fam)
     lbdist = distance_lower_bounds(counts, n)
     common = dict(n=n, d=d, directed=directed, family=fam, classes=classes, ports=ports, arcs=arcs, arc_class=arc_class)
@@ -416,7 +415,6 @@ def _orbit_rows(b: ModelBuilder, y: VarBlock, n: int, classes: np.ndarray, direc
     L = classes.size
     if L < 3 or classes[0] != 1:
         return False
-    pos = {int(c): i for i, c in enumerate(classes)}
     rows, cols, vals = [], [], []
     r = 0
     for jj in range(1, L):
@@ -446,7 +444,7 @@ def _enumerate_sets(common: dict, fix_one: bool, regular: bool) -> np.ndarray | 
     first when fixed; None when not applicable or more than :data:`DISTANCE_CUT_LIMIT` sets."""
     import itertools
 
-    n, d, directed, ports = common["n"], common["d"], common["directed"], common["ports"]
+    d, directed, ports = common["d"], common["directed"], common["ports"]
     if not regular or (not directed and d % 2):
         return None
     usable = np.flatnonzero(ports == (1 if directed else 2))

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import INSTANCES, instance_data, minimal
+from conftest import INSTANCES, minimal
 from topoopt_ilp import io
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.instance import AllReduceGroup, Cluster, Demand, FixedTopology, Instance

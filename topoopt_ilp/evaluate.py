@@ -30,7 +30,7 @@ import numpy as np
 from . import flows, graph
 from .errors import InputError, UnsupportedError
 from .instance import Instance
-from .routing import OffsetRoutes, PathSet, RingSet, Routing
+from .routing import PathSet, RingSet, Routing
 from .solution import Solution, Topology
 from .traffic import default_rings, effective_demand, group_traffic, traffic_matrix
 

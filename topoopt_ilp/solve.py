@@ -3,7 +3,7 @@
 Each method is a plain function ``(instance, **options) -> Solution`` registered in
 :data:`METHODS` (networkx's ``flow_func`` pattern: the algorithm is a parameter with a default).
 Whatever the method, the returned solution carries the evaluator's metrics, and its objective is
-the evaluator's value unless an exact model proved one (then the two are checked to agree).
+the evaluator's value unless an exact model reports its own (the verifier checks that the two agree).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .errors import InputError, UnsupportedError
+from .errors import InputError
 from .evaluate import evaluate, objective_value
 from .instance import Instance
 from .routing import Routing

@@ -11,7 +11,6 @@ import pytest
 from conftest import minimal
 from topoopt_ilp import io
 from topoopt_ilp.evaluate import evaluate
-from topoopt_ilp.models import ExactOptions
 from topoopt_ilp.models.topology_routing import build_topology_routing, moore_hop_bound
 from topoopt_ilp.solve import solve
 from topoopt_ilp.solution import Topology

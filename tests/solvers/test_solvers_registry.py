@@ -6,7 +6,6 @@ import importlib.util
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import solvers_cases as cases
