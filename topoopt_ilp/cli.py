@@ -145,6 +145,27 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .solution import Topology
 
     inst = load_instance(args.instance)
+    if args.architecture:
+        from .architectures import evaluate_architecture
+
+        placement = load_solution(args.solution, directed=inst.cluster.directed).placement if args.solution else None
+        sm = evaluate_architecture(inst, args.architecture, oversubscription=args.oversubscription,
+                                   rack_size=args.rack_size, placement=placement).as_dict()
+        if args.json:
+            _print_json(sm)
+        else:
+            label = sm["architecture"] + (f" 1:{sm['oversubscription']:g}, racks of {sm['rack_size']}"
+                                          if sm["architecture"] == "fat_tree" else "")
+            print(f"{label} with {inst.d} x {inst.cluster.link_bandwidth_gbps:g} Gbps per server, on {args.instance}:")
+            print(f"  iteration time     {_fmt_time(sm['iteration_time_s'])}"
+                  + (f"  (compute {_fmt_time(sm['compute_time_s'])})" if sm["compute_time_s"] else ""))
+            print(f"  comm time          {_fmt_time(sm['comm_time_s'])}  (bandwidth {_fmt_time(sm['bandwidth_time_s'])}"
+                  f" + latency {_fmt_time(sm['latency_time_s'])})")
+            print(f"  busiest port       {_fmt_time(sm['server_port_time_s'])}; busiest rack uplink "
+                  f"{_fmt_time(sm['rack_uplink_time_s'])}")
+        return EXIT_OK
+    if args.oversubscription != 1.0 or args.rack_size is not None:
+        raise InputError("--oversubscription and --rack-size go with --architecture fat_tree")
     if args.solution:
         target = load_solution(args.solution, directed=inst.cluster.directed)
         what = args.solution
@@ -361,6 +382,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="given: the solution's routes (shortest paths when it has none); shortest_path: equal split over "
                         "shortest paths; optimal: max-concurrent-flow LP (default: given)")
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    e.add_argument("--architecture", choices=("big_switch", "fat_tree"), default=None,
+                   help="score the traffic on a switched network with the same bandwidth per server instead "
+                        "(with SOLUTION: under its placement)")
+    e.add_argument("--oversubscription", type=float, default=1.0, metavar="R", help="fat_tree: ToR uplink oversubscription 1:R")
+    e.add_argument("--rack-size", type=_pos_int, default=None, metavar="K", help="fat_tree: servers per rack (default 16)")
     e.set_defaults(func=_cmd_evaluate)
 
     s = sub.add_parser("solve", help="design a topology (and routing) for an instance",
