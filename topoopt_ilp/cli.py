@@ -287,13 +287,7 @@ def _cmd_draw(args: argparse.Namespace) -> int:
 
         if not sol.details.get("rounds"):
             raise InputError("the solution has no rounds to plot (only --method alternating records them)", source=args.solution)
-        tmp = args.output + ".tmp" + os.path.splitext(args.output)[1]
-        try:
-            draw_convergence(sol.details["rounds"], tmp, title=args.title)
-            os.replace(tmp, args.output)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        _save_picture(args.output, lambda tmp: draw_convergence(sol.details["rounds"], tmp, title=args.title))
         print(f"wrote {args.output}")
         return EXIT_OK
     if sol.topology is None:
@@ -306,15 +300,20 @@ def _cmd_draw(args: argparse.Namespace) -> int:
         directed = bool(np.any(sol.topology.matrix != sol.topology.matrix.T))
         mp = Topology.from_links(sol.topology.n, sol.details["mp_links"], directed).matrix
     title = args.title or f"{os.path.basename(args.solution)}: {sol.topology.n} servers, method {sol.method}"
-    tmp = args.output + ".tmp" + os.path.splitext(args.output)[1]
+    _save_picture(args.output, lambda tmp: draw_topology(sol.topology.matrix, tmp, jumps=jumps, n_mp_links=mp, title=title))
+    print(f"wrote {args.output}")
+    return EXIT_OK
+
+
+def _save_picture(path: str, render) -> None:
+    """Render into a temporary file (same extension, so matplotlib picks the format) and rename it."""
+    tmp = path + ".tmp" + os.path.splitext(path)[1]
     try:
-        draw_topology(sol.topology.matrix, tmp, jumps=jumps, n_mp_links=mp, title=title)
-        os.replace(tmp, args.output)
+        render(tmp)
+        os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    print(f"wrote {args.output}")
-    return EXIT_OK
 
 
 def _print_round(entry: dict[str, Any]) -> None:
