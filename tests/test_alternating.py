@@ -30,7 +30,7 @@ def test_incumbent_never_worse_and_rounds_logged():
     assert log == seen and log[0]["round"] == 0 and {e["phase"] for e in log[1:]} <= {"placement", "topology"}
     best = log[0]["iteration_time_s"]
     for entry in log[1:]:
-        # accepted exactly when strictly better than everything before it
+        # accepted exactly when strictly better than everything before it (objective: iteration time)
         assert entry["accepted"] == (entry["iteration_time_s"] < best)
         best = min(best, entry["iteration_time_s"])
     assert sol.objective == pytest.approx(best) == pytest.approx(sol.metrics["iteration_time_s"])
