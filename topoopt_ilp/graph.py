@@ -211,6 +211,9 @@ def circulant(n: int, jumps: Iterable[int], directed: bool = False) -> np.ndarra
 def circulant_distances(n: int, jumps: Iterable[int], directed: bool = False) -> np.ndarray:
     """Hop distance from node 0 to every residue of a circulant (``-1`` if unreachable).
 
+    (The heuristic has its own BFS over residues on purpose: the evaluator shares no code with the
+    methods whose results it scores.)
+
     A circulant is vertex-transitive, so ``dist(s, t) = result[(t - s) mod n]``: one BFS over
     ``Z_n`` instead of ``n``.
     """

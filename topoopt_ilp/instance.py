@@ -325,20 +325,13 @@ def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -
 
 
 def _fixed_matrix(fixed: FixedTopology, cluster: Cluster) -> np.ndarray:
-    n = cluster.servers
-    x = np.zeros((n, n), dtype=np.int64)
+    """Called only after the jumps or links were checked (no repeated jumps, ids in range)."""
+    from .graph import circulant
+    from .solution import Topology
+
     if fixed.jumps is not None:
-        idx = np.arange(n)
-        for j in fixed.jumps:
-            x[idx, (idx + j) % n] += 1
-            if not cluster.directed and 2 * j != n:
-                x[idx, (idx - j) % n] += 1
-    else:
-        for i, j, c in fixed.links:
-            x[i, j] += c
-            if not cluster.directed:
-                x[j, i] += c
-    return x
+        return circulant(cluster.servers, fixed.jumps, cluster.directed)
+    return Topology.from_links(cluster.servers, fixed.links, cluster.directed).matrix.copy()
 
 
 def _check_degrees(x: np.ndarray, cluster: Cluster, path: str) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from .errors import InputError, InstanceError, SolutionFileError
 from .instance import (
     MAX_SERVERS,
+    _type_name,
     AllReduceGroup,
     Cluster,
     Demand,
@@ -83,8 +84,8 @@ def _read_json(path: str | os.PathLike, error: type[InputError]) -> Any:
 
 def _obj(value: Any, path: str, allowed: set[str], required: set[str] = frozenset(), err=InstanceError) -> dict:
     if not isinstance(value, dict):
-        raise err(f"expected an object, got {type(value).__name__}", field=path or None)
-    unknown = sorted(set(value) - allowed)
+        raise err(f"expected an object, got {_type_name(value)}", field=path or None)
+    unknown = sorted(set(value) - allowed, key=str)
     if unknown:
         raise err(f"unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})", field=path or None)
     missing = sorted(required - set(value))
@@ -95,7 +96,7 @@ def _obj(value: Any, path: str, allowed: set[str], required: set[str] = frozense
 
 def _list(value: Any, path: str, err=InstanceError, max_len: int | None = None) -> list:
     if not isinstance(value, list):
-        raise err(f"expected a list, got {type(value).__name__}", field=path)
+        raise err(f"expected a list, got {_type_name(value)}", field=path)
     if max_len is not None and len(value) > max_len:
         raise err(f"has {len(value)} entries, more than the {max_len} allowed", field=path)
     return value

@@ -76,6 +76,7 @@ from typing import Any, Literal
 
 from .errors import InstanceError
 from .instance import _int, _number, _type_name
+from .io import _list, _obj  # the JSON shape checks every file section shares
 
 __all__ = [
     "Layer",
@@ -242,26 +243,6 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-def _obj(value: Any, path: str, allowed: set[str], required: set[str]) -> dict:
-    if not isinstance(value, dict):
-        raise InstanceError(f"expected an object, got {_type_name(value)}", field=path)
-    unknown = sorted(set(value) - allowed, key=str)
-    if unknown:
-        raise InstanceError(f"unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})", field=path)
-    missing = sorted(required - set(value))
-    if missing:
-        raise InstanceError(f"missing required key {missing[0]!r}", field=path)
-    return value
-
-
-def _list(value: Any, path: str, max_len: int) -> list:
-    if not isinstance(value, list):
-        raise InstanceError(f"expected a list, got {_type_name(value)}", field=path)
-    if len(value) > max_len:
-        raise InstanceError(f"has {len(value)} entries, more than the {max_len} allowed", field=path)
-    return value
-
-
 def _name(value: Any, path: str) -> str:
     if not isinstance(value, str) or not value:
         raise InstanceError(f"expected a non-empty string, got {_type_name(value) if not isinstance(value, str) else 'an empty string'}", field=path)
@@ -292,10 +273,10 @@ def parse_workload(data: Any, n: int) -> Workload:
     """
     w = _obj(data, "workload", _WORKLOAD_KEYS, {"layers", "batch_size", "server_memory_bytes"})
     layers = []
-    for i, item in enumerate(_list(w["layers"], "workload.layers", MAX_ITEMS)):
+    for i, item in enumerate(_list(w["layers"], "workload.layers", max_len=MAX_ITEMS)):
         path = f"workload.layers[{i}]"
         li = _obj(item, path, _LAYER_KEYS, {"name", "param_bytes", "activation_bytes", "configs"})
-        configs = _list(li["configs"], f"{path}.configs", MAX_ITEMS)
+        configs = _list(li["configs"], f"{path}.configs", max_len=MAX_ITEMS)
         measured = None
         if "measured" in li:
             m = li["measured"]
@@ -312,7 +293,7 @@ def parse_workload(data: Any, n: int) -> Workload:
             memory_bytes=li.get("memory_bytes"), configs=tuple(configs), measured=measured,
         ))
     blocks = []
-    for b, item in enumerate(_list(w.get("blocks", []), "workload.blocks", MAX_ITEMS)):
+    for b, item in enumerate(_list(w.get("blocks", []), "workload.blocks", max_len=MAX_ITEMS)):
         path = f"workload.blocks[{b}]"
         bi = _obj(item, path, _BLOCK_KEYS, {"name", "bytes", "lookup_bytes"})
         blocks.append(Block(**bi))
