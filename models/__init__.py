@@ -30,10 +30,9 @@ def _warm_start_topology(instance: Instance, options: ExactOptions):
     if choice in (None, "none"):
         return None
     if choice == "heuristic":
-        from topoopt_ilp.solve import solve
+        from topoopt_ilp.solve import METHODS
 
-        sol = solve(instance, method="heuristic")
-        return sol.topology
+        return METHODS["heuristic"](instance).topology  # only its links are needed: no evaluation
     if not os.path.exists(choice):
         raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
     from topoopt_ilp.io import load_solution

@@ -782,9 +782,9 @@ def _point(pm: PlacementModel, w: Workload, st: Strategy, alpha: float, overlap:
 def _default_topology(instance: Instance) -> np.ndarray:
     if instance.fixed_topology is not None:
         return instance.fixed_topology_matrix()
-    from topoopt_ilp.solve import solve
+    from topoopt_ilp.solve import METHODS
 
-    return solve(instance, method="heuristic").topology.matrix
+    return METHODS["heuristic"](instance).topology.matrix  # only its links are needed: no evaluation
 
 
 def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndarray | None = None, *,

@@ -22,6 +22,7 @@ equally over all its shortest paths), ``optimal`` (the max-concurrent-flow LP, s
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -207,9 +208,8 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
         mode = "shortest_path"  # nothing given to follow: the documented fallback
     demand = traffic_matrix(instance, rings, dm)
 
-    dist_connected = graph.is_connected(x)
-    diam = float(graph.diameter(x)) if dist_connected else float("inf")
-    mean_hops = float(graph.aspl(x)) if dist_connected else float("inf")
+    diam, mean_hops = (float(v) for v in graph.diameter_and_aspl(x))
+    dist_connected = math.isfinite(diam)
 
     mcf_paths = None
     if mode == "optimal":

@@ -28,6 +28,7 @@ __all__ = [
     "circulant_distances",
     "hop_distances",
     "diameter",
+    "diameter_and_aspl",
     "aspl",
     "is_connected",
     "degree_vectors",
@@ -335,13 +336,21 @@ def _distance_matrix(X: np.ndarray) -> np.ndarray:
     return shortest_path(adjacency_csr(X), method="D", directed=True, unweighted=True)
 
 
+def diameter_and_aspl(X: np.ndarray) -> tuple[int | float, float]:
+    """Both distance summaries from one all-pairs search (see :func:`diameter`, :func:`aspl`)."""
+    dist = _distance_matrix(X)
+    n = dist.shape[0]
+    if n <= 1:
+        return 0, 0.0
+    top = float(dist.max())
+    if math.isinf(top):
+        return math.inf, math.inf
+    return int(top), float(dist.sum()) / (n * (n - 1))
+
+
 def diameter(X: np.ndarray) -> int | float:
     """Largest hop distance over ordered pairs; ``math.inf`` if not (strongly) connected."""
-    dist = _distance_matrix(X)
-    if dist.size == 0:
-        return 0
-    top = float(dist.max())
-    return math.inf if math.isinf(top) else int(top)
+    return diameter_and_aspl(X)[0]
 
 
 def aspl(X: np.ndarray) -> float:
@@ -349,9 +358,4 @@ def aspl(X: np.ndarray) -> float:
 
     ``math.inf`` if some pair is unreachable; ``0.0`` for a single node (no pairs).
     """
-    dist = _distance_matrix(X)
-    n = dist.shape[0]
-    if n <= 1:
-        return 0.0
-    total = float(dist.sum())  # inf if any pair is unreachable
-    return math.inf if math.isinf(total) else total / (n * (n - 1))
+    return diameter_and_aspl(X)[1]
