@@ -5,6 +5,7 @@
 * :mod:`.mp_matching` - exact b-matching for model-parallel links.
 * :mod:`.ocs_permutations` - SiP-ML-style OCS permutation planes.
 * :mod:`.placement` - a workload's placement (configs per layer, servers per block) on a fixed topology.
+* :mod:`.joint` - placement + topology + routing in one MILP (small clusters).
 
 :func:`solve_exact` picks the model an instance needs and warm-starts it from the heuristic.
 """
@@ -47,15 +48,13 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwarg
     """Solve ``instance`` exactly with the model its topology family calls for."""
     options = options or ExactOptions(**{k: v for k, v in kwargs.items() if v is not None})
     if instance.workload is not None:
-        # The joint (placement + topology) model is not built yet: place exactly on a fixed topology,
-        # the instance's own or else the heuristic's, and say so in the solution.
-        from .placement import solve_placement
+        if instance.fixed_topology is not None:  # only the placement is free: its model is the exact one
+            from .placement import solve_placement
 
-        sol = solve_placement(instance, options)
-        note = ("placement optimised exactly for a fixed topology ("
-                + ("the instance's" if instance.fixed_topology is not None else "TopoOpt's heuristic for the data-parallel start")
-                + "); the joint placement + topology model is not available in this version")
-        return replace(sol, details={**sol.details, "scope": note})
+            return solve_placement(instance, options)
+        from .joint import solve_joint
+
+        return solve_joint(instance, options)
     if instance.fixed_topology is not None:
         raise UnsupportedError("the instance fixes the topology; there is no topology to optimise exactly "
                                "(evaluate it with 'topoopt evaluate', or use --routing optimal)")

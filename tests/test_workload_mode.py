@@ -64,13 +64,16 @@ def test_generate_command_writes_a_loadable_instance(tmp_path, capsys):
     assert "no feasible placement" in capsys.readouterr().err
 
 
-def test_exact_on_a_workload_places_on_the_heuristic_topology(tmp_path, capsys):
+def test_exact_on_a_workload_is_the_joint_model(tmp_path, capsys):
     path = INSTANCES / "paper" / "bert-testbed-12-d4.json"
     out = tmp_path / "sol.json"
-    assert main(["solve", str(path), "--method", "exact", "--time-limit", "60", "--out", str(out)]) == 0
+    assert main(["solve", str(path), "--method", "exact", "--time-limit", "6", "--out", str(out)]) == 0
     sol = json.loads(out.read_text())
-    assert sol["status"] == "optimal" and "joint placement + topology model is not available" in sol["details"]["scope"]
+    assert sol["status"] in ("optimal", "feasible") and sol["details"]["model"] == "joint"
     heur = solve(io.load_instance(path), method="heuristic")
-    assert sol["objective"] <= heur.objective * (1 + 1e-9)  # the data-parallel start is one of its candidates
+    assert sol["objective"] <= heur.objective * (1 + 1e-9)  # it starts from the alternating method, itself from this
+    assert sol["bound"] is None or sol["bound"] <= sol["objective"] * (1 + 1e-9)
     assert main(["verify", str(path), str(out)]) == 0
-    capsys.readouterr()
+    big = INSTANCES / "paper" / "bert-128-d8.json"
+    assert main(["solve", str(big), "--method", "exact"]) == 2
+    assert "use --method alternating" in capsys.readouterr().err

@@ -10,12 +10,18 @@ These are evaluator-level baselines (TopoOpt §3.9, §5): no topology to choose,
   and 4). The bandwidth term is the most loaded server port or rack uplink/downlink; a transfer takes
   2 hops inside a rack and 6 between racks (host, ToR, aggregation, core, aggregation, ToR, host).
 
-Comparisons are at equal bandwidth per server; an equal-cost comparison needs the cost model, which
-this release does not have.
+Bandwidth per server: by default the same total as the direct-connect cluster (``degree x B``, the
+ideal-switch comparison of the paper); any other value with ``server_bandwidth_gbps``; or, for
+``fat_tree``, the **equal-cost** bandwidth (``equal_cost=True``): the bandwidth whose Fat-tree, with this
+oversubscription, rack size and 3 switch tiers, costs as much as the instance's ``n x d`` interfaces
+plus their patch-panel/OCS ports under the cost model of ``topoopt_ilp.cost`` (prices from the
+instance's ``cost`` section, else the documented defaults). An oversubscribed tree has fewer upper-tier
+ports, so at equal cost its servers get more bandwidth than a full-bisection tree's.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,15 +50,22 @@ class SwitchMetrics:
     rack_uplink_time_s: float
     oversubscription: float
     rack_size: int
+    server_bandwidth_gbps: float = 0.0
+    equal_cost: bool = False
+    cost_usd: float | None = None  # the Fat-tree's cost when it was sized to equal cost
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def evaluate_architecture(instance: Instance, architecture: str = "big_switch", *, oversubscription: float = 1.0,
-                          rack_size: int | None = None, placement: Any = None) -> SwitchMetrics:
+                          rack_size: int | None = None, placement: Any = None, server_bandwidth_gbps: float | None = None,
+                          equal_cost: bool = False) -> SwitchMetrics:
     """Iteration time of the instance's traffic (a workload's under ``placement``, default TopoOpt's
-    data-parallel start) on a switched network with the same bandwidth per server."""
+    data-parallel start) on a switched network.
+
+    Each server gets ``server_bandwidth_gbps`` (default: the cluster's ``degree x B``), or with
+    ``equal_cost`` (fat_tree only) the bandwidth of the Fat-tree that costs as much as the cluster."""
     if architecture not in ARCHITECTURES:
         raise InputError(f"unknown architecture {architecture!r}; choose one of {', '.join(ARCHITECTURES)}")
     if not oversubscription >= 1.0:
@@ -66,9 +79,27 @@ def evaluate_architecture(instance: Instance, architecture: str = "big_switch", 
         rack_size = min(n, 16)
     if not 1 <= rack_size <= n or n % rack_size:
         raise InputError(f"rack size must divide the {n} servers, got {rack_size}")
+    cost_usd = None
+    if equal_cost:
+        if architecture != "fat_tree":
+            raise InputError("equal cost sizes a fat_tree; a big switch is compared at equal bandwidth")
+        if server_bandwidth_gbps is not None:
+            raise InputError("give either a server bandwidth or equal cost, not both")
+        from .cost import equal_cost_bandwidth, fat_tree_cost, prices_for
+
+        prices = prices_for(instance)
+        c = instance.cluster
+        server_bandwidth_gbps = equal_cost_bandwidth(n, c.degree, c.link_bandwidth_gbps, prices,
+                                                     oversubscription=oversubscription, rack_size=rack_size)
+        cost_usd = fat_tree_cost(n, server_bandwidth_gbps, prices, oversubscription=oversubscription,
+                                 rack_size=rack_size).total_usd
+    elif server_bandwidth_gbps is None:
+        server_bandwidth_gbps = instance.cluster.degree * instance.cluster.link_bandwidth_gbps
+    if not (math.isfinite(server_bandwidth_gbps) and server_bandwidth_gbps > 0):
+        raise InputError(f"server bandwidth must be a finite number of Gbps > 0, got {server_bandwidth_gbps}")
     demand, compute_s = effective_demand(instance, placement)
     D = traffic_matrix(instance, demand=demand)
-    port = instance.cluster.degree * instance.cluster.link_bytes_per_s
+    port = server_bandwidth_gbps * 1e9 / 8.0  # bytes per second and direction
     server_time = float(max(D.sum(axis=1).max(), D.sum(axis=0).max()) / port)
     rack = np.arange(n) // rack_size
     inter = rack[:, None] != rack[None, :]
@@ -85,4 +116,5 @@ def evaluate_architecture(instance: Instance, architecture: str = "big_switch", 
     compute = float(compute_s.max()) if compute_s.size else 0.0
     overlap = instance.workload.overlap if instance.workload is not None else "none"
     return SwitchMetrics(architecture, max(compute, comm) if overlap == "full" else compute + comm, compute, comm, t_bw,
-                         t_lat, server_time, rack_time, float(oversubscription), int(rack_size))
+                         t_lat, server_time, rack_time, float(oversubscription), int(rack_size), float(server_bandwidth_gbps),
+                         bool(equal_cost), cost_usd)

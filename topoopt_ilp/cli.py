@@ -39,6 +39,13 @@ def _nonneg_float(text: str) -> float:
     return v
 
 
+def _pos_float(text: str) -> float:
+    v = _nonneg_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return v
+
+
 def _pos_int(text: str) -> int:
     try:
         v = int(text)
@@ -87,16 +94,9 @@ def _metrics_lines(m: dict[str, Any]) -> list[str]:
 
 
 def _print_json(data: Any) -> None:
-    def clean(v):
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
+    from .io import json_safe
 
-    print(json.dumps(clean(data), indent=1))
+    print(json.dumps(json_safe(data), indent=1))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -150,13 +150,21 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
         placement = load_solution(args.solution, directed=inst.cluster.directed).placement if args.solution else None
         sm = evaluate_architecture(inst, args.architecture, oversubscription=args.oversubscription,
-                                   rack_size=args.rack_size, placement=placement).as_dict()
+                                   rack_size=args.rack_size, placement=placement, server_bandwidth_gbps=args.bandwidth,
+                                   equal_cost=args.equal_cost).as_dict()
         if args.json:
             _print_json(sm)
         else:
             label = sm["architecture"] + (f" 1:{sm['oversubscription']:g}, racks of {sm['rack_size']}"
                                           if sm["architecture"] == "fat_tree" else "")
-            print(f"{label} with {inst.d} x {inst.cluster.link_bandwidth_gbps:g} Gbps per server, on {args.instance}:")
+            if sm["equal_cost"]:
+                per_server = (f"{sm['server_bandwidth_gbps']:.4g} Gbps per server (equal cost to {inst.d} x "
+                              f"{inst.cluster.link_bandwidth_gbps:g} Gbps direct connect: {sm['cost_usd']:,.0f} USD)")
+            elif args.bandwidth is not None:
+                per_server = f"{sm['server_bandwidth_gbps']:.4g} Gbps per server"
+            else:
+                per_server = f"{inst.d} x {inst.cluster.link_bandwidth_gbps:g} Gbps per server"
+            print(f"{label} with {per_server}, on {args.instance}:")
             print(f"  iteration time     {_fmt_time(sm['iteration_time_s'])}"
                   + (f"  (compute {_fmt_time(sm['compute_time_s'])})" if sm["compute_time_s"] else ""))
             print(f"  comm time          {_fmt_time(sm['comm_time_s'])}  (bandwidth {_fmt_time(sm['bandwidth_time_s'])}"
@@ -164,8 +172,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             print(f"  busiest port       {_fmt_time(sm['server_port_time_s'])}; busiest rack uplink "
                   f"{_fmt_time(sm['rack_uplink_time_s'])}")
         return EXIT_OK
-    if args.oversubscription != 1.0 or args.rack_size is not None:
-        raise InputError("--oversubscription and --rack-size go with --architecture fat_tree")
+    if args.oversubscription != 1.0 or args.rack_size is not None or args.equal_cost or args.bandwidth is not None:
+        raise InputError("--oversubscription, --rack-size, --equal-cost and --bandwidth go with --architecture")
     if args.solution:
         target = load_solution(args.solution, directed=inst.cluster.directed)
         what = args.solution
@@ -180,6 +188,26 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         print(f"{what} on {args.instance}:")
         print("\n".join(_metrics_lines(metrics)))
+    return EXIT_OK
+
+
+def _cmd_evaluate_paper(args: argparse.Namespace) -> int:
+    from .paper import default_instance_paths, evaluate_paper, format_table, write_outputs
+
+    paths = _split(args.instances) if args.instances else [str(p) for p in default_instance_paths()]
+    if not paths:
+        raise InputError("--instances lists no instance file")
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise InputError("--out must be a directory", source=args.out)
+    progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    results = evaluate_paper(paths, progress=progress, time_limit_s=args.time_limit, rounds=args.rounds,
+                             round_time_limit_s=args.round_time_limit, rack_size=args.rack_size, seed=args.seed)
+    if not args.quiet:
+        print(format_table(results, args.format))
+    if args.out:
+        for path in write_outputs(results, args.out, title=args.title):
+            if not args.quiet:
+                print(f"wrote {path}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -276,7 +304,7 @@ def _cmd_draw(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .draw import draw_topology
-    from .io import load_solution
+    from .io import load_solution, write_atomic
     from .solution import Topology
 
     if os.path.splitext(args.output)[1].lower() not in (".png", ".svg", ".pdf"):
@@ -287,7 +315,7 @@ def _cmd_draw(args: argparse.Namespace) -> int:
 
         if not sol.details.get("rounds"):
             raise InputError("the solution has no rounds to plot (only --method alternating records them)", source=args.solution)
-        _save_picture(args.output, lambda tmp: draw_convergence(sol.details["rounds"], tmp, title=args.title))
+        write_atomic(args.output, lambda tmp: draw_convergence(sol.details["rounds"], tmp, title=args.title))
         print(f"wrote {args.output}")
         return EXIT_OK
     if sol.topology is None:
@@ -300,20 +328,9 @@ def _cmd_draw(args: argparse.Namespace) -> int:
         directed = bool(np.any(sol.topology.matrix != sol.topology.matrix.T))
         mp = Topology.from_links(sol.topology.n, sol.details["mp_links"], directed).matrix
     title = args.title or f"{os.path.basename(args.solution)}: {sol.topology.n} servers, method {sol.method}"
-    _save_picture(args.output, lambda tmp: draw_topology(sol.topology.matrix, tmp, jumps=jumps, n_mp_links=mp, title=title))
+    write_atomic(args.output, lambda tmp: draw_topology(sol.topology.matrix, tmp, jumps=jumps, n_mp_links=mp, title=title))
     print(f"wrote {args.output}")
     return EXIT_OK
-
-
-def _save_picture(path: str, render) -> None:
-    """Render into a temporary file (same extension, so matplotlib picks the format) and rename it."""
-    tmp = path + ".tmp" + os.path.splitext(path)[1]
-    try:
-        render(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _print_round(entry: dict[str, Any]) -> None:
@@ -382,11 +399,36 @@ def build_parser() -> argparse.ArgumentParser:
                         "shortest paths; optimal: max-concurrent-flow LP (default: given)")
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
     e.add_argument("--architecture", choices=("big_switch", "fat_tree"), default=None,
-                   help="score the traffic on a switched network with the same bandwidth per server instead "
-                        "(with SOLUTION: under its placement)")
+                   help="score the traffic on a switched network instead (with SOLUTION: under its placement); "
+                        "same bandwidth per server unless --bandwidth or --equal-cost")
     e.add_argument("--oversubscription", type=float, default=1.0, metavar="R", help="fat_tree: ToR uplink oversubscription 1:R")
     e.add_argument("--rack-size", type=_pos_int, default=None, metavar="K", help="fat_tree: servers per rack (default 16)")
+    e.add_argument("--equal-cost", action="store_true",
+                   help="fat_tree: give each server the bandwidth at which the Fat-tree costs as much as the "
+                        "direct-connect cluster (cost model: the instance's 'cost' section, else the defaults)")
+    e.add_argument("--bandwidth", type=_pos_float, default=None, metavar="GBPS",
+                   help="with --architecture: bandwidth per server (default: degree x link bandwidth)")
     e.set_defaults(func=_cmd_evaluate)
+
+    ep = sub.add_parser("evaluate-paper", help="TopoOpt's 128-server comparison against equal-cost Fat-trees",
+                        description="For each workload instance: TopoOpt's rule (authors' mode), the alternating method, "
+                                    "a random expander, the ideal switch (d x B per server) and equal-cost Fat-trees 1:1, "
+                                    "1:2, 1:4, each switched baseline under its best candidate strategy. Prints iteration "
+                                    "times and speedups; --out writes the table (CSV, JSON) and a bar chart (PNG).")
+    ep.add_argument("--instances", default=None, metavar="FILE,FILE,...",
+                    help="instance files (default: instances/paper/{dlrm,bert,candle,vgg16}-128-d{4,8}.json)")
+    ep.add_argument("--time-limit", type=_nonneg_float, default=100.0, metavar="S",
+                    help="budget of each alternating run (default 100)")
+    ep.add_argument("--rounds", type=_pos_int, default=5, help="alternating: at most this many rounds (default 5)")
+    ep.add_argument("--round-time-limit", type=_nonneg_float, default=30.0, metavar="S",
+                    help="alternating: time limit of each placement MILP (default 30)")
+    ep.add_argument("--rack-size", type=_pos_int, default=None, metavar="K", help="Fat-tree servers per rack (default 16)")
+    ep.add_argument("--seed", type=int, default=0, help="heuristic/expander seed (default 0)")
+    ep.add_argument("--out", default=None, metavar="DIR", help="write architectures.csv, .json and .png here")
+    ep.add_argument("--title", default=None, help="chart title")
+    ep.add_argument("--format", choices=("table", "json", "csv"), default="table", help="what to print (default table)")
+    ep.add_argument("--quiet", action="store_true", help="print nothing; with --out, only write the files")
+    ep.set_defaults(func=_cmd_evaluate_paper)
 
     s = sub.add_parser("solve", help="design a topology (and routing) for an instance",
                        description="Solve an instance. The result is verified and scored by the independent evaluator.")

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-__all__ = ["draw_topology"]
+__all__ = ["draw_topology", "draw_convergence", "draw_architectures"]
 
 _MP_COLOR = "#d62728"
 _OTHER_COLOR = "#7f7f7f"
@@ -160,5 +160,68 @@ def draw_convergence(rounds: Sequence[dict], path: str | Path, *, title: str | N
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+# Direct-connect designs in saturated colours, switched baselines in muted ones (Fat-trees hatched).
+_ARCH_STYLE = {
+    "topoopt": ("#1f77b4", ""),
+    "alternating": ("#2ca02c", ""),
+    "expander": ("#9467bd", ""),
+    "big_switch": ("#7f7f7f", ""),
+    "fat_tree_1": ("#ff7f0e", "//"),
+    "fat_tree_2": ("#e6a35c", ".."),
+    "fat_tree_4": ("#f3d2a8", "xx"),
+}
+
+
+def draw_architectures(groups: Sequence[str], times_s: dict[str, Sequence[float]], path: str | Path, *,
+                       legend: dict[str, str] | None = None, title: str | None = None) -> Path:
+    """Grouped bar chart: one group per workload, one bar per architecture (iteration time, log scale).
+
+    Parameters
+    ----------
+    groups : sequence of str
+        Group labels (instance names), left to right.
+    times_s : dict
+        Architecture key -> iteration time in seconds per group (same order as ``groups``); bars are
+        drawn in the dict's order. Non-finite times are left out (no bar).
+    path : str or Path
+        Output file; PNG/SVG/PDF by extension.
+    legend : dict, optional
+        Architecture key -> legend label (default: the key).
+    title : str, optional
+        Figure title.
+    """
+    keys = list(times_s)
+    if not groups or not keys:
+        raise ValueError("nothing to draw: no groups or no architectures")
+    legend = legend or {}
+    n_groups, n_bars = len(groups), len(keys)
+    width = 0.8 / n_bars
+    x = np.arange(n_groups)
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.45 * n_groups + 2.5), 4.8))
+    for b, key in enumerate(keys):
+        vals = np.array([float(v) for v in times_s[key]]) * 1e3
+        ok = np.isfinite(vals) & (vals > 0)
+        color, hatch = _ARCH_STYLE.get(key, (_JUMP_COLORS[b % len(_JUMP_COLORS)], ""))
+        ax.bar(x[ok] + (b - (n_bars - 1) / 2) * width, vals[ok], width * 0.92, color=color, hatch=hatch,
+               edgecolor="#333333", linewidth=0.4, label=legend.get(key, key), zorder=2)
+    ax.set_yscale("log")
+    ax.set_ylabel("iteration time (ms, log scale; lower is better)")
+    ax.set_xticks(x)
+    ax.set_xticklabels(groups, fontsize=9)
+    ax.set_xlim(-0.55, n_groups - 0.45)
+    for g in range(1, n_groups):  # thin separators keep the groups apart
+        ax.axvline(g - 0.5, color="#dddddd", lw=0.8, zorder=1)
+    ax.grid(True, axis="y", which="both", alpha=0.3, zorder=0)
+    # legend above the axes in columns, so it never hides a bar
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=min(4, n_bars), fontsize=8.5, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11, y=1.0)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return out

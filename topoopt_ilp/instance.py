@@ -23,6 +23,7 @@ __all__ = [
     "Demand",
     "FixedTopology",
     "SolverDefaults",
+    "CostModel",
     "Instance",
     "OBJECTIVES",
     "FAMILIES",
@@ -32,6 +33,7 @@ __all__ = [
 OBJECTIVES = ("iteration_time", "comm_time", "throughput", "diameter", "aspl")
 FAMILIES = ("any", "circulant", "coprime_circulant")
 LINK_KINDS = ("undirected", "directed")
+DIRECT_FABRICS = ("patch_panel", "ocs")  # what joins the direct-connect interfaces (cost model)
 # The evaluator keeps n x n matrices; past this size they no longer fit a 24 GiB machine comfortably.
 MAX_SERVERS = 8192
 MAX_DEGREE = 1024
@@ -201,6 +203,23 @@ class SolverDefaults:
     threads: int | None = None
 
 
+PriceTable = tuple[tuple[float, float], ...]  # (port rate in Gbps, USD per port), rates increasing
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Per-port prices the instance sets for the cost model (``topoopt_ilp.cost``); None keeps the
+    documented default. Rate-dependent prices are tables ``((rate_gbps, usd), ...)`` with increasing
+    rates and non-decreasing prices: a faster port never costs less, which keeps "equal cost" unique."""
+
+    transceiver_usd: PriceTable | None = None
+    nic_port_usd: PriceTable | None = None
+    switch_port_usd: PriceTable | None = None
+    patch_panel_port_usd: float | None = None
+    ocs_port_usd: float | None = None
+    fabric: str | None = None  # patch_panel | ocs
+
+
 @dataclass(frozen=True)
 class Instance:
     """One problem: a cluster, its demand (or workload), the objective and the topology family."""
@@ -214,6 +233,7 @@ class Instance:
     solver: SolverDefaults = field(default_factory=SolverDefaults)
     name: str = ""
     description: str = ""
+    cost: CostModel | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.cluster, Cluster):
@@ -236,6 +256,8 @@ class Instance:
         if self.fixed_topology is not None:
             _check_fixed_topology(self.fixed_topology, self.cluster, self.topology_family)
         _check_solver(self.solver)
+        if self.cost is not None:
+            _check_cost(self.cost)
 
     # Convenience views -------------------------------------------------------------------------
     @property
@@ -359,3 +381,36 @@ def _check_solver(solver: SolverDefaults) -> None:
         _number(solver.gap, "solver.gap", nonnegative=True)
     if solver.threads is not None:
         _int(solver.threads, "solver.threads", low=1, high=1024)
+
+
+def _check_price_table(table: Any, path: str) -> None:
+    if not isinstance(table, tuple) or not table:
+        raise InstanceError("expected a non-empty table of {rate_gbps: usd}", field=path)
+    last_rate, last_usd = 0.0, 0.0
+    for k, entry in enumerate(table):
+        if not isinstance(entry, tuple) or len(entry) != 2:
+            raise InstanceError("expected a (rate_gbps, usd) pair", field=f"{path}[{k}]")
+        r = _number(entry[0], f"{path}[{k}]", positive=True)
+        u = _number(entry[1], f'{path}["{r:g}"]', nonnegative=True)  # named by its rate, as in the file
+        if r <= last_rate:
+            raise InstanceError(f"rates must increase, got {r:g} Gbps after {last_rate:g}", field=path)
+        if u < last_usd:
+            # a cheaper faster port would make the cost of a Fat-tree fall with its bandwidth
+            raise InstanceError(f"a {r:g} Gbps port costs {u:g} USD, less than the {last_usd:g} USD of a "
+                                f"{last_rate:g} Gbps one; prices must not fall with the rate", field=path)
+        last_rate, last_usd = r, u
+
+
+def _check_cost(cost: CostModel) -> None:
+    if not isinstance(cost, CostModel):
+        raise InstanceError("expected a CostModel", field="cost")
+    for name in ("transceiver_usd", "nic_port_usd", "switch_port_usd"):
+        value = getattr(cost, name)
+        if value is not None:
+            _check_price_table(value, f"cost.{name}")
+    for name in ("patch_panel_port_usd", "ocs_port_usd"):
+        value = getattr(cost, name)
+        if value is not None:
+            _number(value, f"cost.{name}", nonnegative=True)
+    if cost.fabric is not None:
+        _choice(cost.fabric, "cost.fabric", DIRECT_FABRICS)

@@ -23,6 +23,7 @@ from .instance import (
     _type_name,
     AllReduceGroup,
     Cluster,
+    CostModel,
     Demand,
     FixedTopology,
     Instance,
@@ -123,7 +124,9 @@ def _with_source(fn: Callable[[], Any], source: str | None, error: type[InputErr
 # Instances
 # ----------------------------------------------------------------------------------------------
 _TOP_KEYS = {"format", "version", "name", "description", "cluster", "demand", "workload", "objective",
-             "topology_family", "fixed_topology", "solver"}
+             "topology_family", "fixed_topology", "solver", "cost"}
+_COST_TABLES = ("transceiver_usd", "nic_port_usd", "switch_port_usd")
+_COST_KEYS = set(_COST_TABLES) | {"patch_panel_port_usd", "ocs_port_usd", "fabric"}
 _CLUSTER_KEYS = {"servers", "degree", "link_bandwidth_gbps", "hop_latency_us", "links", "regular", "multi_links"}
 
 
@@ -155,6 +158,7 @@ def parse_instance(data: Any) -> Instance:
         workload = parse_workload(top["workload"], n)
     fixed = _parse_fixed(top["fixed_topology"]) if "fixed_topology" in top else None
     solver = SolverDefaults(**_obj(top.get("solver", {}), "solver", {"backend", "time_limit_s", "gap", "threads"}))
+    cost = _parse_cost(top["cost"]) if "cost" in top else None
     for key in ("name", "description"):
         if key in top and not isinstance(top[key], str):
             raise InstanceError(f"expected a string, got {type(top[key]).__name__}", field=key)
@@ -168,6 +172,7 @@ def parse_instance(data: Any) -> Instance:
         solver=solver,
         name=top.get("name", ""),
         description=top.get("description", ""),
+        cost=cost,
     )
 
 
@@ -231,6 +236,33 @@ def _matrix_pairs(matrix: Any, n: int) -> list[tuple[int, int, float]]:
     return [(int(a), int(b), float(v)) for a, b, v in zip(i, j, m[i, j])]
 
 
+def _parse_cost(value: Any) -> CostModel:
+    """The optional ``cost`` section: price tables ``{"<rate_gbps>": usd, ...}`` and per-port prices.
+    Values are checked by :class:`CostModel`; only the rate keys (strings in JSON) are read here."""
+    c = _obj(value, "cost", _COST_KEYS)
+    tables: dict[str, Any] = {}
+    for name in _COST_TABLES:
+        if name not in c:
+            continue
+        table = c[name]
+        if not isinstance(table, dict):
+            raise InstanceError(f"expected an object {{\"<rate_gbps>\": usd}}, got {_type_name(table)}", field=f"cost.{name}")
+        if not table:
+            raise InstanceError("expected at least one {\"<rate_gbps>\": usd} entry", field=f"cost.{name}")
+        entries = []
+        for key, usd in table.items():
+            try:
+                rate = float(key)
+            except ValueError:
+                rate = math.nan
+            if not math.isfinite(rate) or rate <= 0:
+                raise InstanceError("a rate must be a number of Gbps > 0", field=f'cost.{name}["{key}"]')
+            entries.append((rate, usd))
+        tables[name] = tuple(sorted(entries, key=lambda e: e[0]))  # a JSON object has no order; rates do
+    return CostModel(**tables, patch_panel_port_usd=c.get("patch_panel_port_usd"), ocs_port_usd=c.get("ocs_port_usd"),
+                     fabric=c.get("fabric"))
+
+
 def _parse_fixed(value: Any) -> FixedTopology:
     f = _obj(value, "fixed_topology", {"links", "jumps"})
     links = None
@@ -279,6 +311,16 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
     solver = {k: v for k, v in (("backend", s.backend), ("time_limit_s", s.time_limit_s), ("gap", s.gap), ("threads", s.threads)) if v is not None}
     if solver:
         out["solver"] = solver
+    if inst.cost is not None:
+        cm = inst.cost
+        cost: dict[str, Any] = {}
+        for name in _COST_TABLES:
+            if getattr(cm, name) is not None:
+                cost[name] = {f"{rate:.15g}": usd for rate, usd in getattr(cm, name)}
+        for name in ("patch_panel_port_usd", "ocs_port_usd", "fabric"):
+            if getattr(cm, name) is not None:
+                cost[name] = getattr(cm, name)
+        out["cost"] = cost
     return out
 
 
@@ -439,23 +481,41 @@ def _parse_routing(value: Any) -> Routing:
 
 
 # ----------------------------------------------------------------------------------------------
-def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
-    """Write JSON to a temporary file beside ``path`` and rename it into place, so a failed or
-    interrupted run never leaves a partial file."""
+def json_safe(v: Any) -> Any:
+    """JSON has no infinity or NaN: a non-finite number (a disconnected topology's time) becomes null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_safe(x) for x in v]
+    return v
+
+
+def write_atomic(path: str | os.PathLike, render: Callable[[str], None]) -> None:
+    """Let ``render`` write a temporary file beside ``path`` (same extension, so matplotlib picks the
+    format) and rename it into place: a failed or interrupted run never leaves a partial file."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=target.suffix or ".tmp", dir=directory)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, allow_nan=False)
-            fh.write("\n")
+        render(tmp)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the result is an ordinary file
         os.replace(tmp, target)
-    except BaseException:
-        try:
+    finally:
+        if os.path.exists(tmp):
             os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Write JSON atomically (see :func:`write_atomic`)."""
+
+    def dump(tmp: str) -> None:
+        with open(tmp, "w") as fh:
+            json.dump(data, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+
+    write_atomic(path, dump)

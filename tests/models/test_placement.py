@@ -191,13 +191,21 @@ def test_fixed_topology_is_the_default():
     check_solution(inst, sol)
 
 
-def test_restricted_starts_never_claim_optimality():
+def test_restricted_starts_report_only_the_unrestricted_bound():
     n, d, layers, blocks, X = CASES["mlp-ring4"]
     inst, X = make(n, d, layers, blocks, X=X)
-    sol = solve_placement(inst, OPTS, X, max_starts=1)
-    assert sol.status == "feasible" and sol.bound is None and sol.details["restricted"]
-    assert set(sol.placement["layer_start"]) == {0}
+    best = brute_force(inst, X)
+    # Without local search the restricted model holds start 0 only; its own bound is not reported.
+    sol = solve_placement(inst, OPTS, X, max_starts=1, local_search_s=0)
+    assert sol.details["restricted"] and set(sol.placement["layer_start"]) == {0}
+    assert sol.bound == pytest.approx(sol.details["relaxation_bound_s"]) and sol.bound <= best * (1 + 1e-9)
+    assert sol.status == ("optimal" if sol.gap <= 1e-9 else "feasible")
     check_solution(inst, sol)
+    # With local search the incumbent's (k, s) are added to the restricted options: never worse.
+    sol2 = solve_placement(inst, OPTS, X, max_starts=1)
+    assert sol2.objective <= min(sol.objective, sol2.details["local_search_iteration_time_s"]) * (1 + 1e-9)
+    assert sol2.bound <= best * (1 + 1e-9)
+    check_solution(inst, sol2)
 
 
 def test_errors_are_clear(monkeypatch):
@@ -209,3 +217,110 @@ def test_errors_are_clear(monkeypatch):
     monkeypatch.setattr(pl, "MAX_PLACEMENT_NONZEROS", 10)
     with pytest.raises(UnsupportedError, match="max_starts"):
         solve_placement(inst, OPTS, X)
+
+
+# ------------------------------------------------------------------------------------------------
+# Local search (incumbent) and the relaxation bound
+# ------------------------------------------------------------------------------------------------
+def _random_checks(inst: Instance, X: np.ndarray, rng: np.random.Generator, count: int = 4) -> int:
+    """Every move score the local search computes equals strategy_times of the moved strategy."""
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+    ls = pl._LocalSearch(inst, rf)
+    w, n = inst.workload, inst.n
+    ls.load_state(min((c for c in pl._candidates(w, n) if pl._memory_feasible(w, n, c)),
+                      key=lambda c: strategy_times(inst, rf, c)["iteration_time_s"]))
+    assert ls.score()[0] == pytest.approx(strategy_times(inst, rf, ls.strategy())["iteration_time_s"], rel=1e-9)
+    checked = 0
+    L = len(w.layers)
+    for i, j in {(0, 0), (0, L - 1), (L - 1, L - 1), (L // 2, L - 1)}:
+        it, _ = ls.segment_move(i, j)
+        for t in rng.choice(np.flatnonzero(np.isfinite(it)), min(count, int(np.isfinite(it).sum())), replace=False):
+            tt = ls.t.copy()
+            tt[i:j + 1] = t
+            st = Strategy(tuple(int(k) for k in ls.type_k[tt]), tuple(int(s) for s in ls.type_s[tt]),
+                          tuple(int(v) for v in ls.bs))
+            assert not pl.validate_strategy(w, n, st)
+            assert it[t] == pytest.approx(strategy_times(inst, rf, st)["iteration_time_s"], rel=1e-9)
+            checked += 1
+    for b in range(len(w.blocks)):
+        it, _ = ls.block_move(b)
+        for v in np.flatnonzero(np.isfinite(it)):
+            bs = ls.bs.copy()
+            bs[b] = v
+            st = Strategy(tuple(int(k) for k in ls.type_k[ls.t]), tuple(int(s) for s in ls.type_s[ls.t]),
+                          tuple(int(x) for x in bs))
+            assert it[v] == pytest.approx(strategy_times(inst, rf, st)["iteration_time_s"], rel=1e-9)
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_local_search_move_scores_equal_the_evaluator(name):
+    n, d, layers, blocks, X = CASES[name]
+    inst, X = make(n, d, layers, blocks, X=X)
+    assert _random_checks(inst, X, np.random.default_rng(0)) > 0
+
+
+def test_local_search_move_scores_on_a_zoo_dlrm():
+    from topoopt_ilp.zoo import generate
+
+    inst = io.parse_instance(generate("dlrm", 8, 3, 100.0))
+    assert len(inst.workload.blocks) > 0
+    X = solve_placement(inst, ExactOptions(time_limit_s=1, gap=1.0), local_search_s=0).topology.matrix
+    assert _random_checks(inst, X, np.random.default_rng(1), count=3) > 10
+
+
+def test_local_search_is_never_worse_than_its_starts():
+    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    X = solve_placement(inst, ExactOptions(time_limit_s=1, gap=1.0), local_search_s=0).topology.matrix
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+    starts = [c for c in pl._candidates(inst.workload, inst.n) if pl._memory_feasible(inst.workload, inst.n, c)]
+    best = pl.improve_strategy(inst, rf, starts, 2.0)
+    assert not pl.validate_strategy(inst.workload, inst.n, best)
+    got = strategy_times(inst, rf, best)["iteration_time_s"]
+    assert got <= min(strategy_times(inst, rf, s)["iteration_time_s"] for s in starts) * (1 + 1e-12)
+    # and never better than the exact optimum
+    assert got >= solve_placement(inst, OPTS, X).objective * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("overlap,objective", [("none", "iteration_time"), ("full", "iteration_time"),
+                                               ("none", "comm_time")])
+def test_relaxation_bound_is_below_the_brute_force_optimum(name, overlap, objective):
+    n, d, layers, blocks, X = CASES[name]
+    inst, X = make(n, d, layers, blocks, X=X, overlap=overlap, objective=objective)
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+    lb = pl.relaxation_bound(inst, rf)
+    assert lb <= brute_force(inst, X) * (1 + 1e-9)
+    assert lb > 0 or objective == "comm_time"  # every layer at k = 1 on one server communicates nothing
+
+
+def test_relaxation_bound_is_tight_when_only_volume_and_compute_matter():
+    # One layer, degree 4 only, on a ring with every link equal: the ring AllReduce loads the 4
+    # forward arcs equally (volume / capacity of those arcs), half of all arcs are idle, so the bound
+    # is compute + (volume / all capacity) + alpha = compute + half the true bandwidth term + alpha.
+    inst, X = make(4, 2, [L("a", 4e-3, 2.5e7, 0.0, [4])])
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+    ar_bytes = 2 * 3 / 4 * 2.5e7  # per member to its successor, one hop
+    want = 1e-3 + ar_bytes / 12.5e9 / 2 + 1e-6
+    assert pl.relaxation_bound(inst, rf) == pytest.approx(want, rel=1e-9)
+    assert brute_force(inst, X) == pytest.approx(1e-3 + ar_bytes / 12.5e9 + 1e-6, rel=1e-9)
+
+
+def test_bound_that_proves_the_gap_skips_the_milp():
+    # Only k = 1 is offered and there is no traffic: the optimum is the compute of the slowest
+    # layer on its own server, which the relaxation bound matches exactly.
+    inst, X = make(4, 2, [L("a", 3e-3, 1e7, 0.0, [1]), L("b", 1e-3, 1e7, 0.0, [1])])
+    sol = solve_placement(inst, OPTS, X)
+    assert sol.status == "optimal" and "skipped" in sol.details["milp"]
+    assert sol.objective == pytest.approx(brute_force(inst, X), rel=1e-9) == pytest.approx(3e-3)
+    assert sol.bound == pytest.approx(sol.objective, rel=1e-9)
+    check_solution(inst, sol)
+
+
+def test_reported_bound_is_valid_on_testbed_instances():
+    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    sol = solve_placement(inst, OPTS)
+    assert sol.status == "optimal"
+    check_solution(inst, sol)
+    assert 0 < sol.details["relaxation_bound_s"] <= sol.objective * (1 + 1e-9)

@@ -1,0 +1,698 @@
+"""``joint``: placement + topology + routing in one MILP, for small clusters (design §3-4, issue 6).
+
+The exact reference the alternating decomposition is measured against. For a workload instance with
+``topology_family: any`` and no fixed topology, it chooses at once
+
+* per layer a data-parallel degree k and coset start s, per block a server (the strategy),
+* the integer link-count matrix X (undirected or directed, regular or not, multi-links if allowed),
+* for every AllReduce group a split of its bytes over the TotientPerms rings of its coset
+  (``m_r -> m_{r+p mod k}``, gcd(p, k) = 1, members in coset order),
+* a multi-commodity flow routing of all the traffic the strategy induces, on any paths,
+
+minimising the evaluator's iteration time: the busiest server's compute + max arc load / capacity +
+hop latency x the longest used path (or max of compute and comm for ``overlap: full``; comm alone for
+objective ``comm_time``). Every strategy, topology, ring split and routing of that space is a point of
+the model with the evaluator's value, and every point decodes to one whose evaluator value is no
+worse, so the model's bound is a bound for the problem and its optimum is the optimum.
+
+Its size grows like n^4 (hop-layered flows) times the options, so it is for n up to about a dozen
+servers; larger instances get a message suggesting ``--method alternating``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.instance import Instance
+from topoopt_ilp.routing import PathSet, RingSet, Routing
+from topoopt_ilp.solution import Solution, Topology
+from topoopt_ilp.solvers import LinearModel, ModelBuilder
+from topoopt_ilp.strategy import Strategy, strategy_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
+
+from .common import ExactOptions, check_backend, run_model, solution_status
+from .flow_decomposition import decompose_source_flow
+from .topology_routing import _arcs, _degree_rows, _edges
+
+__all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "solve_joint", "joint_size"]
+
+#: Above this many servers the joint model is refused before it is built (suggesting alternating):
+#: its hop-layered flows alone have n (n-1)^2 (n-2) columns, and measured solves already take
+#: minutes at n = 10 (see ``benchmarks/joint_small.py``).
+MAX_JOINT_SERVERS = 12
+#: Refuse a model whose estimated constraint non-zeros exceed this (a workload with many layers or
+#: blocks can be too large even at small n).
+MAX_JOINT_NONZEROS = 3_000_000
+#: Internal time unit (microseconds), as in the placement model: hop latencies stay far above
+#: solver tolerances. Flows are measured in link-microseconds (bytes / (B * 1 us)).
+TIME_UNIT_S = 1e-6
+#: Ring fractions below this are treated as solver noise when decoding.
+_RING_TOL = 1e-7
+
+
+# ------------------------------------------------------------------------------------------------
+# Data
+#   n servers, degree d, B bytes/s per link, alpha hop latency (us); m = d if multi-links else 1.
+#   Options o = (i, k, s) of layer i (k in configs_i, s < n/k, replica memory fits): lt_o per-server
+#     time, mem_o replica memory, cov_o[v] = [v in coset(k, s)].
+#   Types t = (k, s) with k >= 2 and rings p in U(k) (units mod k): RING_{t,p}[u, v] = 2(k-1)/k for
+#     u = m_r, v = m_{r+p mod k} (m = coset(k, s)); param_o bytes AllReduced by option o.
+#   Pairs (o, o') of consecutive layers i, i+1 with activation bytes: RESH_{o,o'}[u, v] bytes of
+#     resharding (zero when (k, s) = (k', s')). Consumers c with lookups, servers v, options o of c:
+#     LOOK_{v,o}[u, w] bytes of one unit of lookup traffic of a block on v (Lam_c = total lookups of c).
+#   All bytes are in link-microseconds: divided by B * 1e-6.
+# Variables
+#   a[o] binary, b[j, v] binary                       the strategy
+#   w[o, o'] in [0, 1], q[c, v, o] in [0, 1]          products a[o] a[o'] and (lookup share on v) a[o]
+#   g[t, p] >= 0                                      AllReduce bytes of coset t sent on ring p
+#   x[e] integer in [0, m],  z[e, l] binary           link counts and their binary expansion x = sum 2^l z
+#   y[e, l] in [0, U]                                 y = z Tbw (McCormick; U >= the optimal Tbw)
+#   f[s, h, (u, v)] >= 0                              flow from source s whose h-th hop is u -> v
+#                                                     (h = 1: u = s; h >= 2: u, v != s), h <= n - 1
+#   u[h] binary                                       some flow takes an h-th hop
+#   C, Tbw >= 0 (and T for overlap full)
+# Constraints
+#   choice     sum_{o of i} a[o] = 1;  sum_v b[j, v] = 1
+#   transport  sum_{o'} w[o, o'] = a[o];  sum_o w[o, o'] = a[o']     (exact product for binary a)
+#   lookups    sum_o q[c, v, o] = sum_{j of c} lookup_j / Lam_c b[j, v];  q[c, v, o] <= a[o]
+#   rings      sum_p g[t, p] = sum_{o of type t} param_o a[o]
+#   demand     D[s, v] = sum RING g + sum RESH w + sum Lam_c LOOK q      (linear in the variables)
+#   flow       in_h(v) - out_{h+1}(v) >= 0 (what reaches v at hop h is delivered or forwarded);
+#              sum_h in_h(v) - sum_{h>=2} out_h(v) = D[s, v]               for every s, v != s
+#   topology   x[e] = sum_l 2^l z[e, l]; degree rows (= d if regular, else <= d)
+#   capacity   sum_{s,h} f[s, h, (u, v)] <= sum_l 2^l y[e(u,v), l];  y <= U z;  y <= Tbw
+#   cuts       sum_{out-arcs of v} flow <= d Tbw;  same for in-arcs;  all flow <= (n d) Tbw   (valid:
+#              the arcs of v carry at most d links' worth; the LP of the McCormick rows alone does not
+#              see the degree)
+#   hops       sum_{s, arcs} f[s, h, .] <= M u[h];  u[h] <= u[h-1]       (M: the most bytes possible)
+#   compute    sum_o lt_o cov_o[v] a[o] + sum_j compute_j b[j, v] <= C   for every v
+#              sum_{o of i} lt_o a[o] <= C per layer; sum comp_{o,o'} w[o, o'] <= C per layer pair
+#              (comp = both times if the two cosets meet, else the larger; valid, tightens the LP)
+#   ports      sum_o out_o a[o] <= d Tbw per layer, sum out_{o,o'} w[o, o'] <= d Tbw per layer pair
+#              (out = the most bytes one server sends or receives in the ring(s) and resharding)
+#   memory     sum_o mem_o cov_o[v] a[o] + sum_j bytes_j b[j, v] <= capacity
+# Objective
+#   minimize C + Tbw + alpha sum_h u[h]  (overlap none);  T >= C, T >= Tbw + alpha sum_h u[h]
+#   (overlap full);  Tbw + alpha sum_h u[h] (objective comm_time).
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class JointModel:
+    """A built joint model and the column maps that decoding and warm-starting need."""
+
+    model: LinearModel
+    n: int
+    opt_layer: np.ndarray
+    opt_k: np.ndarray
+    opt_s: np.ndarray
+    a_cols: np.ndarray
+    b_cols: np.ndarray  # (blocks, n)
+    ring_type: np.ndarray  # (R,) index into types
+    ring_p: np.ndarray
+    g_cols: np.ndarray
+    type_k: np.ndarray
+    type_s: np.ndarray
+    edges: np.ndarray
+    x_cols: np.ndarray
+    z_cols: np.ndarray  # (E, bits)
+    f_src: np.ndarray
+    f_hop: np.ndarray
+    f_tail: np.ndarray
+    f_head: np.ndarray
+    f_cols: np.ndarray
+    u_cols: np.ndarray  # (Hmax,)
+    demand_pairs: np.ndarray  # (P, 2) pairs (s, v) of the delivery rows
+    C: int
+    Tbw: int
+    T: int
+    flow_scale: float  # bytes per link-microsecond
+    stats: dict
+
+
+def _unit_servers(n: int, k: int, s: int) -> np.ndarray:
+    g = n // k
+    return s + (np.arange(n) // g) * g
+
+
+def _options(w: Workload, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cap = float(w.server_memory_bytes)
+    ol, ok, os_ = [], [], []
+    for i, layer in enumerate(w.layers):
+        for k in sorted(layer.configs):
+            if layer.replica_memory(k) > cap * (1 + _MEM_RTOL):
+                continue
+            for s in range(n // k):
+                ol.append(i), ok.append(k), os_.append(s)
+    return (np.array(v, dtype=np.int64) for v in (ol, ok, os_))
+
+
+def _units(k: int) -> list[int]:
+    return [p for p in range(1, k) if math.gcd(p, k) == 1]
+
+
+def joint_size(instance: Instance) -> dict[str, int]:
+    """Estimated columns and non-zeros of the joint model (to refuse before building)."""
+    n, w = instance.n, instance.workload
+    hmax = max(1, n - 1)
+    flows = n * (n - 1) + (hmax - 1) * n * (n - 1) * (n - 2)
+    per_layer = [sum(n // k for k in layer.configs) for layer in w.layers]
+    pairs = sum(per_layer[i] * per_layer[i + 1] for i in range(len(w.layers) - 1)
+                if float(w.layers[i].activation_bytes) > 0)
+    consumers = {b.consumer for b in w.blocks if float(b.lookup_bytes) > 0}
+    lookups = sum(n * per_layer[c] for c in consumers)
+    cols = flows + pairs + lookups + sum(per_layer) + n * len(w.blocks)
+    nnz = 4 * flows + pairs * (2 + 2 * n) + lookups * (2 + 2 * n) + sum(per_layer) * (2 + 2 * n)
+    return {"columns": int(cols), "nonzeros": int(nnz), "flow_columns": int(flows)}
+
+
+def _check_size(instance: Instance) -> None:
+    n = instance.n
+    hint = "use --method alternating (placement MILP <-> TopologyFinder), or --method heuristic"
+    if n > MAX_JOINT_SERVERS:
+        raise UnsupportedError(f"the joint placement + topology MILP is for at most {MAX_JOINT_SERVERS} servers "
+                               f"(this instance has {n}); {hint}")
+    size = joint_size(instance)
+    if size["nonzeros"] > MAX_JOINT_NONZEROS:
+        raise UnsupportedError(f"the joint MILP would have about {size['nonzeros']:,} non-zeros (limit "
+                               f"{MAX_JOINT_NONZEROS:,}); {hint}")
+
+
+def _max_bytes(w: Workload, n: int) -> float:
+    """Most bytes any strategy can put on the network per iteration (big-M of the hop rows)."""
+    total = 0.0
+    for i, layer in enumerate(w.layers):
+        total += 2.0 * (max(layer.configs) - 1) * float(layer.param_bytes)
+        if i + 1 < len(w.layers):
+            total += 2.0 * float(layer.activation_bytes)
+    total += sum(2.0 * float(b.lookup_bytes) for b in w.blocks)
+    return total
+
+
+def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
+    """Build the joint MILP (math in the comment block above).
+
+    ``upper_bound_s`` must be at least the optimal bandwidth term (any feasible iteration time is):
+    it is the McCormick bound U of ``y = z Tbw``.
+    """
+    w = instance.workload
+    c = instance.cluster
+    n, d = c.servers, c.degree
+    us = 1.0 / TIME_UNIT_S
+    flow_scale = c.link_bytes_per_s * TIME_UNIT_S  # bytes per link-microsecond
+    alpha = c.hop_latency_s * us
+    U = max(float(upper_bound_s) * us, 1e-6) * (1 + 1e-6)
+    hmax = max(1, n - 1)
+    b = ModelBuilder(name="joint")
+
+    # ---- strategy ------------------------------------------------------------------------------
+    opt_layer, opt_k, opt_s = _options(w, n)
+    L, nb, NO = len(w.layers), len(w.blocks), len(opt_layer)
+    for i in range(L):
+        if not (opt_layer == i).any():
+            raise InputError(f"layer {i} ({w.layers[i].name}) has no config whose replica fits in server memory")
+    a = b.add_variables(NO, kind="binary", name="a")
+    bb = b.add_variables((nb, n), kind="binary", name="b")
+    b_cols = bb.index.reshape(nb, n) if nb else np.zeros((0, n), dtype=np.int64)
+    b.add_constraints(opt_layer, a.index, 1.0, lb=1.0, ub=1.0, count=L, name="choice")
+    if nb:
+        b.add_constraints(np.repeat(np.arange(nb), n), b_cols.ravel(), 1.0, lb=1.0, ub=1.0, count=nb, name="block_choice")
+
+    cov = np.zeros((NO, n))
+    for o in range(NO):
+        cov[o, list(coset(n, int(opt_k[o]), int(opt_s[o])))] = 1.0
+    lt = np.array([w.layer_time(int(i), int(k)) for i, k in zip(opt_layer, opt_k)]) * us
+    mem = np.array([w.layers[int(i)].replica_memory(int(k)) for i, k in zip(opt_layer, opt_k)])
+    Cv = b.add_variables(1, name="C")
+    Tbw = b.add_variables(1, ub=U, name="Tbw")
+    C, TB = int(Cv.index[0]), int(Tbw.index[0])
+    # compute and memory per server
+    oo, vv = np.nonzero(cov)
+    blk_comp = np.array([float(x.compute_s) for x in w.blocks]) * us
+    blk_mem = np.array([float(x.bytes) for x in w.blocks])
+    jj, bv = np.divmod(np.arange(nb * n), n)
+    b.add_constraints(np.concatenate([vv, bv, np.arange(n)]), np.concatenate([a.index[oo], b_cols.ravel(), np.full(n, C)]),
+                      np.concatenate([lt[oo], blk_comp[jj], -np.ones(n)]), ub=0.0, count=n, name="compute")
+    # valid: the servers of a layer run at least its per-server time (tightens the LP, whose
+    # fractional a could otherwise spread a degree-1 layer over all servers at no traffic)
+    b.add_constraints(np.concatenate([opt_layer, np.arange(L)]), np.concatenate([a.index, np.full(L, C)]),
+                      np.concatenate([lt, -np.ones(L)]), ub=0.0, count=L, name="layer_compute")
+    capm = float(w.server_memory_bytes)
+    b.add_constraints(np.concatenate([vv, bv]), np.concatenate([a.index[oo], b_cols.ravel()]),
+                      np.concatenate([mem[oo] / capm, blk_mem[jj] / capm]), ub=1.0 + _MEM_RTOL, count=n, name="memory")
+
+    # Demand terms: (pair row s*n+v, column, link-microseconds).
+    d_row: list[np.ndarray] = []
+    d_col: list[np.ndarray] = []
+    d_val: list[np.ndarray] = []
+
+    def add_pattern(col: int, src: np.ndarray, dst: np.ndarray, amount: np.ndarray | float) -> None:
+        amount = np.broadcast_to(np.asarray(amount, dtype=float), src.shape)
+        keep = src != dst
+        d_row.append(src[keep] * n + dst[keep])
+        d_col.append(np.full(int(keep.sum()), col, dtype=np.int64))
+        d_val.append(amount[keep] / flow_scale)
+
+    # AllReduce: rings per coset type.
+    param = np.array([float(w.layers[int(i)].param_bytes) for i in opt_layer])
+    has_ar = (opt_k >= 2) & (param > 0)
+    type_key = opt_k * n + opt_s
+    types = np.unique(type_key[has_ar])
+    type_k, type_s = types // n, types % n
+    ring_type, ring_p = [], []
+    for t, k in enumerate(type_k):
+        for p in _units(int(k)):
+            ring_type.append(t), ring_p.append(p)
+    ring_type, ring_p = np.array(ring_type, dtype=np.int64), np.array(ring_p, dtype=np.int64)
+    g = b.add_variables(len(ring_type), name="g")
+    for r in range(len(ring_type)):
+        k, s, p = int(type_k[ring_type[r]]), int(type_s[ring_type[r]]), int(ring_p[r])
+        m = np.array(coset(n, k, s))
+        add_pattern(int(g.index[r]), m, np.roll(m, -p), 2.0 * (k - 1) / k * flow_scale)  # g is in link-us already
+    if len(types):
+        o_t = np.flatnonzero(has_ar)
+        t_of = np.searchsorted(types, type_key[o_t])
+        b.add_constraints(np.concatenate([ring_type, t_of]), np.concatenate([g.index, a.index[o_t]]),
+                          np.concatenate([np.ones(len(ring_type)), -param[o_t] / flow_scale]), lb=0.0, ub=0.0,
+                          count=len(types), name="rings")
+
+    # valid: a server sends (and receives) at most d links' worth per unit of Tbw, and a ring
+    # member sends 2(k-1)/k of the layer's parameters whatever the ring
+    ar_out = cov * np.where(has_ar, 2.0 * (opt_k - 1) / opt_k * param, 0.0)[:, None]  # (NO, n) bytes
+    b.add_constraints(np.concatenate([opt_layer, np.arange(L)]), np.concatenate([a.index, np.full(L, TB)]),
+                      np.concatenate([ar_out.max(axis=1) / (d * flow_scale), -np.ones(L)]), ub=0.0, count=L,
+                      name="layer_ports")
+
+    # Resharding between consecutive layers: transport products w.
+    units = {}
+
+    def unit_servers(o: int) -> np.ndarray:
+        key = (int(opt_k[o]), int(opt_s[o]))
+        if key not in units:
+            units[key] = _unit_servers(n, *key)
+        return units[key]
+
+    n_pairs = 0
+    for i in range(L - 1):
+        act = float(w.layers[i].activation_bytes)
+        if act == 0:
+            continue
+        O1, O2 = np.flatnonzero(opt_layer == i), np.flatnonzero(opt_layer == i + 1)
+        P1, P2 = np.repeat(O1, len(O2)), np.tile(O2, len(O1))
+        wv = b.add_variables(len(P1), ub=1.0, name=f"w{i}")
+        n_pairs += len(P1)
+        r1 = np.searchsorted(O1, P1)
+        r2 = len(O1) + np.searchsorted(O2, P2)
+        b.add_constraints(np.concatenate([r1, r2, np.arange(len(O1)), len(O1) + np.arange(len(O2))]),
+                          np.concatenate([wv.index, wv.index, a.index[O1], a.index[O2]]),
+                          np.concatenate([np.ones(2 * len(P1)), -np.ones(len(O1) + len(O2))]),
+                          lb=0.0, ub=0.0, count=len(O1) + len(O2), name=f"transport{i}")
+        # valid: a server hosting both layers (their cosets meet) runs both
+        meet = (opt_s[P1] - opt_s[P2]) % np.gcd(n // opt_k[P1], n // opt_k[P2]) == 0
+        comp = np.where(meet, lt[P1] + lt[P2], np.maximum(lt[P1], lt[P2]))
+        b.add_constraints(np.zeros(len(P1) + 1, dtype=np.int64), np.concatenate([wv.index, [C]]),
+                          np.concatenate([comp, [-1.0]]), ub=0.0, count=1, name=f"pair_compute{i}")
+        port = np.zeros(len(P1))
+        for r, (col, o1, o2) in enumerate(zip(wv.index, P1, P2)):
+            out = ar_out[o1] + ar_out[o2]  # ring sends of both layers; a ring carries as much in as out
+            if (opt_k[o1], opt_s[o1]) != (opt_k[o2], opt_s[o2]):
+                src, dst = unit_servers(o1), unit_servers(o2)
+                add_pattern(int(col), np.concatenate([src, dst]), np.concatenate([dst, src]), act / n)
+                moved = src != dst  # resharding is symmetric: each server sends what it receives
+                out = out + np.bincount(src[moved], minlength=n) * (act / n) + np.bincount(dst[moved], minlength=n) * (act / n)
+            port[r] = out.max() / (d * flow_scale)
+        b.add_constraints(np.zeros(len(P1) + 1, dtype=np.int64), np.concatenate([wv.index, [TB]]),
+                          np.concatenate([port, [-1.0]]), ub=0.0, count=1, name=f"pair_ports{i}")
+
+    # Embedding lookups, aggregated per consumer layer.
+    n_q = 0
+    consumers = sorted({int(x.consumer) for x in w.blocks if float(x.lookup_bytes) > 0})
+    for cns in consumers:
+        blocks_c = [j for j, x in enumerate(w.blocks) if int(x.consumer) == cns and float(x.lookup_bytes) > 0]
+        lam = sum(float(w.blocks[j].lookup_bytes) for j in blocks_c)
+        Oc = np.flatnonzero(opt_layer == cns)
+        q = b.add_variables((n, len(Oc)), ub=1.0, name=f"q{cns}")
+        qc = q.index.reshape(n, len(Oc))
+        n_q += qc.size
+        share = np.array([float(w.blocks[j].lookup_bytes) / lam for j in blocks_c])
+        # b_cols[blocks_c].T is (n, blocks of c): raveled server by server, blocks fastest.
+        rows = [np.repeat(np.arange(n), len(Oc)), np.repeat(np.arange(n), len(blocks_c))]
+        cols = [qc.ravel(), b_cols[blocks_c].T.ravel()]
+        vals = [np.ones(qc.size), -np.tile(share, n)]
+        b.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=0.0, ub=0.0, count=n,
+                          name=f"lookup{cns}")
+        V, Oi = np.divmod(np.arange(qc.size), len(Oc))
+        b.add_constraints(np.concatenate([np.arange(qc.size)] * 2), np.concatenate([qc.ravel(), a.index[Oc[Oi]]]),
+                          np.concatenate([np.ones(qc.size), -np.ones(qc.size)]), ub=0.0, count=qc.size, name=f"lookup_le_a{cns}")
+        for v in range(n):
+            for oi, o in enumerate(Oc):
+                dst = unit_servers(int(o))
+                src = np.full(n, v)
+                add_pattern(int(qc[v, oi]), np.concatenate([src, dst]), np.concatenate([dst, src]), lam / n)
+
+    # ---- topology ------------------------------------------------------------------------------
+    tail, head = _arcs(n)
+    edges, arc_edge = _edges(n, c.directed, tail, head)
+    E = len(edges)
+    mult = d if c.multi_links else 1
+    bits = max(1, int(mult).bit_length())
+    x = b.add_variables(E, lb=0, ub=mult, kind="integer", name="x")
+    _degree_rows(b, x, edges, n, d, c.directed, c.regular)
+    z = b.add_variables((E, bits), kind="binary", name="z")
+    zc = z.index.reshape(E, bits)
+    pw = 2.0 ** np.arange(bits)
+    b.add_constraints(np.concatenate([np.arange(E), np.repeat(np.arange(E), bits)]),
+                      np.concatenate([x.index, zc.ravel()]), np.concatenate([np.ones(E), -np.tile(pw, E)]),
+                      lb=0.0, ub=0.0, count=E, name="expansion")
+    y = b.add_variables((E, bits), ub=U, name="y")
+    yc = y.index.reshape(E, bits)
+    m_ = E * bits
+    b.add_constraints(np.concatenate([np.arange(m_)] * 2), np.concatenate([yc.ravel(), zc.ravel()]),
+                      np.concatenate([np.ones(m_), -U * np.ones(m_)]), ub=0.0, count=m_, name="mccormick_z")
+    b.add_constraints(np.concatenate([np.arange(m_)] * 2), np.concatenate([yc.ravel(), np.full(m_, TB)]),
+                      np.concatenate([np.ones(m_), -np.ones(m_)]), ub=0.0, count=m_, name="mccormick_t")
+
+    # ---- hop-layered flows -----------------------------------------------------------------------
+    S1, V1 = np.nonzero(~np.eye(n, dtype=bool))
+    fs, fh, ft, fd = [S1], [np.ones(len(S1), dtype=np.int64)], [S1], [V1]
+    if hmax >= 2:
+        Ss, Us, Vs = np.meshgrid(np.arange(n), np.arange(n), np.arange(n), indexing="ij")
+        ok = (Us != Vs) & (Us != Ss) & (Vs != Ss)
+        Ss, Us, Vs = Ss[ok], Us[ok], Vs[ok]
+        for h in range(2, hmax + 1):
+            fs.append(Ss), fh.append(np.full(len(Ss), h)), ft.append(Us), fd.append(Vs)
+    f_src, f_hop, f_tail, f_head = (np.concatenate(v).astype(np.int64) for v in (fs, fh, ft, fd))
+    NF = len(f_src)
+    f = b.add_variables(NF, name="f")
+    fcols = f.index
+    # delivery rows, one per (s, v), v != s: row id s*n + v (the diagonal rows stay empty: 0 = 0)
+    dr = np.concatenate(d_row) if d_row else np.zeros(0, np.int64)
+    dc = np.concatenate(d_col) if d_col else np.zeros(0, np.int64)
+    dv = np.concatenate(d_val) if d_val else np.zeros(0)
+    later = f_hop >= 2
+    b.add_constraints(np.concatenate([f_src * n + f_head, f_src[later] * n + f_tail[later], dr]),
+                      np.concatenate([fcols, fcols[later], dc]),
+                      np.concatenate([np.ones(NF), -np.ones(int(later.sum())), -dv]),
+                      lb=0.0, ub=0.0, count=n * n, name="delivery")
+    if hmax >= 2:
+        # forward rows (s, v, h), h = 1..hmax-1: in_h(v) - out_{h+1}(v) >= 0; row id (s*hmax + h-1)*n + v
+        into = f_hop <= hmax - 1
+        b.add_constraints(np.concatenate([(f_src[into] * hmax + f_hop[into] - 1) * n + f_head[into],
+                                          (f_src[later] * hmax + f_hop[later] - 2) * n + f_tail[later]]),
+                          np.concatenate([fcols[into], fcols[later]]),
+                          np.concatenate([np.ones(int(into.sum())), -np.ones(int(later.sum()))]),
+                          lb=0.0, count=n * hmax * n, name="forward")
+    # capacity per arc (u, v): flows <= sum_l 2^l y[e, l]
+    arc_id = np.full((n, n), -1, dtype=np.int64)
+    arc_id[tail, head] = np.arange(len(tail))
+    fa = arc_id[f_tail, f_head]
+    A = len(tail)
+    b.add_constraints(np.concatenate([fa, np.repeat(np.arange(A), bits)]),
+                      np.concatenate([fcols, yc[arc_edge].ravel()]),
+                      np.concatenate([np.ones(NF), -np.tile(pw, A)]), ub=0.0, count=A, name="capacity")
+    # degree cuts: out- and in-flow of every server <= d Tbw; all flow <= n d Tbw
+    b.add_constraints(np.concatenate([f_tail, np.arange(n)]), np.concatenate([fcols, np.full(n, TB)]),
+                      np.concatenate([np.ones(NF), -float(d) * np.ones(n)]), ub=0.0, count=n, name="out_cut")
+    b.add_constraints(np.concatenate([f_head, np.arange(n)]), np.concatenate([fcols, np.full(n, TB)]),
+                      np.concatenate([np.ones(NF), -float(d) * np.ones(n)]), ub=0.0, count=n, name="in_cut")
+    b.add_constraints(np.zeros(NF + 1, dtype=np.int64), np.concatenate([fcols, [TB]]),
+                      np.concatenate([np.ones(NF), [-float(n * d)]]), ub=0.0, count=1, name="total_cut")
+    # hop indicators
+    u = b.add_variables(hmax, kind="binary", name="u")
+    M = _max_bytes(w, n) / flow_scale * (1 + 1e-6) + 1e-9
+    b.add_constraints(np.concatenate([f_hop - 1, np.arange(hmax)]), np.concatenate([fcols, u.index]),
+                      np.concatenate([np.ones(NF), -M * np.ones(hmax)]), ub=0.0, count=hmax, name="hop_used")
+    if hmax >= 2:
+        h_ = np.arange(hmax - 1)
+        b.add_constraints(np.concatenate([h_, h_]), np.concatenate([u.index[1:], u.index[:-1]]),
+                          np.concatenate([np.ones(hmax - 1), -np.ones(hmax - 1)]), ub=0.0, count=hmax - 1, name="hop_order")
+
+    # ---- objective -----------------------------------------------------------------------------
+    T = -1
+    lat_cols, lat_vals = u.index, np.full(hmax, alpha)
+    if instance.objective == "comm_time":
+        b.set_objective(np.concatenate([[TB], lat_cols]), np.concatenate([[1.0], lat_vals]))
+    elif w.overlap == "full":
+        Tv = b.add_variables(1, name="T")
+        T = int(Tv.index[0])
+        b.add_constraints([0, 0], [C, T], [1.0, -1.0], ub=0.0, count=1, name="T_compute")
+        b.add_constraints(np.zeros(hmax + 2, dtype=np.int64), np.concatenate([[TB, T], lat_cols]),
+                          np.concatenate([[1.0, -1.0], lat_vals]), ub=0.0, count=1, name="T_comm")
+        b.set_objective([T], [1.0])
+    else:
+        b.set_objective(np.concatenate([[C, TB], lat_cols]), np.concatenate([[1.0, 1.0], lat_vals]))
+
+    model = b.build()
+    stats = {"options": NO, "pairs": n_pairs, "lookup_columns": n_q, "rings": len(ring_type), "flow_columns": NF,
+             "max_hops_modelled": hmax}
+    return JointModel(model=model, n=n, opt_layer=opt_layer, opt_k=opt_k, opt_s=opt_s, a_cols=a.index, b_cols=b_cols,
+                      ring_type=ring_type, ring_p=ring_p, g_cols=g.index, type_k=type_k, type_s=type_s, edges=edges,
+                      x_cols=x.index, z_cols=zc, f_src=f_src, f_hop=f_hop, f_tail=f_tail, f_head=f_head, f_cols=fcols,
+                      u_cols=u.index, demand_pairs=np.stack([S1, V1], axis=1), C=C, Tbw=TB, T=T,
+                      flow_scale=flow_scale, stats=stats)
+
+
+# ------------------------------------------------------------------------------------------------
+# Decoding and warm start
+# ------------------------------------------------------------------------------------------------
+def _decode_strategy(jm: JointModel, values: np.ndarray, L: int) -> Strategy:
+    av = values[jm.a_cols]
+    deg, start = [], []
+    for i in range(L):
+        o = np.flatnonzero(jm.opt_layer == i)
+        best = o[int(np.argmax(av[o]))]
+        deg.append(int(jm.opt_k[best])), start.append(int(jm.opt_s[best]))
+    blocks = tuple(int(np.argmax(values[row])) for row in jm.b_cols)
+    return Strategy(tuple(deg), tuple(start), blocks)
+
+
+def _decode_rings(jm: JointModel, values: np.ndarray, groups) -> RingSet:
+    """Ring split of every AllReduce group of the decoded strategy, from the g columns."""
+    n = jm.n
+    gv = np.maximum(values[jm.g_cols], 0.0)
+    out = []
+    for gi, group in enumerate(groups):
+        m = list(group.members)
+        k, s = len(m), m[0]
+        t = np.flatnonzero((jm.type_k == k) & (jm.type_s == s % (n // k)))
+        rings = np.flatnonzero(jm.ring_type == t[0]) if t.size else np.zeros(0, dtype=np.int64)
+        amounts = gv[rings]
+        keep = amounts > _RING_TOL * max(float(amounts.sum()), 1e-300)
+        if not keep.any():
+            out.append((gi, m, 1.0))
+            continue
+        frac = amounts[keep] / amounts[keep].sum()
+        for r, fr in zip(rings[keep], frac):
+            p = int(jm.ring_p[r])
+            out.append((gi, [m[(j * p) % k] for j in range(k)], float(fr)))
+    return RingSet.from_lists(out) if out else RingSet.empty()
+
+
+def _decode_paths(jm: JointModel, values: np.ndarray) -> list[tuple[list[int], float]]:
+    """Paths per source from the hop-layered flows (decomposed in the layered graph, so a path
+    never has more hops than the layers the model counted)."""
+    n = jm.n
+    hmax = int(jm.f_hop.max())
+    fv = np.maximum(values[jm.f_cols], 0.0)
+    N = 1 + hmax * n + n  # source, (layer, server) nodes, one sink per server
+
+    def node(h: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return 1 + (h - 1) * n + v
+
+    paths: list[tuple[list[int], float]] = []
+    for s in range(n):
+        sel = (jm.f_src == s) & (fv > 0)
+        if not sel.any():
+            continue
+        h, t, v, amt = jm.f_hop[sel], jm.f_tail[sel], jm.f_head[sel], fv[sel]
+        flow = np.zeros((N, N))
+        tails = np.where(h == 1, 0, node(np.maximum(h - 1, 1), t))
+        np.add.at(flow, (tails, node(h, v)), amt)
+        inflow = flow.sum(axis=0)[1:1 + hmax * n].reshape(hmax, n)  # reaches v at hop h
+        forward = flow.sum(axis=1)[1:1 + hmax * n].reshape(hmax, n)  # leaves v at hop h + 1
+        delivered = np.maximum(inflow - forward, 0.0)
+        hh, vv = np.nonzero(delivered)
+        flow[node(hh + 1, vv), 1 + hmax * n + vv] = delivered[hh, vv]
+        supply = np.zeros(N)
+        supply[1 + hmax * n:] = delivered.sum(axis=0)
+        for p, amount in decompose_source_flow(flow, 0, supply):
+            servers = [s] + [int((x - 1) % n) for x in p[1:-1]]
+            paths.append((servers, amount))
+    return paths
+
+
+def _shortest_path(X: np.ndarray, s: int, t: int) -> list[int]:
+    from topoopt_ilp.graph import hop_distances
+
+    dist, _ = hop_distances(X)
+    if dist[s, t] < 0:
+        raise UnsupportedError(f"the decoded topology does not connect {s} and {t}")
+    path = [s]
+    while path[-1] != t:
+        cur = path[-1]
+        path.append(int(next(v for v in np.flatnonzero(X[cur] > 0) if dist[v, t] == dist[cur, t] - 1)))
+    return path
+
+
+def _routing(instance: Instance, jm: JointModel, values: np.ndarray, X: np.ndarray, strategy: Strategy) -> Routing:
+    n, w = instance.n, instance.workload
+    groups, mp, _ = strategy_demand(w, n, strategy)
+    rings = _decode_rings(jm, values, groups)
+    demand = mp.copy()
+    for r in range(len(rings)):
+        order = rings.order[r][rings.order[r] >= 0]
+        np.add.at(demand, (order, np.roll(order, -1)), rings.fraction[r] * groups[int(rings.group[r])].bytes_per_member())
+    np.fill_diagonal(demand, 0.0)
+    raw = _decode_paths(jm, values)
+    total = np.zeros((n, n))
+    for p, amount in raw:
+        total[p[0], p[-1]] += amount
+    paths = [(p, amount / total[p[0], p[-1]]) for p, amount in raw if demand[p[0], p[-1]] > 0]
+    missing = (demand > 0) & (total <= 0)
+    for s, t in zip(*np.nonzero(missing)):  # solver noise only: a pair the flows left empty
+        paths.append((_shortest_path(X, int(s), int(t)), 1.0))
+    return Routing(rings=rings, paths=PathSet.from_lists(paths) if paths else PathSet.empty())
+
+
+def _warm_point(jm: JointModel, instance: Instance, sol: Solution) -> np.ndarray | None:
+    """A partial start (strategy and links; the solver completes rings, flows and times)."""
+    if sol.placement is None or sol.topology is None:
+        return None
+    st = Strategy(tuple(sol.placement["layer_degree"]), tuple(sol.placement["layer_start"]),
+                  tuple(sol.placement.get("block_server", ())))
+    x = np.full(jm.model.num_vars, np.nan)
+    x[jm.a_cols] = 0.0
+    for i, (k, s) in enumerate(zip(st.layer_degree, st.layer_start)):
+        o = np.flatnonzero((jm.opt_layer == i) & (jm.opt_k == k) & (jm.opt_s == s))
+        if not o.size:
+            return None  # the start uses an option the model does not have (memory): no warm start
+        x[jm.a_cols[o[0]]] = 1.0
+    if jm.b_cols.size:
+        x[jm.b_cols.ravel()] = 0.0
+        x[jm.b_cols[np.arange(len(st.block_server)), list(st.block_server)]] = 1.0
+    X = sol.topology.matrix
+    counts = X[jm.edges[:, 0], jm.edges[:, 1]]
+    bits = jm.z_cols.shape[1]
+    if counts.max(initial=0) >= 2 ** bits:
+        return None
+    x[jm.x_cols] = counts
+    x[jm.z_cols] = (counts[:, None] >> np.arange(bits)[None, :]) & 1
+    return x
+
+
+def _start_solution(instance: Instance, options: ExactOptions, budget_s: float | None) -> Solution:
+    """The incumbent: a solution file, or the alternating decomposition (which starts from TopoOpt's
+    heuristic for the data-parallel strategy and never returns anything worse), within ``budget_s``."""
+    choice = options.warm_start
+    if choice not in (None, "none", "heuristic"):
+        import os
+
+        from topoopt_ilp.io import load_solution
+        from topoopt_ilp.solve import finalize
+
+        if not os.path.exists(choice):
+            raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
+        sol = load_solution(choice, directed=instance.cluster.directed)
+        if sol.placement is None or sol.topology is None or sol.topology.n != instance.n:
+            raise InputError(f"{choice}: the solution needs a placement and a topology for {instance.n} servers")
+        return finalize(instance, sol)
+    from topoopt_ilp.alternating import solve_alternating
+
+    budget = 60.0 if budget_s is None else budget_s
+    return solve_alternating(instance, rounds=3, round_time_limit_s=max(1.0, budget / 4), time_limit_s=budget)
+
+
+def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
+    """Solve placement + topology + routing exactly (the model above) for a small workload instance.
+
+    The incumbent (and McCormick bound) comes from the alternating decomposition (``warm_start=
+    "heuristic"``, the default: TopoOpt's heuristic improved by alternating, a fifth of the time
+    limit), or from the solution file given as ``warm_start``; with ``warm_start="none"`` it still
+    bounds the model but is not passed to the solver. The returned solution carries explicit rings and paths; its ``objective`` is the
+    evaluator's iteration time of the decoded solution (never above the model's objective), the
+    model's own in ``details["model_objective_s"]``.
+    """
+    started = time.perf_counter()
+    w = instance.workload
+    if w is None:
+        raise InputError("the joint model needs a workload instance; this instance has a fixed demand")
+    if instance.objective not in ("iteration_time", "comm_time"):
+        raise InputError(f"the joint model minimises iteration_time or comm_time, not {instance.objective!r}")
+    if instance.fixed_topology is not None:
+        raise InputError("the instance fixes the topology: the placement model is the exact model for it")
+    if instance.topology_family != "any":
+        raise UnsupportedError(f"the joint model chooses any topology; topology_family {instance.topology_family!r} "
+                               "is not supported by it (use --method alternating)")
+    check_backend(options)
+    _check_size(instance)
+    limit = options.time_limit_s
+    if limit is not None and limit <= 0:  # nothing may run: the documented no_solution at once
+        result = run_model(build_joint(instance, 1.0).model, options)
+        return Solution(status=solution_status(result), method="exact", topology=None, backend=result.backend,
+                        wall_time_s=time.perf_counter() - started, details={"model": "joint"})
+    # The start gets a fifth of the time limit (at most a minute); the MILP the rest.
+    from topoopt_ilp.errors import InstanceError
+    from topoopt_ilp.evaluate import evaluate, objective_value
+
+    try:
+        incumbent = _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit))
+        ub = objective_value(instance, evaluate(instance, incumbent))
+    except InstanceError:  # the data-parallel start breaks the memory limit: no incumbent
+        incumbent, ub = None, math.inf
+    if limit is not None:
+        options = replace(options, time_limit_s=max(0.0, limit - (time.perf_counter() - started)))
+    if not math.isfinite(ub):
+        incumbent = None
+        # Any strategy's busiest server computes at most everything, and its traffic crosses any
+        # arc at most once per byte: a valid bound on the optimum (and so on its Tbw).
+        ub = (sum(max(w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
+              + sum(float(x.compute_s) for x in w.blocks) + _max_bytes(w, instance.n) / instance.cluster.link_bytes_per_s
+              + instance.n * instance.cluster.hop_latency_s)
+    jm = build_joint(instance, ub)
+    start = _warm_point(jm, instance, incumbent) if incumbent is not None and options.warm_start not in (None, "none") else None
+    result = run_model(jm.model, options, start)
+    status = solution_status(result)
+    details = {"model": "joint", "start_method": incumbent.method if incumbent else None, "variables": jm.model.num_vars, "constraints": jm.model.num_rows,
+               "nonzeros": jm.model.num_nonzeros, **jm.stats, "start_objective_s": ub if incumbent else None,
+               "routing": "hop-layered multi-commodity flow; AllReduce split over TotientPerms rings of each coset"}
+    if result.message:
+        details["solver_message"] = result.message
+    if options.warm_start not in (None, "none"):
+        details["warm_start"] = options.warm_start
+    bound = result.bound * TIME_UNIT_S if result.bound is not None and math.isfinite(result.bound) else None
+    wall = time.perf_counter() - started
+    if status == "infeasible":
+        details["infeasible"] = ("memory: no assignment of layer configs and block servers keeps every server within "
+                                 "server_memory_bytes (every other constraint family admits some point)")
+    if status == "infeasible" or (result.values is None and incumbent is None):
+        return Solution(status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall,
+                        bound=bound, details=details)
+    if result.values is None or status not in ("optimal", "feasible"):
+        # A limit hit before the solver reported a point: the start is still a valid incumbent.
+        details["note"] = f"the MILP returned no point ({status}); this is its start, unimproved"
+        gap = max(0.0, (ub - bound) / ub) if bound is not None and ub > 0 else None
+        return Solution(status="feasible", method="exact", topology=incumbent.topology, routing=incumbent.routing,
+                        placement=incumbent.placement, objective=ub, bound=bound, gap=gap, backend=result.backend,
+                        wall_time_s=wall, details=details)
+    values = result.values
+    strategy = _decode_strategy(jm, values, len(w.layers))
+    bad = validate_strategy(w, instance.n, strategy)
+    if bad:
+        raise RuntimeError("joint model returned an invalid strategy: " + "; ".join(bad[:3]))
+    counts = np.rint(values[jm.x_cols]).astype(np.int64)
+    X = np.zeros((instance.n, instance.n), dtype=np.int64)
+    X[jm.edges[:, 0], jm.edges[:, 1]] = counts
+    if not instance.cluster.directed:
+        X[jm.edges[:, 1], jm.edges[:, 0]] = counts
+    routing = _routing(instance, jm, values, X, strategy)
+    sol = Solution(status=status, method="exact", topology=Topology(X), routing=routing,
+                   placement=strategy_to_dict(strategy), backend=result.backend, wall_time_s=wall, details=details)
+    objective = objective_value(instance, evaluate(instance, sol))
+    details["model_objective_s"] = result.objective * TIME_UNIT_S if result.objective is not None else None
+    gap = max(0.0, (objective - bound) / objective) if bound is not None and objective > 0 else None
+    return Solution(status=status, method="exact", topology=Topology(X), routing=routing,
+                    placement=strategy_to_dict(strategy), objective=objective, bound=bound, gap=gap,
+                    backend=result.backend, wall_time_s=time.perf_counter() - started, details=details)
