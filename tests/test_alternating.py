@@ -62,3 +62,26 @@ def test_alternating_on_a_testbed_workload_improves_on_the_data_parallel_start(t
 def test_alternating_needs_a_workload():
     with pytest.raises(InputError, match="needs|optimises a workload"):
         solve(io.load_instance(INSTANCES / "testbed-12.json"), method="alternating")
+
+
+def test_exact_topology_step_is_verified_and_never_worse(tmp_path, capsys):
+    inst = small_workload()
+    finder = solve(inst, method="alternating", rounds=2, round_time_limit_s=10)
+    exact = solve(inst, method="alternating", rounds=2, round_time_limit_s=10, topology_method="exact")
+    assert verify(inst, exact).valid, verify(inst, exact).violations
+    topo_steps = [e for e in exact.details["rounds"] if e["phase"] == "topology"]
+    assert topo_steps and exact.objective <= exact.details["rounds"][0]["iteration_time_s"]
+    # Both runs place round 1 alike; for that placement the exact step's bandwidth term is optimal, so
+    # it can lose to TopologyFinder by hop latency at most (alpha per hop, paths of at most n-1 hops).
+    first = [next(e for e in sol.details["rounds"] if e["phase"] == "placement") for sol in (finder, exact)]
+    assert first[0]["iteration_time_s"] == pytest.approx(first[1]["iteration_time_s"])
+    finder_topo = next(e for e in finder.details["rounds"] if e["phase"] == "topology")["iteration_time_s"]
+    assert topo_steps[0]["iteration_time_s"] <= finder_topo + inst.cluster.hop_latency_s * (inst.n - 1) + 1e-12
+    path = tmp_path / "w.json"
+    io.save_instance(inst, path)
+    assert main(["solve", str(path), "--method", "alternating", "--topology-method", "exact", "--rounds", "1",
+                 "--round-time-limit", "5", "--quiet"]) == 0
+    assert main(["solve", str(path), "--topology-method", "exact"]) == 2
+    assert "apply to --method alternating only" in capsys.readouterr().err
+    with pytest.raises(InputError, match="unknown topology method"):
+        solve(inst, method="alternating", topology_method="magic")

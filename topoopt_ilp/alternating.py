@@ -26,10 +26,19 @@ __all__ = ["solve_alternating"]
 Progress = Callable[[dict[str, Any]], None]
 
 
-def _topology_phase(instance: Instance, placement: dict | None, select: str, mode: str, seed: int) -> Solution:
-    """TopologyFinder on the traffic that ``placement`` induces."""
-    from .solve import heuristic_for_placement
+TOPOLOGY_METHODS = ("finder", "exact")
 
+
+def _topology_phase(instance: Instance, placement: dict | None, select: str, mode: str, seed: int,
+                    method: str = "finder", time_limit_s: float | None = None, backend: str = "highs",
+                    start: Solution | None = None) -> Solution:
+    """A topology and routing for the traffic that ``placement`` induces: TopologyFinder, or the exact
+    topology + routing MILP warm-started from the current topology (``method="exact"``)."""
+    from .solve import exact_topology_for_placement, heuristic_for_placement
+
+    if method == "exact":
+        return exact_topology_for_placement(instance, placement, time_limit_s=time_limit_s, backend=backend,
+                                            start=None if start is None else start.topology.matrix)
     return heuristic_for_placement(instance, placement, select=select, mode=mode, seed=seed)
 
 
@@ -49,14 +58,17 @@ def _place(solve_placement, instance: Instance, options, current: Solution) -> S
 
 def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3, round_time_limit_s: float = 30.0,
                       time_limit_s: float | None = None, backend: str = "highs", select: str = "geometric",
-                      mode: str = "paper", seed: int = 0, progress: Progress | None = None) -> Solution:
+                      mode: str = "paper", seed: int = 0, topology_method: str = "finder",
+                      progress: Progress | None = None) -> Solution:
     """Alternate placement and topology optimisation; return the best solution found.
 
     Parameters
     ----------
     rounds : maximum number of (placement, topology) rounds after the start.
     tol : stop when a round improves the incumbent by less than this fraction.
-    round_time_limit_s : time limit of each placement MILP.
+    round_time_limit_s : time limit of each placement MILP (and of each exact topology MILP).
+    topology_method : ``finder`` (TopoOpt's TopologyFinder, default) or ``exact`` (the
+        ``topology_routing`` MILP for the placement's traffic, at most 32 servers).
     time_limit_s : overall budget (checked between phases; a phase is not interrupted).
     progress : called with each log entry as it happens (the CLI prints them live).
     """
@@ -70,6 +82,14 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     if instance.fixed_topology is not None:
         raise InputError("the instance fixes the topology: there is nothing to alternate with; use --method exact "
                          "(placement on the fixed topology)")
+    if topology_method not in TOPOLOGY_METHODS:
+        raise InputError(f"unknown topology method {topology_method!r}; choose one of {', '.join(TOPOLOGY_METHODS)}")
+    if topology_method == "exact":
+        from .models.topology_routing import MAX_SERVERS
+
+        if instance.n > MAX_SERVERS:
+            raise InputError(f"--topology-method exact is for at most {MAX_SERVERS} servers (this instance has "
+                             f"{instance.n}); use --topology-method finder")
     started = time.perf_counter()
     log: list[dict[str, Any]] = []
 
@@ -104,7 +124,13 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                     continue
                 cand = finalize(instance, cand, routing="shortest_path")
             else:
-                cand = finalize(instance, _topology_phase(instance, current.placement, select, mode, seed))
+                limit = round_time_limit_s if remaining is None else min(round_time_limit_s, remaining)
+                cand = _topology_phase(instance, current.placement, select, mode, seed, topology_method, limit, backend,
+                                       current)
+                if not cand.has_solution:
+                    record(r, phase, cand, False)
+                    continue
+                cand = finalize(instance, cand)
             accepted = cand.objective < best.objective  # the instance's objective, as the evaluator scores it
             record(r, phase, cand, accepted)
             current = cand  # the next phase works on what this one produced

@@ -238,8 +238,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         methods = ("exact", "alternating") if key in ("backend", "time_limit") else ("exact",)
         if getattr(args, key) is not None and args.method not in methods:
             raise InputError(f"--{key.replace('_', '-')} applies to --method {' or '.join(methods)}, not {args.method}")
-    if args.method != "alternating" and (args.rounds is not None or args.round_time_limit is not None):
-        raise InputError("--rounds and --round-time-limit apply to --method alternating only")
+    if args.method != "alternating" and (args.rounds is not None or args.round_time_limit is not None
+                                         or args.topology_method is not None):
+        raise InputError("--rounds, --round-time-limit and --topology-method apply to --method alternating only")
     if args.method == "exact":
         options = _solver_options(args, inst)
     else:
@@ -251,7 +252,8 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         if args.method == "alternating":
             options.update(rounds=args.rounds if args.rounds is not None else 5,
                            round_time_limit_s=args.round_time_limit if args.round_time_limit is not None else 30.0,
-                           time_limit_s=args.time_limit, backend=args.backend or "highs")
+                           time_limit_s=args.time_limit, backend=args.backend or "highs",
+                           topology_method=args.topology_method or "finder")
             if not (args.quiet or args.json):
                 options["progress"] = _print_round
     sol = solve(inst, method=args.method, **options)
@@ -439,6 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rounds", type=_pos_int, default=None, help="alternating: at most this many rounds (default 5)")
     s.add_argument("--round-time-limit", type=_nonneg_float, default=None, metavar="S",
                    help="alternating: time limit of each placement MILP (default 30)")
+    s.add_argument("--topology-method", default=None, choices=("finder", "exact"),
+                   help="alternating: topology step by TopoOpt's TopologyFinder (default) or the exact "
+                        "topology + routing MILP (at most 32 servers)")
     s.add_argument("--select", default="geometric", choices=("geometric", "best"),
                    help="heuristic: SelectPermutations rule (default geometric, TopoOpt's)")
     s.add_argument("--mode", default="paper", choices=("paper", "authors"),

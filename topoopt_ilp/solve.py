@@ -90,6 +90,24 @@ def heuristic_for_placement(instance: Instance, placement: dict | None, *, selec
                     placement=placement, wall_time_s=time.perf_counter() - started, details=details)
 
 
+def exact_topology_for_placement(instance: Instance, placement: dict | None, *, time_limit_s: float | None = None,
+                                 backend: str = "highs", start: np.ndarray | None = None) -> Solution:
+    """The exact topology + routing MILP (``topology_routing``, comm-time objective: AllReduce split
+    over TotientPerms rings, multi-commodity flow) for the traffic of a workload's ``placement``."""
+    from .models import ExactOptions
+    from .models.topology_routing import solve_topology_routing
+    from .strategy import parse_strategy, strategy_to_demand
+
+    started = time.perf_counter()
+    strategy = parse_strategy(placement, instance.workload, instance.n)
+    traffic = Instance(cluster=instance.cluster, demand=strategy_to_demand(instance.workload, instance.n, strategy),
+                       objective="comm_time", name=instance.name)
+    options = ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="none" if start is None else "heuristic")
+    sol = solve_topology_routing(traffic, options, start)
+    return replace(sol, placement=placement, objective=None, bound=None, gap=None, wall_time_s=time.perf_counter() - started,
+                   details={**sol.details, "topology_method": "exact"})
+
+
 def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: int, started: float) -> Solution:
     from . import heuristic as h
 

@@ -1,0 +1,430 @@
+"""The placement problem's incumbent and lower bound without a solver (used by :mod:`.placement`).
+
+* :func:`improve_strategy` - iterated local search over strategies on one topology, every move
+  scored incrementally by the evaluator's definitions;
+* :func:`relaxation_bound` - a lower bound on every strategy's iteration time on that topology,
+  valid for the unrestricted problem (the "volume" relaxation, dynamic programming over the chain
+  of layers).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from topoopt_ilp.instance import Instance
+from topoopt_ilp.strategy import Strategy
+from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
+
+from .placement_data import RoutingFractions, _pattern_loads
+
+__all__ = ["improve_strategy", "relaxation_bound"]
+
+
+def _block_classes(w: Workload) -> list[list[int]]:
+    """Identical blocks (same bytes, lookups, compute, consumer), in index order."""
+    classes: dict[tuple, list[int]] = {}
+    for j, b in enumerate(w.blocks):
+        classes.setdefault((float(b.bytes), float(b.lookup_bytes), float(b.compute_s), int(b.consumer)), []).append(j)
+    return list(classes.values())
+
+
+
+# ------------------------------------------------------------------------------------------------
+# Local search (incumbent): moves scored incrementally by the evaluator's definitions
+#
+# A strategy's arc loads are a sum of patterns: each layer's AllReduce (param_i x the ring pattern
+# of its (k, s)), each consecutive pair's resharding (act_i x the pattern of the two (k, s)) and
+# each consumer's lookups (bytes per server x the pattern of its (k, s)); compute and memory are
+# sums over cosets and block servers; hops a maximum over the patterns in use. A move re-places a
+# run of consecutive layers on one common (k, s) (so the run reshards nothing inside, which single-
+# layer moves cannot reach from a uniform start) or one block on another server; all candidates of
+# a move are scored at once as dense (candidates, arcs) arrays. The result is only an upper bound:
+# it is re-scored by :func:`strategy_times` and handed to the MILP as incumbent and warm start.
+# ------------------------------------------------------------------------------------------------
+class _LocalSearch:
+    """Incremental scorer and best-improvement descent over strategies on one topology."""
+
+    _CACHE = 96  # resharding pattern tables kept (each (types, arcs) float64)
+
+    def __init__(self, instance: Instance, rf: RoutingFractions) -> None:
+        w = instance.workload
+        n = instance.n
+        self.instance, self.w, self.n, self.rf = instance, w, n, rf
+        self.alpha = instance.cluster.hop_latency_s
+        self.arc_inv = 1.0 / rf.cap
+        self.cap = float(w.server_memory_bytes) * (1 + _MEM_RTOL)
+        degs = sorted({int(k) for layer in w.layers for k in layer.configs})
+        tk = np.concatenate([np.full(n // k, k) for k in degs]).astype(np.int64)
+        ts = np.concatenate([np.arange(n // k) for k in degs]).astype(np.int64)
+        self.type_k, self.type_s = tk, ts
+        self.type_of = {(int(k), int(s)): t for t, (k, s) in enumerate(zip(tk, ts))}
+        NT = len(tk)
+        g = n // tk
+        self.unit_server = ts[:, None] + (np.arange(n)[None, :] // g[:, None]) * g[:, None]
+        pid, src, dst, val = [], [], [], []
+        for t in np.flatnonzero(tk >= 2):
+            m = np.asarray(coset(n, int(tk[t]), int(ts[t])))
+            pid.append(np.full(m.size, t)), src.append(m), dst.append(np.roll(m, -1))
+            val.append(np.full(m.size, 2.0 * (tk[t] - 1) / tk[t]))
+        cat = lambda p, dt=np.int64: np.concatenate(p).astype(dt) if p else np.zeros(0, dt)  # noqa: E731
+        ar, self.ar_hop, _ = _pattern_loads(rf, cat(pid), cat(src), cat(dst), cat(val, np.float64), NT)
+        self.ar = ar.toarray()
+        L = len(w.layers)
+        self.param = np.array([float(layer.param_bytes) for layer in w.layers])
+        self.act = np.array([float(layer.activation_bytes) for layer in w.layers])
+        # lt[i, t]: layer i's time on type t (inf where k is not a config or the replica cannot fit).
+        self.lt = np.full((L, NT), np.inf)
+        self.rep_mem = np.zeros((L, NT))
+        for i, layer in enumerate(w.layers):
+            for k in layer.configs:
+                sel = tk == k
+                if layer.replica_memory(k) <= self.cap:
+                    self.lt[i, sel] = w.layer_time(i, int(k))
+                self.rep_mem[i, sel] = layer.replica_memory(k)
+        self.blk_lookup = np.array([float(b.lookup_bytes) for b in w.blocks])
+        self.blk_comp = np.array([float(b.compute_s) for b in w.blocks])
+        self.blk_mem = np.array([float(b.bytes) for b in w.blocks])
+        self.blk_cons = np.array([int(b.consumer) for b in w.blocks], dtype=np.int64)
+        self.consumers = sorted({int(c) for c, lk in zip(self.blk_cons, self.blk_lookup) if lk > 0})
+        self._rs_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._lk_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    # ---- patterns ------------------------------------------------------------------------------
+    def reshard(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Arc loads (NT, A) and hops (NT,) of resharding one activation byte between type t and
+        every type (symmetric in the two: both directions travel)."""
+        hit = self._rs_cache.pop(t, None)
+        if hit is None:
+            n, NT = self.n, len(self.type_k)
+            a = np.broadcast_to(self.unit_server[t], (NT, n)).ravel()
+            b = self.unit_server.ravel()
+            pid = np.repeat(np.arange(NT), n)
+            v = np.full(NT * n, 1.0 / n)
+            loads, hops, _ = _pattern_loads(self.rf, np.concatenate([pid, pid]), np.concatenate([a, b]),
+                                            np.concatenate([b, a]), np.concatenate([v, v]), NT)
+            hit = (loads.toarray(), hops)
+            if len(self._rs_cache) >= self._CACHE:
+                self._rs_cache.pop(next(iter(self._rs_cache)))
+        self._rs_cache[t] = hit
+        return hit
+
+    def lookup_per_server(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Arc loads (n, A) and hops (n,) of one lookup byte from each server to type t's replicas."""
+        hit = self._lk_cache.get(t)
+        if hit is None:
+            n = self.n
+            V = np.repeat(np.arange(n), n)
+            d = np.tile(self.unit_server[t], n)
+            v = np.full(n * n, 1.0 / n)
+            loads, hops, _ = _pattern_loads(self.rf, np.concatenate([V, V]), np.concatenate([V, d]),
+                                            np.concatenate([d, V]), np.concatenate([v, v]), n)
+            hit = (loads.toarray(), hops)
+            self._lk_cache[t] = hit
+        return hit
+
+    def lookup_all_types(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Arc loads (NT, A) and hops (NT,) of the lookups ``lam`` (bytes per server) to every type."""
+        n, NT = self.n, len(self.type_k)
+        V = np.flatnonzero(lam > 0)
+        pid = np.repeat(np.arange(NT), V.size * n)
+        src = np.tile(np.repeat(V, n), NT)
+        dst = np.repeat(self.unit_server, V.size, axis=0).ravel()
+        val = np.tile(np.repeat(lam[V] / n, n), NT)
+        loads, hops, _ = _pattern_loads(self.rf, np.concatenate([pid, pid]), np.concatenate([src, dst]),
+                                        np.concatenate([dst, src]), np.concatenate([val, val]), NT)
+        return loads.toarray(), hops
+
+    # ---- state ---------------------------------------------------------------------------------
+    def load_state(self, st: Strategy) -> None:
+        self.t = np.array([self.type_of[(int(k), int(s))] for k, s in zip(st.layer_degree, st.layer_start)])
+        self.bs = np.array(st.block_server, dtype=np.int64)
+        self.refresh()
+
+    def lam(self, c: int, bs: np.ndarray | None = None) -> np.ndarray:
+        bs = self.bs if bs is None else bs
+        sel = (self.blk_cons == c) & (self.blk_lookup > 0)
+        return np.bincount(bs[sel], weights=self.blk_lookup[sel], minlength=self.n)
+
+    def refresh(self) -> None:
+        """Recompute every per-pattern contribution of the current state from scratch."""
+        n, L, A = self.n, len(self.w.layers), len(self.rf.tail)
+        t = self.t
+        self.ar_load = self.param[:, None] * self.ar[t]
+        self.ar_h = np.where(self.param > 0, self.ar_hop[t], 0)
+        self.rs_load = np.zeros((max(L - 1, 0), A))
+        self.rs_h = np.zeros(max(L - 1, 0), dtype=np.int64)
+        for i in range(L - 1):
+            if self.act[i] > 0:
+                ld, hp = self.reshard(int(t[i]))
+                self.rs_load[i] = self.act[i] * ld[t[i + 1]]
+                self.rs_h[i] = hp[t[i + 1]]
+        self.lk_load = {}
+        self.lk_h = {}
+        for c in self.consumers:
+            ld, hp = self.lookup_per_server(int(t[c]))
+            lam = self.lam(c)
+            self.lk_load[c] = lam @ ld
+            self.lk_h[c] = int(hp[lam > 0].max(initial=0))
+        comp = np.zeros(n)
+        mem = np.zeros(n)
+        for i in range(L):
+            np.add.at(comp, self.unit_server[t[i]][:: n // self.type_k[t[i]]], self.lt[i, t[i]])
+            np.add.at(mem, self.unit_server[t[i]][:: n // self.type_k[t[i]]], self.rep_mem[i, t[i]])
+        np.add.at(comp, self.bs, self.blk_comp)
+        np.add.at(mem, self.bs, self.blk_mem)
+        self.comp, self.mem = comp, mem
+
+    def total_load(self) -> np.ndarray:
+        return self.ar_load.sum(axis=0) + self.rs_load.sum(axis=0) + sum(self.lk_load.values(), np.zeros(len(self.rf.tail)))
+
+    def hops(self) -> int:
+        return int(max(self.ar_h.max(initial=0), self.rs_h.max(initial=0), max(self.lk_h.values(), default=0)))
+
+    def combine(self, comp, bw, hops):
+        comm = bw + self.alpha * hops
+        if self.instance.objective == "comm_time":
+            return comm
+        return np.maximum(comp, comm) if self.w.overlap == "full" else comp + comm
+
+    def score(self) -> tuple[float, float]:
+        tl = self.total_load() * self.arc_inv
+        busy = tl.max(initial=0.0) > 0
+        it = float(self.combine(self.comp.max(initial=0.0), tl.max(initial=0.0), self.hops() if busy else 0))
+        return it, float((tl ** 2).sum() + (self.comp ** 2).sum())
+
+    def strategy(self) -> Strategy:
+        return Strategy(tuple(int(k) for k in self.type_k[self.t]), tuple(int(s) for s in self.type_s[self.t]),
+                        tuple(int(v) for v in self.bs))
+
+    # ---- moves ---------------------------------------------------------------------------------
+    def _base_hops(self, layers: np.ndarray, pairs: np.ndarray, consumers: list[int]) -> int:
+        ar = np.delete(self.ar_h, layers)
+        rs = np.delete(self.rs_h, pairs)
+        lk = [h for c, h in self.lk_h.items() if c not in consumers]
+        return int(max(ar.max(initial=0), rs.max(initial=0), max(lk, default=0)))
+
+    def _lookup_types(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        lam = self.lam(c)
+        key = (c, lam.tobytes())
+        if getattr(self, "_lka_key", None) != key:
+            self._lka_key, self._lka = key, self.lookup_all_types(lam)
+        return self._lka
+
+    def segment_move(self, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Iteration time and tie-break score (NT,) of putting layers i..j all on each type
+        (inf where not allowed or memory does not fit)."""
+        n, L = self.n, len(self.w.layers)
+        seg = np.arange(i, j + 1)
+        pairs = np.arange(max(i - 1, 0), min(j + 1, L - 1))
+        cons = [c for c in self.consumers if i <= c <= j]
+        t = self.t
+        base = self.total_load() - self.ar_load[seg].sum(axis=0) - self.rs_load[pairs].sum(axis=0)
+        for c in cons:
+            base = base - self.lk_load[c]
+        comp, mem = self.comp.copy(), self.mem.copy()
+        for ii in seg:
+            srv = self.unit_server[t[ii]][:: n // self.type_k[t[ii]]]
+            comp[srv] -= self.lt[ii, t[ii]]
+            mem[srv] -= self.rep_mem[ii, t[ii]]
+        lt_seg = self.lt[seg].sum(axis=0)
+        mem_seg = self.rep_mem[seg].sum(axis=0)
+        H = np.full(len(self.type_k), self._base_hops(seg, pairs, cons), dtype=np.int64)
+        p_seg = self.param[seg].sum()
+        loads = base[None, :] + p_seg * self.ar
+        if p_seg > 0:
+            H = np.maximum(H, self.ar_hop)
+        if i > 0 and self.act[i - 1] > 0:
+            ld, hp = self.reshard(int(t[i - 1]))
+            loads += self.act[i - 1] * ld
+            H = np.maximum(H, hp)
+        if j < L - 1 and self.act[j] > 0:
+            ld, hp = self.reshard(int(t[j + 1]))
+            loads += self.act[j] * ld
+            H = np.maximum(H, hp)
+        for c in cons:
+            ld, hp = self._lookup_types(c)
+            loads += ld
+            H = np.maximum(H, hp)
+        tl = loads * self.arc_inv
+        bw = tl.max(axis=1)
+        bad = ~np.isfinite(lt_seg) | ((mem[self.unit_server] + mem_seg[:, None]).max(axis=1) > self.cap)
+        lt_seg = np.where(bad, 0.0, lt_seg)
+        cs = comp[self.unit_server]
+        C = np.maximum(comp.max(), cs.max(axis=1) + lt_seg)
+        g = n // self.type_k
+        sec = (tl ** 2).sum(axis=1) + (comp ** 2).sum() + (2 * lt_seg * cs.sum(axis=1) / g + self.type_k * lt_seg ** 2)
+        it = self.combine(C, bw, H)
+        it[bad], sec[bad] = np.inf, np.inf
+        return it, sec
+
+    def block_move(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Iteration time and tie-break score (n,) of moving block j to each server."""
+        n = self.n
+        v = int(self.bs[j])
+        load = self.total_load()
+        c = int(self.blk_cons[j])
+        lk = self.blk_lookup[j]
+        if lk > 0 and c in self.lk_h:
+            LK, hv = self.lookup_per_server(int(self.t[c]))
+            loads = load[None, :] + lk * (LK - LK[v])
+            lam = self.lam(c)
+            lam[v] -= lk
+            hc = int(hv[lam > 1e-9 * lk].max(initial=0))
+            H = np.maximum(self._base_hops(np.zeros(0, np.int64), np.zeros(0, np.int64), [c]), np.maximum(hc, hv))
+        else:
+            loads = np.broadcast_to(load, (n, load.size))
+            H = np.full(n, self.hops())
+        comp = self.comp.copy()
+        comp[v] -= self.blk_comp[j]
+        C = np.maximum(comp.max(), comp + self.blk_comp[j])
+        tl = loads * self.arc_inv
+        it = self.combine(C, tl.max(axis=1), H)
+        sec = (tl ** 2).sum(axis=1) + (comp ** 2).sum() + 2 * comp * self.blk_comp[j] + self.blk_comp[j] ** 2
+        mem = self.mem.copy()
+        mem[v] -= self.blk_mem[j]
+        bad = mem + self.blk_mem[j] > self.cap
+        it[bad], sec[bad] = np.inf, np.inf
+        return it, sec
+
+    def descend(self, deadline: float, rng: np.random.Generator) -> tuple[float, float]:
+        """Best-improvement descent over segment and block moves until no move improves (or the
+        deadline); returns the final (iteration time, tie-break)."""
+        L = len(self.w.layers)
+        cur = self.score()
+        segments = [(i, j) for i in range(L) for j in range(i, L)]
+        classes = _block_classes(self.w)
+
+        def better(a: tuple[float, float], b: tuple[float, float]) -> bool:
+            return a[0] < b[0] * (1 - 1e-9) or (a[0] <= b[0] * (1 + 1e-12) and a[1] < b[1] * (1 - 1e-9))
+
+        improved = True
+        while improved and time.perf_counter() < deadline:
+            improved = False
+            for (i, j) in (segments[q] for q in rng.permutation(len(segments))):
+                if time.perf_counter() > deadline:
+                    break
+                it, sec = self.segment_move(i, j)
+                tb = int(np.lexsort((sec, it))[0])
+                if better((float(it[tb]), float(sec[tb])), cur):
+                    self.t[i:j + 1] = tb
+                    self.refresh()
+                    cur = self.score()
+                    improved = True
+            for members in classes:
+                for v in np.unique(self.bs[members]):
+                    j = int(next(m for m in members if self.bs[m] == v))
+                    it, sec = self.block_move(j)
+                    vb = int(np.lexsort((sec, it))[0])
+                    if better((float(it[vb]), float(sec[vb])), cur):
+                        self.bs[j] = vb
+                        self.refresh()
+                        cur = self.score()
+                        improved = True
+        return cur
+
+
+def improve_strategy(instance: Instance, rf: RoutingFractions, start: Strategy | list[Strategy], time_limit_s: float,
+                     seed: int = 0, max_stall: int = 30, kick_top: int = 8) -> Strategy:
+    """Iterated local search for at most ``time_limit_s`` seconds. ``start`` is one memory-feasible
+    strategy or several: each is first descended (:meth:`_LocalSearch.descend`, within half the
+    budget shared equally; descents from different starts end in very different local optima), then
+    from the best, repeatedly: kick a random run of 1-3 layers onto one of the ``kick_top`` best (k, s)
+    for it and descend again, keeping the best. Stops early after ``max_stall`` kicks without
+    improvement (small instances converge in well under a second). Never worse than any start."""
+    starts = [start] if isinstance(start, Strategy) else list(start)
+    ls = _LocalSearch(instance, rf)
+    t_begin = time.perf_counter()
+    deadline = t_begin + time_limit_s
+    rng = np.random.default_rng(seed)
+    L = len(instance.workload.layers)
+    best = None
+    for q, st in enumerate(starts):
+        ls.load_state(st)
+        share = t_begin + 0.5 * time_limit_s * (q + 1) / len(starts)
+        cur = ls.descend(min(share, deadline), rng)
+        if best is None or cur[0] < best[0] * (1 - 1e-9):
+            best, best_t, best_bs = cur, ls.t.copy(), ls.bs.copy()
+    ls.t, ls.bs = best_t.copy(), best_bs.copy()
+    ls.refresh()
+    stall = 0
+    while time.perf_counter() < deadline and stall < max_stall:
+        i = int(rng.integers(L))
+        j = min(L - 1, i + int(rng.integers(0, 3)))
+        it, _ = ls.segment_move(i, j)
+        it[ls.t[i]] = np.inf if i == j else it[ls.t[i]]  # moving a single layer onto itself is no kick
+        allowed = np.flatnonzero(np.isfinite(it))
+        stall += 1
+        if allowed.size == 0:
+            continue
+        if kick_top:  # a random one of the best few placements of the run: disturbs without wrecking
+            allowed = allowed[np.argsort(it[allowed])][:kick_top]
+        ls.t[i:j + 1] = int(rng.choice(allowed))
+        ls.refresh()
+        cur = ls.descend(deadline, rng)
+        if cur[0] < best[0] * (1 - 1e-9):
+            best, best_t, best_bs, stall = cur, ls.t.copy(), ls.bs.copy(), 0
+        else:
+            ls.t, ls.bs = best_t.copy(), best_bs.copy()
+            ls.refresh()
+    ls.t, ls.bs = best_t, best_bs
+    return ls.strategy()
+
+
+# ------------------------------------------------------------------------------------------------
+# A lower bound valid for the unrestricted problem (the "volume" relaxation)
+#
+# For any strategy S let tau(S) = max_i lt_i(S), the time of its slowest layer. Then
+#   C >= max(tau, Cfloor)          Cfloor = max(least average per-server compute, largest block compute)
+#   Tbw = max_e load_e / cap_e >= sum_e load_e / sum_e cap_e = V(S) / capsum
+#   H >= 1 whenever V(S) > 0
+# where V(S) = sum of bytes x hop distance over all traffic (shortest-path routing puts every byte on
+# dist arcs): sum_i param_i ARvol(t_i) + sum_i act_i RSvol(t_i, t_i+1) + lookup volume, each lookup
+# block counted at its best server for its consumer's type (memory ignored). V is a sum over a chain
+# of layers, so min V over strategies whose layers all have lt <= tau is a shortest path over
+# (layer, type) (dynamic programming); the bound is the minimum over the distinct tau of
+# combine(max(tau, Cfloor), Vmin(tau) / capsum + alpha [Vmin(tau) > 0]). Exact relaxation, no solver.
+# ------------------------------------------------------------------------------------------------
+def relaxation_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch | None = None) -> float:
+    """Seconds; a lower bound on the iteration time (or comm time) of every strategy on ``rf``'s
+    topology (math in the comment block above)."""
+    ls = ls or _LocalSearch(instance, rf)
+    w, n = instance.workload, instance.n
+    us, dist = ls.unit_server, np.maximum(rf.dist, 0)
+    capsum = float(rf.cap.sum())
+    if capsum <= 0:
+        return 0.0
+    ar_vol = ls.ar.sum(axis=1)
+    # RSvol[t1, t2] = 2/n sum_u dist(us[t1][u], us[t2][u]) per activation byte (both directions).
+    rs_vol = np.stack([dist[us[t][None, :], us].sum(axis=1) for t in range(len(ls.type_k))]) * (1.0 / n)
+    rs_vol = rs_vol + rs_vol.T  # dist is symmetric on undirected X; for directed X each direction counts
+    # Best server per lookup byte for each consumer type: 1/n sum_u (dist(v, u-server) + dist(u-server, v)).
+    lk_vol = ((dist[:, us] + np.transpose(dist[us, :], (2, 0, 1))).sum(axis=-1) / n).min(axis=0)  # (NT,)
+    lam = np.zeros(len(w.layers))
+    for b in w.blocks:
+        lam[int(b.consumer)] += float(b.lookup_bytes)
+    L = len(w.layers)
+    min_total = sum(min(k * w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
+    c_floor = max([(min_total + sum(float(b.compute_s) for b in w.blocks)) / n] + [float(b.compute_s) for b in w.blocks])
+    alpha = instance.cluster.hop_latency_s
+    objective, overlap = instance.objective, w.overlap
+    taus = np.unique(ls.lt[np.isfinite(ls.lt)]) if objective != "comm_time" else np.array([np.inf])
+    best = np.inf
+    for tau in taus:
+        ok = ls.lt <= tau * (1 + 1e-12) if np.isfinite(tau) else np.isfinite(ls.lt)
+        V = np.where(ok[0], ls.param[0] * ar_vol + lam[0] * lk_vol, np.inf)
+        for i in range(1, L):
+            V = (V[:, None] + ls.act[i - 1] * rs_vol).min(axis=0)
+            V = np.where(ok[i], V + ls.param[i] * ar_vol + lam[i] * lk_vol, np.inf)
+        vmin = float(V.min())
+        if not np.isfinite(vmin):
+            continue
+        comm = vmin / capsum + (alpha if vmin > 0 else 0.0)
+        if objective == "comm_time":
+            lb = comm
+        else:
+            comp = max(float(tau), c_floor)
+            lb = max(comp, comm) if overlap == "full" else comp + comm
+        best = min(best, lb)
+    return float(best) if np.isfinite(best) else 0.0
