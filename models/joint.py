@@ -583,6 +583,20 @@ def _warm_point(jm: JointModel, instance: Instance, sol: Solution) -> np.ndarray
     return x
 
 
+def _complete_start(model: LinearModel, partial: np.ndarray, time_limit_s: float) -> np.ndarray:
+    """A full start from a partial one: the model with the given columns fixed (what is left is an
+    LP plus the few hop indicators), solved by HiGHS. Handing the solver a full point spares it
+    completing a partial one itself, which it does with a sub-MIP that may overrun the time limit.
+    Returns ``partial`` unchanged when the fixed model finds nothing in time."""
+    from topoopt_ilp.solvers import solve as solver_solve
+
+    known = ~np.isnan(partial)
+    lower, upper = model.col_lower.copy(), model.col_upper.copy()
+    lower[known] = upper[known] = partial[known]
+    result = solver_solve(replace(model, col_lower=lower, col_upper=upper), backend="highs", time_limit_s=time_limit_s)
+    return result.values if result.values is not None else partial
+
+
 def _start_solution(instance: Instance, options: ExactOptions, budget_s: float | None) -> Solution:
     """The incumbent: a solution file, or the alternating decomposition (which starts from TopoOpt's
     heuristic for the data-parallel strategy and never returns anything worse), within ``budget_s``."""
@@ -653,6 +667,11 @@ def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
               + instance.n * instance.cluster.hop_latency_s)
     jm = build_joint(instance, ub)
     start = _warm_point(jm, instance, incumbent) if incumbent is not None and options.warm_start not in (None, "none") else None
+    if start is not None:
+        budget = 30.0 if options.time_limit_s is None else max(1.0, 0.1 * options.time_limit_s)
+        start = _complete_start(jm.model, start, budget)
+        if limit is not None:
+            options = replace(options, time_limit_s=max(0.0, limit - (time.perf_counter() - started)))
     result = run_model(jm.model, options, start)
     status = solution_status(result)
     details = {"model": "joint", "start_method": incumbent.method if incumbent else None, "variables": jm.model.num_vars, "constraints": jm.model.num_rows,

@@ -95,15 +95,20 @@ def _worker_main() -> None:
         except EOFError:
             return  # the parent closed our stdin: it is done with us
         deadline = None if limit is None else time.monotonic() + limit
-        _send(out, ("ack", deadline))
         try:
-            outcome = ("ok", getattr(importlib.import_module(module), func)(model, options, deadline=deadline))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the parent
-            outcome = ("exc", exc)
-        try:
-            _send(out, outcome)
-        except Exception:  # an unpicklable exception: send its text
-            _send(out, ("exc", RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}")))
+            _send(out, ("ack", deadline))
+            try:
+                outcome = ("ok", getattr(importlib.import_module(module), func)(model, options, deadline=deadline))
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the parent
+                outcome = ("exc", exc)
+            try:
+                _send(out, outcome)
+            except BrokenPipeError:
+                raise
+            except Exception:  # an unpicklable exception: send its text
+                _send(out, ("exc", RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}")))
+        except BrokenPipeError:
+            return  # the parent stopped listening (its guard gave up on this job): exit quietly
 
 
 def _start_worker() -> subprocess.Popen[bytes]:
