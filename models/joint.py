@@ -5,8 +5,10 @@ The exact reference the alternating decomposition is measured against. For a wor
 
 * per layer a data-parallel degree k and coset start s, per block a server (the strategy),
 * the integer link-count matrix X (undirected or directed, regular or not, multi-links if allowed),
-* for every AllReduce group a split of its bytes over the TotientPerms rings of its coset
-  (``m_r -> m_{r+p mod k}``, gcd(p, k) = 1, members in coset order),
+* for every AllReduce group a split of its bytes over ring orders of its coset: every order for
+  groups of up to :data:`ALL_RINGS_UP_TO` members, TotientPerms' rings ``m_r -> m_{r+p mod k}``,
+  gcd(p, k) = 1 (members in coset order) for larger ones - so for larger groups the optimum and
+  bound are those of the TotientPerms ring space (design §3), as ``details["ring_space"]`` says,
 * a multi-commodity flow routing of all the traffic the strategy induces, on any paths,
 
 minimising the evaluator's iteration time: the busiest server's compute + max arc load / capacity +
@@ -21,6 +23,7 @@ servers; larger instances get a message suggesting ``--method alternating``.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass, replace
@@ -60,8 +63,9 @@ _RING_TOL = 1e-7
 #   n servers, degree d, B bytes/s per link, alpha hop latency (us); m = d if multi-links else 1.
 #   Options o = (i, k, s) of layer i (k in configs_i, s < n/k, replica memory fits): lt_o per-server
 #     time, mem_o replica memory, cov_o[v] = [v in coset(k, s)].
-#   Types t = (k, s) with k >= 2 and rings p in U(k) (units mod k): RING_{t,p}[u, v] = 2(k-1)/k for
-#     u = m_r, v = m_{r+p mod k} (m = coset(k, s)); param_o bytes AllReduced by option o.
+#   Types t = (k, s) with k >= 2 and their candidate rings p (every order of coset(k, s) when k <= 6,
+#     else TotientPerms): RING_{t,p}[u, v] = 2(k-1)/k for consecutive u -> v on ring p;
+#     param_o bytes AllReduced by option o.
 #   Pairs (o, o') of consecutive layers i, i+1 with activation bytes: RESH_{o,o'}[u, v] bytes of
 #     resharding (zero when (k, s) = (k', s')). Consumers c with lookups, servers v, options o of c:
 #     LOOK_{v,o}[u, w] bytes of one unit of lookup traffic of a block on v (Lam_c = total lookups of c).
@@ -112,7 +116,7 @@ class JointModel:
     a_cols: np.ndarray
     b_cols: np.ndarray  # (blocks, n)
     ring_type: np.ndarray  # (R,) index into types
-    ring_p: np.ndarray
+    ring_order: list[tuple[int, ...]]  # (R,) positions in the coset, in ring order
     g_cols: np.ndarray
     type_k: np.ndarray
     type_s: np.ndarray
@@ -150,8 +154,17 @@ def _options(w: Workload, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (np.array(v, dtype=np.int64) for v in (ol, ok, os_))
 
 
-def _units(k: int) -> list[int]:
-    return [p for p in range(1, k) if math.gcd(p, k) == 1]
+#: Groups of at most this many members get every ring order ((k-1)! directed rings: 120 at k = 6);
+#: larger ones TotientPerms' rings m_r -> m_{r+p}, gcd(p, k) = 1 (design §3), as TopoOpt does.
+ALL_RINGS_UP_TO = 6
+
+
+def ring_orders(k: int) -> list[tuple[int, ...]]:
+    """Candidate ring orders of a k-member group, as positions 0..k-1 starting at 0: all of them for
+    k <= :data:`ALL_RINGS_UP_TO`, else the TotientPerms rings."""
+    if k <= ALL_RINGS_UP_TO:
+        return [(0,) + rest for rest in itertools.permutations(range(1, k))]
+    return [tuple((j * p) % k for j in range(k)) for p in range(1, k) if math.gcd(p, k) == 1]
 
 
 def joint_size(instance: Instance) -> dict[str, int]:
@@ -262,16 +275,16 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     type_key = opt_k * n + opt_s
     types = np.unique(type_key[has_ar])
     type_k, type_s = types // n, types % n
-    ring_type, ring_p = [], []
+    ring_type, ring_order = [], []
     for t, k in enumerate(type_k):
-        for p in _units(int(k)):
-            ring_type.append(t), ring_p.append(p)
-    ring_type, ring_p = np.array(ring_type, dtype=np.int64), np.array(ring_p, dtype=np.int64)
+        for order in ring_orders(int(k)):
+            ring_type.append(t), ring_order.append(order)
+    ring_type = np.array(ring_type, dtype=np.int64)
     g = b.add_variables(len(ring_type), name="g")
     for r in range(len(ring_type)):
-        k, s, p = int(type_k[ring_type[r]]), int(type_s[ring_type[r]]), int(ring_p[r])
-        m = np.array(coset(n, k, s))
-        add_pattern(int(g.index[r]), m, np.roll(m, -p), 2.0 * (k - 1) / k * flow_scale)  # g is in link-us already
+        k, s = int(type_k[ring_type[r]]), int(type_s[ring_type[r]])
+        m = np.array(coset(n, k, s))[list(ring_order[r])]
+        add_pattern(int(g.index[r]), m, np.roll(m, -1), 2.0 * (k - 1) / k * flow_scale)  # g is in link-us already
     if len(types):
         o_t = np.flatnonzero(has_ar)
         t_of = np.searchsorted(types, type_key[o_t])
@@ -449,7 +462,7 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     stats = {"options": NO, "pairs": n_pairs, "lookup_columns": n_q, "rings": len(ring_type), "flow_columns": NF,
              "max_hops_modelled": hmax}
     return JointModel(model=model, n=n, opt_layer=opt_layer, opt_k=opt_k, opt_s=opt_s, a_cols=a.index, b_cols=b_cols,
-                      ring_type=ring_type, ring_p=ring_p, g_cols=g.index, type_k=type_k, type_s=type_s, edges=edges,
+                      ring_type=ring_type, ring_order=ring_order, g_cols=g.index, type_k=type_k, type_s=type_s, edges=edges,
                       x_cols=x.index, z_cols=zc, f_src=f_src, f_hop=f_hop, f_tail=f_tail, f_head=f_head, f_cols=fcols,
                       u_cols=u.index, demand_pairs=np.stack([S1, V1], axis=1), C=C, Tbw=TB, T=T,
                       flow_scale=flow_scale, stats=stats)
@@ -486,8 +499,7 @@ def _decode_rings(jm: JointModel, values: np.ndarray, groups) -> RingSet:
             continue
         frac = amounts[keep] / amounts[keep].sum()
         for r, fr in zip(rings[keep], frac):
-            p = int(jm.ring_p[r])
-            out.append((gi, [m[(j * p) % k] for j in range(k)], float(fr)))
+            out.append((gi, [m[j] for j in jm.ring_order[r]], float(fr)))
     return RingSet.from_lists(out) if out else RingSet.empty()
 
 
@@ -546,7 +558,9 @@ def _routing(instance: Instance, jm: JointModel, values: np.ndarray, X: np.ndarr
         order = rings.order[r][rings.order[r] >= 0]
         np.add.at(demand, (order, np.roll(order, -1)), rings.fraction[r] * groups[int(rings.group[r])].bytes_per_member())
     np.fill_diagonal(demand, 0.0)
-    raw = _decode_paths(jm, values)
+    # Flow on arcs the rounded topology lacks (link counts within integrality tolerance of 0) is
+    # solver noise: drop those paths; pairs left without one take a shortest path below.
+    raw = [(p, amount) for p, amount in _decode_paths(jm, values) if all(X[a, b] > 0 for a, b in zip(p, p[1:]))]
     total = np.zeros((n, n))
     for p, amount in raw:
         total[p[0], p[-1]] += amount
@@ -597,7 +611,7 @@ def _complete_start(model: LinearModel, partial: np.ndarray, time_limit_s: float
     return result.values if result.values is not None else partial
 
 
-def _start_solution(instance: Instance, options: ExactOptions, budget_s: float | None) -> Solution:
+def _start_solution(instance: Instance, options: ExactOptions, budget_s: float | None) -> Solution | None:
     """The incumbent: a solution file, or the alternating decomposition (which starts from TopoOpt's
     heuristic for the data-parallel strategy and never returns anything worse), within ``budget_s``."""
     choice = options.warm_start
@@ -614,9 +628,23 @@ def _start_solution(instance: Instance, options: ExactOptions, budget_s: float |
             raise InputError(f"{choice}: the solution needs a placement and a topology for {instance.n} servers")
         return finalize(instance, sol)
     from topoopt_ilp.alternating import solve_alternating
+    from topoopt_ilp.errors import InstanceError
 
     budget = 60.0 if budget_s is None else budget_s
-    return solve_alternating(instance, rounds=3, round_time_limit_s=max(1.0, budget / 4), time_limit_s=budget)
+    try:
+        return solve_alternating(instance, rounds=3, round_time_limit_s=max(1.0, budget / 4), time_limit_s=budget,
+                                 backend=options.backend)
+    except InstanceError:  # the data-parallel start breaks the memory limit: no incumbent to offer
+        return None
+
+
+def _as_exact(start: Solution, objective: float, bound: float | None, backend: str | None, wall: float,
+              details: dict) -> Solution:
+    """The start solution reported as the exact method's (feasible) answer, with the model's bound."""
+    gap = max(0.0, (objective - bound) / objective) if bound is not None and objective > 0 else None
+    return Solution(status="feasible", method="exact", topology=start.topology, routing=start.routing,
+                    placement=start.placement, objective=objective, bound=bound, gap=gap, backend=backend,
+                    wall_time_s=wall, details=details)
 
 
 def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
@@ -648,14 +676,10 @@ def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
         return Solution(status=solution_status(result), method="exact", topology=None, backend=result.backend,
                         wall_time_s=time.perf_counter() - started, details={"model": "joint"})
     # The start gets a fifth of the time limit (at most a minute); the MILP the rest.
-    from topoopt_ilp.errors import InstanceError
     from topoopt_ilp.evaluate import evaluate, objective_value
 
-    try:
-        incumbent = _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit))
-        ub = objective_value(instance, evaluate(instance, incumbent))
-    except InstanceError:  # the data-parallel start breaks the memory limit: no incumbent
-        incumbent, ub = None, math.inf
+    incumbent = _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit))
+    ub = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
     if limit is not None:
         options = replace(options, time_limit_s=max(0.0, limit - (time.perf_counter() - started)))
     if not math.isfinite(ub):
@@ -676,26 +700,29 @@ def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
     status = solution_status(result)
     details = {"model": "joint", "start_method": incumbent.method if incumbent else None, "variables": jm.model.num_vars, "constraints": jm.model.num_rows,
                "nonzeros": jm.model.num_nonzeros, **jm.stats, "start_objective_s": ub if incumbent else None,
-               "routing": "hop-layered multi-commodity flow; AllReduce split over TotientPerms rings of each coset"}
+               "routing": "hop-layered multi-commodity flow; AllReduce split over ring orders of each coset",
+               "ring_space": f"every ring order for groups of up to {ALL_RINGS_UP_TO} members, TotientPerms rings above"}
     if result.message:
         details["solver_message"] = result.message
     if options.warm_start not in (None, "none"):
         details["warm_start"] = options.warm_start
     bound = result.bound * TIME_UNIT_S if result.bound is not None and math.isfinite(result.bound) else None
     wall = time.perf_counter() - started
-    if status == "infeasible":
+    if status == "infeasible" and incumbent is None:
         details["infeasible"] = ("memory: no assignment of layer configs and block servers keeps every server within "
                                  "server_memory_bytes (every other constraint family admits some point)")
-    if status == "infeasible" or (result.values is None and incumbent is None):
         return Solution(status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall,
-                        bound=bound, details=details)
+                        details=details)
     if result.values is None or status not in ("optimal", "feasible"):
-        # A limit hit before the solver reported a point: the start is still a valid incumbent.
-        details["note"] = f"the MILP returned no point ({status}); this is its start, unimproved"
-        gap = max(0.0, (ub - bound) / ub) if bound is not None and ub > 0 else None
-        return Solution(status="feasible", method="exact", topology=incumbent.topology, routing=incumbent.routing,
-                        placement=incumbent.placement, objective=ub, bound=bound, gap=gap, backend=result.backend,
-                        wall_time_s=wall, details=details)
+        if incumbent is None:
+            return Solution(status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall,
+                            bound=bound, details=details)
+        if status == "infeasible":  # the start lies outside the model's ring space and beats all of it
+            bound = None
+            details["note"] = "the model has no point as good as its start (rings outside its ring space); this is the start"
+        else:  # a limit hit before the solver reported a point: the start is still a valid incumbent
+            details["note"] = f"the MILP returned no point ({status}); this is its start, unimproved"
+        return _as_exact(incumbent, ub, bound, result.backend, wall, details)
     values = result.values
     strategy = _decode_strategy(jm, values, len(w.layers))
     bad = validate_strategy(w, instance.n, strategy)
@@ -706,12 +733,23 @@ def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
     X[jm.edges[:, 0], jm.edges[:, 1]] = counts
     if not instance.cluster.directed:
         X[jm.edges[:, 1], jm.edges[:, 0]] = counts
-    routing = _routing(instance, jm, values, X, strategy)
+    try:
+        routing = _routing(instance, jm, values, X, strategy)
+    except UnsupportedError as exc:  # rounding disconnected a pair the flows carried
+        if incumbent is None:
+            raise
+        details["note"] = f"the MILP's point could not be decoded ({exc}); this is its start"
+        return _as_exact(incumbent, ub, bound, result.backend, time.perf_counter() - started, details)
     sol = Solution(status=status, method="exact", topology=Topology(X), routing=routing,
                    placement=strategy_to_dict(strategy), backend=result.backend, wall_time_s=wall, details=details)
     objective = objective_value(instance, evaluate(instance, sol))
     details["model_objective_s"] = result.objective * TIME_UNIT_S if result.objective is not None else None
+    if incumbent is not None and objective > ub:  # e.g. a time-limited solve that dropped its start
+        details["note"] = f"the MILP's point scored {objective:.6g} s, worse than its start: this is the start"
+        return _as_exact(incumbent, ub, bound, result.backend, time.perf_counter() - started, details)
     gap = max(0.0, (objective - bound) / objective) if bound is not None and objective > 0 else None
+    if status == "optimal" and gap is not None and gap > (1e-4 if options.gap is None else options.gap) + 1e-9:
+        status = "feasible"  # the decoded point scores a little above the model's (solver tolerances)
     return Solution(status=status, method="exact", topology=Topology(X), routing=routing,
                     placement=strategy_to_dict(strategy), objective=objective, bound=bound, gap=gap,
                     backend=result.backend, wall_time_s=time.perf_counter() - started, details=details)

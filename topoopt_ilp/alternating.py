@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from .errors import InputError
+from .evaluate import RoutingError
 from .instance import Instance
 from .solution import Solution
 
@@ -87,6 +88,9 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     if topology_method == "exact":
         from .models.topology_routing import MAX_SERVERS
 
+        if instance.topology_family != "any":
+            raise InputError(f"--topology-method exact chooses general topologies; this instance asks for "
+                             f"topology_family {instance.topology_family!r}")
         if instance.n > MAX_SERVERS:
             raise InputError(f"--topology-method exact is for at most {MAX_SERVERS} servers (this instance has "
                              f"{instance.n}); use --topology-method finder")
@@ -130,7 +134,11 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                 if not cand.has_solution:
                     record(r, phase, cand, False)
                     continue
-                cand = finalize(instance, cand)
+                try:
+                    cand = finalize(instance, cand)
+                except RoutingError as exc:  # the exact step's routes left a (noise-sized) pair uncarried
+                    record(r, phase, replace(cand, status="error", details={**cand.details, "error": str(exc)}), False)
+                    continue
             accepted = cand.objective < best.objective  # the instance's objective, as the evaluator scores it
             record(r, phase, cand, accepted)
             current = cand  # the next phase works on what this one produced

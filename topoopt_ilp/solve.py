@@ -100,7 +100,10 @@ def exact_topology_for_placement(instance: Instance, placement: dict | None, *, 
 
     started = time.perf_counter()
     strategy = parse_strategy(placement, instance.workload, instance.n)
-    traffic = Instance(cluster=instance.cluster, demand=strategy_to_demand(instance.workload, instance.n, strategy),
+    demand = strategy_to_demand(instance.workload, instance.n, strategy)
+    if not demand.allreduce and not demand.mp:  # no traffic: any topology will do
+        return heuristic_for_placement(instance, placement)
+    traffic = Instance(cluster=instance.cluster, demand=demand,
                        objective="comm_time", name=instance.name)
     options = ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="none" if start is None else "heuristic")
     sol = solve_topology_routing(traffic, options, start)
