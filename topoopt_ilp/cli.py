@@ -281,7 +281,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .io import load_instance
 
     inst = load_instance(args.instance)
-    rows = compare(inst, _split(args.methods), _split(args.backends), args.time_limit, seed=args.seed)
+    rows = compare(inst, _split(args.methods) if args.methods else None, _split(args.backends), args.time_limit,
+                   seed=args.seed)
     print(format_rows(inst, rows, args.format))
     return EXIT_OK if any(r.status in ("optimal", "feasible") for r in rows) else EXIT_ERROR
 
@@ -468,8 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Solve with each method (exact: with each back-end); print status, objective, bound, gap, "
                                    "time, and each result's distance from the proven optimum (or from the best bound).")
     c.add_argument("instance", metavar="INSTANCE")
-    c.add_argument("--methods", default="heuristic,exact",
-                   help="comma-separated: heuristic, exact, alternating (workloads), baseline (default heuristic,exact)")
+    c.add_argument("--methods", default=None,
+                   help="comma-separated: heuristic, exact, alternating (workloads), baseline (default heuristic,exact; "
+                        "heuristic,alternating,exact for a workload)")
     c.add_argument("--backends", default="highs", help="comma-separated back-ends for exact (default highs)")
     c.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S",
                    help="per exact solve, and the alternating method's budget (default 60)")

@@ -2,8 +2,8 @@
 
 Each row is one solve. The heuristic's (and baselines') distance is measured against the best
 proven optimum among the exact rows, or, when none is proven, against the best bound (then it is an
-upper limit on the true distance). For workloads the exact model places on one fixed topology, so
-distances are measured against the best design any method found.
+upper limit on the true distance). For a workload without any exact result (the joint model is for
+small clusters) distances are measured against the best design any method found.
 """
 
 from __future__ import annotations
@@ -45,9 +45,12 @@ def _distance(value: float | None, ref: float | None, maximize: bool) -> float |
     return max(0.0, (ref - value) / abs(ref)) if maximize else max(0.0, (value - ref) / abs(ref))
 
 
-def compare(instance: Instance, methods: Sequence[str] = ("heuristic", "exact"), backends: Sequence[str] = ("highs",),
+def compare(instance: Instance, methods: Sequence[str] | None = None, backends: Sequence[str] = ("highs",),
             time_limit_s: float | None = 60.0, seed: int = 0) -> list[CompareRow]:
-    """Solve ``instance`` with every method (exact: with every backend) and compare the results."""
+    """Solve ``instance`` with every method (exact: with every backend) and compare the results.
+    Default methods: heuristic and exact, plus alternating for a workload."""
+    if methods is None:
+        methods = ("heuristic", "alternating", "exact") if instance.workload is not None else ("heuristic", "exact")
     for m in methods:
         if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
@@ -83,14 +86,13 @@ def compare(instance: Instance, methods: Sequence[str] = ("heuristic", "exact"),
     optimal = [r.objective for r in exact_rows if r.status == "optimal" and r.objective is not None]
     bounds = [r.bound for r in exact_rows if r.bound is not None and math.isfinite(r.bound)]
     found = [r.objective for r in rows if r.objective is not None and r.status in ("optimal", "feasible")]
-    if instance.workload is not None and found:
-        # The exact row optimises the placement for one fixed topology only, so its "optimal" is not
-        # the optimum of the joint problem: measure everything against the best design found.
-        ref, kind = (max(found) if maximize else min(found)), "best"
-    elif optimal:
+    if optimal:
         ref, kind = (max(optimal) if maximize else min(optimal)), "optimum"
     elif bounds:
         ref, kind = (min(bounds) if maximize else max(bounds)), "bound"  # the tightest valid bound
+    elif instance.workload is not None and found:
+        # No exact reference (e.g. the joint model refused a large workload): the best design found.
+        ref, kind = (max(found) if maximize else min(found)), "best"
     else:
         ref, kind = None, ""
     out = []

@@ -1,0 +1,57 @@
+"""``topoopt compare``: every method scored by the evaluator, distances from the proven optimum."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import INSTANCES
+from topoopt_ilp import io
+from topoopt_ilp.cli import main
+from topoopt_ilp.compare import compare, format_rows
+from topoopt_ilp.instance import Cluster, Instance
+from topoopt_ilp.workload import Layer, Workload
+
+
+def tiny_workload() -> Instance:
+    layers = (Layer(name="a", compute_s=4e-3, param_bytes=4e7, activation_bytes=2e7, configs=(1, 2)),
+              Layer(name="b", compute_s=4e-3, param_bytes=4e7, activation_bytes=1e6, configs=(1, 2)))
+    return Instance(cluster=Cluster(servers=4, degree=2, link_bandwidth_gbps=100),
+                    workload=Workload(layers=layers, batch_size=64, server_memory_bytes=1e12))
+
+
+def test_demand_instance_distances_from_the_optimum():
+    inst = io.load_instance(INSTANCES / "coprime-circulant-32.json")
+    rows = compare(inst, ["heuristic", "exact"], ["highs"], 60)
+    heur, exact = rows
+    assert exact.status == "optimal" and exact.verified and heur.verified
+    assert exact.distance == 0.0 and exact.reference == "optimum"
+    assert heur.distance == pytest.approx((heur.objective - exact.objective) / exact.objective)  # aspl: minimised
+    table = format_rows(inst, rows)
+    assert table.splitlines()[0].split()[:4] == ["method", "backend", "status", inst.objective]
+
+
+def test_workload_compares_alternating_with_the_joint_optimum(tmp_path, capsys):
+    inst = tiny_workload()
+    rows = compare(inst, time_limit_s=60)
+    assert [r.method for r in rows] == ["heuristic", "alternating", "exact"]
+    by = {r.method: r for r in rows}
+    assert by["exact"].status == "optimal" and all(r.verified for r in rows)
+    assert all(r.reference == "optimum" for r in rows)
+    assert by["exact"].objective <= by["alternating"].objective <= by["heuristic"].objective * (1 + 1e-12)
+    path = tmp_path / "w.json"
+    io.save_instance(inst, path)
+    assert main(["compare", str(path), "--format", "json", "--time-limit", "60"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["method"] for r in data["rows"]] == ["heuristic", "alternating", "exact"]
+    assert main(["compare", str(path), "--methods", "heuristic,nonsense"]) == 2
+    assert "unknown method" in capsys.readouterr().err
+
+
+def test_large_workload_exact_row_says_why():
+    inst = io.load_instance(INSTANCES / "paper" / "bert-128-d8.json")
+    rows = compare(inst, ["heuristic", "exact"], ["highs"], 5)
+    exact = rows[1]
+    assert exact.status == "error" and "alternating" in exact.message
+    assert rows[0].reference == "best" and rows[0].distance == 0.0
