@@ -38,7 +38,7 @@ __all__ = ["solve_isolated", "grace_period", "prestart", "STARTUP_ALLOWANCE_S"]
 
 #: How long a worker may take to start and acknowledge a job before it counts as dead.
 STARTUP_ALLOWANCE_S = 30.0
-_WORKER_CODE = "from topoopt_ilp.solvers.guard import _worker_main; _worker_main()"
+_WORKER_CODE = "import sys; from topoopt_ilp.solvers.guard import _worker_main; _worker_main(int(sys.argv[1]))"
 _HEADER = struct.Struct("<Q")
 _idle: list[subprocess.Popen[bytes]] = []
 _owner = os.getpid()  # a forked copy of this module must not use (or kill) its parent's workers
@@ -82,9 +82,25 @@ def _recv(stream: BinaryIO) -> Any:
     return pickle.loads(_read_exact(stream, n))
 
 
-def _worker_main() -> None:
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this worker when its parent dies (a parent killed by a signal
+    runs no clean-up, and an orphaned solver would keep a core busy until its own time limit)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass  # best effort: without it the worker still exits when it next finds the pipe closed
+
+
+def _worker_main(parent: int) -> None:
     """Worker loop: for each job, acknowledge it with its deadline, solve, send the outcome."""
     import importlib
+
+    _die_with_parent()
+    if os.getppid() != parent:  # the parent died before the request took effect
+        return
 
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # solver console output must not corrupt the result stream
@@ -113,7 +129,7 @@ def _worker_main() -> None:
 
 def _start_worker() -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-c", _WORKER_CODE],
+        [sys.executable, "-c", _WORKER_CODE, str(os.getpid())],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         bufsize=0,  # unbuffered: select() on the pipe must see every byte not yet read
