@@ -615,7 +615,9 @@ def _start_solution(instance: Instance, options: ExactOptions, budget_s: float |
     """The incumbent: a solution file, or the alternating decomposition (which starts from TopoOpt's
     heuristic for the data-parallel strategy and never returns anything worse), within ``budget_s``."""
     choice = options.warm_start
-    if choice not in (None, "none", "heuristic"):
+    if choice in (None, "none"):
+        return None  # no start at all: the model is bounded by a formula instead (see solve_joint)
+    if choice != "heuristic":
         import os
 
         from topoopt_ilp.io import load_solution
@@ -652,8 +654,9 @@ def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
 
     The incumbent (and McCormick bound) comes from the alternating decomposition (``warm_start=
     "heuristic"``, the default: TopoOpt's heuristic improved by alternating, a fifth of the time
-    limit), or from the solution file given as ``warm_start``; with ``warm_start="none"`` it still
-    bounds the model but is not passed to the solver. The returned solution carries explicit rings and paths; its ``objective`` is the
+    limit), or from the solution file given as ``warm_start``; with ``warm_start="none"`` there is no
+    start and the bound comes from a formula (everything computed on one server plus every byte
+    over one link). The returned solution carries explicit rings and paths; its ``objective`` is the
     evaluator's iteration time of the decoded solution (never above the model's objective), the
     model's own in ``details["model_objective_s"]``.
     """
