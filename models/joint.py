@@ -641,10 +641,12 @@ def _start_solution(instance: Instance, options: ExactOptions, budget_s: float |
 
 
 def _as_exact(start: Solution, objective: float, bound: float | None, backend: str | None, wall: float,
-              details: dict) -> Solution:
-    """The start solution reported as the exact method's (feasible) answer, with the model's bound."""
+              details: dict, rel_gap: float | None) -> Solution:
+    """The start solution reported as the exact method's answer, with the model's bound: optimal when
+    that bound proves it within the requested gap, else feasible."""
     gap = max(0.0, (objective - bound) / objective) if bound is not None and objective > 0 else None
-    return Solution(status="feasible", method="exact", topology=start.topology, routing=start.routing,
+    proven = gap is not None and gap <= (1e-4 if rel_gap is None else rel_gap) + 1e-9
+    return Solution(status="optimal" if proven else "feasible", method="exact", topology=start.topology, routing=start.routing,
                     placement=start.placement, objective=objective, bound=bound, gap=gap, backend=backend,
                     wall_time_s=wall, details=details)
 
@@ -725,7 +727,7 @@ def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
             details["note"] = "the model has no point as good as its start (rings outside its ring space); this is the start"
         else:  # a limit hit before the solver reported a point: the start is still a valid incumbent
             details["note"] = f"the MILP returned no point ({status}); this is its start, unimproved"
-        return _as_exact(incumbent, ub, bound, result.backend, wall, details)
+        return _as_exact(incumbent, ub, bound, result.backend, wall, details, options.gap)
     values = result.values
     strategy = _decode_strategy(jm, values, len(w.layers))
     bad = validate_strategy(w, instance.n, strategy)
@@ -742,14 +744,14 @@ def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
         if incumbent is None:
             raise
         details["note"] = f"the MILP's point could not be decoded ({exc}); this is its start"
-        return _as_exact(incumbent, ub, bound, result.backend, time.perf_counter() - started, details)
+        return _as_exact(incumbent, ub, bound, result.backend, time.perf_counter() - started, details, options.gap)
     sol = Solution(status=status, method="exact", topology=Topology(X), routing=routing,
                    placement=strategy_to_dict(strategy), backend=result.backend, wall_time_s=wall, details=details)
     objective = objective_value(instance, evaluate(instance, sol))
     details["model_objective_s"] = result.objective * TIME_UNIT_S if result.objective is not None else None
-    if incumbent is not None and objective > ub:  # e.g. a time-limited solve that dropped its start
+    if incumbent is not None and objective > ub * (1 + 1e-9):  # e.g. a time-limited solve that dropped its start
         details["note"] = f"the MILP's point scored {objective:.6g} s, worse than its start: this is the start"
-        return _as_exact(incumbent, ub, bound, result.backend, time.perf_counter() - started, details)
+        return _as_exact(incumbent, ub, bound, result.backend, time.perf_counter() - started, details, options.gap)
     gap = max(0.0, (objective - bound) / objective) if bound is not None and objective > 0 else None
     if status == "optimal" and gap is not None and gap > (1e-4 if options.gap is None else options.gap) + 1e-9:
         status = "feasible"  # the decoded point scores a little above the model's (solver tolerances)
