@@ -40,6 +40,7 @@ from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .common import ExactOptions, check_backend, run_model, solution_status
 from .flow_decomposition import decompose_source_flow
+from .placement_data import layer_options
 from .topology_routing import _arcs, _degree_rows, _edges
 
 __all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "solve_joint", "joint_size"]
@@ -142,18 +143,6 @@ def _unit_servers(n: int, k: int, s: int) -> np.ndarray:
     return s + (np.arange(n) // g) * g
 
 
-def _options(w: Workload, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    cap = float(w.server_memory_bytes)
-    ol, ok, os_ = [], [], []
-    for i, layer in enumerate(w.layers):
-        for k in sorted(layer.configs):
-            if layer.replica_memory(k) > cap * (1 + _MEM_RTOL):
-                continue
-            for s in range(n // k):
-                ol.append(i), ok.append(k), os_.append(s)
-    return (np.array(v, dtype=np.int64) for v in (ol, ok, os_))
-
-
 #: Groups of at most this many members get every ring order ((k-1)! directed rings: 120 at k = 6);
 #: larger ones TotientPerms' rings m_r -> m_{r+p}, gcd(p, k) = 1 (design §3), as TopoOpt does.
 ALL_RINGS_UP_TO = 6
@@ -222,7 +211,7 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     b = ModelBuilder(name="joint")
 
     # ---- strategy ------------------------------------------------------------------------------
-    opt_layer, opt_k, opt_s = _options(w, n)
+    opt_layer, opt_k, opt_s = layer_options(w, n)
     L, nb, NO = len(w.layers), len(w.blocks), len(opt_layer)
     for i in range(L):
         if not (opt_layer == i).any():

@@ -40,7 +40,8 @@ from topoopt_ilp.strategy import (Strategy, data_parallel, server_memory, strate
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .common import ExactOptions, check_backend, run_model, solution_status
-from .placement_data import TIME_UNIT_S, RoutingFractions, _pattern_loads, shortest_path_fractions, strategy_times
+from .placement_data import (TIME_UNIT_S, RoutingFractions, _pattern_loads, layer_options, shortest_path_fractions,
+                             strategy_times)
 from .placement_search import _block_classes, _LocalSearch, improve_strategy, relaxation_bound
 
 __all__ = [
@@ -249,19 +250,14 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         return np.maximum(comp, comm) if overlap == "full" else comp + comm
 
     # ---- options -------------------------------------------------------------------------------
-    ol, ok, os_ = [], [], []
-    for i, layer in enumerate(w.layers):
-        for k in sorted(layer.configs):
-            if layer.replica_memory(k) > cap * (1 + _MEM_RTOL):
-                continue  # can never fit on a server (exact)
-            st = _starts(n, k, max_starts)
-            if max_starts is not None and start is not None:
-                # the start's own (k, s) stay available, so the restricted model can only improve on it
-                st = np.union1d(st, [s for kk, s in zip(start.layer_degree, start.layer_start) if kk == k])
-            ol.append(np.full(st.size, i))
-            ok.append(np.full(st.size, k))
-            os_.append(st)
-    opt_layer, opt_k, opt_s = (np.concatenate(v).astype(np.int64) for v in (ol, ok, os_))
+    def allowed_starts(k: int) -> np.ndarray:
+        st = _starts(n, k, max_starts)
+        if max_starts is not None and start is not None:
+            # the start's own (k, s) stay available, so the restricted model can only improve on it
+            st = np.union1d(st, [s for kk, s in zip(start.layer_degree, start.layer_start) if kk == k])
+        return st
+
+    opt_layer, opt_k, opt_s = layer_options(w, n, allowed_starts)
     lt = np.array([w.layer_time(int(i), int(k)) for i, k in zip(opt_layer, opt_k)])
     mem = np.array([w.layers[int(i)].replica_memory(int(k)) for i, k in zip(opt_layer, opt_k)])
 

@@ -10,6 +10,7 @@ and bound).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -17,9 +18,9 @@ import scipy.sparse as sp
 from topoopt_ilp.graph import hop_distances
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.strategy import Strategy, strategy_demand
-from topoopt_ilp.workload import Workload
+from topoopt_ilp.workload import _MEM_RTOL, Workload
 
-__all__ = ["TIME_UNIT_S", "RoutingFractions", "shortest_path_fractions", "strategy_times"]
+__all__ = ["TIME_UNIT_S", "RoutingFractions", "shortest_path_fractions", "strategy_times", "layer_options"]
 
 #: Internal time unit of the model (microseconds): link-latency terms (alpha = 1 us per hop) stay
 #: far above solver feasibility tolerances (~1e-7), which they would not in seconds.
@@ -120,3 +121,18 @@ def strategy_times(instance: Instance, rf: RoutingFractions, strategy: Strategy)
     else:
         it = max(c, comm) if w.overlap == "full" else c + comm
     return {"compute_s": c, "bandwidth_s": t_bw, "latency_s": t_lat, "hops": hops, "iteration_time_s": it}
+
+
+def layer_options(w: Workload, n: int, starts: Callable[[int], np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every option (layer i, degree k, coset start s) whose replica fits in a server's memory, as
+    three arrays; ``starts(k)`` gives the starts allowed for degree k (default: all of 0..n/k-1)."""
+    cap = float(w.server_memory_bytes)
+    ol, ok, os_ = [], [], []
+    for i, layer in enumerate(w.layers):
+        for k in sorted(layer.configs):
+            if layer.replica_memory(k) > cap * (1 + _MEM_RTOL):
+                continue  # can never fit on a server (exact)
+            st = np.arange(n // k) if starts is None else np.asarray(starts(k), dtype=np.int64)
+            ol.append(np.full(st.size, i)), ok.append(np.full(st.size, k)), os_.append(st)
+    return tuple(np.concatenate(v).astype(np.int64) if v else np.zeros(0, np.int64) for v in (ol, ok, os_))
