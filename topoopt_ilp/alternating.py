@@ -1,6 +1,7 @@
 """The alternating decomposition (TopoOpt §2): placement <-> topology + routing.
 
-Start from TopoOpt's data-parallel strategy and its TopologyFinder topology, then repeat
+Start from TopoOpt's data-parallel strategy and its TopologyFinder topology (and, when it is better,
+from the best pipeline of data-parallel groups with its own topology), then repeat
 
   (b) fix the topology, optimise the placement (the placement MILP, time-limited per round);
   (a) fix the placement, rebuild the topology and routing for its traffic (TopologyFinder);
@@ -17,7 +18,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
-from .errors import InputError
+from .errors import InputError, UnsupportedError
 from .evaluate import RoutingError
 from .instance import Instance
 from .solution import Solution
@@ -46,7 +47,6 @@ def _topology_phase(instance: Instance, placement: dict | None, select: str, mod
 def _place(solve_placement, instance: Instance, options, current: Solution) -> Solution:
     """The placement MILP for the current topology; when the full model is too large to build, the
     largest restriction to evenly spaced coset starts that fits (recorded in the solution's details)."""
-    from .errors import UnsupportedError
 
     for max_starts in (None, 4, 2):
         try:
@@ -76,6 +76,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     from .models import ExactOptions
     from .models.placement import solve_placement
     from .solve import finalize, start_placement
+    from .strategy import stage_strategies, strategy_to_dict, validate_strategy
 
     if instance.workload is None:
         raise InputError("--method alternating optimises a workload's placement; this instance has a fixed demand "
@@ -108,45 +109,74 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         if progress is not None:
             progress(entry)
 
-    best = finalize(instance, _topology_phase(instance, start_placement(instance), select, mode, seed))
-    record(0, "start: data-parallel + TopologyFinder", best, True)
-    for r in range(1, rounds + 1):
-        round_start = best.objective
-        current = best  # every round starts from the incumbent (TopoOpt's reset-to-best)
-        out_of_time = False
-        for phase in ("placement", "topology"):
-            remaining = None if time_limit_s is None else time_limit_s - (time.perf_counter() - started)
-            if remaining is not None and remaining <= 0:
-                out_of_time = True
+    def descend(start: Solution) -> bool:
+        """Rounds from ``start`` (each from this trajectory's best: TopoOpt's reset-to-best); a
+        candidate is *accepted* when it beats everything found so far. True when out of time."""
+        nonlocal best
+        local = start
+        for r in range(1, rounds + 1):
+            round_start = local.objective
+            current = local
+            for phase in ("placement", "topology"):
+                remaining = None if time_limit_s is None else time_limit_s - (time.perf_counter() - started)
+                if remaining is not None and remaining <= 0:
+                    return True
+                limit = round_time_limit_s if remaining is None else min(round_time_limit_s, remaining)
+                if phase == "placement":
+                    options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic")
+                    try:
+                        cand = _place(solve_placement, instance, options, current)
+                    except UnsupportedError as exc:  # e.g. the exact step left servers without traffic unlinked
+                        record(r, phase, replace(current, status="error", metrics={}, details={"error": str(exc)}), False)
+                        continue
+                    if not cand.has_solution:
+                        record(r, phase, cand, False)
+                        continue
+                    cand = finalize(instance, cand, routing="shortest_path")
+                else:
+                    cand = _topology_phase(instance, current.placement, select, mode, seed, topology_method, limit,
+                                           backend, current)
+                    if not cand.has_solution:
+                        record(r, phase, cand, False)
+                        continue
+                    try:
+                        cand = finalize(instance, cand)
+                    except RoutingError as exc:  # the exact step's routes left a (noise-sized) pair uncarried
+                        record(r, phase, replace(cand, status="error", details={**cand.details, "error": str(exc)}), False)
+                        continue
+                accepted = cand.objective < best.objective  # the instance's objective, as the evaluator scores it
+                record(r, phase, cand, accepted)
+                current = cand  # the next phase works on what this one produced
+                local = cand if cand.objective < local.objective else local
+                if accepted:
+                    best = cand
+            improvement = (round_start - local.objective) / round_start if round_start else 0.0
+            if improvement < tol:
                 break
-            if phase == "placement":
-                limit = round_time_limit_s if remaining is None else min(round_time_limit_s, remaining)
-                options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic")
-                cand = _place(solve_placement, instance, options, current)
-                if not cand.has_solution:
-                    record(r, phase, cand, False)
-                    continue
-                cand = finalize(instance, cand, routing="shortest_path")
-            else:
-                limit = round_time_limit_s if remaining is None else min(round_time_limit_s, remaining)
-                cand = _topology_phase(instance, current.placement, select, mode, seed, topology_method, limit, backend,
-                                       current)
-                if not cand.has_solution:
-                    record(r, phase, cand, False)
-                    continue
-                try:
-                    cand = finalize(instance, cand)
-                except RoutingError as exc:  # the exact step's routes left a (noise-sized) pair uncarried
-                    record(r, phase, replace(cand, status="error", details={**cand.details, "error": str(exc)}), False)
-                    continue
-            accepted = cand.objective < best.objective  # the instance's objective, as the evaluator scores it
-            record(r, phase, cand, accepted)
-            current = cand  # the next phase works on what this one produced
-            if accepted:
-                best = cand
-        improvement = (round_start - best.objective) / round_start if round_start else 0.0
-        if out_of_time or improvement < tol:
-            break
+        return False
+
+    data_parallel_start = finalize(instance, _topology_phase(instance, start_placement(instance), select, mode, seed))
+    best = data_parallel_start
+    record(0, "start: data-parallel + TopologyFinder", best, True)
+    # Pipelines of data-parallel groups, each with its own topology, are a second start: from the
+    # data-parallel start alone the alternation stays near it (its placement step only sees that
+    # start's topology), while the joint optimum is often such a hybrid. When one beats the
+    # data-parallel start, both trajectories run (within the time budget) and the best result wins.
+    stage_start = None
+    for st in stage_strategies(instance.workload, instance.n):
+        if validate_strategy(instance.workload, instance.n, st):
+            continue  # breaks the memory limit
+        cand = _topology_phase(instance, strategy_to_dict(st), select, mode, seed, topology_method, round_time_limit_s,
+                               backend)
+        if cand.has_solution:
+            cand = finalize(instance, cand)
+            if cand.objective < best.objective:
+                best = stage_start = cand
+                record(0, f"start: stages of {max(st.layer_degree)}-server data-parallel groups + "
+                          + ("exact topology" if topology_method == "exact" else "TopologyFinder"), cand, True)
+    out_of_time = descend(stage_start) if stage_start is not None else False
+    if not out_of_time:
+        descend(data_parallel_start)
     details = {**best.details, "rounds": log, "best_from": next(e for e in reversed(log) if e["accepted"])["phase"]}
     return replace(best, method="alternating", status="feasible", bound=None, gap=None,
                    wall_time_s=time.perf_counter() - started, details=details)

@@ -44,6 +44,7 @@ from .workload import _MEM_RTOL, Workload, coset
 __all__ = [
     "Strategy",
     "data_parallel",
+    "stage_strategies",
     "validate_strategy",
     "strategy_demand",
     "strategy_to_demand",
@@ -91,6 +92,25 @@ def data_parallel(workload: Workload, n: int) -> Strategy:
         layer_start=(0,) * len(layers),
         block_server=tuple(b % n for b in range(len(workload.blocks))),
     )
+
+
+def stage_strategies(workload: Workload, n: int) -> list[Strategy]:
+    """Pipeline-of-data-parallel-groups starts, one per degree k: the layers cut into
+    min(n/k, layers) contiguous stages of about equal count, stage j on the degree-k coset starting
+    at j (each layer at its largest allowed degree at most k); blocks round-robin. Hybrids that
+    neither the data-parallel start nor a placement step on its topology reach easily."""
+    layers = workload.layers
+    L = len(layers)
+    blocks = tuple(b % n for b in range(len(workload.blocks)))
+    out = []
+    for k in sorted({k for layer in layers for k in layer.configs}):
+        stages = min(n // k, L)
+        if stages < 2:
+            continue
+        deg = [max((c for c in layer.configs if c <= k), default=min(layer.configs)) for layer in layers]
+        start = [((i * stages) // L) % (n // d) for i, d in enumerate(deg)]
+        out.append(Strategy(tuple(deg), tuple(start), blocks))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
