@@ -109,6 +109,16 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         if progress is not None:
             progress(entry)
 
+    def topology_step(placement: dict, limit: float, current: Solution | None = None) -> tuple[Solution, bool]:
+        """The topology phase for ``placement``, scored by the evaluator; False when unusable."""
+        cand = _topology_phase(instance, placement, select, mode, seed, topology_method, limit, backend, current)
+        if not cand.has_solution:
+            return cand, False
+        try:
+            return finalize(instance, cand), True
+        except RoutingError as exc:  # the exact step's routes left a (noise-sized) pair uncarried
+            return replace(cand, status="error", details={**cand.details, "error": str(exc)}), False
+
     def descend(start: Solution) -> bool:
         """Rounds from ``start`` (each from this trajectory's best: TopoOpt's reset-to-best); a
         candidate is *accepted* when it beats everything found so far. True when out of time."""
@@ -134,15 +144,9 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                         continue
                     cand = finalize(instance, cand, routing="shortest_path")
                 else:
-                    cand = _topology_phase(instance, current.placement, select, mode, seed, topology_method, limit,
-                                           backend, current)
-                    if not cand.has_solution:
+                    cand, usable = topology_step(current.placement, limit, current)
+                    if not usable:
                         record(r, phase, cand, False)
-                        continue
-                    try:
-                        cand = finalize(instance, cand)
-                    except RoutingError as exc:  # the exact step's routes left a (noise-sized) pair uncarried
-                        record(r, phase, replace(cand, status="error", details={**cand.details, "error": str(exc)}), False)
                         continue
                 accepted = cand.objective < best.objective  # the instance's objective, as the evaluator scores it
                 record(r, phase, cand, accepted)
@@ -166,10 +170,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     for st in stage_strategies(instance.workload, instance.n):
         if validate_strategy(instance.workload, instance.n, st):
             continue  # breaks the memory limit
-        cand = _topology_phase(instance, strategy_to_dict(st), select, mode, seed, topology_method, round_time_limit_s,
-                               backend)
-        if cand.has_solution:
-            cand = finalize(instance, cand)
+        cand, usable = topology_step(strategy_to_dict(st), round_time_limit_s)
+        if usable:
             if cand.objective < best.objective:
                 best = stage_start = cand
                 record(0, f"start: stages of {max(st.layer_degree)}-server data-parallel groups + "
