@@ -216,3 +216,17 @@ def test_invariants(case):
     assert len({g.members for g in groups}) == len(groups)
     bound = 2 * sum(float(x.activation_bytes) for x in w.layers[:-1]) + 2 * sum(float(b.lookup_bytes) for b in w.blocks)
     assert mp.sum() <= bound + 1e-9
+
+
+def test_stage_strategies_cut_layers_into_contiguous_stages():
+    from topoopt_ilp.strategy import stage_strategies
+
+    layers = tuple(Layer(name=f"l{i}", compute_s=1e-3, param_bytes=1e6, activation_bytes=1e6, configs=(1, 2, 4, 8))
+                   for i in range(3)) + (Layer(name="l3", compute_s=1e-3, param_bytes=1e6, activation_bytes=1e6,
+                                               configs=(1, 2)),)
+    w = Workload(layers=layers, batch_size=64, server_memory_bytes=1e12)
+    got = [(s.layer_degree, s.layer_start) for s in stage_strategies(w, 8)]
+    assert got == [((1, 1, 1, 1), (0, 1, 2, 3)),  # k = 1: 4 stages of one server
+                   ((2, 2, 2, 2), (0, 1, 2, 3)),  # k = 2: 4 stages, each on its own 2-coset
+                   ((4, 4, 4, 2), (0, 0, 1, 1))]  # k = 4: 2 stages; l3 at its largest degree <= 4
+    # k = 8 leaves one stage: no pipeline, so no candidate
