@@ -9,7 +9,8 @@ from the best pipeline of data-parallel groups with its own topology), then repe
 until a round improves the iteration time by less than ``tol`` (relative), or the round / time budget
 runs out. Every candidate is scored by the independent evaluator and the incumbent only changes
 when a candidate is strictly better, so it never gets worse. Every phase is logged in
-``Solution.details["rounds"]``.
+``Solution.details["rounds"]`` (round 0 for the starts; with two starts, the second trajectory's
+rounds count from 1 again).
 """
 
 from __future__ import annotations
