@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["decompose_source_flow"]
+__all__ = ["decompose_source_flow", "shortest_path"]
 
 
 def decompose_source_flow(flow: np.ndarray, source: int, supply: np.ndarray, tol: float = 1e-9) -> list[tuple[list[int], float]]:
@@ -58,3 +58,18 @@ def decompose_source_flow(flow: np.ndarray, source: int, supply: np.ndarray, tol
         remaining[node] -= amount
         paths.append((path, float(amount)))
     return paths
+
+
+def shortest_path(X: np.ndarray, s: int, t: int) -> list[int]:
+    """One shortest path s -> t on link-count matrix ``X`` (for pairs whose decoded flow was noise)."""
+    from topoopt_ilp.errors import UnsupportedError
+    from topoopt_ilp.graph import hop_distances
+
+    dist, _ = hop_distances(X)
+    if dist[s, t] < 0:
+        raise UnsupportedError(f"the decoded topology does not connect {s} and {t}")
+    path = [s]
+    while path[-1] != t:
+        cur = path[-1]
+        path.append(int(next(v for v in np.flatnonzero(X[cur] > 0) if dist[v, t] == dist[cur, t] - 1)))
+    return path

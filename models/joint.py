@@ -39,7 +39,7 @@ from topoopt_ilp.strategy import Strategy, strategy_demand, strategy_to_dict, va
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .common import ExactOptions, check_backend, run_model, solution_status
-from .flow_decomposition import decompose_source_flow
+from .flow_decomposition import decompose_source_flow, shortest_path
 from .placement_data import layer_options
 from .topology_routing import _arcs, _degree_rows, _edges
 
@@ -525,19 +525,6 @@ def _decode_paths(jm: JointModel, values: np.ndarray) -> list[tuple[list[int], f
     return paths
 
 
-def _shortest_path(X: np.ndarray, s: int, t: int) -> list[int]:
-    from topoopt_ilp.graph import hop_distances
-
-    dist, _ = hop_distances(X)
-    if dist[s, t] < 0:
-        raise UnsupportedError(f"the decoded topology does not connect {s} and {t}")
-    path = [s]
-    while path[-1] != t:
-        cur = path[-1]
-        path.append(int(next(v for v in np.flatnonzero(X[cur] > 0) if dist[v, t] == dist[cur, t] - 1)))
-    return path
-
-
 def _routing(instance: Instance, jm: JointModel, values: np.ndarray, X: np.ndarray, strategy: Strategy) -> Routing:
     n, w = instance.n, instance.workload
     groups, mp, _ = strategy_demand(w, n, strategy)
@@ -556,7 +543,7 @@ def _routing(instance: Instance, jm: JointModel, values: np.ndarray, X: np.ndarr
     paths = [(p, amount / total[p[0], p[-1]]) for p, amount in raw if demand[p[0], p[-1]] > 0]
     missing = (demand > 0) & (total <= 0)
     for s, t in zip(*np.nonzero(missing)):  # solver noise only: a pair the flows left empty
-        paths.append((_shortest_path(X, int(s), int(t)), 1.0))
+        paths.append((shortest_path(X, int(s), int(t)), 1.0))
     return Routing(rings=rings, paths=PathSet.from_lists(paths) if paths else PathSet.empty())
 
 

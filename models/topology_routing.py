@@ -28,7 +28,7 @@ from topoopt_ilp.solution import Solution, Topology
 from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
 
 from .common import ExactOptions, check_backend, run_model, solution_status
-from .flow_decomposition import decompose_source_flow
+from .flow_decomposition import decompose_source_flow, shortest_path
 
 __all__ = ["MAX_SERVERS", "FORMULATIONS", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "solve_topology_routing"]
 
@@ -348,9 +348,14 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
         zv = np.maximum(values[m.z_cols], 0.0)
         share = np.zeros(max(r.group for r in m.rings) + 1)
         np.add.at(share, [r.group for r in m.rings], zv)
-        for c, r in enumerate(m.rings):
-            if zv[c] > 1e-9 * max(share[r.group], 1e-300):
-                ring_list.append((r.group, list(r.order), zv[c] / share[r.group]))
+        # Rings with a negligible share are solver noise: their traffic would fall below the path
+        # decomposition's tolerance and be left unrouted. Drop them and renormalise.
+        kept = [c for c, r in enumerate(m.rings) if zv[c] > 1e-7 * max(share[r.group], 1e-300)]
+        kept_share = np.zeros_like(share)
+        np.add.at(kept_share, [m.rings[c].group for c in kept], zv[kept])
+        for c in kept:
+            r = m.rings[c]
+            ring_list.append((r.group, list(r.order), zv[c] / kept_share[r.group]))
     # The decoded demand of each source, in the model's units and lam-scaled like the flows.
     supply = lam * m.mp
     for g, order, frac in ring_list:
@@ -366,6 +371,11 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
             target = np.ones(n) if t < 0 else (np.arange(n) == t).astype(float)
         for path, amount in decompose_source_flow(flow, int(s), target):
             paths.setdefault((path[0], path[-1]), []).append((path, amount))
+    if m.objective != "aspl":  # a pair whose flow fell below the decomposition's tolerance: shortest path
+        X = _topology(m, values)
+        for s, t in zip(*np.nonzero(supply > 0)):
+            if s != t and (int(s), int(t)) not in paths:
+                paths[(int(s), int(t))] = [(shortest_path(X, int(s), int(t)), 1.0)]
     rows = []
     for (s, t), plist in sorted(paths.items()):
         total = sum(a for _, a in plist)
