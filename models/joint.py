@@ -35,7 +35,8 @@ from topoopt_ilp.instance import Instance
 from topoopt_ilp.routing import PathSet, RingSet, Routing
 from topoopt_ilp.solution import Solution, Topology
 from topoopt_ilp.solvers import LinearModel, ModelBuilder
-from topoopt_ilp.strategy import Strategy, strategy_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.strategy import Strategy, strategy_to_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.traffic import traffic_matrix
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .common import ExactOptions, check_backend, run_model, solution_status
@@ -526,14 +527,10 @@ def _decode_paths(jm: JointModel, values: np.ndarray) -> list[tuple[list[int], f
 
 
 def _routing(instance: Instance, jm: JointModel, values: np.ndarray, X: np.ndarray, strategy: Strategy) -> Routing:
-    n, w = instance.n, instance.workload
-    groups, mp, _ = strategy_demand(w, n, strategy)
-    rings = _decode_rings(jm, values, groups)
-    demand = mp.copy()
-    for r in range(len(rings)):
-        order = rings.order[r][rings.order[r] >= 0]
-        np.add.at(demand, (order, np.roll(order, -1)), rings.fraction[r] * groups[int(rings.group[r])].bytes_per_member())
-    np.fill_diagonal(demand, 0.0)
+    n = instance.n
+    dm = strategy_to_demand(instance.workload, n, strategy)
+    rings = _decode_rings(jm, values, dm.allreduce)
+    demand = traffic_matrix(instance, rings, dm)  # the bytes of every pair under these rings
     # Flow on arcs the rounded topology lacks (link counts within integrality tolerance of 0) is
     # solver noise: drop those paths; pairs left without one take a shortest path below.
     raw = [(p, amount) for p, amount in _decode_paths(jm, values) if all(X[a, b] > 0 for a, b in zip(p, p[1:]))]

@@ -45,19 +45,6 @@ def _topology_phase(instance: Instance, placement: dict | None, select: str, mod
     return heuristic_for_placement(instance, placement, select=select, mode=mode, seed=seed)
 
 
-def _place(solve_placement, instance: Instance, options, current: Solution) -> Solution:
-    """The placement MILP for the current topology; when the full model is too large to build, the
-    largest restriction to evenly spaced coset starts that fits (recorded in the solution's details)."""
-
-    for max_starts in (None, 4, 2):
-        try:
-            return solve_placement(instance, options, current.topology.matrix, start=current.placement,
-                                   max_starts=max_starts)
-        except UnsupportedError:
-            continue  # too large to build: try fewer starts
-    return solve_placement(instance, options, current.topology.matrix, start=current.placement, max_starts=1)
-
-
 def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3, round_time_limit_s: float = 30.0,
                       time_limit_s: float | None = None, backend: str = "highs", select: str = "geometric",
                       mode: str = "paper", seed: int = 0, topology_method: str = "finder",
@@ -135,8 +122,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                 limit = round_time_limit_s if remaining is None else min(round_time_limit_s, remaining)
                 if phase == "placement":
                     options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic")
-                    try:
-                        cand = _place(solve_placement, instance, options, current)
+                    try:  # solve_placement itself falls back to fewer coset starts when the full model is too large
+                        cand = solve_placement(instance, options, current.topology.matrix, start=current.placement)
                     except UnsupportedError as exc:  # e.g. the exact step left servers without traffic unlinked
                         record(r, phase, replace(current, status="error", metrics={}, details={"error": str(exc)}), False)
                         continue

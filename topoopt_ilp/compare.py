@@ -114,8 +114,9 @@ def format_rows(instance: Instance, rows: Sequence[CompareRow], fmt: str = "tabl
     if fmt == "json":
         import json
 
-        clean = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(r).items()} for r in rows]
-        return json.dumps({"objective": instance.objective, "rows": clean}, indent=1)
+        from .io import json_safe
+
+        return json.dumps(json_safe({"objective": instance.objective, "rows": [asdict(r) for r in rows]}), indent=1)
     if fmt == "csv":
         buf = _io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]).keys()) if rows else ["method"])
