@@ -6,6 +6,8 @@
 * :mod:`.ocs_permutations` - SiP-ML-style OCS permutation planes.
 * :mod:`.placement` - a workload's placement (configs per layer, servers per block) on a fixed topology.
 * :mod:`.joint` - placement + topology + routing in one MILP (small clusters).
+* :mod:`.joint_enumeration` - the same problem strategy by strategy: enumeration with bounds, each
+  surviving strategy's topology by MILP (``formulation``: ``auto`` picks it or the joint MILP).
 
 :func:`solve_exact` picks the model an instance needs and warm-starts it from the heuristic.
 """
@@ -22,7 +24,11 @@ from topoopt_ilp.solution import Solution
 
 from .common import ExactOptions
 
-__all__ = ["ExactOptions", "solve_exact"]
+__all__ = ["JOINT_FORMULATIONS", "ExactOptions", "solve_exact"]
+
+#: ``formulation`` of a workload's joint problem: ``auto`` (default: the enumeration when its bounds
+#: leave few strategies, else the MILP), ``milp`` (models/joint.py), ``enumeration``.
+JOINT_FORMULATIONS = ("auto", "milp", "enumeration")
 
 
 def _warm_start_topology(instance: Instance, options: ExactOptions):
@@ -51,10 +57,22 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwarg
         if instance.fixed_topology is not None:  # only the placement is free: its model is the exact one
             from .placement import solve_placement
 
-            return solve_placement(instance, options)
-        from .joint import solve_joint
+            if options.formulation is not None:
+                raise InputError("the placement model (a workload on a fixed topology) has one formulation; "
+                                 "drop --formulation")
 
-        return solve_joint(instance, options)
+            return solve_placement(instance, options)
+        formulation = options.formulation or "auto"
+        if formulation not in JOINT_FORMULATIONS:
+            raise InputError(f"unknown formulation {formulation!r} for a workload's joint problem; choose one of "
+                             f"{', '.join(JOINT_FORMULATIONS)}")
+        if formulation == "milp":
+            from .joint import solve_joint
+
+            return solve_joint(instance, options)
+        from .joint_enumeration import solve_joint_enumeration
+
+        return solve_joint_enumeration(instance, options, fallback_to_milp=formulation == "auto")
     if instance.fixed_topology is not None:
         raise UnsupportedError("the instance fixes the topology; there is no topology to optimise exactly "
                                "(evaluate it with 'topoopt evaluate', or use --routing optimal)")

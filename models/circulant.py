@@ -921,7 +921,8 @@ def solve_circulant(instance: Instance, options: ExactOptions | None = None) -> 
     _check_request(instance, objective)
     integral = options.backend == "cpsat" and objective in ("aspl", "diameter")
     check_backend(options, continuous=not integral)
-    cm = build_circulant_model(instance, objective, formulation=options.formulation, integral_flows=integral)
+    formulation = options.formulation or "strong"
+    cm = build_circulant_model(instance, objective, formulation=formulation, integral_flows=integral)
     ws, ws_jumps = (None, None)
     if options.warm_start == "heuristic":
         ws, ws_jumps = _warm_start(cm, instance)
@@ -929,7 +930,7 @@ def solve_circulant(instance: Instance, options: ExactOptions | None = None) -> 
         ws, ws_jumps = _warm_start_from_file(cm, options.warm_start)
     result = run_model(cm.model, options, ws)
     details: dict[str, Any] = {
-        "model": cm.kind, "formulation": options.formulation, "family": cm.family,
+        "model": cm.kind, "formulation": formulation, "family": cm.family,
         "columns": cm.model.num_vars, "rows": cm.model.num_rows, "nonzeros": cm.model.num_nonzeros,
         "warm_start_jumps": list(ws_jumps) if ws_jumps is not None else None,
         "solver_status": solution_status(result), "solver_message": result.message, "notes": list(cm.notes),

@@ -44,7 +44,7 @@ class ExactOptions:
     warm_start: str | None = "heuristic"
     export_model: str | None = None
     seed: int | None = None
-    formulation: str = "strong"
+    formulation: str | None = None  # None: the model's default (strong; auto for a workload's joint problem)
     log: bool = False
 
     def __post_init__(self) -> None:

@@ -44,7 +44,8 @@ from .flow_decomposition import decompose_source_flow, shortest_path
 from .placement_data import layer_options
 from .topology_routing import _arcs, _degree_rows, _edges
 
-__all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "solve_joint", "joint_size"]
+__all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "decode_point", "fix_strategy",
+           "solve_joint", "joint_size"]
 
 #: Above this many servers the joint model is refused before it is built (suggesting alternating):
 #: its hop-layered flows alone have n (n-1)^2 (n-2) columns, and measured solves already take
@@ -193,6 +194,16 @@ def _max_bytes(w: Workload, n: int) -> float:
             total += 2.0 * float(layer.activation_bytes)
     total += sum(2.0 * float(b.lookup_bytes) for b in w.blocks)
     return total
+
+
+def formula_upper_bound(instance: Instance) -> float:
+    """An iteration time no optimal design exceeds (the McCormick U when there is no incumbent): any
+    strategy's busiest server computes at most everything, and on a connected topology its traffic
+    crosses any arc at most once per byte."""
+    w = instance.workload
+    return (sum(max(w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
+            + sum(float(x.compute_s) for x in w.blocks) + _max_bytes(w, instance.n) / instance.cluster.link_bytes_per_s
+            + instance.n * instance.cluster.hop_latency_s)
 
 
 def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
@@ -544,6 +555,48 @@ def _routing(instance: Instance, jm: JointModel, values: np.ndarray, X: np.ndarr
     return Routing(rings=rings, paths=PathSet.from_lists(paths) if paths else PathSet.empty())
 
 
+def decode_point(instance: Instance, jm: JointModel, values: np.ndarray) -> tuple[Strategy, np.ndarray, Routing]:
+    """The strategy, link-count matrix and routing (explicit rings and paths) of a model point.
+    Raises UnsupportedError when rounding left a pair with traffic unconnected."""
+    strategy = _decode_strategy(jm, values, len(instance.workload.layers))
+    bad = validate_strategy(instance.workload, instance.n, strategy)
+    if bad:
+        raise RuntimeError("joint model returned an invalid strategy: " + "; ".join(bad[:3]))
+    counts = np.rint(values[jm.x_cols]).astype(np.int64)
+    X = np.zeros((instance.n, instance.n), dtype=np.int64)
+    X[jm.edges[:, 0], jm.edges[:, 1]] = counts
+    if not instance.cluster.directed:
+        X[jm.edges[:, 1], jm.edges[:, 0]] = counts
+    return strategy, X, _routing(instance, jm, values, X, strategy)
+
+
+def fix_strategy(jm: JointModel, strategy: Strategy, X: np.ndarray | None = None) -> LinearModel | None:
+    """The joint model with ``strategy``'s columns fixed: what is left is the topology + routing problem
+    of that strategy's traffic, with the same ring space, routing and objective (and, given the link
+    counts ``X`` too, the ring split and routing problem on that topology: an LP but for the hop
+    indicators). None when the model has no option for one of its layers (a replica that never
+    fits in memory) or cannot express ``X``."""
+    lower, upper = jm.model.col_lower.copy(), jm.model.col_upper.copy()
+    lower[jm.a_cols] = upper[jm.a_cols] = 0.0
+    for i, (k, s) in enumerate(zip(strategy.layer_degree, strategy.layer_start)):
+        o = np.flatnonzero((jm.opt_layer == i) & (jm.opt_k == k) & (jm.opt_s == s))
+        if not o.size:
+            return None
+        lower[jm.a_cols[o[0]]] = upper[jm.a_cols[o[0]]] = 1.0
+    if jm.b_cols.size:
+        lower[jm.b_cols.ravel()] = upper[jm.b_cols.ravel()] = 0.0
+        picked = jm.b_cols[np.arange(len(strategy.block_server)), list(strategy.block_server)]
+        lower[picked] = upper[picked] = 1.0
+    if X is not None:
+        counts = X[jm.edges[:, 0], jm.edges[:, 1]]
+        bits = jm.z_cols.shape[1]
+        if counts.max(initial=0) >= 2 ** bits or (counts > upper[jm.x_cols]).any():
+            return None
+        lower[jm.x_cols] = upper[jm.x_cols] = counts
+        lower[jm.z_cols] = upper[jm.z_cols] = (counts[:, None] >> np.arange(bits)[None, :]) & 1
+    return replace(jm.model, col_lower=lower, col_upper=upper)
+
+
 def _warm_point(jm: JointModel, instance: Instance, sol: Solution) -> np.ndarray | None:
     """A partial start (strategy and links; the solver completes rings, flows and times)."""
     if sol.placement is None or sol.topology is None:
@@ -624,14 +677,15 @@ def _as_exact(start: Solution, objective: float, bound: float | None, backend: s
                     wall_time_s=wall, details=details)
 
 
-def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
+def solve_joint(instance: Instance, options: ExactOptions, start: Solution | None = None) -> Solution:
     """Solve placement + topology + routing exactly (the model above) for a small workload instance.
 
     The incumbent (and McCormick bound) comes from the alternating decomposition (``warm_start=
     "heuristic"``, the default: TopoOpt's heuristic improved by alternating, a fifth of the time
     limit), or from the solution file given as ``warm_start``; with ``warm_start="none"`` there is no
     start and the bound comes from a formula (everything computed on one server plus every byte
-    over one link). The returned solution carries explicit rings and paths; its ``objective`` is the
+    over one link). ``start``: an incumbent already computed (used instead of running the warm
+    start). The returned solution carries explicit rings and paths; its ``objective`` is the
     evaluator's iteration time of the decoded solution (never above the model's objective), the
     model's own in ``details["model_objective_s"]``.
     """
@@ -656,25 +710,21 @@ def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
     # The start gets a fifth of the time limit (at most a minute); the MILP the rest.
     from topoopt_ilp.evaluate import evaluate, objective_value
 
-    incumbent = _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit))
+    incumbent = start if start is not None else _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit))
     ub = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
     if limit is not None:
         options = replace(options, time_limit_s=max(0.0, limit - (time.perf_counter() - started)))
     if not math.isfinite(ub):
         incumbent = None
-        # Any strategy's busiest server computes at most everything, and its traffic crosses any
-        # arc at most once per byte: a valid bound on the optimum (and so on its Tbw).
-        ub = (sum(max(w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
-              + sum(float(x.compute_s) for x in w.blocks) + _max_bytes(w, instance.n) / instance.cluster.link_bytes_per_s
-              + instance.n * instance.cluster.hop_latency_s)
+        ub = formula_upper_bound(instance)
     jm = build_joint(instance, ub)
-    start = _warm_point(jm, instance, incumbent) if incumbent is not None and options.warm_start not in (None, "none") else None
-    if start is not None:
+    point = _warm_point(jm, instance, incumbent) if incumbent is not None and options.warm_start not in (None, "none") else None
+    if point is not None:
         budget = 30.0 if options.time_limit_s is None else max(1.0, 0.1 * options.time_limit_s)
-        start = _complete_start(jm.model, start, budget)
+        point = _complete_start(jm.model, point, budget)
         if limit is not None:
             options = replace(options, time_limit_s=max(0.0, limit - (time.perf_counter() - started)))
-    result = run_model(jm.model, options, start)
+    result = run_model(jm.model, options, point)
     status = solution_status(result)
     details = {"model": "joint", "start_method": incumbent.method if incumbent else None, "variables": jm.model.num_vars, "constraints": jm.model.num_rows,
                "nonzeros": jm.model.num_nonzeros, **jm.stats, "start_objective_s": ub if incumbent else None,
@@ -702,17 +752,8 @@ def solve_joint(instance: Instance, options: ExactOptions) -> Solution:
             details["note"] = f"the MILP returned no point ({status}); this is its start, unimproved"
         return _as_exact(incumbent, ub, bound, result.backend, wall, details, options.gap)
     values = result.values
-    strategy = _decode_strategy(jm, values, len(w.layers))
-    bad = validate_strategy(w, instance.n, strategy)
-    if bad:
-        raise RuntimeError("joint model returned an invalid strategy: " + "; ".join(bad[:3]))
-    counts = np.rint(values[jm.x_cols]).astype(np.int64)
-    X = np.zeros((instance.n, instance.n), dtype=np.int64)
-    X[jm.edges[:, 0], jm.edges[:, 1]] = counts
-    if not instance.cluster.directed:
-        X[jm.edges[:, 1], jm.edges[:, 0]] = counts
     try:
-        routing = _routing(instance, jm, values, X, strategy)
+        strategy, X, routing = decode_point(instance, jm, values)
     except UnsupportedError as exc:  # rounding disconnected a pair the flows carried
         if incumbent is None:
             raise

@@ -15,6 +15,7 @@ latency term), ``aspl`` (hop-count form), ``diameter`` (feasibility models per c
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -38,21 +39,28 @@ FORMULATIONS = ("strong", "naive")
 
 @dataclass(frozen=True)
 class RingCandidate:
-    """Ring ``stride`` of AllReduce group ``group``: member i sends to member (i + stride) mod k."""
+    """Ring ``stride`` of AllReduce group ``group``: member i sends to member (i + stride) mod k
+    (stride 0: an explicit ring ``order``, member order[i] sending to order[i+1])."""
 
     group: int
     stride: int
     order: tuple[int, ...]
 
 
-def ring_candidates(instance: Instance, mutable: bool = True) -> list[RingCandidate]:
+def ring_candidates(instance: Instance, mutable: bool = True, all_orders_up_to: int = 0) -> list[RingCandidate]:
     """TotientPerms rings per group: strides p coprime with the group size k (phi(k) of them).
 
     For a coset group {s, s+n/k, ...} listed in order these are exactly TopoOpt's jumps (n/k)*p.
-    With ``mutable=False`` only the listed order (stride 1) is a candidate."""
+    With ``mutable=False`` only the listed order (stride 1) is a candidate. Groups of at most
+    ``all_orders_up_to`` members get every ring order instead ((k-1)! of them, stride 0: the joint
+    model's ring space, see ``models.joint.ALL_RINGS_UP_TO``)."""
     out = []
     for g, group in enumerate(instance.demand.allreduce):
         k = group.size
+        if mutable and k <= all_orders_up_to:
+            first, rest = group.members[0], group.members[1:]
+            out.extend(RingCandidate(g, 0, (first,) + perm) for perm in itertools.permutations(rest))
+            continue
         strides = [p for p in range(1, k) if math.gcd(p, k) == 1] if mutable else [1]
         for p in strides:
             order = tuple(group.members[(i * p) % k] for i in range(k))
@@ -149,8 +157,10 @@ def _uniform_demand(instance: Instance, mp: np.ndarray) -> bool:
     return bool(off.size) and np.allclose(off, off[0])
 
 
-def build_topology_routing(instance: Instance, formulation: str = "strong", mutable_rings: bool = True) -> TopologyRoutingModel:
-    """Build the MILP for ``instance`` (family ``any``) as arrays."""
+def build_topology_routing(instance: Instance, formulation: str = "strong", mutable_rings: bool = True,
+                           all_orders_up_to: int = 0) -> TopologyRoutingModel:
+    """Build the MILP for ``instance`` (family ``any``) as arrays; ``all_orders_up_to``: see
+    :func:`ring_candidates`."""
     if formulation not in FORMULATIONS:
         raise InputError(f"unknown formulation {formulation!r}; choose one of {', '.join(FORMULATIONS)}")
     c = instance.cluster
@@ -166,7 +176,7 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
         return _build_aspl(instance, b, x, tail, head, edges, arc_edge, formulation)
 
     mp_bytes = instance.demand.mp_matrix(n)
-    rings = ring_candidates(instance, mutable_rings)
+    rings = ring_candidates(instance, mutable_rings, all_orders_up_to)
     groups = instance.demand.allreduce
     ring_amount = np.array([groups[r.group].bytes_per_member() for r in rings])
     scale = float(max(mp_bytes.max(initial=0.0), ring_amount.max(initial=0.0)))
@@ -397,7 +407,7 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
     if instance.objective == "diameter":
         return solve_diameter(instance, options, warm_start_topology)
     started = time.perf_counter()
-    m = build_topology_routing(instance, options.formulation)
+    m = build_topology_routing(instance, options.formulation or "strong")
     start = None
     if warm_start_topology is not None:
         start = np.full(m.model.num_vars, np.nan)

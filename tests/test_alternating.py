@@ -91,3 +91,15 @@ def test_exact_topology_step_is_verified_and_never_worse(tmp_path, capsys):
     assert "apply to --method alternating only" in capsys.readouterr().err
     with pytest.raises(InputError, match="unknown topology method"):
         solve(inst, method="alternating", topology_method="magic")
+
+
+def test_auto_topology_method_is_exact_on_small_clusters_only():
+    from topoopt_ilp.alternating import AUTO_EXACT_SERVERS
+    from topoopt_ilp.zoo import generate
+
+    small = small_workload()
+    assert small.n <= AUTO_EXACT_SERVERS
+    assert solve(small, method="alternating", rounds=1, round_time_limit_s=5).details["topology_method"] == "exact"
+    large = io.parse_instance(generate("resnet50", 16, 4, 100.0))
+    sol = solve(large, method="alternating", rounds=1, round_time_limit_s=5)
+    assert sol.details["topology_method"] == "finder" and verify(large, sol).valid

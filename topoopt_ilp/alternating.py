@@ -29,7 +29,10 @@ __all__ = ["solve_alternating"]
 Progress = Callable[[dict[str, Any]], None]
 
 
-TOPOLOGY_METHODS = ("finder", "exact")
+TOPOLOGY_METHODS = ("auto", "finder", "exact")
+#: ``topology_method="auto"`` uses the exact topology step up to this many servers (where it takes
+#: seconds: see ``benchmarks/alternating_quality.py``), TopologyFinder above.
+AUTO_EXACT_SERVERS = 12
 
 
 def _topology_phase(instance: Instance, placement: dict | None, select: str, mode: str, seed: int,
@@ -47,7 +50,7 @@ def _topology_phase(instance: Instance, placement: dict | None, select: str, mod
 
 def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3, round_time_limit_s: float = 30.0,
                       time_limit_s: float | None = None, backend: str = "highs", select: str = "geometric",
-                      mode: str = "paper", seed: int = 0, topology_method: str = "finder",
+                      mode: str = "paper", seed: int = 0, topology_method: str = "auto",
                       progress: Progress | None = None) -> Solution:
     """Alternate placement and topology optimisation; return the best solution found.
 
@@ -56,8 +59,9 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     rounds : maximum number of (placement, topology) rounds after the start.
     tol : stop when a round improves the incumbent by less than this fraction.
     round_time_limit_s : time limit of each placement MILP (and of each exact topology MILP).
-    topology_method : ``finder`` (TopoOpt's TopologyFinder, default) or ``exact`` (the
-        ``topology_routing`` MILP for the placement's traffic, at most 32 servers).
+    topology_method : ``finder`` (TopoOpt's TopologyFinder), ``exact`` (the ``topology_routing``
+        MILP for the placement's traffic, at most 32 servers) or ``auto`` (default: exact for a
+        general-topology instance of at most :data:`AUTO_EXACT_SERVERS` servers, else finder).
     time_limit_s : overall budget (checked between phases; a phase is not interrupted).
     progress : called with each log entry as it happens (the CLI prints them live).
     """
@@ -74,6 +78,9 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                          "(placement on the fixed topology)")
     if topology_method not in TOPOLOGY_METHODS:
         raise InputError(f"unknown topology method {topology_method!r}; choose one of {', '.join(TOPOLOGY_METHODS)}")
+    if topology_method == "auto":
+        small = instance.topology_family == "any" and instance.n <= AUTO_EXACT_SERVERS
+        topology_method = "exact" if small else "finder"
     if topology_method == "exact":
         from .models.topology_routing import MAX_SERVERS
 
@@ -154,19 +161,27 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     # data-parallel start alone the alternation stays near it (its placement step only sees that
     # start's topology), while the joint optimum is often such a hybrid. When one beats the
     # data-parallel start, both trajectories run (within the time budget) and the best result wins.
-    stage_start = None
+    # The candidates are scored with TopologyFinder (milliseconds each); the exact topology step, when
+    # asked for, then rebuilds the topology of the best one only.
+    stage_start, stage_label = None, ""
     for st in stage_strategies(instance.workload, instance.n):
         if validate_strategy(instance.workload, instance.n, st):
             continue  # breaks the memory limit
-        cand, usable = topology_step(strategy_to_dict(st), round_time_limit_s)
-        if usable:
-            if cand.objective < best.objective:
-                best = stage_start = cand
-                record(0, f"start: stages of {max(st.layer_degree)}-server data-parallel groups + "
-                          + ("exact topology" if topology_method == "exact" else "TopologyFinder"), cand, True)
+        cand = finalize(instance, _topology_phase(instance, strategy_to_dict(st), select, mode, seed))
+        if cand.objective < best.objective:
+            best = stage_start = cand
+            stage_label = f"start: stages of {max(st.layer_degree)}-server data-parallel groups + TopologyFinder"
+            record(0, stage_label, cand, True)
+    if stage_start is not None and topology_method == "exact":
+        cand, usable = topology_step(stage_start.placement, round_time_limit_s, stage_start)
+        accepted = usable and cand.objective < best.objective
+        record(0, stage_label.replace("TopologyFinder", "exact topology"), cand, accepted)
+        if accepted:
+            best = stage_start = cand
     out_of_time = descend(stage_start) if stage_start is not None else False
     if not out_of_time:
         descend(data_parallel_start)
-    details = {**best.details, "rounds": log, "best_from": next(e for e in reversed(log) if e["accepted"])["phase"]}
+    details = {**best.details, "rounds": log, "best_from": next(e for e in reversed(log) if e["accepted"])["phase"],
+               "topology_method": topology_method}
     return replace(best, method="alternating", status="feasible", bound=None, gap=None,
                    wall_time_s=time.perf_counter() - started, details=details)

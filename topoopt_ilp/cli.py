@@ -222,10 +222,11 @@ def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
         "warm_start": args.warm_start,
         "export_model": args.export_model,
         "seed": args.seed,
+        "formulation": args.formulation,
     }
 
 
-_EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_model")
+_EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_model", "formulation")
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
@@ -253,7 +254,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
             options.update(rounds=args.rounds if args.rounds is not None else 5,
                            round_time_limit_s=args.round_time_limit if args.round_time_limit is not None else 30.0,
                            time_limit_s=args.time_limit, backend=args.backend or "highs",
-                           topology_method=args.topology_method or "finder")
+                           topology_method=args.topology_method or "auto")
             if not (args.quiet or args.json):
                 options["progress"] = _print_round
     sol = solve(inst, method=args.method, **options)
@@ -442,9 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rounds", type=_pos_int, default=None, help="alternating: at most this many rounds (default 5)")
     s.add_argument("--round-time-limit", type=_nonneg_float, default=None, metavar="S",
                    help="alternating: time limit of each placement MILP (default 30)")
-    s.add_argument("--topology-method", default=None, choices=("finder", "exact"),
-                   help="alternating: topology step by TopoOpt's TopologyFinder (default) or the exact "
-                        "topology + routing MILP (at most 32 servers)")
+    s.add_argument("--topology-method", default=None, choices=("auto", "finder", "exact"),
+                   help="alternating: topology step by TopoOpt's TopologyFinder or the exact topology + routing "
+                        "MILP (at most 32 servers); auto (default): exact up to 12 servers, else TopologyFinder")
     s.add_argument("--select", default="geometric", choices=("geometric", "best"),
                    help="heuristic: SelectPermutations rule (default geometric, TopoOpt's)")
     s.add_argument("--mode", default="paper", choices=("paper", "authors"),
@@ -458,6 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=_pos_int, default=None, metavar="T", help="exact: solver threads")
     s.add_argument("--warm-start", default=None, metavar="heuristic|none|FILE", help="exact: warm start (default heuristic)")
     s.add_argument("--export-model", default=None, metavar="FILE.mps|FILE.lp", help="exact: also write the model")
+    s.add_argument("--formulation", default=None, metavar="NAME",
+                   help="exact: the model's formulation - general topology: strong (default) or naive; circulant: "
+                        "strong (default) or basic; a workload's joint problem: auto (default), milp or enumeration")
     s.add_argument("--seed", type=int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
                    "when given with --method exact, of the solver")
     s.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")

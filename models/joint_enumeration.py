@@ -1,0 +1,523 @@
+"""The joint problem solved strategy by strategy: enumeration with bounds, each survivor's topology by MILP.
+
+The same problem as :mod:`models.joint` (placement + topology + routing of a small workload instance,
+the same ring space, routing and objective), split along the strategy:
+
+    min over strategies S of  F(C(S), T*(S))
+
+where C(S) is the busiest server's compute (a sum over S, exact), T*(S) the least communication
+time of S's traffic over every topology, ring split and routing (the joint model with S's columns
+fixed, :func:`models.joint.fix_strategy`), and F(C, T) = C + T (``overlap: none``), max(C, T)
+(``overlap: full``) or T (objective ``comm_time``). The joint MILP's LP bound is weak (fractional
+strategies spread traffic thinly), while most strategies are far from optimal for reasons a formula
+sees; this method exploits that.
+
+Bounds (a depth-first search places the layers in order, then the blocks; a node is a partial
+strategy, and every completion only adds compute and traffic to it). With B the link bandwidth,
+alpha the hop latency, and bytes counted per iteration:
+
+  port      server v sends its own bytes over at most d links, so  T >= out_v / (d B);  in_v likewise.
+            A ring member sends 2(k-1)/k of its group's bytes whatever the ring order.
+  volume    the n d arcs carry n d B per unit of time, every ring byte crosses at least one arc, and
+            in any graph of degree d at most d (d-1)^(h-1) servers (d^h directed) lie h hops from a
+            server (the Moore bound), so a source's model-parallel bytes cross at least
+            M_s = sum_r h_r x (its r-th largest destination's bytes), h_r the least hop count of the
+            r-th nearest server; the same holds for every destination's sources:
+            T >= (ring bytes + max(sum_s M_s, sum_t M'_t)) / (n d B).
+  latency   T >= alpha h_r, r the most distinct destinations (or sources) of any server.
+  compute   C >= max(busiest server so far, (compute placed + least compute still to place) / n).
+
+Each bound only grows when compute or traffic is added (sorting a row and weighting its ranks by
+non-decreasing h_r is non-decreasing in every entry), so a node whose bound F(C_lb, T_lb) reaches the incumbent
+(less the requested gap) has no improving completion, and neither has a node breaking the memory
+limit. Leaves that survive are grouped by isomorphism of their traffic: with a free topology the
+servers are interchangeable, so strategies whose AllReduce groups and model-parallel matrix are the
+same up to relabelling have the same T* (groups above ``ALL_RINGS_UP_TO`` members keep their cyclic
+order, which defines their TotientPerms rings). Each group keeps its least-compute member (F grows
+with C). Groups are then settled in order of bound, cheaply first (the passes are described above
+:func:`_bandwidth_pass`), with Tbw capped at what could still improve on the incumbent (the
+McCormick U of the model): a model with no point under that cap cannot improve. A leaf stopped by
+the time limit keeps its bound. The answer is optimal when every surviving leaf is settled within
+the gap; otherwise feasible, bounded by the least bound of what was not settled.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+
+import networkx as nx
+import numpy as np
+
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.instance import Instance
+from topoopt_ilp.solution import Solution, Topology
+from topoopt_ilp.strategy import Strategy, strategy_demand, strategy_to_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.workload import _MEM_RTOL
+
+from .common import ExactOptions, check_backend, run_model, solution_status
+from .joint import (ALL_RINGS_UP_TO, TIME_UNIT_S, _check_size, _start_solution, build_joint, decode_point, fix_strategy,
+                    formula_upper_bound)
+from .placement_data import layer_options
+from .placement_search import _block_classes
+
+__all__ = ["AUTO_MAX_LEAVES", "AUTO_PROBE_NODES", "MAX_SEARCH_NODES", "distinct_traffic", "search_strategies",
+           "solve_joint_enumeration", "surviving_strategies"]
+
+#: The depth-first search gives up (the answer keeps the bound of what it did not visit) after this
+#: many nodes (about 0.1-0.3 ms each).
+MAX_SEARCH_NODES = 2_000_000
+#: ``--formulation auto``: the search may take this many nodes and leave this many strategies (one
+#: per traffic class) to solve; beyond either, the joint MILP is used instead.
+AUTO_PROBE_NODES = 10_000
+AUTO_MAX_LEAVES = 100
+
+
+def _unit_servers(n: int, k: int, s: int) -> np.ndarray:
+    g = n // k
+    return s + (np.arange(n) // g) * g
+
+
+@dataclass
+class _Node:
+    """A partial strategy and what it has placed so far."""
+
+    options: tuple[int, ...]  # option index per placed layer
+    servers: tuple[int, ...]  # server per placed block
+    compute: np.ndarray  # (n,) seconds
+    memory: np.ndarray  # (n,) bytes
+    ring_out: np.ndarray  # (n,) AllReduce bytes each server sends (= receives)
+    mp: np.ndarray  # (n, n) model-parallel bytes
+    bound: float = 0.0
+
+
+@dataclass
+class _Search:
+    """The data of the depth-first search (module docstring): per-option compute, memory, ring and
+    unit arrays, and the bound of a node."""
+
+    instance: Instance
+    opt_layer: np.ndarray
+    opt_k: np.ndarray
+    opt_s: np.ndarray
+    nodes: int = 0
+    pending: list[_Node] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        inst, w = self.instance, self.instance.workload
+        n = inst.n
+        self.n, self.d, self.L, self.nb = n, inst.cluster.degree, len(w.layers), len(w.blocks)
+        self.B, self.alpha = inst.cluster.link_bytes_per_s, inst.cluster.hop_latency_s
+        self.directed = inst.cluster.directed
+        self.cap = float(w.server_memory_bytes) * (1 + _MEM_RTOL)
+        self.by_layer = [np.flatnonzero(self.opt_layer == i) for i in range(self.L)]
+        ok = zip(self.opt_layer, self.opt_k)
+        self.time = np.array([w.layer_time(int(i), int(k)) for i, k in ok])
+        self.mem = np.array([w.layers[int(i)].replica_memory(int(k)) for i, k in zip(self.opt_layer, self.opt_k)])
+        param = np.array([float(w.layers[int(i)].param_bytes) for i in self.opt_layer])
+        self.ring = np.where(self.opt_k >= 2, 2.0 * (self.opt_k - 1) / self.opt_k * param, 0.0)
+        self.members = [np.arange(int(s), n, n // int(k)) for k, s in zip(self.opt_k, self.opt_s)]
+        self.units = [_unit_servers(n, int(k), int(s)) for k, s in zip(self.opt_k, self.opt_s)]
+        # least total compute each layer (block) still to place adds, summed over what follows
+        least = [min(self.time[o] * self.opt_k[o] for o in self.by_layer[i]) for i in range(self.L)]
+        least += [float(b.compute_s) for b in w.blocks]
+        self.rest = np.concatenate([np.cumsum(least[::-1])[::-1], [0.0]])
+        self.block_class = {}
+        for cls in _block_classes(w):
+            for prev, j in zip(cls, cls[1:]):
+                self.block_class[j] = prev  # identical blocks take non-decreasing servers
+        self.cutoff = math.inf
+
+    # -- bounds -------------------------------------------------------------------------------
+    def value(self, compute: float, comm: float) -> float:
+        return _objective(self.instance, compute, comm)
+
+    def bound(self, node: _Node, depth: int) -> float:
+        bandwidth, hops = comm_floor(node.mp, node.ring_out, self.d, self.B, self.directed)
+        compute = max(float(node.compute.max()), (float(node.compute.sum()) + self.rest[depth]) / self.n)
+        return self.value(compute, bandwidth + self.alpha * hops)
+
+    # -- children -----------------------------------------------------------------------------
+    def children(self, node: _Node) -> list[_Node]:
+        depth = len(node.options) + len(node.servers)
+        out = []
+        if depth < self.L:
+            i = depth
+            act = float(self.instance.workload.layers[i - 1].activation_bytes) if i else 0.0
+            for o in self.by_layer[i]:
+                mem = node.memory.copy()
+                mem[self.members[o]] += self.mem[o]
+                if mem.max() > self.cap:
+                    continue
+                compute = node.compute.copy()
+                compute[self.members[o]] += self.time[o]
+                ring_out = node.ring_out.copy()
+                ring_out[self.members[o]] += self.ring[o]
+                mp = node.mp
+                if i and act > 0 and (self.opt_k[o], self.opt_s[o]) != (self.opt_k[node.options[-1]], self.opt_s[node.options[-1]]):
+                    mp = mp.copy()
+                    src, dst = self.units[node.options[-1]], self.units[o]
+                    np.add.at(mp, (src, dst), act / self.n)
+                    np.add.at(mp, (dst, src), act / self.n)
+                    np.fill_diagonal(mp, 0.0)
+                out.append(_Node(node.options + (int(o),), (), compute, mem, ring_out, mp))
+        else:
+            j = depth - self.L
+            blk = self.instance.workload.blocks[j]
+            first = node.servers[self.block_class[j]] if j in self.block_class else 0
+            dst = self.units[node.options[int(blk.consumer)]]
+            size = float(blk.lookup_bytes)
+            for v in range(first, self.n):
+                mem = node.memory.copy()
+                mem[v] += float(blk.bytes)
+                if mem[v] > self.cap:
+                    continue
+                compute = node.compute.copy()
+                compute[v] += float(blk.compute_s)
+                mp = node.mp
+                if size > 0:
+                    mp = mp.copy()
+                    np.add.at(mp[v], dst, size / self.n)
+                    np.add.at(mp[:, v], dst, size / self.n)
+                    mp[v, v] = 0.0
+                out.append(_Node(node.options, node.servers + (v,), compute, mem, node.ring_out, mp))
+        for child in out:
+            child.bound = self.bound(child, depth + 1)
+        return out
+
+    def strategy(self, node: _Node) -> Strategy:
+        o = np.array(node.options, dtype=np.int64)
+        return Strategy(tuple(int(k) for k in self.opt_k[o]), tuple(int(s) for s in self.opt_s[o]), node.servers)
+
+    def run(self, cutoff: float, deadline: float | None, max_nodes: int) -> list[tuple[float, float, Strategy]]:
+        """Every complete strategy whose bound is below ``cutoff``, as (bound, compute, strategy);
+        what the search did not visit (time or node budget) stays in ``self.pending``."""
+        n = self.n
+        root = _Node((), (), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, n)))
+        stack, leaves = [root], []
+        depth_total = self.L + self.nb
+        while stack:
+            if self.nodes >= max_nodes or (deadline is not None and self.nodes % 256 == 0 and time.perf_counter() > deadline):
+                break
+            node = stack.pop()
+            if node.bound >= cutoff:
+                continue
+            self.nodes += 1
+            if len(node.options) + len(node.servers) == depth_total:
+                leaves.append((node.bound, float(node.compute.max()), self.strategy(node)))
+                continue
+            kids = sorted((c for c in self.children(node) if c.bound < cutoff), key=lambda c: -c.bound)
+            stack.extend(kids)  # the most promising child is searched first
+        self.pending = [s for s in stack if s.bound < cutoff]
+        return leaves
+
+
+# ------------------------------------------------------------------------------------------------
+def comm_floor(mp: np.ndarray, ring_out: np.ndarray, d: int, link_bytes_per_s: float, directed: bool = False
+               ) -> tuple[float, int]:
+    """Lower bounds on the bandwidth term and on the hops of the longest used path of any topology
+    and routing carrying model-parallel bytes ``mp`` and rings whose members send ``ring_out``
+    (the port, volume and latency bounds of the module docstring)."""
+    n = len(mp)
+    out, inn = mp.sum(axis=1) + ring_out, mp.sum(axis=0) + ring_out
+    if float(out.sum()) <= 0:
+        return 0.0, 0
+    hops = _moore_hops(n, d, directed)
+    by_rank = np.sort(mp, axis=1)[:, ::-1]  # each source's destinations, heaviest first
+    byte_hops = max(float((by_rank @ hops).sum()), float((np.sort(mp, axis=0)[::-1].T @ hops).sum()))
+    port = max(float(out.max()), float(inn.max())) / (d * link_bytes_per_s)
+    volume = (float(ring_out.sum()) + byte_hops) / (n * d * link_bytes_per_s)
+    reach = int(max((mp > 0).sum(axis=1).max(), (mp > 0).sum(axis=0).max()))
+    return max(port, volume), max(1, int(hops[reach - 1]) if reach else 1)
+
+
+def _moore_hops(n: int, d: int, directed: bool) -> np.ndarray:
+    """The least hop count of a server's r-th nearest other server (r = 0..n-1) in any graph of
+    degree d: at most d (d-1)^(h-1) servers (d^h directed) lie h hops away (the Moore bound)."""
+    out, h = [], 1
+    while len(out) < n:
+        width = d**h if directed else d * (d - 1) ** (h - 1)
+        if width <= 0:  # d = 1 undirected: only one other server is reachable at all
+            out.extend([n] * (n - len(out)))
+            break
+        out.extend([h] * width)
+        h += 1
+    return np.array(out[:n], dtype=float)
+
+
+def _objective(instance: Instance, compute: float, comm: float) -> float:
+    """F(C, T): the instance's objective from a compute and a communication time."""
+    if instance.objective == "comm_time":
+        return comm
+    return max(compute, comm) if instance.workload.overlap == "full" else compute + comm
+
+
+def _traffic_graph(instance: Instance, strategy: Strategy) -> nx.DiGraph:
+    """The strategy's traffic as a labelled graph: servers, one node per AllReduce group (its bytes)
+    joined to its members, model-parallel bytes on server arcs, and for groups whose ring space
+    depends on member order (TotientPerms above ALL_RINGS_UP_TO) their cyclic order as arcs."""
+    groups, mp, _ = strategy_demand(instance.workload, instance.n, strategy)
+    g = nx.DiGraph()
+    g.add_nodes_from(range(instance.n), kind="server")
+    for i, j in zip(*np.nonzero(mp)):
+        g.add_edge(int(i), int(j), kind=f"mp:{mp[i, j]:.9g}")
+    for r, grp in enumerate(groups):
+        node = ("ring", r)
+        g.add_node(node, kind=f"group:{grp.bytes:.9g}")
+        for m in grp.members:
+            g.add_edge(node, int(m), kind="member")
+        if len(grp.members) > ALL_RINGS_UP_TO:
+            for a, b in zip(grp.members, grp.members[1:] + grp.members[:1]):
+                label = g.edges[a, b]["kind"] + "+order" if g.has_edge(a, b) else "order"
+                g.add_edge(int(a), int(b), kind=label)
+    return g
+
+
+def distinct_traffic(instance: Instance, leaves: list[tuple[float, float, Strategy]]) -> list[tuple[float, float, Strategy, int]]:
+    """One leaf per isomorphism class of traffic (its least-compute member), in order of bound, with
+    the class size."""
+    same = nx.algorithms.isomorphism.categorical_node_match("kind", None)
+    same_e = nx.algorithms.isomorphism.categorical_edge_match("kind", None)
+    buckets: dict[str, list[list]] = {}
+    for lb, comp, st in sorted(leaves, key=lambda t: (t[1], t[0])):  # least compute first
+        g = _traffic_graph(instance, st)
+        with warnings.catch_warnings():  # networkx 3.5 changed directed hashes; ours are only compared in-process
+            warnings.simplefilter("ignore", UserWarning)
+            key = nx.weisfeiler_lehman_graph_hash(g, node_attr="kind", edge_attr="kind")
+        for rep in buckets.setdefault(key, []):
+            if nx.is_isomorphic(rep[3], g, node_match=same, edge_match=same_e):
+                rep[4] += 1
+                break
+        else:
+            buckets[key].append([lb, comp, st, g, 1])
+    reps = [(lb, comp, st, size) for bucket in buckets.values() for lb, comp, st, _g, size in bucket]
+    return sorted(reps, key=lambda t: t[0])
+
+
+def search_strategies(instance: Instance, cutoff: float, *, max_nodes: int = MAX_SEARCH_NODES,
+                      deadline: float | None = None) -> tuple[list[tuple[float, float, Strategy]], dict]:
+    """Every memory-feasible strategy whose bound is below ``cutoff`` (identical blocks on non-
+    decreasing servers), as (bound, busiest compute, strategy), and the search's statistics
+    (``pending_bound``: the least bound of what it did not visit, inf when it visited everything)."""
+    w, n = instance.workload, instance.n
+    opt_layer, opt_k, opt_s = layer_options(w, n)
+    for i in range(len(w.layers)):
+        if not (opt_layer == i).any():
+            raise InputError(f"layer {i} ({w.layers[i].name}) has no config whose replica fits in server memory")
+    search = _Search(instance, opt_layer, opt_k, opt_s)
+    leaves = search.run(cutoff, deadline, max_nodes)
+    pending = min((p.bound for p in search.pending), default=math.inf)
+    return leaves, {"search_nodes": search.nodes, "surviving_leaves": len(leaves), "pending_bound": pending}
+
+
+def surviving_strategies(instance: Instance, cutoff: float, *, max_nodes: int = MAX_SEARCH_NODES,
+                         deadline: float | None = None) -> tuple[list[tuple[float, float, Strategy, int]], dict]:
+    """:func:`search_strategies` reduced to one strategy per traffic isomorphism class, in order of
+    bound, as (bound, busiest compute, strategy, class size)."""
+    leaves, stats = search_strategies(instance, cutoff, max_nodes=max_nodes, deadline=deadline)
+    distinct = distinct_traffic(instance, leaves)
+    return distinct, {**stats, "distinct_leaves": len(distinct)}
+
+
+# ------------------------------------------------------------------------------------------------
+# Settling a leaf (a fixed strategy S with busiest compute C and search bound lb). Two passes over
+# the leaves, so that cheap answers for all of them come before expensive ones for a few:
+#   1. the bandwidth term: the topology_routing MILP on S's traffic (max concurrent flow with integer
+#      links, the joint model's ring space), far faster than the joint model's hop-layered flows; its
+#      bound gives  T* >= 1/lambda_max + alpha * hop floor.  Then, on its topology X, the joint model
+#      with S and X fixed (an LP but for the hop indicators) gives X's best ring split and routing,
+#      a point of the leaf. The leaf is settled when that point is within the gap of the bound.
+#   2. for leaves still open (a topology with fewer hops might pay: the latency term), in order of
+#      bound: the joint model with S fixed, started from the point of pass 1.
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class _Leaf:
+    lower: float  # valid lower bound on the leaf's objective
+    strategy: Strategy
+    compute: float
+    point: Solution | None = None  # its best point found
+    values: np.ndarray | None = None  # that point in the joint model's columns
+    settled: bool = False
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.perf_counter())
+
+
+def _leaf_model(instance: Instance, compute: float, best: float):
+    """The joint model with Tbw capped at what could still improve on ``best`` (the McCormick U)."""
+    additive = instance.objective != "comm_time" and instance.workload.overlap == "none"
+    cap = min(best, formula_upper_bound(instance))
+    return build_joint(instance, max(cap - compute if additive else cap, TIME_UNIT_S))
+
+
+def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best: float, rel: float,
+                    deadline: float | None, counts: dict) -> None:
+    """Pass 1 on one leaf (updates it in place)."""
+    from topoopt_ilp.evaluate import evaluate, objective_value
+
+    from .topology_routing import _topology, build_topology_routing
+
+    w, c = instance.workload, instance.cluster
+    opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
+    groups, mp, _ = strategy_demand(w, instance.n, leaf.strategy)
+    ring_out = np.zeros(instance.n)
+    for g in groups:
+        ring_out[list(g.members)] += g.bytes_per_member()
+    _, hops = comm_floor(mp, ring_out, c.degree, c.link_bytes_per_s, c.directed)
+    X = None
+    if hops:  # there is traffic
+        traffic = Instance(cluster=c, demand=strategy_to_demand(w, instance.n, leaf.strategy), objective="comm_time",
+                           name=f"{instance.name} leaf")
+        tm = build_topology_routing(traffic, "strong", all_orders_up_to=ALL_RINGS_UP_TO)
+        result = run_model(tm.model, opts)
+        counts["bandwidth_models"] += 1
+        if result.bound is not None and math.isfinite(result.bound) and result.bound > 0:
+            lam_max = result.bound * c.link_bytes_per_s / tm.scale  # iterations per second
+            leaf.lower = max(leaf.lower, _objective(instance, leaf.compute, 1.0 / lam_max + c.hop_latency_s * hops))
+        if leaf.lower >= best * (1 - rel):
+            leaf.settled = True
+            return
+        if result.values is not None and solution_status(result) in ("optimal", "feasible"):
+            X = _topology(tm, result.values)
+    jm = _leaf_model(instance, leaf.compute, best)
+    fixed = fix_strategy(jm, leaf.strategy, X) if X is not None else fix_strategy(jm, leaf.strategy)
+    if fixed is None:
+        return
+    res = run_model(fixed, replace(opts, time_limit_s=_remaining(deadline)))
+    if res.values is None or solution_status(res) not in ("optimal", "feasible"):
+        return
+    leaf.point, leaf.values = _leaf_point(instance, jm, res), res.values
+    if leaf.point is not None:
+        value = objective_value(instance, evaluate(instance, leaf.point))
+        if X is None and solution_status(res) == "optimal":  # no traffic: the fixed model was the whole leaf
+            leaf.lower = max(leaf.lower, value)
+        leaf.settled = value - leaf.lower <= rel * value
+
+
+def _full_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best: float, deadline: float | None,
+               counts: dict) -> None:
+    """Pass 2 on one open leaf: the joint model with its strategy fixed (updates it in place)."""
+    counts["full_leaf_models"] += 1
+    jm = _leaf_model(instance, leaf.compute, best)
+    opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
+    res = run_model(fix_strategy(jm, leaf.strategy), opts, leaf.values)
+    status = solution_status(res)
+    if res.values is not None and status in ("optimal", "feasible"):
+        leaf.point = _leaf_point(instance, jm, res) or leaf.point
+    if status == "optimal":
+        leaf.lower, leaf.settled = max(leaf.lower, res.objective * TIME_UNIT_S), True
+    elif status == "infeasible":  # nothing under the cap: the leaf cannot beat ``best``
+        leaf.lower, leaf.settled = max(leaf.lower, best), True
+    elif res.bound is not None and math.isfinite(res.bound):
+        leaf.lower = max(leaf.lower, res.bound * TIME_UNIT_S)
+
+
+def _leaf_point(instance: Instance, jm, result) -> Solution | None:
+    """The joint model's point as a solution (None when rounding left a pair unconnected)."""
+    try:
+        st, X, routing = decode_point(instance, jm, result.values)
+    except UnsupportedError:
+        return None
+    return Solution(status="feasible", method="exact", topology=Topology(X), routing=routing,
+                    placement=strategy_to_dict(st), backend=result.backend,
+                    details={"model_objective_s": result.objective * TIME_UNIT_S if result.objective is not None else None})
+
+
+# ------------------------------------------------------------------------------------------------
+def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallback_to_milp: bool = False) -> Solution:
+    """Solve placement + topology + routing exactly by the strategy enumeration of the module
+    docstring. Same instances, refusals, incumbent (the alternating method, a fifth of the time
+    limit, or a solution file) and answer format as :func:`models.joint.solve_joint`.
+
+    With ``fallback_to_milp`` (``--formulation auto``, the default), the search is first run with
+    :data:`AUTO_PROBE_NODES` nodes; when that does not finish, or leaves more than
+    :data:`AUTO_MAX_LEAVES` strategies to solve, the joint MILP solves the instance instead (from
+    the same incumbent): its bound then beats a leaf-by-leaf proof."""
+    from topoopt_ilp.evaluate import evaluate, objective_value
+
+    started = time.perf_counter()
+    w = instance.workload
+    if w is None:
+        raise InputError("the joint model needs a workload instance; this instance has a fixed demand")
+    if instance.objective not in ("iteration_time", "comm_time"):
+        raise InputError(f"the joint model minimises iteration_time or comm_time, not {instance.objective!r}")
+    if instance.fixed_topology is not None:
+        raise InputError("the instance fixes the topology: the placement model is the exact model for it")
+    if instance.topology_family != "any":
+        raise UnsupportedError(f"the joint model chooses any topology; topology_family {instance.topology_family!r} "
+                               "is not supported by it (use --method alternating)")
+    check_backend(options)
+    _check_size(instance)
+    limit = options.time_limit_s
+    deadline = None if limit is None else started + limit
+    details: dict = {"model": "joint", "algorithm": "enumeration",
+                     "ring_space": f"every ring order for groups of up to {ALL_RINGS_UP_TO} members, TotientPerms rings above"}
+    if limit is not None and limit <= 0:
+        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend,
+                        wall_time_s=time.perf_counter() - started, details=details)
+    incumbent = _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit))
+    best = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
+    details["start_method"] = incumbent.method if incumbent is not None else None
+    details["start_objective_s"] = best if incumbent is not None else None
+    rel = 1e-4 if options.gap is None else options.gap
+    probe = AUTO_PROBE_NODES if fallback_to_milp else MAX_SEARCH_NODES
+    leaves, stats = surviving_strategies(instance, best * (1 - rel), deadline=deadline, max_nodes=probe)
+    details.update({k: v for k, v in stats.items() if k != "pending_bound"})
+    if stats["pending_bound"] < math.inf:  # the search stopped early (time or node budget)
+        details["unvisited_bound_s"] = stats["pending_bound"]
+    if fallback_to_milp and (stats["pending_bound"] < math.inf or len(leaves) > AUTO_MAX_LEAVES):
+        from .joint import solve_joint
+
+        remaining = _remaining(deadline)
+        sol = solve_joint(instance, replace(options, time_limit_s=remaining), start=incumbent)
+        probe_note = {"algorithm": "milp", "enumeration_probe": {k: stats[k] for k in ("search_nodes", "distinct_leaves")}}
+        return replace(sol, wall_time_s=time.perf_counter() - started, details={**sol.details, **probe_note})
+    counts = {"bandwidth_models": 0, "full_leaf_models": 0}
+    done: list[_Leaf] = []
+
+    def accept(leaf: _Leaf) -> None:
+        nonlocal best, incumbent
+        if leaf.point is not None:
+            value = objective_value(instance, evaluate(instance, leaf.point))
+            if value < best:
+                best, incumbent = value, leaf.point
+                details["model_objective_s"] = leaf.point.details.get("model_objective_s")
+
+    for lb, compute, strategy, _size in leaves:  # pass 1, in order of bound
+        if lb >= best * (1 - rel) or (deadline is not None and time.perf_counter() >= deadline):
+            done.append(_Leaf(lb, strategy, compute, settled=lb >= best * (1 - rel)))
+            continue
+        leaf = _Leaf(lb, strategy, compute)
+        _bandwidth_pass(instance, options, leaf, best, rel, deadline, counts)
+        accept(leaf)
+        done.append(leaf)
+    for leaf in sorted(done, key=lambda t: t.lower):  # pass 2: what is still open, in order of bound
+        if leaf.settled or leaf.lower >= best * (1 - rel):
+            continue
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        _full_pass(instance, options, leaf, best, deadline, counts)
+        accept(leaf)
+    bound = min([best, stats["pending_bound"]] + [leaf.lower for leaf in done])
+    details.update(counts)
+    wall = time.perf_counter() - started
+    if incumbent is None:
+        status = "infeasible" if math.isinf(bound) and not leaves and stats["pending_bound"] == math.inf else "no_solution"
+        if status == "infeasible":
+            details["infeasible"] = ("memory: no assignment of layer configs and block servers keeps every server within "
+                                     "server_memory_bytes")
+        return Solution(status=status, method="exact", topology=None, backend=options.backend, wall_time_s=wall,
+                        details=details)
+    bad = validate_strategy(w, instance.n, Strategy(tuple(incumbent.placement["layer_degree"]),
+                                                    tuple(incumbent.placement["layer_start"]),
+                                                    tuple(incumbent.placement.get("block_server", ()))))
+    if bad:
+        raise RuntimeError("enumeration produced an invalid strategy: " + "; ".join(bad[:3]))
+    gap = max(0.0, (best - bound) / best) if best > 0 else 0.0
+    status = "optimal" if gap <= rel + 1e-9 else "feasible"
+    return Solution(status=status, method="exact", topology=incumbent.topology, routing=incumbent.routing,
+                    placement=incumbent.placement, objective=best, bound=bound, gap=gap, backend=options.backend,
+                    wall_time_s=wall, details=details)
