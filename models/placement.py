@@ -14,8 +14,9 @@ all of them are exact except the optional ``max_starts`` restriction.
 
 :func:`solve_placement` runs three stages inside one time limit: an iterated local search
 (:func:`improve_strategy`, moves scored incrementally by the evaluator's definitions) for the
-incumbent, warm start and pruning bound; the relaxation bound (:func:`relaxation_bound`, valid for
-the unrestricted problem, no solver), which alone may prove the gap; then the MILP - unrestricted
+incumbent, warm start and pruning bound; the relaxation bounds (:func:`relaxation_bound` and
+:func:`~.placement_bounds.chain_bound`, valid for the unrestricted problem, no solver), which alone
+may prove the gap; then the MILP - unrestricted
 when it can be built, else restricted to evenly spaced starts plus the incumbent's (recorded in
 ``details["restricted"]``). The reported bound is always valid for the unrestricted problem: the
 unrestricted model's solver bound or the relaxation bound; a restricted model's own bound stays in
@@ -30,29 +31,46 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
+from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
 
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.solution import Solution, Topology
-from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
-from topoopt_ilp.strategy import (Strategy, data_parallel, server_memory, strategy_to_dict,
-                                  validate_strategy)
+from topoopt_ilp.strategy import (
+    Strategy,
+    data_parallel,
+    server_memory,
+    strategy_to_dict,
+    validate_strategy,
+)
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .common import ExactOptions, check_backend, run_model, solution_status
-from .placement_data import (TIME_UNIT_S, RoutingFractions, _pattern_loads, layer_options, shortest_path_fractions,
-                             strategy_times)
-from .placement_search import _block_classes, _LocalSearch, improve_strategy, relaxation_bound
+from .placement_bounds import chain_bound
+from .placement_data import (
+    TIME_UNIT_S,
+    RoutingFractions,
+    _pattern_loads,
+    layer_options,
+    shortest_path_fractions,
+    strategy_times,
+)
+from .placement_search import (
+    _block_classes,
+    _LocalSearch,
+    improve_strategy,
+    relaxation_bound,
+)
 
 __all__ = [
     "MAX_PLACEMENT_NONZEROS",
     "TIME_UNIT_S",
-    "RoutingFractions",
     "PlacementModel",
-    "shortest_path_fractions",
-    "strategy_times",
+    "RoutingFractions",
     "build_placement",
+    "shortest_path_fractions",
     "solve_placement",
+    "strategy_times",
 ]
 
 #: Refuse to build a model whose estimated constraint non-zeros exceed this. Measured: HiGHS needs
@@ -278,7 +296,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
             continue
         m = np.asarray(coset(n, k, int(type_s[t])))
         pid.append(np.full(k, t)), src.append(m), dst.append(np.roll(m, -1)), val.append(np.full(k, 2.0 * (k - 1) / k))
-    cat = lambda parts, dt=np.int64: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731
+    cat = lambda parts, dt=np.int64: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
     ar_type, ar_hop_type, _ = _pattern_loads(rf, cat(pid), cat(src), cat(dst), cat(val, np.float64), NT)
     param = np.array([float(w.layers[int(i)].param_bytes) for i in opt_layer])
     has_ar = (opt_k >= 2) & (param > 0)
@@ -605,7 +623,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         bld.set_objective([C, TB, H], [1.0, 1.0, alpha])
     model = bld.build()
     stats = {"options": int(NO), "options_pruned": int(len(keep) - keep.sum()), "pairs": int(NW),
-             "lookup_products": int(NQ), "arcs": int(A), "estimated_nonzeros": est, "pair_patterns": int(len(tp_all)),
+             "lookup_products": int(NQ), "arcs": int(A), "estimated_nonzeros": est, "pair_patterns": len(tp_all),
              "build_s": time.perf_counter() - started}
     return PlacementModel(model, n, opt_layer, opt_k, opt_s, a_cols, b_cols, w_o1_a, w_o2_a, w_cols, q_c_a, q_v_a,
                           q_o_a, q_cols, lam, h_cols, C, TB, H, T, max_starts is not None, ub, incumbent, stats)
@@ -687,7 +705,7 @@ def _default_topology(instance: Instance) -> np.ndarray:
 
 def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndarray | None = None, *,
                     max_starts: int | None = None, start: Strategy | dict | None = None,
-                    local_search_s: float | None = None) -> Solution:
+                    local_search_s: float | None = None, chain_bound_s: float | None = None) -> Solution:
     """Choose a config and start per layer and a server per block, minimising the iteration time.
 
     Parameters
@@ -711,6 +729,10 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     local_search_s : float, optional
         Seconds of local search before the MILP (0: none). Default: a quarter of the time limit,
         at most 30 s (10 s without a time limit); it stops earlier once it stalls.
+    chain_bound_s : float, optional
+        Seconds for :func:`~.placement_bounds.chain_bound` after its precomputation (0: only the
+        volume relaxation). Default: 30 % of the time limit (5 s without one). It is skipped
+        when the volume relaxation already proves the gap.
 
     Returns
     -------
@@ -750,6 +772,9 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     details: dict = {"model": "placement", "routing": "shortest_path (equal split), default rings"}
     tol = options.gap if options.gap is not None else 1e-4
 
+    def gap_of(obj: float, bnd: float | None) -> float | None:
+        return None if bnd is None else (max(0.0, (obj - bnd) / obj) if obj > 0 else 0.0)
+
     # 1. Incumbent: the best cheap candidate (or the given start), improved by local search.
     if start is not None and validate_strategy(w, n, start):
         raise InputError("the start strategy is invalid: " + "; ".join(validate_strategy(w, n, start)[:3]))
@@ -771,13 +796,19 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         inc_time = strategy_times(instance, rf, incumbent)["iteration_time_s"]
         details["local_search_iteration_time_s"] = inc_time
 
-    # 2. A bound valid for the unrestricted problem, without a solver; it may already close the gap.
+    # 2. Bounds valid for the unrestricted problem, without a solver; they may already close the gap:
+    # the volume relaxation, then the chain bound (arc classes, runs and pair thresholds; anytime: a
+    # share of the time limit after its precomputation).
     t0 = time.perf_counter()
     lb = relaxation_bound(instance, rf, ls)
+    details["volume_bound_s"] = lb
+    if chain_bound_s is None:
+        chain_bound_s = 5.0 if options.time_limit_s is None else 0.3 * options.time_limit_s
+    if chain_bound_s > 0 and (inc_time is None or gap_of(inc_time, lb) > tol):
+        cb, cb_info = chain_bound(instance, rf, ls, upper=inc_time, time_limit_s=chain_bound_s)
+        details.update(cb_info)
+        lb = max(lb, cb)
     details.update(relaxation_bound_s=lb, relaxation_bound_time_s=time.perf_counter() - t0)
-
-    def gap_of(obj: float, bnd: float | None) -> float | None:
-        return None if bnd is None else (max(0.0, (obj - bnd) / obj) if obj > 0 else 0.0)
 
     if inc_time is not None and gap_of(inc_time, lb) <= tol:
         details["milp"] = "skipped: the relaxation bound proves the local-search incumbent within the gap"

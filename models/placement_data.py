@@ -9,8 +9,8 @@ and bound).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,7 +20,7 @@ from topoopt_ilp.instance import Instance
 from topoopt_ilp.strategy import Strategy, strategy_demand
 from topoopt_ilp.workload import _MEM_RTOL, Workload
 
-__all__ = ["TIME_UNIT_S", "RoutingFractions", "shortest_path_fractions", "strategy_times", "layer_options"]
+__all__ = ["TIME_UNIT_S", "RoutingFractions", "layer_options", "shortest_path_fractions", "strategy_times"]
 
 #: Internal time unit of the model (microseconds): link-latency terms (alpha = 1 us per hop) stay
 #: far above solver feasibility tolerances (~1e-7), which they would not in seconds.
@@ -63,7 +63,7 @@ def shortest_path_fractions(X: np.ndarray, link_bytes_per_s: float) -> RoutingFr
         rows.append(s * n + t)
         cols.append(np.full(s.size, e, dtype=np.int64))
         vals.append(sigma[s, a] * sigma[b, t] / sigma[s, t])
-    cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731
+    cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
     P = sp.csr_array((cat(vals, np.float64), (cat(rows, np.int64), cat(cols, np.int64))), shape=(n * n, len(tail)))
     return RoutingFractions(n, tail.astype(np.int64), head.astype(np.int64),
                             link_bytes_per_s * X[tail, head].astype(np.float64), dist, P)

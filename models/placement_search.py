@@ -39,9 +39,12 @@ def _block_classes(w: Workload) -> list[list[int]]:
 # each consumer's lookups (bytes per server x the pattern of its (k, s)); compute and memory are
 # sums over cosets and block servers; hops a maximum over the patterns in use. A move re-places a
 # run of consecutive layers on one common (k, s) (so the run reshards nothing inside, which single-
-# layer moves cannot reach from a uniform start) or one block on another server; all candidates of
-# a move are scored at once as dense (candidates, arcs) arrays. The result is only an upper bound:
-# it is re-scored by :func:`strategy_times` and handed to the MILP as incumbent and warm start.
+# layer moves cannot reach from a uniform start), rotates the starts of a suffix of layers together
+# (s -> s + r mod n/k: on a circulant topology, where no start wraps, only the resharding at the cut
+# changes, so a badly placed boundary - e.g. one that puts a whole resharding on a single arc - is
+# fixed without breaking the runs; scored by a full refresh per rotation) or puts one block on
+# another server; segment and block candidates are scored at once as dense (candidates, arcs)
+# arrays. The result is only an upper bound: it is re-scored by :func:`strategy_times` and handed to the MILP as incumbent and warm start.
 # ------------------------------------------------------------------------------------------------
 class _LocalSearch:
     """Incremental scorer and best-improvement descent over strategies on one topology."""
@@ -68,7 +71,7 @@ class _LocalSearch:
             m = np.asarray(coset(n, int(tk[t]), int(ts[t])))
             pid.append(np.full(m.size, t)), src.append(m), dst.append(np.roll(m, -1))
             val.append(np.full(m.size, 2.0 * (tk[t] - 1) / tk[t]))
-        cat = lambda p, dt=np.int64: np.concatenate(p).astype(dt) if p else np.zeros(0, dt)  # noqa: E731
+        cat = lambda p, dt=np.int64: np.concatenate(p).astype(dt) if p else np.zeros(0, dt)
         ar, self.ar_hop, _ = _pattern_loads(rf, cat(pid), cat(src), cat(dst), cat(val, np.float64), NT)
         self.ar = ar.toarray()
         L = len(w.layers)
@@ -89,6 +92,8 @@ class _LocalSearch:
         self.blk_cons = np.array([int(b.consumer) for b in w.blocks], dtype=np.int64)
         self.consumers = sorted({int(c) for c, lk in zip(self.blk_cons, self.blk_lookup) if lk > 0})
         self._rs_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._pair_cache: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
+        self.type_base = {int(k): self.type_of[(int(k), 0)] for k in degs}  # type of (k, s) = type_base[k] + s
         self._lk_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     # ---- patterns ------------------------------------------------------------------------------
@@ -108,6 +113,26 @@ class _LocalSearch:
             if len(self._rs_cache) >= self._CACHE:
                 self._rs_cache.pop(next(iter(self._rs_cache)))
         self._rs_cache[t] = hit
+        return hit
+
+    def pair_reshard(self, t1: int, t2: int) -> tuple[np.ndarray, int]:
+        """Arc loads (A,) and hops of resharding one activation byte between types t1 and t2 (a row
+        of :meth:`reshard` when that table is cached, else the one pattern alone)."""
+        hit = self._rs_cache.get(t1)
+        if hit is not None:
+            return hit[0][t2], int(hit[1][t2])
+        key = (t1, t2)
+        hit = self._pair_cache.get(key)
+        if hit is None:
+            n = self.n
+            a, b = self.unit_server[t1], self.unit_server[t2]
+            v = np.full(n, 1.0 / n)
+            loads, hops, _ = _pattern_loads(self.rf, np.zeros(2 * n, dtype=np.int64), np.concatenate([a, b]),
+                                            np.concatenate([b, a]), np.concatenate([v, v]), 1)
+            hit = (loads.toarray()[0], int(hops[0]))
+            if len(self._pair_cache) >= 50_000:
+                self._pair_cache.clear()
+            self._pair_cache[key] = hit
         return hit
 
     def lookup_per_server(self, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -157,9 +182,9 @@ class _LocalSearch:
         self.rs_h = np.zeros(max(L - 1, 0), dtype=np.int64)
         for i in range(L - 1):
             if self.act[i] > 0:
-                ld, hp = self.reshard(int(t[i]))
-                self.rs_load[i] = self.act[i] * ld[t[i + 1]]
-                self.rs_h[i] = hp[t[i + 1]]
+                ld, hp = self.pair_reshard(int(t[i]), int(t[i + 1]))
+                self.rs_load[i] = self.act[i] * ld
+                self.rs_h[i] = hp
         self.lk_load = {}
         self.lk_h = {}
         for c in self.consumers:
@@ -259,6 +284,32 @@ class _LocalSearch:
         it[bad], sec[bad] = np.inf, np.inf
         return it, sec
 
+    def shift_move(self, i: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """Iteration time and tie-break score of rotating the starts of layers i..L-1 together,
+        s -> (s + r) mod n/k for r = 1..15 and the multiples of G/8 below G (G the largest n/k among
+        them; r and r + G give the same starts), and the type vectors. On a circulant topology this
+        moves only the resharding into layer i (and how the two parts overlap), which segment moves
+        cannot do without breaking the runs; scored by a full refresh each."""
+        t0 = self.t.copy()
+        k = self.type_k[t0[i:]]
+        g = self.n // k
+        base = np.array([self.type_base[int(x)] for x in k])
+        G = int(g.max())
+        shifts = sorted(set(range(1, min(G, 16))) | {G * m // 8 for m in range(1, 8)} - {0, G})
+        its, secs, types = [], [], []
+        for r in shifts:
+            tt = t0.copy()
+            tt[i:] = base + (self.type_s[t0[i:]] + r) % g
+            self.t = tt
+            self.refresh()
+            it, sec = self.score()
+            if (self.mem > self.cap).any():
+                it, sec = np.inf, np.inf
+            its.append(it), secs.append(sec), types.append(tt)
+        self.t = t0
+        self.refresh()
+        return np.array(its), np.array(secs), types
+
     def block_move(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """Iteration time and tie-break score (n,) of moving block j to each server."""
         n = self.n
@@ -288,9 +339,9 @@ class _LocalSearch:
         it[bad], sec[bad] = np.inf, np.inf
         return it, sec
 
-    def descend(self, deadline: float, rng: np.random.Generator) -> tuple[float, float]:
-        """Best-improvement descent over segment and block moves until no move improves (or the
-        deadline); returns the final (iteration time, tie-break)."""
+    def descend(self, deadline: float, rng: np.random.Generator, shifts: bool = True) -> tuple[float, float]:
+        """Best-improvement descent over segment, suffix-shift (``shifts``) and block moves until no
+        move improves (or the deadline); returns the final (iteration time, tie-break)."""
         L = len(self.w.layers)
         cur = self.score()
         segments = [(i, j) for i in range(L) for j in range(i, L)]
@@ -309,6 +360,18 @@ class _LocalSearch:
                 tb = int(np.lexsort((sec, it))[0])
                 if better((float(it[tb]), float(sec[tb])), cur):
                     self.t[i:j + 1] = tb
+                    self.refresh()
+                    cur = self.score()
+                    improved = True
+            for i in (1 + rng.permutation(L - 1) if shifts else ()):
+                if time.perf_counter() > deadline:
+                    break
+                it, sec, types = self.shift_move(int(i))
+                if it.size == 0:
+                    continue
+                r = int(np.lexsort((sec, it))[0])
+                if better((float(it[r]), float(sec[r])), cur):
+                    self.t = types[r]
                     self.refresh()
                     cur = self.score()
                     improved = True
