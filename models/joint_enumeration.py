@@ -54,7 +54,8 @@ import numpy as np
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.solution import Solution, Topology
-from topoopt_ilp.strategy import Strategy, strategy_demand, strategy_to_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.strategy import (Strategy, _unit_servers, strategy_demand, strategy_to_demand, strategy_to_dict,
+                                  validate_strategy)
 from topoopt_ilp.workload import _MEM_RTOL
 
 from .common import ExactOptions, check_backend, run_model, solution_status
@@ -73,11 +74,6 @@ MAX_SEARCH_NODES = 2_000_000
 #: per traffic class) to solve; beyond either, the joint MILP is used instead.
 AUTO_PROBE_NODES = 10_000
 AUTO_MAX_LEAVES = 100
-
-
-def _unit_servers(n: int, k: int, s: int) -> np.ndarray:
-    g = n // k
-    return s + (np.arange(n) // g) * g
 
 
 @dataclass
@@ -113,8 +109,7 @@ class _Search:
         self.directed = inst.cluster.directed
         self.cap = float(w.server_memory_bytes) * (1 + _MEM_RTOL)
         self.by_layer = [np.flatnonzero(self.opt_layer == i) for i in range(self.L)]
-        ok = zip(self.opt_layer, self.opt_k)
-        self.time = np.array([w.layer_time(int(i), int(k)) for i, k in ok])
+        self.time = np.array([w.layer_time(int(i), int(k)) for i, k in zip(self.opt_layer, self.opt_k)])
         self.mem = np.array([w.layers[int(i)].replica_memory(int(k)) for i, k in zip(self.opt_layer, self.opt_k)])
         param = np.array([float(w.layers[int(i)].param_bytes) for i in self.opt_layer])
         self.ring = np.where(self.opt_k >= 2, 2.0 * (self.opt_k - 1) / self.opt_k * param, 0.0)
@@ -128,7 +123,6 @@ class _Search:
         for cls in _block_classes(w):
             for prev, j in zip(cls, cls[1:]):
                 self.block_class[j] = prev  # identical blocks take non-decreasing servers
-        self.cutoff = math.inf
 
     # -- bounds -------------------------------------------------------------------------------
     def value(self, compute: float, comm: float) -> float:
