@@ -185,6 +185,21 @@ def _check_size(instance: Instance) -> None:
                                f"{MAX_JOINT_NONZEROS:,}); {hint}")
 
 
+def check_request(instance: Instance, options: ExactOptions) -> None:
+    """Refuse, before anything is built, what the joint problem (either algorithm) cannot take."""
+    if instance.workload is None:
+        raise InputError("the joint model needs a workload instance; this instance has a fixed demand")
+    if instance.objective not in ("iteration_time", "comm_time"):
+        raise InputError(f"the joint model minimises iteration_time or comm_time, not {instance.objective!r}")
+    if instance.fixed_topology is not None:
+        raise InputError("the instance fixes the topology: the placement model is the exact model for it")
+    if instance.topology_family != "any":
+        raise UnsupportedError(f"the joint model chooses any topology; topology_family {instance.topology_family!r} "
+                               "is not supported by it (use --method alternating)")
+    check_backend(options)
+    _check_size(instance)
+
+
 def _max_bytes(w: Workload, n: int) -> float:
     """Most bytes any strategy can put on the network per iteration (big-M of the hop rows)."""
     total = 0.0
@@ -690,18 +705,7 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
     model's own in ``details["model_objective_s"]``.
     """
     started = time.perf_counter()
-    w = instance.workload
-    if w is None:
-        raise InputError("the joint model needs a workload instance; this instance has a fixed demand")
-    if instance.objective not in ("iteration_time", "comm_time"):
-        raise InputError(f"the joint model minimises iteration_time or comm_time, not {instance.objective!r}")
-    if instance.fixed_topology is not None:
-        raise InputError("the instance fixes the topology: the placement model is the exact model for it")
-    if instance.topology_family != "any":
-        raise UnsupportedError(f"the joint model chooses any topology; topology_family {instance.topology_family!r} "
-                               "is not supported by it (use --method alternating)")
-    check_backend(options)
-    _check_size(instance)
+    check_request(instance, options)
     limit = options.time_limit_s
     if limit is not None and limit <= 0:  # nothing may run: the documented no_solution at once
         result = run_model(build_joint(instance, 1.0).model, options)

@@ -58,9 +58,9 @@ from topoopt_ilp.strategy import (Strategy, _unit_servers, strategy_demand, stra
                                   validate_strategy)
 from topoopt_ilp.workload import _MEM_RTOL
 
-from .common import ExactOptions, check_backend, run_model, solution_status
-from .joint import (ALL_RINGS_UP_TO, TIME_UNIT_S, _check_size, _start_solution, build_joint, decode_point, fix_strategy,
-                    formula_upper_bound)
+from .common import ExactOptions, run_model, solution_status
+from .joint import (ALL_RINGS_UP_TO, TIME_UNIT_S, _start_solution, build_joint, check_request, decode_point,
+                    fix_strategy, formula_upper_bound)
 from .placement_data import layer_options
 from .placement_search import _block_classes
 
@@ -125,13 +125,10 @@ class _Search:
                 self.block_class[j] = prev  # identical blocks take non-decreasing servers
 
     # -- bounds -------------------------------------------------------------------------------
-    def value(self, compute: float, comm: float) -> float:
-        return _objective(self.instance, compute, comm)
-
     def bound(self, node: _Node, depth: int) -> float:
         bandwidth, hops = comm_floor(node.mp, node.ring_out, self.d, self.B, self.directed)
         compute = max(float(node.compute.max()), (float(node.compute.sum()) + self.rest[depth]) / self.n)
-        return self.value(compute, bandwidth + self.alpha * hops)
+        return _objective(self.instance, compute, bandwidth + self.alpha * hops)
 
     # -- children -----------------------------------------------------------------------------
     def children(self, node: _Node) -> list[_Node]:
@@ -356,15 +353,14 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
 
     w, c = instance.workload, instance.cluster
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
-    groups, mp, _ = strategy_demand(w, instance.n, leaf.strategy)
+    demand = strategy_to_demand(w, instance.n, leaf.strategy)
     ring_out = np.zeros(instance.n)
-    for g in groups:
+    for g in demand.allreduce:
         ring_out[list(g.members)] += g.bytes_per_member()
-    _, hops = comm_floor(mp, ring_out, c.degree, c.link_bytes_per_s, c.directed)
+    _, hops = comm_floor(demand.mp_matrix(instance.n), ring_out, c.degree, c.link_bytes_per_s, c.directed)
     X = None
     if hops:  # there is traffic
-        traffic = Instance(cluster=c, demand=strategy_to_demand(w, instance.n, leaf.strategy), objective="comm_time",
-                           name=f"{instance.name} leaf")
+        traffic = Instance(cluster=c, demand=demand, objective="comm_time", name=f"{instance.name} leaf")
         tm = build_topology_routing(traffic, "strong", all_orders_up_to=ALL_RINGS_UP_TO)
         result = run_model(tm.model, opts)
         counts["bandwidth_models"] += 1
@@ -433,18 +429,8 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
     from topoopt_ilp.evaluate import evaluate, objective_value
 
     started = time.perf_counter()
+    check_request(instance, options)
     w = instance.workload
-    if w is None:
-        raise InputError("the joint model needs a workload instance; this instance has a fixed demand")
-    if instance.objective not in ("iteration_time", "comm_time"):
-        raise InputError(f"the joint model minimises iteration_time or comm_time, not {instance.objective!r}")
-    if instance.fixed_topology is not None:
-        raise InputError("the instance fixes the topology: the placement model is the exact model for it")
-    if instance.topology_family != "any":
-        raise UnsupportedError(f"the joint model chooses any topology; topology_family {instance.topology_family!r} "
-                               "is not supported by it (use --method alternating)")
-    check_backend(options)
-    _check_size(instance)
     limit = options.time_limit_s
     deadline = None if limit is None else started + limit
     details: dict = {"model": "joint", "algorithm": "enumeration",
