@@ -16,11 +16,10 @@ all of them are exact except the optional ``max_starts`` restriction.
 (:func:`improve_strategy`, moves scored incrementally by the evaluator's definitions) for the
 incumbent, warm start and pruning bound; the relaxation bounds (:func:`relaxation_bound` and
 :func:`~.placement_bounds.chain_bound`, valid for the unrestricted problem, no solver), which alone
-may prove the gap; then the MILP - unrestricted
-when it can be built, else restricted to evenly spaced starts plus the incumbent's (recorded in
-``details["restricted"]``). The reported bound is always valid for the unrestricted problem: the
-unrestricted model's solver bound or the relaxation bound; a restricted model's own bound stays in
-``details``.
+may prove the gap; then the MILP - unrestricted when it can be built, else restricted to evenly
+spaced starts plus the incumbent's (recorded in ``details["restricted"]``). The reported bound is
+always valid for the unrestricted problem: the best of the unrestricted model's solver bound and the
+relaxation bounds; a restricted model's own bound stays in ``details``.
 """
 
 from __future__ import annotations
@@ -31,11 +30,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
-from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
 
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.solution import Solution, Topology
+from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
 from topoopt_ilp.strategy import (
     Strategy,
     data_parallel,

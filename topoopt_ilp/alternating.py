@@ -4,7 +4,8 @@ Start from TopoOpt's data-parallel strategy and its TopologyFinder topology (and
 from the best pipeline of data-parallel groups with its own topology), then repeat
 
   (b) fix the topology, optimise the placement (the placement MILP, time-limited per round);
-  (a) fix the placement, rebuild the topology and routing for its traffic (TopologyFinder);
+  (a) fix the placement, rebuild the topology and routing for its traffic (TopologyFinder, or the
+      exact topology MILP: ``topology_method``, by default exact up to 12 servers);
 
 until a round improves the iteration time by less than ``tol`` (relative), or the round / time budget
 runs out. Every candidate is scored by the independent evaluator and the incumbent only changes
