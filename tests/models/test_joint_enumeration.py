@@ -154,3 +154,12 @@ def test_formulation_is_checked_and_reaches_the_cli(tmp_path, capsys):
     assert main(["verify", str(path), str(out)]) == 0
     assert main(["solve", str(path), "--method", "heuristic", "--formulation", "milp"]) == 2  # exact only
     assert "applies to --method exact" in capsys.readouterr().err
+
+
+def test_enumeration_without_a_start_still_finds_the_optimum():
+    from topoopt_ilp.models.common import ExactOptions
+
+    inst = SMALL["mlp-directed"]
+    sol = solve_joint_enumeration(inst, ExactOptions(time_limit_s=60, warm_start="none", gap=1e-9))
+    assert sol.status == "optimal" and sol.details["start_method"] is None
+    assert sol.objective == pytest.approx(solve_joint(inst, OPTS).objective, rel=1e-6)
