@@ -382,7 +382,7 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
     leaf.point, leaf.values = _leaf_point(instance, jm, res), res.values
     if leaf.point is not None:
         value = objective_value(instance, evaluate(instance, leaf.point))
-        if X is None and solution_status(res) == "optimal":  # no traffic: the fixed model was the whole leaf
+        if X is None and solution_status(res) == "optimal":  # no topology fixed: that model was the whole leaf
             leaf.lower = max(leaf.lower, value)
         leaf.settled = value - leaf.lower <= rel * value
 
