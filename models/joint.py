@@ -35,7 +35,7 @@ from topoopt_ilp.instance import Instance
 from topoopt_ilp.routing import PathSet, RingSet, Routing
 from topoopt_ilp.solution import Solution, Topology
 from topoopt_ilp.solvers import LinearModel, ModelBuilder
-from topoopt_ilp.strategy import Strategy, strategy_to_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.strategy import Strategy, _unit_servers, strategy_to_demand, strategy_to_dict, validate_strategy
 from topoopt_ilp.traffic import traffic_matrix
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
@@ -138,11 +138,6 @@ class JointModel:
     T: int
     flow_scale: float  # bytes per link-microsecond
     stats: dict
-
-
-def _unit_servers(n: int, k: int, s: int) -> np.ndarray:
-    g = n // k
-    return s + (np.arange(n) // g) * g
 
 
 #: Groups of at most this many members get every ring order ((k-1)! directed rings: 120 at k = 6);
@@ -585,31 +580,45 @@ def decode_point(instance: Instance, jm: JointModel, values: np.ndarray) -> tupl
     return strategy, X, _routing(instance, jm, values, X, strategy)
 
 
-def fix_strategy(jm: JointModel, strategy: Strategy, X: np.ndarray | None = None) -> LinearModel | None:
-    """The joint model with ``strategy``'s columns fixed: what is left is the topology + routing problem
-    of that strategy's traffic, with the same ring space, routing and objective (and, given the link
-    counts ``X`` too, the ring split and routing problem on that topology: an LP but for the hop
-    indicators). None when the model has no option for one of its layers (a replica that never
-    fits in memory) or cannot express ``X``."""
-    lower, upper = jm.model.col_lower.copy(), jm.model.col_upper.copy()
-    lower[jm.a_cols] = upper[jm.a_cols] = 0.0
+def _partial_point(jm: JointModel, strategy: Strategy, X: np.ndarray | None = None) -> np.ndarray | None:
+    """The model's columns that ``strategy`` (and the link counts ``X``) determine, NaN elsewhere.
+    None when the model has no option for one of its layers (a replica that never fits in memory)
+    or cannot express ``X``."""
+    x = np.full(jm.model.num_vars, np.nan)
+    x[jm.a_cols] = 0.0
     for i, (k, s) in enumerate(zip(strategy.layer_degree, strategy.layer_start)):
         o = np.flatnonzero((jm.opt_layer == i) & (jm.opt_k == k) & (jm.opt_s == s))
         if not o.size:
             return None
-        lower[jm.a_cols[o[0]]] = upper[jm.a_cols[o[0]]] = 1.0
+        x[jm.a_cols[o[0]]] = 1.0
     if jm.b_cols.size:
-        lower[jm.b_cols.ravel()] = upper[jm.b_cols.ravel()] = 0.0
-        picked = jm.b_cols[np.arange(len(strategy.block_server)), list(strategy.block_server)]
-        lower[picked] = upper[picked] = 1.0
+        x[jm.b_cols.ravel()] = 0.0
+        x[jm.b_cols[np.arange(len(strategy.block_server)), list(strategy.block_server)]] = 1.0
     if X is not None:
         counts = X[jm.edges[:, 0], jm.edges[:, 1]]
         bits = jm.z_cols.shape[1]
-        if counts.max(initial=0) >= 2 ** bits or (counts > upper[jm.x_cols]).any():
+        if counts.max(initial=0) >= 2 ** bits or (counts > jm.model.col_upper[jm.x_cols]).any():
             return None
-        lower[jm.x_cols] = upper[jm.x_cols] = counts
-        lower[jm.z_cols] = upper[jm.z_cols] = (counts[:, None] >> np.arange(bits)[None, :]) & 1
-    return replace(jm.model, col_lower=lower, col_upper=upper)
+        x[jm.x_cols] = counts
+        x[jm.z_cols] = (counts[:, None] >> np.arange(bits)[None, :]) & 1
+    return x
+
+
+def _fixed_at(model: LinearModel, partial: np.ndarray) -> LinearModel:
+    """``model`` with the columns ``partial`` gives (not NaN) fixed at those values."""
+    known = ~np.isnan(partial)
+    lower, upper = model.col_lower.copy(), model.col_upper.copy()
+    lower[known] = upper[known] = partial[known]
+    return replace(model, col_lower=lower, col_upper=upper)
+
+
+def fix_strategy(jm: JointModel, strategy: Strategy, X: np.ndarray | None = None) -> LinearModel | None:
+    """The joint model with ``strategy``'s columns fixed: what is left is the topology + routing problem
+    of that strategy's traffic, with the same ring space, routing and objective (and, given the link
+    counts ``X`` too, the ring split and routing problem on that topology: an LP but for the hop
+    indicators). None when :func:`_partial_point` is."""
+    partial = _partial_point(jm, strategy, X)
+    return None if partial is None else _fixed_at(jm.model, partial)
 
 
 def _warm_point(jm: JointModel, instance: Instance, sol: Solution) -> np.ndarray | None:
@@ -618,24 +627,7 @@ def _warm_point(jm: JointModel, instance: Instance, sol: Solution) -> np.ndarray
         return None
     st = Strategy(tuple(sol.placement["layer_degree"]), tuple(sol.placement["layer_start"]),
                   tuple(sol.placement.get("block_server", ())))
-    x = np.full(jm.model.num_vars, np.nan)
-    x[jm.a_cols] = 0.0
-    for i, (k, s) in enumerate(zip(st.layer_degree, st.layer_start)):
-        o = np.flatnonzero((jm.opt_layer == i) & (jm.opt_k == k) & (jm.opt_s == s))
-        if not o.size:
-            return None  # the start uses an option the model does not have (memory): no warm start
-        x[jm.a_cols[o[0]]] = 1.0
-    if jm.b_cols.size:
-        x[jm.b_cols.ravel()] = 0.0
-        x[jm.b_cols[np.arange(len(st.block_server)), list(st.block_server)]] = 1.0
-    X = sol.topology.matrix
-    counts = X[jm.edges[:, 0], jm.edges[:, 1]]
-    bits = jm.z_cols.shape[1]
-    if counts.max(initial=0) >= 2 ** bits:
-        return None
-    x[jm.x_cols] = counts
-    x[jm.z_cols] = (counts[:, None] >> np.arange(bits)[None, :]) & 1
-    return x
+    return _partial_point(jm, st, sol.topology.matrix)  # None: the start uses an option the model lacks (memory)
 
 
 def _complete_start(model: LinearModel, partial: np.ndarray, time_limit_s: float) -> np.ndarray:
@@ -645,10 +637,7 @@ def _complete_start(model: LinearModel, partial: np.ndarray, time_limit_s: float
     Returns ``partial`` unchanged when the fixed model finds nothing in time."""
     from topoopt_ilp.solvers import solve as solver_solve
 
-    known = ~np.isnan(partial)
-    lower, upper = model.col_lower.copy(), model.col_upper.copy()
-    lower[known] = upper[known] = partial[known]
-    result = solver_solve(replace(model, col_lower=lower, col_upper=upper), backend="highs", time_limit_s=time_limit_s)
+    result = solver_solve(_fixed_at(model, partial), backend="highs", time_limit_s=time_limit_s)
     return result.values if result.values is not None else partial
 
 
