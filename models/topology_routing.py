@@ -104,7 +104,12 @@ def moore_hop_bound(weights: np.ndarray, d: int, directed: bool) -> float:
 #   degree        sum_{e at i} x[e] = d   (<= d when not regular; in- and out-degree when directed)
 #   rings         sum_{c of group g} z[c] = lam                     for every AllReduce group g
 #   no return     f[s, (u, s)] = 0                                  (an optimal flow never re-enters s)
-#   Moore cut     sum_a f[s,a] >= lam L_s(M) + sum_c z[c] sum_t R_c[s,t]   (L_s: moore_hop_bound)
+#   Moore cut     sum_a f[s,a] >= sum_{c in g*(s)} z[c] L_s(M + R_c) + sum_{other c} z[c] sum_t R_c[s,t]
+#                 (L_s(w) = moore_hop_bound(w[s]): the least hop-bytes of weights w out of s in any
+#                 degree-d graph; g*(s) = the group of s with the most bytes per member; a source in
+#                 no group: lam L_s(M)). Valid: L_s is concave and positively homogeneous (a minimum
+#                 of linear functions of w), so L(u + v) >= L(u) + L(v) and, with sum_{c in g*} z[c]
+#                 = lam, L(lam M + sum_{c in g*} z[c] R_c) >= sum_{c in g*} z[c] L(M + R_c).
 #   symmetry      x[0,1] >= 1, x[0,1] >= x[0,2] >= ... >= x[0,n-1]  (only when every server is alike)
 # Objective
 #   maximize lam            (throughput = lam * B / D0 iterations per second; T_bw = 1 / throughput)
@@ -259,12 +264,12 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
                           lb=0.0, ub=0.0, count=len(groups), name="ring_share")
 
     if formulation == "strong":
-        # Moore cut per source: hop-load of s >= lam * L_s(M) + sum_c z[c] * (bytes s sends on c).
-        L = np.array([moore_hop_bound(mp[s], d, directed) for s in src])
+        # Moore cut per source (see the model comment): the MP bytes ride with the source's anchor ring.
+        L, ring_coef = _moore_cut_coefficients(mp, src, rings, r_c, r_s, r_t, r_w, ring_amount, d, directed)
         kk = kindex[r_s]
         b.add_constraints(np.concatenate([np.repeat(np.arange(K), A), np.arange(K), kk]),
                           np.concatenate([fcols.ravel(), np.full(K, lam_col), z.index[r_c]]),
-                          np.concatenate([np.ones(K * A), -L, -r_w]), lb=0.0, ub=np.inf, count=K, name="moore")
+                          np.concatenate([np.ones(K * A), -L, -ring_coef]), lb=0.0, ub=np.inf, count=K, name="moore")
         if _uniform_demand(instance, mp):
             _symmetry_rows(b, x, n, directed)
 
@@ -272,6 +277,29 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
     return TopologyRoutingModel(b.build(), n, directed, instance.objective, formulation, scale, edges, tail, head, arc_edge,
                                 commodities, x.index, lam_col, z.index, fcols, tuple(rings), mp,
                                 np.array([g.bytes_per_member() for g in groups]) / scale)
+
+
+def _moore_cut_coefficients(mp: np.ndarray, src: np.ndarray, rings: list[RingCandidate], r_c: np.ndarray, r_s: np.ndarray,
+                            r_t: np.ndarray, r_w: np.ndarray, ring_amount: np.ndarray, d: int, directed: bool
+                            ) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients of the Moore cut: lam's per source, and each ring triplet's (c, s -> t).
+
+    A source in no AllReduce group gets ``L_s(M[s])`` on lam. A member s of groups takes its anchor
+    group g* (the largest per-member bytes): a triplet of a ring c of g* gets ``L_s(M[s] + R_c[s])``
+    (its MP bytes and its ring bytes placed together), the triplets of its other groups their bytes
+    (one hop each), and lam gets 0 - valid because sum_{c in g*} z[c] = lam, see the model comment."""
+    n = mp.shape[0]
+    member_bytes = np.zeros((n, max((r.group for r in rings), default=-1) + 1))
+    member_bytes[r_s, np.array([rings[c].group for c in r_c], dtype=np.int64)] = ring_amount[r_c]
+    anchor = np.where(member_bytes.max(axis=1, initial=0.0) > 0, member_bytes.argmax(axis=1) if rings else -1, -1)
+    L = np.array([0.0 if anchor[s] >= 0 else moore_hop_bound(mp[s], d, directed) for s in src])
+    ring_coef = r_w.astype(float).copy()
+    for i, (c, s, t) in enumerate(zip(r_c, r_s, r_t)):
+        if rings[c].group == anchor[s]:
+            w = mp[s].copy()
+            w[t] += r_w[i]
+            ring_coef[i] = moore_hop_bound(w, d, directed)
+    return L, ring_coef
 
 
 def _degree_rows(b: ModelBuilder, x, edges: np.ndarray, n: int, d: int, directed: bool, regular: bool) -> None:
