@@ -11,7 +11,10 @@ gap and one overall time limit (local search, bound and MILP all inside it):
 * ``ls=S``    - local search for S seconds.
 
 The MILP is the unrestricted model when it can be built, else the largest restriction to evenly
-spaced coset starts (plus the incumbent's) that can (column ``model``: ``all`` or ``starts=S``).
+spaced coset starts (plus the incumbent's) that can (column ``model``: ``all`` or ``starts=S``);
+when that model has more than :data:`~topoopt_ilp.models.placement.MILP_SEARCH_NONZEROS` non-zeros
+it is not solved and the time left goes to local search (``ls:all`` / ``ls:starts=S``, ``nnz`` the
+model's size, ``ls_s`` all local-search seconds).
 ``bound`` is always valid for the unrestricted problem: the larger of the solver's bound of the
 unrestricted model and the relaxation bounds (``relax_ms``: the volume relaxation
 :func:`~topoopt_ilp.models.placement_search.relaxation_bound` and the chain bound
@@ -79,6 +82,9 @@ def main() -> None:
             ev = evaluate(inst, sol, routing="shortest_path").iteration_time_s
             ok = abs(ev - sol.objective) <= 1e-6 * ev
             model = f"starts={det['max_starts']}" if det.get("restricted") else ("all" if "variables" in det else "none")
+            if "skipped_model_nonzeros" in det:  # built, too large to solve in time: local search instead
+                model = "ls:" + (f"starts={det['max_starts']}" if "max_starts" in det else "all")
+                det = {**det, "nonzeros": det["skipped_model_nonzeros"]}
             ls_ms = det.get("local_search_iteration_time_s") if ls != 0 else None
             print(f"{name:<12} {'ls=' + v:>8} {sol.status:>9} {wall:7.1f} {sol.objective * 1e3:8.3f} "
                   f"{_fmt(None if sol.bound is None else sol.bound * 1e3, '8.3f')} {_fmt(sol.gap, '7.2%')} "

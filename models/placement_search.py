@@ -44,7 +44,10 @@ def _block_classes(w: Workload) -> list[list[int]]:
 # changes, so a badly placed boundary - e.g. one that puts a whole resharding on a single arc - is
 # fixed without breaking the runs; scored by a full refresh per rotation) or puts one block on
 # another server; segment and block candidates are scored at once as dense (candidates, arcs)
-# arrays. The result is only an upper bound: it is re-scored by :func:`strategy_times` and handed to the MILP as incumbent and warm start.
+# arrays. When none of these improves, type exchanges are tried (two layers or two maximal runs
+# trade their (k, s), scored by a full refresh each): with identical layers they move a run to
+# another coset without adding compute anywhere, the only way on once every server is at the
+# compute maximum (BERT's local optima). The result is only an upper bound: it is re-scored by :func:`strategy_times` and handed to the MILP as incumbent and warm start.
 # ------------------------------------------------------------------------------------------------
 class _LocalSearch:
     """Incremental scorer and best-improvement descent over strategies on one topology."""
@@ -339,9 +342,52 @@ class _LocalSearch:
         it[bad], sec[bad] = np.inf, np.inf
         return it, sec
 
-    def descend(self, deadline: float, rng: np.random.Generator, shifts: bool = True) -> tuple[float, float]:
-        """Best-improvement descent over segment, suffix-shift (``shifts``) and block moves until no
-        move improves (or the deadline); returns the final (iteration time, tie-break)."""
+    def runs(self) -> list[tuple[int, int]]:
+        """Maximal runs (first, last layer) of consecutive layers on one type."""
+        L = len(self.t)
+        cuts = [0] + [i for i in range(1, L) if self.t[i] != self.t[i - 1]] + [L]
+        return [(a, b - 1) for a, b in zip(cuts[:-1], cuts[1:])]
+
+    def exchange_candidates(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Type exchanges that keep the set of cosets in use: two single layers swap their types,
+        or two maximal runs do (each keeps its layers). With identical layers (BERT's,
+        DLRM's top and bottom MLPs) these move a run elsewhere without adding compute anywhere,
+        which single-run moves cannot do once every server is at the compute maximum. As
+        (layers, new types) pairs."""
+        L, t = len(self.t), self.t
+        out = [(np.array([i, j]), np.array([t[j], t[i]])) for i in range(L) for j in range(i + 1, L) if t[i] != t[j]]
+        runs = self.runs()
+        for a in range(len(runs)):
+            for b in range(a + 1, len(runs)):
+                (i1, j1), (i2, j2) = runs[a], runs[b]
+                if j1 == i1 and j2 == i2:
+                    continue  # a single-layer swap, listed above
+                seg = np.r_[np.arange(i1, j1 + 1), np.arange(i2, j2 + 1)]
+                out.append((seg, np.r_[np.full(j1 + 1 - i1, t[i2]), np.full(j2 + 1 - i2, t[i1])]))
+        return out
+
+    def exchange_move(self, cur: tuple[float, float], better, deadline: float) -> tuple[float, float] | None:
+        """First improving exchange (:meth:`exchange_candidates`, scored by a full refresh each);
+        applied, and its score returned; None (state unchanged) when none improves."""
+        t0 = self.t.copy()
+        for layers, types in self.exchange_candidates():
+            if time.perf_counter() > deadline:
+                break
+            self.t = t0.copy()
+            self.t[layers] = types
+            self.refresh()
+            sc = self.score()
+            if not (self.mem > self.cap).any() and better(sc, cur):
+                return sc
+        self.t = t0
+        self.refresh()
+        return None
+
+    def descend(self, deadline: float, rng: np.random.Generator, shifts: bool = True,
+                exchanges: bool = True) -> tuple[float, float]:
+        """Best-improvement descent over segment, suffix-shift (``shifts``) and block moves, then
+        (``exchanges``, when those are stuck) type exchanges between layers or runs, until no move
+        improves (or the deadline); returns the final (iteration time, tie-break)."""
         L = len(self.w.layers)
         cur = self.score()
         segments = [(i, j) for i in range(L) for j in range(i, L)]
@@ -385,6 +431,10 @@ class _LocalSearch:
                         self.refresh()
                         cur = self.score()
                         improved = True
+            if not improved and exchanges and time.perf_counter() < deadline:
+                sc = self.exchange_move(cur, better, deadline)  # only once the cheaper moves are stuck
+                if sc is not None:
+                    cur, improved = sc, True
         return cur
 
 

@@ -327,3 +327,44 @@ def test_reported_bound_is_valid_on_testbed_instances():
     assert sol.status == "optimal"
     check_solution(inst, sol)
     assert 0 < sol.details["relaxation_bound_s"] <= sol.objective * (1 + 1e-9)
+
+
+def test_exchange_moves_keep_the_cosets_and_score_by_the_evaluator():
+    # Every exchange candidate re-uses the types of the layers it touches (two layers or two runs
+    # trade types), and the score the move returns is the evaluator's of the moved strategy.
+    inst, X = make(8, 2, [L(f"l{i}", 2e-3, 1e7, 2e7, [1, 2, 4, 8]) for i in range(4)])
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+    ls = pl._LocalSearch(inst, rf)
+    ls.load_state(Strategy((2, 2, 4, 1), (0, 0, 1, 5), ()))
+    assert ls.runs() == [(0, 1), (2, 2), (3, 3)]
+    cands = ls.exchange_candidates()
+    assert len(cands) == 5 + 2  # five layer pairs with different types, two run pairs with a run of 2
+    for layers, types in cands:
+        assert set(ls.t[layers].tolist()) == set(types.tolist())
+    # from a deliberately bad order the first improving exchange is applied and scored exactly
+    ls.load_state(Strategy((8, 1, 8, 1), (0, 3, 0, 6), ()))
+    cur = ls.score()
+    better = lambda a, b: a[0] < b[0] * (1 - 1e-9) or (a[0] <= b[0] * (1 + 1e-12) and a[1] < b[1] * (1 - 1e-9))
+    got = ls.exchange_move(cur, better, np.inf)
+    if got is not None:
+        assert got[0] == pytest.approx(strategy_times(inst, rf, ls.strategy())["iteration_time_s"], rel=1e-9)
+        assert better(got, cur)
+    else:
+        assert ls.score() == cur  # state restored
+
+
+def test_large_model_hands_its_time_to_the_local_search(monkeypatch):
+    # With the threshold at 0 every model counts as too large: no solver runs, the time left goes
+    # to local search, and the answer stays exact in its objective and valid in its bound.
+    n, d, layers, blocks, X = CASES["dlrm-ring4"]
+    inst, X = make(n, d, layers, blocks, X=X)
+    monkeypatch.setattr(pl, "MILP_SEARCH_NONZEROS", 0)
+    sol = solve_placement(inst, ExactOptions(time_limit_s=3, gap=1e-9), X, chain_bound_s=0.2)
+    best = brute_force(inst, X)
+    if "skipped_model_nonzeros" in sol.details:
+        assert "local search" in sol.details["milp"] and "variables" not in sol.details
+    else:
+        assert "skipped" in sol.details.get("milp", "")  # the bound proved the incumbent first
+    check_solution(inst, sol)
+    assert sol.objective >= best * (1 - 1e-9)
+    assert sol.bound <= best * (1 + 1e-9)
