@@ -66,6 +66,7 @@ from .placement_search import (
 __all__ = [
     "MAX_PLACEMENT_NONZEROS",
     "MILP_SEARCH_NONZEROS",
+    "SMALL_PLACEMENT_OPTIONS",
     "TIME_UNIT_S",
     "PlacementModel",
     "RoutingFractions",
@@ -85,6 +86,14 @@ MAX_PLACEMENT_NONZEROS = 5_000_000
 #: 3.1 M (BERT, all starts) and 4.5 M (DLRM, 2 starts) non-zeros never improved on the local
 #: search's incumbent in the 35-40 s they had, while the same seconds of local search did.
 MILP_SEARCH_NONZEROS = 1_000_000
+#: At most this many placement options (every layer's (degree, coset start) pairs plus every block's
+#: servers) the MILP has a few thousand non-zeros and HiGHS settles it in about a second, sooner than
+#: the local search stalls: the local search is then off unless asked for. Measured on the small
+#: workloads (``benchmarks/small_workloads.py``, 90-144 options at n = 6..10) inside the alternating
+#: method, local search off vs on: BERT-6 3.1 s vs 10.2 s, ResNet-50-6 0.06 s vs 0.52 s, the DLRM-like
+#: n = 6 job 21.9 s vs 23.2 s (and 7.844 ms, its optimum, vs 8.057 ms); the 128-server instances have
+#: thousands of options.
+SMALL_PLACEMENT_OPTIONS = 400
 #: Relative slack when pruning options by bounds: an option is only dropped when its lower bound
 #: exceeds the incumbent by more than this, so rounding can never remove an optimal option.
 _PRUNE_RTOL = 1e-6
@@ -711,6 +720,15 @@ def _default_topology(instance: Instance) -> np.ndarray:
     return METHODS["heuristic"](instance).topology.matrix  # only its links are needed: no evaluation
 
 
+def _default_local_search_s(instance: Instance, time_limit_s: float | None) -> float:
+    """Seconds of local search before the MILP when the caller did not say (see SMALL_PLACEMENT_OPTIONS)."""
+    w, n = instance.workload, instance.n
+    options = sum(n // k for layer in w.layers for k in layer.configs) + n * len(w.blocks)
+    if options <= SMALL_PLACEMENT_OPTIONS:
+        return 0.0
+    return 10.0 if time_limit_s is None else min(30.0, 0.25 * time_limit_s)
+
+
 def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndarray | None = None, *,
                     max_starts: int | None = None, start: Strategy | dict | None = None,
                     local_search_s: float | None = None, chain_bound_s: float | None = None) -> Solution:
@@ -735,9 +753,9 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         A known strategy (or a solution's ``placement`` dict): one of the local search's starts,
         so the result is never worse than it.
     local_search_s : float, optional
-        Seconds of local search before the MILP (0: none, and the MILP always runs). Default: a
-        quarter of the time limit, at most 30 s (10 s without a time limit); it stops earlier once
-        it stalls. When the MILP would exceed :data:`MILP_SEARCH_NONZEROS` non-zeros, the rest of
+        Seconds of local search before the MILP (0: none, and the MILP always runs). Default: none
+        for a small problem (at most :data:`SMALL_PLACEMENT_OPTIONS` options), else a quarter of the
+        time limit, at most 30 s (10 s without a time limit); it stops earlier once it stalls. When the MILP would exceed :data:`MILP_SEARCH_NONZEROS` non-zeros, the rest of
         the time limit is local search too.
     chain_bound_s : float, optional
         Seconds for :func:`~.placement_bounds.chain_bound` after its precomputation (0: only the
@@ -796,7 +814,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         details["start_iteration_time_s"] = min(scored)[0]
         incumbent = cands[min(scored)[1]]
         if local_search_s is None:
-            local_search_s = 10.0 if options.time_limit_s is None else min(30.0, 0.25 * options.time_limit_s)
+            local_search_s = _default_local_search_s(instance, options.time_limit_s)
         if local_search_s > 0:
             t0 = time.perf_counter()
             order = sorted(range(len(cands)), key=lambda j: scored[j][0])
