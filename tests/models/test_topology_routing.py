@@ -151,3 +151,29 @@ def test_diameter_lower_bound_is_proven_by_an_infeasible_model():
     assert sol.objective == 3 and sol.status == "optimal" and sol.bound == 3
     assert [m["status"] for m in sol.details["feasibility_models"]] == ["infeasible", "optimal"]
     assert verify(instance, sol).valid
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ring_anchored_moore_cut_removes_no_optimum(seed, monkeypatch):
+    # The Moore cut counts each source's MP bytes together with its anchor ring; switching the cut
+    # off (all coefficients 0) must give the same optimum on random AllReduce + MP mixes, and the
+    # optimum must be at least every single-ring design the evaluator scores on any regular graph.
+    import topoopt_ilp.models.topology_routing as tr
+
+    rng = np.random.default_rng(seed)
+    n, d = (5, 2) if seed % 2 else (6, 3)
+    members = sorted(rng.choice(n, size=n - 1 - seed % 2, replace=False).tolist())
+    pairs = [[int(s), int(t), float(rng.choice([1, 4, 16]) * 1e8)] for s in range(n) for t in range(n)
+             if s != t and rng.random() < 0.3]
+    demand = {"allreduce": [{"members": "all", "bytes": 4e9}, {"members": members, "bytes": 1e9}], "mp": {"pairs": pairs}}
+    instance = inst(n, d, demand=demand, multi=False)
+    with_cut = exact(instance)
+    original = tr._moore_cut_coefficients
+    monkeypatch.setattr(tr, "_moore_cut_coefficients",
+                        lambda *a: tuple(np.zeros_like(v) for v in original(*a)))
+    without_cut = exact(instance)
+    assert with_cut.status == without_cut.status == "optimal"
+    assert with_cut.objective == pytest.approx(without_cut.objective, rel=1e-6)
+    # Single-ring designs (listed member order) on every simple regular graph never beat it.
+    best_listed = max(evaluate(instance, Topology(x), routing="optimal").throughput for x in regular_graphs(n, d, False))
+    assert best_listed <= with_cut.objective * (1 + 1e-6)
