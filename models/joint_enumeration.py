@@ -26,6 +26,15 @@ alpha the hop latency, and bytes counted per iteration:
             T >= (ring bytes + max(sum_s M_s, sum_t M'_t)) / (n d B).
   latency   T >= alpha h_r, r the most distinct destinations (or sources) of any server.
   compute   C >= max(busiest server so far, (compute placed + least compute still to place) / n).
+  cycles    with undirected links of degree 2 (every topology a union of cycles), n <= 8: T >= the
+            least, over every such topology, of its largest cut ratio (:mod:`models.cycle_cuts`);
+            computed once per visited node (about 0.3 ms), not for every child.
+
+Symmetry: a server relabelling that maps every layer option to an option of the same layer
+(:mod:`models.strategy_symmetry`) maps each strategy to one with relabelled traffic, compute and
+memory, hence the same objective and bounds. The search keeps only prefixes that no such
+relabelling makes lexicographically smaller (layers entry by entry, then identical blocks as a
+multiset), so it visits about one strategy per orbit (4 relabellings at n = 8, 2 at n = 6).
 
 Each bound only grows when compute or traffic is added (sorting a row and weighting its ranks by
 non-decreasing h_r is non-decreasing in every entry), so a node whose bound F(C_lb, T_lb) reaches the incumbent
@@ -59,10 +68,13 @@ from topoopt_ilp.strategy import (Strategy, _unit_servers, strategy_demand, stra
 from topoopt_ilp.workload import _MEM_RTOL
 
 from .common import ExactOptions, run_model, solution_status
+from .cycle_cuts import CycleCutBound
+from .cycle_cuts import applies as cycle_cuts_apply
 from .joint import (ALL_RINGS_UP_TO, TIME_UNIT_S, _start_solution, build_joint, check_request, decode_point,
                     fix_strategy, formula_upper_bound)
 from .placement_data import layer_options
 from .placement_search import _block_classes
+from .strategy_symmetry import strategy_symmetries
 
 __all__ = ["AUTO_MAX_LEAVES", "AUTO_PROBE_NODES", "MAX_SEARCH_NODES", "distinct_traffic", "search_strategies",
            "solve_joint_enumeration", "surviving_strategies"]
@@ -86,7 +98,11 @@ class _Node:
     memory: np.ndarray  # (n,) bytes
     ring_out: np.ndarray  # (n,) AllReduce bytes each server sends (= receives)
     mp: np.ndarray  # (n, n) model-parallel bytes
+    ring_cross: np.ndarray | None = None  # (2^n,) ring bytes across each server set (degree-2 cut bound)
     bound: float = 0.0
+    parts: tuple[float, float, int] | None = None  # the bound's compute, bandwidth and hop floors
+    refined: bool = False  # the degree-2 cut bound is in ``bound``
+    tied: np.ndarray | None = None  # server symmetries mapping every placed layer option to itself
 
 
 @dataclass
@@ -119,16 +135,40 @@ class _Search:
         least = [min(self.time[o] * self.opt_k[o] for o in self.by_layer[i]) for i in range(self.L)]
         least += [float(b.compute_s) for b in w.blocks]
         self.rest = np.concatenate([np.cumsum(least[::-1])[::-1], [0.0]])
+        # the degree-2 cut bound (models.cycle_cuts): each option's ring bytes across every server set
+        self.cuts = CycleCutBound(inst.cluster) if cycle_cuts_apply(inst.cluster) else None
+        if self.cuts is not None:
+            self.opt_ring_cross = np.stack([r * self.cuts.group_split(m) for r, m in zip(self.ring, self.members)]) \
+                if len(self.ring) else np.zeros((0, 1 << n))
         self.block_class = {}
-        for cls in _block_classes(w):
+        self.block_classes = _block_classes(w)
+        for cls in self.block_classes:
             for prev, j in zip(cls, cls[1:]):
                 self.block_class[j] = prev  # identical blocks take non-decreasing servers
+        # server relabellings that map strategies onto equivalent ones (models.strategy_symmetry):
+        # option map (columns < options) and server map (the last n columns) per symmetry
+        ordered_rings = (self.opt_k > ALL_RINGS_UP_TO) & (self.ring > 0)
+        symmetries = strategy_symmetries(n, self.opt_layer, self.opt_k, self.opt_s, ordered_rings) \
+            if inst.topology_family == "any" else np.zeros((0, len(self.opt_layer) + n), dtype=np.int64)
+        self.sym_option, self.sym_server = symmetries[:, :len(self.opt_layer)], symmetries[:, len(self.opt_layer):]
 
     # -- bounds -------------------------------------------------------------------------------
     def bound(self, node: _Node, depth: int) -> float:
+        """The port, volume, latency and compute bounds (cheap: every child gets them)."""
         bandwidth, hops = comm_floor(node.mp, node.ring_out, self.d, self.B, self.directed)
         compute = max(float(node.compute.max()), (float(node.compute.sum()) + self.rest[depth]) / self.n)
+        node.parts = (compute, bandwidth, hops)
         return _objective(self.instance, compute, bandwidth + self.alpha * hops)
+
+    def refine(self, node: _Node) -> None:
+        """Raise ``node.bound`` by the degree-2 cut bound (models.cycle_cuts), once per visited node
+        (about 0.3 ms, so not for the children the search never visits)."""
+        node.refined = True
+        if self.cuts is None or node.parts is None:
+            return
+        compute, bandwidth, hops = node.parts
+        bandwidth = max(bandwidth, self.cuts.bandwidth_floor(node.mp, node.ring_cross))
+        node.bound = max(node.bound, _objective(self.instance, compute, bandwidth + self.alpha * hops))
 
     # -- children -----------------------------------------------------------------------------
     def children(self, node: _Node) -> list[_Node]:
@@ -138,6 +178,9 @@ class _Search:
             i = depth
             act = float(self.instance.workload.layers[i - 1].activation_bytes) if i else 0.0
             for o in self.by_layer[i]:
+                image = self.sym_option[node.tied, o]
+                if (image < o).any():  # a relabelling gives a lexicographically smaller prefix
+                    continue
                 mem = node.memory.copy()
                 mem[self.members[o]] += self.mem[o]
                 if mem.max() > self.cap:
@@ -146,6 +189,7 @@ class _Search:
                 compute[self.members[o]] += self.time[o]
                 ring_out = node.ring_out.copy()
                 ring_out[self.members[o]] += self.ring[o]
+                ring_cross = node.ring_cross + self.opt_ring_cross[o] if self.cuts is not None else None
                 mp = node.mp
                 if i and act > 0 and (self.opt_k[o], self.opt_s[o]) != (self.opt_k[node.options[-1]], self.opt_s[node.options[-1]]):
                     mp = mp.copy()
@@ -153,7 +197,8 @@ class _Search:
                     np.add.at(mp, (src, dst), act / self.n)
                     np.add.at(mp, (dst, src), act / self.n)
                     np.fill_diagonal(mp, 0.0)
-                out.append(_Node(node.options + (int(o),), (), compute, mem, ring_out, mp))
+                out.append(_Node(node.options + (int(o),), (), compute, mem, ring_out, mp, ring_cross,
+                                 tied=node.tied[image == o]))
         else:
             j = depth - self.L
             blk = self.instance.workload.blocks[j]
@@ -163,7 +208,7 @@ class _Search:
             for v in range(first, self.n):
                 mem = node.memory.copy()
                 mem[v] += float(blk.bytes)
-                if mem[v] > self.cap:
+                if mem[v] > self.cap or (node.tied.size and self._smaller_block_image(node.servers + (v,), node.tied)):
                     continue
                 compute = node.compute.copy()
                 compute[v] += float(blk.compute_s)
@@ -173,10 +218,26 @@ class _Search:
                     np.add.at(mp[v], dst, size / self.n)
                     np.add.at(mp[:, v], dst, size / self.n)
                     mp[v, v] = 0.0
-                out.append(_Node(node.options, node.servers + (v,), compute, mem, node.ring_out, mp))
+                out.append(_Node(node.options, node.servers + (v,), compute, mem, node.ring_out, mp, node.ring_cross,
+                                 tied=node.tied))
         for child in out:
             child.bound = self.bound(child, depth + 1)
         return out
+
+    def _smaller_block_image(self, servers: tuple[int, ...], tied: np.ndarray) -> bool:
+        """The block rule of models.strategy_symmetry: some symmetry fixing every layer option maps
+        the placed blocks to a bound sequence (per class of identical blocks, its placed servers
+        mapped and sorted) lexicographically below ``servers``."""
+        placed = np.asarray(servers)
+        bound = np.empty_like(placed)
+        for g in tied:
+            for cls in self.block_classes:
+                at = [j for j in cls if j < len(placed)]
+                bound[at] = np.sort(self.sym_server[g][placed[at]])
+            differ = np.flatnonzero(bound != placed)
+            if differ.size and bound[differ[0]] < placed[differ[0]]:
+                return True
+        return False
 
     def strategy(self, node: _Node) -> Strategy:
         o = np.array(node.options, dtype=np.int64)
@@ -186,7 +247,8 @@ class _Search:
         """Every complete strategy whose bound is below ``cutoff``, as (bound, compute, strategy);
         what the search did not visit (time or node budget) stays in ``self.pending``."""
         n = self.n
-        root = _Node((), (), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, n)))
+        root = _Node((), (), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, n)),
+                     np.zeros(1 << n) if self.cuts is not None else None, tied=np.arange(len(self.sym_option)))
         stack, leaves = [root], []
         depth_total = self.L + self.nb
         while stack:
@@ -195,6 +257,10 @@ class _Search:
             node = stack.pop()
             if node.bound >= cutoff:
                 continue
+            if not node.refined:
+                self.refine(node)
+                if node.bound >= cutoff:
+                    continue
             self.nodes += 1
             if len(node.options) + len(node.servers) == depth_total:
                 leaves.append((node.bound, float(node.compute.max()), self.strategy(node)))

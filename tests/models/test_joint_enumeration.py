@@ -41,10 +41,103 @@ def test_every_bound_is_below_its_strategys_optimum(name):
     assert stats["pending_bound"] == np.inf  # visited everything
     w = inst.workload
     feasible = [st for st in _all_strategies(inst) if (server_memory(w, inst.n, st) <= w.server_memory_bytes).all()]
-    assert len(leaves) == len(feasible)
+    assert len(leaves) <= len(feasible)  # one per class of relabellings (test_symmetry_keeps_...)
     for lb, compute, st in leaves:
         assert compute == pytest.approx(server_compute(inst, st))
         assert lb <= strategy_value(inst, st) * (1 + 1e-9), st
+
+
+def _relabelling_classes(inst, strategies) -> set:
+    """The canonical form of each strategy under every server permutation: its traffic (AllReduce
+    groups as member sets with bytes, model-parallel matrix), compute and memory, relabelled, least."""
+    from topoopt_ilp.strategy import strategy_demand
+
+    w, n = inst.workload, inst.n
+    out = set()
+    for st in strategies:
+        groups, mp, compute = strategy_demand(w, n, st)
+        memory = server_memory(w, n, st)
+        forms = []
+        for pi in itertools.permutations(range(n)):
+            pi = np.array(pi)
+            inv = np.argsort(pi)
+            forms.append((tuple(np.round(mp[np.ix_(inv, inv)], 3).ravel()), tuple(compute[inv]), tuple(memory[inv]),
+                          tuple(sorted((tuple(sorted(pi[list(g.members)])), g.bytes) for g in groups))))
+        out.add(min(forms))
+    return out
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_symmetry_keeps_one_strategy_of_every_relabelling_class(name):
+    # brute force: the search's leaves meet every class of server relabellings of the feasible
+    # strategies (equal traffic, compute and memory up to renaming servers), and only those
+    inst = SMALL[name]
+    w = inst.workload
+    leaves, _ = search_strategies(inst, np.inf)
+    feasible = [st for st in _all_strategies(inst) if (server_memory(w, inst.n, st) <= w.server_memory_bytes).all()]
+    assert _relabelling_classes(inst, [st for *_, st in leaves]) == _relabelling_classes(inst, feasible)
+
+
+def _dlrm_like(n: int, configs, blocks: int = 3) -> object:
+    layers = [L("bot", 4e-3, 4e6, 8e6, configs), L("mix", 2e-3, 0.0, 2e7, configs), L("top", 8e-3, 3e7, 8e6, configs)]
+    return make(n, 2, layers, [Block(name=f"t{j}", bytes=1e6, lookup_bytes=1.6e7, consumer=1) for j in range(blocks)])
+
+
+@pytest.mark.parametrize("n,configs", [(8, [1, 2, 4, 8]), (8, [1, 2, 4]), (6, [1, 2, 3, 6]), (4, [1, 2, 4])])
+def test_every_symmetry_maps_a_strategy_to_its_relabelled_traffic(n, configs):
+    # (1) of models.strategy_symmetry, checked on the definitions: the image strategy's AllReduce
+    # groups (with their member order when it defines the rings), model-parallel bytes, compute
+    # and memory are the relabelled ones of the strategy
+    from topoopt_ilp.models.joint import ALL_RINGS_UP_TO
+    from topoopt_ilp.models.placement_data import layer_options
+    from topoopt_ilp.models.strategy_symmetry import strategy_symmetries
+    from topoopt_ilp.strategy import strategy_demand
+
+    inst = _dlrm_like(n, configs)
+    w = inst.workload
+    opt_layer, opt_k, opt_s = layer_options(w, n)
+    param = np.array([w.layers[i].param_bytes for i in opt_layer])
+    sym = strategy_symmetries(n, opt_layer, opt_k, opt_s, (opt_k > ALL_RINGS_UP_TO) & (param > 0))
+    assert len(sym) >= 1  # the reversal v -> n-1-v at least
+    rng = np.random.default_rng(n + len(configs))
+    for _ in range(40):
+        opts = [int(rng.choice(np.flatnonzero(opt_layer == i))) for i in range(len(w.layers))]
+        servers = tuple(int(v) for v in rng.integers(0, n, len(w.blocks)))
+        st = Strategy(tuple(int(opt_k[o]) for o in opts), tuple(int(opt_s[o]) for o in opts), servers)
+        groups, mp, compute = strategy_demand(w, n, st)
+        for row in sym:
+            image, pi = row[:len(opt_layer)], row[len(opt_layer):]
+            mapped = Strategy(tuple(int(opt_k[image[o]]) for o in opts), tuple(int(opt_s[image[o]]) for o in opts),
+                              tuple(int(pi[v]) for v in servers))
+            g2, mp2, compute2 = strategy_demand(w, n, mapped)
+            assert np.allclose(mp2[np.ix_(pi, pi)], mp)
+            assert np.allclose(compute2[pi], compute)
+            assert np.allclose(server_memory(w, n, mapped)[pi], server_memory(w, n, st))
+            assert {(frozenset(pi[list(g.members)].tolist()), g.bytes) for g in groups} == \
+                   {(frozenset(g.members), g.bytes) for g in g2}
+            for g in groups:
+                if len(g.members) > ALL_RINGS_UP_TO:  # TotientPerms rings: the family must map onto itself
+                    k = len(g.members)
+                    rings = lambda m: {frozenset(zip(m, m[p:] + m[:p])) for p in range(1, k) if np.gcd(p, k) == 1}
+                    target = next(h for h in g2 if set(h.members) == set(pi[list(g.members)].tolist()))
+                    assert {frozenset((int(pi[a]), int(pi[b])) for a, b in r) for r in rings(list(g.members))} == \
+                           rings(list(target.members))
+
+
+def test_symmetry_cuts_the_search():
+    inst = _dlrm_like(4, [1, 2, 4], blocks=2)
+    from topoopt_ilp.models import joint_enumeration
+
+    with_sym, _ = search_strategies(inst, np.inf, max_nodes=10**7)
+    original = joint_enumeration.strategy_symmetries
+    try:
+        joint_enumeration.strategy_symmetries = lambda n, ol, *a: np.zeros((0, len(ol) + n), dtype=np.int64)
+        without, _ = search_strategies(inst, np.inf, max_nodes=10**7)
+    finally:
+        joint_enumeration.strategy_symmetries = original
+    assert 3 * len(with_sym) < len(without)  # 4 relabellings (v -> v xor c) on 4 servers
+    # the same classes of traffic survive (compared through the isomorphism grouping)
+    assert len(distinct_traffic(inst, with_sym)) == len(distinct_traffic(inst, without))
 
 
 def server_compute(inst, st) -> float:
@@ -127,7 +220,7 @@ def test_formulation_auto_picks_enumeration_or_falls_back_to_the_milp(monkeypatc
     inst = SMALL["mlp-undirected"]
     auto = solve_exact(inst, ExactOptions(time_limit_s=120, gap=1e-9))
     assert auto.details["algorithm"] == "enumeration" and auto.status == "optimal"
-    monkeypatch.setattr(joint_enumeration, "AUTO_MAX_LEAVES", 0)  # too many strategies: the MILP instead
+    monkeypatch.setattr(joint_enumeration, "AUTO_PROBE_NODES", 1)  # the probe cannot finish: the MILP instead
     milp = solve_exact(inst, ExactOptions(time_limit_s=120, gap=1e-9))
     assert milp.details["algorithm"] == "milp" and milp.status == "optimal"
     assert "enumeration_probe" in milp.details
@@ -163,3 +256,76 @@ def test_enumeration_without_a_start_still_finds_the_optimum():
     sol = solve_joint_enumeration(inst, ExactOptions(time_limit_s=60, warm_start="none", gap=1e-9))
     assert sol.status == "optimal" and sol.details["start_method"] is None
     assert sol.objective == pytest.approx(solve_joint(inst, OPTS).objective, rel=1e-6)
+
+
+# -- the degree-2 cut bound (models.cycle_cuts) ---------------------------------------------------
+def _link_matrix(n: int, cycles) -> np.ndarray:
+    """The link-count matrix of a union of cycles (a 2-cycle is a double link)."""
+    X = np.zeros((n, n), dtype=np.int64)
+    for c in cycles:
+        for a, b in zip(c, c[1:] + c[:1]):
+            X[a, b] = X[b, a] = 2 if len(c) == 2 else 1
+    return X
+
+
+def test_two_regular_multigraphs_are_all_of_them():
+    from topoopt_ilp.models.cycle_cuts import two_regular_multigraphs
+
+    # OEIS A002137 (loopless 2-regular multigraphs) and A001205 (simple ones), labelled
+    assert [len(two_regular_multigraphs(n)) for n in range(2, 9)] == [1, 1, 6, 22, 130, 822, 6202]
+    assert [len(two_regular_multigraphs(n, multi_links=False)) for n in range(3, 9)] == [1, 3, 12, 70, 465, 3507]
+    for n, multi in ((4, True), (5, True), (5, False), (6, False)):  # the same set as test_joint's enumeration
+        found = [_link_matrix(n, cycles).tobytes() for cycles in two_regular_multigraphs(n, multi)]
+        assert len(set(found)) == len(found)
+        assert set(found) == {X.tobytes() for X in topologies(n, 2, False, multi)}
+
+
+@pytest.mark.parametrize("n,multi,seed", [(4, True, 0), (4, False, 1), (5, True, 2), (5, True, 3), (6, True, 4),
+                                          (6, False, 5)])
+def test_cycle_cut_bound_is_below_the_best_topology(n, multi, seed):
+    # brute force: the least bandwidth term over every 2-regular topology (optimal routing, rings in
+    # member order: one of the orders the bound allows) is at least the bound
+    from topoopt_ilp.instance import AllReduceGroup, Cluster, Demand, Instance
+    from topoopt_ilp.models.cycle_cuts import CycleCutBound
+
+    rng = np.random.default_rng(seed)
+    mp = np.where(rng.random((n, n)) < 0.35, rng.uniform(1e6, 3e7, (n, n)), 0.0)
+    np.fill_diagonal(mp, 0.0)
+    members = tuple(sorted(rng.choice(n, size=2 if seed % 2 else 3, replace=False).tolist()))
+    group = AllReduceGroup(members=members, bytes=float(rng.uniform(1e6, 4e7)))
+    pairs = tuple((int(i), int(j), float(mp[i, j])) for i, j in zip(*np.nonzero(mp)))
+    cluster = Cluster(servers=n, degree=2, link_bandwidth_gbps=100.0, hop_latency_us=0.0, multi_links=multi)
+    inst = Instance(cluster=cluster, demand=Demand(allreduce=(group,), mp=pairs), objective="comm_time")
+    cuts = CycleCutBound(cluster)
+    bound = cuts.bandwidth_floor(mp, group.bytes_per_member() * cuts.group_split(members))
+    from topoopt_ilp.models.cycle_cuts import two_regular_multigraphs
+
+    every = [_link_matrix(n, cycles) for cycles in two_regular_multigraphs(n, multi)]  # checked above against brute force
+    best = min(evaluate(inst, X, routing="optimal").bandwidth_time_s for X in every)
+    assert 0 < bound <= best * (1 + 1e-9)
+    if len(members) == 2:  # a 2-member group has one ring: on these tiny cycles the cut bound is often exact
+        assert bound >= 0.5 * best
+
+
+def test_cycle_cut_bound_grows_with_traffic_and_sees_components():
+    from topoopt_ilp.instance import Cluster
+    from topoopt_ilp.models.cycle_cuts import CycleCutBound, applies
+
+    cluster = Cluster(servers=6, degree=2, link_bandwidth_gbps=100.0)
+    assert applies(cluster) and not applies(Cluster(servers=6, degree=3, link_bandwidth_gbps=100.0))
+    cuts = CycleCutBound(cluster)
+    rng = np.random.default_rng(7)
+    mp = np.zeros((6, 6))
+    last = 0.0
+    for _ in range(12):  # adding bytes never lowers the bound (it is used at partial strategies)
+        i, j = rng.choice(6, size=2, replace=False)
+        mp[i, j] += rng.uniform(1e6, 1e7)
+        value = cuts.bandwidth_floor(mp, np.zeros(64))
+        assert value >= last
+        last = value
+    # one pair only: a double link carries it over 2 links (the topology with a 2-cycle {0, 1})
+    one = np.zeros((6, 6))
+    one[0, 1] = 1e7
+    assert cuts.bandwidth_floor(one, np.zeros(64)) == pytest.approx(1e7 / (2 * B))
+    simple = CycleCutBound(Cluster(servers=6, degree=2, link_bandwidth_gbps=100.0, multi_links=False))
+    assert simple.bandwidth_floor(one, np.zeros(64)) == pytest.approx(1e7 / (2 * B))  # both ways round a cycle
