@@ -265,7 +265,7 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
 
     if formulation == "strong":
         # Moore cut per source (see the model comment): the MP bytes ride with the source's anchor ring.
-        L, ring_coef = _moore_cut_coefficients(mp, src, rings, r_c, r_s, r_t, r_w, ring_amount, d, directed)
+        L, ring_coef = _moore_cut_coefficients(mp, src, rings, r_c, r_s, r_t, r_w, d, directed)
         kk = kindex[r_s]
         b.add_constraints(np.concatenate([np.repeat(np.arange(K), A), np.arange(K), kk]),
                           np.concatenate([fcols.ravel(), np.full(K, lam_col), z.index[r_c]]),
@@ -280,8 +280,7 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
 
 
 def _moore_cut_coefficients(mp: np.ndarray, src: np.ndarray, rings: list[RingCandidate], r_c: np.ndarray, r_s: np.ndarray,
-                            r_t: np.ndarray, r_w: np.ndarray, ring_amount: np.ndarray, d: int, directed: bool
-                            ) -> tuple[np.ndarray, np.ndarray]:
+                            r_t: np.ndarray, r_w: np.ndarray, d: int, directed: bool) -> tuple[np.ndarray, np.ndarray]:
     """Coefficients of the Moore cut: lam's per source, and each ring triplet's (c, s -> t).
 
     A source in no AllReduce group gets ``L_s(M[s])`` on lam. A member s of groups takes its anchor
@@ -289,9 +288,12 @@ def _moore_cut_coefficients(mp: np.ndarray, src: np.ndarray, rings: list[RingCan
     (its MP bytes and its ring bytes placed together), the triplets of its other groups their bytes
     (one hop each), and lam gets 0 - valid because sum_{c in g*} z[c] = lam, see the model comment."""
     n = mp.shape[0]
-    member_bytes = np.zeros((n, max((r.group for r in rings), default=-1) + 1))
-    member_bytes[r_s, np.array([rings[c].group for c in r_c], dtype=np.int64)] = ring_amount[r_c]
-    anchor = np.where(member_bytes.max(axis=1, initial=0.0) > 0, member_bytes.argmax(axis=1) if rings else -1, -1)
+    anchor = np.full(n, -1)  # the anchor group of each server (-1: in no group)
+    if rings:
+        member_bytes = np.zeros((n, 1 + max(r.group for r in rings)))
+        member_bytes[r_s, [rings[c].group for c in r_c]] = r_w
+        member = member_bytes.max(axis=1) > 0
+        anchor[member] = member_bytes.argmax(axis=1)[member]
     L = np.array([0.0 if anchor[s] >= 0 else moore_hop_bound(mp[s], d, directed) for s in src])
     ring_coef = r_w.astype(float).copy()
     for i, (c, s, t) in enumerate(zip(r_c, r_s, r_t)):
