@@ -723,8 +723,7 @@ def _default_topology(instance: Instance) -> np.ndarray:
 def _default_local_search_s(instance: Instance, time_limit_s: float | None) -> float:
     """Seconds of local search before the MILP when the caller did not say (see SMALL_PLACEMENT_OPTIONS)."""
     w, n = instance.workload, instance.n
-    options = sum(n // k for layer in w.layers for k in layer.configs) + n * len(w.blocks)
-    if options <= SMALL_PLACEMENT_OPTIONS:
+    if len(layer_options(w, n)[0]) + n * len(w.blocks) <= SMALL_PLACEMENT_OPTIONS:
         return 0.0
     return 10.0 if time_limit_s is None else min(30.0, 0.25 * time_limit_s)
 
@@ -755,8 +754,9 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     local_search_s : float, optional
         Seconds of local search before the MILP (0: none, and the MILP always runs). Default: none
         for a small problem (at most :data:`SMALL_PLACEMENT_OPTIONS` options), else a quarter of the
-        time limit, at most 30 s (10 s without a time limit); it stops earlier once it stalls. When the MILP would exceed :data:`MILP_SEARCH_NONZEROS` non-zeros, the rest of
-        the time limit is local search too.
+        time limit, at most 30 s (10 s without a time limit); it stops earlier once it stalls.
+        When the MILP would exceed :data:`MILP_SEARCH_NONZEROS` non-zeros, the rest of the time
+        limit is local search too.
     chain_bound_s : float, optional
         Seconds for :func:`~.placement_bounds.chain_bound` after its precomputation (0: only the
         volume relaxation). Default: 30 % of the time limit (5 s without one). It is skipped
@@ -859,8 +859,8 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     max_starts = ms
     if (pm.model.num_nonzeros > MILP_SEARCH_NONZEROS and incumbent is not None and local_search_s
             and options.time_limit_s is not None):
-        # A model this large does not get past HiGHS' root within a time limit of minutes (measured
-        # below MILP_SEARCH_NONZEROS): the time left goes to more local search from the incumbent.
+        # A model this large does not get past HiGHS' root within a time limit of minutes (the
+        # measurements are above MILP_SEARCH_NONZEROS): the time left goes to more local search.
         remaining = options.time_limit_s - (time.perf_counter() - started)
         if remaining > 0.5:
             t0 = time.perf_counter()
