@@ -230,9 +230,9 @@ class _Search:
         mapped and sorted) lexicographically below ``servers``."""
         placed = np.asarray(servers)
         bound = np.empty_like(placed)
+        positions = [[j for j in cls if j < len(placed)] for cls in self.block_classes]  # placed blocks per class
         for g in tied:
-            for cls in self.block_classes:
-                at = [j for j in cls if j < len(placed)]
+            for at in positions:
                 bound[at] = np.sort(self.sym_server[g][placed[at]])
             differ = np.flatnonzero(bound != placed)
             if differ.size and bound[differ[0]] < placed[differ[0]]:

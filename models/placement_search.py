@@ -47,7 +47,8 @@ def _block_classes(w: Workload) -> list[list[int]]:
 # arrays. When none of these improves, type exchanges are tried (two layers or two maximal runs
 # trade their (k, s), scored by a full refresh each): with identical layers they move a run to
 # another coset without adding compute anywhere, the only way on once every server is at the
-# compute maximum (BERT's local optima). The result is only an upper bound: it is re-scored by :func:`strategy_times` and handed to the MILP as incumbent and warm start.
+# compute maximum (BERT's local optima). The result is only an upper bound: it is re-scored by
+# :func:`strategy_times` and handed to the MILP as incumbent and warm start.
 # ------------------------------------------------------------------------------------------------
 class _LocalSearch:
     """Incremental scorer and best-improvement descent over strategies on one topology."""
