@@ -4,7 +4,8 @@
 * :mod:`.circulant` - the jump set of a circulant topology as binaries.
 * :mod:`.mp_matching` - exact b-matching for model-parallel links.
 * :mod:`.ocs_permutations` - SiP-ML-style OCS permutation planes.
-* :mod:`.placement` - a workload's placement (configs per layer, servers per block) on a fixed topology.
+* :mod:`.placement` - a workload's placement (configs per layer, servers per block) on a fixed topology
+  (``formulation``: ``auto`` tries :mod:`.placement_enumeration` before the MILP).
 * :mod:`.joint` - placement + topology + routing in one MILP (small clusters).
 * :mod:`.joint_enumeration` - the same problem strategy by strategy: enumeration with bounds, each
   surviving strategy's topology by MILP (``formulation``: ``auto`` picks it or the joint MILP).
@@ -56,10 +57,6 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwarg
     if instance.workload is not None:
         if instance.fixed_topology is not None:  # only the placement is free: its model is the exact one
             from .placement import solve_placement
-
-            if options.formulation is not None:
-                raise InputError("the placement model (a workload on a fixed topology) has one formulation; "
-                                 "drop --formulation")
 
             return solve_placement(instance, options)
         formulation = options.formulation or "auto"

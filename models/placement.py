@@ -48,6 +48,8 @@ from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .common import ExactOptions, check_backend, run_model, solution_status
 from .placement_bounds import chain_bound
+from .placement_enumeration import enumerate_placement
+from .placement_enumeration import fits as enumeration_fits
 from .placement_data import (
     TIME_UNIT_S,
     RoutingFractions,
@@ -98,6 +100,14 @@ SMALL_PLACEMENT_OPTIONS = 400
 #: exceeds the incumbent by more than this, so rounding can never remove an optimal option.
 _PRUNE_RTOL = 1e-6
 OBJECTIVES = ("iteration_time", "comm_time")
+#: ``formulation`` (``ExactOptions``, ``--formulation``): ``auto`` (default: the enumeration of
+#: :mod:`.placement_enumeration`, the MILP when it gives up), ``milp`` or ``enumeration`` (alone: when
+#: it gives up, the incumbent is returned as ``feasible`` with the relaxation bound).
+FORMULATIONS = ("auto", "milp", "enumeration")
+#: Seconds the enumeration may take under ``auto`` without a time limit (with one: half of it).
+AUTO_ENUMERATION_S = 30.0
+_MEMORY_INFEASIBLE = ("memory: no assignment of layer configs and block servers keeps every server within "
+                      "server_memory_bytes (every other constraint family admits any strategy)")
 #: Before pruning, the resharding patterns of every distinct pair of layer options are computed;
 #: that work may be this many times the model limit (pruning usually removes most of it).
 _WORK_FACTOR = 4
@@ -739,7 +749,8 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         A workload instance (objective ``iteration_time`` or ``comm_time``).
     options : ExactOptions
         Backend, limits, warm start (``"heuristic"``: the best of TopoOpt's data-parallel start and
-        uniform-degree strategies, as a full point), export.
+        uniform-degree strategies, as a full point), export, ``formulation`` (:data:`FORMULATIONS`:
+        by default the enumeration, then the MILP when the enumeration gives up).
     topology : numpy.ndarray, optional
         Link-count matrix X. Default: the instance's fixed topology, else the TopoOpt heuristic's
         topology for the data-parallel start.
@@ -777,6 +788,12 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     if instance.workload is None:
         raise InputError("the placement model needs a workload instance (layers and blocks); this instance has a fixed demand")
     check_backend(options)
+    formulation = options.formulation or "auto"
+    if formulation not in FORMULATIONS:
+        raise InputError(f"unknown formulation {formulation!r} for the placement problem; choose one of "
+                         f"{', '.join(FORMULATIONS)}")
+    if formulation == "enumeration" and max_starts is not None:
+        raise InputError("max_starts restricts the MILP's coset starts; the enumeration takes every start")
     X = np.asarray(_default_topology(instance) if topology is None else topology)
     rf = shortest_path_fractions(X, instance.cluster.link_bytes_per_s)
     if start is None and options.warm_start not in (None, "none", "heuristic"):
@@ -825,11 +842,42 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         details["local_search_iteration_time_s"] = inc_time
 
     # 2. Bounds valid for the unrestricted problem, without a solver; they may already close the gap:
-    # the volume relaxation, then the chain bound (arc classes, runs and pair thresholds; anytime: a
-    # share of the time limit after its precomputation).
+    # the volume relaxation, then (after the enumeration, when it does not settle the problem) the
+    # chain bound (arc classes, runs and pair thresholds; anytime: a share of the time limit after its
+    # precomputation).
     t0 = time.perf_counter()
     lb = relaxation_bound(instance, rf, ls)
     details["volume_bound_s"] = lb
+
+    # 3. Small problems: the enumeration (exact; it gives up when its states outgrow the budget).
+    tried = formulation != "milp" and max_starts is None and (inc_time is None or gap_of(inc_time, lb) > tol)
+    if tried and enumeration_fits(ls):
+        if options.time_limit_s is None:
+            share = None if formulation == "enumeration" else AUTO_ENUMERATION_S
+        else:
+            remaining = options.time_limit_s - (time.perf_counter() - started)
+            share = remaining if formulation == "enumeration" else 0.5 * remaining
+        t1 = time.perf_counter()
+        outcome, found = enumerate_placement(ls, lb, math.inf if inc_time is None else inc_time,
+                                             deadline=None if share is None else t1 + share)
+        details.update(enumeration=outcome, enumeration_s=time.perf_counter() - t1)
+        if outcome == "infeasible":
+            details.update(algorithm="enumeration", infeasible=_MEMORY_INFEASIBLE)
+            return Solution(status="infeasible", method="exact", topology=None, backend=options.backend,
+                            wall_time_s=time.perf_counter() - started, details=details)
+        if outcome != "gave_up":
+            if found is not None:
+                cand_time = strategy_times(instance, rf, found.strategy)["iteration_time_s"]
+                details.update(enumeration_cutoffs_s=found.cutoffs, enumeration_states=found.states)
+                if inc_time is None or cand_time < inc_time:
+                    incumbent, inc_time = found.strategy, cand_time
+            details.update(algorithm="enumeration", milp="skipped: the enumeration proved the optimum",
+                           relaxation_bound_s=lb)
+            return Solution(status="optimal", method="exact", topology=Topology(X),
+                            placement=strategy_to_dict(incumbent), objective=inc_time, bound=inc_time, gap=0.0,
+                            wall_time_s=time.perf_counter() - started, backend=options.backend, details=details)
+    elif tried:
+        details["enumeration"] = "not tried: the problem is too large for its tables"
     if chain_bound_s is None:
         chain_bound_s = 5.0 if options.time_limit_s is None else 0.3 * options.time_limit_s
     if chain_bound_s > 0 and (inc_time is None or gap_of(inc_time, lb) > tol):
@@ -838,13 +886,16 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         lb = max(lb, cb)
     details.update(relaxation_bound_s=lb, relaxation_bound_time_s=time.perf_counter() - t0)
 
-    if inc_time is not None and gap_of(inc_time, lb) <= tol:
-        details["milp"] = "skipped: the relaxation bound proves the local-search incumbent within the gap"
-        return Solution(status="optimal", method="exact", topology=Topology(X), placement=strategy_to_dict(incumbent),
+    if inc_time is not None and (gap_of(inc_time, lb) <= tol or formulation == "enumeration"):
+        details["milp"] = ("skipped: the relaxation bound proves the local-search incumbent within the gap"
+                           if gap_of(inc_time, lb) <= tol else "not run (--formulation enumeration)")
+        details["algorithm"] = "bounds" if gap_of(inc_time, lb) <= tol else "enumeration"
+        status = "optimal" if gap_of(inc_time, lb) <= tol else "feasible"
+        return Solution(status=status, method="exact", topology=Topology(X), placement=strategy_to_dict(incumbent),
                         objective=inc_time, bound=min(lb, inc_time), gap=gap_of(inc_time, lb),
                         wall_time_s=time.perf_counter() - started, backend=options.backend, details=details)
 
-    # 3. The MILP: unrestricted when it can be built, else (only when no restriction was asked for)
+    # 4. The MILP: unrestricted when it can be built, else (only when no restriction was asked for)
     # the largest restriction to evenly spaced starts (plus the incumbent's) that can.
     ladder = [max_starts] if max_starts is not None else [None, 4, 2, 1]
     pm = None
@@ -887,6 +938,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         options = replace(options, time_limit_s=max(1.0, options.time_limit_s - (time.perf_counter() - started)))
     result: SolveResult = run_model(pm.model, options, x0)
     status = solution_status(result)
+    details["algorithm"] = "milp"
     details.update(variables=pm.model.num_vars, constraints=pm.model.num_rows, nonzeros=pm.model.num_nonzeros,
                    **pm.stats)
     if result.message:
@@ -895,8 +947,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         details["warm_start"] = options.warm_start
     solver_bound = result.bound * TIME_UNIT_S if result.bound is not None and math.isfinite(result.bound) else None
     if status == "infeasible":
-        details["infeasible"] = ("memory: no assignment of layer configs and block servers keeps every server within "
-                                 "server_memory_bytes (every other constraint family admits any strategy)")
+        details["infeasible"] = _MEMORY_INFEASIBLE
     if (result.values is None or status not in ("optimal", "feasible")) and incumbent is None:
         return Solution(status=status, method="exact", topology=None, backend=result.backend,
                         wall_time_s=time.perf_counter() - started, details=details)

@@ -461,7 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--export-model", default=None, metavar="FILE.mps|FILE.lp", help="exact: also write the model")
     s.add_argument("--formulation", default=None, metavar="NAME",
                    help="exact: the model's formulation - general topology: strong (default) or naive; circulant: "
-                        "strong (default) or basic; a workload's joint problem: auto (default), milp or enumeration")
+                        "strong (default) or basic; a workload (joint problem, or placement on a fixed topology): auto (default), "
+                        "milp or enumeration")
     s.add_argument("--seed", type=int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
                    "when given with --method exact, of the solver")
     s.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")

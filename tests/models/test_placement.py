@@ -80,7 +80,10 @@ def check_solution(inst: Instance, sol: Solution) -> None:
     assert verify(inst, fin).valid, verify(inst, fin).violations
 
 
-OPTS = ExactOptions(time_limit_s=60, gap=1e-9)
+OPTS = ExactOptions(time_limit_s=60, gap=1e-9)  # formulation auto: the enumeration first
+MILP = ExactOptions(time_limit_s=60, gap=1e-9, formulation="milp")
+ENUM = ExactOptions(time_limit_s=60, gap=1e-9, formulation="enumeration")
+BOTH = pytest.mark.parametrize("opts", [MILP, ENUM], ids=["milp", "enumeration"])
 
 
 def L(name, compute, param, act, configs, memory=None):
@@ -101,44 +104,48 @@ CASES = {
 }
 
 
+@BOTH
 @pytest.mark.parametrize("name", list(CASES))
-def test_milp_optimum_equals_brute_force(name):
+def test_optimum_equals_brute_force(name, opts):
     n, d, layers, blocks, X = CASES[name]
     inst, X = make(n, d, layers, blocks, X=X)
-    sol = solve_placement(inst, OPTS, X)
-    assert sol.status == "optimal"
+    sol = solve_placement(inst, opts, X)
+    assert sol.status == "optimal" and sol.details["algorithm"] == opts.formulation
     check_solution(inst, sol)
     assert sol.objective == pytest.approx(brute_force(inst, X), rel=1e-6)
     assert sol.bound == pytest.approx(sol.objective, rel=1e-6)
 
 
-def test_full_overlap_and_memory_limit_against_brute_force():
+@BOTH
+def test_full_overlap_and_memory_limit_against_brute_force(opts):
     # memory 1.2e8 per server: layer "big" (1e8 + act/k) cannot run on one server at k = 1.
     layers = [L("big", 4e-3, 2.5e7, 4e7, [1, 2, 4], memory=1e8), L("small", 1e-3, 5e6, 1e7, [1, 2, 4], memory=1e7)]
     inst, X = make(4, 2, layers, [Block(name="t", bytes=5e6, lookup_bytes=1e7, compute_s=2e-4, consumer=1)],
                    memory=1.2e8, overlap="full")
-    sol = solve_placement(inst, OPTS, X)
+    sol = solve_placement(inst, opts, X)
     assert sol.status == "optimal"
     check_solution(inst, sol)
     assert sol.placement["layer_degree"][0] != 1
     assert sol.objective == pytest.approx(brute_force(inst, X), rel=1e-6)
 
 
-def test_comm_time_objective_against_brute_force():
+@BOTH
+def test_comm_time_objective_against_brute_force(opts):
     layers = [L("a", 1e-3, 1e7, 2e7, [1, 2, 4]), L("b", 1e-3, 1e7, 1e7, [2, 4])]
     inst, X = make(4, 2, layers, objective="comm_time")
-    sol = solve_placement(inst, OPTS, X)
+    sol = solve_placement(inst, opts, X)
     check_solution(inst, sol)
     assert sol.objective == pytest.approx(brute_force(inst, X), rel=1e-6)
 
 
-def test_memory_infeasible_is_reported():
+@BOTH
+def test_memory_infeasible_is_reported(opts):
     # 5 tables of 0.6 C on 4 servers: the aggregate fits (3 C <= 4 C), no packing does.
     layers = [L("l", 1e-3, 1e6, 1e6, [1, 2, 4], memory=1e6)]
     blocks = [Block(name=f"t{j}", bytes=6e8, lookup_bytes=1e6) for j in range(5)]
     inst, X = make(4, 2, layers, blocks, memory=1e9)
-    sol = solve_placement(inst, OPTS, X)
-    assert sol.status == "infeasible"
+    sol = solve_placement(inst, opts, X)
+    assert sol.status == "infeasible" and sol.details["algorithm"] == opts.formulation
     assert sol.topology is None and "memory" in sol.details["infeasible"]
 
 
@@ -146,10 +153,11 @@ def test_memory_infeasible_is_reported():
 def test_backends_agree(backend):
     n, d, layers, blocks, X = CASES["dlrm-ring4"]
     inst, X = make(n, d, layers, blocks, X=X)
-    sol = solve_placement(inst, ExactOptions(backend=backend, time_limit_s=60, gap=1e-9, warm_start="none"), X)
+    sol = solve_placement(inst, ExactOptions(backend=backend, time_limit_s=60, gap=1e-9, warm_start="none",
+                                             formulation="milp"), X)
     assert sol.status == "optimal" and sol.backend == backend
     check_solution(inst, sol)
-    ref = solve_placement(inst, OPTS, X)
+    ref = solve_placement(inst, MILP, X)
     assert sol.objective == pytest.approx(ref.objective, rel=1e-6)
 
 
@@ -174,13 +182,14 @@ def test_pruning_keeps_the_optimum():
     pruned = build_placement(inst, X)
     full = build_placement(inst, X, prune=False)
     assert pruned.model.num_vars < full.model.num_vars
-    assert solve_placement(inst, OPTS, X).objective == pytest.approx(brute_force(inst, X), rel=1e-6)
+    assert solve_placement(inst, MILP, X).objective == pytest.approx(brute_force(inst, X), rel=1e-6)
 
 
+@BOTH
 @pytest.mark.parametrize("name", ["bert-testbed-12-d4", "resnet50-testbed-12-d4"])
-def test_testbed_instance_with_heuristic_topology(name):
+def test_testbed_instance_with_heuristic_topology(name, opts):
     inst = io.load_instance(INSTANCES / "paper" / f"{name}.json")
-    sol = solve_placement(inst, OPTS)
+    sol = solve_placement(inst, opts)
     assert sol.status == "optimal"
     check_solution(inst, sol)
     assert sol.objective <= sol.details["start_iteration_time_s"] * (1 + 1e-9)
@@ -201,13 +210,13 @@ def test_restricted_starts_report_only_the_unrestricted_bound():
     inst, X = make(n, d, layers, blocks, X=X)
     best = brute_force(inst, X)
     # Without local search the restricted model holds start 0 only; its own bound is not reported.
-    sol = solve_placement(inst, OPTS, X, max_starts=1, local_search_s=0)
+    sol = solve_placement(inst, MILP, X, max_starts=1, local_search_s=0)
     assert sol.details["restricted"] and set(sol.placement["layer_start"]) == {0}
     assert sol.bound == pytest.approx(sol.details["relaxation_bound_s"]) and sol.bound <= best * (1 + 1e-9)
     assert sol.status == ("optimal" if sol.gap <= 1e-9 else "feasible")
     check_solution(inst, sol)
     # With local search the incumbent's (k, s) are added to the restricted options: never worse.
-    sol2 = solve_placement(inst, OPTS, X, max_starts=1)
+    sol2 = solve_placement(inst, MILP, X, max_starts=1)
     assert sol2.objective <= min(sol.objective, sol2.details["local_search_iteration_time_s"]) * (1 + 1e-9)
     assert sol2.bound <= best * (1 + 1e-9)
     check_solution(inst, sol2)
@@ -219,9 +228,13 @@ def test_errors_are_clear(monkeypatch):
         solve_placement(demand, OPTS)
     n, d, layers, blocks, X = CASES["mlp-ring4"]
     inst, X = make(n, d, layers, blocks, X=X)
+    with pytest.raises(InputError, match="unknown formulation 'naive'"):
+        solve_placement(inst, ExactOptions(formulation="naive"), X)
+    with pytest.raises(InputError, match="max_starts"):
+        solve_placement(inst, ENUM, X, max_starts=1)
     monkeypatch.setattr(pl, "MAX_PLACEMENT_NONZEROS", 10)
     with pytest.raises(UnsupportedError, match="max_starts"):
-        solve_placement(inst, OPTS, X)
+        solve_placement(inst, MILP, X)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -316,7 +329,7 @@ def test_bound_that_proves_the_gap_skips_the_milp():
     # (The local search, off by default on a problem this small, finds that incumbent.)
     inst, X = make(4, 2, [L("a", 3e-3, 1e7, 0.0, [1]), L("b", 1e-3, 1e7, 0.0, [1])])
     sol = solve_placement(inst, OPTS, X, local_search_s=1.0)
-    assert sol.status == "optimal" and "skipped" in sol.details["milp"]
+    assert sol.status == "optimal" and "skipped" in sol.details["milp"] and sol.details["algorithm"] == "bounds"
     assert sol.objective == pytest.approx(brute_force(inst, X), rel=1e-9) == pytest.approx(3e-3)
     assert sol.bound == pytest.approx(sol.objective, rel=1e-9)
     check_solution(inst, sol)
@@ -360,7 +373,8 @@ def test_large_model_hands_its_time_to_the_local_search(monkeypatch):
     n, d, layers, blocks, X = CASES["dlrm-ring4"]
     inst, X = make(n, d, layers, blocks, X=X)
     monkeypatch.setattr(pl, "MILP_SEARCH_NONZEROS", 0)
-    sol = solve_placement(inst, ExactOptions(time_limit_s=3, gap=1e-9), X, chain_bound_s=0.2, local_search_s=0.5)
+    sol = solve_placement(inst, ExactOptions(time_limit_s=3, gap=1e-9, formulation="milp"), X, chain_bound_s=0.2,
+                          local_search_s=0.5)
     best = brute_force(inst, X)
     if "skipped_model_nonzeros" in sol.details:
         assert "local search" in sol.details["milp"] and "variables" not in sol.details

@@ -9,7 +9,7 @@ import pytest
 from test_placement import (
     CASES,
     GBPS,
-    OPTS,
+    MILP,
     L,
     all_strategies,
     brute_force,
@@ -159,14 +159,14 @@ def test_chain_bound_sees_the_resharding_of_a_pair():
 def test_solve_placement_reports_the_chain_bound():
     n, d, layers, blocks, X = CASES["dlrm-ring4"]
     inst, X = make(n, d, layers, blocks, X=X)
-    sol = solve_placement(inst, OPTS, X)
+    sol = solve_placement(inst, MILP, X)
     check_solution(inst, sol)
     det = sol.details
     assert det["relaxation_bound_s"] >= det["volume_bound_s"] * (1 - 1e-12)
     if "chain_bound_s" in det:
         assert det["relaxation_bound_s"] == pytest.approx(max(det["volume_bound_s"], det["chain_bound_s"]))
     assert sol.bound <= brute_force(inst, X) * (1 + 1e-9)
-    off = solve_placement(inst, OPTS, X, chain_bound_s=0)
+    off = solve_placement(inst, MILP, X, chain_bound_s=0)
     assert "chain_bound_s" not in off.details and off.objective == pytest.approx(sol.objective, rel=1e-9)
 
 
@@ -174,7 +174,7 @@ def test_milp_objective_equals_the_evaluator_of_its_own_solution():
     for name in ("mlp-ring4", "dlrm-ring4"):
         n, d, layers, blocks, X = CASES[name]
         inst, X = make(n, d, layers, blocks, X=X)
-        sol = solve_placement(inst, OPTS, X, local_search_s=0, chain_bound_s=0)
+        sol = solve_placement(inst, MILP, X, local_search_s=0, chain_bound_s=0)
         if "model_objective_s" not in sol.details:
             continue  # the relaxation bound proved the start optimal: no MILP ran
         assert sol.details["model_objective_s"] == pytest.approx(sol.objective, rel=1e-6)
