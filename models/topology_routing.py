@@ -450,7 +450,7 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
 def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResult, wall: float) -> Solution:
     status = solution_status(result)
     details = {"model": "topology_routing", "formulation": m.formulation, "variables": m.model.num_vars,
-               "constraints": m.model.num_rows, "nonzeros": m.model.num_nonzeros}
+               "constraints": m.model.num_rows, "nonzeros": m.model.num_nonzeros, "model_status": status}
     if result.message:
         details["solver_message"] = result.message
     if result.values is None or status not in ("optimal", "feasible"):

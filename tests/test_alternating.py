@@ -103,3 +103,25 @@ def test_auto_topology_method_is_exact_on_small_clusters_only():
     large = io.parse_instance(generate("resnet50", 16, 4, 100.0))
     sol = solve(large, method="alternating", rounds=1, round_time_limit_s=5)
     assert sol.details["topology_method"] == "finder" and verify(large, sol).valid
+
+
+def test_a_phase_settled_before_is_reused_not_solved_again(monkeypatch):
+    # Count the placement solves: a topology seen before (a trajectory that returns to it, or the
+    # second trajectory reaching the first one's) takes the settled result from the first solve.
+    from topoopt_ilp.models import placement
+
+    calls = []
+    real = placement.solve_placement
+    monkeypatch.setattr(placement, "solve_placement", lambda *a, **k: calls.append(1) or real(*a, **k))
+    inst = small_workload()
+    sol = solve(inst, method="alternating", rounds=4, round_time_limit_s=20, topology_method="exact")
+    log = sol.details["rounds"]
+    solved = [e for e in log if e["phase"] == "placement" and not e.get("reused")]
+    reused = [e for e in log if e.get("reused")]
+    assert len(calls) == len(solved) and reused
+    first = {}
+    for e in log:  # a reused phase reports what the settled one did
+        if e["phase"] in ("placement", "topology") and not e.get("reused"):
+            first.setdefault(e["phase"], set()).add(round(e["iteration_time_s"], 12))
+    assert all(round(e["iteration_time_s"], 12) in first[e["phase"]] for e in reused)
+    assert "settled" not in sol.details and verify(inst, sol).valid

@@ -101,19 +101,52 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                  "status": sol.status, "accepted": accepted, "wall_time_s": round(time.perf_counter() - started, 3)}
         if sol.details.get("restricted"):  # the placement model was cut to this many coset starts per degree
             entry["restricted_to_starts"] = sol.details.get("max_starts")
+        if sol.details.get("settled"):  # the same phase input was solved to optimality before: reused
+            entry["reused"] = True
         log.append(entry)
         if progress is not None:
             progress(entry)
 
+    # Settled phases, by what they were given: a trajectory that reaches a placement (or topology)
+    # seen before would only repeat that phase's work. Only results that do not depend on where the
+    # phase started are kept: proven-optimal ones (and TopologyFinder's, which is deterministic).
+    settled_topology: dict[bytes, Solution] = {}
+    settled_placement: dict[bytes, Solution] = {}
+
+    def placement_key(placement: dict) -> bytes:
+        return repr(tuple(tuple(placement.get(f, ())) for f in ("layer_degree", "layer_start", "block_server"))).encode()
+
     def topology_step(placement: dict, limit: float, current: Solution | None = None) -> tuple[Solution, bool]:
         """The topology phase for ``placement``, scored by the evaluator; False when unusable."""
+        key = placement_key(placement)
+        if key in settled_topology:
+            return settled_topology[key], True
         cand = _topology_phase(instance, placement, select, mode, seed, topology_method, limit, backend, current)
         if not cand.has_solution:
             return cand, False
         try:
-            return finalize(instance, cand), True
+            out = finalize(instance, cand)
         except RoutingError as exc:  # the exact step's routes left a (noise-sized) pair uncarried
             return replace(cand, status="error", details={**cand.details, "error": str(exc)}), False
+        # (the exact step's own status is at best "feasible": it does not optimise the latency term)
+        if topology_method == "finder" or cand.details.get("model_status", cand.status) == "optimal":
+            settled_topology[key] = replace(out, details={**out.details, "settled": True})
+        return out, True
+
+    def placement_step(current: Solution, limit: float) -> Solution:
+        """The placement phase on ``current``'s topology (raises UnsupportedError as solve_placement)."""
+        key = current.topology.matrix.tobytes()
+        if key in settled_placement:
+            return settled_placement[key]
+        options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic")
+        # solve_placement itself falls back to fewer coset starts when the full model is too large
+        cand = solve_placement(instance, options, current.topology.matrix, start=current.placement)
+        if not cand.has_solution:
+            return cand
+        out = finalize(instance, cand, routing="shortest_path")
+        if cand.status == "optimal":
+            settled_placement[key] = replace(out, details={**out.details, "settled": True})
+        return out
 
     def descend(start: Solution) -> bool:
         """Rounds from ``start`` (each from this trajectory's best: TopoOpt's reset-to-best); a
@@ -129,16 +162,14 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                     return True
                 limit = round_time_limit_s if remaining is None else min(round_time_limit_s, remaining)
                 if phase == "placement":
-                    options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic")
-                    try:  # solve_placement itself falls back to fewer coset starts when the full model is too large
-                        cand = solve_placement(instance, options, current.topology.matrix, start=current.placement)
+                    try:
+                        cand = placement_step(current, limit)
                     except UnsupportedError as exc:  # e.g. the exact step left servers without traffic unlinked
                         record(r, phase, replace(current, status="error", metrics={}, details={"error": str(exc)}), False)
                         continue
                     if not cand.has_solution:
                         record(r, phase, cand, False)
                         continue
-                    cand = finalize(instance, cand, routing="shortest_path")
                 else:
                     cand, usable = topology_step(current.placement, limit, current)
                     if not usable:
@@ -182,7 +213,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     out_of_time = descend(stage_start) if stage_start is not None else False
     if not out_of_time:
         descend(data_parallel_start)
-    details = {**best.details, "rounds": log, "best_from": next(e for e in reversed(log) if e["accepted"])["phase"],
+    details = {**{k: v for k, v in best.details.items() if k != "settled"}, "rounds": log, "best_from": next(e for e in reversed(log) if e["accepted"])["phase"],
                "topology_method": topology_method}
     return replace(best, method="alternating", status="feasible", bound=None, gap=None,
                    wall_time_s=time.perf_counter() - started, details=details)
