@@ -92,12 +92,14 @@ class _Tables:
         for t in range(NT):
             self.cov[t, ls.unit_server[t][:: n // ls.type_k[t]]] = 1.0
         self.AR = ls.ar * ls.arc_inv
-        rs = [ls.reshard(t) for t in range(NT)]
-        self.RS = np.stack([r[0] for r in rs]) * ls.arc_inv  # (NT, NT, A)
-        self.RS_hop = np.stack([r[1] for r in rs])
-        lk = [ls.lookup_per_server(t) for t in range(NT)]
-        self.LK = np.stack([r[0] for r in lk]) * ls.arc_inv  # (NT, n, A)
-        self.LK_hop = np.stack([r[1] for r in lk])  # (NT, n)
+        if (ls.act[:-1] > 0).any():  # (only the tables the workload uses are built)
+            rs = [ls.reshard(t) for t in range(NT)]
+            self.RS = np.stack([r[0] for r in rs]) * ls.arc_inv  # (NT, NT, A)
+            self.RS_hop = np.stack([r[1] for r in rs])
+        if (ls.blk_lookup > 0).any():
+            lk = [ls.lookup_per_server(t) for t in range(NT)]
+            self.LK = np.stack([r[0] for r in lk]) * ls.arc_inv  # (NT, n, A)
+            self.LK_hop = np.stack([r[1] for r in lk])  # (NT, n)
         w = ls.w
         L = len(w.layers)
         work = np.where(np.isfinite(ls.lt), ls.lt * ls.type_k[None, :], np.inf).min(axis=1)
