@@ -120,3 +120,20 @@ def test_exact_export_and_warm_start_file(tmp_path, capsys):
     assert lam * 40e9 / 8 / scale == pytest.approx(sol["details"]["milp_throughput"], rel=1e-6)
     assert main(["verify", inst, str(out)]) == 0
     capsys.readouterr()
+
+
+def test_placement_on_a_fixed_topology_by_each_formulation(tmp_path, capsys):
+    inst = str(INSTANCES / "dlrm-mini-8-fixed.json")
+    objectives = {}
+    for formulation in ("auto", "enumeration", "milp"):
+        out = tmp_path / f"{formulation}.json"
+        assert main(["solve", inst, "--method", "exact", "--formulation", formulation, "--time-limit", "120",
+                     "--out", str(out), "--quiet"]) == 0
+        sol = json.loads(out.read_text())
+        assert sol["status"] == "optimal" and sol["details"]["algorithm"] == ("milp" if formulation == "milp" else "enumeration")
+        objectives[formulation] = sol["objective"]
+        assert main(["verify", inst, str(out)]) == 0
+    assert objectives["auto"] == pytest.approx(objectives["milp"], rel=1e-6) == pytest.approx(objectives["enumeration"], rel=1e-6)
+    capsys.readouterr()
+    assert main(["solve", inst, "--method", "exact", "--formulation", "naive"]) == 2
+    assert "unknown formulation 'naive' for the placement problem" in capsys.readouterr().err
