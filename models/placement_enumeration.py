@@ -3,9 +3,10 @@
 The same problem as the placement MILP (:mod:`.placement`): one (degree k, coset start s) per layer
 and one server per block, minimising the evaluator's iteration time with shortest-path routing and
 default rings. On the small workloads (n = 6..10, a few hundred options) it proves the optimum in
-tens of milliseconds where HiGHS needs seconds on the MILP (its root gap is 15-20 %), which is what
-the alternating method's placement step needs. It gives up (returns ``"gave_up"``) when a level would
-keep more than ``max_states`` states or the deadline passes; the caller then solves the MILP.
+0.02-0.5 s where HiGHS needs 0.6-6 s on the MILP (its root gap is 15-20 %), which is what the
+alternating method's placement step needs. It gives up (returns ``"gave_up"``) when a level would
+keep more than :data:`MAX_STATES` states, its work exceeds :data:`MAX_WORK` or the deadline
+passes; the caller then solves the MILP.
 """
 
 from __future__ import annotations
@@ -20,11 +21,18 @@ from topoopt_ilp.strategy import Strategy
 
 from .placement_search import _block_classes, _LocalSearch
 
-__all__ = ["MAX_STATES", "MAX_TABLE_ENTRIES", "EnumerationResult", "enumerate_placement", "fits"]
+__all__ = ["MAX_STATES", "MAX_WORK", "MAX_TABLE_ENTRIES", "EnumerationResult", "enumerate_placement", "fits"]
 
 #: States kept per level before the search gives up (peak memory about this many times the
 #: candidates per state times (arcs + 2 n) floats, expanded in chunks of :data:`_CHUNK_ROWS`).
-MAX_STATES = 100_000
+MAX_STATES = 20_000
+#: Floats all runs together may produce (candidate states x (arcs + 2 n)) before the search gives
+#: up: a deterministic stand-in for time (1.5-3 s on the 2-core test machine). Measured: the
+#: problems it settles (the small workloads at n = 6..10, the 12-server testbed jobs, VGG-16 at 16
+#: and 32 servers) used 0.5-35 million (CANDLE's testbed job the most); 16- and 32-server BERT,
+#: CANDLE and DLRM jobs, which it cannot settle, spent 5-60 s before outgrowing the state budget
+#: without this one.
+MAX_WORK = 150_000_000
 #: Candidate states (state x option) expanded at once.
 _CHUNK_ROWS = 200_000
 #: The search's pattern tables (resharding between every two option types, lookups from every server
@@ -72,7 +80,7 @@ class EnumerationResult:
 #   nothing proves the incumbent optimal.
 # ------------------------------------------------------------------------------------------------
 class _GaveUp(Exception):
-    """A level outgrew the state budget or the deadline passed."""
+    """A level outgrew the state or work budget, or the deadline passed."""
 
 
 def fits(ls: _LocalSearch) -> bool:
@@ -160,12 +168,19 @@ def _merge(tb: _Tables, st: _States, scale: float) -> _States:
     return st.take(np.sort(first))
 
 
-def _check(deadline: float | None) -> None:
-    if deadline is not None and time.perf_counter() > deadline:
-        raise _GaveUp
+class _Budget:
+    """The deadline and the work left (see :data:`MAX_WORK`); ``charge`` raises _GaveUp when either runs out."""
+
+    def __init__(self, deadline: float | None, work: float) -> None:
+        self.deadline, self.work = deadline, work
+
+    def charge(self, tb: _Tables, rows: int = 0) -> None:
+        self.work -= rows * (tb.A + 2 * tb.n)
+        if self.work < 0 or (self.deadline is not None and time.perf_counter() > self.deadline):
+            raise _GaveUp
 
 
-def _expand_layer(tb: _Tables, st: _States, i: int, cutoff: float, deadline: float | None) -> _States:
+def _expand_layer(tb: _Tables, st: _States, i: int, cutoff: float, budget: _Budget) -> _States:
     ls = tb.ls
     ts = np.flatnonzero(np.isfinite(ls.lt[i]))
     param, act = float(ls.param[i]), float(ls.act[i - 1]) if i > 0 else 0.0
@@ -173,10 +188,11 @@ def _expand_layer(tb: _Tables, st: _States, i: int, cutoff: float, deadline: flo
     add_hop = ls.ar_hop[ts] if param > 0 else np.zeros(len(ts), np.int64)
     add_comp = ls.lt[i, ts][:, None] * tb.cov[ts]
     add_mem = ls.rep_mem[i, ts][:, None] * tb.cov[ts]
+    budget.charge(tb, len(st.hop) * len(ts))
     out = []
     rows = max(1, _CHUNK_ROWS // max(1, len(ts)))
     for a in range(0, len(st.hop), rows):
-        _check(deadline)
+        budget.charge(tb)
         ch = st.take(slice(a, a + rows))
         S, T = len(ch.hop), len(ts)
         load = ch.load[:, None, :] + add_load[None]
@@ -195,15 +211,16 @@ def _expand_layer(tb: _Tables, st: _States, i: int, cutoff: float, deadline: flo
     return _States.concat(out, tb, st.types.shape[1] + 1, st.servers.shape[1])
 
 
-def _expand_block(tb: _Tables, st: _States, j: int, pos: int, cutoff: float, deadline: float | None) -> _States:
+def _expand_block(tb: _Tables, st: _States, j: int, pos: int, cutoff: float, budget: _Budget) -> _States:
     ls = tb.ls
     n = tb.n
     lookup, comp, mem = float(ls.blk_lookup[j]), float(ls.blk_comp[j]), float(ls.blk_mem[j])
     c = int(ls.blk_cons[j])
+    budget.charge(tb, len(st.hop) * n)
     out = []
     rows = max(1, _CHUNK_ROWS // n)
     for a in range(0, len(st.hop), rows):
-        _check(deadline)
+        budget.charge(tb)
         ch = st.take(slice(a, a + rows))
         S = len(ch.hop)
         v = np.tile(np.arange(n), S)
@@ -226,9 +243,9 @@ def _expand_block(tb: _Tables, st: _States, j: int, pos: int, cutoff: float, dea
     return _States.concat(out, tb, st.types.shape[1], st.servers.shape[1] + 1)
 
 
-def _run(tb: _Tables, cutoff: float, scale: float, max_states: int, deadline: float | None
-         ) -> tuple[_States, list[int]]:
-    """Every complete state scoring at most ``cutoff`` (raises _GaveUp: see :func:`_check`)."""
+def _run(tb: _Tables, cutoff: float, scale: float, max_states: int, budget: _Budget) -> tuple[_States, list[int]]:
+    """Every complete state scoring at most ``cutoff`` (raises _GaveUp: a level outgrew ``max_states``
+    or the budget ran out)."""
     n = tb.n
     st = _States(np.zeros((1, 0), np.int64), np.zeros((1, 0), np.int64), np.zeros((1, tb.A)), np.zeros((1, n)),
                  np.zeros((1, n)), np.zeros(1, np.int64))
@@ -236,37 +253,38 @@ def _run(tb: _Tables, cutoff: float, scale: float, max_states: int, deadline: fl
     steps = [("layer", i) for i in range(tb.L)] + [("block", p) for p in range(len(tb.block_order))]
     for kind, x in steps:
         if kind == "layer":
-            st = _expand_layer(tb, st, x, cutoff, deadline)
+            st = _expand_layer(tb, st, x, cutoff, budget)
         else:
-            st = _expand_block(tb, st, tb.block_order[x], x, cutoff, deadline)
+            st = _expand_block(tb, st, tb.block_order[x], x, cutoff, budget)
         st = _merge(tb, st, scale)
         sizes.append(len(st.hop))
         if len(st.hop) > max_states:
             raise _GaveUp
-        _check(deadline)
         if not len(st.hop):
             break
     return st, sizes
 
 
 def enumerate_placement(ls: _LocalSearch, lower: float, upper: float, *, max_states: int = MAX_STATES,
-                        deadline: float | None = None) -> tuple[str, EnumerationResult | None]:
+                        max_work: float = MAX_WORK, deadline: float | None = None) -> tuple[str, EnumerationResult | None]:
     """The optimal strategy on ``ls``'s topology, by the search of the comment block with rising cutoffs.
 
     ``lower`` is a valid lower bound and ``upper`` the score of a known strategy (seconds; ``inf``
     when none is known: one run without cutoff). Returns ``("better", result)`` (the optimum,
     strictly below ``upper``), ``("incumbent", None)`` (nothing scores below ``upper``: the known
     strategy is optimal), ``("infeasible", None)`` (no strategy fits in memory; only without
-    ``upper``) or ``("gave_up", None)`` (a level outgrew ``max_states`` or the deadline passed).
+    ``upper``) or ``("gave_up", None)`` (a level outgrew ``max_states``, the runs together
+    ``max_work`` (see :data:`MAX_WORK`), or the deadline passed).
     """
     tb = _Tables(ls)
+    budget = _Budget(deadline, max_work)
     scale = max(lower, 1e-9)  # the merge precision: 1e-9 of the optimum's order of magnitude
     cutoff = min(scale * _CUTOFF_STEP, upper) if math.isfinite(upper) else math.inf
     tried = []
     while True:
         tried.append(cutoff)
         try:
-            st, sizes = _run(tb, cutoff * (1 + 1e-9), scale, max_states, deadline)
+            st, sizes = _run(tb, cutoff * (1 + 1e-9), scale, max_states, budget)
         except _GaveUp:
             return "gave_up", None
         if len(st.hop):

@@ -51,14 +51,16 @@ def test_identical_blocks_and_memory_against_brute_force():
 
 
 def test_budget_gives_up_and_auto_falls_back_to_the_milp(monkeypatch):
-    from topoopt_ilp.models import placement_enumeration as pe
+    from functools import partial
+
+    from topoopt_ilp.models import placement as pl
 
     layers = [L(f"l{i}", 2e-3, 1e7, 2e7, [1, 2, 4]) for i in range(3)]
     inst, X = make(4, 2, layers)
     assert _search(inst, X, max_states=2)[1] == ("gave_up", None)
+    assert _search(inst, X, max_work=100)[1] == ("gave_up", None)
     assert _search(inst, X, deadline=0.0)[1] == ("gave_up", None)
-    monkeypatch.setattr(pe, "MAX_STATES", 2)
-    monkeypatch.setattr(pe.enumerate_placement, "__kwdefaults__", {"max_states": 2, "deadline": None})
+    monkeypatch.setattr(pl, "enumerate_placement", partial(enumerate_placement, max_states=2))
     auto = solve_placement(inst, OPTS, X)
     assert auto.details["enumeration"] == "gave_up" and auto.details["algorithm"] == "milp"
     alone = solve_placement(inst, ENUM, X)  # the enumeration alone: the incumbent with the bound
