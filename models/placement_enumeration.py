@@ -119,7 +119,7 @@ class _Tables:
         self.block_first = [j in first for j in self.block_order]
         comp = ls.blk_comp[self.block_order] if self.block_order else np.zeros(0)
         self.rest_blocks = np.concatenate([np.cumsum(comp[::-1])[::-1], [0.0]])
-        self.consumers = [c for c in ls.consumers]
+        self.consumers = list(ls.consumers)
         self.L = L
 
 
