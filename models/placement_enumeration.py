@@ -19,6 +19,7 @@ import numpy as np
 
 from topoopt_ilp.strategy import Strategy
 
+from .placement_data import _pattern_loads
 from .placement_search import _block_classes, _LocalSearch
 
 __all__ = ["MAX_STATES", "MAX_WORK", "MAX_TABLE_ENTRIES", "EnumerationResult", "enumerate_placement", "fits"]
@@ -100,14 +101,16 @@ class _Tables:
         for t in range(NT):
             self.cov[t, ls.unit_server[t][:: n // ls.type_k[t]]] = 1.0
         self.AR = ls.ar * ls.arc_inv
-        if (ls.act[:-1] > 0).any():  # (only the tables the workload uses are built)
-            rs = [ls.reshard(t) for t in range(NT)]
-            self.RS = np.stack([r[0] for r in rs]) * ls.arc_inv  # (NT, NT, A)
-            self.RS_hop = np.stack([r[1] for r in rs])
+        # Pattern tables, each one sparse product (only those the workload uses): resharding one
+        # activation byte between types t and t' (1/n per unit, both ways), and one lookup byte
+        # between server v and type t's replicas (1/n per unit, both ways).
+        us = ls.unit_server
+        if (ls.act[:-1] > 0).any():
+            src, dst = np.repeat(us, NT, axis=0).ravel(), np.tile(us, (NT, 1)).ravel()  # pattern t * NT + t'
+            self.RS, self.RS_hop = self._patterns(np.repeat(np.arange(NT * NT), n), src, dst, (NT, NT))
         if (ls.blk_lookup > 0).any():
-            lk = [ls.lookup_per_server(t) for t in range(NT)]
-            self.LK = np.stack([r[0] for r in lk]) * ls.arc_inv  # (NT, n, A)
-            self.LK_hop = np.stack([r[1] for r in lk])  # (NT, n)
+            src, dst = np.tile(np.repeat(np.arange(n), n), NT), np.repeat(us, n, axis=0).ravel()  # pattern t * n + v
+            self.LK, self.LK_hop = self._patterns(np.repeat(np.arange(NT * n), n), src, dst, (NT, n))
         w = ls.w
         L = len(w.layers)
         work = np.where(np.isfinite(ls.lt), ls.lt * ls.type_k[None, :], np.inf).min(axis=1)
@@ -121,6 +124,16 @@ class _Tables:
         self.rest_blocks = np.concatenate([np.cumsum(comp[::-1])[::-1], [0.0]])
         self.consumers = list(ls.consumers)
         self.L = L
+
+
+    def _patterns(self, pid: np.ndarray, src: np.ndarray, dst: np.ndarray, shape: tuple[int, int]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Arc busy times (shape + (A,)) and hops (shape) of patterns sending 1/n both ways per triplet."""
+        both = lambda x, y: np.concatenate([x, y])  # noqa: E731
+        val = np.full(2 * pid.size, 1.0 / self.n)
+        loads, hops, _ = _pattern_loads(self.ls.rf, both(pid, pid), both(src, dst), both(dst, src), val,
+                                        shape[0] * shape[1])
+        return (loads.toarray() * self.ls.arc_inv).reshape(*shape, -1), hops.reshape(shape)
 
 
 @dataclass

@@ -1,0 +1,60 @@
+"""The placement enumeration against the placement MILP on small workloads, side by side.
+
+For each small workload (``small_workloads.py``, n = 6..10) and each 12-server testbed job of the
+zoo, on the topology TopoOpt's heuristic builds for the data-parallel start, solve the placement
+problem with ``--formulation enumeration`` and ``--formulation milp`` (HiGHS, gap 1e-4) and print
+both times, their ratio, and whether both proved the same optimum (re-scored by the evaluator).
+
+    .venv/bin/python benchmarks/placement_small.py [--time-limit 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from joint_small import _warm_up_solver_worker
+from small_workloads import small_instances
+
+from topoopt_ilp import io
+from topoopt_ilp.evaluate import evaluate
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement import solve_placement
+from topoopt_ilp.solve import METHODS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds for each solve")
+    args = ap.parse_args()
+    _warm_up_solver_worker()
+    instances = dict(small_instances())
+    for path in sorted((ROOT / "instances" / "paper").glob("*testbed-12-d4.json")):
+        inst = io.load_instance(path)
+        instances[inst.name or path.stem] = inst
+    hdr = f"{'instance':<24} {'n':>3} {'enum_ms':>9} {'enum_s':>7} {'milp_ms':>9} {'milp_s':>7} {'milp/enum':>9}  same optimum"
+    print(hdr)
+    print("-" * len(hdr))
+    faster = []
+    for name, inst in instances.items():
+        X = METHODS["heuristic"](inst).topology.matrix
+        row = {}
+        for formulation in ("enumeration", "milp"):
+            t = time.perf_counter()
+            sol = solve_placement(inst, ExactOptions(time_limit_s=args.time_limit, formulation=formulation), X)
+            row[formulation] = (sol, time.perf_counter() - t)
+        (e, te), (m, tm) = row["enumeration"], row["milp"]
+        scored = [evaluate(inst, s, routing="shortest_path").iteration_time_s for s in (e, m)]
+        same = (e.status == m.status == "optimal" and abs(e.objective - m.objective) <= 1e-4 * m.objective
+                and all(abs(a - s.objective) <= 1e-9 * s.objective for a, s in zip(scored, (e, m))))
+        faster.append(tm / te)
+        print(f"{name:<24} {inst.n:>3} {e.objective * 1e3:>9.3f} {te:>7.2f} {m.objective * 1e3:>9.3f} {tm:>7.2f} "
+              f"{tm / te:>8.1f}x  {'yes' if same else 'NO: ' + e.status + ' / ' + m.status}")
+    print(f"\nthe enumeration was {min(faster):.1f}x to {max(faster):.1f}x faster than the MILP")
+
+
+if __name__ == "__main__":
+    main()
