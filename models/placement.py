@@ -886,12 +886,12 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         lb = max(lb, cb)
     details.update(relaxation_bound_s=lb, relaxation_bound_time_s=time.perf_counter() - t0)
 
-    if inc_time is not None and (gap_of(inc_time, lb) <= tol or formulation == "enumeration"):
-        details["milp"] = ("skipped: the relaxation bound proves the local-search incumbent within the gap"
-                           if gap_of(inc_time, lb) <= tol else "not run (--formulation enumeration)")
-        details["algorithm"] = "bounds" if gap_of(inc_time, lb) <= tol else "enumeration"
-        status = "optimal" if gap_of(inc_time, lb) <= tol else "feasible"
-        return Solution(status=status, method="exact", topology=Topology(X), placement=strategy_to_dict(incumbent),
+    proven = inc_time is not None and gap_of(inc_time, lb) <= tol
+    if proven or (inc_time is not None and formulation == "enumeration"):
+        details["milp"] = ("skipped: the relaxation bound proves the local-search incumbent within the gap" if proven
+                           else "not run (--formulation enumeration)")
+        details["algorithm"] = "bounds" if proven else "enumeration"
+        return Solution(status="optimal" if proven else "feasible", method="exact", topology=Topology(X), placement=strategy_to_dict(incumbent),
                         objective=inc_time, bound=min(lb, inc_time), gap=gap_of(inc_time, lb),
                         wall_time_s=time.perf_counter() - started, backend=options.backend, details=details)
 

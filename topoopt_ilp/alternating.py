@@ -3,7 +3,8 @@
 Start from TopoOpt's data-parallel strategy and its TopologyFinder topology (and, when it is better,
 from the best pipeline of data-parallel groups with its own topology), then repeat
 
-  (b) fix the topology, optimise the placement (the placement MILP, time-limited per round);
+  (b) fix the topology, optimise the placement (exact: the placement enumeration or MILP,
+      time-limited per round);
   (a) fix the placement, rebuild the topology and routing for its traffic (TopologyFinder, or the
       exact topology MILP: ``topology_method``, by default exact up to 12 servers);
 
@@ -11,7 +12,8 @@ until a round improves the iteration time by less than ``tol`` (relative), or th
 runs out. Every candidate is scored by the independent evaluator and the incumbent only changes
 when a candidate is strictly better, so it never gets worse. Every phase is logged in
 ``Solution.details["rounds"]`` (round 0 for the starts; with two starts, the second trajectory's
-rounds count from 1 again).
+rounds count from 1 again). A phase whose input (a topology, a placement) was already solved to
+optimality in the run is not solved again: its result is reused and logged ``reused``.
 """
 
 from __future__ import annotations
@@ -94,14 +96,14 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     started = time.perf_counter()
     log: list[dict[str, Any]] = []
 
-    def record(round_: int, phase: str, sol: Solution, accepted: bool) -> None:
+    def record(round_: int, phase: str, sol: Solution, accepted: bool, reused: bool = False) -> None:
         m = sol.metrics
         entry = {"round": round_, "phase": phase, "iteration_time_s": m.get("iteration_time_s"),
                  "compute_time_s": m.get("compute_time_s"), "comm_time_s": m.get("comm_time_s"),
                  "status": sol.status, "accepted": accepted, "wall_time_s": round(time.perf_counter() - started, 3)}
         if sol.details.get("restricted"):  # the placement model was cut to this many coset starts per degree
             entry["restricted_to_starts"] = sol.details.get("max_starts")
-        if sol.details.get("settled"):  # the same phase input was solved to optimality before: reused
+        if reused:  # the same phase input was solved to optimality before in this run
             entry["reused"] = True
         log.append(entry)
         if progress is not None:
@@ -116,37 +118,38 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     def placement_key(placement: dict) -> bytes:
         return repr(tuple(tuple(placement.get(f, ())) for f in ("layer_degree", "layer_start", "block_server"))).encode()
 
-    def topology_step(placement: dict, limit: float, current: Solution | None = None) -> tuple[Solution, bool]:
-        """The topology phase for ``placement``, scored by the evaluator; False when unusable."""
+    def topology_step(placement: dict, limit: float, current: Solution | None = None) -> tuple[Solution, bool, bool]:
+        """The topology phase for ``placement``, scored by the evaluator; (solution, usable, reused)."""
         key = placement_key(placement)
         if key in settled_topology:
-            return settled_topology[key], True
+            return settled_topology[key], True, True
         cand = _topology_phase(instance, placement, select, mode, seed, topology_method, limit, backend, current)
         if not cand.has_solution:
-            return cand, False
+            return cand, False, False
         try:
             out = finalize(instance, cand)
         except RoutingError as exc:  # the exact step's routes left a (noise-sized) pair uncarried
-            return replace(cand, status="error", details={**cand.details, "error": str(exc)}), False
+            return replace(cand, status="error", details={**cand.details, "error": str(exc)}), False, False
         # (the exact step's own status is at best "feasible": it does not optimise the latency term)
         if topology_method == "finder" or cand.details.get("model_status", cand.status) == "optimal":
-            settled_topology[key] = replace(out, details={**out.details, "settled": True})
-        return out, True
+            settled_topology[key] = out
+        return out, True, False
 
-    def placement_step(current: Solution, limit: float) -> Solution:
-        """The placement phase on ``current``'s topology (raises UnsupportedError as solve_placement)."""
+    def placement_step(current: Solution, limit: float) -> tuple[Solution, bool]:
+        """The placement phase on ``current``'s topology, scored by the evaluator; (solution, reused).
+        Raises UnsupportedError as solve_placement does."""
         key = current.topology.matrix.tobytes()
         if key in settled_placement:
-            return settled_placement[key]
+            return settled_placement[key], True
         options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic")
         # solve_placement itself falls back to fewer coset starts when the full model is too large
         cand = solve_placement(instance, options, current.topology.matrix, start=current.placement)
         if not cand.has_solution:
-            return cand
+            return cand, False
         out = finalize(instance, cand, routing="shortest_path")
         if cand.status == "optimal":
-            settled_placement[key] = replace(out, details={**out.details, "settled": True})
-        return out
+            settled_placement[key] = out
+        return out, False
 
     def descend(start: Solution) -> bool:
         """Rounds from ``start`` (each from this trajectory's best: TopoOpt's reset-to-best); a
@@ -163,7 +166,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                 limit = round_time_limit_s if remaining is None else min(round_time_limit_s, remaining)
                 if phase == "placement":
                     try:
-                        cand = placement_step(current, limit)
+                        cand, reused = placement_step(current, limit)
                     except UnsupportedError as exc:  # e.g. the exact step left servers without traffic unlinked
                         record(r, phase, replace(current, status="error", metrics={}, details={"error": str(exc)}), False)
                         continue
@@ -171,12 +174,12 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                         record(r, phase, cand, False)
                         continue
                 else:
-                    cand, usable = topology_step(current.placement, limit, current)
+                    cand, usable, reused = topology_step(current.placement, limit, current)
                     if not usable:
                         record(r, phase, cand, False)
                         continue
                 accepted = cand.objective < best.objective  # the instance's objective, as the evaluator scores it
-                record(r, phase, cand, accepted)
+                record(r, phase, cand, accepted, reused)
                 current = cand  # the next phase works on what this one produced
                 local = cand if cand.objective < local.objective else local
                 if accepted:
@@ -205,7 +208,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
             stage_label = f"start: stages of {max(st.layer_degree)}-server data-parallel groups + TopologyFinder"
             record(0, stage_label, cand, True)
     if stage_start is not None and topology_method == "exact":
-        cand, usable = topology_step(stage_start.placement, round_time_limit_s, stage_start)
+        cand, usable, _ = topology_step(stage_start.placement, round_time_limit_s, stage_start)
         accepted = usable and cand.objective < best.objective
         record(0, stage_label.replace("TopologyFinder", "exact topology"), cand, accepted)
         if accepted:
@@ -213,7 +216,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     out_of_time = descend(stage_start) if stage_start is not None else False
     if not out_of_time:
         descend(data_parallel_start)
-    details = {**{k: v for k, v in best.details.items() if k != "settled"}, "rounds": log, "best_from": next(e for e in reversed(log) if e["accepted"])["phase"],
+    details = {**best.details, "rounds": log, "best_from": next(e for e in reversed(log) if e["accepted"])["phase"],
                "topology_method": topology_method}
     return replace(best, method="alternating", status="feasible", bound=None, gap=None,
                    wall_time_s=time.perf_counter() - started, details=details)
