@@ -117,14 +117,14 @@ class _Tables:
         blk_total = float(ls.blk_comp.sum())
         # least compute still to come after layer i (index i + 1 = layers done) and after block j
         self.rest_layers = np.concatenate([np.cumsum(work[::-1])[::-1], [0.0]]) + blk_total
-        self.block_order = [j for cls in _block_classes(w) for j in cls]
-        first = {cls[0] for cls in _block_classes(w)}
+        classes = _block_classes(w)
+        self.block_order = [j for cls in classes for j in cls]
+        first = {cls[0] for cls in classes}
         self.block_first = [j in first for j in self.block_order]
         comp = ls.blk_comp[self.block_order] if self.block_order else np.zeros(0)
         self.rest_blocks = np.concatenate([np.cumsum(comp[::-1])[::-1], [0.0]])
         self.consumers = list(ls.consumers)
         self.L = L
-
 
     def _patterns(self, pid: np.ndarray, src: np.ndarray, dst: np.ndarray, shape: tuple[int, int]
                   ) -> tuple[np.ndarray, np.ndarray]:
