@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from topoopt_ilp import graph as graph_module
 from topoopt_ilp.graph import (
     _distance_matrix,
     aspl,
@@ -126,8 +127,16 @@ def test_circulant_distances_match_bfs_and_networkx() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(params=["dense", "sparse"])
+def bfs_kind(request, monkeypatch):
+    """Run a test with the small-graph dense search (the default below 65 nodes) and with the sparse one."""
+    if request.param == "sparse":
+        monkeypatch.setattr(graph_module, "DENSE_BFS_MAX_NODES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("directed", [False, True])
-def test_hop_distances_vs_networkx_bruteforce(directed: bool) -> None:
+def test_hop_distances_vs_networkx_bruteforce(directed: bool, bfs_kind: str) -> None:
     rng = np.random.default_rng(7 + directed)
     for _ in range(25):
         n = int(rng.integers(1, 13))
@@ -148,7 +157,7 @@ def test_hop_distances_vs_networkx_bruteforce(directed: bool) -> None:
                     assert dist[s, t] == -1 and sigma[s, t] == 0
 
 
-def test_hop_distances_dense_fallback_matches_networkx() -> None:
+def test_hop_distances_dense_fallback_matches_networkx(bfs_kind: str) -> None:
     # n=60 at density 0.9 makes the level expansion exceed 2 n^2, exercising the BLAS branch
     rng = np.random.default_rng(3)
     X = _random_topology(rng, 60, 0.9, directed=True)
@@ -164,7 +173,7 @@ def test_hop_distances_dense_fallback_matches_networkx() -> None:
     assert np.array_equal(dist, K) and np.array_equal(sigma, np.ones((50, 50)))
 
 
-def test_sigma_closed_forms() -> None:
+def test_sigma_closed_forms(bfs_kind: str) -> None:
     # hypercube: number of shortest paths between nodes at distance k is k!
     m = 5
     X = nx.to_numpy_array(nx.hypercube_graph(m), dtype=np.int64)
