@@ -77,7 +77,7 @@ from .placement_search import _block_classes
 from .strategy_symmetry import strategy_symmetries
 
 __all__ = ["AUTO_MAX_LEAVES", "AUTO_PROBE_NODES", "MAX_SEARCH_NODES", "distinct_traffic", "search_strategies",
-           "solve_joint_enumeration", "surviving_strategies"]
+           "solve_joint_enumeration", "strategy_floor", "surviving_strategies"]
 
 #: The depth-first search gives up (the answer keeps the bound of what it did not visit) after this
 #: many nodes (about 0.1-0.3 ms each).
@@ -288,6 +288,19 @@ def comm_floor(mp: np.ndarray, ring_out: np.ndarray, d: int, link_bytes_per_s: f
     volume = (float(ring_out.sum()) + byte_hops) / (n * d * link_bytes_per_s)
     reach = int(max((mp > 0).sum(axis=1).max(), (mp > 0).sum(axis=0).max()))
     return max(port, volume), max(1, int(hops[reach - 1]) if reach else 1)
+
+
+def strategy_floor(instance: Instance, strategy: Strategy) -> float:
+    """A lower bound on ``strategy``'s objective under every topology, ring order and routing: the
+    busiest server's compute, and the port, volume and latency bounds of its whole traffic (the
+    module docstring's bounds at a leaf)."""
+    c = instance.cluster
+    groups, mp, compute = strategy_demand(instance.workload, instance.n, strategy)
+    ring_out = np.zeros(instance.n)
+    for g in groups:
+        ring_out[list(g.members)] += g.bytes_per_member()
+    bandwidth, hops = comm_floor(mp, ring_out, c.degree, c.link_bytes_per_s, c.directed)
+    return _objective(instance, float(compute.max(initial=0.0)), bandwidth + c.hop_latency_s * hops)
 
 
 def _moore_hops(n: int, d: int, directed: bool) -> np.ndarray:

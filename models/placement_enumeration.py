@@ -78,7 +78,9 @@ class EnumerationResult:
 #   (to 1e-9 relative). A run with cutoff U meets every strategy scoring at most U, so when it
 #   ends with a complete state its best one is optimal. U starts just above a lower bound and
 #   rises geometrically (a low cutoff keeps few states); at the incumbent's score a run that finds
-#   nothing proves the incumbent optimal.
+#   nothing proves the incumbent optimal. A run that finds nothing also proves every score at
+#   least the least bound it pruned (each strategy's score is at least the bound of its pruned
+#   ancestor), so the next U is at least that (IDA*'s rule); runs below it would find nothing.
 # ------------------------------------------------------------------------------------------------
 class _GaveUp(Exception):
     """A level outgrew the state or work budget, or the deadline passed."""
@@ -193,7 +195,8 @@ class _Budget:
             raise _GaveUp
 
 
-def _expand_layer(tb: _Tables, st: _States, i: int, cutoff: float, budget: _Budget) -> _States:
+def _expand_layer(tb: _Tables, st: _States, i: int, cutoff: float, budget: _Budget) -> tuple[_States, float]:
+    """The states after layer ``i`` whose bound is within ``cutoff``, and the least bound pruned."""
     ls = tb.ls
     ts = np.flatnonzero(np.isfinite(ls.lt[i]))
     param, act = float(ls.param[i]), float(ls.act[i - 1]) if i > 0 else 0.0
@@ -219,12 +222,13 @@ def _expand_layer(tb: _Tables, st: _States, i: int, cutoff: float, budget: _Budg
             np.repeat(ch.servers, T, axis=0), load.reshape(S * T, -1),
             (ch.comp[:, None, :] + add_comp[None]).reshape(S * T, -1),
             (ch.mem[:, None, :] + add_mem[None]).reshape(S * T, -1), hop.reshape(-1))
-        keep = (_bound(tb, new, tb.rest_layers[i + 1]) <= cutoff) & (new.mem.max(axis=1) <= ls.cap)
-        out.append(new.take(keep))
-    return _States.concat(out, tb, st.types.shape[1] + 1, st.servers.shape[1])
+        out.append(new)
+    return _prune(tb, out, tb.rest_layers[i + 1], cutoff, st.types.shape[1] + 1, st.servers.shape[1])
 
 
-def _expand_block(tb: _Tables, st: _States, j: int, pos: int, cutoff: float, budget: _Budget) -> _States:
+def _expand_block(tb: _Tables, st: _States, j: int, pos: int, cutoff: float, budget: _Budget) -> tuple[_States, float]:
+    """The states after block ``j`` (``pos``-th in order) whose bound is within ``cutoff``, and the
+    least bound pruned."""
     ls = tb.ls
     n = tb.n
     lookup, comp, mem = float(ls.blk_lookup[j]), float(ls.blk_comp[j]), float(ls.blk_mem[j])
@@ -251,31 +255,44 @@ def _expand_block(tb: _Tables, st: _States, j: int, pos: int, cutoff: float, bud
         cm[np.arange(len(v)), v] += comp
         mm[np.arange(len(v)), v] += mem
         new = _States(ch.types[src], np.concatenate([ch.servers[src], v[:, None]], axis=1), load, cm, mm, hop)
-        keep = (_bound(tb, new, tb.rest_blocks[pos + 1]) <= cutoff) & (new.mem.max(axis=1) <= ls.cap)
-        out.append(new.take(keep))
-    return _States.concat(out, tb, st.types.shape[1], st.servers.shape[1] + 1)
+        out.append(new)
+    return _prune(tb, out, tb.rest_blocks[pos + 1], cutoff, st.types.shape[1], st.servers.shape[1] + 1)
 
 
-def _run(tb: _Tables, cutoff: float, scale: float, max_states: int, budget: _Budget) -> tuple[_States, list[int]]:
-    """Every complete state scoring at most ``cutoff`` (raises _GaveUp: a level outgrew ``max_states``
-    or the budget ran out)."""
+def _prune(tb: _Tables, parts: list[_States], rest: float, cutoff: float, nt: int, nb: int) -> tuple[_States, float]:
+    """The states of ``parts`` that fit in memory with bound at most ``cutoff``, and the least bound
+    of those that fit but were cut (inf when none)."""
+    kept, least = [], math.inf
+    for new in parts:
+        bound = _bound(tb, new, rest)
+        fits_memory = new.mem.max(axis=1) <= tb.ls.cap
+        keep = (bound <= cutoff) & fits_memory
+        least = min(least, float(bound[fits_memory & ~keep].min(initial=math.inf)))
+        kept.append(new.take(keep))
+    return _States.concat(kept, tb, nt, nb), least
+
+
+def _run(tb: _Tables, cutoff: float, scale: float, max_states: int, budget: _Budget) -> tuple[_States, list[int], float]:
+    """Every complete state scoring at most ``cutoff``, the level sizes, and the least bound pruned
+    (raises _GaveUp: a level outgrew ``max_states`` or the budget ran out)."""
     n = tb.n
     st = _States(np.zeros((1, 0), np.int64), np.zeros((1, 0), np.int64), np.zeros((1, tb.A)), np.zeros((1, n)),
                  np.zeros((1, n)), np.zeros(1, np.int64))
-    sizes = []
+    sizes, least = [], math.inf
     steps = [("layer", i) for i in range(tb.L)] + [("block", p) for p in range(len(tb.block_order))]
     for kind, x in steps:
         if kind == "layer":
-            st = _expand_layer(tb, st, x, cutoff, budget)
+            st, pruned = _expand_layer(tb, st, x, cutoff, budget)
         else:
-            st = _expand_block(tb, st, tb.block_order[x], x, cutoff, budget)
+            st, pruned = _expand_block(tb, st, tb.block_order[x], x, cutoff, budget)
+        least = min(least, pruned)
         st = _merge(tb, st, scale)
         sizes.append(len(st.hop))
         if len(st.hop) > max_states:
             raise _GaveUp
         if not len(st.hop):
             break
-    return st, sizes
+    return st, sizes, least
 
 
 def enumerate_placement(ls: _LocalSearch, lower: float, upper: float, *, max_states: int = MAX_STATES,
@@ -297,7 +314,7 @@ def enumerate_placement(ls: _LocalSearch, lower: float, upper: float, *, max_sta
     while True:
         tried.append(cutoff)
         try:
-            st, sizes = _run(tb, cutoff * (1 + 1e-9), scale, max_states, budget)
+            st, sizes, least_pruned = _run(tb, cutoff * (1 + 1e-9), scale, max_states, budget)
         except _GaveUp:
             return "gave_up", None
         if len(st.hop):
@@ -312,4 +329,4 @@ def enumerate_placement(ls: _LocalSearch, lower: float, upper: float, *, max_sta
                 return "better", EnumerationResult(strategy, float(score[b]), tuple(tried), tuple(sizes))
         if cutoff >= upper:
             return ("incumbent" if math.isfinite(upper) else "infeasible"), None
-        cutoff = min(cutoff * _CUTOFF_STEP, upper)
+        cutoff = min(max(cutoff * _CUTOFF_STEP, least_pruned), upper)

@@ -69,6 +69,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     progress : called with each log entry as it happens (the CLI prints them live).
     """
     from .models import ExactOptions
+    from .models.joint_enumeration import strategy_floor
     from .models.placement import solve_placement
     from .solve import finalize, start_placement
     from .strategy import stage_strategies, strategy_to_dict, validate_strategy
@@ -202,6 +203,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     for st in stage_strategies(instance.workload, instance.n):
         if validate_strategy(instance.workload, instance.n, st):
             continue  # breaks the memory limit
+        if strategy_floor(instance, st) >= best.objective:
+            continue  # no topology makes it better (e.g. activations too large to pipeline)
         cand = finalize(instance, _topology_phase(instance, strategy_to_dict(st), select, mode, seed))
         if cand.objective < best.objective:
             best = stage_start = cand

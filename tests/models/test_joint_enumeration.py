@@ -11,7 +11,8 @@ from test_joint import CASES, OPTS, B, L, check, make, topologies
 
 from topoopt_ilp.evaluate import evaluate
 from topoopt_ilp.models.joint import solve_joint
-from topoopt_ilp.models.joint_enumeration import distinct_traffic, search_strategies, solve_joint_enumeration
+from topoopt_ilp.models.joint_enumeration import (distinct_traffic, search_strategies, solve_joint_enumeration,
+                                                  strategy_floor)
 from topoopt_ilp.solution import Solution, Topology
 from topoopt_ilp.strategy import Strategy, server_memory, strategy_to_dict
 from topoopt_ilp.workload import Block
@@ -45,6 +46,15 @@ def test_every_bound_is_below_its_strategys_optimum(name):
     for lb, compute, st in leaves:
         assert compute == pytest.approx(server_compute(inst, st))
         assert lb <= strategy_value(inst, st) * (1 + 1e-9), st
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_strategy_floor_is_below_the_strategys_optimum(name):
+    # the bound the alternating method uses to skip hopeless starts, against brute force over every
+    # topology with optimal routing (every third strategy, to keep the test short)
+    inst = SMALL[name]
+    for st in itertools.islice(_all_strategies(inst), 0, None, 3):
+        assert strategy_floor(inst, st) <= strategy_value(inst, st) * (1 + 1e-9), st
 
 
 def _relabelling_classes(inst, strategies) -> set:
