@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.routing import PathSet, RingSet, Routing
 from topoopt_ilp.solution import Solution, Topology
-from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
+from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult, SolveStatus
 
 from .common import ExactOptions, check_backend, run_model, solution_status
 from .flow_decomposition import decompose_source_flow, shortest_path
@@ -424,8 +424,13 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
                    paths=PathSet.from_lists(rows) if rows else PathSet.empty())
 
 
-def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None = None) -> Solution:
-    """Build, solve and decode; the returned objective is in the instance's terms."""
+def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None = None,
+                           use_catalogue: bool = True) -> Solution:
+    """Build, solve and decode; the returned objective is in the instance's terms.
+
+    With the strong formulation and uniform all-to-all demand on undirected links, the exact method
+    is the search over the shipped catalogue of regular graphs (:mod:`.graph_catalogue`) when one
+    covers (n, d) and no topology outside it can win; ``use_catalogue=False`` always runs the MILP."""
     if instance.topology_family != "any":
         raise InputError(f"topology_routing optimises general topologies; this instance asks for {instance.topology_family}")
     if instance.fixed_topology is not None:
@@ -437,7 +442,12 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
     if instance.objective == "diameter":
         return solve_diameter(instance, options, warm_start_topology)
     started = time.perf_counter()
-    m = build_topology_routing(instance, options.formulation or "strong")
+    formulation = options.formulation or "strong"
+    if formulation == "strong" and use_catalogue:
+        sol = _solve_by_catalogue(instance, options, warm_start_topology, started)
+        if sol is not None:
+            return sol
+    m = build_topology_routing(instance, formulation)
     start = None
     if warm_start_topology is not None:
         start = np.full(m.model.num_vars, np.nan)
@@ -445,6 +455,37 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
         start[m.x_cols] = X[m.edges[:, 0], m.edges[:, 1]]
     result = run_model(m.model, options, start)
     return _to_solution(instance, m, result, time.perf_counter() - started)
+
+
+def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None,
+                        started: float) -> Solution | None:
+    """The catalogue search as a Solution, or None when it does not apply (the caller runs the MILP)."""
+    from . import graph_catalogue
+
+    mp = instance.demand.mp_matrix(instance.n)
+    if graph_catalogue.catalogue_applies(instance, mp) is not None:
+        return None
+    if options.export_model:  # the MILP is the model of the problem (the search solves LPs derived from it):
+        run_model(build_topology_routing(instance, "strong").model, replace(options, time_limit_s=0))  # write, no solve
+    search, m = graph_catalogue.search_catalogue(instance, options, warm_start_topology)
+    if not search.applies:
+        return None
+    details = {"algorithm": "catalogue", "catalogue_candidates": search.candidates, "catalogue_lps": search.lps_solved,
+               "catalogue_lambda": search.lam, "catalogue_seeded": search.seeded,
+               "catalogue_outside_bounds": {u.name: u.bound for u in search.uncovered},
+               "catalogue_search_s": round(search.wall_time_s, 4)}
+    wall = time.perf_counter() - started
+    if search.result is None:
+        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend, wall_time_s=wall,
+                        details={"model": "topology_routing", "formulation": "strong", "model_status": "no_solution",
+                                 **details})
+    if search.proven:  # the best LP value is the optimum: the bound equals it
+        result = replace(search.result, status=SolveStatus.OPTIMAL, objective=search.lam, bound=search.lam, gap=0.0)
+    else:  # a time limit hit mid-search: the best so far, and what the unsolved classes could still reach
+        gap = (search.bound - search.lam) / search.lam if search.lam > 0 else math.inf
+        result = replace(search.result, status=SolveStatus.FEASIBLE, objective=search.lam, bound=search.bound, gap=gap)
+    sol = _to_solution(instance, m, result, wall)
+    return replace(sol, details={**sol.details, **details})
 
 
 def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResult, wall: float) -> Solution:
