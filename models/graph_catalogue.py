@@ -69,7 +69,8 @@ DEFAULT_TOLERANCE = 1e-7
 #                                                          solved or bounded by (2) below the best;
 #   (b) d-regular, exactly one double link {u, v}       -> sum sigma = 2: bound U_b below;
 #   (c) d-regular, any other multi-link pattern         -> sum sigma >= 4:  lambda <= n d / M(4);
-#   (d) not d-regular (only without ``regular``)        -> D >= 1: lambda <= max_{D >= 1} (n d - D) / M(D).
+#   (d) not d-regular (only without ``regular``)        -> D >= 1: lambda <= max_D (n d - D) / M(D) over
+#                                                          D >= 1 with n d - D = 2E even.
 #   Class (b): (2) with l = 1 gives n d / M(2). Sharper, l = 0 on the two arcs of the double link
 #   (capacity 2 each) and 1 elsewhere: sum_a l_a c_a = n d - 4. From a server s outside {u, v}, at
 #   most d + 1 servers are at l-distance 1 (its d neighbours, plus the partner of u or v at no extra
@@ -231,7 +232,8 @@ def uncovered_bounds(n: int, d: int, regular: bool, multi_links: bool) -> tuple[
         out.append(ClassBound("d-regular, one double link", float(min(nd / M[2], sharp))))
         out.append(ClassBound("d-regular, other multi-links", float(nd / M[min(4, nd)])))
     if not regular:
-        out.append(ClassBound("not d-regular", float(max((nd - D) / M[D] for D in range(1, nd + 1)))))
+        # 2E = n d - D is even: only the D of the same parity as n d.
+        out.append(ClassBound("not d-regular", float(max((nd - D) / M[D] for D in range(2 - nd % 2, nd + 1, 2)))))
     return tuple(out)
 
 

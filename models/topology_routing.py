@@ -8,6 +8,10 @@ Two formulations share the data and the decoding:
 * ``naive``: one commodity per (source, destination) pair and none of the above - kept for
   comparison (``benchmarks/exact_vs_naive.py``).
 
+Under ``strong``, uniform all-to-all demand on undirected links is solved instead by the search
+over a shipped catalogue of regular graphs (:mod:`.graph_catalogue`: one flow LP per graph class,
+best bound first) when one covers (n, d) and it can exclude every topology outside it.
+
 Objective ``throughput`` (maximize the concurrent-flow lambda), ``comm_time`` / ``iteration_time``
 (the MILP maximizes lambda, i.e. minimizes the bandwidth term 1/lambda; the evaluator adds the
 latency term), ``aspl`` (hop-count form), ``diameter`` (feasibility models per candidate diameter).
@@ -445,8 +449,13 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
     formulation = options.formulation or "strong"
     if formulation == "strong" and use_catalogue:
         sol = _solve_by_catalogue(instance, options, warm_start_topology, started)
-        if sol is not None:
+        if isinstance(sol, Solution):
             return sol
+        if sol is not None:  # the catalogue ran but cannot prove: the MILP gets the time left
+            note = sol
+            left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
+            milp = solve_topology_routing(instance, replace(options, time_limit_s=left), warm_start_topology, use_catalogue=False)
+            return replace(milp, details={**milp.details, "catalogue_not_applied": note})
     m = build_topology_routing(instance, formulation)
     start = None
     if warm_start_topology is not None:
@@ -458,8 +467,10 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
 
 
 def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None,
-                        started: float) -> Solution | None:
-    """The catalogue search as a Solution, or None when it does not apply (the caller runs the MILP)."""
+                        started: float) -> Solution | str | None:
+    """The catalogue search as a Solution; None when it does not apply to the instance, and the
+    reason when it ran but a topology outside the catalogue might beat its best (the caller then
+    runs the MILP)."""
     from . import graph_catalogue
 
     mp = instance.demand.mp_matrix(instance.n)
@@ -469,7 +480,8 @@ def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_to
         run_model(build_topology_routing(instance, "strong").model, replace(options, time_limit_s=0))  # write, no solve
     search, m = graph_catalogue.search_catalogue(instance, options, warm_start_topology)
     if not search.applies:
-        return None
+        outside = ", ".join(f"{u.name} <= {u.bound:.6g}" for u in search.uncovered if u.bound > search.lam)
+        return f"best catalogue lambda {search.lam:.6g} (model units) does not exclude {outside}"
     details = {"algorithm": "catalogue", "catalogue_candidates": search.candidates, "catalogue_lps": search.lps_solved,
                "catalogue_lambda": search.lam, "catalogue_seeded": search.seeded,
                "catalogue_outside_bounds": {u.name: u.bound for u in search.uncovered},

@@ -357,6 +357,22 @@ def test_other_instances_keep_the_milp():
     assert "no catalogue" in gc.catalogue_applies(inst(14, 3), np.ones((14, 14)))
 
 
+def test_the_milp_runs_when_a_topology_outside_the_catalogue_might_win(monkeypatch):
+    # No shipped size needs it today; pretend the non-regular topologies of n = 8, d = 3 (unused
+    # ports allowed) could reach 0.3 > 0.25, the best cubic graph: the search proves nothing and the
+    # MILP decides, with the time left.
+    real = gc.uncovered_bounds
+    monkeypatch.setattr(gc, "uncovered_bounds", lambda *a: real(*a)[:-1] + (gc.ClassBound("not d-regular", 0.3),))
+    sol = solve(inst(8, 3, regular=False), method="exact", warm_start="none", time_limit_s=60)
+    assert "algorithm" not in sol.details and "not d-regular <= 0.3" in sol.details["catalogue_not_applied"]
+    assert sol.status == "optimal" and sol.objective == pytest.approx(0.25, rel=1e-6)
+    # With the true bound (parity: 2E = 24 - D is even, so D >= 2) the catalogue proves it.
+    monkeypatch.undo()
+    bounds = {b.name: b.bound for b in gc.uncovered_bounds(8, 3, regular=False, multi_links=True)}
+    assert bounds["not d-regular"] == pytest.approx(22 / 92) and bounds["not d-regular"] < 0.25
+    assert solve(inst(8, 3, regular=False), method="exact", warm_start="none").details["algorithm"] == "catalogue"
+
+
 def test_catalogue_is_installed_with_the_package():
     import importlib.resources
 
