@@ -198,9 +198,7 @@ def layered_floor(count: int, first: int, ratio: int) -> float:
         total += h * take
         placed += take
         h, width = h + 1, width * ratio
-        if h > count + 1:  # ratio 0 or 1 and nothing left to place beyond: cannot loop forever
-            break
-    return total if placed >= count else math.inf
+    return total
 
 
 def _min_distance_total(n: int, d: int) -> np.ndarray:
@@ -294,6 +292,17 @@ def max_concurrent_flow_lp(x: np.ndarray) -> LinearModel:
     return b.build()
 
 
+def _is_topology_of(x: np.ndarray, cluster) -> bool:
+    """True when ``x`` is an undirected topology the cluster allows (a seed that is not is ignored)."""
+    n, d = cluster.servers, cluster.degree
+    if x.shape != (n, n) or (x < 0).any() or (x != np.rint(x)).any() or (x != x.T).any() or np.diagonal(x).any():
+        return False
+    if not cluster.multi_links and (x > 1).any():
+        return False
+    deg = x.sum(axis=1)
+    return bool((deg == d).all() if cluster.regular else (deg <= d).all())
+
+
 def _symmetric_labelling(x: np.ndarray) -> np.ndarray:
     """Relabel so that server 0's neighbours are 1, 2, ... by decreasing link count (what the strong
     model's symmetry rows ask): an isomorphic copy of ``x``."""
@@ -350,7 +359,7 @@ def search_catalogue(instance: Instance, options: ExactOptions, seed_topology: n
     best_lam, best_x = -math.inf, None
     lps, seeded, timed_out = 0, False, False
 
-    if seed_topology is not None and np.asarray(seed_topology).shape == (n, n):
+    if seed_topology is not None and _is_topology_of(np.asarray(seed_topology), c):
         lam = solve_lp(np.asarray(seed_topology, dtype=np.int64))
         if lam is not None:
             lps += 1

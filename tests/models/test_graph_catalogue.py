@@ -325,6 +325,9 @@ def test_a_seed_topology_is_solved_first_and_can_end_the_search():
     seeded = solve_topology_routing(instance, ExactOptions(warm_start="none"), first.topology.matrix)
     assert seeded.status == "optimal" and seeded.details["catalogue_seeded"]
     assert seeded.details["catalogue_lps"] == 1  # every class's bound 2E/W = 0.4 is already reached
+    not_a_topology = np.ones((n, n), dtype=np.int64) - np.eye(n, dtype=np.int64)  # degree 7, not 4: ignored
+    ignored = solve_topology_routing(instance, ExactOptions(warm_start="none"), not_a_topology)
+    assert ignored.status == "optimal" and not ignored.details["catalogue_seeded"]
     heuristic = solve(inst(12, 4), method="exact", time_limit_s=60)  # warm start: the heuristic's topology
     assert heuristic.status == "optimal" and heuristic.details["catalogue_seeded"]
     assert heuristic.objective == pytest.approx(7 / 32, rel=1e-9)
