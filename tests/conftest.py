@@ -35,6 +35,38 @@ def minimal(**overrides) -> dict:
     return data
 
 
+def bounded_multigraphs(n: int, d: int, *, regular: bool = False, max_multiplicity: int | None = None):
+    """Every labelled loopless multigraph on n vertices with degrees <= d (== d when ``regular``) and at
+    most ``max_multiplicity`` links per pair (default d), as an (n, n) link-count matrix: one buffer,
+    re-filled for each graph (copy what you keep). A depth-first search over the pairs."""
+    import itertools
+
+    import numpy as np
+
+    pairs = list(itertools.combinations(range(n), 2))
+    top = d if max_multiplicity is None else max_multiplicity
+    deg, x = np.zeros(n, dtype=np.int64), np.zeros((n, n), dtype=np.int64)
+
+    def extend(k):
+        if k == len(pairs):
+            if not regular or (deg == d).all():
+                yield x
+            return
+        i, j = pairs[k]
+        for c in range(min(top, d - deg[i], d - deg[j]) + 1):
+            if regular and j == n - 1 and deg[i] + c != d:  # i's last pair: its degree is final
+                continue
+            x[i, j] = x[j, i] = c
+            deg[i] += c
+            deg[j] += c
+            yield from extend(k + 1)
+            deg[i] -= c
+            deg[j] -= c
+        x[i, j] = x[j, i] = 0
+
+    yield from extend(0)
+
+
 # CI runs the property tests on a fixed sequence of examples (a red CI should mean a change broke
 # something, not that the dice found an old bug); locally they explore new examples every run.
 from hypothesis import settings as _hsettings  # noqa: E402

@@ -13,7 +13,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from conftest import minimal
+from conftest import bounded_multigraphs, minimal
 from topoopt_ilp import io
 from topoopt_ilp.evaluate import evaluate
 from topoopt_ilp.models import graph_catalogue as gc
@@ -196,30 +196,7 @@ def test_12x4_bounds_exclude_everything_outside_the_simple_catalogue():
 
 def _multigraphs(n, d, regular):
     """Every labelled loopless multigraph on n vertices with degrees <= d (== d when regular)."""
-    pairs = list(itertools.combinations(range(n), 2))
-    deg, x, out = np.zeros(n, dtype=np.int64), np.zeros((n, n), dtype=np.int64), []
-
-    def extend(k):
-        if k == len(pairs):
-            if not regular or (deg == d).all():
-                out.append(x.copy())
-            return
-        i, j = pairs[k]
-        for c in range(d + 1):
-            if deg[i] + c > d or deg[j] + c > d:
-                break
-            if regular and j == n - 1 and deg[i] + c != d:  # the last pair of i
-                continue
-            x[i, j] = x[j, i] = c
-            deg[i] += c
-            deg[j] += c
-            extend(k + 1)
-            deg[i] -= c
-            deg[j] -= c
-        x[i, j] = x[j, i] = 0
-
-    extend(0)
-    return np.array(out)
+    return np.array([x.copy() for x in bounded_multigraphs(n, d, regular=regular)])
 
 
 def _classes(xs):

@@ -2,42 +2,18 @@
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
+from conftest import bounded_multigraphs
 from topoopt_ilp.heuristic import repeated_matching
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.mp_matching import build_mp_matching_model, matching_value, mp_matching_gap, solve_mp_matching
 
 
 def brute_force(T, b, multi=True):
-    """Best matching_value over every multigraph with degree <= b (DFS over pairs, degree pruning)."""
-    n = T.shape[0]
-    pairs = list(itertools.combinations(range(n), 2))
-    top = b if multi else 1
-    best = 0.0
-    deg = np.zeros(n, dtype=int)
-    links = np.zeros((n, n), dtype=int)
-
-    def rec(p):
-        nonlocal best
-        if p == len(pairs):
-            best = max(best, matching_value(T, links))
-            return
-        i, j = pairs[p]
-        for c in range(0, min(top, b - deg[i], b - deg[j]) + 1):
-            links[i, j] = links[j, i] = c
-            deg[i] += c
-            deg[j] += c
-            rec(p + 1)
-            deg[i] -= c
-            deg[j] -= c
-        links[i, j] = links[j, i] = 0
-
-    rec(0)
-    return best
+    """Best matching_value over every multigraph with degree <= b."""
+    return max(matching_value(T, links) for links in bounded_multigraphs(T.shape[0], b, max_multiplicity=None if multi else 1))
 
 
 def random_T(rng, n, density=0.6):
