@@ -483,7 +483,7 @@ def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_to
         outside = ", ".join(f"{u.name} <= {u.bound:.6g}" for u in search.uncovered if u.bound > search.lam)
         return f"best catalogue lambda {search.lam:.6g} (model units) does not exclude {outside}"
     details = {"algorithm": "catalogue", "catalogue_candidates": search.candidates, "catalogue_lps": search.lps_solved,
-               "catalogue_lambda": search.lam, "catalogue_seeded": search.seeded,
+               "catalogue_lambda": search.lam if math.isfinite(search.lam) else None, "catalogue_seeded": search.seeded,
                "catalogue_units": "lambda per unit of pair demand: throughput = lambda x link bytes/s / bytes per pair",
                "catalogue_outside_bounds": {u.name: u.bound for u in search.uncovered},
                "catalogue_search_s": round(search.wall_time_s, 4)}

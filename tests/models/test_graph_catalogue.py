@@ -310,7 +310,7 @@ def test_a_seed_topology_is_solved_first_and_can_end_the_search():
     assert heuristic.objective == pytest.approx(7 / 32, rel=1e-9)
 
 
-def test_time_limit_mid_search_gives_feasible_with_the_next_bound(monkeypatch):
+def test_time_limit_mid_search_gives_feasible_with_the_next_bound(monkeypatch, tmp_path):
     real = gc.solver_solve
     calls = []
 
@@ -325,7 +325,9 @@ def test_time_limit_mid_search_gives_feasible_with_the_next_bound(monkeypatch):
     assert sol.status == "feasible" and sol.details["catalogue_lps"] == 5
     assert sol.bound == pytest.approx(2 / 9) and sol.objective < sol.bound and sol.gap > 0
     assert verify(inst(12, 4), sol).valid
-    assert solve(inst(12, 4), method="exact", warm_start="none", time_limit_s=0).status == "no_solution"
+    none = solve(inst(12, 4), method="exact", warm_start="none", time_limit_s=0)
+    assert none.status == "no_solution" and none.details["catalogue_lambda"] is None
+    io.save_solution(none, tmp_path / "none.json", directed=False)  # the file can be written (no NaN in it)
 
 
 def test_other_instances_keep_the_milp():
