@@ -26,7 +26,7 @@ from topoopt_ilp.solvers import (
 )
 from topoopt_ilp.solvers import solve as solver_solve
 
-__all__ = ["ExactOptions", "run_model", "check_backend", "solution_status", "MAX_MODEL_NONZEROS"]
+__all__ = ["ExactOptions", "run_model", "export_model", "check_backend", "solution_status", "MAX_MODEL_NONZEROS"]
 
 # Beyond this many constraint-matrix non-zeros a model no longer builds and solves in reasonable
 # memory on a 24 GiB machine; refuse before building rather than after an out-of-memory kill.
@@ -76,15 +76,20 @@ def check_backend(options: ExactOptions, *, continuous: bool = True) -> None:
             raise UnsupportedError(f"backend {options.backend} cannot honour {what}")
 
 
-def run_model(model: LinearModel, options: ExactOptions, warm_start: np.ndarray | None = None) -> SolveResult:
-    """Export (when asked) and solve ``model`` under ``options``."""
-    if model.num_nonzeros > MAX_MODEL_NONZEROS:
-        raise UnsupportedError(f"the model has {model.num_nonzeros:,} non-zeros, more than {MAX_MODEL_NONZEROS:,}: too large to solve here")
+def export_model(model: LinearModel, options: ExactOptions) -> None:
+    """Write ``model`` to ``options.export_model`` (MPS or LP by its suffix) when one is asked for."""
     if options.export_model:
         try:
             write_model(model, options.export_model)
         except OSError as exc:
             raise InputError(f"cannot write {options.export_model}: {exc.strerror or exc}") from None
+
+
+def run_model(model: LinearModel, options: ExactOptions, warm_start: np.ndarray | None = None) -> SolveResult:
+    """Export (when asked) and solve ``model`` under ``options``."""
+    if model.num_nonzeros > MAX_MODEL_NONZEROS:
+        raise UnsupportedError(f"the model has {model.num_nonzeros:,} non-zeros, more than {MAX_MODEL_NONZEROS:,}: too large to solve here")
+    export_model(model, options)
     kwargs: dict[str, Any] = {"time_limit_s": options.time_limit_s, "threads": options.threads, "log": options.log}
     if options.gap is not None:
         kwargs["rel_gap"] = options.gap

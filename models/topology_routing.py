@@ -32,7 +32,7 @@ from topoopt_ilp.routing import PathSet, RingSet, Routing
 from topoopt_ilp.solution import Solution, Topology
 from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult, SolveStatus
 
-from .common import ExactOptions, check_backend, run_model, solution_status
+from .common import ExactOptions, check_backend, export_model, run_model, solution_status
 from .flow_decomposition import decompose_source_flow, shortest_path
 
 __all__ = ["MAX_SERVERS", "FORMULATIONS", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "solve_topology_routing"]
@@ -476,8 +476,8 @@ def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_to
     mp = instance.demand.mp_matrix(instance.n)
     if graph_catalogue.catalogue_applies(instance, mp) is not None:
         return None
-    if options.export_model:  # the MILP is the model of the problem (the search solves LPs derived from it):
-        run_model(build_topology_routing(instance, "strong").model, replace(options, time_limit_s=0))  # write, no solve
+    if options.export_model:  # the MILP is the model of the problem (the search solves LPs derived from it)
+        export_model(build_topology_routing(instance, "strong").model, options)
     search, m = graph_catalogue.search_catalogue(instance, options, warm_start_topology)
     if not search.applies:
         outside = ", ".join(f"{u.name} <= {u.bound:.6g}" for u in search.uncovered if u.bound > search.lam)

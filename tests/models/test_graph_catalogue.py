@@ -330,6 +330,16 @@ def test_time_limit_mid_search_gives_feasible_with_the_next_bound(monkeypatch, t
     io.save_solution(none, tmp_path / "none.json", directed=False)  # the file can be written (no NaN in it)
 
 
+def test_export_writes_the_topology_milp(tmp_path):
+    # --export-model writes the model of the problem (the strong MILP), though the search solves LPs
+    path = tmp_path / "a2a.lp"
+    sol = solve_topology_routing(inst(8, 3), ExactOptions(export_model=str(path)))
+    assert sol.details["algorithm"] == "catalogue" and sol.status == "optimal"
+    text = path.read_text().split()
+    general = text[text.index("gen") + 1:text.index("semi")]  # the integer link counts
+    assert len(general) == 8 * 7 // 2 and "lam" in text
+
+
 def test_other_instances_keep_the_milp():
     assert "algorithm" not in solve(inst(5, 2), method="exact", warm_start="none", formulation="naive").details
     mixed = inst(5, 2, demand={"allreduce": [{"members": "all", "bytes": 1e9}]})
