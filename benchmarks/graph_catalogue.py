@@ -39,25 +39,10 @@ def _canonical(n: int, edges) -> tuple[tuple[int, int], ...]:
     return tuple(sorted((min(a, b), max(a, b)) for a, b in g.get_edgelist()))
 
 
-def _havel_hakimi(degrees: list[int]) -> list[tuple[int, int]]:
-    remaining, edges = list(degrees), []
-    while True:
-        order = sorted(range(len(remaining)), key=lambda v: -remaining[v])
-        v = order[0]
-        if remaining[v] == 0:
-            return edges
-        k, remaining[v] = remaining[v], 0
-        for u in order[1:k + 1]:
-            if remaining[u] == 0:
-                raise ValueError(f"degree sequence {degrees} is not graphic")
-            remaining[u] -= 1
-            edges.append((v, u))
-
-
 def all_classes(degrees: list[int]) -> set[tuple[tuple[int, int], ...]]:
     """Every isomorphism class (canonical edge list) of simple graphs with this degree sequence."""
     n = len(degrees)
-    start = _canonical(n, _havel_hakimi(degrees))
+    start = _canonical(n, nx.havel_hakimi_graph(degrees).edges())
     seen, queue = {start}, [start]
     while queue:
         edges = list(queue.pop())
