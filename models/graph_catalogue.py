@@ -27,6 +27,7 @@ from topoopt_ilp.solvers import (BackendCapabilityError, BackendUnavailableError
 from topoopt_ilp.solvers import solve as solver_solve
 
 from .common import ExactOptions
+from .topology_routing import moore_layer_hops
 
 __all__ = ["CATALOGUE_DIR", "CatalogueSearch", "ClassBound", "catalogue_sizes", "decode_graph6", "regular_graphs",
            "hop_distance_total", "hop_distance_totals", "layered_floor", "max_concurrent_flow_lp", "uncovered_bounds", "catalogue_applies", "search_catalogue"]
@@ -190,15 +191,7 @@ def hop_distance_total(x: np.ndarray) -> float:
 def layered_floor(count: int, first: int, ratio: int) -> float:
     """The least sum of distances of ``count`` servers on layers of widths first, first*ratio, ...
     (distance h on layer h; inf when they do not fit)."""
-    total, placed, h, width = 0.0, 0, 1, first
-    while placed < count:
-        if width <= 0:
-            return math.inf
-        take = min(width, count - placed)
-        total += h * take
-        placed += take
-        h, width = h + 1, width * ratio
-    return total
+    return float(moore_layer_hops(count, first, ratio).sum())
 
 
 def _min_distance_total(n: int, d: int) -> np.ndarray:

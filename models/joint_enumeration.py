@@ -75,6 +75,7 @@ from .joint import (ALL_RINGS_UP_TO, TIME_UNIT_S, _start_solution, build_joint, 
 from .placement_data import layer_options
 from .placement_search import _block_classes
 from .strategy_symmetry import strategy_symmetries
+from .topology_routing import moore_layer_hops
 
 __all__ = ["AUTO_MAX_LEAVES", "AUTO_PROBE_NODES", "MAX_SEARCH_NODES", "distinct_traffic", "search_strategies",
            "solve_joint_enumeration", "strategy_floor", "surviving_strategies"]
@@ -305,16 +306,9 @@ def strategy_floor(instance: Instance, strategy: Strategy) -> float:
 
 def _moore_hops(n: int, d: int, directed: bool) -> np.ndarray:
     """The least hop count of a server's r-th nearest other server (r = 0..n-1) in any graph of
-    degree d: at most d (d-1)^(h-1) servers (d^h directed) lie h hops away (the Moore bound)."""
-    out, h = [], 1
-    while len(out) < n:
-        width = d**h if directed else d * (d - 1) ** (h - 1)
-        if width <= 0:  # d = 1 undirected: only one other server is reachable at all
-            out.extend([n] * (n - len(out)))
-            break
-        out.extend([h] * width)
-        h += 1
-    return np.array(out[:n], dtype=float)
+    degree d (the Moore bound's layers); n where no server can be (d = 1 undirected)."""
+    hops = moore_layer_hops(n, d, d if directed else d - 1)
+    return np.where(np.isinf(hops), float(n), hops)
 
 
 def _objective(instance: Instance, compute: float, comm: float) -> float:

@@ -35,7 +35,7 @@ from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult, SolveSta
 from .common import ExactOptions, check_backend, export_model, run_model, solution_status
 from .flow_decomposition import decompose_source_flow, shortest_path
 
-__all__ = ["MAX_SERVERS", "FORMULATIONS", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "solve_topology_routing"]
+__all__ = ["MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", "moore_layer_hops", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "solve_topology_routing"]
 
 MAX_SERVERS = 32  # n(n-1) arcs x n sources: beyond ~32 servers the model is too large to prove anything
 FORMULATIONS = ("strong", "naive")
@@ -72,19 +72,25 @@ def ring_candidates(instance: Instance, mutable: bool = True, all_orders_up_to: 
     return out
 
 
+def moore_layer_hops(count: int, first: int, ratio: int) -> np.ndarray:
+    """The hop count of each of ``count`` servers put, nearest first, on layers of widths first,
+    first*ratio, first*ratio^2, ... (``inf`` past the last non-empty layer). With first = d and
+    ratio = d - 1 (d directed) these are the Moore bound's layers: in any degree-d graph at most
+    d (d-1)^(h-1) servers (d^h directed) lie h hops from a server."""
+    hops = np.full(count, np.inf)
+    start, h, width = 0, 1, first
+    while start < count and width > 0:
+        hops[start:start + width] = h
+        start, h, width = start + width, h + 1, width * ratio
+    return hops
+
+
 def moore_hop_bound(weights: np.ndarray, d: int, directed: bool) -> float:
     """The least ``sum_t w_t * dist(s, t)`` any degree-d graph allows: heaviest destinations on the
-    nearest Moore layers (at most d(d-1)^(h-1) servers at distance h undirected, d^h directed)."""
+    nearest Moore layers (see :func:`moore_layer_hops`)."""
     w = np.sort(weights[weights > 0])[::-1]
-    total, start, h = 0.0, 0, 1
-    while start < len(w):
-        width = d * (d - 1) ** (h - 1) if not directed else d**h
-        if width <= 0:
-            return math.inf
-        total += h * w[start:start + width].sum()
-        start += width
-        h += 1
-    return float(total)
+    hops = moore_layer_hops(len(w), d, d if directed else d - 1)
+    return math.inf if np.isinf(hops).any() else float(w @ hops)
 
 
 # ------------------------------------------------------------------------------------------------
