@@ -10,20 +10,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.solvers import (
+    BACKENDS,
     BackendCapabilityError,
     BackendUnavailableError,
     LinearModel,
+    NativeOptionError,
+    SolveOptions,
     SolveResult,
     UnknownBackendError,
     get_backend,
     write_model,
 )
+from topoopt_ilp.solvers.options import NativeValue
 from topoopt_ilp.solvers import solve as solver_solve
 
 __all__ = ["ExactOptions", "run_model", "export_model", "check_backend", "solution_status", "MAX_MODEL_NONZEROS"]
@@ -46,6 +51,7 @@ class ExactOptions:
     seed: int | None = None
     formulation: str | None = None  # None: the model's default (strong; auto for a workload's joint problem)
     log: bool = False
+    native_options: Mapping[str, Mapping[str, NativeValue]] | None = None  # {backend: {parameter: value}}
 
     def __post_init__(self) -> None:
         if self.time_limit_s is not None and (not math.isfinite(self.time_limit_s) or self.time_limit_s < 0):
@@ -54,6 +60,15 @@ class ExactOptions:
             raise InputError(f"gap must be a finite number >= 0, got {self.gap}")
         if self.export_model is not None and Path(self.export_model).suffix.lower() not in (".mps", ".lp"):
             raise InputError(f"--export-model needs a .mps or .lp file name, got {self.export_model!r}")
+        if self.native_options is not None:
+            try:  # SolveOptions checks the types and keeps a private copy
+                native = SolveOptions(native_options=self.native_options).native_options
+            except NativeOptionError as exc:
+                raise InputError(str(exc)) from None
+            unknown = sorted(set(native) - set(BACKENDS))
+            if unknown:
+                raise InputError(f"solver options name unknown backend(s) {unknown}; known: {sorted(BACKENDS)}")
+            object.__setattr__(self, "native_options", native)
 
 
 def check_backend(options: ExactOptions, *, continuous: bool = True) -> None:
@@ -85,8 +100,12 @@ def export_model(model: LinearModel, options: ExactOptions) -> None:
             raise InputError(f"cannot write {options.export_model}: {exc.strerror or exc}") from None
 
 
-def run_model(model: LinearModel, options: ExactOptions, warm_start: np.ndarray | None = None) -> SolveResult:
-    """Export (when asked) and solve ``model`` under ``options``."""
+def run_model(model: LinearModel, options: ExactOptions, warm_start: np.ndarray | None = None,
+              tuning: Mapping[str, Mapping[str, NativeValue]] | None = None) -> SolveResult:
+    """Export (when asked) and solve ``model`` under ``options``.
+
+    ``tuning``: the model's own native solver parameters (``{backend: {parameter: value}}``, measured
+    to help it); the user's ``options.native_options`` override them parameter by parameter."""
     if model.num_nonzeros > MAX_MODEL_NONZEROS:
         raise UnsupportedError(f"the model has {model.num_nonzeros:,} non-zeros, more than {MAX_MODEL_NONZEROS:,}: too large to solve here")
     export_model(model, options)
@@ -97,9 +116,13 @@ def run_model(model: LinearModel, options: ExactOptions, warm_start: np.ndarray 
         kwargs["seed"] = options.seed
     if warm_start is not None:
         kwargs["warm_start"] = warm_start
+    given = options.native_options or {}
+    native = {b: {**(tuning or {}).get(b, {}), **given.get(b, {})} for b in {*(tuning or {}), *given}}
+    if native.get(options.backend):  # other backends' entries are never read: leave them out
+        kwargs["native_options"] = {options.backend: native[options.backend]}
     try:
         return solver_solve(model, backend=options.backend, **kwargs)
-    except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError) as exc:
+    except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError, NativeOptionError) as exc:
         raise InputError(str(exc)) from None
 
 

@@ -422,7 +422,7 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
     """Pass 1 on one leaf (updates it in place)."""
     from topoopt_ilp.evaluate import evaluate, objective_value
 
-    from .topology_routing import _topology, build_topology_routing
+    from .topology_routing import STRONG_TUNING, _topology, build_topology_routing
 
     w, c = instance.workload, instance.cluster
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
@@ -435,7 +435,7 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
     if hops:  # there is traffic
         traffic = Instance(cluster=c, demand=demand, objective="comm_time", name=f"{instance.name} leaf")
         tm = build_topology_routing(traffic, "strong", all_orders_up_to=ALL_RINGS_UP_TO)
-        result = run_model(tm.model, opts)
+        result = run_model(tm.model, opts, tuning=STRONG_TUNING)
         counts["bandwidth_models"] += 1
         if result.bound is not None and math.isfinite(result.bound) and result.bound > 0:
             lam_max = result.bound * c.link_bytes_per_s / tm.scale  # iterations per second

@@ -26,6 +26,7 @@ from .errors import (
     BackendCapabilityError,
     BackendUnavailableError,
     ModelError,
+    NativeOptionError,
     SolverError,
     UnknownBackendError,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "LinearModel",
     "ModelBuilder",
     "ModelError",
+    "NativeOptionError",
     "RowBlock",
     "Sense",
     "SolveOptions",

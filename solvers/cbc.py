@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import NativeOptionError
 from .model import LinearModel, Sense
 from .options import SolveOptions
 from .registry import complete
@@ -155,6 +156,7 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
     extra: list[str] = []
     if options.seed is not None:
         extra.append(f"randomCbcSeed {int(options.seed)}")
+    extra += [f"{name} {value}" for name, value in options.native("cbc").items()]
     fd, log_path = tempfile.mkstemp(prefix="cbc-", suffix=".log")
     os.close(fd)
     try:
@@ -180,6 +182,10 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
         log = _read(log_path)
     finally:
         os.unlink(log_path)
+    # CBC reports an unknown parameter in its log and carries on; fail as HiGHS does instead.
+    rejected = [name for name in options.native("cbc") if f"No match for {name} " in (log or "")]
+    if rejected:
+        raise NativeOptionError(f"CBC rejected option(s) {rejected} (see 'cbc -?' for its parameters)")
     if options.verbose:
         print(log)
     ps, ss = prob.status, prob.sol_status

@@ -15,6 +15,7 @@ __all__ = [
     "BackendCapabilityError",
     "BackendUnavailableError",
     "ModelError",
+    "NativeOptionError",
 ]
 
 
@@ -36,6 +37,10 @@ class BackendCapabilityError(UnsupportedError, SolverError):
 
 class BackendUnavailableError(SolverError, ImportError):
     """The Python package a backend needs is not installed; the message says what to install."""
+
+
+class NativeOptionError(SolverError, ValueError):
+    """A native solver parameter is malformed, or the solver rejected it."""
 
 
 class ModelError(SolverError, ValueError):

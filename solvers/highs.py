@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from .model import LinearModel, Sense
+from .errors import NativeOptionError
 from .options import SolveOptions
 from .registry import complete
 from .result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
@@ -146,6 +147,9 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
             _set(h, "random_seed", int(options.seed))
         if options.node_limit is not None:
             _set(h, "mip_max_nodes", int(options.node_limit))
+        for name, value in options.native("highs").items():
+            if h.setOptionValue(name, value) == highspy.HighsStatus.kError:
+                raise NativeOptionError(f"HiGHS rejected option {name}={value!r} (see the HiGHS options reference)")
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:

@@ -11,9 +11,12 @@ from typing import Union
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .errors import ModelError
+from .errors import ModelError, NativeOptionError
 
-__all__ = ["SolveOptions", "WarmStart", "DEFAULT_REL_GAP", "DEFAULT_ABS_GAP"]
+__all__ = ["SolveOptions", "WarmStart", "NativeValue", "DEFAULT_REL_GAP", "DEFAULT_ABS_GAP"]
+
+#: A native solver parameter's value.
+NativeValue = Union[bool, int, float, str]
 
 #: A (partial) assignment: ``{column: value}`` or an array over all columns with NaN for "unset".
 WarmStart = Union[Mapping[int, float], ArrayLike]
@@ -55,6 +58,11 @@ class SolveOptions:
         Run the solve in a child process killed after ``time_limit_s`` plus a grace period
         (protects against solvers that overshoot or crash). ``None`` (default): isolate exactly
         when a time limit is given.
+    native_options : mapping, optional
+        Solver parameters passed through as they are, keyed by backend name:
+        ``{"highs": {"presolve": "off"}, "cbc": {"cuts": "off"}}``. Only the entry of the backend
+        that runs is used, so one call can carry settings for several; that backend needs
+        ``NATIVE_OPTIONS``, and a parameter it rejects raises :class:`NativeOptionError`.
     """
 
     time_limit_s: float | None = None
@@ -67,6 +75,7 @@ class SolveOptions:
     log: bool = False
     verbose: bool = False
     isolate: bool | None = None
+    native_options: Mapping[str, Mapping[str, NativeValue]] | None = None
 
     def __post_init__(self) -> None:
         t = self.time_limit_s
@@ -80,6 +89,13 @@ class SolveOptions:
             v = getattr(self, label)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low):
                 raise ValueError(f"{label} must be an integer >= {low} or None, got {v!r}")
+
+        if self.native_options is not None:
+            object.__setattr__(self, "native_options", _checked_native(self.native_options))
+
+    def native(self, backend: str) -> dict[str, NativeValue]:
+        """The native parameters given for ``backend`` (empty when none)."""
+        return dict((self.native_options or {}).get(backend, {}))
 
     @classmethod
     def from_kwargs(cls, base: SolveOptions | None = None, **kwargs: object) -> SolveOptions:
@@ -112,3 +128,19 @@ class SolveOptions:
         if np.isinf(vec).any():
             raise ModelError("warm start contains an infinite value")
         return vec
+
+
+def _checked_native(given: object) -> dict[str, dict[str, NativeValue]]:
+    """A private copy of ``native_options`` (the caller's dicts may change later), type-checked."""
+    if not isinstance(given, Mapping):
+        raise NativeOptionError(f"native_options must map backend names to parameter mappings, got {type(given).__name__}")
+    out: dict[str, dict[str, NativeValue]] = {}
+    for backend, params in given.items():
+        if not isinstance(backend, str) or not isinstance(params, Mapping):
+            raise NativeOptionError(f"native_options[{backend!r}] must be a mapping of parameter names to values")
+        for name, value in params.items():
+            if not isinstance(name, str) or not isinstance(value, (bool, int, float, str, np.integer, np.floating)):
+                raise NativeOptionError(f"native_options[{backend!r}][{name!r}] = {value!r}: names are strings, values bool, "
+                                 "int, float or str")
+        out[backend] = {name: value.item() if isinstance(value, np.generic) else value for name, value in params.items()}
+    return out

@@ -69,6 +69,7 @@ class Capability(enum.Enum):
     NODE_LIMIT = "node_limit"
     LOG = "log"
     EXPORT = "export"
+    NATIVE_OPTIONS = "native_options"  # the solver's own parameters, passed through
 
 
 C = Capability
@@ -149,6 +150,12 @@ class BackendInfo:
             need.append((C.NODE_LIMIT, "a node limit was requested"))
         if options.log:
             need.append((C.LOG, "log capture was requested"))
+        if options.native_options:
+            unknown = sorted(set(options.native_options) - set(BACKENDS))
+            if unknown:
+                raise UnknownBackendError(f"native_options names unknown backend(s) {unknown}; known: {sorted(BACKENDS)}")
+            if options.native(self.name):
+                need.append((C.NATIVE_OPTIONS, f"native {self.display_name} parameters were given"))
         for cap, why in need:
             if cap not in self.capabilities:
                 others = [b.name for b in BACKENDS.values() if cap in b.capabilities]
@@ -182,7 +189,7 @@ class BackendInfo:
 
 BACKENDS: dict[str, BackendInfo] = {
     "highs": BackendInfo(
-        "highs", "HiGHS", _COMMON | {C.CONTINUOUS_VARIABLES, C.THREADS, C.NODE_LIMIT, C.EXPORT},
+        "highs", "HiGHS", _COMMON | {C.CONTINUOUS_VARIABLES, C.THREADS, C.NODE_LIMIT, C.EXPORT, C.NATIVE_OPTIONS},
         package="highspy", pip_name="highspy", module="highs",
     ),
     "scip": BackendInfo(
@@ -194,7 +201,7 @@ BACKENDS: dict[str, BackendInfo] = {
         package="ortools", pip_name="ortools", module="mathopt", function="solve_cpsat",
     ),
     "cbc": BackendInfo(
-        "cbc", "CBC (PuLP)", _COMMON | {C.CONTINUOUS_VARIABLES, C.THREADS, C.NODE_LIMIT},
+        "cbc", "CBC (PuLP)", _COMMON | {C.CONTINUOUS_VARIABLES, C.THREADS, C.NODE_LIMIT, C.NATIVE_OPTIONS},
         package="pulp", pip_name="'pulp>=3.3,<4' (Python 3.11) or 'pulp[cbc]>=4' (Python >= 3.12)", module="cbc",
     ),
 }

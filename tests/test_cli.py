@@ -53,6 +53,11 @@ def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
     (["evaluate", TESTBED], 2, "has no fixed_topology"),
     (["evaluate", TESTBED, TESTBED], 2, "(this is an instance file)"),
     (["solve", str(INSTANCES / "testbed-12.json"), "--method", "baseline", "--baseline", "torus", "--seed", "x"], 2, "invalid int"),
+    (["solve", TESTBED, "--solver-option", "highs.presolve=off"], 2, "--solver-option applies to --method exact"),
+    (["solve", TESTBED, "--method", "exact", "--solver-option", "highs.presolve"], 2, "expected BACKEND.NAME=VALUE"),
+    (["solve", TESTBED, "--method", "exact", "--solver-option", "cbc.cuts=off"], 2, "is for cbc, but the solve runs on highs"),
+    (["solve", TESTBED, "--method", "exact", "--solver-option", "highs.no_such=1"], 2, "HiGHS rejected option no_such=1"),
+    (["solve", TESTBED, "--method", "exact", "--backend", "scip", "--solver-option", "scip.x=1"], 2, "lacks capability NATIVE_OPTIONS"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, code, message, tmp_path):
     r = run(*args, "--out", str(tmp_path / "x.json")) if args[0] == "solve" else run(*args)
@@ -60,6 +65,18 @@ def test_bad_usage_is_one_line_and_exit_2(args, code, message, tmp_path):
     assert message in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_solver_options_reach_the_solver(tmp_path, capsys):
+    """--solver-option is passed through: a node limit of 0 stops HiGHS at the root, where the same
+    solve without it proves its model optimal."""
+    mix = str(INSTANCES / "mix-8.json")
+    args = ["solve", mix, "--method", "exact", "--warm-start", "none", "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["details"]["model_status"] == "optimal"
+    code = main([*args, "--solver-option", "highs.mip_max_nodes=0"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["details"].get("model_status", out["status"]) in ("feasible", "no_solution") and code in (0, 4)
 
 
 def test_odd_regular_instance_is_refused(tmp_path):

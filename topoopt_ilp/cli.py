@@ -214,8 +214,9 @@ def _cmd_evaluate_paper(args: argparse.Namespace) -> int:
 def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
     """Options for --method exact; CLI flags override the instance's ``solver`` defaults."""
     s = inst.solver
+    backend = args.backend or s.backend or "highs"
     return {
-        "backend": args.backend or s.backend or "highs",
+        "backend": backend,
         "time_limit_s": args.time_limit if args.time_limit is not None else s.time_limit_s,
         "gap": args.gap if args.gap is not None else s.gap,
         "threads": args.threads if args.threads is not None else s.threads,
@@ -223,10 +224,36 @@ def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
         "export_model": args.export_model,
         "seed": args.seed,
         "formulation": args.formulation,
+        "native_options": _native_options(args.solver_option, backend),
     }
 
 
-_EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_model", "formulation")
+def _native_options(given: list[str] | None, backend: str) -> dict[str, dict[str, Any]] | None:
+    """``--solver-option BACKEND.NAME=VALUE`` flags as ``{backend: {name: value}}``; a value reads as
+    a bool (true/false), an int or a float when it is one, else as text. Each must name the backend
+    that runs (the Python API ignores other backends' entries; on a command line one is a mistake)."""
+    if not given:
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for item in given:
+        key, eq, text = item.partition("=")
+        target, dot, name = key.partition(".")
+        if not (eq and dot and target and name and text):
+            raise InputError(f"--solver-option {item!r}: expected BACKEND.NAME=VALUE, e.g. highs.presolve=off")
+        if target != backend:
+            raise InputError(f"--solver-option {item!r} is for {target}, but the solve runs on {backend}")
+        value: Any = {"true": True, "false": False}.get(text.lower(), text)
+        for kind in (int, float):
+            if isinstance(value, str):
+                try:
+                    value = kind(text)
+                except ValueError:
+                    pass
+        out.setdefault(target, {})[name] = value
+    return out
+
+
+_EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_model", "formulation", "solver_option")
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
@@ -459,6 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=_pos_int, default=None, metavar="T", help="exact: solver threads")
     s.add_argument("--warm-start", default=None, metavar="heuristic|none|FILE", help="exact: warm start (default heuristic)")
     s.add_argument("--export-model", default=None, metavar="FILE.mps|FILE.lp", help="exact: also write the model")
+    s.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
+                   help="exact: a native parameter of a solver, passed through (repeatable; highs and cbc), e.g. "
+                        "highs.presolve=off; it overrides the model's own setting of it")
     s.add_argument("--formulation", default=None, metavar="NAME",
                    help="exact: the model's formulation - general topology: strong (default) or naive; circulant: "
                         "strong (default) or basic; a workload (joint problem, or placement on a fixed topology): auto (default), "

@@ -177,3 +177,23 @@ def test_ring_anchored_moore_cut_removes_no_optimum(seed, monkeypatch):
     # Single-ring designs (listed member order) on every simple regular graph never beat it.
     best_listed = max(evaluate(instance, Topology(x), routing="optimal").throughput for x in regular_graphs(n, d, False))
     assert best_listed <= with_cut.objective * (1 + 1e-6)
+
+
+def test_strong_formulation_carries_its_solver_tuning_and_the_user_overrides_it(monkeypatch):
+    """The strong model runs HiGHS with STRONG_TUNING; --solver-option values win parameter by
+    parameter; the naive model and other backends get nothing of it. Same optimum either way."""
+    import topoopt_ilp.models.common as common
+    from topoopt_ilp.errors import InputError
+    from topoopt_ilp.models.topology_routing import STRONG_TUNING
+
+    seen = []
+    real = common.solver_solve
+    monkeypatch.setattr(common, "solver_solve", lambda model, **kw: seen.append(kw.get("native_options")) or real(model, **kw))
+    demand = {"allreduce": [{"members": "all", "bytes": 20e6}], "mp": {"pairs": [[0, 3, 6e6], [3, 0, 6e6]]}}
+    instance = inst(6, 2, demand=demand)
+    results = [exact(instance), exact(instance, native_options={"highs": {"presolve": "on", "random_seed": 3}}),
+               exact(instance, formulation="naive"), exact(instance, backend="cbc")]
+    assert seen == [STRONG_TUNING, {"highs": {**STRONG_TUNING["highs"], "presolve": "on", "random_seed": 3}}, None, None]
+    assert all(r.status == "optimal" and r.objective == pytest.approx(results[0].objective, rel=1e-6) for r in results)
+    with pytest.raises(InputError, match="unknown backend"):
+        exact(instance, native_options={"gurobi": {"Presolve": 0}})

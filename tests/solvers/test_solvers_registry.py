@@ -17,12 +17,12 @@ AVAILABLE = S.available_backends()
 # The table documented in solvers/registry.py, restated so a change to either is noticed.
 EXPECTED = {
     "highs": {C.CONTINUOUS_VARIABLES, C.INTEGER_VARIABLES, C.TIME_LIMIT, C.GAP, C.THREADS, C.SEED, C.WARM_START,
-              C.NODE_LIMIT, C.LOG, C.EXPORT},
+              C.NODE_LIMIT, C.LOG, C.EXPORT, C.NATIVE_OPTIONS},
     "scip": {C.CONTINUOUS_VARIABLES, C.INTEGER_VARIABLES, C.TIME_LIMIT, C.GAP, C.SEED, C.WARM_START, C.NODE_LIMIT,
              C.LOG},
     "cpsat": {C.INTEGER_VARIABLES, C.TIME_LIMIT, C.GAP, C.THREADS, C.SEED, C.WARM_START, C.LOG},
     "cbc": {C.CONTINUOUS_VARIABLES, C.INTEGER_VARIABLES, C.TIME_LIMIT, C.GAP, C.THREADS, C.SEED, C.WARM_START,
-            C.NODE_LIMIT, C.LOG},
+            C.NODE_LIMIT, C.LOG, C.NATIVE_OPTIONS},
 }
 
 
