@@ -13,6 +13,7 @@ import argparse
 import random
 import time
 
+from joint_small import _warm_up_solver_worker
 from topoopt_ilp import Cluster, Demand, Instance, solve
 from topoopt_ilp.instance import AllReduceGroup
 
@@ -29,6 +30,7 @@ def skewed_mix(n: int, d: int, seed: int = 1) -> Instance:
 
 
 def run(instance: Instance, formulation: str, backend: str, limit: float):
+    _warm_up_solver_worker()  # a solve the guard killed takes its worker along: the next one would pay the cold start
     t = time.perf_counter()
     sol = solve(instance, method="exact", backend=backend, time_limit_s=limit, warm_start="none", formulation=formulation)
     return sol, time.perf_counter() - t

@@ -1,4 +1,4 @@
-"""Exact topology for uniform all-to-all demand: a search over a catalogue of regular graphs.
+"""Exact topology for uniform all-to-all demand, and for aspl and diameter: a search over a catalogue of regular graphs.
 
 When every ordered pair of servers exchanges the same bytes (no AllReduce) and links are
 undirected, relabelling servers does not change the problem, so the best topology is the best of
@@ -30,7 +30,7 @@ from .common import ExactOptions
 from .topology_routing import moore_layer_hops
 
 __all__ = ["CATALOGUE_DIR", "CatalogueSearch", "ClassBound", "catalogue_sizes", "decode_graph6", "regular_graphs",
-           "hop_distance_total", "hop_distance_totals", "layered_floor", "max_concurrent_flow_lp", "uncovered_bounds", "catalogue_applies", "search_catalogue"]
+           "hop_distance_total", "hop_distance_totals", "hop_statistics", "hop_floors_outside", "search_hop_objective", "layered_floor", "max_concurrent_flow_lp", "uncovered_bounds", "catalogue_applies", "search_catalogue"]
 
 CATALOGUE_DIR = Path(__file__).resolve().parent / "data" / "regular_graphs"
 #: Relative tolerance of the stopping rule (LP values are exact to about 1e-9).
@@ -91,6 +91,15 @@ DEFAULT_TOLERANCE = 1e-7
 # back to the MILP). A seed topology (the heuristic's, a warm start) is solved first and can only
 # stop the search earlier. A time limit hit mid-search leaves the best found, with the bound
 # max(next unsolved class's bound, U).
+#
+# Objectives aspl and diameter (any demand: they depend on the topology alone). Relabelling servers
+# keeps both, so again the best is a best class; a class's W and diameter are read off its distance
+# matrix (``hop_statistics``), no LP needed. Outside the catalogue, (b)-(d) all have sum_v sigma_v >= 2
+# (class (d): D >= 1, and n d - D even with n d even, which a non-empty catalogue needs), so by (3)
+# W >= M(2); and some server v has k_v <= d - 1 distinct neighbours, so by the layer count of (3)
+# the diameter is at least the last layer of n - 1 servers on layers of widths (d-1)(d-1)^(h-1).
+# The best class is optimal when its value is at most that floor (``hop_floors_outside``); on every
+# shipped size it is, otherwise the MILP decides.
 # ------------------------------------------------------------------------------------------------
 
 
@@ -169,18 +178,28 @@ def regular_graphs(n: int, d: int) -> np.ndarray:
     return adj
 
 
-def hop_distance_totals(adj: np.ndarray) -> np.ndarray:
-    """W of each graph of a (G, n, n) stack: the sum over ordered pairs of hop distances in the
-    underlying simple graph (inf when disconnected), as sum_{h >= 0} #pairs at distance > h."""
+def hop_statistics(adj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(W, diameter) of each graph of a (G, n, n) stack, in the underlying simple graph: W = the sum
+    over ordered pairs of hop distances = sum_{h >= 0} #pairs at distance > h; both inf when the
+    graph is disconnected."""
     a = (np.asarray(adj) > 0).astype(np.int64)
     n = a.shape[-1]
     reach = np.broadcast_to(np.eye(n, dtype=bool), a.shape).copy()
     total = np.zeros(a.shape[0])
+    diameter = np.zeros(a.shape[0])
     for _ in range(n - 1):
-        total += n * n - reach.sum(axis=(1, 2))
+        missing = n * n - reach.sum(axis=(1, 2))
+        total += missing
+        diameter += missing > 0
         reach |= (reach.astype(np.int64) @ a) > 0
-    total[~reach.all(axis=(1, 2))] = np.inf
-    return total
+    disconnected = ~reach.all(axis=(1, 2))
+    total[disconnected] = diameter[disconnected] = np.inf
+    return total, diameter
+
+
+def hop_distance_totals(adj: np.ndarray) -> np.ndarray:
+    """W of each graph of a (G, n, n) stack (see :func:`hop_statistics`)."""
+    return hop_statistics(adj)[0]
 
 
 def hop_distance_total(x: np.ndarray) -> float:
@@ -228,6 +247,39 @@ def uncovered_bounds(n: int, d: int, regular: bool, multi_links: bool) -> tuple[
     return tuple(out)
 
 
+def hop_floors_outside(n: int, d: int, regular: bool, multi_links: bool) -> tuple[float, float]:
+    """(least W, least diameter) of any topology outside the catalogue (classes (b)-(d) of the proof;
+    (inf, inf) when these options leave none). Each such topology has sum_v sigma_v >= 2 (a double
+    link takes a distinct neighbour from both ends; unused interfaces come in pairs when n d is
+    even, as a catalogue's existence needs), so W >= M(2) by step (3); and some server has at most
+    d - 1 distinct neighbours, so its eccentricity, hence the diameter, is at least the last layer
+    of n - 1 servers on layers of widths (d-1), (d-1)^2, ..."""
+    if regular and not multi_links:
+        return math.inf, math.inf
+    total = float(_min_distance_total(n, d)[min(2, n * d)])
+    return total, float(moore_layer_hops(n - 1, d - 1, d - 1).max())
+
+
+def search_hop_objective(instance: Instance) -> tuple[np.ndarray, float, bool, float]:
+    """The best catalogue graph for objective ``aspl`` or ``diameter``, which depend on the topology
+    alone (not on the demand): (adjacency, value, proven, least value outside the catalogue).
+    ``proven``: no topology outside the catalogue can beat the value (see :func:`hop_floors_outside`).
+    Among ties on the objective, the other hop measure breaks them (least W, then least diameter)."""
+    c = instance.cluster
+    n, d = c.servers, c.degree
+    graphs = regular_graphs(n, d)
+    totals, diameters = hop_statistics(graphs)
+    w_out, diam_out = hop_floors_outside(n, d, c.regular, c.multi_links)
+    if instance.objective == "aspl":
+        best = int(np.lexsort((diameters, totals))[0])
+        pairs = n * (n - 1)
+        value, outside = totals[best] / pairs, w_out / pairs
+    else:
+        best = int(np.lexsort((totals, diameters))[0])
+        value, outside = diameters[best], diam_out
+    return np.asarray(graphs[best]), float(value), bool(value <= outside), float(outside)
+
+
 def catalogue_applies(instance: Instance, mp: np.ndarray) -> str | None:
     """Why the catalogue search cannot be the exact method for ``instance`` (None: it can, if the
     classes outside the catalogue turn out not to beat its best; see :func:`uncovered_bounds`)."""
@@ -236,9 +288,10 @@ def catalogue_applies(instance: Instance, mp: np.ndarray) -> str | None:
     c = instance.cluster
     if c.directed:
         return "directed links"
-    if instance.objective not in ("throughput", "comm_time", "iteration_time"):
+    if instance.objective not in ("throughput", "comm_time", "iteration_time", "aspl", "diameter"):
         return f"objective {instance.objective}"
-    if not _uniform_demand(instance, mp) or mp.max(initial=0.0) <= 0:
+    hop_objective = instance.objective in ("aspl", "diameter")  # these depend on the topology alone
+    if not hop_objective and (not _uniform_demand(instance, mp) or mp.max(initial=0.0) <= 0):
         return "the demand is not uniform all-to-all"
     if c.degree < 2 or c.servers < 3:
         return "fewer than 3 servers or degree below 2"

@@ -458,8 +458,6 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
         raise UnsupportedError(f"{instance.n} servers is too large for the exact general-topology model (at most {MAX_SERVERS}); "
                                "use --method heuristic or topology_family circulant")
     check_backend(options)
-    if instance.objective == "diameter":
-        return solve_diameter(instance, options, warm_start_topology)
     started = time.perf_counter()
     formulation = options.formulation or "strong"
     if formulation == "strong" and use_catalogue:
@@ -471,6 +469,8 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
             left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
             milp = solve_topology_routing(instance, replace(options, time_limit_s=left), warm_start_topology, use_catalogue=False)
             return replace(milp, details={**milp.details, "catalogue_not_applied": note})
+    if instance.objective == "diameter":
+        return solve_diameter(instance, options, warm_start_topology)
     m = build_topology_routing(instance, formulation)
     start = None
     if warm_start_topology is not None:
@@ -491,6 +491,8 @@ def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_to
     mp = instance.demand.mp_matrix(instance.n)
     if graph_catalogue.catalogue_applies(instance, mp) is not None:
         return None
+    if instance.objective in ("aspl", "diameter"):
+        return _solve_hops_by_catalogue(instance, options, started)
     if options.export_model:  # the MILP is the model of the problem (the search solves LPs derived from it)
         export_model(build_topology_routing(instance, "strong").model, options)
     search, m = graph_catalogue.search_catalogue(instance, options, warm_start_topology)
@@ -514,6 +516,27 @@ def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_to
         result = replace(search.result, status=SolveStatus.FEASIBLE, objective=search.lam, bound=search.bound, gap=gap)
     sol = _to_solution(instance, m, result, wall)
     return replace(sol, details={**sol.details, **details})
+
+
+def _solve_hops_by_catalogue(instance: Instance, options: ExactOptions, started: float) -> Solution | str:
+    """Objective aspl or diameter from the catalogue: the best class by its hop statistics (no solver
+    call), proven when no topology outside the catalogue can beat it; else the reason (the caller
+    runs the MILP). A time limit of 0 gives no_solution, as for every exact method."""
+    from . import graph_catalogue
+
+    if options.time_limit_s == 0:
+        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend, wall_time_s=0.0,
+                        details={"model": "topology_routing", "algorithm": "catalogue", "model_status": "no_solution"})
+    if options.export_model and instance.objective == "aspl":  # the MILP is the model of the problem
+        export_model(build_topology_routing(instance, "strong").model, options)
+    X, value, proven, outside = graph_catalogue.search_hop_objective(instance)
+    if not proven:
+        return f"best catalogue {instance.objective} {value:.6g} does not exclude topologies outside it (those reach >= {outside:.6g})"
+    details = {"model": "topology_routing", "algorithm": "catalogue", "model_status": "optimal",
+               "catalogue_candidates": len(graph_catalogue.regular_graphs(instance.n, instance.cluster.degree)),
+               "catalogue_outside_floor": outside, "solver_calls": 0}
+    return Solution(status="optimal", method="exact", topology=Topology(X), objective=value, bound=value, gap=0.0,
+                    backend=options.backend, wall_time_s=time.perf_counter() - started, details=details)
 
 
 def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResult, wall: float) -> Solution:

@@ -225,6 +225,10 @@ def _integral_relaxation(h: object, model: LinearModel) -> np.ndarray | None:
     on_integer = values[model.integrality]
     rounded = np.round(on_integer)
     if np.abs(on_integer - rounded).max(initial=0.0) > INTEGRALITY_TOLERANCE:
+        # Forget the LP's basis and solution: the MIP solve would start from them and can take a
+        # worse path (the strong topology model of an AllReduce + MP mix, n = 10, d = 3: 4.2 s after
+        # the LP against 1.9 s from scratch).
+        h.clearSolver()
         return None
     values[model.integrality] = rounded
     return values

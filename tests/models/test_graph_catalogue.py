@@ -345,7 +345,9 @@ def test_other_instances_keep_the_milp():
     mixed = inst(5, 2, demand={"allreduce": [{"members": "all", "bytes": 1e9}]})
     assert "algorithm" not in solve(mixed, method="exact", warm_start="none").details
     assert gc.catalogue_applies(inst(6, 2, directed=True), np.ones((6, 6))) == "directed links"
-    assert gc.catalogue_applies(inst(6, 3, objective="aspl"), np.ones((6, 6))) == "objective aspl"
+    # aspl and diameter depend on the topology alone: any demand will do
+    assert gc.catalogue_applies(inst(6, 3, objective="aspl", demand={"allreduce": [{"members": "all", "bytes": 1e9}]}),
+                                np.zeros((6, 6))) is None
     assert "no catalogue" in gc.catalogue_applies(inst(14, 3), np.ones((14, 14)))
 
 
@@ -370,3 +372,64 @@ def test_catalogue_is_installed_with_the_package():
 
     files = importlib.resources.files("topoopt_ilp.models") / "data" / "regular_graphs"
     assert (files / "n12_d4.g6").is_file()
+
+
+# ------------------------------------------------------------------------------------------------
+# Objectives aspl and diameter: the best class by its hop statistics
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n, d", [(8, 3), (9, 4), (10, 3)])
+def test_hop_statistics_match_networkx(n, d):
+    graphs = gc.regular_graphs(n, d)
+    W, diameter = gc.hop_statistics(graphs)
+    for adj, w, diam in zip(graphs, W, diameter):
+        g = nx.from_numpy_array(adj)
+        assert w == 2 * nx.wiener_index(g) and diam == nx.diameter(g)
+    W, diameter = gc.hop_statistics(np.array([np.kron(np.eye(2, dtype=np.int64), graphs[0])]))
+    assert W[0] == diameter[0] == math.inf  # two copies: disconnected
+
+
+@pytest.mark.parametrize("n, d", [(6, 3), (6, 2), (5, 4), (5, 2)])
+def test_hop_floors_hold_for_every_small_multigraph(n, d):
+    # Every labelled topology outside the catalogue (a multi-link, or unused ports) has W and
+    # diameter at least the floors the proof gives.
+    xs = _multigraphs(n, d, regular=False)
+    outside = ~(((xs <= 1).all(axis=(1, 2))) & (xs.sum(axis=2) == d).all(axis=1))
+    W, diameter = gc.hop_statistics(xs[outside])
+    w_floor, diameter_floor = gc.hop_floors_outside(n, d, regular=False, multi_links=True)
+    assert outside.sum() > 0 and W.min() >= w_floor and diameter.min() >= diameter_floor
+    assert gc.hop_floors_outside(n, d, regular=True, multi_links=False) == (math.inf, math.inf)
+
+
+@pytest.mark.parametrize("objective", ["aspl", "diameter"])
+@pytest.mark.parametrize("n, d, regular", [(6, 3, True), (6, 3, False), (5, 4, False), (6, 2, False)])
+def test_hop_objective_optimum_equals_brute_force_over_all_multigraphs(n, d, regular, objective):
+    instance = inst(n, d, regular=regular, objective=objective)
+    W, diameter = gc.hop_statistics(_multigraphs(n, d, regular))
+    best = W.min() / (n * (n - 1)) if objective == "aspl" else diameter.min()
+    sol = solve(instance, method="exact", warm_start="none")
+    assert sol.details["algorithm"] == "catalogue" and sol.status == "optimal"
+    assert sol.objective == sol.bound == pytest.approx(best, rel=1e-12) and sol.gap == 0
+    assert verify(instance, sol).valid
+    metrics = evaluate(instance, sol)
+    assert (metrics.aspl if objective == "aspl" else metrics.diameter) == pytest.approx(sol.objective, rel=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["aspl", "diameter"])
+def test_hop_objective_catalogue_equals_the_milp(objective):
+    instance = inst(8, 3, objective=objective)
+    options = ExactOptions(backend="highs", warm_start="none", time_limit_s=120)
+    milp = solve_topology_routing(instance, options, use_catalogue=False)
+    search = solve_topology_routing(instance, options)
+    assert milp.status == search.status == "optimal" and "algorithm" not in milp.details
+    assert search.details["algorithm"] == "catalogue" and search.details["solver_calls"] == 0
+    assert search.objective == pytest.approx(milp.objective, rel=1e-9)
+
+
+def test_hop_objective_time_limit_zero_and_fallback(monkeypatch):
+    instance = inst(8, 3, objective="aspl")
+    assert solve(instance, method="exact", warm_start="none", time_limit_s=0).status == "no_solution"
+    # Pretend a topology outside the catalogue could reach W = 1: nothing is proven, the MILP decides.
+    monkeypatch.setattr(gc, "hop_floors_outside", lambda *a: (1.0, 1.0))
+    sol = solve(instance, method="exact", warm_start="none", time_limit_s=60)
+    assert "algorithm" not in sol.details and "does not exclude" in sol.details["catalogue_not_applied"]
+    assert sol.status == "optimal" and sol.objective == pytest.approx(88 / 56)
