@@ -31,7 +31,7 @@ from topoopt_ilp.solvers import (
 from topoopt_ilp.solvers.options import NativeValue
 from topoopt_ilp.solvers import solve as solver_solve
 
-__all__ = ["ExactOptions", "run_model", "export_model", "check_backend", "solution_status", "MAX_MODEL_NONZEROS"]
+__all__ = ["ExactOptions", "run_model", "native_options", "export_model", "check_backend", "solution_status", "MAX_MODEL_NONZEROS"]
 
 # Beyond this many constraint-matrix non-zeros a model no longer builds and solves in reasonable
 # memory on a 24 GiB machine; refuse before building rather than after an out-of-memory kill.
@@ -116,14 +116,22 @@ def run_model(model: LinearModel, options: ExactOptions, warm_start: np.ndarray 
         kwargs["seed"] = options.seed
     if warm_start is not None:
         kwargs["warm_start"] = warm_start
-    given = options.native_options or {}
-    native = {b: {**(tuning or {}).get(b, {}), **given.get(b, {})} for b in {*(tuning or {}), *given}}
-    if native.get(options.backend):  # other backends' entries are never read: leave them out
-        kwargs["native_options"] = {options.backend: native[options.backend]}
+    native = native_options(options, tuning)
+    if native:
+        kwargs["native_options"] = native
     try:
         return solver_solve(model, backend=options.backend, **kwargs)
     except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError, NativeOptionError) as exc:
         raise InputError(str(exc)) from None
+
+
+def native_options(options: ExactOptions, tuning: Mapping[str, Mapping[str, NativeValue]] | None = None
+                   ) -> dict[str, dict[str, NativeValue]] | None:
+    """The native parameters a solve on ``options.backend`` gets: a model's ``tuning`` for that
+    backend, overridden parameter by parameter by the user's ``options.native_options`` (None when
+    there are none; other backends' entries are never read, so they are left out)."""
+    merged = {**(tuning or {}).get(options.backend, {}), **(options.native_options or {}).get(options.backend, {})}
+    return {options.backend: merged} if merged else None
 
 
 def solution_status(result: SolveResult) -> str:

@@ -22,11 +22,11 @@ import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.instance import Instance
-from topoopt_ilp.solvers import (BackendCapabilityError, BackendUnavailableError, LinearModel, ModelBuilder, SolveResult, SolveStatus,
-                                 UnknownBackendError)
+from topoopt_ilp.solvers import (BackendCapabilityError, BackendUnavailableError, LinearModel, ModelBuilder, NativeOptionError,
+                                 SolveResult, SolveStatus, UnknownBackendError)
 from topoopt_ilp.solvers import solve as solver_solve
 
-from .common import ExactOptions
+from .common import ExactOptions, native_options
 from .topology_routing import moore_layer_hops
 
 __all__ = ["CATALOGUE_DIR", "CatalogueSearch", "ClassBound", "catalogue_sizes", "decode_graph6", "regular_graphs",
@@ -385,8 +385,9 @@ def search_catalogue(instance: Instance, options: ExactOptions, seed_topology: n
 
     def run(model: LinearModel, limit: float | None) -> SolveResult:
         try:
-            return solver_solve(model, backend=options.backend, time_limit_s=limit, threads=options.threads, isolate=False)
-        except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError) as exc:
+            return solver_solve(model, backend=options.backend, time_limit_s=limit, threads=options.threads, isolate=False,
+                                native_options=native_options(options))
+        except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError, NativeOptionError) as exc:
             raise InputError(str(exc)) from None
 
     def solve_lp(x: np.ndarray) -> float | None:

@@ -55,3 +55,16 @@ def test_large_workload_exact_row_says_why():
     exact = rows[1]
     assert exact.status == "error" and "alternating" in exact.message
     assert rows[0].reference == "best" and rows[0].distance == 0.0
+
+
+def test_native_options_reach_each_backends_exact_solve(capsys):
+    """Each exact row reads its own backend's entry; a rejected parameter makes that row an error,
+    not the others; on the command line an option for a backend not compared is refused."""
+    mix = str(INSTANCES / "mix-8.json")
+    inst = io.load_instance(mix)
+    native = {"highs": {"no_such_parameter": 1}, "cbc": {"cuts": "off"}}
+    highs, cbc = compare(inst, ["exact"], ["highs", "cbc"], 30, native_options=native)
+    assert highs.status == "error" and "rejected option no_such_parameter" in highs.message
+    assert cbc.status in ("optimal", "feasible") and cbc.verified
+    assert main(["compare", mix, "--methods", "exact", "--backends", "highs", "--solver-option", "cbc.cuts=off"]) == 2
+    assert "is for cbc" in capsys.readouterr().err

@@ -224,13 +224,13 @@ def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
         "export_model": args.export_model,
         "seed": args.seed,
         "formulation": args.formulation,
-        "native_options": _native_options(args.solver_option, backend),
+        "native_options": _native_options(args.solver_option, [backend]),
     }
 
 
-def _native_options(given: list[str] | None, backend: str) -> dict[str, dict[str, Any]] | None:
+def _native_options(given: list[str] | None, backends: list[str]) -> dict[str, dict[str, Any]] | None:
     """``--solver-option BACKEND.NAME=VALUE`` flags as ``{backend: {name: value}}``; a value reads as
-    a bool (true/false), an int or a float when it is one, else as text. Each must name the backend
+    a bool (true/false), an int or a float when it is one, else as text. Each must name a backend
     that runs (the Python API ignores other backends' entries; on a command line one is a mistake)."""
     if not given:
         return None
@@ -240,8 +240,8 @@ def _native_options(given: list[str] | None, backend: str) -> dict[str, dict[str
         target, dot, name = key.partition(".")
         if not (eq and dot and target and name and text):
             raise InputError(f"--solver-option {item!r}: expected BACKEND.NAME=VALUE, e.g. highs.presolve=off")
-        if target != backend:
-            raise InputError(f"--solver-option {item!r} is for {target}, but the solve runs on {backend}")
+        if target not in backends:
+            raise InputError(f"--solver-option {item!r} is for {target}, but the solve runs on {', '.join(backends)}")
         value: Any = {"true": True, "false": False}.get(text.lower(), text)
         for kind in (int, float):
             if isinstance(value, str):
@@ -309,8 +309,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .io import load_instance
 
     inst = load_instance(args.instance)
-    rows = compare(inst, _split(args.methods) if args.methods else None, _split(args.backends), args.time_limit,
-                   seed=args.seed)
+    backends = _split(args.backends)
+    rows = compare(inst, _split(args.methods) if args.methods else None, backends, args.time_limit,
+                   seed=args.seed, native_options=_native_options(args.solver_option, backends))
     print(format_rows(inst, rows, args.format))
     return EXIT_OK if any(r.status in ("optimal", "feasible") for r in rows) else EXIT_ERROR
 
@@ -511,6 +512,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S",
                    help="per exact solve, and the alternating method's budget (default 60)")
     c.add_argument("--seed", type=int, default=0, help="heuristic/baseline seed (default 0)")
+    c.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
+                   help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
     c.set_defaults(func=_cmd_compare)
 

@@ -12,7 +12,7 @@ import csv
 import io as _io
 import math
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .errors import InputError, TopoOptError
 from .instance import Instance
@@ -46,9 +46,11 @@ def _distance(value: float | None, ref: float | None, maximize: bool) -> float |
 
 
 def compare(instance: Instance, methods: Sequence[str] | None = None, backends: Sequence[str] = ("highs",),
-            time_limit_s: float | None = 60.0, seed: int = 0) -> list[CompareRow]:
+            time_limit_s: float | None = 60.0, seed: int = 0,
+            native_options: Mapping[str, Mapping[str, object]] | None = None) -> list[CompareRow]:
     """Solve ``instance`` with every method (exact: with every backend) and compare the results.
-    Default methods: heuristic and exact, plus alternating for a workload."""
+    Default methods: heuristic and exact, plus alternating for a workload. ``native_options``
+    (``{backend: {parameter: value}}``) go to the exact solves, each backend reading its own entry."""
     if methods is None:
         methods = ("heuristic", "alternating", "exact") if instance.workload is not None else ("heuristic", "exact")
     for m in methods:
@@ -66,7 +68,7 @@ def compare(instance: Instance, methods: Sequence[str] | None = None, backends: 
     for method in methods:
         for backend in (backends if method == "exact" else ("-",)):
             if method == "exact":
-                options = {"backend": backend, "time_limit_s": time_limit_s}
+                options = {"backend": backend, "time_limit_s": time_limit_s, "native_options": native_options}
             elif method == "alternating":
                 options = {"seed": seed, "time_limit_s": time_limit_s}
             else:

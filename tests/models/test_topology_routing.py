@@ -197,3 +197,6 @@ def test_strong_formulation_carries_its_solver_tuning_and_the_user_overrides_it(
     assert all(r.status == "optimal" and r.objective == pytest.approx(results[0].objective, rel=1e-6) for r in results)
     with pytest.raises(InputError, match="unknown backend"):
         exact(instance, native_options={"gurobi": {"Presolve": 0}})
+    # The catalogue search's LPs (all-to-all demand) get the user's parameters too.
+    with pytest.raises(InputError, match="HiGHS rejected option no_such_parameter"):
+        exact(inst(8, 3), native_options={"highs": {"no_such_parameter": 1}})
