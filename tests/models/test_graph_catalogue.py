@@ -25,10 +25,13 @@ from topoopt_ilp.verify import verify
 
 B = 8.0  # Gbps: 1e9 bytes/s per link, so with 1e9 bytes per pair lambda is in the model's units
 SIZES = gc.catalogue_sizes()
-# Connected regular graphs: cubic OEIS A002851, quartic A006820; a cycle, K_n and K_n minus a perfect
-# matching are alone in their class.
+# Connected regular graphs: cubic OEIS A002851, quartic A006820, quintic A006821, sextic A006822; a
+# cycle, K_n and K_n minus a perfect matching are alone in their class. (n = 12: the 6-regular graphs
+# are the complements of all 5-regular ones, the 7848 connected and two K6's, hence one more.)
 KNOWN_COUNTS = {(4, 3): 1, (6, 3): 2, (8, 3): 5, (10, 3): 19, (12, 3): 85,
-                (5, 4): 1, (6, 4): 1, (7, 4): 2, (8, 4): 6, (9, 4): 16, (10, 4): 59, (11, 4): 265, (12, 4): 1544}
+                (5, 4): 1, (6, 4): 1, (7, 4): 2, (8, 4): 6, (9, 4): 16, (10, 4): 59, (11, 4): 265, (12, 4): 1544,
+                (6, 5): 1, (8, 5): 3, (10, 5): 60, (12, 5): 7848,
+                (7, 6): 1, (8, 6): 1, (9, 6): 4, (10, 6): 21, (11, 6): 266, (12, 6): 7849}
 
 
 def inst(n, d, *, multi=True, regular=True, latency=0.0, objective="throughput", demand=None, directed=False):
@@ -73,6 +76,8 @@ def _low_degree_side(n, d):
 def test_shipped_sizes_include_what_12x4_needs():
     assert (12, 4) in SIZES and (8, 3) in SIZES and (8, 4) in SIZES
     assert all(n * d % 2 == 0 and 2 <= d < n <= 12 for n, d in SIZES)
+    # every size up to 12 vertices (12x5 and 12x6 too), so the tests below check them all
+    assert SIZES == [(n, d) for n in range(3, 13) for d in range(2, n) if n * d % 2 == 0]
 
 
 @pytest.mark.parametrize("n, d", SIZES)
