@@ -8,9 +8,9 @@ solver errors onto the package's error types, so the CLI reports them with the d
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -28,8 +28,8 @@ from topoopt_ilp.solvers import (
     get_backend,
     write_model,
 )
-from topoopt_ilp.solvers.options import NativeValue
 from topoopt_ilp.solvers import solve as solver_solve
+from topoopt_ilp.solvers.options import NativeValue
 
 __all__ = ["ExactOptions", "run_model", "native_options", "export_model", "check_backend", "solution_status", "MAX_MODEL_NONZEROS"]
 

@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from .model import LinearModel, Sense
 from .errors import NativeOptionError
+from .model import LinearModel, Sense
 from .options import SolveOptions
 from .registry import complete
 from .result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
