@@ -105,11 +105,11 @@ def load(model: LinearModel, h: object | None = None) -> object:
     return h
 
 
-def _set(h: object, name: str, value: object) -> None:
+def _set(h: object, name: str, value: object, error: type[Exception] = ValueError) -> None:
     import highspy
 
     if h.setOptionValue(name, value) == highspy.HighsStatus.kError:
-        raise ValueError(f"HiGHS rejected option {name}={value!r}")
+        raise error(f"HiGHS rejected option {name}={value!r}")
 
 
 def solve(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
@@ -148,8 +148,7 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
         if options.node_limit is not None:
             _set(h, "mip_max_nodes", int(options.node_limit))
         for name, value in options.native("highs").items():
-            if h.setOptionValue(name, value) == highspy.HighsStatus.kError:
-                raise NativeOptionError(f"HiGHS rejected option {name}={value!r} (see the HiGHS options reference)")
+            _set(h, name, value, NativeOptionError)
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
