@@ -17,7 +17,6 @@ import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.solvers import (
-    BACKENDS,
     BackendCapabilityError,
     BackendUnavailableError,
     LinearModel,
@@ -61,13 +60,10 @@ class ExactOptions:
         if self.export_model is not None and Path(self.export_model).suffix.lower() not in (".mps", ".lp"):
             raise InputError(f"--export-model needs a .mps or .lp file name, got {self.export_model!r}")
         if self.native_options is not None:
-            try:  # SolveOptions checks the types and keeps a private copy
+            try:  # SolveOptions checks the backend names and types, and keeps a private copy
                 native = SolveOptions(native_options=self.native_options).native_options
             except NativeOptionError as exc:
                 raise InputError(str(exc)) from None
-            unknown = sorted(set(native) - set(BACKENDS))
-            if unknown:
-                raise InputError(f"solver options name unknown backend(s) {unknown}; known: {sorted(BACKENDS)}")
             object.__setattr__(self, "native_options", native)
 
 

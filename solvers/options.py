@@ -131,9 +131,15 @@ class SolveOptions:
 
 
 def _checked_native(given: object) -> dict[str, dict[str, NativeValue]]:
-    """A private copy of ``native_options`` (the caller's dicts may change later), type-checked."""
+    """A private copy of ``native_options`` (the caller's dicts may change later), checked: known
+    backend names, parameter names as strings, scalar values."""
+    from .registry import BACKENDS  # the registry imports this module
+
     if not isinstance(given, Mapping):
         raise NativeOptionError(f"native_options must map backend names to parameter mappings, got {type(given).__name__}")
+    unknown = sorted(set(given) - set(BACKENDS), key=str)
+    if unknown:
+        raise NativeOptionError(f"native_options names unknown backend(s) {unknown}; known: {sorted(BACKENDS)}")
     out: dict[str, dict[str, NativeValue]] = {}
     for backend, params in given.items():
         if not isinstance(backend, str) or not isinstance(params, Mapping):

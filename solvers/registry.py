@@ -150,12 +150,8 @@ class BackendInfo:
             need.append((C.NODE_LIMIT, "a node limit was requested"))
         if options.log:
             need.append((C.LOG, "log capture was requested"))
-        if options.native_options:
-            unknown = sorted(set(options.native_options) - set(BACKENDS))
-            if unknown:
-                raise UnknownBackendError(f"native_options names unknown backend(s) {unknown}; known: {sorted(BACKENDS)}")
-            if options.native(self.name):
-                need.append((C.NATIVE_OPTIONS, f"native {self.display_name} parameters were given"))
+        if options.native(self.name):
+            need.append((C.NATIVE_OPTIONS, f"native {self.display_name} parameters were given"))
         for cap, why in need:
             if cap not in self.capabilities:
                 others = [b.name for b in BACKENDS.values() if cap in b.capabilities]
