@@ -359,6 +359,43 @@ def _symmetric_labelling(x: np.ndarray) -> np.ndarray:
     return x[np.ix_(order, order)]
 
 
+def _solve_lp(model: LinearModel, options: ExactOptions, limit: float | None) -> SolveResult:
+    try:
+        return solver_solve(model, backend=options.backend, time_limit_s=limit, threads=options.threads, isolate=False,
+                            native_options=native_options(options))
+    except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError, NativeOptionError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def flow_lp_lambda(x: np.ndarray, options: ExactOptions, started: float) -> float | None:
+    """lambda (model units) of topology ``x`` by :func:`max_concurrent_flow_lp`, or None when the
+    options' time limit, counted from ``started``, ran out first."""
+    left = None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
+    if left is not None and left <= 0:
+        return None
+    res = _solve_lp(max_concurrent_flow_lp(x), options, left)
+    return float(res.objective) if res.status == SolveStatus.OPTIMAL else None
+
+
+def routing_with_links_fixed(base, x: np.ndarray, lam: float, options: ExactOptions) -> tuple[object, SolveResult]:
+    """The strong model ``base`` (``topology_routing.TopologyRoutingModel``) with the links of ``x``
+    (relabelled as its symmetry rows ask) fixed, and its LP solution, whose flows the Solution's
+    routing is decoded from. One LP, not cut by the time limit, so that a found topology always
+    comes with its routing; its lambda must equal ``lam``, the search's value of ``x``."""
+    lp, x_cols = base.model, base.x_cols
+    x = _symmetric_labelling(np.asarray(x))
+    kind = lp.col_kind.copy()
+    kind[x_cols] = 0  # continuous: the links are fixed, the model is an LP
+    lower, upper = lp.col_lower.copy(), lp.col_upper.copy()
+    lower[x_cols] = upper[x_cols] = x[base.edges[:, 0], base.edges[:, 1]]
+    model = replace(base, model=replace(lp, col_lower=lower, col_upper=upper, col_kind=kind, name="fixed_links_lp"))
+    result = _solve_lp(model.model, options, None)
+    if result.status != SolveStatus.OPTIMAL or abs(result.objective - lam) > 1e-6 * max(1.0, lam):
+        raise RuntimeError(f"the routing LP of the best topology gives {result.objective} ({result.status.value}), "
+                           f"its search {lam}")
+    return model, result
+
+
 def search_catalogue(instance: Instance, options: ExactOptions, seed_topology: np.ndarray | None = None,
                      tolerance: float = DEFAULT_TOLERANCE) -> tuple[CatalogueSearch, object]:
     """The search of the proof comment. Returns the outcome and the built strong model
@@ -370,33 +407,9 @@ def search_catalogue(instance: Instance, options: ExactOptions, seed_topology: n
     c = instance.cluster
     n, d = c.servers, c.degree
     base = build_topology_routing(instance, "strong")
-    lp = base.model
-    x_cols = base.x_cols
-    kind = lp.col_kind.copy()
-    kind[x_cols] = 0  # continuous: the links are fixed, the model is an LP
-
-    def fixed_model(x: np.ndarray):
-        lower, upper = lp.col_lower.copy(), lp.col_upper.copy()
-        lower[x_cols] = upper[x_cols] = x[base.edges[:, 0], base.edges[:, 1]]
-        return replace(lp, col_lower=lower, col_upper=upper, col_kind=kind, name="graph_catalogue_lp")
-
-    def remaining() -> float | None:
-        return None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
-
-    def run(model: LinearModel, limit: float | None) -> SolveResult:
-        try:
-            return solver_solve(model, backend=options.backend, time_limit_s=limit, threads=options.threads, isolate=False,
-                                native_options=native_options(options))
-        except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError, NativeOptionError) as exc:
-            raise InputError(str(exc)) from None
 
     def solve_lp(x: np.ndarray) -> float | None:
-        """lambda of topology x, or None when the time ran out first."""
-        left = remaining()
-        if left is not None and left <= 0:
-            return None
-        res = run(max_concurrent_flow_lp(x), left)
-        return float(res.objective) if res.status == SolveStatus.OPTIMAL else None
+        return flow_lp_lambda(x, options, started)
 
     graphs = regular_graphs(n, d)
     totals = hop_distance_totals(graphs)
@@ -432,14 +445,7 @@ def search_catalogue(instance: Instance, options: ExactOptions, seed_topology: n
 
     result, model = None, base
     if best_x is not None and (applies or timed_out):
-        # The winner's flows, from the strong model with its links fixed (one LP; not cut by the time
-        # limit, so that a found topology always comes with its routing).
-        x = _symmetric_labelling(best_x)
-        model = replace(base, model=fixed_model(x))
-        result = run(model.model, None)
-        if result.status != SolveStatus.OPTIMAL or abs(result.objective - best_lam) > 1e-6 * max(1.0, best_lam):
-            raise RuntimeError(f"the routing LP of the best catalogue graph gives {result.objective} ({result.status.value}), "
-                               f"the search {best_lam}")
+        model, result = routing_with_links_fixed(base, best_x, best_lam, options)
     outcome = CatalogueSearch(best_lam if best_x is not None else math.nan, bound, proven, applies or timed_out,
                               best_x, result, len(graphs), lps, uncovered, seeded, timed_out,
                               time.perf_counter() - started)

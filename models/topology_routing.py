@@ -462,6 +462,8 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
     formulation = options.formulation or "strong"
     if formulation == "strong" and use_catalogue:
         sol = _solve_by_catalogue(instance, options, warm_start_topology, started)
+        if sol is None:
+            sol = _solve_by_moore_circulant(instance, options, started)
         if isinstance(sol, Solution):
             return sol
         if sol is not None:  # the catalogue ran but cannot prove: the MILP gets the time left
@@ -515,6 +517,40 @@ def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_to
         gap = (search.bound - search.lam) / search.lam if search.lam > 0 else math.inf
         result = replace(search.result, status=SolveStatus.FEASIBLE, objective=search.lam, bound=search.bound, gap=gap)
     sol = _to_solution(instance, m, result, wall)
+    return replace(sol, details={**sol.details, **details})
+
+
+def _solve_by_moore_circulant(instance: Instance, options: ExactOptions, started: float) -> Solution | str | None:
+    """Directed links: a circulant digraph proven optimal by the Moore bound (:mod:`.moore_circulant`)
+    as a Solution; None when the search does not apply, and the reason when it ran but proved nothing
+    (the caller then runs the MILP). A time limit of 0 gives no_solution, as for every exact method."""
+    from . import moore_circulant
+
+    if moore_circulant.moore_applies(instance, instance.demand.mp_matrix(instance.n)) is not None:
+        return None
+    details = {"model": "topology_routing", "algorithm": "moore_circulant"}
+    if options.time_limit_s == 0:
+        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend, wall_time_s=0.0,
+                        details={**details, "model_status": "no_solution"})
+    if options.export_model and instance.objective != "diameter":  # the MILP is the model of the problem
+        export_model(build_topology_routing(instance, "strong").model, options)
+    search = moore_circulant.search_moore_circulant(instance, options)
+    if search.topology is None:
+        return f"Moore circulant search: {search.reason}"
+    details.update(moore_jumps=list(search.jumps), moore_candidates=search.candidates,
+                   moore_meeting_floor=search.meeting_floor, moore_lps=search.lps_solved,
+                   moore_search_s=round(search.wall_time_s, 4))
+    if instance.objective in ("aspl", "diameter"):
+        value = search.value / (instance.n * (instance.n - 1)) if instance.objective == "aspl" else search.value
+        return Solution(status="optimal", method="exact", topology=Topology(search.topology), objective=value, bound=value,
+                        gap=0.0, backend=options.backend, wall_time_s=time.perf_counter() - started,
+                        details={**details, "model_status": "optimal", "solver_calls": 0})
+    from .graph_catalogue import routing_with_links_fixed
+
+    m, result = routing_with_links_fixed(build_topology_routing(instance, "strong"), search.topology, search.value, options)
+    result = replace(result, status=SolveStatus.OPTIMAL, objective=result.objective, bound=result.objective, gap=0.0)
+    sol = _to_solution(instance, m, result, time.perf_counter() - started)
+    details["moore_lambda"] = search.value
     return replace(sol, details={**sol.details, **details})
 
 

@@ -61,3 +61,26 @@ def test_torus():
         torus(7, 4)
     with pytest.raises(ValueError):
         torus(16, 6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_connect_components_directed_keeps_degrees(seed):
+    from topoopt_ilp.heuristic import connect_components
+
+    rng = np.random.default_rng(seed)
+    n, d = 14, 2
+    X = np.zeros((n, n), dtype=np.int64)
+    sizes = [3, 4, 7]  # three directed components, each a union of d permutation cycles inside it
+    start = 0
+    for size in sizes:
+        nodes = np.arange(start, start + size)
+        for _ in range(d):
+            perm = rng.permutation(nodes)
+            X[perm, np.roll(perm, 1)] += 1
+        start += size
+    before_out, before_in = X.sum(axis=1).copy(), X.sum(axis=0).copy()
+    assert connected_components(X > 0, directed=True, connection="strong")[0] >= 3
+    connect_components(X, rng, directed=True)
+    assert connected_components(X > 0, directed=True, connection="strong")[0] == 1
+    assert np.array_equal(X.sum(axis=1), before_out) and np.array_equal(X.sum(axis=0), before_in)
+    assert np.trace(X) == 0 and X.min() >= 0

@@ -221,3 +221,17 @@ def test_finder_properties(n, half_d, mode, select, seed):
     assert res.d_allreduce + res.d_mp == d
     assert sum(res.ports.values()) == res.d_allreduce
     assert (res.coin_dist[1:] > 0).all()  # AllReduce jumps always generate Z_n (connectivity ring)
+
+
+@pytest.mark.parametrize("n,d", [(8, 2), (8, 3), (16, 4), (9, 1)])
+def test_directed_all_to_all_without_allreduce_is_strongly_connected(n, d):
+    # Repeated matching alone splits uniform demand into components (8x2: two 4-server ones); the
+    # repair swaps arcs between strongly connected components, keeping in- and out-degrees.
+    mp = np.ones((n, n)) - np.eye(n)
+    res = topology_finder(n, d, [], mp, directed=True)
+    assert res.d_allreduce == 0 and res.d_mp == d
+    X = res.X
+    assert (X.sum(axis=0) == d).all() and (X.sum(axis=1) == d).all() and np.trace(X) == 0
+    assert shortest_path(X > 0, unweighted=True).max() < np.inf  # every ordered pair reachable
+    assert any("rewired to connect" in note for note in res.notes)
+    _check_routing(res, [], mp)

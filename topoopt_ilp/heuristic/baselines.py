@@ -78,29 +78,53 @@ def _swap_edge(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator) -> tu
     return None
 
 
-def connect_components(X: np.ndarray, rng: np.random.Generator) -> None:
-    """Join components of an undirected multigraph in place, keeping every degree.
+def connect_components(X: np.ndarray, rng: np.random.Generator, directed: bool = False) -> None:
+    """Join the components of a multigraph in place, keeping every degree.
 
-    The smallest component is merged into the largest: a link ``a1-a2`` of one and ``b1-b2`` of the
-    other become ``a1-b1`` and ``a2-b2``. Removing a non-bridge keeps a component connected, so the
-    two merge; single (non-parallel) non-bridge links are preferred to keep demand-driven bundles.
+    Undirected: the smallest component is merged into the largest: a link ``a1-a2`` of one and
+    ``b1-b2`` of the other become ``a1-b1`` and ``a2-b2``. Removing a non-bridge keeps a component
+    connected, so the two merge; single (non-parallel) non-bridge links are preferred to keep
+    demand-driven bundles.
+
+    Directed (strongly connected components, in- and out-degrees kept): arcs ``a1->a2`` and
+    ``b1->b2`` become ``a1->b2`` and ``b1->a2``. A simple path ending at a1 never uses the arc out
+    of a1, nor one starting at a2 the arc into a2, so every server of A still reaches a1 and is
+    reached from a2 (and likewise in B); with the cycle a1 -> b2 ~> b1 -> a2 ~> a1 the two form one
+    strongly connected component, whichever arcs are taken (single arcs are preferred).
     """
     while True:
-        nc, lab = connected_components(X > 0, directed=False)
+        nc, lab = connected_components(X > 0, directed=directed, connection="strong")
         if nc <= 1:
             return
         sizes = np.bincount(lab)
         cb = int(np.argmax(sizes))
         sizes[cb] = np.iinfo(np.int64).max
         ca = int(np.argmin(sizes))
-        ea = _swap_edge(X, np.flatnonzero(lab == ca), rng)
-        eb = _swap_edge(X, np.flatnonzero(lab == cb), rng)
+        pick = _swap_arc if directed else _swap_edge
+        ea = pick(X, np.flatnonzero(lab == ca), rng)
+        eb = pick(X, np.flatnonzero(lab == cb), rng)
         if ea is None or eb is None:
             raise ValueError("component without links: cannot connect while keeping degrees")
         (a1, a2), (b1, b2) = ea, eb
+        if directed:
+            for u, v, s in ((a1, a2, -1), (b1, b2, -1), (a1, b2, 1), (b1, a2, 1)):
+                X[u, v] += s
+            continue
         for u, v, s in ((a1, a2, -1), (b1, b2, -1), (a1, b1, 1), (a2, b2, 1)):
             X[u, v] += s
             X[v, u] += s
+
+
+def _swap_arc(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator) -> tuple[int, int] | None:
+    """An arc inside ``nodes`` (a strongly connected component): a single one if any, else one of
+    a parallel bundle."""
+    sub = X[np.ix_(nodes, nodes)]
+    iu, ju = np.nonzero(sub)
+    if not iu.size:
+        return None
+    single = np.flatnonzero(sub[iu, ju] == 1)
+    e = int(rng.choice(single if single.size else np.arange(iu.size)))
+    return int(nodes[iu[e]]), int(nodes[ju[e]])
 
 
 def random_expander(n: int, d: int, seed: int = 0) -> np.ndarray:

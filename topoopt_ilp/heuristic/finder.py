@@ -282,9 +282,9 @@ def topology_finder(
     # ---- 7. MP links: repeated max-weight matching
     mpm = repeated_matching(mp, d_mp, seed=seed, method=matching, directed=directed)
     X = ar + mpm
-    if d_a == 0 and not directed and d >= 2:
-        if connected_components(X > 0, directed=False)[0] > 1:
-            connect_components(X, np.random.default_rng(seed))
+    if d_a == 0 and d >= (1 if directed else 2):  # undirected, d = 1: a matching, never connected
+        if connected_components(X > 0, directed=directed, connection="strong")[0] > 1:
+            connect_components(X, np.random.default_rng(seed), directed=directed)
             mpm = X - ar
             notes.append("no AllReduce rings: MP matching links rewired to connect the topology")
 
