@@ -729,7 +729,7 @@ def solve_diameter(instance: Instance, options: ExactOptions, start: np.ndarray 
             continue
         status = "feasible"  # a limit was hit before H was decided
         break
-    if best_x is None:
+    if best_x is None or not math.isfinite(upper):  # no start, or a disconnected one: nothing found
         return Solution(status="no_solution", method="exact", topology=None, backend=options.backend,
                         wall_time_s=time.perf_counter() - started, details=details)
     if lower < upper:

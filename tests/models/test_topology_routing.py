@@ -200,3 +200,18 @@ def test_strong_formulation_carries_its_solver_tuning_and_the_user_overrides_it(
     # The catalogue search's LPs (all-to-all demand) get the user's parameters too.
     with pytest.raises(InputError, match="HiGHS rejected option no_such_parameter"):
         exact(inst(8, 3), native_options={"highs": {"no_such_parameter": 1}})
+
+
+def test_diameter_with_a_disconnected_start_and_no_time_finds_nothing():
+    # A disconnected start has diameter inf: it is no incumbent (was status feasible with objective inf).
+    from topoopt_ilp.models.common import ExactOptions
+    from topoopt_ilp.models.topology_routing import solve_diameter
+
+    instance = inst(8, 2, objective="diameter")
+    two_squares = np.zeros((8, 8), dtype=np.int64)
+    for block in (range(4), range(4, 8)):
+        ring = list(block)
+        for a, b in zip(ring, ring[1:] + ring[:1]):
+            two_squares[a, b] = two_squares[b, a] = 1
+    sol = solve_diameter(instance, ExactOptions(time_limit_s=0), two_squares)
+    assert sol.status == "no_solution" and sol.topology is None
