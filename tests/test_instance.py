@@ -146,3 +146,21 @@ def test_fixed_topology_matrix_for_jumps_and_links():
     half = parse(minimal(cluster={"servers": 8, "degree": 3, "link_bandwidth_gbps": 1}, fixed_topology={"jumps": [1, 4]}))
     assert half.fixed_topology_matrix()[0, 4] == 1  # jump n/2 adds one link per pair, not two
     assert isinstance(half.fixed_topology, FixedTopology)
+
+
+@pytest.mark.parametrize("n,d,family,links,why", [
+    (6, 4, "coprime_circulant", "undirected", "only 1 jump class(es) (2 ports)"),
+    (6, 3, "coprime_circulant", "undirected", "is not coprime with n = 6"),
+    (9, 9, "circulant", "directed", "only 8 jump(s)"),
+    (8, 5, "coprime_circulant", "directed", "only 4 jump(s)"),
+])
+def test_a_regular_circulant_family_needs_a_jump_set_of_the_degree(n, d, family, links, why):
+    # Found by a user: these validated, then every method refused them.
+    doc = minimal(cluster={"servers": n, "degree": d, "link_bandwidth_gbps": 100, "links": links}, topology_family=family)
+    with pytest.raises(InstanceError, match="cluster.degree") as err:
+        io.parse_instance(doc)
+    assert why in str(err.value)
+    io.parse_instance({**doc, "topology_family": "any"})  # the same cluster is fine without the family
+    for ok in ((8, 4, "coprime_circulant", "undirected"), (8, 3, "circulant", "undirected"), (8, 4, "coprime_circulant", "directed")):
+        io.parse_instance(minimal(cluster={"servers": ok[0], "degree": ok[1], "link_bandwidth_gbps": 100, "links": ok[3]},
+                                  topology_family=ok[2]))

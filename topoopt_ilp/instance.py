@@ -255,6 +255,8 @@ class Instance:
             _check_demand(self.demand, self.cluster.servers)
         if self.fixed_topology is not None:
             _check_fixed_topology(self.fixed_topology, self.cluster, self.topology_family)
+        elif self.topology_family != "any" and self.cluster.regular:
+            _check_family_degree(self.cluster, self.topology_family)
         _check_solver(self.solver)
         if self.cost is not None:
             _check_cost(self.cost)
@@ -310,6 +312,29 @@ def _check_demand(demand: Demand, n: int) -> None:
     _number(demand.all_to_all, "demand.all_to_all", nonnegative=True)
     if demand.is_empty:
         raise InstanceError("the demand is empty: give allreduce groups, mp traffic or all_to_all", field="demand")
+
+
+def _check_family_degree(c: Cluster, family: str) -> None:
+    """A regular topology of a circulant family uses every port: some set of distinct jumps must
+    take exactly d ports (undirected: a jump j != n/2 takes 2, n/2 takes 1; directed: 1 each)."""
+    n, d = c.servers, c.degree
+    top = n if c.directed else n // 2 + 1
+    jumps = [j for j in range(1, top) if family == "circulant" or math.gcd(j, n) == 1]
+    if c.directed:
+        if d <= len(jumps):
+            return
+        why = f"the family has only {len(jumps)} jump(s)"
+    else:
+        half = any(2 * j == n for j in jumps)
+        twos = len(jumps) - half
+        if (d % 2 == 0 and d // 2 <= twos) or (d % 2 == 1 and half and (d - 1) // 2 <= twos):
+            return
+        if d % 2 == 1 and not half:
+            why = "an odd degree needs the jump n/2, which " + ("does not exist for odd n" if n % 2 else f"is not coprime with n = {n}")
+        else:
+            why = f"the family has only {len(jumps)} jump class(es) ({2 * twos + half} ports)"
+    raise InstanceError(f"no {family} jump set on {n} servers has degree exactly {d}: {why}; "
+                        "use topology_family any or change the degree", field="cluster.degree")
 
 
 def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -> None:

@@ -199,10 +199,11 @@ def test_unrealisable_degrees_are_clear_errors():
         inst(9, 3)  # odd degree, odd n, regular: refused when the instance is built
     sol, _ = checked(inst(9, 3, regular=False))  # "at most 3 ports": one +-j pair (2 ports) is the best
     assert sol.topology.matrix.sum(axis=1).max() == 2
-    with pytest.raises(UnsupportedError, match="coprime"):
-        solve_circulant(inst(10, 3, family="coprime_circulant"))
-    with pytest.raises(UnsupportedError, match="jump classes"):
-        solve_circulant(inst(8, 6, family="coprime_circulant"))  # classes 1, 3 only: 4 ports
+    # A family without a jump set of the degree: refused when the instance is built, too.
+    with pytest.raises(InputError, match="coprime"):
+        inst(10, 3, family="coprime_circulant")
+    with pytest.raises(InputError, match="jump class"):
+        inst(8, 6, family="coprime_circulant")  # classes 1, 3 only: 4 ports
 
 
 def test_too_large_and_wrong_family():
