@@ -581,6 +581,12 @@ def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResul
                "constraints": m.model.num_rows, "nonzeros": m.model.num_nonzeros, "model_status": status}
     if result.message:
         details["solver_message"] = result.message
+    if status == "feasible" and m.objective != "aspl" and result.objective is not None and result.objective <= 0:
+        # An incumbent with lam = 0 (a time-limited solve's first point: often a disconnected
+        # topology) carries none of the demand: it is no design (measured: SCIP, 2 s on mix-16).
+        status = "no_solution"
+        details["model_status"] = status
+        details["status_note"] = "the solver's only point routes none of the demand (lambda = 0)"
     if result.values is None or status not in ("optimal", "feasible"):
         return Solution(status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall, details=details)
     X = _topology(m, result.values)

@@ -215,3 +215,23 @@ def test_diameter_with_a_disconnected_start_and_no_time_finds_nothing():
             two_squares[a, b] = two_squares[b, a] = 1
     sol = solve_diameter(instance, ExactOptions(time_limit_s=0), two_squares)
     assert sol.status == "no_solution" and sol.topology is None
+
+
+def test_a_feasible_point_that_routes_nothing_is_no_solution(monkeypatch):
+    # Found by a user: SCIP stopped at 2 s on mix-16 returned a disconnected topology with lam = 0
+    # as "feasible" (iteration time inf, and --out then failed on the inf).
+    import dataclasses
+
+    from topoopt_ilp.models import topology_routing as tr
+    from topoopt_ilp.solvers import SolveStatus
+
+    real = tr.run_model
+
+    def zero_lambda(model, options, start=None, **kw):
+        result = real(model, options, start, **kw)
+        values = np.zeros(model.num_vars)
+        return dataclasses.replace(result, status=SolveStatus.FEASIBLE, values=values, objective=0.0, gap=math.inf)
+
+    monkeypatch.setattr(tr, "run_model", zero_lambda)
+    sol = exact(inst(8, 2, demand={"allreduce": [{"members": "all", "bytes": 1e6}]}), warm_start="none")
+    assert sol.status == "no_solution" and sol.topology is None and "lambda = 0" in sol.details["status_note"]
