@@ -154,3 +154,41 @@ def test_placement_on_a_fixed_topology_by_each_formulation(tmp_path, capsys):
     capsys.readouterr()
     assert main(["solve", inst, "--method", "exact", "--formulation", "naive"]) == 2
     assert "unknown formulation 'naive' for the placement problem" in capsys.readouterr().err
+
+
+MIX8 = str(INSTANCES / "mix-8.json")
+
+
+def _no_solve(*args, **kwargs):
+    raise AssertionError("the output path must be checked before solving")
+
+
+@pytest.mark.parametrize("target, message", [
+    ("nodir/x.json", "cannot write {tmp}/nodir/x.json: directory {tmp}/nodir does not exist"),
+    ("adir", "cannot write {tmp}/adir: is a directory"),
+    ("/proc/x.json", "cannot write /proc/x.json: directory /proc is not writable"),
+    ("", "--out needs a file name, got ''"),
+])
+def test_unwritable_out_is_bad_input_before_solving(tmp_path, capsys, monkeypatch, target, message):
+    import importlib
+
+    (tmp_path / "adir").mkdir()
+    monkeypatch.setattr(importlib.import_module("topoopt_ilp.solve"), "solve", _no_solve)
+    path = target if target in ("", "/proc/x.json") else str(tmp_path / target)
+    assert main(["solve", MIX8, "--out", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message.format(tmp=tmp_path) in err
+    assert main(["solve", MIX8, "--method", "exact", "--export-model", str(tmp_path / "nodir" / "m.lp")]) == 2
+    assert f"cannot write {tmp_path}/nodir/m.lp: directory {tmp_path}/nodir does not exist" in capsys.readouterr().err
+
+
+def test_unwritable_outputs_of_generate_and_draw(tmp_path, capsys):
+    assert main(["generate", "dlrm", "--servers", "8", "--degree", "2", "--bandwidth", "100",
+                 "-o", str(tmp_path / "nodir" / "g.json")]) == 2
+    assert "directory" in capsys.readouterr().err and not (tmp_path / "nodir").exists()
+    assert main(["generate", "dlrm", "--servers", "8", "--degree", "2", "--bandwidth", "100", "-o", ""]) == 2
+    assert "-o needs a file name" in capsys.readouterr().err
+    sol = tmp_path / "s.json"
+    assert main(["solve", MIX8, "--out", str(sol), "--quiet"]) == 0
+    assert main(["draw", str(sol), "-o", str(tmp_path / "nodir" / "d.png")]) == 2
+    assert f"cannot write {tmp_path}/nodir/d.png: directory {tmp_path}/nodir does not exist" in capsys.readouterr().err

@@ -257,7 +257,7 @@ _EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
-    from .io import load_instance, save_solution
+    from .io import check_writable, load_instance, save_solution
     from .solve import solve
     from .verify import verify
 
@@ -269,6 +269,11 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     if args.method != "alternating" and (args.rounds is not None or args.round_time_limit is not None
                                          or args.topology_method is not None):
         raise InputError("--rounds, --round-time-limit and --topology-method apply to --method alternating only")
+    # Output paths are checked before solving: a typo must not cost the whole solve.
+    if args.out is not None:
+        check_writable(args.out, "--out")
+    if args.export_model is not None:
+        check_writable(args.export_model, "--export-model")
     if args.method == "exact":
         options = _solver_options(args, inst)
     else:
@@ -286,7 +291,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
                 options["progress"] = _print_round
     sol = solve(inst, method=args.method, **options)
     report = verify(inst, sol) if sol.has_solution else None
-    if args.out and sol.has_solution or (args.out and sol.status in ("infeasible", "no_solution")):
+    if args.out is not None and (sol.has_solution or sol.status in ("infeasible", "no_solution")):
         save_solution(sol, args.out, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance))
     if args.json:
         from .io import solution_to_dict
@@ -317,14 +322,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from .io import write_json_atomic
+    from .io import check_writable, write_json_atomic
     from .zoo import generate
+
+    if args.output is not None:
+        check_writable(args.output, "-o")
 
     try:
         data = generate(args.model, args.servers, args.degree, args.bandwidth, args.batch)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    if args.output:
+    if args.output is not None:
         write_json_atomic(args.output, data)
         print(f"wrote {args.output}: {data.get('name', args.model)}")
     else:
@@ -336,11 +344,12 @@ def _cmd_draw(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .draw import draw_topology
-    from .io import load_solution, write_atomic
+    from .io import check_writable, load_solution, write_atomic
     from .solution import Topology
 
     if os.path.splitext(args.output)[1].lower() not in (".png", ".svg", ".pdf"):
         raise InputError(f"-o needs a .png, .svg or .pdf file name, got {args.output!r}")
+    check_writable(args.output, "-o")
     sol = load_solution(args.solution)
     if args.what == "convergence":
         from .draw import draw_convergence

@@ -42,6 +42,7 @@ __all__ = [
     "solution_to_dict",
     "save_solution",
     "write_json_atomic",
+    "check_writable",
     "MAX_FILE_BYTES",
 ]
 
@@ -492,12 +493,53 @@ def json_safe(v: Any) -> Any:
     return v
 
 
+def _output_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be an output file (its directory missing, it being a directory), or None."""
+    text = os.fspath(path)
+    if not str(text).strip():
+        return "the file name is empty"
+    target = Path(text)
+    if target.is_dir():
+        return "is a directory"
+    directory = target.parent
+    if not directory.exists():
+        return f"directory {directory} does not exist"
+    if not directory.is_dir():
+        return f"{directory} is not a directory"
+    return None
+
+
+def check_writable(path: str | os.PathLike, option: str = "--out") -> None:
+    """Raise :class:`InputError` (exit 2) when ``path`` cannot be written: called before a long
+    computation, so that a typo in an output path costs nothing. Probes the directory with a
+    temporary file (permission bits alone do not tell, e.g. for root or on /proc)."""
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise InputError(f"{option} needs a file name, got {text!r}")
+    problem = _output_problem(path)
+    if problem:
+        raise InputError(f"cannot write {text}: {problem}")
+    target = Path(text)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=target.parent)
+    except OSError as exc:
+        raise InputError(f"cannot write {text}: directory {target.parent} is not writable ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def write_atomic(path: str | os.PathLike, render: Callable[[str], None]) -> None:
     """Let ``render`` write a temporary file beside ``path`` (same extension, so matplotlib picks the
     format) and rename it into place: a failed or interrupted run never leaves a partial file."""
+    problem = _output_problem(path)
+    if problem:
+        raise InputError(f"cannot write {os.fspath(path)}: {problem}")
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=target.suffix or ".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=target.suffix or ".tmp", dir=directory)
+    except OSError as exc:
+        raise InputError(f"cannot write {os.fspath(path)}: directory {directory} is not writable ({exc.strerror or exc})") from None
     os.close(fd)
     try:
         render(tmp)
