@@ -44,3 +44,33 @@ def test_direction_is_read_from_the_file():
     assert sol.topology.matrix[0, 1] == 1 and sol.topology.matrix[1, 0] == 0
     doc["topology"]["directed"] = False
     assert io.parse_solution(doc).topology.matrix[1, 0] == 1
+
+
+def test_non_finite_numbers_are_written_as_null_and_read_back(tmp_path):
+    """A disconnected design's times are inf: the file is still written (JSON null) and reads back."""
+    import numpy as np
+
+    from conftest import minimal
+    from topoopt_ilp.solution import Solution, Topology
+    from topoopt_ilp.solve import finalize
+    from topoopt_ilp.verify import verify
+
+    inst = io.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6}], "all_to_all": 1e6}))
+    half = np.roll(np.eye(4, dtype=np.int64), 1, axis=1)
+    half = half + half.T
+    x = np.zeros((8, 8), dtype=np.int64)
+    x[:4, :4] = x[4:, 4:] = half  # two 4-rings: disconnected, every time inf
+    sol = finalize(inst, Solution("feasible", "baseline", Topology(x)))
+    assert sol.metrics["group_times_s"] == [float("inf")]
+    sol = Solution("feasible", "baseline", sol.topology, objective=float("inf"), bound=float("nan"),
+                   wall_time_s=float("inf"), metrics=sol.metrics,
+                   details={"trace": [1.0, float("nan")], "best": np.float64("inf"), "n": np.int64(3)})
+    path = tmp_path / "sol.json"
+    io.save_solution(sol, path, directed=False)
+    data = json.loads(path.read_text())
+    assert data["objective"] is None and data["bound"] is None and data["wall_time_s"] is None
+    assert data["metrics"]["iteration_time_s"] is None and data["metrics"]["group_times_s"] == [None]
+    assert data["details"] == {"trace": [1.0, None], "best": None, "n": 3}
+    again = io.load_solution(path)
+    assert again.objective is None and again.wall_time_s == 0.0 and again.metrics["throughput"] == 0.0
+    assert verify(inst, again).valid, verify(inst, again).violations

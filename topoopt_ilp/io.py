@@ -372,10 +372,11 @@ def solution_to_dict(sol: Solution, *, directed: bool, instance_name: str | None
         "offset_routes": [[o, f, j] for o, j, f in r.offset_routes.to_lists()],
     }
     out["placement"] = sol.placement
-    out["metrics"] = {k: (_num_or_none(v) if isinstance(v, float) else v) for k, v in sol.metrics.items()}
+    out["metrics"] = dict(sol.metrics)
     if sol.details:
         out["details"] = sol.details
-    return out
+    # Everywhere, nested lists and details included (a disconnected group's time is inf): null.
+    return json_safe(out)
 
 
 def save_solution(sol: Solution, path: str | os.PathLike, *, directed: bool, instance_name: str | None = None) -> None:
@@ -484,6 +485,8 @@ def _parse_routing(value: Any) -> Routing:
 # ----------------------------------------------------------------------------------------------
 def json_safe(v: Any) -> Any:
     """JSON has no infinity or NaN: a non-finite number (a disconnected topology's time) becomes null."""
+    if isinstance(v, (np.generic, np.ndarray)):
+        v = v.tolist()  # numpy scalars and arrays as plain Python numbers and lists
     if isinstance(v, float) and not math.isfinite(v):
         return None
     if isinstance(v, dict):
