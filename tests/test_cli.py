@@ -192,3 +192,34 @@ def test_unwritable_outputs_of_generate_and_draw(tmp_path, capsys):
     assert main(["solve", MIX8, "--out", str(sol), "--quiet"]) == 0
     assert main(["draw", str(sol), "-o", str(tmp_path / "nodir" / "d.png")]) == 2
     assert f"cannot write {tmp_path}/nodir/d.png: directory {tmp_path}/nodir does not exist" in capsys.readouterr().err
+
+
+def test_evaluate_refuses_a_solution_that_does_not_match_the_instance(tmp_path, capsys):
+    sol = tmp_path / "s.json"
+    assert main(["solve", MIX8, "--out", str(sol), "--quiet"]) == 0
+    data = json.loads(sol.read_text())
+    loop = dict(data, topology=dict(data["topology"], links=data["topology"]["links"] + [[0, 0, 1]]))
+    (tmp_path / "loop.json").write_text(json.dumps(loop))
+    assert main(["evaluate", MIX8, str(tmp_path / "loop.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "server 0 has a link to itself" in err and "internal error" not in err
+    # Rings for AllReduce groups the instance lacks: a solution made for another instance.
+    data["routing"]["rings"].append([7, 1.0, [0, 1]])
+    (tmp_path / "other.json").write_text(json.dumps(data))
+    assert main(["evaluate", MIX8, str(tmp_path / "other.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the solution does not match the instance: ring" in err and "group 7" in err
+
+
+def test_evaluate_workload_solution_without_placement_is_bad_input(tmp_path, capsys):
+    inst = str(INSTANCES / "dlrm-mini-6.json")
+    sol = tmp_path / "s.json"
+    assert main(["solve", inst, "--out", str(sol), "--quiet"]) == 0
+    data = json.loads(sol.read_text())
+    data["placement"] = None
+    data["routing"]["rings"] = [[0, 1.0, [0, 1, 2, 3, 4, 5]], [1, 1.0, [1, 4]]]  # as --method alternating writes
+    sol.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["evaluate", inst, str(sol)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ring 1 names AllReduce group 1" in err and "states no placement" in err

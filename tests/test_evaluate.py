@@ -150,3 +150,34 @@ def test_directed_circulant_throughput():
     # every arc carries sum_{h=1}^{n-1} h / n * n = n(n-1)/2 units (each pair's unique path crosses h arcs)
     assert m.bandwidth_time_s == pytest.approx(n * (n - 1) / 2)
     assert m.throughput == pytest.approx(2 / (n * (n - 1)))
+
+
+def test_a_solution_for_another_instance_is_refused_in_one_line():
+    """Rings naming groups the instance lacks (a solution made for another instance) are bad input,
+    not an IndexError deep in the traffic code."""
+    from topoopt_ilp.errors import InputError
+
+    two = io.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6},
+                                                          {"members": [0, 2, 4, 6], "bytes": 1e6}]}))
+    one = io.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6}]}))
+    ring = np.roll(np.eye(8, dtype=np.int64), 1, axis=1)
+    rings = RingSet.from_lists([(0, list(range(8)), 1.0), (1, [0, 2, 4, 6], 1.0)])
+    sol = Solution("feasible", "x", Topology(ring + ring.T), routing=Routing(rings=rings))
+    assert math.isfinite(evaluate(two, sol).comm_time_s)
+    with pytest.raises(InputError, match="the solution does not match the instance: ring 1 names AllReduce group 1, "
+                                         "the instance has 1 group"):
+        evaluate(one, sol)
+    bad = Solution("feasible", "x", Topology(ring + ring.T), routing=Routing(rings=RingSet.from_lists([(0, [0, 1, 2], 1.0)])))
+    with pytest.raises(InputError, match="ring 0 does not visit each member of AllReduce group 0 exactly once"):
+        evaluate(one, bad)
+
+
+def test_self_loops_are_bad_input():
+    from topoopt_ilp.errors import InputError
+
+    inst = io.parse_instance(minimal())
+    ring = np.roll(np.eye(8, dtype=np.int64), 1, axis=1)
+    x = ring + ring.T
+    x[3, 3] = 2
+    with pytest.raises(InputError, match="server 3 has a link to itself"):
+        evaluate(inst, Topology(x))

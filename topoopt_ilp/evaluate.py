@@ -141,6 +141,33 @@ def _given_loads(n: int, demand: np.ndarray, routing: Routing) -> tuple[np.ndarr
     return load, max_hops
 
 
+def _check_topology(x: np.ndarray) -> None:
+    """A topology the evaluator can score: no negative link counts, no link from a server to itself."""
+    if (x < 0).any():
+        i, j = map(int, np.argwhere(x < 0)[0])
+        raise InputError(f"the topology has a negative link count {int(x[i, j])} for {i}->{j}")
+    loops = np.flatnonzero(np.diag(x))
+    if loops.size:
+        raise InputError(f"the topology is not a valid design: server {int(loops[0])} has a link to itself")
+
+
+def _check_rings(rings: RingSet, groups, n: int, no_placement: bool) -> None:
+    """The solution's rings must belong to the instance's AllReduce groups: a solution made for another
+    instance (or for another placement) is refused in one line rather than scored as nonsense."""
+    why = " (the solution states no placement, so the instance's default data-parallel placement applies)" if no_placement else ""
+    for r in range(len(rings)):
+        g = int(rings.group[r])
+        if not 0 <= g < len(groups):
+            raise InputError(f"the solution does not match the instance: ring {r} names AllReduce group {g}, "
+                             f"the instance has {len(groups)} group(s){why}")
+        order = rings.order[r][rings.order[r] >= 0]
+        if (order >= n).any():
+            raise InputError(f"the solution does not match the instance: ring {r} names a server >= {n}")
+        if sorted(order.tolist()) != sorted(groups[g].members):
+            raise InputError(f"the solution does not match the instance: ring {r} does not visit each member of "
+                             f"AllReduce group {g} exactly once{why}")
+
+
 def link_loads(instance: Instance, x: np.ndarray, demand: np.ndarray, routing: Routing | None, mode: str,
                mcf_paths: PathSet | None = None) -> tuple[np.ndarray, int]:
     """Arc loads and longest used path for ``demand`` under routing ``mode``."""
@@ -200,8 +227,11 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
     n = instance.n
     if x.shape != (n, n):
         raise InputError(f"the topology has {x.shape[0]} servers, the instance {n}")
+    _check_topology(x)
     dm, compute_s = effective_demand(instance, placement)
     compute = float(compute_s.max()) if compute_s.size else 0.0
+    if sol_routing is not None and len(sol_routing.rings):
+        _check_rings(sol_routing.rings, dm.allreduce, n, instance.workload is not None and placement is None)
     rings: RingSet = sol_routing.rings if sol_routing is not None and len(sol_routing.rings) else default_rings(instance, dm)
     mode = routing
     if mode == "given" and (sol_routing is None or (len(sol_routing.paths) == 0 and len(sol_routing.offset_routes) == 0)):

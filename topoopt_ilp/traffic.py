@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InputError
 from .instance import Demand, Instance
 from .routing import RingSet
 
@@ -60,6 +61,8 @@ def ring_traffic(instance: Instance, rings: RingSet, only_group: int | None = No
         g = int(rings.group[r])
         if only_group is not None and g != only_group:
             continue
+        if not 0 <= g < len(groups):
+            raise InputError(f"ring {r} names AllReduce group {g}, the demand has {len(groups)} group(s)")
         order = rings.order[r][rings.order[r] >= 0]
         amount = rings.fraction[r] * groups[g].bytes_per_member()
         np.add.at(out, (order, np.roll(order, -1)), amount)
