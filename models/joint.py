@@ -696,7 +696,15 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
     started = time.perf_counter()
     check_request(instance, options)
     limit = options.time_limit_s
-    if limit is not None and limit <= 0:  # nothing may run: the documented no_solution at once
+    if limit is not None and limit <= 0:  # nothing may run: the caller's start, else no_solution at once
+        if start is not None:  # e.g. the enumeration's probe used the time: its incumbent still stands
+            from topoopt_ilp.evaluate import evaluate, objective_value
+
+            ub = objective_value(instance, evaluate(instance, start))
+            if math.isfinite(ub):
+                return _as_exact(start, ub, None, options.backend, time.perf_counter() - started,
+                                 {"model": "joint", "start_method": start.method, "start_objective_s": ub,
+                                  "note": "no time was left for the MILP; this is its start"}, options.gap)
         result = run_model(build_joint(instance, 1.0).model, options)
         return Solution(status=solution_status(result), method="exact", topology=None, backend=result.backend,
                         wall_time_s=time.perf_counter() - started, details={"model": "joint"})

@@ -339,13 +339,18 @@ def _traffic_graph(instance: Instance, strategy: Strategy) -> nx.DiGraph:
     return g
 
 
-def distinct_traffic(instance: Instance, leaves: list[tuple[float, float, Strategy]]) -> list[tuple[float, float, Strategy, int]]:
+def distinct_traffic(instance: Instance, leaves: list[tuple[float, float, Strategy]], *,
+                     deadline: float | None = None) -> list[tuple[float, float, Strategy, int]]:
     """One leaf per isomorphism class of traffic (its least-compute member), in order of bound, with
-    the class size."""
+    the class size. Past ``deadline`` the leaves not yet grouped stay apart, each its own class (the
+    grouping only saves work: every leaf is still settled)."""
     same = nx.algorithms.isomorphism.categorical_node_match("kind", None)
     same_e = nx.algorithms.isomorphism.categorical_edge_match("kind", None)
     buckets: dict[str, list[list]] = {}
-    for lb, comp, st in sorted(leaves, key=lambda t: (t[1], t[0])):  # least compute first
+    for j, (lb, comp, st) in enumerate(sorted(leaves, key=lambda t: (t[1], t[0]))):  # least compute first
+        if deadline is not None and time.perf_counter() >= deadline:
+            buckets[f"ungrouped-{j}"] = [[lb, comp, st, None, 1]]
+            continue
         g = _traffic_graph(instance, st)
         with warnings.catch_warnings():  # networkx 3.5 changed directed hashes; ours are only compared in-process
             warnings.simplefilter("ignore", UserWarning)
@@ -381,7 +386,7 @@ def surviving_strategies(instance: Instance, cutoff: float, *, max_nodes: int = 
     """:func:`search_strategies` reduced to one strategy per traffic isomorphism class, in order of
     bound, as (bound, busiest compute, strategy, class size)."""
     leaves, stats = search_strategies(instance, cutoff, max_nodes=max_nodes, deadline=deadline)
-    distinct = distinct_traffic(instance, leaves)
+    distinct = distinct_traffic(instance, leaves, deadline=deadline)
     return distinct, {**stats, "distinct_leaves": len(distinct)}
 
 
@@ -517,16 +522,26 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
     details["start_objective_s"] = best if incumbent is not None else None
     rel = 1e-4 if options.gap is None else options.gap
     probe = AUTO_PROBE_NODES if fallback_to_milp else MAX_SEARCH_NODES
-    leaves, stats = surviving_strategies(instance, best * (1 - rel), deadline=deadline, max_nodes=probe)
+    # Under auto with a time limit the probe gets half of what is left, so that the MILP it may hand
+    # over to still has time (a probe that used it all left the MILP nothing: dlrm-mini-6, 6 s).
+    search_deadline = deadline
+    if fallback_to_milp and deadline is not None:
+        search_deadline = time.perf_counter() + 0.5 * max(0.0, deadline - time.perf_counter())
+    leaves, stats = search_strategies(instance, best * (1 - rel), deadline=search_deadline, max_nodes=probe)
+    stopped = stats["pending_bound"] < math.inf  # the search stopped early (time or node budget)
+    if not (fallback_to_milp and stopped):  # else the MILP decides: no need to group the leaves
+        leaves = distinct_traffic(instance, leaves, deadline=deadline)
+        stats["distinct_leaves"] = len(leaves)
     details.update({k: v for k, v in stats.items() if k != "pending_bound"})
-    if stats["pending_bound"] < math.inf:  # the search stopped early (time or node budget)
+    if stopped:
         details["unvisited_bound_s"] = stats["pending_bound"]
-    if fallback_to_milp and (stats["pending_bound"] < math.inf or len(leaves) > AUTO_MAX_LEAVES):
+    if fallback_to_milp and (stopped or len(leaves) > AUTO_MAX_LEAVES):
         from .joint import solve_joint
 
         remaining = _remaining(deadline)
         sol = solve_joint(instance, replace(options, time_limit_s=remaining), start=incumbent)
-        probe_note = {"algorithm": "milp", "enumeration_probe": {k: stats[k] for k in ("search_nodes", "distinct_leaves")}}
+        probe_note = {"algorithm": "milp", "enumeration_probe": {k: stats[k] for k in ("search_nodes", "surviving_leaves", "distinct_leaves")
+                                                                 if k in stats}}
         return replace(sol, wall_time_s=time.perf_counter() - started, details={**sol.details, **probe_note})
     counts = {"bandwidth_models": 0, "full_leaf_models": 0}
     done: list[_Leaf] = []

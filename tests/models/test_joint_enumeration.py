@@ -339,3 +339,21 @@ def test_cycle_cut_bound_grows_with_traffic_and_sees_components():
     assert cuts.bandwidth_floor(one, np.zeros(64)) == pytest.approx(1e7 / (2 * B))
     simple = CycleCutBound(Cluster(servers=6, degree=2, link_bandwidth_gbps=100.0, multi_links=False))
     assert simple.bandwidth_floor(one, np.zeros(64)) == pytest.approx(1e7 / (2 * B))  # both ways round a cycle
+
+
+def test_a_short_limit_keeps_the_start_instead_of_no_solution():
+    # Found by a user: dlrm-mini-6 with --time-limit 6 gave no_solution although its alternating
+    # start was feasible: the enumeration's probe used the whole limit, and the joint MILP, handed
+    # no time, dropped the start. The probe now gets half of what is left, and a MILP with no time
+    # returns its start.
+    from topoopt_ilp.io import load_instance
+    from topoopt_ilp.models.common import ExactOptions
+
+    inst = load_instance("instances/dlrm-mini-6.json")
+    sol = solve_joint_enumeration(inst, ExactOptions(time_limit_s=4.0), fallback_to_milp=True)
+    assert sol.status in ("feasible", "optimal") and sol.placement is not None
+    assert sol.objective == pytest.approx(evaluate(inst, sol).iteration_time_s, rel=1e-9)
+    start = solve_joint_enumeration(inst, ExactOptions(time_limit_s=4.0), fallback_to_milp=False)
+    none_left = solve_joint(inst, ExactOptions(time_limit_s=0.0), start=start)
+    assert none_left.status in ("feasible", "optimal") and none_left.objective == pytest.approx(start.objective, rel=1e-9)
+    assert "no time was left" in none_left.details["note"]
