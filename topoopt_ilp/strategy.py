@@ -44,6 +44,7 @@ from .workload import _MEM_RTOL, Workload, coset
 __all__ = [
     "Strategy",
     "data_parallel",
+    "place_blocks",
     "stage_strategies",
     "validate_strategy",
     "strategy_demand",
@@ -85,31 +86,48 @@ class Strategy:
 
 def data_parallel(workload: Workload, n: int) -> Strategy:
     """TopoOpt's initial strategy: every layer at its largest allowed degree, start 0; block b on
-    server ``b mod n`` (round robin)."""
+    server ``b mod n`` (round robin), or by :func:`place_blocks` when that breaks server memory."""
     layers = workload.layers
-    return Strategy(
-        layer_degree=tuple(max(layer.configs) for layer in layers),
-        layer_start=(0,) * len(layers),
-        block_server=tuple(b % n for b in range(len(workload.blocks))),
-    )
+    degree, start = tuple(max(layer.configs) for layer in layers), (0,) * len(layers)
+    return Strategy(degree, start, place_blocks(workload, n, degree, start))
+
+
+def place_blocks(workload: Workload, n: int, layer_degree: tuple[int, ...], layer_start: tuple[int, ...]) -> tuple[int, ...]:
+    """Servers for the blocks next to the given layers: round robin (TopoOpt's rule) when every
+    server stays within ``server_memory_bytes``; else the largest block first, each on the server
+    with the most memory left (the round robin again when even that fails: the memory check then
+    names the server)."""
+    robin = tuple(b % n for b in range(len(workload.blocks)))
+    cap = float(workload.server_memory_bytes) * (1 + _MEM_RTOL)
+    mem = server_memory(workload, n, Strategy(layer_degree, layer_start, robin))
+    if not workload.blocks or (mem <= cap).all():
+        return robin
+    free = cap - _layer_memory(workload, n, layer_degree, layer_start)
+    out = [0] * len(workload.blocks)
+    for b in sorted(range(len(workload.blocks)), key=lambda b: -float(workload.blocks[b].bytes)):
+        v = int(np.argmax(free))
+        if free[v] < float(workload.blocks[b].bytes):
+            return robin
+        out[b] = v
+        free[v] -= float(workload.blocks[b].bytes)
+    return tuple(out)
 
 
 def stage_strategies(workload: Workload, n: int) -> list[Strategy]:
     """Pipeline-of-data-parallel-groups starts, one per degree k: the layers cut into
     min(n/k, layers) contiguous stages of about equal count, stage j on the degree-k coset starting
-    at j (each layer at its largest allowed degree at most k); blocks round-robin. Hybrids that
-    neither the data-parallel start nor a placement step on its topology reach easily."""
+    at j (each layer at its largest allowed degree at most k); blocks by :func:`place_blocks`.
+    Hybrids that neither the data-parallel start nor a placement step on its topology reach easily."""
     layers = workload.layers
     L = len(layers)
-    blocks = tuple(b % n for b in range(len(workload.blocks)))
     out = []
     for k in sorted({k for layer in layers for k in layer.configs}):
         stages = min(n // k, L)
         if stages < 2:
             continue
-        deg = [max((c for c in layer.configs if c <= k), default=min(layer.configs)) for layer in layers]
-        start = [((i * stages) // L) % (n // d) for i, d in enumerate(deg)]
-        out.append(Strategy(tuple(deg), tuple(start), blocks))
+        deg = tuple(max((c for c in layer.configs if c <= k), default=min(layer.configs)) for layer in layers)
+        start = tuple(((i * stages) // L) % (n // d) for i, d in enumerate(deg))
+        out.append(Strategy(deg, start, place_blocks(workload, n, deg, start)))
     return out
 
 
@@ -150,12 +168,18 @@ def _structure_violations(workload: Workload, n: int, strategy: Strategy) -> lis
 
 def server_memory(workload: Workload, n: int, strategy: Strategy) -> np.ndarray:
     """Bytes each server holds under the strategy (module docstring, **Memory**), shape (n,)."""
-    mem = np.zeros(n)
-    for i, layer in enumerate(workload.layers):
-        k, s = strategy.layer_degree[i], strategy.layer_start[i]
-        mem[s::n // k] += layer.replica_memory(k)
+    mem = _layer_memory(workload, n, strategy.layer_degree, strategy.layer_start)
     for b, block in enumerate(workload.blocks):
         mem[strategy.block_server[b]] += float(block.bytes)
+    return mem
+
+
+def _layer_memory(workload: Workload, n: int, layer_degree: tuple[int, ...], layer_start: tuple[int, ...]) -> np.ndarray:
+    """Bytes each server holds for the layers' replicas alone, shape (n,)."""
+    mem = np.zeros(n)
+    for i, layer in enumerate(workload.layers):
+        k, s = layer_degree[i], layer_start[i]
+        mem[s::n // k] += layer.replica_memory(k)
     return mem
 
 

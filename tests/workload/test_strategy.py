@@ -130,6 +130,27 @@ def test_data_parallel_round_robin_blocks():
     assert data_parallel(w, 4).block_server == (0, 1, 2, 3, 0)
 
 
+def test_data_parallel_places_blocks_by_memory_when_round_robin_overflows():
+    # Found by a user: blocks [1.5, 0.1 x 5, 1.5] GB on 6 servers of 2.1 GB: round robin puts both
+    # 1.5 GB tables on server 0, so the heuristic and alternating methods failed on a feasible job.
+    sizes = [1.5e9] + [1e8] * 5 + [1.5e9]
+    w = Workload(
+        layers=(layer("a", configs=(1, 2, 3, 6), mem=3e8, compute_s=1),),
+        blocks=tuple(Block(name=f"t{i}", bytes=b, lookup_bytes=1) for i, b in enumerate(sizes)),
+        batch_size=6, server_memory_bytes=2.1e9,
+    )
+    robin = tuple(b % 6 for b in range(7))
+    assert validate_strategy(w, 6, Strategy((6,), (0,), robin))  # round robin breaks memory
+    s = data_parallel(w, 6)
+    assert s.block_server != robin and validate_strategy(w, 6, s) == []
+    assert s.block_server[0] != s.block_server[6]  # the two large tables apart
+    # When round robin fits, TopoOpt's rule is kept (see the test above); when nothing fits, round
+    # robin is returned and the memory check names the server.
+    tight = Workload(layers=w.layers, blocks=tuple(Block(name=f"t{i}", bytes=1.9e9, lookup_bytes=1) for i in range(7)),
+                     batch_size=6, server_memory_bytes=2.1e9)
+    assert data_parallel(tight, 6).block_server == robin
+
+
 def test_violations_are_listed():
     w, good = four_server_case()
     assert validate_strategy(w, 4, Strategy((4, 2), (0,), (0,))) == [
