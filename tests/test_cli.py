@@ -58,6 +58,9 @@ def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
     (["solve", TESTBED, "--method", "exact", "--solver-option", "cbc.cuts=off"], 2, "is for cbc, but the solve runs on highs"),
     (["solve", TESTBED, "--method", "exact", "--solver-option", "highs.no_such=1"], 2, "HiGHS rejected option no_such=1"),
     (["solve", TESTBED, "--method", "exact", "--backend", "scip", "--solver-option", "scip.x=1"], 2, "lacks capability NATIVE_OPTIONS"),
+    (["solve", TESTBED, "--method", "exact", "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
+    (["solve", TESTBED, "--method", "baseline", "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
+    (["compare", TESTBED, "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, code, message, tmp_path):
     r = run(*args, "--out", str(tmp_path / "x.json")) if args[0] == "solve" else run(*args)

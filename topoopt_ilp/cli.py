@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from typing import Any, Sequence
 
@@ -26,6 +27,10 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line (plus the usage) with exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        # "argument --seed: must be an integer >= 0, got -1" reads better as "--seed must be ...".
+        match = re.fullmatch(r"argument (-[\w-]+(?:/-[\w-]+)?): (must .*)", message, flags=re.S)
+        if match:
+            message = f"{match.group(1)} {match.group(2)}"
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -43,6 +48,16 @@ def _pos_float(text: str) -> float:
     v = _nonneg_float(text)
     if v <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {v}")
     return v
 
 
@@ -464,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--round-time-limit", type=_nonneg_float, default=30.0, metavar="S",
                     help="alternating: time limit of each placement MILP (default 30)")
     ep.add_argument("--rack-size", type=_pos_int, default=None, metavar="K", help="Fat-tree servers per rack (default 16)")
-    ep.add_argument("--seed", type=int, default=0, help="heuristic/expander seed (default 0)")
+    ep.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/expander seed (default 0)")
     ep.add_argument("--out", default=None, metavar="DIR", help="write architectures.csv, .json and .png here")
     ep.add_argument("--title", default=None, help="chart title")
     ep.add_argument("--format", choices=("table", "json", "csv"), default="table", help="what to print (default table)")
@@ -503,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exact: the model's formulation - general topology: strong (default) or naive; circulant: "
                         "strong (default) or basic; a workload (joint problem, or placement on a fixed topology): auto (default), "
                         "milp or enumeration")
-    s.add_argument("--seed", type=int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
+    s.add_argument("--seed", type=_nonneg_int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
                    "when given with --method exact, of the solver")
     s.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
     s.add_argument("--json", action="store_true", help="print the solution as JSON")
@@ -520,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--backends", default="highs", help="comma-separated back-ends for exact (default highs)")
     c.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S",
                    help="per exact solve, and the alternating method's budget (default 60)")
-    c.add_argument("--seed", type=int, default=0, help="heuristic/baseline seed (default 0)")
+    c.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/baseline seed (default 0)")
     c.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
                    help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
