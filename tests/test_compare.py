@@ -10,6 +10,7 @@ from conftest import INSTANCES
 from topoopt_ilp import io
 from topoopt_ilp.cli import main
 from topoopt_ilp.compare import compare, format_rows
+from topoopt_ilp.errors import InputError
 from topoopt_ilp.instance import Cluster, Instance
 from topoopt_ilp.workload import Layer, Workload
 
@@ -68,3 +69,25 @@ def test_native_options_reach_each_backends_exact_solve(capsys):
     assert cbc.status in ("optimal", "feasible") and cbc.verified
     assert main(["compare", mix, "--methods", "exact", "--backends", "highs", "--solver-option", "cbc.cuts=off"]) == 2
     assert "is for cbc" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--methods", ",,"], "no methods given"),
+    (["--methods", ""], "no methods given"),
+    (["--backends", ""], "no backends given"),
+    (["--methods", "heuristic,exact", "--backends", " , "], "no backends given"),
+])
+def test_empty_methods_or_backends_are_bad_usage(args, message, capsys):
+    assert main(["compare", str(INSTANCES / "mix-8.json"), *args]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.err.count("\n") == 1 and captured.out == ""
+
+
+def test_empty_lists_are_refused_by_the_api_too():
+    inst = io.load_instance(INSTANCES / "mix-8.json")
+    with pytest.raises(InputError, match="no methods given"):
+        compare(inst, [])
+    with pytest.raises(InputError, match="no backends given"):
+        compare(inst, ["exact"], [])
+    assert [r.method for r in compare(inst, ["heuristic"], [])] == ["heuristic"]  # no exact, no backend needed
+

@@ -329,8 +329,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .io import load_instance
 
     inst = load_instance(args.instance)
+    methods = None
+    if args.methods is not None:
+        methods = _split(args.methods)
+        if not methods:
+            raise InputError(f"--methods {args.methods!r}: no methods given (e.g. heuristic,exact)")
     backends = _split(args.backends)
-    rows = compare(inst, _split(args.methods) if args.methods else None, backends, args.time_limit,
+    wanted = methods if methods is not None else (["exact"])  # every default set of methods runs exact
+    if "exact" in wanted and not backends:
+        raise InputError(f"--backends {args.backends!r}: no backends given for the exact method (e.g. highs)")
+    rows = compare(inst, methods, backends, args.time_limit,
                    seed=args.seed, native_options=_native_options(args.solver_option, backends))
     print(format_rows(inst, rows, args.format))
     return EXIT_OK if any(r.status in ("optimal", "feasible") for r in rows) else EXIT_ERROR

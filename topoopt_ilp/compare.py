@@ -53,11 +53,16 @@ def compare(instance: Instance, methods: Sequence[str] | None = None, backends: 
     (``{backend: {parameter: value}}``) go to the exact solves, each backend reading its own entry."""
     if methods is None:
         methods = ("heuristic", "alternating", "exact") if instance.workload is not None else ("heuristic", "exact")
+    if not methods:
+        raise InputError(f"no methods given; choose from {', '.join(METHODS)}")
     for m in methods:
         if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if "exact" in methods:
         from .solvers import get_backend
+
+        if not backends:
+            raise InputError("no backends given for the exact method")
 
         for b in backends:
             try:
