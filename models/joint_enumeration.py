@@ -67,7 +67,7 @@ from topoopt_ilp.strategy import (Strategy, _unit_servers, strategy_demand, stra
                                   validate_strategy)
 from topoopt_ilp.workload import _MEM_RTOL
 
-from .common import ExactOptions, run_model, solution_status
+from .common import ExactOptions, export_model, run_model, solution_status
 from .cycle_cuts import CycleCutBound
 from .cycle_cuts import applies as cycle_cuts_apply
 from .joint import (ALL_RINGS_UP_TO, TIME_UNIT_S, _start_solution, build_joint, check_request, decode_point,
@@ -543,6 +543,8 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
         probe_note = {"algorithm": "milp", "enumeration_probe": {k: stats[k] for k in ("search_nodes", "surviving_leaves", "distinct_leaves")
                                                                  if k in stats}}
         return replace(sol, wall_time_s=time.perf_counter() - started, details={**sol.details, **probe_note})
+    if options.export_model:  # the joint MILP is the model of the problem (the leaves solve parts of it)
+        export_model(build_joint(instance, best if math.isfinite(best) else formula_upper_bound(instance)).model, options)
     counts = {"bandwidth_models": 0, "full_leaf_models": 0}
     done: list[_Leaf] = []
 

@@ -46,7 +46,7 @@ from topoopt_ilp.strategy import (
 )
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
-from .common import ExactOptions, check_backend, run_model, solution_status
+from .common import ExactOptions, check_backend, export_model, run_model, solution_status
 from .placement_bounds import chain_bound
 from .placement_enumeration import enumerate_placement
 from .placement_enumeration import fits as enumeration_fits
@@ -738,6 +738,23 @@ def _default_local_search_s(instance: Instance, time_limit_s: float | None) -> f
     return 10.0 if time_limit_s is None else min(30.0, 0.25 * time_limit_s)
 
 
+def _export_placement(instance: Instance, X: np.ndarray, rf: RoutingFractions, max_starts: int | None,
+                      options: ExactOptions) -> str:
+    """Write the placement MILP (the unrestricted one when it can be built, else the largest
+    restriction to evenly spaced starts) to ``options.export_model``; what was written."""
+    ladder = [max_starts] if max_starts is not None else [None, 4, 2, 1]
+    for ms in ladder:
+        try:
+            pm = build_placement(instance, X, max_starts=ms, rf=rf)
+        except UnsupportedError:
+            if ms == ladder[-1]:
+                raise
+            continue
+        export_model(pm.model, options)
+        return "the placement MILP" + ("" if ms is None else f", restricted to {ms} coset starts per degree")
+    raise AssertionError("unreachable")
+
+
 def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndarray | None = None, *,
                     max_starts: int | None = None, start: Strategy | dict | None = None,
                     local_search_s: float | None = None, chain_bound_s: float | None = None) -> Solution:
@@ -816,6 +833,11 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         raise UnsupportedError("the topology is disconnected; the placement model needs every pair reachable")
     details: dict = {"model": "placement", "routing": "shortest_path (equal split), default rings"}
     tol = options.gap if options.gap is not None else 1e-4
+    if options.export_model:
+        # The MILP is the model of the problem, whichever stage settles it (the enumeration and the
+        # bounds may return before it is built): written now, from the largest buildable restriction.
+        details["exported_model"] = _export_placement(instance, X, rf, max_starts, options)
+        options = replace(options, export_model=None)
 
     def gap_of(obj: float, bnd: float | None) -> float | None:
         return None if bnd is None else (max(0.0, (obj - bnd) / obj) if obj > 0 else 0.0)

@@ -357,3 +357,13 @@ def test_a_short_limit_keeps_the_start_instead_of_no_solution():
     none_left = solve_joint(inst, ExactOptions(time_limit_s=0.0), start=start)
     assert none_left.status in ("feasible", "optimal") and none_left.objective == pytest.approx(start.objective, rel=1e-9)
     assert "no time was left" in none_left.details["note"]
+
+
+def test_export_writes_the_joint_milp_when_the_enumeration_settles_it(tmp_path):
+    # Found by a user: --export-model wrote nothing when the enumeration (not the MILP) solved it.
+    from dataclasses import replace
+
+    path = tmp_path / "joint.lp"
+    sol = solve_joint_enumeration(CASES["mlp-undirected"], replace(OPTS, export_model=str(path)))
+    assert sol.details["algorithm"] == "enumeration" and path.stat().st_size > 0
+    assert "obj: +1 C +1 Tbw" in path.read_text()[:2000]  # the joint model: compute + bandwidth term

@@ -383,3 +383,14 @@ def test_large_model_hands_its_time_to_the_local_search(monkeypatch):
     check_solution(inst, sol)
     assert sol.objective >= best * (1 - 1e-9)
     assert sol.bound <= best * (1 + 1e-9)
+
+
+def test_export_writes_the_placement_milp_whichever_stage_settles_it(tmp_path):
+    # Found by a user: --export-model wrote nothing when the enumeration settled the placement.
+    from topoopt_ilp.io import load_instance
+
+    inst = load_instance("instances/dlrm-mini-8-fixed.json")
+    path = tmp_path / "placement.mps"
+    sol = solve_placement(inst, ExactOptions(time_limit_s=30, export_model=str(path)))
+    assert sol.details["algorithm"] == "enumeration" and sol.details["exported_model"] == "the placement MILP"
+    assert path.stat().st_size > 0 and "ROWS" in path.read_text()
