@@ -9,7 +9,7 @@ import pytest
 from conftest import INSTANCES
 from topoopt_ilp import io
 from topoopt_ilp.cli import main
-from topoopt_ilp.compare import compare, format_rows
+from topoopt_ilp.compare import CompareRow, compare, format_rows
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.instance import Cluster, Instance
 from topoopt_ilp.workload import Layer, Workload
@@ -91,3 +91,12 @@ def test_empty_lists_are_refused_by_the_api_too():
         compare(inst, ["exact"], [])
     assert [r.method for r in compare(inst, ["heuristic"], [])] == ["heuristic"]  # no exact, no backend needed
 
+
+def test_a_failed_rows_message_is_shown_in_full():
+    inst = io.load_instance(INSTANCES / "mix-8.json")
+    long = "backend cpsat cannot honour continuous variables (this model has flow variables) " + "x" * 100 + " END"
+    rows = [CompareRow("heuristic", "-", "feasible", 1.0, None, None, 0.0, True),
+            CompareRow("exact", "cpsat", "error", None, None, None, 0.0, None, message=long)]
+    text = format_rows(inst, rows)
+    assert long in text and "error (note 1)" in text
+    assert text.splitlines()[-1] == f"note 1: exact [cpsat]: {long}"

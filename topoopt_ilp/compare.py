@@ -135,12 +135,17 @@ def format_rows(instance: Instance, rows: Sequence[CompareRow], fmt: str = "tabl
         raise InputError(f"unknown format {fmt!r}; choose table, json or csv")
     head = ["method", "backend", "status", instance.objective, "bound", "gap", "time", "verified", "distance"]
     body = []
+    notes: list[str] = []  # a row's message in full, under the table (a table cell would cut it)
     for r in rows:
         dist = "-" if r.distance is None else (f"{r.distance:.2%}" + {"bound": " (from bound)", "best": " (from best)"}.get(r.reference, ""))
-        body.append([r.method, r.backend, r.status + (f" ({r.message[:60]})" if r.message else ""), _fmt(r.objective),
+        body.append([r.method, r.backend, r.status + (f" (note {len(notes) + 1})" if r.message else ""), _fmt(r.objective),
                      _fmt(r.bound), _fmt(r.gap, pct=True), f"{r.time_s:.2f} s",
                      {True: "yes", False: "NO", None: "-"}[r.verified], dist])
+        if r.message:
+            notes.append(f"note {len(notes) + 1}: {r.method}" + (f" [{r.backend}]" if r.backend != "-" else "") + f": {r.message}")
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head] + body]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if notes:
+        lines += [""] + notes
     return "\n".join(lines)
