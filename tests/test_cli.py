@@ -61,6 +61,9 @@ def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
     (["solve", TESTBED, "--method", "exact", "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
     (["solve", TESTBED, "--method", "baseline", "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
     (["compare", TESTBED, "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
+    (["solve", TESTBED, "--method", "exact", "--warm-start", "missing.json"], 2, "warm start file missing.json does not exist"),
+    (["solve", TESTBED, "--method", "exact", "--warm-start", "no/such/sol"], 2, "warm start file no/such/sol does not exist"),
+    (["solve", TESTBED, "--method", "exact", "--warm-start", "heurstic"], 2, "'heurstic' is none of these"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, code, message, tmp_path):
     r = run(*args, "--out", str(tmp_path / "x.json")) if args[0] == "solve" else run(*args)

@@ -284,6 +284,13 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     if args.method != "alternating" and (args.rounds is not None or args.round_time_limit is not None
                                          or args.topology_method is not None):
         raise InputError("--rounds, --round-time-limit and --topology-method apply to --method alternating only")
+    ws = args.warm_start
+    if ws is not None and ws not in ("heuristic", "none") and ("/" in ws or os.sep in ws or os.path.splitext(ws)[1]):
+        # It names a file (a path or a file name with an extension): say what is wrong with it.
+        if not os.path.exists(ws):
+            raise InputError(f"warm start file {ws} does not exist")
+        if os.path.isdir(ws):
+            raise InputError(f"warm start file {ws} is a directory")
     # Output paths are checked before solving: a typo must not cost the whole solve.
     if args.out is not None:
         check_writable(args.out, "--out")
