@@ -37,6 +37,9 @@ from .flow_decomposition import decompose_source_flow, shortest_path
 
 __all__ = ["MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", "moore_layer_hops", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "solve_topology_routing"]
 
+#: The smallest demand entry (an MP pair's bytes or a ring's bytes per member) must be at least this
+#: share of the largest: below, it is under the solvers' tolerances once scaled (see the model builder).
+DEMAND_RANGE_LIMIT = 1e-7
 MAX_SERVERS = 32  # n(n-1) arcs x n sources: beyond ~32 servers the model is too large to prove anything
 FORMULATIONS = ("strong", "naive")
 #: HiGHS settings for the strong formulation (``--solver-option`` overrides them). Its root bound is
@@ -204,6 +207,14 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
     groups = instance.demand.allreduce
     ring_amount = np.array([groups[r.group].bytes_per_member() for r in rings])
     scale = float(max(mp_bytes.max(initial=0.0), ring_amount.max(initial=0.0)))
+    smallest = float(min(mp_bytes[mp_bytes > 0].min(initial=np.inf), ring_amount[ring_amount > 0].min(initial=np.inf)))
+    if smallest < DEMAND_RANGE_LIMIT * scale:
+        # Scaled to the largest entry, the smallest would sit below the solvers' feasibility
+        # tolerance (~1e-7): a topology that leaves it unconnected looks feasible (measured: one
+        # AllReduce of 1e15 bytes next to MP pairs of 5e6 decoded into a disconnected pair).
+        raise UnsupportedError(f"the demand spans a factor {scale / smallest:.3g} ({smallest:.3g} to {scale:.3g} bytes), "
+                               f"more than the factor {1 / DEMAND_RANGE_LIMIT:.0e} the exact model's numerics resolve; drop or merge "
+                               "the smallest entries, or use --method heuristic")
     mp = mp_bytes / scale
     ring_amount = ring_amount / scale
 

@@ -235,3 +235,15 @@ def test_a_feasible_point_that_routes_nothing_is_no_solution(monkeypatch):
     monkeypatch.setattr(tr, "run_model", zero_lambda)
     sol = exact(inst(8, 2, demand={"allreduce": [{"members": "all", "bytes": 1e6}]}), warm_start="none")
     assert sol.status == "no_solution" and sol.topology is None and "lambda = 0" in sol.details["status_note"]
+
+
+def test_a_demand_range_beyond_the_solver_tolerances_is_refused_before_building():
+    # Found by a user: an AllReduce of 1e15 bytes next to MP pairs of 5e6 decoded into a topology
+    # that left a pair unconnected ("does not connect 4 and 7"): the small pair was below tolerance.
+    from topoopt_ilp.errors import UnsupportedError
+
+    wide = {"allreduce": [{"members": [0, 2, 4, 6], "bytes": 1e15}], "mp": {"pairs": [[4, 7, 5e6]]}}
+    with pytest.raises(UnsupportedError, match="spans a factor"):
+        build_topology_routing(inst(8, 4, demand=wide))
+    ok = {"allreduce": [{"members": [0, 2, 4, 6], "bytes": 1e13}], "mp": {"pairs": [[4, 7, 5e6]]}}
+    assert exact(inst(8, 4, demand=ok)).status in ("optimal", "feasible")
