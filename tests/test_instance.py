@@ -164,3 +164,17 @@ def test_a_regular_circulant_family_needs_a_jump_set_of_the_degree(n, d, family,
     for ok in ((8, 4, "coprime_circulant", "undirected"), (8, 3, "circulant", "undirected"), (8, 4, "coprime_circulant", "directed")):
         io.parse_instance(minimal(cluster={"servers": ok[0], "degree": ok[1], "link_bandwidth_gbps": 100, "links": ok[3]},
                                   topology_family=ok[2]))
+
+
+@pytest.mark.parametrize("section,key,value", [
+    ("cluster", "link_bandwidth_gbps", 1e308),  # found by a user: the evaluator's loads overflowed into NaN
+    ("cluster", "hop_latency_us", 1e300),
+    ("demand", "all_to_all", 1e20),
+])
+def test_physical_quantities_have_upper_limits(section, key, value):
+    doc = minimal()
+    doc[section] = {**doc[section], key: value}
+    with pytest.raises(InstanceError, match="must be at most"):
+        io.parse_instance(doc)
+    with pytest.raises(InstanceError, match="must be at most"):
+        io.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e300}]}))

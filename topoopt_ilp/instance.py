@@ -37,6 +37,11 @@ DIRECT_FABRICS = ("patch_panel", "ocs")  # what joins the direct-connect interfa
 # The evaluator keeps n x n matrices; past this size they no longer fit a 24 GiB machine comfortably.
 MAX_SERVERS = 8192
 MAX_DEGREE = 1024
+#: Upper limits of physical quantities: far beyond any real cluster, and low enough that products of
+#: them stay finite in float64 (1e308 Gbps made the evaluator's loads overflow into NaN).
+MAX_LINK_GBPS = 1e6
+MAX_LATENCY_US = 1e9
+MAX_BYTES = 1e18
 
 LinkKind = Literal["undirected", "directed"]
 
@@ -61,7 +66,7 @@ def _int(value: Any, path: str, *, low: int | None = None, high: int | None = No
     return value
 
 
-def _number(value: Any, path: str, *, positive: bool = False, nonnegative: bool = False) -> float:
+def _number(value: Any, path: str, *, positive: bool = False, nonnegative: bool = False, high: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InstanceError(f"expected a number, got {_type_name(value)}", field=path)
     value = float(value)
@@ -71,6 +76,8 @@ def _number(value: Any, path: str, *, positive: bool = False, nonnegative: bool 
         raise InstanceError(f"must be > 0, got {value:g}", field=path)
     if nonnegative and value < 0:
         raise InstanceError(f"must be >= 0, got {value:g}", field=path)
+    if high is not None and value > high:
+        raise InstanceError(f"must be at most {high:g}, got {value:g}", field=path)
     return value
 
 
@@ -108,8 +115,8 @@ class Cluster:
     def __post_init__(self) -> None:
         n = _int(self.servers, "cluster.servers", low=2, high=MAX_SERVERS)
         d = _int(self.degree, "cluster.degree", low=1, high=MAX_DEGREE)
-        _number(self.link_bandwidth_gbps, "cluster.link_bandwidth_gbps", positive=True)
-        _number(self.hop_latency_us, "cluster.hop_latency_us", nonnegative=True)
+        _number(self.link_bandwidth_gbps, "cluster.link_bandwidth_gbps", positive=True, high=MAX_LINK_GBPS)
+        _number(self.hop_latency_us, "cluster.hop_latency_us", nonnegative=True, high=MAX_LATENCY_US)
         _choice(self.links, "cluster.links", LINK_KINDS)
         _bool(self.regular, "cluster.regular")
         _bool(self.multi_links, "cluster.multi_links")
@@ -285,7 +292,7 @@ def _check_demand(demand: Demand, n: int) -> None:
         path = f"demand.allreduce[{g}]"
         if not isinstance(group, AllReduceGroup):
             raise InstanceError("expected an AllReduceGroup", field=path)
-        _number(group.bytes, f"{path}.bytes", positive=True)
+        _number(group.bytes, f"{path}.bytes", positive=True, high=MAX_BYTES)
         if len(group.members) < 2:
             raise InstanceError(f"an AllReduce needs at least 2 members, got {len(group.members)}", field=f"{path}.members")
         seen: set[int] = set()
@@ -308,8 +315,8 @@ def _check_demand(demand: Demand, n: int) -> None:
                 raise InstanceError(f"server {v} out of range 0..{n - 1}", field=f"{path}[{idx}]")
         if s == t:
             raise InstanceError(f"source and destination are both server {s}", field=path)
-        _number(pair[2], f"{path}[2]", positive=True)
-    _number(demand.all_to_all, "demand.all_to_all", nonnegative=True)
+        _number(pair[2], f"{path}[2]", positive=True, high=MAX_BYTES)
+    _number(demand.all_to_all, "demand.all_to_all", nonnegative=True, high=MAX_BYTES)
     if demand.is_empty:
         raise InstanceError("the demand is empty: give allreduce groups, mp traffic or all_to_all", field="demand")
 

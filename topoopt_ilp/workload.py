@@ -75,7 +75,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from .errors import InstanceError
-from .instance import _int, _number, _type_name
+from .instance import MAX_BYTES, _int, _number, _type_name
 from .io import _list, _obj  # the JSON shape checks every file section shares
 
 __all__ = [
@@ -339,7 +339,7 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
             raise InstanceError(f"expected a Layer, got {_type_name(layer)}", field=p)
         unique(layer.name, f"{p}.name")
         for key in ("param_bytes", "activation_bytes", "memory_bytes"):
-            _number(getattr(layer, key), f"{p}.{key}", nonnegative=True)
+            _number(getattr(layer, key), f"{p}.{key}", nonnegative=True, high=MAX_BYTES)
         for key in ("compute_s", "flops"):
             if getattr(layer, key) is not None:
                 _number(getattr(layer, key), f"{p}.{key}", nonnegative=True)
@@ -376,8 +376,8 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
         if not isinstance(block, Block):
             raise InstanceError(f"expected a Block, got {_type_name(block)}", field=p)
         unique(block.name, f"{p}.name")
-        _number(block.bytes, f"{p}.bytes", nonnegative=True)
-        _number(block.lookup_bytes, f"{p}.lookup_bytes", nonnegative=True)
+        _number(block.bytes, f"{p}.bytes", nonnegative=True, high=MAX_BYTES)
+        _number(block.lookup_bytes, f"{p}.lookup_bytes", nonnegative=True, high=MAX_BYTES)
         _number(block.compute_s, f"{p}.compute_s", nonnegative=True)
         _int(block.consumer, f"{p}.consumer", low=0, high=len(w.layers) - 1)
 
