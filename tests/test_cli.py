@@ -229,3 +229,17 @@ def test_evaluate_workload_solution_without_placement_is_bad_input(tmp_path, cap
     assert main(["evaluate", inst, str(sol)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "ring 1 names AllReduce group 1" in err and "states no placement" in err
+
+
+def test_verify_and_evaluate_report_a_directed_flag_that_differs_from_the_instance(tmp_path, capsys):
+    sol = tmp_path / "s.json"
+    assert main(["solve", MIX8, "--out", str(sol), "--quiet"]) == 0
+    data = json.loads(sol.read_text())
+    data["topology"]["directed"] = True
+    sol.write_text(json.dumps(data))
+    assert main(["verify", MIX8, str(sol)]) == 1
+    out = capsys.readouterr().out
+    assert "1 violation(s)" in out and "the solution's links are directed, the instance's undirected" in out
+    assert main(["evaluate", MIX8, str(sol)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the solution's links are directed, the instance's undirected" in err

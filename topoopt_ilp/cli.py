@@ -190,7 +190,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.oversubscription != 1.0 or args.rack_size is not None or args.equal_cost or args.bandwidth is not None:
         raise InputError("--oversubscription, --rack-size, --equal-cost and --bandwidth go with --architecture")
     if args.solution:
+        from .verify import direction_mismatch
+
         target = load_solution(args.solution, directed=inst.cluster.directed)
+        mismatch = direction_mismatch(inst, target)
+        if mismatch:
+            raise InputError(f"the solution does not match the instance: {mismatch}", source=args.solution)
         what = args.solution
     else:
         if inst.fixed_topology is None:

@@ -14,10 +14,11 @@ import numpy as np
 
 from .evaluate import ROUTING_MODES, RoutingError, evaluate, objective_value
 from .instance import Instance
+from .io import stated_directed
 from .traffic import effective_demand
 from .solution import Solution
 
-__all__ = ["VerifyReport", "verify"]
+__all__ = ["VerifyReport", "verify", "direction_mismatch"]
 
 _REL_TOL = 1e-6
 
@@ -210,6 +211,16 @@ def _close(a, b) -> bool:
     return abs(a - b) <= _REL_TOL * max(abs(a), abs(b)) + 1e-15
 
 
+def direction_mismatch(instance: Instance, solution: Solution) -> str | None:
+    """The solution file's ``topology.directed`` against the instance's links, or None when they agree
+    (or the solution was not read from a file that says)."""
+    stated = stated_directed(solution.topology)
+    if stated is None or stated == instance.cluster.directed:
+        return None
+    kind = {True: "directed", False: "undirected"}
+    return f"the solution's links are {kind[stated]}, the instance's {kind[instance.cluster.directed]}"
+
+
 def verify(instance: Instance, solution: Solution) -> VerifyReport:
     """Every violation of the instance's rules by the solution, and every stated metric that the
     evaluator does not reproduce. An empty report means valid."""
@@ -219,6 +230,9 @@ def verify(instance: Instance, solution: Solution) -> VerifyReport:
         return VerifyReport()
     if solution.topology is None:
         return VerifyReport((f"status {solution.status} but the solution has no topology",))
+    mismatch = direction_mismatch(instance, solution)
+    if mismatch:  # its links were read the instance's way: degree errors would hide the real cause
+        return VerifyReport((mismatch,))
     x = solution.topology.matrix
     out = _topology_violations(instance, x, solution.topology.jumps)
     if out and x.shape != (instance.n, instance.n):
