@@ -74,7 +74,14 @@ def heuristic_for_placement(instance: Instance, placement: dict | None, *, selec
     n, d, directed = instance.n, instance.d, instance.cluster.directed
     demand, _ = effective_demand(instance, placement)
     groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
-    res = h.topology_finder(n, d, groups, demand.mp_matrix(n), directed=directed, select=select, mode=mode, seed=seed)
+    multi = instance.cluster.multi_links
+    try:
+        res = h.topology_finder(n, d, groups, demand.mp_matrix(n), directed=directed, select=select, mode=mode, seed=seed,
+                                multi_links=multi)
+    except ValueError as exc:
+        if multi or "multi_links" not in str(exc):
+            raise
+        raise InputError(f"heuristic: {exc}") from None
     circulant_only = res.d_mp == 0 and len(res.jumps) == 1
     jumps = next(iter(res.jumps.values())) if circulant_only else None
     if jumps is not None and not np.array_equal(h.circulant_matrix(n, jumps, directed), res.X):
@@ -86,6 +93,9 @@ def heuristic_for_placement(instance: Instance, placement: dict | None, *, selec
         "group_kind": list(res.group_kind), "notes": list(res.notes),
         "mp_links": Topology(res.mp_matrix).links(directed),
     }
+    if not multi:
+        details["multi_links"] = {"rewired_swaps": res.rewired, "links_rewired": 2 * res.rewired,
+                                  "routing_jumps": None if res.routing_jumps is None else list(res.routing_jumps)}
     return Solution(status="feasible", method="heuristic", topology=Topology(res.X, jumps), routing=res.routing,
                     placement=placement, wall_time_s=time.perf_counter() - started, details=details)
 
@@ -173,11 +183,31 @@ def _baseline(instance: Instance, *, baseline: str = "expander", seed: int = 0) 
             x = h.torus(n, d, dims=d // 2)
         else:
             raise InputError(f"unknown baseline {baseline!r}; choose one of {', '.join(BASELINES)}")
+        details: dict[str, Any] = {"baseline": baseline, "seed": seed, "routing": "shortest paths, equal split"}
+        if not instance.cluster.multi_links:
+            details.update(_simple_links(instance, x, seed))
     except ValueError as exc:
         raise InputError(f"baseline {baseline}: {exc}") from None
     return Solution(status="feasible", method="baseline", topology=Topology(x), placement=start_placement(instance),
-                    wall_time_s=time.perf_counter() - started,
-                    details={"baseline": baseline, "seed": seed, "routing": "shortest paths, equal split"})
+                    wall_time_s=time.perf_counter() - started, details=details)
+
+
+def _simple_links(instance: Instance, x: np.ndarray, seed: int) -> dict:
+    """``cluster.multi_links: false``: rewire a baseline's parallel links in place (degree-preserving
+    swaps, the links with the least direct traffic first, connectivity kept) and say how many moved."""
+    from .heuristic.simple import parallel_link_count, remove_parallel_links
+
+    before = parallel_link_count(x)
+    if not before:
+        return {"multi_links": {"rewired_swaps": 0, "links_rewired": 0}}
+    weight = traffic_matrix(instance, demand=effective_demand(instance, start_placement(instance))[0])
+    try:
+        swaps = remove_parallel_links(x, weight=weight, seed=seed)
+    except ValueError as exc:
+        raise ValueError(f"cluster.multi_links is false: {exc}") from None
+    return {"multi_links": {"rewired_swaps": swaps, "links_rewired": 2 * swaps},
+            "note": f"multi_links false: {swaps} degree-preserving link swaps ({2 * swaps} links rewired) removed "
+                    f"{before} parallel links"}
 
 
 def _exact(instance: Instance, **options: Any) -> Solution:

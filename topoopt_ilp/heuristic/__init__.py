@@ -7,6 +7,7 @@
 * :mod:`.degree` - degree split and port allocation.
 * :mod:`.mp_links` - repeated max-weight matching and MP routing.
 * :mod:`.baselines` - random expander, demand greedy ("dheu"), torus.
+* :mod:`.simple` - parallel-link repair for ``multi_links: false`` (:func:`remove_parallel_links`).
 * :mod:`.finder` - :func:`topology_finder`, composing the above.
 """
 
@@ -26,6 +27,7 @@ from .select import (
     jump_set_score,
     select_permutations,
 )
+from .simple import parallel_link_count, remove_parallel_links
 from .totient import candidate_jumps, coset_of, coset_rings, divisors, jump_ports, totient_perms
 
 __all__ = [
@@ -55,7 +57,9 @@ __all__ = [
     "greedy_matching",
     "jump_ports",
     "jump_set_score",
+    "parallel_link_count",
     "random_expander",
+    "remove_parallel_links",
     "repeated_matching",
     "route_pairs",
     "select_permutations",

@@ -3,7 +3,8 @@
 Steps: traffic weights per group size -> degree split (d_A, d_MP) -> AllReduce ports per group size
 -> TotientPerms candidates + SelectPermutations per size -> circulant AllReduce links ->
 CoinChangeMod routes -> rings (direct or multi-hop "virtual") per group -> repeated max-weight
-matching for MP links -> explicit shortest paths where the MP links beat the circulant routes.
+matching for MP links -> (``multi_links=False``: parallel links rewired away, CoinChangeMod redone
+over the jumps left whole) -> explicit shortest paths where the MP links beat the circulant routes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .circulant import circulant_matrix
 from .coin_change import DEFAULT_MAX_ROUTES, coin_change_mod
 from .degree import allocate_ports, degree_split
 from .mp_links import DEFAULT_MATCHING, repeated_matching, route_pairs
+from .simple import parallel_link_count, remove_parallel_links
 from .select import best_rule, geometric_rule, select_permutations
 from .totient import coset_of, jump_ports, totient_perms
 
@@ -40,7 +42,8 @@ class TopologyFinderResult:
     X : numpy.ndarray
         ``(n, n)`` int64 final topology ``ar_matrix + mp_matrix``; rows (and columns) sum to ``d``.
     ar_matrix, mp_matrix : numpy.ndarray
-        AllReduce (circulant) links and MP (matching) links.
+        AllReduce (circulant) links and MP (matching) links. After a ``multi_links=False`` repair,
+        ``ar_matrix`` holds the circulant links that survived and ``mp_matrix`` the rest.
     jumps : dict int -> tuple of int
         Group size ``k`` -> jumps chosen for its direct rings, in pick order (repeats = parallel rings).
         May contain ``n`` even without a group of size ``n`` (the connectivity ring).
@@ -64,7 +67,12 @@ class TopologyFinderResult:
         ``"ordered"`` (not a coset: ring in the given member order, both directions if undirected),
         ``"trivial"`` (size <= 1, no traffic) or ``"unroutable"`` (no ring reachable).
     coin_dist : numpy.ndarray
-        CoinChangeMod distance per residue (``-1`` unreachable).
+        CoinChangeMod distance per residue (``-1`` unreachable); after a ``multi_links=False``
+        repair, over the jumps whose links all survived (``routing_jumps``).
+    rewired : int
+        Degree-preserving link swaps made to remove parallel links (``multi_links=False``; 0 otherwise).
+    routing_jumps : tuple of int or None
+        The jumps CoinChangeMod routes over when a repair broke some chosen jumps (None: all chosen).
     notes : tuple of str
         Fix-ups and fallbacks applied during this run.
     """
@@ -88,6 +96,8 @@ class TopologyFinderResult:
     split: str
     select: str
     notes: tuple[str, ...] = field(default=())
+    rewired: int = 0
+    routing_jumps: tuple[int, ...] | None = None
 
 
 def _ring_rows(n: int, s: int, k: int, jumps: Sequence[int], directed: bool) -> list[np.ndarray]:
@@ -116,6 +126,7 @@ def topology_finder(
     max_routes: int | None = DEFAULT_MAX_ROUTES,
     mp_k: int = 3,
     seed: int = 0,
+    multi_links: bool = True,
 ) -> TopologyFinderResult:
     """TopoOpt's TopologyFinder.
 
@@ -149,6 +160,12 @@ def topology_finder(
         ``k`` for ``mp_routing="ksp"``.
     seed : int
         Seeds the matching completion and randomised select rules.
+    multi_links : bool
+        Parallel links allowed (default, TopoOpt's multigraphs). When False, the finished topology's
+        parallel links are rewired by degree-preserving swaps (:func:`.simple.remove_parallel_links`,
+        the links carrying the least ring + MP traffic move first, connectivity kept); CoinChangeMod
+        is redone over the chosen jumps whose links all survived, and every pair with traffic that
+        those jumps no longer reach at the topology's distance gets explicit shortest paths.
 
     Returns
     -------
@@ -168,6 +185,8 @@ def topology_finder(
         raise ValueError("need n >= 2 and d >= 1")
     if not directed and (n * d) % 2:
         raise ValueError(f"n*d = {n * d} is odd: no undirected {d}-regular topology")
+    if not multi_links and d > n - 1:
+        raise ValueError(f"degree {d} needs parallel links on {n} servers (multi_links false allows at most {n - 1})")
     if mp is None:
         mp = np.zeros((n, n))
     if mp.shape != (n, n):
@@ -288,9 +307,38 @@ def topology_finder(
             mpm = X - ar
             notes.append("no AllReduce rings: MP matching links rewired to connect the topology")
 
+    # ---- 7b. multi_links false: rewire parallel links, re-route over the jumps left whole
+    rewired, routing_jumps, repaired = 0, None, False
+    if not multi_links and parallel_link_count(X, directed):
+        w = mp.toarray() if sp.issparse(mp) else np.array(mp, dtype=float)
+        np.fill_diagonal(w, 0.0)
+        for r, g, f in zip(ring_rows, ring_group, ring_frac):
+            np.add.at(w, (r, np.roll(r, -1)), float(groups[g][1]) * f)
+        before = parallel_link_count(X, directed)
+        rewired = remove_parallel_links(X, directed=directed, weight=w, seed=seed)
+        ar = np.minimum(ar, X)
+        mpm = X - ar
+        idx = np.arange(n)
+        whole = []
+        for j in chosen:
+            j = int(j) % n
+            key = j if directed else min(j, n - j)
+            if key and key not in whole and (X[idx, (idx + key) % n] > 0).all():
+                whole.append(key)
+        routing_jumps = tuple(whole)
+        dist, offset_routes = coin_change_mod(n, routing_jumps, directed=directed, max_routes=max_routes)
+        repaired = True
+        broken = sorted({(int(j) % n if directed else min(int(j) % n, n - int(j) % n)) for j in chosen} - set(whole))
+        note = (f"multi_links false: {rewired} degree-preserving link swaps ({2 * rewired} links rewired) removed "
+                f"{before} parallel links")
+        if broken:
+            note += (f"; jumps {broken} lost links, so CoinChangeMod routes over {list(routing_jumps)} and "
+                     "explicit shortest paths carry the rest")
+        notes.append(note)
+
     # ---- 8. explicit paths where the combined topology beats the circulant routes
     paths = PathSet.empty()
-    if d_mp > 0 or (dist < 0).any():
+    if d_mp > 0 or (dist < 0).any() or repaired:
         if sp.issparse(mp):
             C = mp.tocoo()
             src, dst = C.row.astype(np.int64), C.col.astype(np.int64)
@@ -302,7 +350,7 @@ def topology_finder(
             src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
         hs, hd = [src], [dst]
         for r, g in zip(ring_rows, ring_group):
-            if kinds[g] == "ordered":
+            if kinds[g] == "ordered" or repaired:  # repaired: a coset ring's jump may be gone
                 hs.append(r)
                 hd.append(np.roll(r, -1))
         src, dst = np.concatenate(hs), np.concatenate(hd)
@@ -342,4 +390,6 @@ def topology_finder(
         split=split,
         select=select_name,
         notes=tuple(notes),
+        rewired=rewired,
+        routing_jumps=routing_jumps,
     )
