@@ -130,6 +130,21 @@ class SolveOptions:
         return vec
 
 
+#: Native parameters that the standard options set (and would silently override): refused, with
+#: the option to use instead. (CBC's command line also takes unique prefixes; the usual spellings.)
+RESERVED_NATIVE: dict[str, dict[str, str]] = {
+    "highs": {"time_limit": "time_limit_s (--time-limit)", "mip_rel_gap": "rel_gap (--gap)", "mip_abs_gap": "abs_gap",
+              "threads": "threads (--threads)", "random_seed": "seed (--seed)", "mip_max_nodes": "node_limit",
+              "output_flag": "log / verbose", "log_to_console": "verbose", "log_file": "log",
+              "solve_relaxation": "the model's variable kinds"},
+    "cbc": {name: option for option, names in (
+        ("time_limit_s (--time-limit)", ("sec", "seconds", "timelimit")),
+        ("rel_gap (--gap)", ("ratio", "ratiogap", "gaprel")), ("abs_gap", ("allow", "allowablegap", "gapabs")),
+        ("threads (--threads)", ("threads",)), ("seed (--seed)", ("randomseed", "randomcbcseed")),
+        ("node_limit", ("maxn", "maxnodes")), ("log / verbose", ("log", "loglevel"))) for name in names},
+}
+
+
 def _checked_native(given: object) -> dict[str, dict[str, NativeValue]]:
     """A private copy of ``native_options`` (the caller's dicts may change later), checked: known
     backend names, parameter names as strings, scalar values."""
@@ -148,5 +163,9 @@ def _checked_native(given: object) -> dict[str, dict[str, NativeValue]]:
             if not isinstance(name, str) or not isinstance(value, (bool, int, float, str, np.integer, np.floating)):
                 raise NativeOptionError(f"native_options[{backend!r}][{name!r}] = {value!r}: names are strings, values bool, "
                                  "int, float or str")
+            standard = RESERVED_NATIVE.get(backend, {}).get(name.lower())
+            if standard is not None:
+                raise NativeOptionError(f"native option {backend}.{name} is set by the standard option {standard}, "
+                                        "which would override it: use that instead")
         out[backend] = {name: value.item() if isinstance(value, np.generic) else value for name, value in params.items()}
     return out

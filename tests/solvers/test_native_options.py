@@ -58,3 +58,11 @@ def test_options_keep_a_private_copy():
     opts = S.SolveOptions(native_options={"highs": params})
     params["presolve"] = "bogus"
     assert opts.native("highs") == {"presolve": "off"} and opts.native("cbc") == {}
+
+
+@pytest.mark.parametrize("backend,name", [("highs", "time_limit"), ("highs", "MIP_REL_GAP"), ("highs", "threads"),
+                                          ("cbc", "sec"), ("cbc", "ratioGap"), ("cbc", "maxNodes")])
+def test_a_parameter_the_standard_options_set_is_refused(backend, name):
+    # Found by a user: highs.time_limit=100 was silently overridden by --time-limit.
+    with pytest.raises(NativeOptionError, match="set by the standard option"):
+        S.SolveOptions(native_options={backend: {name: 1}})
