@@ -130,18 +130,13 @@ class SolveOptions:
         return vec
 
 
-#: Native parameters that the standard options set (and would silently override): refused, with
-#: the option to use instead. (CBC's command line also takes unique prefixes; the usual spellings.)
+#: Native parameters that the adapters set themselves after the user's (the time limit comes from
+#: the deadline, which the guard enforces too; HiGHS' relaxation switch drives the LP-first path), so
+#: that a value given here would be silently overridden: refused, with what to use instead.
+#: (CBC's command line also takes unique prefixes; these are its usual spellings.)
 RESERVED_NATIVE: dict[str, dict[str, str]] = {
-    "highs": {"time_limit": "time_limit_s (--time-limit)", "mip_rel_gap": "rel_gap (--gap)", "mip_abs_gap": "abs_gap",
-              "threads": "threads (--threads)", "random_seed": "seed (--seed)", "mip_max_nodes": "node_limit",
-              "output_flag": "log / verbose", "log_to_console": "verbose", "log_file": "log",
-              "solve_relaxation": "the model's variable kinds"},
-    "cbc": {name: option for option, names in (
-        ("time_limit_s (--time-limit)", ("sec", "seconds", "timelimit")),
-        ("rel_gap (--gap)", ("ratio", "ratiogap", "gaprel")), ("abs_gap", ("allow", "allowablegap", "gapabs")),
-        ("threads (--threads)", ("threads",)), ("seed (--seed)", ("randomseed", "randomcbcseed")),
-        ("node_limit", ("maxn", "maxnodes")), ("log / verbose", ("log", "loglevel"))) for name in names},
+    "highs": {"time_limit": "time_limit_s (--time-limit)", "solve_relaxation": "the model's variable kinds"},
+    "cbc": {name: "time_limit_s (--time-limit)" for name in ("sec", "seconds", "timelimit")},
 }
 
 

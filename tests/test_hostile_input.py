@@ -96,6 +96,11 @@ def test_cli_hostile_files_exit_2_with_one_line(tmp_path):
         "odd.json": json.dumps({"format": "topoopt-instance", "version": 1,
                                 "cluster": {"servers": 5, "degree": 3, "link_bandwidth_gbps": 1}, "demand": {"all_to_all": 1}}),
         "binary.json": b"\xff\xfe\x00garbage",
+        # Found by a user: a key given twice was accepted silently (the last one won).
+        "duplicate.json": '{"format": "topoopt-instance", "version": 1, "cluster": {"servers": 8, "servers": 16, '
+                          '"degree": 2, "link_bandwidth_gbps": 1}, "demand": {"all_to_all": 1}}',
+        "version_string.json": json.dumps({"format": "topoopt-instance", "version": "1",
+                                           "cluster": {"servers": 4, "degree": 2, "link_bandwidth_gbps": 1}}),
     }
     for name, content in cases.items():
         p = tmp_path / name
@@ -109,3 +114,26 @@ def test_cli_hostile_files_exit_2_with_one_line(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("error: ") and str(p) in lines[0], (name, r.stderr)
         assert "Traceback" not in r.stderr and not out.exists()
         assert elapsed < 10  # interpreter start-up included; the parse itself is checked above to take < 1 s
+
+
+def test_duplicate_keys_and_string_versions_are_named(tmp_path):
+    p = tmp_path / "dup.json"
+    p.write_text('{"format": "topoopt-instance", "version": 1, "cluster": {"servers": 8, "servers": 16, "degree": 2, '
+                 '"link_bandwidth_gbps": 1}, "demand": {"all_to_all": 1}}')
+    r = _cli("validate", str(p))
+    assert r.returncode == 2 and "key 'servers' appears twice" in r.stderr
+    p.write_text(json.dumps({"format": "topoopt-instance", "version": "1", "cluster": {"servers": 4, "degree": 2,
+                                                                                     "link_bandwidth_gbps": 1}}))
+    r = _cli("validate", str(p))
+    assert r.returncode == 2 and "the string '1'" in r.stderr and "the number 1" in r.stderr
+
+
+def test_ctrl_c_exits_130_with_one_line(monkeypatch, capsys):
+    from topoopt_ilp import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(io, "load_instance", interrupted)
+    assert cli.main(["validate", "instances/mix-8.json"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"

@@ -15,7 +15,8 @@ import re
 import sys
 from typing import Any, Sequence
 
-from .errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK, InputError, TopoOptError
+from .errors import (EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_NO_SOLUTION, EXIT_OK, InputError,
+                     TopoOptError)
 
 __all__ = ["main", "build_parser"]
 
@@ -595,7 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_ERROR
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI promises one line, not a traceback
         if os.environ.get("TOPOOPT_DEBUG"):
             raise

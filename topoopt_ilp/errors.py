@@ -8,6 +8,7 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_INFEASIBLE",
     "EXIT_NO_SOLUTION",
+    "EXIT_INTERRUPTED",
     "TopoOptError",
     "InputError",
     "InstanceError",
@@ -20,6 +21,7 @@ EXIT_ERROR = 1  # anything else (also: a solution that fails verification)
 EXIT_BAD_INPUT = 2  # bad input file or usage
 EXIT_INFEASIBLE = 3  # proven infeasible
 EXIT_NO_SOLUTION = 4  # a limit was reached without a solution
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
 
 
 class TopoOptError(Exception):

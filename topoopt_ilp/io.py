@@ -79,11 +79,21 @@ def _read_json(path: str | os.PathLike, error: type[InputError]) -> Any:
     except OSError as exc:
         raise error(f"cannot read file: {exc.strerror or exc}", source=source) from None
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as exc:
         raise error(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
     except (ValueError, RecursionError) as exc:
         raise error(f"malformed JSON: {exc}", source=source) from None
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """A JSON object as a dict, refusing a key given twice (json would keep the last one silently)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
 
 
 def _obj(value: Any, path: str, allowed: set[str], required: set[str] = frozenset(), err=InstanceError) -> dict:
@@ -146,7 +156,8 @@ def parse_instance(data: Any) -> Instance:
     if top["format"] != INSTANCE_FORMAT:
         raise InstanceError(f"expected {INSTANCE_FORMAT!r}, got {top['format']!r}", field="format")
     if top["version"] != VERSION or isinstance(top["version"], bool):
-        raise InstanceError(f"unsupported version {top['version']!r} (this release reads version {VERSION})", field="version")
+        got = f"the string {top['version']!r}" if isinstance(top["version"], str) else repr(top["version"])
+        raise InstanceError(f"unsupported version {got} (this release reads the number {VERSION})", field="version")
     c = _obj(top["cluster"], "cluster", _CLUSTER_KEYS, {"servers", "degree", "link_bandwidth_gbps"})
     cluster = Cluster(**c)  # validates sizes first, so nothing below can allocate by a hostile n
     n = cluster.servers

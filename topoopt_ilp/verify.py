@@ -163,8 +163,8 @@ def _placement_violations(instance: Instance, sol: Solution) -> list[str]:
 
     try:
         strategy = parse_strategy(sol.placement, instance.workload, instance.n)
-    except InstanceError as exc:
-        return [f"placement: {exc}"]
+    except InstanceError as exc:  # its message usually names the placement field already
+        return [str(exc) if str(exc).startswith("placement") else f"placement: {exc}"]
     return [f"placement: {v}" for v in validate_strategy(instance.workload, instance.n, strategy)]
 
 
