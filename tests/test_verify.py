@@ -137,28 +137,27 @@ def test_routing_is_checked_even_without_stated_metrics():
 def test_the_files_directed_flag_must_match_the_instance(tmp_path):
     """The instance decides how links are read, but a file that says the other thing is reported as
     such, not as degree errors (or, worse, as valid)."""
-    inst = instance()
-    sol = valid_solution(inst)
     path = tmp_path / "sol.json"
-    io.save_solution(sol, path, directed=False)
-    assert io.stated_directed(io.load_solution(path, directed=False).topology) is False
-    assert verify(inst, io.load_solution(path, directed=False)).valid
-    data = json.loads(path.read_text())
-    data["topology"]["directed"] = True
-    path.write_text(json.dumps(data))
-    report = verify(inst, io.load_solution(path, directed=False))
+
+    def report_after_flipping(inst, sol, directed):
+        """Save ``sol`` (valid), flip the file's directed flag, and verify the file again."""
+        io.save_solution(sol, path, directed=directed)
+        assert io.stated_directed(io.load_solution(path, directed=directed).topology) is directed
+        assert verify(inst, io.load_solution(path, directed=directed)).valid
+        data = json.loads(path.read_text())
+        data["topology"]["directed"] = not directed
+        path.write_text(json.dumps(data))
+        return verify(inst, io.load_solution(path, directed=directed))
+
+    inst = instance()
+    report = report_after_flipping(inst, valid_solution(inst), directed=False)
     assert report.violations == ("the solution's links are directed, the instance's undirected",)
     # A directed instance and a file that says undirected (its links otherwise the instance's own).
     cluster = {"servers": N, "degree": 1, "link_bandwidth_gbps": 100, "hop_latency_us": 0.0, "links": "directed"}
     dinst = io.parse_instance(minimal(cluster=cluster))
     ring = np.roll(np.eye(N, dtype=np.int64), 1, axis=1)
     dsol = finalize(dinst, Solution("feasible", "x", Topology(ring, (1,))))
-    io.save_solution(dsol, path, directed=True)
-    assert verify(dinst, io.load_solution(path, directed=True)).valid
-    data = json.loads(path.read_text())
-    data["topology"]["directed"] = False
-    path.write_text(json.dumps(data))
-    report = verify(dinst, io.load_solution(path, directed=True))
+    report = report_after_flipping(dinst, dsol, directed=True)
     assert report.violations == ("the solution's links are undirected, the instance's directed",)
     # Built in code (no file): nothing stated, nothing to compare.
     assert io.stated_directed(dsol.topology) is None and verify(dinst, dsol).valid

@@ -52,24 +52,22 @@ def _pos_float(text: str) -> float:
     return v
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {v}")
-    return v
-
-
-def _pos_int(text: str) -> int:
+def _int_at_least(text: str, low: int) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    if v < low:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {v}")
     return v
+
+
+def _nonneg_int(text: str) -> int:
+    return _int_at_least(text, 0)
+
+
+def _pos_int(text: str) -> int:
+    return _int_at_least(text, 1)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -58,27 +58,19 @@ def _links(X, directed):
     return np.concatenate([iu, ju]), np.concatenate([ju, iu])
 
 
-def _candidates_undirected(X, u, v, w, A, B):
-    """Partner links ``(a, b)`` among ``(A, B)`` for the duplicate ``u - v``, best first."""
-    ok = (X[A, B] > 0) & (A != u) & (A != v) & (B != u) & (B != v) & (X[u, A] == 0) & (X[v, B] == 0)
+def _candidates(X, u, v, w, A, B, directed):
+    """Partner links ``(a, b)`` among ``(A, B)`` for the duplicate ``u - v``, best first. The new
+    pairs are ``u - a`` and ``v - b`` (undirected) or the arcs ``u -> b`` and ``a -> v`` (directed)."""
+    if directed:
+        ok = (B != u) & (A != v) & (X[u, B] == 0) & (X[A, v] == 0)
+    else:
+        ok = (A != u) & (A != v) & (B != u) & (B != v) & (X[u, A] == 0) & (X[v, B] == 0)
+    ok &= X[A, B] > 0
     A, B = A[ok], B[ok]
     if not A.size:
         return A, B
     per_link = w[A, B] / X[A, B]
-    gain = w[u, A] + w[v, B]
-    order = np.lexsort((-gain, per_link, X[A, B] == 1))
-    return A[order], B[order]
-
-
-def _candidates_directed(X, u, v, w, A, B):
-    """Partner arcs ``(a, b)`` among ``(A, B)`` for the duplicate ``u -> v`` (new arcs ``u -> b``,
-    ``a -> v``), best first."""
-    ok = (X[A, B] > 0) & (B != u) & (A != v) & (X[u, B] == 0) & (X[A, v] == 0)
-    A, B = A[ok], B[ok]
-    if not A.size:
-        return A, B
-    per_link = w[A, B] / X[A, B]
-    gain = w[u, B] + w[A, v]
+    gain = w[u, B] + w[A, v] if directed else w[u, A] + w[v, B]
     order = np.lexsort((-gain, per_link, X[A, B] == 1))
     return A[order], B[order]
 
@@ -212,7 +204,6 @@ def remove_parallel_links(X: np.ndarray, *, directed: bool = False, weight: np.n
             w = w + w.T
     keep_connected = _connected(X, directed)
     rng = np.random.default_rng(seed)
-    cand = _candidates_directed if directed else _candidates_undirected
     swaps = neutral = 0
     limit = max_neutral if max_neutral is not None else 50 * (int(X.sum()) + 1)
     while True:
@@ -222,12 +213,12 @@ def remove_parallel_links(X: np.ndarray, *, directed: bool = False, weight: np.n
             return swaps + neutral
         # most copies first, then the least traffic per copy
         order = np.lexsort((w[du, dv] / m[du, dv], -m[du, dv]))
-        links = _links(X, directed)  # this round's links; cand() rechecks each against X
+        links = _links(X, directed)  # this round's links; _candidates() rechecks each against X
         progress = False
         for k in order.tolist():
             u, v = int(du[k]), int(dv[k])
             while X[u, v] > 1:
-                A, B = cand(X, u, v, w, *links)
+                A, B = _candidates(X, u, v, w, *links, directed)
                 for a, b in zip(A.tolist()[:64], B.tolist()[:64]):
                     moves = _swap_moves(directed, u, v, a, b)
                     _apply(X, directed, moves)
