@@ -243,3 +243,16 @@ def test_verify_and_evaluate_report_a_directed_flag_that_differs_from_the_instan
     assert main(["evaluate", MIX8, str(sol)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the solution's links are directed, the instance's undirected" in err
+
+
+def test_evaluate_warns_when_the_solution_fails_verification(tmp_path, capsys):
+    # Found by a user: a solution with a link removed was scored (iteration time inf) without a word.
+    sol = tmp_path / "sol.json"
+    assert main(["solve", str(INSTANCES / "mix-8.json"), "--out", str(sol), "--quiet"]) == 0
+    capsys.readouterr()
+    data = json.loads(sol.read_text())
+    data["topology"]["links"] = data["topology"]["links"][1:]
+    sol.write_text(json.dumps(data))
+    assert main(["evaluate", str(INSTANCES / "mix-8.json"), str(sol)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: ") and "fails verification" in err and len(err.strip().splitlines()) == 1

@@ -161,3 +161,13 @@ def test_the_files_directed_flag_must_match_the_instance(tmp_path):
     assert report.violations == ("the solution's links are undirected, the instance's directed",)
     # Built in code (no file): nothing stated, nothing to compare.
     assert io.stated_directed(dsol.topology) is None and verify(dinst, dsol).valid
+
+
+def test_optimal_needs_a_bound():
+    # Found by a user: a hand-edited heuristic solution claiming "optimal" with no bound was valid.
+    inst = instance()
+    sol = valid_solution(inst)
+    claimed = replace(sol, status="optimal")
+    assert verify(inst, claimed).violations == ("status optimal but the solution states no bound",)
+    proven = replace(sol, status="optimal", bound=sol.objective)
+    assert verify(inst, proven).valid

@@ -202,6 +202,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         target = Topology(inst.fixed_topology_matrix(), inst.fixed_topology.jumps)
         what = "the instance's fixed topology"
     metrics = evaluate(inst, target, routing=args.routing).as_dict()
+    if args.solution:
+        from .verify import verify
+
+        report = verify(inst, target)
+        if not report.valid:  # scored anyway (that is evaluate's job), but not silently
+            print(f"warning: {args.solution} fails verification ({len(report.violations)} violation(s), first: "
+                  f"{report.violations[0]}); the scores are of the solution as given (see topoopt verify)", file=sys.stderr)
     if args.json:
         _print_json(metrics)
     else:

@@ -230,6 +230,8 @@ def verify(instance: Instance, solution: Solution) -> VerifyReport:
         return VerifyReport()
     if solution.topology is None:
         return VerifyReport((f"status {solution.status} but the solution has no topology",))
+    if solution.status == "optimal" and solution.bound is None:  # a claim of optimality needs its proof
+        return VerifyReport(("status optimal but the solution states no bound",))
     mismatch = direction_mismatch(instance, solution)
     if mismatch:  # its links were read the instance's way: degree errors would hide the real cause
         return VerifyReport((mismatch,))
