@@ -575,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("model", choices=sorted(MODELS), metavar="MODEL", help=", ".join(sorted(MODELS)))
     g.add_argument("--servers", type=_pos_int, required=True)
     g.add_argument("--degree", type=_pos_int, required=True)
-    g.add_argument("--bandwidth", type=_nonneg_float, required=True, metavar="GBPS")
+    g.add_argument("--bandwidth", type=_pos_float, required=True, metavar="GBPS")
     g.add_argument("--batch", type=_pos_int, default=None, help="global batch (default: the model's paper setting)")
     g.add_argument("-o", "--output", default=None, metavar="FILE.json", help="write here (default: print)")
     g.set_defaults(func=_cmd_generate)
