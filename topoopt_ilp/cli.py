@@ -205,7 +205,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.solution:
         from .verify import verify
 
-        report = verify(inst, target)
+        report = verify(inst, target, check_metrics=False)  # its rules only: the metrics were just computed
         if not report.valid:  # scored anyway (that is evaluate's job), but not silently
             print(f"warning: {args.solution} fails verification ({len(report.violations)} violation(s), first: "
                   f"{report.violations[0]}); the scores are of the solution as given (see topoopt verify)", file=sys.stderr)
