@@ -142,7 +142,7 @@ def test_the_files_directed_flag_must_match_the_instance(tmp_path):
     def report_after_flipping(inst, sol, directed):
         """Save ``sol`` (valid), flip the file's directed flag, and verify the file again."""
         io.save_solution(sol, path, directed=directed)
-        assert io.stated_directed(io.load_solution(path, directed=directed).topology) is directed
+        assert io.load_solution(path, directed=directed).topology.stated_directed is directed
         assert verify(inst, io.load_solution(path, directed=directed)).valid
         data = json.loads(path.read_text())
         data["topology"]["directed"] = not directed
@@ -160,7 +160,7 @@ def test_the_files_directed_flag_must_match_the_instance(tmp_path):
     report = report_after_flipping(dinst, dsol, directed=True)
     assert report.violations == ("the solution's links are undirected, the instance's directed",)
     # Built in code (no file): nothing stated, nothing to compare.
-    assert io.stated_directed(dsol.topology) is None and verify(dinst, dsol).valid
+    assert dsol.topology.stated_directed is None and verify(dinst, dsol).valid
 
 
 def test_optimal_needs_a_bound():

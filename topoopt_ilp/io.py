@@ -12,7 +12,7 @@ import json
 import math
 import os
 import tempfile
-import weakref
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,7 +44,6 @@ __all__ = [
     "save_solution",
     "write_json_atomic",
     "check_writable",
-    "stated_directed",
     "MAX_FILE_BYTES",
 ]
 
@@ -396,25 +395,9 @@ def save_solution(sol: Solution, path: str | os.PathLike, *, directed: bool, ins
     write_json_atomic(path, solution_to_dict(sol, directed=directed, instance_name=instance_name))
 
 
-# The ``topology.directed`` flag as the file states it, per topology read (``directed=`` from the
-# instance wins when the links are read, so the verifier needs the file's own word to compare).
-_STATED_DIRECTED: "weakref.WeakKeyDictionary[Topology, bool]" = weakref.WeakKeyDictionary()
-
-
-def stated_directed(topology: Topology | None) -> bool | None:
-    """What the solution file said about its links (``topology.directed``), or None when the
-    topology was not read from a file or the file did not say."""
-    if topology is None:
-        return None
-    try:
-        return _STATED_DIRECTED.get(topology)
-    except TypeError:  # not weak-referenceable: nothing was recorded
-        return None
-
-
 def load_solution(path: str | os.PathLike, *, directed: bool | None = None) -> Solution:
     """Read a solution file. ``directed`` (from the instance) wins over the file's own flag when the
-    links are read; the file's own flag stays available as :func:`stated_directed`."""
+    links are read; the file's own flag stays available as ``topology.stated_directed``."""
     data = _read_json(path, SolutionFileError)
     return _with_source(lambda: parse_solution(data, directed=directed), str(path), SolutionFileError)
 
@@ -455,10 +438,7 @@ def parse_solution(data: Any, *, directed: bool | None = None) -> Solution:
             raise E("expected a list of integers", field="topology.jumps")
         topology = Topology.from_links(n, links, directed, jumps)
         if stated is not None:
-            try:
-                _STATED_DIRECTED[topology] = stated
-            except TypeError:
-                pass
+            topology = replace(topology, stated_directed=stated)
     routing = _parse_routing(top.get("routing") or {})
     nums = {}
     for key in ("objective", "bound", "gap", "wall_time_s"):

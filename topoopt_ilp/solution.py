@@ -19,10 +19,13 @@ METHODS = ("heuristic", "exact", "alternating", "baseline", "given")
 @dataclass(frozen=True, eq=False)
 class Topology:
     """A link-count matrix ``matrix[i, j]`` (links i -> j; symmetric when undirected), plus the
-    circulant jump set that generated it, when there is one."""
+    circulant jump set that generated it, when there is one. ``stated_directed``: what the solution
+    file it was read from said about its links (``topology.directed``; None when not read from a
+    file or not stated). The instance decides how links are read; the verifier compares the two."""
 
     matrix: np.ndarray
     jumps: tuple[int, ...] | None = None
+    stated_directed: bool | None = None
 
     def __post_init__(self) -> None:
         m = np.array(self.matrix, dtype=np.int64)

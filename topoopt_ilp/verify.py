@@ -14,7 +14,6 @@ import numpy as np
 
 from .evaluate import ROUTING_MODES, RoutingError, evaluate, objective_value
 from .instance import Instance
-from .io import stated_directed
 from .traffic import effective_demand
 from .solution import Solution
 
@@ -214,7 +213,7 @@ def _close(a, b) -> bool:
 def direction_mismatch(instance: Instance, solution: Solution) -> str | None:
     """The solution file's ``topology.directed`` against the instance's links, or None when they agree
     (or the solution was not read from a file that says)."""
-    stated = stated_directed(solution.topology)
+    stated = solution.topology.stated_directed if solution.topology is not None else None
     if stated is None or stated == instance.cluster.directed:
         return None
     kind = {True: "directed", False: "undirected"}
