@@ -256,3 +256,16 @@ def test_evaluate_warns_when_the_solution_fails_verification(tmp_path, capsys):
     assert main(["evaluate", str(INSTANCES / "mix-8.json"), str(sol)]) == 0
     err = capsys.readouterr().err
     assert err.startswith("warning: ") and "fails verification" in err and len(err.strip().splitlines()) == 1
+
+
+def test_out_writes_through_a_symlink_and_never_over_the_instance(tmp_path, capsys):
+    # Found by a user: --out onto a symlink replaced the link; --out INSTANCE overwrote the instance.
+    inst = tmp_path / "in.json"
+    inst.write_text((INSTANCES / "mix-8.json").read_text())
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "real.json")
+    assert main(["solve", str(inst), "--out", str(link), "--quiet"]) == 0
+    assert link.is_symlink() and json.loads((tmp_path / "real.json").read_text())["format"] == "topoopt-solution"
+    before = inst.read_text()
+    assert main(["solve", str(inst), "--out", str(tmp_path / "." / "in.json"), "--quiet"]) == 2
+    assert "is the instance file itself" in capsys.readouterr().err and inst.read_text() == before

@@ -549,11 +549,12 @@ def check_writable(path: str | os.PathLike, option: str = "--out") -> None:
 
 def write_atomic(path: str | os.PathLike, render: Callable[[str], None]) -> None:
     """Let ``render`` write a temporary file beside ``path`` (same extension, so matplotlib picks the
-    format) and rename it into place: a failed or interrupted run never leaves a partial file."""
+    format) and rename it into place: a failed or interrupted run never leaves a partial file. A
+    symbolic link is written through (its target replaced, the link kept)."""
     problem = _output_problem(path)
     if problem:
         raise InputError(f"cannot write {os.fspath(path)}: {problem}")
-    target = Path(path)
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=target.suffix or ".tmp", dir=directory)
