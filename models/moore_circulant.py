@@ -70,10 +70,14 @@ def moore_floors(n: int, d: int) -> tuple[float, float]:
     return float(n * hops.sum()), float(hops.max(initial=0.0))
 
 
+def _jump_set_count(n: int, d: int, multi_links: bool) -> int:
+    return math.comb(n + d - 2, d) if multi_links else math.comb(n - 1, d)
+
+
 def jump_sets(n: int, d: int, multi_links: bool) -> np.ndarray | None:
     """Every jump multiset of size d from 1..n-1 (sets without ``multi_links``) as a (G, d) array in
     lexicographic order; None when there are more than :data:`MAX_JUMP_SETS`."""
-    count = math.comb(n + d - 2, d) if multi_links else math.comb(n - 1, d)
+    count = _jump_set_count(n, d, multi_links)
     if count > MAX_JUMP_SETS:
         return None
     pick = itertools.combinations_with_replacement if multi_links else itertools.combinations
@@ -132,7 +136,7 @@ def moore_applies(instance: Instance, mp: np.ndarray) -> str | None:
         return "the demand is not uniform all-to-all"
     if c.servers < 3 or c.degree < 1:
         return "fewer than 3 servers or degree below 1"
-    if jump_sets(c.servers, c.degree, c.multi_links) is None:
+    if _jump_set_count(c.servers, c.degree, c.multi_links) > MAX_JUMP_SETS:
         return f"more than {MAX_JUMP_SETS:,} jump sets to enumerate"
     return None
 
