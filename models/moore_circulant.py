@@ -18,18 +18,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topoopt_ilp.heuristic import canonical_jump_sets, circulant_matrix, circulant_stats_batch
 from topoopt_ilp.instance import Instance
 
 from .common import ExactOptions
 from .graph_catalogue import flow_lp_lambda
 from .topology_routing import _uniform_demand, moore_layer_hops
 
-__all__ = ["MAX_JUMP_SETS", "MooreSearch", "circulant_hop_statistics", "jump_sets", "moore_applies",
-           "moore_floors", "search_moore_circulant"]
+__all__ = ["MAX_JUMP_SETS", "MooreSearch", "jump_sets", "moore_applies", "moore_floors", "search_moore_circulant"]
 
 #: Jump sets enumerated at most (one batched BFS each): n = 32, d = 4 has 46,376 with repetition.
 MAX_JUMP_SETS = 100_000
-_CHUNK = 4096
 #: Relative tolerance of "lambda meets the bound" (LP values are exact to about 1e-9).
 DEFAULT_TOLERANCE = 1e-7
 
@@ -57,8 +56,9 @@ DEFAULT_TOLERANCE = 1e-7
 # Candidates: circulant digraphs, arcs i -> i + j (mod n) for j in a jump multiset J of size d
 # (distinct jumps without ``multi_links``); every server then has d out- and d in-arcs. A circulant
 # is vertex-transitive, so W = n sum_t dist(0, t) and diam = ecc(0): one breadth-first search from
-# server 0 per jump set, all sets at once (``circulant_hop_statistics``). Multiplying J by a unit
-# u mod n gives an isomorphic digraph (i -> u i), so one LP per orbit suffices.
+# server 0 per jump set, all sets at once (the heuristic's ``circulant_stats_batch``). Multiplying
+# J by a unit u mod n gives an isomorphic digraph (i -> u i), so one LP per orbit suffices (orbits
+# by the heuristic's ``canonical_jump_sets``).
 # Search: the jump sets meeting the floor of the objective, in enumeration order; for aspl and
 # diameter the first one is optimal. For throughput a circulant with W = n F can still route
 # unevenly, so each orbit's flow LP is solved until one reaches d / F. No set meeting the floor, or
@@ -82,47 +82,6 @@ def jump_sets(n: int, d: int, multi_links: bool) -> np.ndarray | None:
         return None
     pick = itertools.combinations_with_replacement if multi_links else itertools.combinations
     return np.array(list(pick(range(1, n), d)), dtype=np.int64).reshape(count, d)
-
-
-def circulant_hop_statistics(n: int, jumps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(W, diameter) of the circulant digraph of each row of ``jumps`` (inf when it is not strongly
-    connected): breadth-first search from server 0, every set at once, W = n * the distance sum."""
-    total = np.zeros(len(jumps))
-    diameter = np.zeros(len(jumps))
-    v = np.arange(n)
-    for lo in range(0, len(jumps), _CHUNK):
-        J = jumps[lo:lo + _CHUNK]
-        pred = (v[None, None, :] - J[:, :, None]) % n  # pred[g, k, v] = v - J[g, k]: v is reached through it
-        rows = np.arange(len(J))[:, None, None]
-        reach = v[None, :] == 0
-        reach = np.repeat(reach, len(J), axis=0)
-        tot, diam = np.zeros(len(J)), np.zeros(len(J))
-        for _ in range(n - 1):
-            missing = n - reach.sum(axis=1)
-            if not missing.any():
-                break
-            tot += missing
-            diam += missing > 0
-            reach = reach | reach[rows, pred].any(axis=1)
-        cut = ~reach.all(axis=1)
-        tot[cut] = diam[cut] = np.inf
-        total[lo:lo + len(J)] = n * tot
-        diameter[lo:lo + len(J)] = diam
-    return total, diameter
-
-
-def _orbit_key(n: int, jumps: np.ndarray) -> tuple[int, ...]:
-    """The least sorted image u J mod n over the units u: equal for isomorphic circulants of one orbit."""
-    return min(tuple(sorted(int(j) for j in (u * jumps) % n)) for u in range(1, n) if math.gcd(u, n) == 1)
-
-
-def circulant_matrix(n: int, jumps: np.ndarray) -> np.ndarray:
-    """X[i, i + j mod n] += 1 for every j of ``jumps`` (as a multiset)."""
-    X = np.zeros((n, n), dtype=np.int64)
-    i = np.arange(n)
-    for j in jumps:
-        np.add.at(X, (i, (i + int(j)) % n), 1)
-    return X
 
 
 def moore_applies(instance: Instance, mp: np.ndarray) -> str | None:
@@ -167,7 +126,9 @@ def search_moore_circulant(instance: Instance, options: ExactOptions,
     n, d = c.servers, c.degree
     sets = jump_sets(n, d, c.multi_links)
     w_floor, diam_floor = moore_floors(n, d)
-    totals, diameters = circulant_hop_statistics(n, sets)
+    unreachable, totals, diameters = circulant_stats_batch(n, sets)  # from server 0: vertex-transitive
+    totals = np.where(unreachable == 0, n * totals, np.inf)  # W = n * the distance sum
+    diameters = np.where(unreachable == 0, diameters, np.inf)
     hop_objective = instance.objective in ("aspl", "diameter")
     if instance.objective == "diameter":
         meets, floor = diameters <= diam_floor, diam_floor
@@ -177,7 +138,7 @@ def search_moore_circulant(instance: Instance, options: ExactOptions,
     lps = 0
 
     def outcome(jumps: np.ndarray | None, value: float, timed_out: bool = False, reason: str | None = None) -> MooreSearch:
-        X = None if jumps is None else circulant_matrix(n, jumps)
+        X = None if jumps is None else circulant_matrix(n, jumps, directed=True)
         return MooreSearch(X, None if jumps is None else tuple(int(j) for j in jumps), value, floor, len(sets),
                            len(hits), lps, timed_out, reason, time.perf_counter() - started)
 
@@ -191,12 +152,12 @@ def search_moore_circulant(instance: Instance, options: ExactOptions,
         best = int(hits[0])
         return outcome(sets[best], float(diameters[best] if instance.objective == "diameter" else totals[best]))
     seen, best_lam = set(), -math.inf
-    for g in hits:
-        key = _orbit_key(n, sets[g])
+    for g, canonical in zip(hits, canonical_jump_sets(sets[hits], n, directed=True)):
+        key = tuple(int(j) for j in canonical)
         if key in seen:
             continue
         seen.add(key)
-        lam = flow_lp_lambda(circulant_matrix(n, sets[g]), options, started)
+        lam = flow_lp_lambda(circulant_matrix(n, sets[g], directed=True), options, started)
         if lam is None:
             return outcome(None, math.nan, timed_out=True, reason="the time limit ran out")
         lps += 1

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import minimal
 from topoopt_ilp import io
+from topoopt_ilp.heuristic import circulant_matrix, circulant_stats_batch
 from topoopt_ilp.models import moore_circulant as mc
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.graph_catalogue import hop_statistics, max_concurrent_flow_lp
@@ -57,15 +58,17 @@ def test_floors_hold_for_every_small_digraph(n, d):
         assert lam <= d / (w_floor / n) * (1 + 1e-9)
 
 
-def test_circulant_bfs_agrees_with_the_catalogue_bfs():
+def test_the_directed_batch_bfs_agrees_with_the_catalogue_bfs():
+    # The search scores directed circulants with the heuristic's batched BFS from server 0.
     rng = np.random.default_rng(3)
     for n, d in [(7, 2), (10, 3), (12, 4), (16, 2)]:
         sets = mc.jump_sets(n, d, multi_links=True)
         pick = sets[rng.choice(len(sets), size=min(40, len(sets)), replace=False)]
-        W, diam = mc.circulant_hop_statistics(n, pick)
-        W2, diam2 = hop_statistics(np.stack([mc.circulant_matrix(n, J) for J in pick]))
-        np.testing.assert_array_equal(W, W2)
-        np.testing.assert_array_equal(diam, diam2)
+        unreachable, total, diam = circulant_stats_batch(n, pick)
+        W2, diam2 = hop_statistics(np.stack([circulant_matrix(n, J, directed=True) for J in pick]))
+        connected = unreachable == 0
+        np.testing.assert_array_equal(np.where(connected, n * total, np.inf), W2)
+        np.testing.assert_array_equal(np.where(connected, diam, np.inf), diam2)
 
 
 def test_jump_sets_count_and_refuse_beyond_the_limit():
