@@ -78,7 +78,7 @@ from .strategy_symmetry import strategy_symmetries
 from .topology_routing import moore_layer_hops
 
 __all__ = ["AUTO_MAX_LEAVES", "AUTO_PROBE_NODES", "MAX_SEARCH_NODES", "distinct_traffic", "search_strategies",
-           "solve_joint_enumeration", "strategy_floor", "surviving_strategies"]
+           "solve_joint_enumeration", "strategy_floor"]
 
 #: The depth-first search gives up (the answer keeps the bound of what it did not visit) after this
 #: many nodes (about 0.1-0.3 ms each).
@@ -379,15 +379,6 @@ def search_strategies(instance: Instance, cutoff: float, *, max_nodes: int = MAX
     leaves = search.run(cutoff, deadline, max_nodes)
     pending = min((p.bound for p in search.pending), default=math.inf)
     return leaves, {"search_nodes": search.nodes, "surviving_leaves": len(leaves), "pending_bound": pending}
-
-
-def surviving_strategies(instance: Instance, cutoff: float, *, max_nodes: int = MAX_SEARCH_NODES,
-                         deadline: float | None = None) -> tuple[list[tuple[float, float, Strategy, int]], dict]:
-    """:func:`search_strategies` reduced to one strategy per traffic isomorphism class, in order of
-    bound, as (bound, busiest compute, strategy, class size)."""
-    leaves, stats = search_strategies(instance, cutoff, max_nodes=max_nodes, deadline=deadline)
-    distinct = distinct_traffic(instance, leaves, deadline=deadline)
-    return distinct, {**stats, "distinct_leaves": len(distinct)}
 
 
 # ------------------------------------------------------------------------------------------------
