@@ -364,6 +364,67 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK if any(r.status in ("optimal", "feasible") for r in rows) else EXIT_ERROR
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from concurrent.futures import ProcessPoolExecutor
+    from contextlib import ExitStack
+    from multiprocessing import get_context
+    from pathlib import Path
+
+    from .io import check_writable, write_atomic
+    from .sweep import expand_paths, format_sweep, sweep
+
+    paths = expand_paths(args.paths)
+    methods = None
+    if args.methods is not None:
+        methods = _split(args.methods)
+        if not methods:
+            raise InputError(f"--methods {args.methods!r}: no methods given (e.g. heuristic,exact)")
+    backends = _split(args.backends)
+    if "exact" in (methods if methods is not None else ["exact"]) and not backends:
+        raise InputError(f"--backends {args.backends!r}: no backends given for the exact method (e.g. highs)")
+    if args.out is not None:
+        check_writable(args.out, "--out")
+    progress = None
+    if not args.quiet:
+        def progress(done, total, path, row):
+            what = row.method + (f" [{row.backend}]" if row.backend != "-" else "")
+            value = "-" if row.objective is None else f"{row.objective:.6g}"
+            print(f"[{done}/{total}] {path}: {what} {row.status} {value} ({row.time_s:.2f} s)", file=sys.stderr, flush=True)
+    with ExitStack() as stack:
+        executor = None
+        if args.dask is not None:
+            try:
+                from distributed import Client, LocalCluster
+            except ImportError:
+                raise InputError("--dask needs Dask's distributed package: pip install 'topoopt-ilp[dask]'") from None
+            if args.dask == "local":
+                cluster = stack.enter_context(LocalCluster(n_workers=args.jobs, threads_per_worker=1, processes=True,
+                                                           dashboard_address=None))
+                client = stack.enter_context(Client(cluster))
+            else:
+                try:
+                    client = stack.enter_context(Client(args.dask, timeout=30))
+                except (OSError, TimeoutError, ValueError) as exc:
+                    raise InputError(f"--dask {args.dask}: cannot connect to the scheduler ({exc})") from None
+            executor = client.get_executor()
+        elif args.jobs > 1:
+            # spawn: a forked worker would share this process's imported solver state
+            executor = stack.enter_context(ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")))
+        rows = sweep(paths, methods, backends, args.time_limit, seed=args.seed,
+                     native_options=_native_options(args.solver_option, backends), executor=executor, progress=progress)
+    text = format_sweep(rows, args.format)
+    if args.out is not None:
+        write_atomic(args.out, lambda tmp: Path(tmp).write_text(text + ("" if text.endswith("\n") else "\n")))
+        if not args.quiet:
+            print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        print(text)
+    unsolved = [p for p in paths if not any(r.row.status in ("optimal", "feasible") for r in rows if r.instance == p)]
+    for p in unsolved:
+        print(f"error: {p}: no method found a solution", file=sys.stderr)
+    return EXIT_ERROR if unsolved else EXIT_OK
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from .io import check_writable, write_json_atomic
     from .zoo import generate
@@ -568,6 +629,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
     c.set_defaults(func=_cmd_compare)
+
+    w = sub.add_parser("sweep", help="compare methods and back-ends on many instance files, in parallel",
+                       description="The comparison of 'compare' on every instance file named (files, directories, or "
+                                   "quoted glob patterns such as 'instances/**/*.json'); the solves run one after another, "
+                                   "in --jobs processes, or on a Dask cluster. Every file is checked before any solve.")
+    w.add_argument("paths", nargs="+", metavar="PATH", help="instance file, directory of .json files, or glob pattern")
+    w.add_argument("--methods", default=None, help="as for compare (default heuristic,exact; workloads also alternating)")
+    w.add_argument("--backends", default="highs", help="comma-separated back-ends for exact (default highs)")
+    w.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S",
+                   help="per exact solve, and the alternating method's budget (default 60)")
+    w.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/baseline seed (default 0)")
+    w.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
+                   help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
+    w.add_argument("--jobs", type=_pos_int, default=1, metavar="N",
+                   help="solves at a time, in worker processes (default 1: one after another here); with --dask local, "
+                        "the number of Dask workers")
+    w.add_argument("--dask", default=None, metavar="ADDRESS|local",
+                   help="run the solves on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.1:8786; its workers need "
+                        "this package), or on a local Dask cluster of --jobs workers; needs pip install 'topoopt-ilp[dask]'")
+    w.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    w.add_argument("--out", default=None, metavar="FILE", help="write the results here (atomically) instead of printing them")
+    w.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    w.set_defaults(func=_cmd_sweep)
 
     from .zoo import MODELS
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io as _io
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Mapping, Sequence
 
 from .errors import InputError, TopoOptError
@@ -19,7 +19,7 @@ from .instance import Instance
 from .solve import METHODS, solve
 from .verify import verify
 
-__all__ = ["CompareRow", "compare", "format_rows"]
+__all__ = ["CompareRow", "annotate", "check_request", "compare", "format_rows", "rows_table", "plan_runs", "run_one"]
 
 MAXIMIZE = {"throughput"}
 
@@ -45,12 +45,9 @@ def _distance(value: float | None, ref: float | None, maximize: bool) -> float |
     return max(0.0, (ref - value) / abs(ref)) if maximize else max(0.0, (value - ref) / abs(ref))
 
 
-def compare(instance: Instance, methods: Sequence[str] | None = None, backends: Sequence[str] = ("highs",),
-            time_limit_s: float | None = 60.0, seed: int = 0,
-            native_options: Mapping[str, Mapping[str, object]] | None = None) -> list[CompareRow]:
-    """Solve ``instance`` with every method (exact: with every backend) and compare the results.
-    Default methods: heuristic and exact, plus alternating for a workload. ``native_options``
-    (``{backend: {parameter: value}}``) go to the exact solves, each backend reading its own entry."""
+def check_request(instance: Instance, methods: Sequence[str] | None, backends: Sequence[str]) -> tuple[str, ...]:
+    """The methods to run on ``instance`` (the defaults when ``methods`` is None: heuristic and exact,
+    plus alternating for a workload), after refusing an unknown method or back-end before any solve."""
     if methods is None:
         methods = ("heuristic", "alternating", "exact") if instance.workload is not None else ("heuristic", "exact")
     if not methods:
@@ -63,14 +60,21 @@ def compare(instance: Instance, methods: Sequence[str] | None = None, backends: 
 
         if not backends:
             raise InputError("no backends given for the exact method")
-
         for b in backends:
             try:
                 get_backend(b)
             except (ValueError, ImportError) as exc:  # unknown or not installed: before any solve starts
                 raise InputError(str(exc)) from None
-    rows: list[CompareRow] = []
-    for method in methods:
+    return tuple(methods)
+
+
+def plan_runs(instance: Instance, methods: Sequence[str] | None = None, backends: Sequence[str] = ("highs",),
+              time_limit_s: float | None = 60.0, seed: int = 0,
+              native_options: Mapping[str, Mapping[str, object]] | None = None) -> list[tuple[str, str, dict]]:
+    """The solves of a comparison, as (method, backend, options for :func:`~topoopt_ilp.solve.solve`);
+    the backend is ``-`` for the methods that use none."""
+    runs = []
+    for method in check_request(instance, methods, backends):
         for backend in (backends if method == "exact" else ("-",)):
             if method == "exact":
                 options = {"backend": backend, "time_limit_s": time_limit_s, "native_options": native_options}
@@ -78,16 +82,26 @@ def compare(instance: Instance, methods: Sequence[str] | None = None, backends: 
                 options = {"seed": seed, "time_limit_s": time_limit_s}
             else:
                 options = {"seed": seed}
-            try:
-                sol = solve(instance, method=method, **options)
-            except TopoOptError as exc:
-                if isinstance(exc, InputError) and method != "exact":
-                    raise
-                rows.append(CompareRow(method, backend, "error", None, None, None, 0.0, None, message=str(exc)))
-                continue
-            ok = verify(instance, sol).valid if sol.has_solution else None
-            rows.append(CompareRow(method, sol.backend or backend, sol.status, sol.objective, sol.bound, sol.gap,
-                                   sol.wall_time_s, ok))
+            runs.append((method, backend, options))
+    return runs
+
+
+def run_one(instance: Instance, method: str, backend: str, options: Mapping[str, object]) -> CompareRow:
+    """One solve of a comparison, verified. A refusal of the exact method (e.g. an instance too large
+    for its model) is a row with status ``error``; bad input for any other method is raised."""
+    try:
+        sol = solve(instance, method=method, **options)
+    except TopoOptError as exc:
+        if isinstance(exc, InputError) and method != "exact":
+            raise
+        return CompareRow(method, backend, "error", None, None, None, 0.0, None, message=str(exc))
+    ok = verify(instance, sol).valid if sol.has_solution else None
+    return CompareRow(method, sol.backend or backend, sol.status, sol.objective, sol.bound, sol.gap, sol.wall_time_s, ok)
+
+
+def annotate(instance: Instance, rows: Sequence[CompareRow]) -> list[CompareRow]:
+    """``rows`` with each result's distance from the reference: the best proven optimum among the
+    exact rows, else their tightest bound, else (a workload) the best design any method found."""
     maximize = instance.objective in MAXIMIZE
     exact_rows = [r for r in rows if r.method == "exact"]
     optimal = [r.objective for r in exact_rows if r.status == "optimal" and r.objective is not None]
@@ -105,8 +119,18 @@ def compare(instance: Instance, methods: Sequence[str] | None = None, backends: 
     out = []
     for r in rows:
         d = _distance(r.objective, ref, maximize) if r.objective is not None else None
-        out.append(CompareRow(**{**asdict(r), "distance": d, "reference": kind if d is not None else ""}))
+        out.append(replace(r, distance=d, reference=kind if d is not None else ""))
     return out
+
+
+def compare(instance: Instance, methods: Sequence[str] | None = None, backends: Sequence[str] = ("highs",),
+            time_limit_s: float | None = 60.0, seed: int = 0,
+            native_options: Mapping[str, Mapping[str, object]] | None = None) -> list[CompareRow]:
+    """Solve ``instance`` with every method (exact: with every backend) and compare the results.
+    Default methods: heuristic and exact, plus alternating for a workload. ``native_options``
+    (``{backend: {parameter: value}}``) go to the exact solves, each backend reading its own entry."""
+    runs = plan_runs(instance, methods, backends, time_limit_s, seed, native_options)
+    return annotate(instance, [run_one(instance, *run) for run in runs])
 
 
 def _fmt(v, pct=False) -> str:
@@ -133,7 +157,13 @@ def format_rows(instance: Instance, rows: Sequence[CompareRow], fmt: str = "tabl
         return buf.getvalue()
     if fmt != "table":
         raise InputError(f"unknown format {fmt!r}; choose table, json or csv")
-    head = ["method", "backend", "status", instance.objective, "bound", "gap", "time", "verified", "distance"]
+    return rows_table(instance.objective, rows)
+
+
+def rows_table(objective: str, rows: Sequence[CompareRow]) -> str:
+    """The rows as an aligned text table (``objective`` names the objective column), each row's
+    message in full under it."""
+    head = ["method", "backend", "status", objective, "bound", "gap", "time", "verified", "distance"]
     body = []
     notes: list[str] = []  # a row's message in full, under the table (a table cell would cut it)
     for r in rows:
