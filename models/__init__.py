@@ -32,15 +32,15 @@ __all__ = ["JOINT_FORMULATIONS", "ExactOptions", "solve_exact"]
 JOINT_FORMULATIONS = ("auto", "milp", "enumeration")
 
 
-def _warm_start_topology(instance: Instance, options: ExactOptions):
-    """The topology to start from: the heuristic's, a solution file's, or none."""
+def _warm_start(instance: Instance, options: ExactOptions) -> Solution | None:
+    """The solution to start from: the heuristic's, a solution file's, or none."""
     choice = options.warm_start
     if choice in (None, "none"):
         return None
     if choice == "heuristic":
         from topoopt_ilp.solve import METHODS
 
-        return METHODS["heuristic"](instance).topology  # only its links are needed: no evaluation
+        return METHODS["heuristic"](instance)
     if not os.path.exists(choice):
         raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
     from topoopt_ilp.io import load_solution
@@ -48,7 +48,37 @@ def _warm_start_topology(instance: Instance, options: ExactOptions):
     sol = load_solution(choice, directed=instance.cluster.directed)
     if sol.topology is None or sol.topology.n != instance.n:
         raise InputError(f"{choice}: no topology for {instance.n} servers to start from")
-    return sol.topology
+    return sol
+
+
+def _score(instance: Instance, sol: Solution) -> float | None:
+    """The evaluator's objective of ``sol`` as a value to minimise (None when it cannot be scored)."""
+    from topoopt_ilp.evaluate import RoutingError, evaluate, objective_value
+
+    if not sol.has_solution:
+        return None
+    try:
+        value = objective_value(instance, evaluate(instance, sol))
+    except (RoutingError, InputError):
+        return None
+    if not math.isfinite(value):
+        return None
+    return -value if instance.objective == "throughput" else value
+
+
+def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | None) -> Solution:
+    """The exact solve's design, or its warm start when the evaluator scores the start strictly
+    better. That happens when the model does not optimise the whole objective (its comm time leaves
+    the latency term to the evaluator: an equally wide design can use longer paths) or stopped at a
+    limit. The model's bound stays valid for every design, so the start takes it."""
+    if start is None or sol.status == "optimal":
+        return sol
+    mine, theirs = _score(instance, sol), _score(instance, start)
+    if theirs is None or (mine is not None and mine <= theirs):
+        return sol
+    note = "the warm start: the evaluator scores it better than the model's design"
+    return replace(start, status="feasible", method="exact", objective=None, gap=None, bound=sol.bound,
+                   backend=sol.backend, wall_time_s=sol.wall_time_s, details={**sol.details, "returned": note})
 
 
 def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwargs) -> Solution:
@@ -72,12 +102,13 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwarg
         return solve_joint_enumeration(instance, options, fallback_to_milp=formulation == "auto")
     if instance.fixed_topology is not None:
         raise UnsupportedError("the instance fixes the topology; there is no topology to optimise exactly "
-                               "(evaluate it with 'topoopt evaluate', or use --routing optimal)")
+                               "(score it with 'topoopt evaluate INSTANCE SOLUTION --routing optimal')")
     if instance.topology_family == "any":
         from .topology_routing import solve_topology_routing
 
-        start = _warm_start_topology(instance, options)
-        sol = solve_topology_routing(instance, options, None if start is None else start.matrix)
+        start = _warm_start(instance, options)
+        sol = solve_topology_routing(instance, options, None if start is None else start.topology.matrix)
+        sol = _not_worse_than_start(instance, sol, start)
     else:
         try:
             from .circulant import solve_circulant
@@ -89,10 +120,19 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwarg
     return sol
 
 
+#: A ``feasible`` exact result whose objective is within this relative distance of its own valid
+#: bound is proven optimal (e.g. the latency term met its one-hop floor).
+PROVEN_GAP = 1e-9
+
+
 def close_gap(instance: Instance, sol: Solution) -> Solution:
-    """After the evaluator has set a minimisation objective, derive the gap from the model's bound."""
+    """After the evaluator has set a minimisation objective, derive the gap from the model's bound
+    (and call the result optimal when the bound meets it)."""
     if sol.objective is None or sol.bound is None or sol.gap is not None:
         return sol
     obj, bound = sol.objective, sol.bound
     gap = max(0.0, (obj - bound) / abs(obj)) if obj and math.isfinite(obj) else None
+    if sol.status == "feasible" and gap is not None and gap <= PROVEN_GAP:
+        return replace(sol, gap=gap, status="optimal",
+                       details={**sol.details, "status_note": "the objective meets the model's bound"})
     return replace(sol, gap=gap)

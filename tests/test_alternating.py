@@ -128,3 +128,17 @@ def test_a_phase_settled_before_is_reused_not_solved_again(monkeypatch):
             first.setdefault(e["phase"], set()).add(round(e["iteration_time_s"], 12))
     assert all(round(e["iteration_time_s"], 12) in first[e["phase"]] for e in reused)
     assert "settled" not in sol.details and verify(inst, sol).valid
+
+
+@pytest.mark.parametrize("topology_method", ["finder", "exact"])
+def test_circulant_family_gives_a_jump_set(topology_method):
+    """An instance that asks for a circulant family gets one in every phase (a user found the
+    placement phase dropping the jump set and TopologyFinder's general graphs failing verification)."""
+    from dataclasses import replace
+
+    inst = replace(small_workload(), topology_family="circulant")
+    sol = solve(inst, method="alternating", rounds=2, round_time_limit_s=20, topology_method=topology_method)
+    assert sol.topology.jumps is not None and verify(inst, sol).valid
+    assert sol.details["topology_method"] == topology_method
+    start = solve(inst, method="heuristic")
+    assert sol.objective <= start.objective * (1 + 1e-9)

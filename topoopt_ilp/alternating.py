@@ -42,13 +42,43 @@ def _topology_phase(instance: Instance, placement: dict | None, select: str, mod
                     method: str = "finder", time_limit_s: float | None = None, backend: str = "highs",
                     start: Solution | None = None) -> Solution:
     """A topology and routing for the traffic that ``placement`` induces: TopologyFinder, or the exact
-    topology + routing MILP warm-started from the current topology (``method="exact"``)."""
+    topology + routing MILP warm-started from the current topology (``method="exact"``). An instance
+    that asks for a circulant family gets a jump set: SelectPermutations' (finder), or the circulant
+    model's optimum for the traffic (exact)."""
     from .solve import exact_topology_for_placement, heuristic_for_placement
 
+    if instance.topology_family != "any":
+        return _circulant_phase(instance, placement, select, seed, method, time_limit_s, backend)
     if method == "exact":
         return exact_topology_for_placement(instance, placement, time_limit_s=time_limit_s, backend=backend,
                                             start=None if start is None else start.topology.matrix)
     return heuristic_for_placement(instance, placement, select=select, mode=mode, seed=seed)
+
+
+def _circulant_phase(instance: Instance, placement: dict | None, select: str, seed: int, method: str,
+                     time_limit_s: float | None, backend: str) -> Solution:
+    """The topology phase of a circulant-family instance (see :func:`_topology_phase`)."""
+    from .models import ExactOptions
+    from .models.circulant import solve_circulant
+    from .solve import _heuristic_circulant
+    from .strategy import parse_strategy, strategy_to_demand
+
+    started = time.perf_counter()
+    if method == "exact":
+        strategy = parse_strategy(placement, instance.workload, instance.n)
+        demand = strategy_to_demand(instance.workload, instance.n, strategy)
+        if demand.allreduce or demand.mp:
+            traffic = Instance(cluster=instance.cluster, demand=demand, objective="comm_time",
+                               topology_family=instance.topology_family, name=instance.name)
+            try:
+                sol = solve_circulant(traffic, ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="heuristic"))
+            except (InputError, UnsupportedError) as exc:  # e.g. too large for the model: SelectPermutations' set
+                sol = Solution(status="error", method="exact", details={"message": str(exc)})
+            if sol.has_solution:
+                return replace(sol, placement=placement, objective=None, bound=None, gap=None,
+                               wall_time_s=time.perf_counter() - started, details={**sol.details, "topology_method": "exact"})
+    sol = _heuristic_circulant(instance, select=select, mode="paper", seed=seed, started=started)
+    return replace(sol, placement=placement)
 
 
 def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3, round_time_limit_s: float = 30.0,
@@ -88,10 +118,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     if topology_method == "exact":
         from .models.topology_routing import MAX_SERVERS
 
-        if instance.topology_family != "any":
-            raise InputError(f"--topology-method exact chooses general topologies; this instance asks for "
-                             f"topology_family {instance.topology_family!r}")
-        if instance.n > MAX_SERVERS:
+        if instance.n > MAX_SERVERS and instance.topology_family == "any":
             raise InputError(f"--topology-method exact is for at most {MAX_SERVERS} servers (this instance has "
                              f"{instance.n}); use --topology-method finder")
     started = time.perf_counter()
@@ -147,6 +174,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         cand = solve_placement(instance, options, current.topology.matrix, start=current.placement)
         if not cand.has_solution:
             return cand, False
+        cand = replace(cand, topology=current.topology)  # the same links; keeps a circulant's jump set
         out = finalize(instance, cand, routing="shortest_path")
         if cand.status == "optimal":
             settled_placement[key] = out

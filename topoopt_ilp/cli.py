@@ -361,7 +361,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     rows = compare(inst, methods, backends, args.time_limit,
                    seed=args.seed, native_options=_native_options(args.solver_option, backends))
     print(format_rows(inst, rows, args.format))
-    return EXIT_OK if any(r.status in ("optimal", "feasible") for r in rows) else EXIT_ERROR
+    return _rows_exit([r.status for r in rows])
+
+
+def _rows_exit(statuses: list[str]) -> int:
+    """Exit code of compare (and of each instance of a sweep): 0 when some method found a solution,
+    3 when none did and a method proved the instance infeasible, else 1."""
+    if any(s in ("optimal", "feasible") for s in statuses):
+        return EXIT_OK
+    return EXIT_INFEASIBLE if "infeasible" in statuses else EXIT_ERROR
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -419,10 +427,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(f"wrote {args.out}", file=sys.stderr)
     else:
         print(text)
-    unsolved = [p for p in paths if not any(r.row.status in ("optimal", "feasible") for r in rows if r.instance == p)]
-    for p in unsolved:
-        print(f"error: {p}: no method found a solution", file=sys.stderr)
-    return EXIT_ERROR if unsolved else EXIT_OK
+    codes = {p: _rows_exit([r.row.status for r in rows if r.instance == p]) for p in paths}
+    for p, code in codes.items():
+        if code != EXIT_OK:
+            print(f"error: {p}: no method found a solution" + (" (proven infeasible)" if code == EXIT_INFEASIBLE else ""),
+                  file=sys.stderr)
+    return max(codes.values(), key=lambda c: (c != EXIT_OK, c == EXIT_ERROR))
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
