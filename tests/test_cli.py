@@ -269,3 +269,18 @@ def test_out_writes_through_a_symlink_and_never_over_the_instance(tmp_path, caps
     before = inst.read_text()
     assert main(["solve", str(inst), "--out", str(tmp_path / "." / "in.json"), "--quiet"]) == 2
     assert "is the instance file itself" in capsys.readouterr().err and inst.read_text() == before
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """``topoopt solve ... | head -1`` printed "internal error: BrokenPipeError" (a user's report)."""
+    import subprocess
+    import sys
+
+    for _ in range(3):  # the reader may leave before or after the output is written
+        proc = subprocess.Popen([sys.executable, "-m", "topoopt_ilp", "compare", str(INSTANCES / "testbed-12.json"),
+                                 "--methods", "heuristic"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=60)
+        assert "internal error" not in err and "Traceback" not in err and proc.returncode in (0, 1)

@@ -411,7 +411,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                 client = stack.enter_context(Client(cluster))
             else:
                 try:
-                    client = stack.enter_context(Client(args.dask, timeout=30))
+                    client = stack.enter_context(Client(args.dask))  # waits distributed.comm.timeouts.connect (Dask config)
                 except (OSError, TimeoutError, ValueError) as exc:
                     raise InputError(f"--dask {args.dask}: cannot connect to the scheduler ({exc})") from None
             executor = client.get_executor()
@@ -691,7 +691,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, so that a closed pipe is caught below and not at exit
+        return code
+    except BrokenPipeError:
+        # The reader left (``topoopt ... | head``): stop quietly, as Python's documentation advises;
+        # stdout goes to /dev/null so that the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
     except TopoOptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

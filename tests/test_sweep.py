@@ -1,0 +1,93 @@
+"""``topoopt sweep``: compare's rows over many instance files, the same whichever executor runs them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+import pytest
+
+from conftest import INSTANCES, minimal
+from topoopt_ilp import io
+from topoopt_ilp.cli import main
+from topoopt_ilp.compare import compare
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.sweep import expand_paths, format_sweep, sweep
+
+FILES = [str(INSTANCES / "mix-8.json"), str(INSTANCES / "coprime-circulant-32.json")]
+STABLE = ("instance", "method", "backend", "status", "objective", "verified")  # not the times
+
+
+def _stable(rows):
+    return [{k: r.as_dict()[k] for k in STABLE} for r in rows]
+
+
+def test_rows_are_compare_rows_in_input_order():
+    rows = sweep(FILES, ["heuristic", "exact"], time_limit_s=30)
+    assert [(r.instance, r.row.method) for r in rows] == [(f, m) for f in FILES for m in ("heuristic", "exact")]
+    for f in FILES:
+        mine = [r.row for r in rows if r.instance == f]
+        alone = compare(io.load_instance(f), ["heuristic", "exact"], time_limit_s=30)
+        assert [(a.method, a.status, a.objective) for a in alone] == [(m.method, m.status, m.objective) for m in mine]
+        assert [m.distance for m in mine] == pytest.approx([a.distance for a in alone])
+    assert rows[0].servers == 8 and rows[2].objective_name == "aspl"
+
+
+def test_a_process_pool_gives_the_same_rows():
+    order = []
+    with ProcessPoolExecutor(2, mp_context=get_context("spawn")) as pool:
+        rows = sweep(FILES, ["heuristic"], executor=pool, progress=lambda done, total, path, row: order.append((done, total)))
+    assert _stable(rows) == _stable(sweep(FILES, ["heuristic"]))
+    assert [d for d, _ in order] == [1, 2] and {t for _, t in order} == {2}
+
+
+def test_a_dask_cluster_gives_the_same_rows():
+    distributed = pytest.importorskip("distributed")  # installed with the test extra: CI runs this
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+        rows = sweep(FILES, ["heuristic"], executor=client.get_executor())
+    assert _stable(rows) == _stable(sweep(FILES, ["heuristic"]))
+
+
+def test_a_bad_file_stops_the_sweep_before_any_solve(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(minimal(cluster={"servers": 7, "degree": 3, "link_bandwidth_gbps": 100})))
+    seen = []
+    with pytest.raises(InputError, match="bad.json"):
+        sweep([FILES[0], str(bad)], ["heuristic"], progress=lambda *a: seen.append(a))
+    assert seen == []
+
+
+def test_paths_files_directories_and_patterns(tmp_path):
+    for name in ("mix-8", "testbed-12"):
+        shutil.copy(INSTANCES / f"{name}.json", tmp_path / f"{name}.json")
+    (tmp_path / "notes.txt").write_text("not an instance")
+    want = [str(tmp_path / "mix-8.json"), str(tmp_path / "testbed-12.json")]
+    assert expand_paths([str(tmp_path)]) == want
+    assert expand_paths([str(tmp_path / "*.json"), str(tmp_path / "mix-8.json")]) == want  # no duplicates
+    with pytest.raises(InputError, match="no instance files"):
+        expand_paths([str(tmp_path / "*.yaml")])
+
+
+def test_cli_writes_csv_and_reports_failures(tmp_path, capsys):
+    out = tmp_path / "res.csv"
+    assert main(["sweep", *FILES, "--methods", "heuristic", "--format", "csv", "--out", str(out), "--jobs", "2"]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("instance,servers,degree,objective_name,method") and len(lines) == 3
+    assert "[2/2]" in capsys.readouterr().err
+    # a method that cannot run is a row, not the end of the sweep; no method solving an instance: exit 1
+    fixed = str(INSTANCES / "fixed-ring-8.json")
+    assert main(["sweep", fixed, "--methods", "exact", "--quiet"]) == 1
+    captured = capsys.readouterr()
+    assert "fixes the topology" in captured.out and f"{fixed}: no method found a solution" in captured.err
+    assert main(["sweep", str(tmp_path / "none-*.json")]) == 2
+    dask = pytest.importorskip("dask")
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        assert main(["sweep", *FILES, "--methods", "heuristic", "--dask", "tcp://127.0.0.1:9", "--quiet"]) == 2
+    assert "cannot connect to the scheduler" in capsys.readouterr().err
+
+
+def test_table_has_one_block_per_instance():
+    text = format_sweep(sweep(FILES, ["heuristic"]), "table")
+    assert [line.split(":")[0] for line in text.splitlines() if line.startswith("/")] == FILES
