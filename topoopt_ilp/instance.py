@@ -94,6 +94,33 @@ def _bool(value: Any, path: str) -> bool:
     return value
 
 
+def _str(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise InstanceError(f"expected a string, got {_type_name(value)}", field=path)
+    return value
+
+
+def _as_tuple(value: Any, depth: int = 1) -> Any:
+    """``value`` as a tuple when code passed a list (or a range, or a NumPy array): the dataclasses
+    are frozen, and a list inside one could be mutated afterwards and cannot be hashed. ``depth`` 2
+    converts the items too (``[(i, j, c), ...]``). Anything else is left for the checks to refuse."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple, range)):
+        return value
+    if depth > 1:
+        return tuple(_as_tuple(v, depth - 1) for v in value)
+    return tuple(value)
+
+
+def _normalise(obj: Any, depths: dict[str, int]) -> None:
+    for name, depth in depths.items():
+        value = getattr(obj, name)
+        converted = _as_tuple(value, depth)
+        if converted is not value:
+            object.__setattr__(obj, name, converted)
+
+
 # ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Cluster:
@@ -154,6 +181,10 @@ class AllReduceGroup:
     members: tuple[int, ...]
     bytes: float
 
+    def __post_init__(self) -> None:
+        # Values are checked by the Demand (which knows the group's index and the number of servers).
+        _normalise(self, {"members": 1})
+
     @property
     def size(self) -> int:
         return len(self.members)
@@ -175,6 +206,9 @@ class Demand:
     allreduce: tuple[AllReduceGroup, ...] = ()
     mp: tuple[tuple[int, int, float], ...] = ()
     all_to_all: float = 0.0
+
+    def __post_init__(self) -> None:
+        _normalise(self, {"allreduce": 1, "mp": 2})  # values are checked by the Instance
 
     def mp_matrix(self, n: int) -> np.ndarray:
         """The model-parallel traffic (including ``all_to_all``) as a dense n x n byte matrix."""
@@ -198,6 +232,9 @@ class FixedTopology:
 
     links: tuple[tuple[int, int, int], ...] | None = None
     jumps: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        _normalise(self, {"links": 2, "jumps": 1})  # values are checked by the Instance
 
 
 @dataclass(frozen=True)
@@ -226,6 +263,9 @@ class CostModel:
     ocs_port_usd: float | None = None
     fabric: str | None = None  # patch_panel | ocs
 
+    def __post_init__(self) -> None:
+        _normalise(self, {"transceiver_usd": 2, "nic_port_usd": 2, "switch_port_usd": 2})
+
 
 @dataclass(frozen=True)
 class Instance:
@@ -244,7 +284,17 @@ class Instance:
 
     def __post_init__(self) -> None:
         if not isinstance(self.cluster, Cluster):
-            raise InstanceError("expected a Cluster", field="cluster")
+            raise InstanceError(f"expected a Cluster, got {type(self.cluster).__name__}", field="cluster")
+        for name, kind in (("demand", Demand), ("fixed_topology", FixedTopology)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise InstanceError(f"expected a {kind.__name__} or None, got {type(value).__name__}", field=name)
+        if not isinstance(self.solver, SolverDefaults):
+            raise InstanceError(f"expected a SolverDefaults, got {type(self.solver).__name__}", field="solver")
+        if self.cost is not None and not isinstance(self.cost, CostModel):
+            raise InstanceError(f"expected a CostModel or None, got {type(self.cost).__name__}", field="cost")
+        _str(self.name, "name")  # as the file parser does: save_instance writes them, load_instance reads them back
+        _str(self.description, "description")
         _choice(self.objective, "objective", OBJECTIVES)
         _choice(self.topology_family, "topology_family", FAMILIES)
         if (self.demand is None) == (self.workload is None):
@@ -256,7 +306,7 @@ class Instance:
             from .workload import Workload, check_workload  # workload.py builds on this module
 
             if not isinstance(self.workload, Workload):
-                raise InstanceError("expected a Workload", field="workload")
+                raise InstanceError(f"expected a Workload or None, got {type(self.workload).__name__}", field="workload")
             check_workload(self.workload, self.cluster.servers)
         if self.demand is not None:
             _check_demand(self.demand, self.cluster.servers)
@@ -286,13 +336,17 @@ class Instance:
 
 # ----------------------------------------------------------------------------------------------
 def _check_demand(demand: Demand, n: int) -> None:
-    if not isinstance(demand.allreduce, tuple) or not isinstance(demand.mp, tuple):
-        raise InstanceError("allreduce and mp must be tuples", field="demand")
+    for name in ("allreduce", "mp"):
+        value = getattr(demand, name)
+        if not isinstance(value, tuple):
+            raise InstanceError(f"expected a list, got {_type_name(value)}", field=f"demand.{name}")
     for g, group in enumerate(demand.allreduce):
         path = f"demand.allreduce[{g}]"
         if not isinstance(group, AllReduceGroup):
-            raise InstanceError("expected an AllReduceGroup", field=path)
+            raise InstanceError(f"expected an AllReduceGroup, got {type(group).__name__}", field=path)
         _number(group.bytes, f"{path}.bytes", positive=True, high=MAX_BYTES)
+        if not isinstance(group.members, tuple):
+            raise InstanceError(f"expected a list of server ids, got {_type_name(group.members)}", field=f"{path}.members")
         if len(group.members) < 2:
             raise InstanceError(f"an AllReduce needs at least 2 members, got {len(group.members)}", field=f"{path}.members")
         seen: set[int] = set()
@@ -348,6 +402,10 @@ def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -
     if (fixed.links is None) == (fixed.jumps is None):
         raise InstanceError("give exactly one of 'links' and 'jumps'", field="fixed_topology")
     n = cluster.servers
+    for name in ("links", "jumps"):
+        value = getattr(fixed, name)
+        if value is not None and not isinstance(value, tuple):
+            raise InstanceError(f"expected a list, got {_type_name(value)}", field=f"fixed_topology.{name}")
     if fixed.jumps is not None:
         seen: set[int] = set()
         for k, j in enumerate(fixed.jumps):

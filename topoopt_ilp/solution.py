@@ -8,12 +8,16 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InputError
 from .routing import Routing
 
 __all__ = ["Topology", "Solution", "STATUSES", "METHODS"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "unbounded", "no_solution", "error")
 METHODS = ("heuristic", "exact", "alternating", "baseline", "given")
+
+#: How far a link count may be from an integer (a float matrix from a solver) before it is refused.
+INTEGER_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,13 +32,13 @@ class Topology:
     stated_directed: bool | None = None
 
     def __post_init__(self) -> None:
-        m = np.array(self.matrix, dtype=np.int64)
-        if m.ndim != 2 or m.shape[0] != m.shape[1]:
-            raise ValueError("a topology matrix must be square")
-        m.setflags(write=False)
-        object.__setattr__(self, "matrix", m)
+        object.__setattr__(self, "matrix", _link_counts(self.matrix))
         if self.jumps is not None:
-            object.__setattr__(self, "jumps", tuple(int(j) for j in self.jumps))
+            jumps = self.jumps.tolist() if isinstance(self.jumps, np.ndarray) else self.jumps
+            if isinstance(jumps, (str, bytes)) or not isinstance(jumps, (list, tuple, range)) or any(
+                    isinstance(j, bool) or not isinstance(j, (int, np.integer)) for j in jumps):
+                raise InputError("expected a sequence of integers or None", field="topology.jumps")
+            object.__setattr__(self, "jumps", tuple(int(j) for j in jumps))
 
     @property
     def n(self) -> int:
@@ -56,6 +60,33 @@ class Topology:
         return cls(m, jumps)
 
 
+def _link_counts(matrix: object) -> np.ndarray:
+    """``matrix`` as a read-only square int64 array of link counts >= 0. A float matrix is accepted
+    when every value is within :data:`INTEGER_TOLERANCE` of an integer (and rounded, not truncated)."""
+    field_ = "topology.matrix"
+    try:
+        a = np.asarray(matrix)
+    except (TypeError, ValueError) as exc:  # e.g. ragged rows
+        raise InputError(f"expected a square matrix of link counts: {exc}", field=field_) from None
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise InputError(f"a topology matrix must be square, got shape {a.shape}", field=field_)
+    if a.dtype == bool or np.issubdtype(a.dtype, np.integer):
+        m = a.astype(np.int64)
+    elif np.issubdtype(a.dtype, np.floating):
+        bad = np.argwhere(~np.isfinite(a) | (np.abs(a - np.round(a)) > INTEGER_TOLERANCE))
+        if bad.size:
+            i, j = map(int, bad[0])
+            raise InputError(f"link counts must be integers, got {float(a[i, j])!r} at [{i}, {j}]", field=field_)
+        m = np.round(a).astype(np.int64)
+    else:
+        raise InputError(f"expected a matrix of integer link counts, got dtype {a.dtype}", field=field_)
+    if m.size and m.min() < 0:
+        i, j = map(int, np.argwhere(m < 0)[0])
+        raise InputError(f"link counts must be >= 0, got {m[i, j]} at [{i}, {j}]", field=field_)
+    m.setflags(write=False)
+    return m
+
+
 @dataclass(frozen=True, eq=False)
 class Solution:
     """What a method produced. ``metrics`` are the evaluator's, never the method's own claims."""
@@ -74,12 +105,16 @@ class Solution:
     details: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown status {self.status!r}")
+        if not isinstance(self.status, str) or self.status not in STATUSES:
+            raise InputError(f"unknown status {self.status!r}; choose one of {', '.join(STATUSES)}", field="status")
+        if not isinstance(self.method, str) or not self.method.strip():
+            raise InputError(f"expected a method name (a non-empty string), got {self.method!r}", field="method")
+        if self.topology is not None and not isinstance(self.topology, Topology):
+            raise InputError(f"expected a Topology or None, got {type(self.topology).__name__}", field="topology")
         for name in ("objective", "bound", "gap"):
             v = getattr(self, name)
-            if v is not None and not isinstance(v, (int, float)):
-                raise ValueError(f"{name} must be a number or None")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise InputError(f"must be a number or None, got {type(v).__name__}", field=name)
             if isinstance(v, float) and math.isnan(v):
                 object.__setattr__(self, name, None)
 

@@ -8,8 +8,12 @@ the evaluator's value unless an exact model reports its own (the verifier checks
 
 from __future__ import annotations
 
+import inspect
+import math
+import os
 import time
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import fields, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -141,7 +145,7 @@ def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: in
         m = d // 2
     if m > 0:
         pool = [int(c) for c in candidates if c not in fixed and (directed or 2 * c != n)]
-        rule = h.SELECT_RULES[select]
+        rule = select if callable(select) else h.SELECT_RULES[select]
         chosen = h.select_permutations(pool, m, n=n, rule=rule, mode="paper", directed=directed, fixed=fixed, seed=seed)
     else:
         chosen = ()
@@ -152,7 +156,8 @@ def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: in
     _, offset_routes = h.coin_change_mod(n, jumps, directed=directed)
     return Solution(status="feasible", method="heuristic", topology=Topology(x, jumps), placement=start_placement(instance),
                     routing=Routing(offset_routes=offset_routes), wall_time_s=time.perf_counter() - started,
-                    details={"select": select, "family": instance.topology_family, "jumps": list(jumps),
+                    details={"select": select if isinstance(select, str) else getattr(select, "__name__", "custom"),
+                             "family": instance.topology_family, "jumps": list(jumps),
                              "mode": "paper (a jump set cannot repeat a jump, so the authors' duplicate quirk does not apply)"})
 
 
@@ -216,10 +221,28 @@ def _exact(instance: Instance, **options: Any) -> Solution:
     return solve_exact(instance, ExactOptions(**{k: v for k, v in options.items() if v is not None}))
 
 
+def _exact_options() -> dict[str, Any]:
+    from .models import ExactOptions
+
+    return {f.name: None for f in fields(ExactOptions)}  # None means "not given": ExactOptions' default
+
+
+_exact.options = _exact_options  # type: ignore[attr-defined]
+
+
 def _alternating(instance: Instance, **options: Any) -> Solution:
     from .alternating import solve_alternating
 
     return solve_alternating(instance, **options)
+
+
+def _alternating_options() -> dict[str, Any]:
+    from .alternating import solve_alternating
+
+    return _signature_options(solve_alternating)
+
+
+_alternating.options = _alternating_options  # type: ignore[attr-defined]
 
 
 METHODS: dict[str, Callable[..., Solution]] = {
@@ -229,16 +252,152 @@ METHODS: dict[str, Callable[..., Solution]] = {
     "baseline": _baseline,
 }
 
+#: The ``solver`` section of an instance (:class:`~topoopt_ilp.instance.SolverDefaults`) gives these
+#: options of the exact method their defaults; a keyword argument of :func:`solve` overrides them.
+SOLVER_DEFAULTS = ("backend", "time_limit_s", "gap", "threads")
+
+
+# ----------------------------------------------------------------------------------------------
+# Checking solve()'s keyword arguments: in one place, whatever the method.
+# ----------------------------------------------------------------------------------------------
+def _signature_options(func: Callable[..., Any]) -> dict[str, Any] | None:
+    """The keyword options of a method function (all its parameters but the instance) with their
+    defaults; None when it takes ``**kwargs`` or has no readable signature (anything goes)."""
+    try:
+        params = list(inspect.signature(func).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name: (None if p.default is inspect.Parameter.empty else p.default) for p in params
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+
+
+def method_options(method: str | Callable[..., Solution]) -> dict[str, Any] | None:
+    """The options ``solve(instance, method, **options)`` accepts, with their defaults (None when
+    the method takes any keyword)."""
+    func = METHODS[method] if isinstance(method, str) else method
+    hook = getattr(func, "options", None)
+    return hook() if callable(hook) else _signature_options(func)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _choices(label: str, names) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        names_ = tuple(names() if callable(names) else names)
+        if isinstance(v, str) and v in names_:
+            return None
+        return f"unknown {label} {v!r}; choose one of {', '.join(names_)}"
+    return check
+
+
+def _select_rules() -> tuple[str, ...]:
+    from .heuristic.finder import SELECT_RULES
+
+    return tuple(SELECT_RULES)
+
+
+def _topology_methods() -> tuple[str, ...]:
+    from .alternating import TOPOLOGY_METHODS
+
+    return TOPOLOGY_METHODS
+
+
+def _check_select(v: Any) -> str | None:
+    return None if callable(v) else _choices("select rule", _select_rules)(v)
+
+
+def _nonneg_number(v: Any) -> str | None:
+    return None if _is_number(v) and v >= 0 else f"must be a finite number >= 0, got {v!r}"
+
+
+def _path(v: Any) -> str | None:
+    return None if isinstance(v, (str, os.PathLike)) else f"expected a string or path, got {type(v).__name__}"
+
+
+#: What each option of the built-in methods must be: a check returning a message, or None when fine.
+_OPTION_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "seed": lambda v: None if _is_int(v) and v >= 0 else f"must be an integer >= 0, got {v!r}",
+    "time_limit_s": _nonneg_number,
+    "round_time_limit_s": _nonneg_number,
+    "gap": _nonneg_number,
+    "tol": _nonneg_number,
+    "threads": lambda v: None if _is_int(v) and 1 <= v <= 1024 else f"must be an integer in 1..1024, got {v!r}",
+    "rounds": lambda v: None if _is_int(v) and v >= 0 else f"must be an integer >= 0, got {v!r}",
+    "select": _check_select,
+    "mode": _choices("mode", ("paper", "authors")),
+    "baseline": _choices("baseline", BASELINES),
+    "topology_method": _choices("topology method", _topology_methods),
+    "backend": lambda v: None if isinstance(v, str) and v else f"expected a backend name, got {v!r}",
+    "formulation": lambda v: None if isinstance(v, str) else f"expected a string, got {type(v).__name__}",
+    "warm_start": _path,
+    "export_model": _path,
+    "log": lambda v: None if isinstance(v, bool) else f"expected True or False, got {v!r}",
+    "native_options": lambda v: None if isinstance(v, Mapping) else f"expected a mapping {{backend: {{name: value}}}}, got {type(v).__name__}",
+    "progress": lambda v: None if callable(v) else f"expected a callable, got {type(v).__name__}",
+}
+
+
+def _check_options(name: str, func: Callable[..., Solution], options: dict[str, Any]) -> None:
+    """Refuse, before anything runs, an option the method does not take or a value it cannot use."""
+    accepted = method_options(func)
+    if accepted is None:
+        return  # a user's method taking **kwargs: its options are its own business
+    for key in options:
+        if key not in accepted:
+            also = [m for m in METHODS if m != name and key in (method_options(m) or {})]
+            hint = f" ({key} is an option of {' and '.join(also)})" if also else ""
+            raise InputError(f"unknown option {key!r} for method {name}; it takes: {', '.join(accepted) or 'no options'}"
+                             + hint, source="solve")
+    if func not in METHODS.values():
+        return  # a user's method checks its own values
+    for key, value in options.items():
+        if value is None and accepted[key] is None:
+            continue  # None is the default (the exact method reads None as "not given")
+        check = _OPTION_CHECKS.get(key)
+        message = check(value) if check is not None else None
+        if message:
+            raise InputError(message, source="solve", field=key)
+
+
+def _with_solver_defaults(instance: Instance, options: dict[str, Any]) -> dict[str, Any]:
+    """The exact method's options with the instance's ``solver`` section filling those not given
+    (None counts as not given, as the CLI passes it: its flags win the same way)."""
+    merged = dict(options)
+    for key in SOLVER_DEFAULTS:
+        default = getattr(instance.solver, key)
+        if merged.get(key) is None and default is not None:
+            merged[key] = default
+    return merged
+
 
 def solve(instance: Instance, method: str | Callable[..., Solution] = DEFAULT_METHOD, **options: Any) -> Solution:
     """Solve ``instance`` with ``method`` (a name from :data:`METHODS` or a callable) and return a
-    Solution whose metrics come from the independent evaluator."""
+    Solution whose metrics come from the independent evaluator.
+
+    ``options`` are the method's keyword options (see :func:`method_options`); an unknown option or
+    a bad value raises :class:`~topoopt_ilp.errors.InputError` before anything runs. For the exact
+    method, the instance's ``solver`` section (backend, time_limit_s, gap, threads) gives the
+    defaults of those options; keyword arguments override it."""
+    if not isinstance(instance, Instance):
+        hint = " (to solve a file, pass load_instance(path))" if isinstance(instance, (str, os.PathLike)) else ""
+        raise InputError(f"expected an Instance, got {type(instance).__name__}{hint}", source="solve", field="instance")
     if callable(method):
-        func = method
+        func, name = method, getattr(method, "__name__", "custom")
     else:
-        if method not in METHODS:
+        if not isinstance(method, str) or method not in METHODS:
             raise InputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-        func = METHODS[method]
+        func, name = METHODS[method], method
+    _check_options(name, func, options)
+    if func is _exact:
+        options = _with_solver_defaults(instance, options)
     started = time.perf_counter()
     sol = func(instance, **options)
     if not sol.wall_time_s:
