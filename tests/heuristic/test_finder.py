@@ -235,3 +235,21 @@ def test_directed_all_to_all_without_allreduce_is_strongly_connected(n, d):
     assert shortest_path(X > 0, unweighted=True).max() < np.inf  # every ordered pair reachable
     assert any("rewired to connect" in note for note in res.notes)
     _check_routing(res, [], mp)
+
+
+@pytest.mark.parametrize("mode", ["paper", "authors"])
+def test_uniform_all_to_all_matching_needs_no_connectivity_repair(mode):
+    # No AllReduce: all 8 ports go to MP matching rounds. Every perfect matching of unlinked pairs
+    # weighs the same; the distance tie-break spreads the rounds out (connected, short paths)
+    # where the matcher's index order built ~8-server near-cliques that only the repair joined.
+    n, d = 64, 8
+    mp = np.ones((n, n)) - np.eye(n)
+    res = topology_finder(n, d, [], mp, mode=mode)
+    assert res.d_allreduce == 0 and res.d_mp == d
+    D = shortest_path(res.X > 0, unweighted=True)
+    assert D.max() <= 4 and D[np.triu_indices(n, 1)].mean() < 2.5
+    assert not any("rewired to connect" in note for note in res.notes)
+    _check_routing(res, [], mp)
+    old = topology_finder(n, d, [], mp, mode=mode, mp_tie_break="none")
+    assert any("rewired to connect" in note for note in old.notes)
+    assert shortest_path(old.X > 0, unweighted=True).max() > D.max()

@@ -123,3 +123,135 @@ def test_bfs_public_fallback_matches_kernel(monkeypatch):
     assert d1.tolist() == [nx.shortest_path_length(G, int(s), int(t)) for s, t in zip(src, dst)]
     assert np.array_equal(p1.hops, d1) and np.array_equal(p2.hops, d2)
     assert np.array_equal(p1.src, src) and np.array_equal(p1.dst, dst)
+
+
+# ---- ties between equally heavy matchings: distance tie-break, and the greedy's sequential scan
+
+
+def _sequential_greedy(i, j, w, n):
+    """Reference: heaviest edge first, ties by edge index, skip edges touching a matched node."""
+    free = np.ones(n, dtype=bool)
+    out = []
+    for e in np.lexsort((np.arange(w.size), -w)):
+        if w[e] > 0 and free[i[e]] and free[j[e]]:
+            free[i[e]] = free[j[e]] = False
+            out.append(e)
+    return np.sort(np.array(out, dtype=np.int64))
+
+
+@pytest.mark.parametrize("kind", ["uniform", "few_values", "random"])
+def test_greedy_equals_sequential_greedy_with_scan(kind):
+    # > _SCAN_MIN_EDGES edges: uniform weights in index order stall the vectorized rounds (one
+    # dominant edge each), so the sequential scan finishes; the result must be the plain greedy's
+    n = 120
+    i, j = np.triu_indices(n, 1)
+    rng = np.random.default_rng(3)
+    w = {"uniform": np.ones(i.size), "few_values": rng.integers(0, 3, i.size).astype(float),
+         "random": rng.random(i.size)}[kind]
+    assert np.array_equal(greedy_matching(i, j, w, n), _sequential_greedy(i, j, w, n))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_distance_tie_break_keeps_every_strict_weight_order(seed):
+    from topoopt_ilp.heuristic import distance_tie_break
+
+    rng = np.random.default_rng(seed)
+    n = 40
+    w = rng.choice([1.0, 1.0 + 1e-9, 2.5, 1e6, 1e6 / 3], size=300)
+    dist = rng.integers(1, n + 1, size=w.size)
+    v = distance_tie_break(w, dist, n, rng=np.random.default_rng(seed))
+    a, b = np.meshgrid(np.arange(w.size), np.arange(w.size))
+    strict = w[a] < w[b]
+    assert (v[a][strict] < v[b][strict]).all()  # no strict difference overridden
+    tie = (w[a] == w[b]) & (dist[a] < dist[b])
+    # delta = 1e-9 here, so eps * dist is below the float spacing of 1e6: those ties may stay
+    # unbroken (never reversed)
+    assert (v[a][tie] <= v[b][tie]).all()
+    # well-conditioned weights: among equal weights the farther pair is strictly heavier, with or
+    # without the random part (which only orders equal distances)
+    w = rng.choice([1.0, 2.5, 1e6, 1e6 / 3], size=300)
+    strict = w[a] < w[b]
+    tie = (w[a] == w[b]) & (dist[a] < dist[b])
+    for v in (distance_tie_break(w, dist, n, rng=np.random.default_rng(seed)), distance_tie_break(w, dist, n)):
+        assert (v[a][strict] < v[b][strict]).all()
+        assert (v[a][tie] < v[b][tie]).all()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_tie_break_keeps_the_maximum_weight(seed):
+    # Blossom on the exact integer weights returns a maximum of the demand weights (matching totals
+    # compared exactly) and, among those, one whose distance total is largest
+    from fractions import Fraction
+    from itertools import combinations
+
+    from topoopt_ilp.heuristic import distance_tie_break
+
+    rng = np.random.default_rng(seed)
+    n = 8
+    i, j = map(np.asarray, zip(*combinations(range(n), 2)))
+    w = rng.choice([1.0, 0.35, 0.7, 0.6, 1 / 3, 2 / 3], size=i.size)
+    dist = rng.integers(1, n + 1, size=i.size)
+    W = distance_tie_break(w, dist, n, exact=True, rng=np.random.default_rng(seed))
+    assert all(isinstance(x, int) for x in W.tolist())
+    e = blossom_matching(i, j, W, n, maxcardinality=True)
+
+    def total(edges, vals):
+        return sum((Fraction(float(vals[k])) for k in edges), Fraction(0))
+
+    best_w, best_d = Fraction(-1), -1
+    G = nx.Graph()
+    G.add_edges_from(zip(i.tolist(), j.tolist()))
+    eid = {(int(a), int(b)): k for k, (a, b) in enumerate(zip(i, j))}
+    for m in _perfect_matchings(list(range(n))):
+        ks = [eid[p] for p in m]
+        tw, td = total(ks, w), int(dist[ks].sum())
+        if (tw, td) > (best_w, best_d):
+            best_w, best_d = tw, td
+    assert total(e, w) == best_w and int(dist[e].sum()) == best_d
+
+
+def _perfect_matchings(nodes):
+    if not nodes:
+        yield []
+        return
+    a, rest = nodes[0], nodes[1:]
+    for k, b in enumerate(rest):
+        for m in _perfect_matchings(rest[:k] + rest[k + 1:]):
+            yield [(a, b)] + m
+
+
+@pytest.mark.parametrize("n", [16, 64, 128])
+def test_uniform_demand_rounds_spread_out(n):
+    # uniform all-to-all, d = 8: without the tie-break the index order builds near-cliques (above
+    # 2000 pairs the greedy's 8 rounds leave components of ~8 servers; Blossom at n = 16 gives
+    # K_{8,8}); with it the result is connected with an expander-like diameter
+    T = np.ones((n, n))
+    np.fill_diagonal(T, 0)
+    M = repeated_matching(T, 8)
+    assert (M.sum(axis=1) == 8).all() and (M == M.T).all()
+    G = nx.from_numpy_array(M)
+    assert nx.is_connected(G) and nx.diameter(G) <= (2 if n == 16 else 4)
+    if n >= 64:
+        M0 = repeated_matching(T, 8, tie_break="none")
+        assert nx.number_connected_components(nx.from_numpy_array(M0)) > 1
+
+
+def test_tie_break_changes_nothing_without_ties():
+    T = _demand(40, 1.0, 7)  # distinct random weights: greedy and Blossom order fixed by demand
+    for method in ("greedy", "blossom"):
+        a = repeated_matching(T, 4, method=method, seed=2)
+        b = repeated_matching(T, 4, method=method, seed=2, tie_break="none")
+        assert np.array_equal(a, b)
+
+
+def test_tie_break_uses_base_links():
+    # a ring on 0..7 as base: the single round should pair servers at ring distance 4
+    n = 8
+    T = np.ones((n, n))
+    np.fill_diagonal(T, 0)
+    base = circulant_matrix(n, [1], False)
+    M = repeated_matching(T, 1, base=base, method="blossom")
+    a, b = np.nonzero(np.triu(M))
+    assert ((b - a) % n == 4).all() and a.size == 4
+    with pytest.raises(ValueError):
+        repeated_matching(T, 1, tie_break="bogus")

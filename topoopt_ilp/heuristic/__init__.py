@@ -18,7 +18,15 @@ from .circulant import circulant_distances, circulant_matrix, circulant_stats, c
 from .coin_change import DEFAULT_MAX_ROUTES, coin_change_mod
 from .degree import allocate_ports, degree_split
 from .finder import SELECT_RULES, TopologyFinderResult, topology_finder
-from .mp_links import BLOSSOM_EDGE_LIMIT, blossom_matching, greedy_matching, repeated_matching, route_pairs
+from .mp_links import (
+    BLOSSOM_EDGE_LIMIT,
+    blossom_matching,
+    distance_tie_break,
+    greedy_matching,
+    pair_hop_distances,
+    repeated_matching,
+    route_pairs,
+)
 from .select import (
     DEFAULT_RULE,
     best_rule,
@@ -52,11 +60,13 @@ __all__ = [
     "coset_rings",
     "degree_split",
     "demand_greedy",
+    "distance_tie_break",
     "divisors",
     "geometric_rule",
     "greedy_matching",
     "jump_ports",
     "jump_set_score",
+    "pair_hop_distances",
     "parallel_link_count",
     "random_expander",
     "remove_parallel_links",

@@ -127,6 +127,7 @@ def topology_finder(
     mp_k: int = 3,
     seed: int = 0,
     multi_links: bool = True,
+    mp_tie_break: str = "distance",
 ) -> TopologyFinderResult:
     """TopoOpt's TopologyFinder.
 
@@ -166,6 +167,17 @@ def topology_finder(
         the links carrying the least ring + MP traffic move first, connectivity kept); CoinChangeMod
         is redone over the chosen jumps whose links all survived, and every pair with traffic that
         those jumps no longer reach at the topology's distance gets explicit shortest paths.
+    mp_tie_break : {"distance", "none"}
+        Ties between equally heavy MP matchings (see :func:`.mp_links.distance_tie_break`):
+        ``"distance"`` (default, both modes) prefers pairs far apart in the AllReduce rings plus the
+        earlier matching rounds; ``"none"`` keeps the matcher's index order, which on uniform demand
+        builds near-cliques. It applies in ``mode="authors"`` too: the authors' code leaves ties to
+        Blossom V's internal order (a min-cost perfect matching on ``maxT - T``), which this package
+        does not reproduce either way, and the mode's promises (``d_A = d``, heaviest group takes all
+        ports, the +-j quirk) do not involve it (and with AllReduce traffic, authors mode has
+        ``d_MP = 0`` for even ``d``). It never changes which demand weight wins, so it only matters
+        where demand weights tie (uniform or block-uniform MP demand). Undirected links only: the
+        directed rounds (``linear_sum_assignment``) are unchanged.
 
     Returns
     -------
@@ -299,7 +311,7 @@ def topology_finder(
         rings = RingSet.empty()
 
     # ---- 7. MP links: repeated max-weight matching
-    mpm = repeated_matching(mp, d_mp, seed=seed, method=matching, directed=directed)
+    mpm = repeated_matching(mp, d_mp, seed=seed, method=matching, directed=directed, base=ar, tie_break=mp_tie_break)
     X = ar + mpm
     if d_a == 0 and d >= (1 if directed else 2):  # undirected, d = 1: a matching, never connected
         if connected_components(X > 0, directed=directed, connection="strong")[0] > 1:

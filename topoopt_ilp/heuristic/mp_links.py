@@ -3,6 +3,7 @@ topology (topoopt.md 3.6-3.7)."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from itertools import islice
 from typing import Callable
 
@@ -10,7 +11,7 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
-from scipy.sparse.csgraph import breadth_first_order
+from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
 from topoopt_ilp.routing import PathSet
 
@@ -21,6 +22,9 @@ except ImportError:  # pragma: no cover - private API moved: use the public func
 
 __all__ = [
     "repeated_matching",
+    "distance_tie_break",
+    "pair_hop_distances",
+    "TIE_BREAKS",
     "blossom_matching",
     "greedy_matching",
     "route_pairs",
@@ -31,6 +35,8 @@ __all__ = [
 #: ``method="auto"`` uses networkx's exact Blossom up to this many demand edges, greedy above.
 BLOSSOM_EDGE_LIMIT = 2000
 DEFAULT_MATCHING = "auto"
+#: ``repeated_matching(tie_break=...)``: ``"distance"`` (default) or ``"none"`` (the matcher's order).
+TIE_BREAKS = ("distance", "none")
 
 
 def blossom_matching(i: np.ndarray, j: np.ndarray, w: np.ndarray, n: int, *, maxcardinality: bool = False) -> np.ndarray:
@@ -60,6 +66,13 @@ def greedy_matching(i: np.ndarray, j: np.ndarray, w: np.ndarray, n: int, *, maxc
     matched = []
     big = np.iinfo(np.int64).max
     while I.size:
+        if I.size > _SCAN_MIN_EDGES and matched and matched[-1].size < _SCAN_BELOW:
+            # The last round matched few edges (e.g. equal weights in index order form one long
+            # chain of dependencies: one dominant edge per round, O(n) rounds over all edges).
+            # Finish with the sequential greedy over the remaining edges in rank order: the edges
+            # still alive are exactly those with both ends free, so the result is the same.
+            matched.append(_greedy_scan(I, J, rank, free))
+            break
         best = np.full(n, big, dtype=np.int64)
         # reversed assignment: the last write per node is its smallest rank (heaviest edge)
         best[J[::-1]] = rank[::-1]
@@ -74,6 +87,29 @@ def greedy_matching(i: np.ndarray, j: np.ndarray, w: np.ndarray, n: int, *, maxc
         I, J, rank = I[alive], J[alive], rank[alive]
     r = np.concatenate(matched) if matched else np.zeros(0, dtype=np.int64)
     return np.sort(order[r])
+
+
+#: :func:`greedy_matching` switches to a sequential scan when a vectorized round matched fewer than
+#: ``_SCAN_BELOW`` edges while more than ``_SCAN_MIN_EDGES`` edges remain (speed only, same result).
+_SCAN_BELOW = 16
+_SCAN_MIN_EDGES = 4096
+
+
+def _greedy_scan(I: np.ndarray, J: np.ndarray, rank: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Sequential greedy over edges given in rank order (heaviest first), updating ``free`` in
+    place; returns the ranks of the matched edges. Stops once fewer than two nodes are free."""
+    fr = free.tolist()
+    left = sum(fr)
+    out = []
+    for a, b, r in zip(I.tolist(), J.tolist(), rank.tolist()):
+        if fr[a] and fr[b]:
+            fr[a] = fr[b] = False
+            out.append(r)
+            left -= 2
+            if left < 2:
+                break
+    free[:] = fr
+    return np.array(out, dtype=np.int64)
 
 
 _MATCHERS: dict[str, Callable[..., np.ndarray]] = {"blossom": blossom_matching, "greedy": greedy_matching}
@@ -98,6 +134,101 @@ def _pairs_from(T, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return uk // n, uk % n, w
 
 
+def pair_hop_distances(X: np.ndarray, i: np.ndarray, j: np.ndarray, *, chunk: int = 256) -> np.ndarray:
+    """Hop distance between ``i[p]`` and ``j[p]`` in the undirected topology ``X`` (link counts,
+    any count > 0 is a link), ``n`` when unreachable. ``i`` must be sorted (as :func:`_pairs_from`
+    returns it); one BFS per distinct ``i``, ``chunk`` sources at a time (memory ``chunk * n``)."""
+    n = X.shape[0]
+    out = np.full(i.size, n, dtype=np.int64)
+    if not i.size or not (X > 0).any():
+        return out
+    adj = sp.csr_matrix((np.asarray(X) > 0).astype(np.int8))
+    us, starts = np.unique(i, return_index=True)
+    bounds = np.append(starts, i.size)
+    for lo in range(0, us.size, chunk):
+        hi = min(lo + chunk, us.size)
+        D = shortest_path(adj, directed=False, unweighted=True, indices=us[lo:hi])
+        sl = slice(bounds[lo], bounds[hi])
+        row = np.searchsorted(us[lo:hi], i[sl])
+        dd = D[row, j[sl]]
+        out[sl] = np.where(np.isfinite(dd), dd, n).astype(np.int64)
+    return out
+
+
+def distance_tie_break(
+    w: np.ndarray, dist: np.ndarray, n: int, *, exact: bool = False, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """Matching weights that break ties between equally heavy matchings in favour of far-apart pairs.
+
+    Returns ``w + eps * t`` with the tie term ``t = dist`` (``dist``: hop distance of each pair in
+    the topology built so far, ``n`` when unreachable, see :func:`pair_hop_distances`), and ``eps``
+    small enough that no strict difference of the demand weights is ever overridden: only ties are
+    decided by distance. On uniform demand every perfect matching of unlinked pairs weighs the same,
+    and the matchers' index order then builds near-cliques (groups of ~d servers, almost
+    disconnected, long paths); preferring far pairs makes each round join what earlier rounds left
+    apart. With ``rng``, ties of equal weight *and* distance are broken at random (``t = dist + u``,
+    ``u`` in ``[0, 1)``): with distance alone, pairs in different components all tie at ``n`` and
+    the index order merges components like a hypercube (sizes double per round: at ``n = 512``,
+    ``d = 8`` still two components), while random picks among them give an expander.
+
+    Why ``eps`` cannot override a demand difference. A matching has at most ``n/2`` edges with tie
+    terms in ``[1, n + 1)``, so the tie terms of any matching sum to less than ``S = n*(n+1)/2``,
+    and the difference of two matchings' ``eps * t`` totals is below ``eps * S``.
+
+    * ``exact=False`` (float weights; for :func:`greedy_matching`, which only ever compares single
+      edges): ``eps = delta / (n*(n+1))`` with ``delta`` the smallest positive difference between
+      distinct values among ``w`` and 0 (0 included, so every weight stays positive and below the
+      next class). Two edges with ``w_a < w_b`` then keep ``w_a + eps*t_a < w_a + delta/n < w_b``:
+      the greedy order changes only among equal weights. ``eps * S = delta/2 < delta`` also covers
+      whole matchings whose totals differ by at least ``delta``; but for arbitrary reals two
+      matching *totals* can differ by less than ``delta`` (edges 1.0 + 0.35 vs 0.7 + 0.6: totals
+      1.35 vs 1.3, ``delta = 0.1``), hence, for the exact matcher:
+    * ``exact=True`` (Python ints; for :func:`blossom_matching`, networkx then computes in exact
+      integer arithmetic): every float is a dyadic rational, so with ``L`` the largest denominator
+      among the weights (a power of two, a multiple of all others) all weights and all matching
+      totals lie on the grid ``1/L``: distinct totals differ by at least ``1/L``, the smallest
+      positive difference possible. The tie term is an integer ``t = dist*K + r`` (``r`` random in
+      ``[0, n)`` with ``rng``, else 0; ``K = (n//2)*n + 1`` exceeds any matching's sum of ``r``, so a
+      larger distance total always beats the random part), and the weights are
+      ``W = w*L*B + t`` with ``B`` = 1 + the largest possible sum of ``t`` over a matching
+      (``(n//2) * (n*K + n - 1)``): this is ``w + eps*t`` with ``eps = 1/(L*B)``, scaled by ``L*B``.
+      A difference of demand totals ``>= 1/L`` becomes ``>= B`` in ``W``, more than any difference
+      of tie terms, so a maximum of ``W`` is always a maximum of the demand weights.
+
+    In float mode the result is checked after rounding; if rounding would merge two distinct
+    weight classes (``delta`` tiny relative to ``w``), ``w`` is returned unchanged: no tie-break,
+    never a wrong order. Pairs without demand are not among ``w`` (see :func:`repeated_matching`:
+    they only take part in the random completion), so they stay behind every demand pair as before.
+    """
+    w = np.asarray(w, dtype=float)
+    dist = np.asarray(dist, dtype=np.int64)
+    if not w.size:
+        return w
+    if exact:
+        fr = [Fraction(x) for x in w.tolist()]
+        L = max(f.denominator for f in fr)
+        K = (n // 2) * n + 1
+        B = (n // 2) * (n * K + n - 1) + 1
+        r = rng.integers(0, n, w.size).tolist() if rng is not None else [0] * w.size
+        out = np.empty(w.size, dtype=object)
+        out[:] = [int(f * L) * B + int(t) * K + q for f, t, q in zip(fr, dist.tolist(), r)]
+        return out
+    t = dist + rng.random(w.size) if rng is not None else dist.astype(float)
+    vals = np.unique(np.append(w, 0.0))
+    delta = float(np.diff(vals).min())
+    eps = delta / (float(n) * (n + 1))
+    v = w + eps * t
+    # rounding check: every weight class must stay strictly below the next one
+    o = np.argsort(w, kind="stable")
+    ws, vs = w[o], v[o]
+    first = np.flatnonzero(np.r_[True, ws[1:] != ws[:-1]])
+    hi = np.maximum.reduceat(vs, first)
+    lo = np.minimum.reduceat(vs, first)
+    if (hi[:-1] >= lo[1:]).any() or (lo <= 0).any() or not np.isfinite(v).all():
+        return w
+    return v
+
+
 def repeated_matching(
     T,
     rounds: int,
@@ -106,6 +237,8 @@ def repeated_matching(
     method: str | Callable[..., np.ndarray] = DEFAULT_MATCHING,
     maxcardinality: bool = False,
     directed: bool = False,
+    base: np.ndarray | None = None,
+    tie_break: str = "distance",
 ) -> np.ndarray:
     """MP link matrix from ``rounds`` rounds of maximum-weight matching on the MP demand.
 
@@ -129,6 +262,16 @@ def repeated_matching(
     directed : bool
         Directed links: each round is a fixed-point-free permutation maximising the discounted
         demand (``scipy.optimize.linear_sum_assignment``, exact, dense O(n^3)).
+    base : (n, n) array_like, optional
+        Links that exist before the first round (the AllReduce rings); only used for distances.
+    tie_break : {"distance", "none"}
+        Undirected rounds: ``"distance"`` breaks ties between equally heavy matchings in favour of
+        pairs far apart in ``base`` plus the previous rounds, remaining ties (equal distance) at
+        random from ``seed`` (:func:`distance_tie_break`; exact integer weights for the Blossom
+        matcher; its own random stream, so without ties the result is that of ``"none"``);
+        ``"none"``: the matcher's own order (edge index),
+        which on uniform demand builds near-cliques. Never changes which demand weight wins.
+        Directed rounds ignore it.
 
     Returns
     -------
@@ -157,6 +300,8 @@ def repeated_matching(
         return M
     if n % 2:
         raise ValueError("undirected matching rounds need an even number of nodes")
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"unknown tie_break {tie_break!r}; choose one of {', '.join(TIE_BREAKS)}")
     i, j, w0 = _pairs_from(T, n)
     key = i * n + j  # sorted: _pairs_from returns np.unique keys
     cnt = np.zeros(w0.size, dtype=np.int64)
@@ -168,8 +313,17 @@ def repeated_matching(
             matcher = _MATCHERS[method]
         else:
             raise ValueError(f"unknown matching method {method!r}")
+    exact = matcher is blossom_matching
+    G = None
+    if tie_break == "distance" and w0.size:
+        G = M.copy() if base is None else M + (np.asarray(base) > 0)
+        # own stream: the completion draws stay those of tie_break="none" (same result without ties)
+        tie_rng = np.random.default_rng([seed, 1])
     for _ in range(rounds):
-        e = matcher(i, j, w0 / (cnt + 1), n, maxcardinality=maxcardinality)
+        w = w0 / (cnt + 1)
+        if G is not None:
+            w = distance_tie_break(w, pair_hop_distances(G, i, j), n, exact=exact, rng=tie_rng)
+        e = matcher(i, j, w, n, maxcardinality=maxcardinality)
         a, b = i[e], j[e]
         free = np.ones(n, dtype=bool)
         free[a] = False
@@ -179,6 +333,9 @@ def repeated_matching(
         b = np.concatenate([b, rest[1::2]])
         M[a, b] += 1
         M[b, a] += 1
+        if G is not None:
+            G[a, b] += 1
+            G[b, a] += 1
         if key.size:  # c = links now between i and j, for every demand pair that got a link
             k2 = np.minimum(a, b) * n + np.maximum(a, b)
             pos = np.minimum(np.searchsorted(key, k2), key.size - 1)
