@@ -48,6 +48,11 @@ def _warm_start(instance: Instance, options: ExactOptions) -> Solution | None:
     sol = load_solution(choice, directed=instance.cluster.directed)
     if sol.topology is None or sol.topology.n != instance.n:
         raise InputError(f"{choice}: no topology for {instance.n} servers to start from")
+    from topoopt_ilp.verify import verify
+
+    report = verify(instance, replace(sol, status="feasible", bound=None, gap=None), check_metrics=False)
+    if not report.valid:  # a solver would drop an infeasible start without a word
+        raise InputError(f"{choice}: not a feasible design for this instance, so no start: {report.violations[0]}")
     return sol
 
 

@@ -107,4 +107,4 @@ def test_cli_equal_cost_fat_tree(tmp_path, capsys):
     assert main(["evaluate", str(path), "--architecture", "big_switch", "--equal-cost"]) == 2
     with pytest.raises(SystemExit) as exc:  # argparse usage error
         main(["evaluate", str(path), "--architecture", "fat_tree", "--bandwidth", "0"])
-    assert exc.value.code == 2 and "--bandwidth must be > 0" in capsys.readouterr().err
+    assert exc.value.code == 2 and "--bandwidth must be a finite number > 0" in capsys.readouterr().err

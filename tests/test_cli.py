@@ -284,3 +284,21 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
         err = proc.stderr.read().decode()
         proc.wait(timeout=60)
         assert "internal error" not in err and "Traceback" not in err and proc.returncode in (0, 1)
+
+
+def test_evaluate_names_the_mismatch_when_scoring_fails(tmp_path, capsys):
+    """A solution scored against an instance whose demand its routes do not cover: the scoring failed
+    with "no complete route for pair ..."; the verifier's reason is what the user needs (a user's
+    report: a BERT solution against the testbed)."""
+    import json
+
+    inst, sol = tmp_path / "i.json", tmp_path / "s.json"
+    inst.write_text(json.dumps(minimal(demand={"mp": {"pairs": [[0, 2, 1e6]]}})))
+    links = [[i, (i + 1) % 8, 1] for i in range(8)]
+    sol.write_text(json.dumps({"format": "topoopt-solution", "version": 1, "status": "feasible", "method": "given",
+                               "topology": {"servers": 8, "directed": False, "links": links, "jumps": [1]},
+                               "routing": {"offset_routes": [[1, 1.0, [1]], [7, 1.0, [7]]]},
+                               "placement": {"layer_degree": [1], "layer_start": [0], "block_server": []}}))
+    assert main(["evaluate", str(inst), str(sol)]) == 2
+    err = capsys.readouterr().err
+    assert "does not match the instance" in err and "no workload" in err and err.count("\n") == 1

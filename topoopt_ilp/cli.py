@@ -46,9 +46,12 @@ def _nonneg_float(text: str) -> float:
 
 
 def _pos_float(text: str) -> float:
-    v = _nonneg_float(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return v
 
 
@@ -201,10 +204,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             raise InputError("the instance has no fixed_topology; give a SOLUTION file to evaluate", source=args.instance)
         target = Topology(inst.fixed_topology_matrix(), inst.fixed_topology.jumps)
         what = "the instance's fixed topology"
-    metrics = evaluate(inst, target, routing=args.routing).as_dict()
-    if args.solution:
-        from .verify import verify
+    from .evaluate import RoutingError
+    from .verify import verify
 
+    try:
+        metrics = evaluate(inst, target, routing=args.routing).as_dict()
+    except RoutingError:
+        # A solution made for another instance may fail inside the scoring ("no complete route");
+        # the verifier names the cause ("has a placement, but this instance has no workload").
+        report = verify(inst, target, check_metrics=False) if args.solution else None
+        if report is None or report.valid:
+            raise
+        raise InputError(f"the solution does not match the instance: {report.violations[0]}", source=args.solution) from None
+    if args.solution:
         report = verify(inst, target, check_metrics=False)  # its rules only: the metrics were just computed
         if not report.valid:  # scored anyway (that is evaluate's job), but not silently
             print(f"warning: {args.solution} fails verification ({len(report.violations)} violation(s), first: "
@@ -445,7 +457,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     try:
         data = generate(args.model, args.servers, args.degree, args.bandwidth, args.batch)
     except ValueError as exc:
-        raise InputError(str(exc)) from None
+        raise InputError(f"generate: {exc}") from None
     if args.output is not None:
         write_json_atomic(args.output, data)
         print(f"wrote {args.output}: {data.get('name', args.model)}")
@@ -620,8 +632,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=_nonneg_int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
                    "when given with --method exact, of the solver")
     s.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
-    s.add_argument("--json", action="store_true", help="print the solution as JSON")
-    s.add_argument("--quiet", action="store_true", help="print nothing; use the exit code")
+    shown = s.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the solution as JSON")
+    shown.add_argument("--quiet", action="store_true", help="print nothing; use the exit code")
     s.set_defaults(func=_cmd_solve)
 
     c = sub.add_parser("compare", help="compare methods and back-ends on one instance",
