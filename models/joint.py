@@ -660,13 +660,13 @@ def _start_solution(instance: Instance, options: ExactOptions, budget_s: float |
             raise InputError(f"{choice}: the solution needs a placement and a topology for {instance.n} servers")
         return finalize(instance, sol)
     from topoopt_ilp.alternating import solve_alternating
-    from topoopt_ilp.errors import InstanceError
+    from topoopt_ilp.errors import InstanceError, StartInfeasibleError
 
     budget = 60.0 if budget_s is None else budget_s
     try:
         return solve_alternating(instance, rounds=3, round_time_limit_s=max(1.0, budget / 4), time_limit_s=budget,
                                  backend=options.backend)
-    except InstanceError:  # the data-parallel start breaks the memory limit: no incumbent to offer
+    except (InstanceError, StartInfeasibleError):  # the data-parallel start breaks the memory limit: no incumbent
         return None
 
 

@@ -77,3 +77,26 @@ def test_exact_on_a_workload_is_the_joint_model(tmp_path, capsys):
     big = INSTANCES / "paper" / "bert-128-d8.json"
     assert main(["solve", str(big), "--method", "exact"]) == 2
     assert "use --method alternating" in capsys.readouterr().err
+
+
+def test_a_start_that_breaks_memory_is_said_plainly(tmp_path, capsys):
+    """Seven 550 MB tables on six 1 GB servers: no simple rule packs them (and no placement exists).
+    The heuristic and alternating said "placement: server 0: memory ... exceeds" with exit 2, as if the
+    user had given a bad placement; now they say their start does not fit (exit 1), and compare shows
+    the exact method's proof of infeasibility (exit 3)."""
+    from topoopt_ilp.errors import StartInfeasibleError
+
+    layers = [{"name": "l0", "compute_s": 0.003, "param_bytes": 1e7, "activation_bytes": 1e6, "configs": [1, 2, 3, 6]}]
+    blocks = [{"name": f"t{i}", "bytes": 5.5e8, "lookup_bytes": 1e6, "consumer": 0} for i in range(7)]
+    path = tmp_path / "binpack.json"
+    path.write_text(json.dumps({"format": "topoopt-instance", "version": 1,
+                                "cluster": {"servers": 6, "degree": 2, "link_bandwidth_gbps": 100},
+                                "workload": {"batch_size": 64, "server_memory_bytes": 1e9, "layers": layers,
+                                             "blocks": blocks}}))
+    inst = io.load_instance(path)
+    for method in ("heuristic", "alternating"):
+        with pytest.raises(StartInfeasibleError, match="does not fit server memory"):
+            solve(inst, method=method)
+    assert main(["solve", str(path)]) == 1
+    assert main(["compare", str(path), "--time-limit", "20"]) == 3
+    assert "does not fit server memory" in capsys.readouterr().out

@@ -101,7 +101,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     from .models import ExactOptions
     from .models.joint_enumeration import strategy_floor
     from .models.placement import solve_placement
-    from .solve import finalize, start_placement
+    from .solve import finalize, fitting_start_placement
     from .strategy import stage_strategies, strategy_to_dict, validate_strategy
 
     if instance.workload is None:
@@ -218,7 +218,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                 break
         return False
 
-    data_parallel_start = finalize(instance, _topology_phase(instance, start_placement(instance), select, mode, seed))
+    data_parallel_start = finalize(instance, _topology_phase(instance, fitting_start_placement(instance), select, mode,
+                                                             seed))
     best = data_parallel_start
     record(0, "start: data-parallel + TopologyFinder", best, True)
     # Pipelines of data-parallel groups, each with its own topology, are a second start: from the

@@ -14,6 +14,7 @@ __all__ = [
     "InstanceError",
     "SolutionFileError",
     "UnsupportedError",
+    "StartInfeasibleError",
 ]
 
 EXIT_OK = 0  # solved: optimal or feasible
@@ -53,3 +54,9 @@ class SolutionFileError(InputError):
 
 class UnsupportedError(InputError):
     """A well-formed request that this version cannot carry out (said plainly, never faked)."""
+
+
+class StartInfeasibleError(TopoOptError):
+    """A heuristic's start rule gives no feasible design for a valid instance (e.g. its block
+    placement breaks server memory, which another placement might not): the method has no answer,
+    the instance may still have one (exit 1)."""

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, StartInfeasibleError
 from .evaluate import evaluate, objective_value
 from .instance import Instance
 from .routing import Routing
@@ -49,6 +49,23 @@ def start_placement(instance: Instance) -> dict | None:
     return strategy_to_dict(data_parallel(instance.workload, instance.n))
 
 
+def fitting_start_placement(instance: Instance) -> dict | None:
+    """:func:`start_placement`, or, when it breaks server memory (blocks that no simple rule packs),
+    a :class:`~topoopt_ilp.errors.StartInfeasibleError` (exit 1) that says so: the instance may still
+    have a feasible placement, which only the exact method can decide."""
+    if instance.workload is None:
+        return None
+    from .strategy import data_parallel, strategy_to_dict, validate_strategy
+
+    strategy = data_parallel(instance.workload, instance.n)
+    bad = [v for v in validate_strategy(instance.workload, instance.n, strategy) if "memory" in v]
+    if bad:
+        raise StartInfeasibleError(f"TopoOpt's start (every layer data-parallel, blocks round robin, else largest first "
+                                   f"on the server with the most memory left) does not fit server memory ({bad[0]}); "
+                                   f"--method exact decides whether any placement fits")
+    return strategy_to_dict(strategy)
+
+
 def _fixed(instance: Instance, started: float) -> Solution:
     """An instance with a fixed topology: nothing to choose in the topology; score it as given."""
     ft = instance.fixed_topology
@@ -66,7 +83,8 @@ def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "pa
         return _fixed(instance, started)
     if instance.topology_family != "any":
         return _heuristic_circulant(instance, select=select, mode=mode, seed=seed, started=started)
-    return heuristic_for_placement(instance, start_placement(instance), select=select, mode=mode, seed=seed)
+    return heuristic_for_placement(instance, fitting_start_placement(instance), select=select, mode=mode,
+                                   seed=seed)
 
 
 def heuristic_for_placement(instance: Instance, placement: dict | None, *, select: str = "geometric", mode: str = "paper",
@@ -81,9 +99,9 @@ def heuristic_for_placement(instance: Instance, placement: dict | None, *, selec
     multi = instance.cluster.multi_links
     try:
         res = h.topology_finder(n, d, groups, demand.mp_matrix(n), directed=directed, select=select, mode=mode, seed=seed,
-                                multi_links=multi)
-    except ValueError as exc:
-        if multi or "multi_links" not in str(exc):
+                                multi_links=multi, regular=instance.cluster.regular)
+    except ValueError as exc:  # what the instance asks for is beyond the heuristic (its message says why)
+        if not any(why in str(exc) for why in ("multi_links", "without a link")):
             raise
         raise InputError(f"heuristic: {exc}") from None
     circulant_only = res.d_mp == 0 and len(res.jumps) == 1

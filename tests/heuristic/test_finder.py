@@ -253,3 +253,32 @@ def test_uniform_all_to_all_matching_needs_no_connectivity_repair(mode):
     old = topology_finder(n, d, [], mp, mode=mode, mp_tie_break="none")
     assert any("rewired to connect" in note for note in old.notes)
     assert shortest_path(old.X > 0, unweighted=True).max() > D.max()
+
+
+@pytest.mark.parametrize("n,d,groups", [(7, 3, []), (9, 3, [(np.arange(9), 1e7)]), (11, 5, [(np.arange(11), 1e7)])])
+def test_odd_ports_without_regularity(n, d, groups):
+    """n*d odd with ``regular=False`` (what the validation message suggests for such clusters): the
+    rings take d - 1 ports, one near-perfect matching round and the free-port pairing the last, so
+    exactly one server keeps a free port and the topology is connected (it used to raise)."""
+    from scipy.sparse.csgraph import connected_components
+
+    mp = np.zeros((n, n))
+    mp[0, 3] = mp[1, 4] = 4e6
+    if not groups:
+        mp = np.ones((n, n)) - np.eye(n)
+    with pytest.raises(ValueError, match="odd"):
+        topology_finder(n, d, groups, mp)
+    res = topology_finder(n, d, groups, mp, regular=False, multi_links=False)
+    deg = res.X.sum(axis=1)
+    assert (res.X == res.X.T).all() and res.X.max() == 1 and deg.max() == d and (deg < d).sum() == 1
+    assert connected_components(res.X > 0)[0] == 1
+
+
+def test_odd_ports_end_to_end():
+    from topoopt_ilp import Cluster, Demand, Instance, solve
+    from topoopt_ilp.verify import verify
+
+    inst = Instance(Cluster(7, 3, 100.0, regular=False), Demand(all_to_all=1e6), objective="throughput")
+    for method in ("heuristic", "exact"):
+        sol = solve(inst, method=method, **({"time_limit_s": 30} if method == "exact" else {}))
+        assert sol.has_solution and verify(inst, sol).valid

@@ -82,9 +82,10 @@ def test_directed_rounds_are_permutations():
     assert (M.sum(axis=0) == 2).all() and (M.sum(axis=1) == 2).all() and np.trace(M) == 0
 
 
-def test_odd_n_rejected():
-    with pytest.raises(ValueError):
-        repeated_matching(np.ones((5, 5)), 1)
+def test_odd_n_gives_near_perfect_rounds():
+    """Odd n (a cluster with ``regular: false``): every round matches all nodes but one."""
+    M = repeated_matching(np.ones((5, 5)) - np.eye(5), 3, seed=2)
+    assert (M == M.T).all() and M.sum() == 2 * 3 * 2 and M.sum(axis=1).max() <= 3
 
 
 def test_route_pairs_shortest_and_filter():

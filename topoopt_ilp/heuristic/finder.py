@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
+from scipy.sparse.csgraph import connected_components, shortest_path
 
 from topoopt_ilp.routing import PathSet, RingSet, Routing
 
@@ -111,6 +111,29 @@ def _ring_rows(n: int, s: int, k: int, jumps: Sequence[int], directed: bool) -> 
     return rows
 
 
+def _link_free_ports(X: np.ndarray, d: int, multi_links: bool) -> np.ndarray:
+    """Links between servers that still have a free port in the undirected topology ``X`` (after
+    near-perfect matching rounds on an odd number of servers), farthest pair first (hop distance,
+    unreachable counted as n), then lowest ids; parallel links only when ``multi_links``. At most
+    one server keeps a free port at the end, unless all the others are its neighbours already."""
+    n = X.shape[0]
+    add = np.zeros_like(X)
+    while True:
+        free = np.flatnonzero((X + add).sum(axis=1) < d)
+        if free.size < 2:
+            return add
+        dist = shortest_path((X + add) > 0, unweighted=True, directed=False)[np.ix_(free, free)]
+        dist[~np.isfinite(dist)] = n
+        ok = np.triu(np.ones_like(dist, dtype=bool), 1)
+        if not multi_links:
+            ok &= (X + add)[np.ix_(free, free)] == 0
+        if not ok.any():
+            return add
+        a, b = np.unravel_index(int(np.argmax(np.where(ok, dist, -1))), dist.shape)
+        add[free[a], free[b]] += 1
+        add[free[b], free[a]] += 1
+
+
 def topology_finder(
     n: int,
     d: int,
@@ -128,6 +151,7 @@ def topology_finder(
     seed: int = 0,
     multi_links: bool = True,
     mp_tie_break: str = "distance",
+    regular: bool = True,
 ) -> TopologyFinderResult:
     """TopoOpt's TopologyFinder.
 
@@ -195,8 +219,11 @@ def topology_finder(
         rule, select_name = select, getattr(select, "__name__", "custom")
     if n < 2 or d < 1:
         raise ValueError("need n >= 2 and d >= 1")
-    if not directed and (n * d) % 2:
+    odd_ports = not directed and (n * d) % 2 == 1  # n and d odd: some server keeps a port free
+    if odd_ports and regular:
         raise ValueError(f"n*d = {n * d} is odd: no undirected {d}-regular topology")
+    if odd_ports and d == 1:
+        raise ValueError(f"degree 1 on {n} servers (an odd number) leaves a server without a link")
     if not multi_links and d > n - 1:
         raise ValueError(f"degree {d} needs parallel links on {n} servers (multi_links false allows at most {n - 1})")
     if mp is None:
@@ -239,7 +266,12 @@ def topology_finder(
 
     # ---- 2. degree split
     d_a, d_mp = degree_split(d, t_ar, mp_total, split=split, directed=directed)
-    if d_mp and not directed and n % 2:
+    if odd_ports:  # rings take every port they can (an even number); the last one goes to a near-perfect matching
+        if t_ar > 0 and d_a != d - 1:
+            notes.append(f"n={n} and d={d} odd: {d - 1} ports go to AllReduce rings, the last to one MP matching "
+                         f"round that leaves one server's port free (regular false)")
+        d_a, d_mp = (d - 1, 1) if t_ar > 0 else (0, d)
+    elif d_mp and not directed and n % 2:
         notes.append(f"n={n} odd: no perfect matching, all {d} ports go to AllReduce rings")
         d_a, d_mp = d, 0
 
@@ -313,6 +345,9 @@ def topology_finder(
     # ---- 7. MP links: repeated max-weight matching
     mpm = repeated_matching(mp, d_mp, seed=seed, method=matching, directed=directed, base=ar, tie_break=mp_tie_break)
     X = ar + mpm
+    if odd_ports:  # near-perfect rounds may leave free ports on different servers: link them
+        mpm += _link_free_ports(X, d, multi_links)
+        X = ar + mpm
     if d_a == 0 and d >= (1 if directed else 2):  # undirected, d = 1: a matching, never connected
         if connected_components(X > 0, directed=directed, connection="strong")[0] > 1:
             connect_components(X, np.random.default_rng(seed), directed=directed)

@@ -276,7 +276,8 @@ def repeated_matching(
     Returns
     -------
     numpy.ndarray
-        ``(n, n)`` int64 link counts; undirected: symmetric with row sums ``rounds``.
+        ``(n, n)`` int64 link counts; undirected: symmetric with row sums ``rounds`` (odd ``n``: each
+        round is a near-perfect matching, one node unmatched, so row sums are at most ``rounds``).
 
     Notes
     -----
@@ -298,8 +299,6 @@ def repeated_matching(
             r, c = linear_sum_assignment(w, maximize=True)
             M[r, c] += 1
         return M
-    if n % 2:
-        raise ValueError("undirected matching rounds need an even number of nodes")
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"unknown tie_break {tie_break!r}; choose one of {', '.join(TIE_BREAKS)}")
     i, j, w0 = _pairs_from(T, n)
@@ -329,6 +328,7 @@ def repeated_matching(
         free[a] = False
         free[b] = False
         rest = rng.permutation(np.flatnonzero(free))
+        rest = rest[: rest.size - rest.size % 2]  # odd n: one node stays unmatched this round
         a = np.concatenate([a, rest[0::2]])
         b = np.concatenate([b, rest[1::2]])
         M[a, b] += 1
