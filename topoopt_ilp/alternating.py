@@ -133,6 +133,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
             entry["restricted_to_starts"] = sol.details.get("max_starts")
         if reused:  # the same phase input was solved to optimality before in this run
             entry["reused"] = True
+        if round_ > 0:  # which start's trajectory this round belongs to (both may run)
+            entry["trajectory"] = trajectory
         log.append(entry)
         if progress is not None:
             progress(entry)
@@ -180,10 +182,13 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
             settled_placement[key] = out
         return out, False
 
-    def descend(start: Solution) -> bool:
+    trajectory = ""
+
+    def descend(start: Solution, label: str) -> bool:
         """Rounds from ``start`` (each from this trajectory's best: TopoOpt's reset-to-best); a
         candidate is *accepted* when it beats everything found so far. True when out of time."""
-        nonlocal best
+        nonlocal best, trajectory
+        trajectory = label
         local = start
         for r in range(1, rounds + 1):
             round_start = local.objective
@@ -245,9 +250,9 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         record(0, stage_label.replace("TopologyFinder", "exact topology"), cand, accepted)
         if accepted:
             best = stage_start = cand
-    out_of_time = descend(stage_start) if stage_start is not None else False
+    out_of_time = descend(stage_start, "stages") if stage_start is not None else False
     if not out_of_time:
-        descend(data_parallel_start)
+        descend(data_parallel_start, "data-parallel")
     details = {**best.details, "rounds": log, "best_from": next(e for e in reversed(log) if e["accepted"])["phase"],
                "topology_method": topology_method}
     return replace(best, method="alternating", status="feasible", bound=None, gap=None,

@@ -503,7 +503,8 @@ def _cmd_draw(args: argparse.Namespace) -> int:
 def _print_round(entry: dict[str, Any]) -> None:
     """Live progress of --method alternating, on stderr so that stdout stays the result."""
     mark = "*" if entry["accepted"] else " "
-    print(f"  round {entry['round']:>2} {entry['phase']:<40} iteration {_fmt_time(entry['iteration_time_s']):>10} "
+    phase = entry["phase"] + (f" (from {entry['trajectory']} start)" if entry.get("trajectory") else "")
+    print(f"  round {entry['round']:>2} {phase:<40} iteration {_fmt_time(entry['iteration_time_s']):>10} "
           f"(compute {_fmt_time(entry['compute_time_s'])}, comm {_fmt_time(entry['comm_time_s'])}) {mark} "
           f"[{entry['wall_time_s']:.1f} s]", file=sys.stderr, flush=True)
 
