@@ -223,3 +223,28 @@ def test_solve_exact_uses_the_instance_backend_end_to_end():
     with pytest.raises(InputError, match="no-such-solver"):
         solve(inst, method="exact")
     assert solve(inst, method="exact", backend="highs", time_limit_s=30).has_solution
+
+
+def test_alternating_takes_the_instance_backend_and_time_limit(monkeypatch):
+    """The alternating method's backend and overall budget come from the solver section too (the CLI
+    used to pass its own default backend, so an instance asking for CBC got HiGHS)."""
+    import topoopt_ilp.alternating as alternating
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(instance, *, backend="highs", time_limit_s=None, rounds=5):
+        seen.update(backend=backend, time_limit_s=time_limit_s)
+        raise Stop
+
+    monkeypatch.setattr(alternating, "solve_alternating", fake)
+    inst = small(solver=SolverDefaults(backend="cbc", time_limit_s=7, gap=0.01))
+    with pytest.raises(Stop):
+        solve(inst, method="alternating")
+    assert seen == {"backend": "cbc", "time_limit_s": 7}  # gap and threads are not the alternating method's
+    seen.clear()
+    with pytest.raises(Stop):
+        solve(inst, method="alternating", backend=None, time_limit_s=3)
+    assert seen == {"backend": "cbc", "time_limit_s": 3}

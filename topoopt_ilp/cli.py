@@ -332,7 +332,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         if args.method == "alternating":
             options.update(rounds=args.rounds if args.rounds is not None else 5,
                            round_time_limit_s=args.round_time_limit if args.round_time_limit is not None else 30.0,
-                           time_limit_s=args.time_limit, backend=args.backend or "highs",
+                           time_limit_s=args.time_limit, backend=args.backend,  # None: the instance's, else default
                            topology_method=args.topology_method or "auto")
             if not (args.quiet or args.json):
                 options["progress"] = _print_round

@@ -385,14 +385,18 @@ def _check_options(name: str, func: Callable[..., Solution], options: dict[str, 
             raise InputError(message, source="solve", field=key)
 
 
-def _with_solver_defaults(instance: Instance, options: dict[str, Any]) -> dict[str, Any]:
-    """The exact method's options with the instance's ``solver`` section filling those not given
-    (None counts as not given, as the CLI passes it: its flags win the same way)."""
+def _with_solver_defaults(instance: Instance, options: dict[str, Any], accepted: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A method's options with the instance's ``solver`` section filling those not given (None
+    counts as not given, as the CLI passes it: its flags win the same way); only the options the
+    method ``accepted`` (exact: all four; alternating: backend and time_limit_s)."""
     merged = dict(options)
+    accepted = SOLVER_DEFAULTS if accepted is None else accepted  # a method taking any keyword
     for key in SOLVER_DEFAULTS:
         default = getattr(instance.solver, key)
-        if merged.get(key) is None and default is not None:
+        if key in accepted and merged.get(key) is None and default is not None:
             merged[key] = default
+        if key in merged and merged[key] is None:
+            del merged[key]  # not given at all: the method's own default
     return merged
 
 
@@ -402,8 +406,8 @@ def solve(instance: Instance, method: str | Callable[..., Solution] = DEFAULT_ME
 
     ``options`` are the method's keyword options (see :func:`method_options`); an unknown option or
     a bad value raises :class:`~topoopt_ilp.errors.InputError` before anything runs. For the exact
-    method, the instance's ``solver`` section (backend, time_limit_s, gap, threads) gives the
-    defaults of those options; keyword arguments override it."""
+    and alternating methods, the instance's ``solver`` section (backend, time_limit_s, gap, threads:
+    those the method takes) gives the defaults of those options; keyword arguments override it."""
     if not isinstance(instance, Instance):
         hint = " (to solve a file, pass load_instance(path))" if isinstance(instance, (str, os.PathLike)) else ""
         raise InputError(f"expected an Instance, got {type(instance).__name__}{hint}", source="solve", field="instance")
@@ -413,9 +417,9 @@ def solve(instance: Instance, method: str | Callable[..., Solution] = DEFAULT_ME
         if not isinstance(method, str) or method not in METHODS:
             raise InputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
         func, name = METHODS[method], method
+    if func is _exact or func is _alternating:
+        options = _with_solver_defaults(instance, options, method_options(name))
     _check_options(name, func, options)
-    if func is _exact:
-        options = _with_solver_defaults(instance, options)
     started = time.perf_counter()
     sol = func(instance, **options)
     if not sol.wall_time_s:
