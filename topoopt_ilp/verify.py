@@ -1,8 +1,10 @@
 """The verifier: checks a solution against its instance, independently of any model code.
 
 It answers "is this a valid design, and are its stated numbers true?" with a list of violations:
-ports and degrees, symmetry, topology family and fixed topology, AllReduce rings, routes (paths on
-existing links carrying each demand exactly), and the stated metrics against the evaluator.
+ports and degrees, symmetry, topology family and fixed topology, a path for every demand pair,
+AllReduce rings, routes (paths on existing links carrying each demand exactly), the stated metrics
+against the evaluator, and the stated bound and gap against the objective (and status optimal
+against its gap). Every violation found is reported, not only the first.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from .evaluate import ROUTING_MODES, RoutingError, evaluate, objective_value
 from .instance import Instance
@@ -20,6 +24,13 @@ from .solution import Solution
 __all__ = ["VerifyReport", "verify", "direction_mismatch"]
 
 _REL_TOL = 1e-6
+# The exact methods call a solve optimal when its relative gap is within the requested gap, by default
+# 1e-4 (solvers.options.DEFAULT_REL_GAP; models' _tol and joint's checks use the same number). An
+# instance's solver.gap, the command line's default for --gap, raises it.
+_OPTIMAL_REL_GAP = 1e-4
+# A stated gap must match |objective - bound| / |objective| (the definition used by solvers.result.
+# relative_gap and models.close_gap) within this (absolute, plus as much relative).
+_GAP_TOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -167,6 +178,102 @@ def _placement_violations(instance: Instance, sol: Solution) -> list[str]:
     return [f"placement: {v}" for v in validate_strategy(instance.workload, instance.n, strategy)]
 
 
+def _reachability_violations(instance: Instance, sol: Solution, x: np.ndarray) -> list[str]:
+    """Every demand pair needs a path in the topology: MP and all-to-all pairs (directed reachability
+    on a directed instance), and any two members of an AllReduce group (whose ring passes bytes between
+    them). A workload's demand is the one its placement induces. One violation per demand kind or group,
+    naming one unreachable pair. Written here (not graph.py's): the verifier shares no code with producers."""
+    n = instance.n
+    directed = instance.cluster.directed
+    demand = effective_demand(instance, sol.placement)[0]
+    adj = sp.csr_matrix((x > 0).astype(np.int8))
+    ncomp, labels = connected_components(adj, directed=directed, connection="strong")
+    if ncomp == 1:
+        return []
+    out: list[str] = []
+    mp = demand.mp_matrix(n)
+    np.fill_diagonal(mp, 0.0)
+    src, dst = np.nonzero(mp > 0)
+    if len(src):
+        bad = None
+        if not directed:
+            cut = np.flatnonzero(labels[src] != labels[dst])
+            if len(cut):
+                bad = (int(src[cut[0]]), int(dst[cut[0]]))
+        else:
+            cross = labels[src] != labels[dst]  # same strong component: reachable both ways
+            for s in np.unique(src[cross]):
+                reach = np.zeros(n, dtype=bool)
+                reach[breadth_first_order(adj, int(s), directed=True, return_predecessors=False)] = True
+                targets = np.flatnonzero(mp[s] > 0)
+                missing = targets[~reach[targets]]
+                if len(missing):
+                    bad = (int(s), int(missing[0]))
+                    break
+        if bad is not None:
+            a, b = bad
+            out.append(f"no path from {a} to {b} in the topology, but the demand sends bytes {a}->{b}")
+    for g, group in enumerate(demand.allreduce):
+        members = [int(m) for m in group.members]
+        if len(members) < 2 or not group.bytes > 0:
+            continue
+        # mutual reachability is the strong-component relation: all members in one component
+        first = members[0]
+        other = next((m for m in members[1:] if labels[m] != labels[first]), None)
+        if other is None:
+            continue
+        a, b = first, other
+        if directed:
+            reach = np.zeros(n, dtype=bool)
+            reach[breadth_first_order(adj, first, directed=True, return_predecessors=False)] = True
+            if reach[other]:
+                a, b = other, first
+        out.append(f"no path from {a} to {b} in the topology, but both are members of AllReduce group {g}, "
+                   "whose ring sends bytes between them")
+        if len(out) >= 6:
+            break
+    return out
+
+
+def _claim_violations(instance: Instance, sol: Solution) -> list[str]:
+    """The stated status, objective, bound and gap against each other: a bound on the right side of
+    the objective, a gap that is what objective and bound give, and status optimal backed by a bound
+    within the gap at which the exact methods call a solve optimal."""
+    out: list[str] = []
+    if sol.status not in ("optimal", "feasible"):
+        return out
+    if sol.status == "optimal" and sol.bound is None:  # a claim of optimality needs its proof
+        out.append("status optimal but the solution states no bound")
+    obj, bound, gap = sol.objective, sol.bound, sol.gap
+    finite = [v is not None and math.isfinite(float(v)) for v in (obj, bound)]
+    if gap is not None and math.isfinite(float(gap)) and gap < 0:
+        out.append(f"gap is {gap}, a gap is never negative")
+    if not all(finite):
+        return out
+    obj, bound = float(obj), float(bound)
+    maximise = instance.objective == "throughput"
+    slack = _REL_TOL * max(abs(obj), abs(bound)) + 1e-15
+    if not maximise and bound > obj + slack:
+        out.append(f"bound {bound:.12g} is above the objective {obj:.12g}, but {instance.objective} is minimised: "
+                   "a lower bound cannot exceed a value that was reached")
+    if maximise and bound < obj - slack:
+        out.append(f"bound {bound:.12g} is below the objective {obj:.12g}, but throughput is maximised: "
+                   "an upper bound cannot be below a value that was reached")
+    diff = abs(obj - bound)
+    if gap is not None and obj != 0.0:
+        expected = diff / abs(obj)
+        if math.isinf(float(gap)) or abs(float(gap) - expected) > _GAP_TOL * (1.0 + expected):
+            out.append(f"gap is {gap:.9g}, but objective {obj:.12g} and bound {bound:.12g} give "
+                       f"|objective - bound| / |objective| = {expected:.9g}")
+    if sol.status == "optimal":
+        tol = max(_OPTIMAL_REL_GAP, float(instance.solver.gap or 0.0))
+        scale = max(abs(obj), abs(bound))  # the solver layer's denominator (solvers.result._gap_closed)
+        if diff > tol * scale * (1 + 1e-9) + 1e-12:
+            out.append(f"status optimal but objective {obj:.12g} and bound {bound:.12g} are {diff / scale:.3g} apart "
+                       f"(relative), more than the gap {tol:g} within which a solve is called optimal")
+    return out
+
+
 def _metric_violations(instance: Instance, sol: Solution) -> list[str]:
     stated = sol.metrics or {}
     # Evaluated even without stated metrics: this is where a routing that drops traffic shows up.
@@ -227,22 +334,22 @@ def verify(instance: Instance, solution: Solution, *, check_metrics: bool = True
         if solution.topology is not None:
             return VerifyReport((f"status {solution.status} but the solution carries a topology",))
         return VerifyReport()
+    claims = _claim_violations(instance, solution)
     if solution.topology is None:
-        return VerifyReport((f"status {solution.status} but the solution has no topology",))
-    if solution.status == "optimal" and solution.bound is None:  # a claim of optimality needs its proof
-        return VerifyReport(("status optimal but the solution states no bound",))
+        return VerifyReport((f"status {solution.status} but the solution has no topology", *claims))
     mismatch = direction_mismatch(instance, solution)
     if mismatch:  # its links were read the instance's way: degree errors would hide the real cause
-        return VerifyReport((mismatch,))
+        return VerifyReport((mismatch, *claims))
     x = solution.topology.matrix
-    out = _topology_violations(instance, x, solution.topology.jumps)
-    if out and x.shape != (instance.n, instance.n):
+    out = claims + _topology_violations(instance, x, solution.topology.jumps)
+    if x.shape != (instance.n, instance.n):
         return VerifyReport(tuple(out))
     placement = _placement_violations(instance, solution)
-    if placement:  # the rings and metrics below depend on the demand that the placement induces
+    if placement:  # the rings, demand pairs and metrics below depend on the demand that the placement induces
         return VerifyReport(tuple(out + placement))
+    out += _reachability_violations(instance, solution, x)
     out += _ring_violations(instance, solution)
     out += _route_violations(instance, solution, x)
-    if not out and check_metrics:
+    if len(out) == len(claims) and check_metrics:  # metrics: only for a design that is otherwise valid
         out += _metric_violations(instance, solution)
     return VerifyReport(tuple(out))
