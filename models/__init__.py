@@ -76,8 +76,8 @@ def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | N
     better. That happens when the model does not optimise the whole objective (its comm time leaves
     the latency term to the evaluator: an equally wide design can use longer paths) or stopped at a
     limit. The model's bound stays valid for every design, so the start takes it."""
-    if start is None or sol.status == "optimal":
-        return sol
+    if start is None or not sol.has_solution or sol.status == "optimal":
+        return sol  # (no design at all, e.g. no time: stays no_solution, as a time limit of 0 promises)
     mine, theirs = _score(instance, sol), _score(instance, start)
     if theirs is None or (mine is not None and mine <= theirs):
         return sol
@@ -131,12 +131,13 @@ PROVEN_GAP = 1e-9
 
 
 def close_gap(instance: Instance, sol: Solution) -> Solution:
-    """After the evaluator has set a minimisation objective, derive the gap from the model's bound
-    (and call the result optimal when the bound meets it)."""
+    """After the evaluator has set the objective, derive the gap from the model's bound (and call the
+    result optimal when the bound meets it). Throughput is maximised: its bound is above."""
     if sol.objective is None or sol.bound is None or sol.gap is not None:
         return sol
     obj, bound = sol.objective, sol.bound
-    gap = max(0.0, (obj - bound) / abs(obj)) if obj and math.isfinite(obj) else None
+    excess = bound - obj if instance.objective == "throughput" else obj - bound
+    gap = max(0.0, excess / abs(obj)) if obj and math.isfinite(obj) else None
     if sol.status == "feasible" and gap is not None and gap <= PROVEN_GAP:
         return replace(sol, gap=gap, status="optimal",
                        details={**sol.details, "status_note": "the objective meets the model's bound"})

@@ -302,3 +302,16 @@ def test_evaluate_names_the_mismatch_when_scoring_fails(tmp_path, capsys):
     assert main(["evaluate", str(inst), str(sol)]) == 2
     err = capsys.readouterr().err
     assert "does not match the instance" in err and "no workload" in err and err.count("\n") == 1
+
+
+def test_a_requested_gap_is_recorded_for_the_verifier(tmp_path):
+    """``--gap G`` lets the exact method call a result optimal within G; the solution records G so
+    that verify does not flag that claim (the default is 1e-4)."""
+    from topoopt_ilp import io as tio
+    from topoopt_ilp.verify import verify
+
+    out = tmp_path / "s.json"
+    assert main(["solve", TESTBED, "--method", "exact", "--gap", "0.5", "--time-limit", "30", "--out", str(out),
+                 "--quiet"]) == 0
+    sol = tio.load_solution(out)
+    assert sol.details["requested_gap"] == 0.5 and verify(tio.load_instance(TESTBED), sol).valid

@@ -430,4 +430,6 @@ def solve(instance: Instance, method: str | Callable[..., Solution] = DEFAULT_ME
         from .models import close_gap
 
         sol = close_gap(instance, sol)
+        if options.get("gap") is not None:  # "optimal" then means within this gap: the verifier reads it
+            sol = replace(sol, details={**sol.details, "requested_gap": float(options["gap"])})
     return sol
