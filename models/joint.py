@@ -543,8 +543,22 @@ def _decode_paths(jm: JointModel, values: np.ndarray) -> list[tuple[list[int], f
         supply[1 + hmax * n:] = delivered.sum(axis=0)
         for p, amount in decompose_source_flow(flow, 0, supply):
             servers = [s] + [int((x - 1) % n) for x in p[1:-1]]
-            paths.append((servers, amount))
+            paths.append((_without_loops(servers), amount))
     return paths
+
+
+def _without_loops(walk: list[int]) -> list[int]:
+    """The walk with every loop cut out (a server visited twice keeps its first visit and continues
+    from its last). The hop-indexed flows are acyclic in (hop, server) but may revisit a server at a
+    later hop (a routing the verifier rejects); cutting the loop only lowers link loads and hops, and
+    the objective is the evaluator's score of what is returned."""
+    out: list[int] = []
+    for v in walk:
+        if v in out:
+            del out[out.index(v) + 1:]
+        else:
+            out.append(v)
+    return out
 
 
 def _routing(instance: Instance, jm: JointModel, values: np.ndarray, X: np.ndarray, strategy: Strategy) -> Routing:

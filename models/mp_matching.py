@@ -138,6 +138,8 @@ def mp_matching_gap(T: np.ndarray, b: int, *, seed: int = 0, method: str = "blos
     """
     from topoopt_ilp.heuristic import repeated_matching
 
+    if np.shape(T)[0] % 2:  # the heuristic's rounds would leave a node out: not the same problem
+        raise ValueError("the matching gap needs an even number of servers (perfect matching rounds)")
     res = solve_mp_matching(T, b, options)
     if res.status != "optimal" or res.value is None:
         raise RuntimeError(f"the exact b-matching did not solve to optimality ({res.status})")

@@ -361,19 +361,25 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .io import load_instance
 
     inst = load_instance(args.instance)
+    methods, backends = _methods_and_backends(args)
+    rows = compare(inst, methods, backends, args.time_limit,
+                   seed=args.seed, native_options=_native_options(args.solver_option, backends))
+    print(format_rows(inst, rows, args.format))
+    return _rows_exit([r.status for r in rows])
+
+
+def _methods_and_backends(args: argparse.Namespace) -> tuple[list[str] | None, list[str]]:
+    """compare's and sweep's --methods (None: the defaults) and --backends, refused when empty."""
     methods = None
     if args.methods is not None:
         methods = _split(args.methods)
         if not methods:
             raise InputError(f"--methods {args.methods!r}: no methods given (e.g. heuristic,exact)")
     backends = _split(args.backends)
-    wanted = methods if methods is not None else (["exact"])  # every default set of methods runs exact
+    wanted = methods if methods is not None else ["exact"]  # every default set of methods runs exact
     if "exact" in wanted and not backends:
         raise InputError(f"--backends {args.backends!r}: no backends given for the exact method (e.g. highs)")
-    rows = compare(inst, methods, backends, args.time_limit,
-                   seed=args.seed, native_options=_native_options(args.solver_option, backends))
-    print(format_rows(inst, rows, args.format))
-    return _rows_exit([r.status for r in rows])
+    return methods, backends
 
 
 def _rows_exit(statuses: list[str]) -> int:
@@ -394,14 +400,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from .sweep import expand_paths, format_sweep, sweep
 
     paths = expand_paths(args.paths)
-    methods = None
-    if args.methods is not None:
-        methods = _split(args.methods)
-        if not methods:
-            raise InputError(f"--methods {args.methods!r}: no methods given (e.g. heuristic,exact)")
-    backends = _split(args.backends)
-    if "exact" in (methods if methods is not None else ["exact"]) and not backends:
-        raise InputError(f"--backends {args.backends!r}: no backends given for the exact method (e.g. highs)")
+    methods, backends = _methods_and_backends(args)
     if args.out is not None:
         check_writable(args.out, "--out")
     progress = None
@@ -539,6 +538,20 @@ def _print_solution(args, inst, sol, report) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+def _comparison_arguments(p: argparse.ArgumentParser) -> None:
+    """The options compare and sweep share."""
+    p.add_argument("--methods", default=None,
+                   help="comma-separated: heuristic, exact, alternating (workloads), baseline (default heuristic,exact; "
+                        "heuristic,alternating,exact for a workload)")
+    p.add_argument("--backends", default="highs", help="comma-separated back-ends for exact (default highs)")
+    p.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S",
+                   help="per exact solve, and the alternating method's budget (default 60)")
+    p.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/baseline seed (default 0)")
+    p.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
+                   help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="topoopt", description="Design the network of a distributed DNN training cluster: "
                 "topology, routing and placement, exact (MILP) or heuristic (TopoOpt).")
@@ -642,16 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Solve with each method (exact: with each back-end); print status, objective, bound, gap, "
                                    "time, and each result's distance from the proven optimum (or from the best bound).")
     c.add_argument("instance", metavar="INSTANCE")
-    c.add_argument("--methods", default=None,
-                   help="comma-separated: heuristic, exact, alternating (workloads), baseline (default heuristic,exact; "
-                        "heuristic,alternating,exact for a workload)")
-    c.add_argument("--backends", default="highs", help="comma-separated back-ends for exact (default highs)")
-    c.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S",
-                   help="per exact solve, and the alternating method's budget (default 60)")
-    c.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/baseline seed (default 0)")
-    c.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
-                   help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
-    c.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    _comparison_arguments(c)
     c.set_defaults(func=_cmd_compare)
 
     w = sub.add_parser("sweep", help="compare methods and back-ends on many instance files, in parallel",
@@ -659,20 +663,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "quoted glob patterns such as 'instances/**/*.json'); the solves run one after another, "
                                    "in --jobs processes, or on a Dask cluster. Every file is checked before any solve.")
     w.add_argument("paths", nargs="+", metavar="PATH", help="instance file, directory of .json files, or glob pattern")
-    w.add_argument("--methods", default=None, help="as for compare (default heuristic,exact; workloads also alternating)")
-    w.add_argument("--backends", default="highs", help="comma-separated back-ends for exact (default highs)")
-    w.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S",
-                   help="per exact solve, and the alternating method's budget (default 60)")
-    w.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/baseline seed (default 0)")
-    w.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
-                   help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
+    _comparison_arguments(w)
     w.add_argument("--jobs", type=_pos_int, default=1, metavar="N",
                    help="solves at a time, in worker processes (default 1: one after another here); with --dask local, "
                         "the number of Dask workers")
     w.add_argument("--dask", default=None, metavar="ADDRESS|local",
                    help="run the solves on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.1:8786; its workers need "
                         "this package), or on a local Dask cluster of --jobs workers; needs pip install 'topoopt-ilp[dask]'")
-    w.add_argument("--format", choices=("table", "json", "csv"), default="table")
     w.add_argument("--out", default=None, metavar="FILE", help="write the results here (atomically) instead of printing them")
     w.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     w.set_defaults(func=_cmd_sweep)

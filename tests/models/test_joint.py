@@ -192,3 +192,19 @@ def test_small_groups_may_use_any_ring_order():
     check(inst, sol)
     m = evaluate(inst, sol)
     assert m.bandwidth_time_s == pytest.approx(0.14, rel=1e-6) and m.iteration_time_s < 0.17
+
+
+def test_decoded_walks_lose_their_loops():
+    """The hop-indexed flows may revisit a server at a later hop; the routing written down must be
+    simple paths (the verifier rejected "path 53 visits a server twice: [10, 11, 1, 7, 1]" on
+    vgg16-testbed-12). Cutting a loop keeps the ends and uses only arcs of the walk."""
+    from topoopt_ilp.models.joint import _without_loops
+
+    assert _without_loops([10, 11, 1, 7, 1]) == [10, 11, 1]
+    assert _without_loops([0, 1, 2, 1, 3, 0, 4]) == [0, 4]
+    assert _without_loops([3, 4]) == [3, 4]
+    walk = [5, 2, 6, 2, 7, 6, 1]
+    out = _without_loops(walk)
+    assert out[0] == walk[0] and out[-1] == walk[-1] and len(set(out)) == len(out)
+    arcs = set(zip(walk, walk[1:]))
+    assert all(a in arcs for a in zip(out, out[1:]))

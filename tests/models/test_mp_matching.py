@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from conftest import bounded_multigraphs
-from topoopt_ilp.heuristic import repeated_matching
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.mp_matching import build_mp_matching_model, matching_value, mp_matching_gap, solve_mp_matching
 
@@ -77,6 +76,6 @@ def test_model_shape_and_diminishing_weights():
     assert abs(solve_mp_matching(T, 3).value - 10 * (1 + 1 / 2 + 1 / 3)) < 1e-9
 
 
-def test_heuristic_needs_even_n():
-    with pytest.raises(ValueError):
-        repeated_matching(np.ones((5, 5)), 1)  # the heuristic completes rounds to perfect matchings
+def test_gap_needs_even_n():
+    with pytest.raises(ValueError, match="even"):  # odd n: the heuristic's rounds leave a node out
+        mp_matching_gap(np.ones((5, 5)), 1)
