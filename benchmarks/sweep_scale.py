@@ -7,7 +7,7 @@ the workers do not share cores). Printed: wall time per variant, its speed-up ov
 and whether every variant found the same objectives (the statuses and values must not depend on the
 executor; a solve that hits its limit may differ, and is reported).
 
-    .venv/bin/python benchmarks/sweep_scale.py [--jobs 2] [--time-limit 30] [--sizes 8x2,8x3,8x4,10x2,10x3]
+    .venv/bin/python benchmarks/sweep_scale.py [--jobs 2] [--time-limit 30] [--sizes 8x2,8x3,8x4,10x2,10x3,10x4,12x2]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--time-limit", type=float, default=30.0)
-    ap.add_argument("--sizes", default="8x2,8x3,8x4,10x2,10x3")
+    ap.add_argument("--sizes", default="8x2,8x3,8x4,10x2,10x3,10x4,12x2")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
