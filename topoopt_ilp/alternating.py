@@ -60,16 +60,12 @@ def _circulant_phase(instance: Instance, placement: dict | None, select: str, se
     """The topology phase of a circulant-family instance (see :func:`_topology_phase`)."""
     from .models import ExactOptions
     from .models.circulant import solve_circulant
-    from .solve import _heuristic_circulant
-    from .strategy import parse_strategy, strategy_to_demand
+    from .solve import _heuristic_circulant, placement_traffic
 
     started = time.perf_counter()
     if method == "exact":
-        strategy = parse_strategy(placement, instance.workload, instance.n)
-        demand = strategy_to_demand(instance.workload, instance.n, strategy)
-        if demand.allreduce or demand.mp:
-            traffic = Instance(cluster=instance.cluster, demand=demand, objective="comm_time",
-                               topology_family=instance.topology_family, name=instance.name)
+        traffic = placement_traffic(instance, placement)
+        if traffic is not None:
             try:
                 sol = solve_circulant(traffic, ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="heuristic"))
             except (InputError, UnsupportedError) as exc:  # e.g. too large for the model: SelectPermutations' set

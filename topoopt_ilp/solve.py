@@ -122,21 +122,30 @@ def heuristic_for_placement(instance: Instance, placement: dict | None, *, selec
                     placement=placement, wall_time_s=time.perf_counter() - started, details=details)
 
 
+def placement_traffic(instance: Instance, placement: dict | None) -> Instance | None:
+    """The demand instance of the traffic a workload's ``placement`` induces (the instance's cluster
+    and topology family, comm-time objective), for the topology models; None when it moves no bytes."""
+    from .strategy import parse_strategy, strategy_to_demand
+
+    strategy = parse_strategy(placement, instance.workload, instance.n)
+    demand = strategy_to_demand(instance.workload, instance.n, strategy)
+    if not demand.allreduce and not demand.mp:
+        return None
+    return Instance(cluster=instance.cluster, demand=demand, objective="comm_time",
+                    topology_family=instance.topology_family, name=instance.name)
+
+
 def exact_topology_for_placement(instance: Instance, placement: dict | None, *, time_limit_s: float | None = None,
                                  backend: str = "highs", start: np.ndarray | None = None) -> Solution:
     """The exact topology + routing MILP (``topology_routing``, comm-time objective: AllReduce split
     over TotientPerms rings, multi-commodity flow) for the traffic of a workload's ``placement``."""
     from .models import ExactOptions
     from .models.topology_routing import solve_topology_routing
-    from .strategy import parse_strategy, strategy_to_demand
 
     started = time.perf_counter()
-    strategy = parse_strategy(placement, instance.workload, instance.n)
-    demand = strategy_to_demand(instance.workload, instance.n, strategy)
-    if not demand.allreduce and not demand.mp:  # no traffic: any topology will do
+    traffic = placement_traffic(instance, placement)
+    if traffic is None:  # no traffic: any topology will do
         return heuristic_for_placement(instance, placement)
-    traffic = Instance(cluster=instance.cluster, demand=demand,
-                       objective="comm_time", name=instance.name)
     options = ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="none" if start is None else "heuristic")
     sol = solve_topology_routing(traffic, options, start)
     return replace(sol, placement=placement, objective=None, bound=None, gap=None, wall_time_s=time.perf_counter() - started,
