@@ -91,3 +91,19 @@ def test_cli_writes_csv_and_reports_failures(tmp_path, capsys):
 def test_table_has_one_block_per_instance():
     text = format_sweep(sweep(FILES, ["heuristic"]), "table")
     assert [line.split(":")[0] for line in text.splitlines() if line.startswith("/")] == FILES
+
+
+def test_an_internal_error_is_one_row_not_the_end_of_the_sweep(monkeypatch):
+    import topoopt_ilp.sweep as sweep_module
+
+    real = sweep_module.run_one
+
+    def flaky(instance, method, backend, options):
+        if instance.n == 32:
+            raise RuntimeError("boom")
+        return real(instance, method, backend, options)
+
+    monkeypatch.setattr(sweep_module, "run_one", flaky)
+    rows = sweep(FILES, ["heuristic"])
+    assert [r.row.status for r in rows] == ["feasible", "error"]
+    assert rows[1].row.message == "internal error: RuntimeError: boom"

@@ -9,6 +9,8 @@ scales out with no code of its own for either. The tasks are independent: the di
 
 Results are returned in input order (instance, then the comparison's order of methods and
 back-ends), whatever order the tasks finished in, so a sweep's output does not depend on ``--jobs``.
+A solve that fails unexpectedly (an internal error, a worker that died) is a row with status
+``error`` and the exception: it does not cost the other rows.
 """
 
 from __future__ import annotations
@@ -87,14 +89,30 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
         if progress is not None:
             progress(len(rows), len(tasks), paths[key[0]], row)
 
+    tasks_by_key = {(k, j): run for k, j, run in tasks}
+
+    def crashed(key: tuple[int, int], exc: Exception) -> CompareRow:
+        # One solve's internal error must not cost the rest of a long sweep: it becomes its row.
+        method, backend, _ = tasks_by_key[key]
+        return CompareRow(method, backend, "error", None, None, None, 0.0, None,
+                          message=f"internal error: {type(exc).__name__}: {exc}")
+
     if executor is None:
         for k, j, run in tasks:
-            done((k, j), run_one(instances[k], *run))
+            try:
+                row = run_one(instances[k], *run)
+            except Exception as exc:  # noqa: BLE001 - reported in the row
+                row = crashed((k, j), exc)
+            done((k, j), row)
     else:
         futures = {executor.submit(run_one, instances[k], *run): (k, j) for k, j, run in tasks}
         try:
             for fut in as_completed(futures):
-                done(futures[fut], fut.result())
+                try:
+                    row = fut.result()
+                except Exception as exc:  # noqa: BLE001 - reported in the row
+                    row = crashed(futures[fut], exc)
+                done(futures[fut], row)
         except BaseException:
             for fut in futures:
                 fut.cancel()
