@@ -71,17 +71,22 @@ def _score(instance: Instance, sol: Solution) -> float | None:
     return -value if instance.objective == "throughput" else value
 
 
-def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | None) -> Solution:
+def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | None, time_limit_s: float | None
+                          ) -> Solution:
     """The exact solve's design, or its warm start when the evaluator scores the start strictly
-    better. That happens when the model does not optimise the whole objective (its comm time leaves
-    the latency term to the evaluator: an equally wide design can use longer paths) or stopped at a
-    limit. The model's bound stays valid for every design, so the start takes it."""
-    if start is None or not sol.has_solution or sol.status == "optimal":
-        return sol  # (no design at all, e.g. no time: stays no_solution, as a time limit of 0 promises)
+    better or the model stopped at its time limit with no design at all. The first happens when the
+    model does not optimise the whole objective (its comm time leaves the latency term to the
+    evaluator: an equally wide design can use longer paths) or stopped early. The model's bound
+    stays valid for every design, so the start takes it. A time limit of 0 runs nothing: no_solution."""
+    if start is None or sol.status == "optimal" or time_limit_s == 0:
+        return sol
+    if not sol.has_solution and sol.status != "no_solution":
+        return sol  # infeasible, error: the start cannot change that
     mine, theirs = _score(instance, sol), _score(instance, start)
     if theirs is None or (mine is not None and mine <= theirs):
         return sol
-    note = "the warm start: the evaluator scores it better than the model's design"
+    note = ("the warm start: the model found no design in its time" if not sol.has_solution else
+            "the warm start: the evaluator scores it better than the model's design")
     return replace(start, status="feasible", method="exact", objective=None, gap=None, bound=sol.bound,
                    backend=sol.backend, wall_time_s=sol.wall_time_s, details={**sol.details, "returned": note})
 
@@ -113,7 +118,7 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwarg
 
         start = _warm_start(instance, options)
         sol = solve_topology_routing(instance, options, None if start is None else start.topology.matrix)
-        sol = _not_worse_than_start(instance, sol, start)
+        sol = _not_worse_than_start(instance, sol, start, options.time_limit_s)
     else:
         try:
             from .circulant import solve_circulant

@@ -304,14 +304,21 @@ def test_evaluate_names_the_mismatch_when_scoring_fails(tmp_path, capsys):
     assert "does not match the instance" in err and "no workload" in err and err.count("\n") == 1
 
 
-def test_a_requested_gap_is_recorded_for_the_verifier(tmp_path):
-    """``--gap G`` lets the exact method call a result optimal within G; the solution records G so
-    that verify does not flag that claim (the default is 1e-4)."""
+def test_a_requested_gap_gives_feasible_not_optimal(tmp_path):
+    """``--gap 0.5`` let the exact method stop 25 % from its bound and call that optimal, while the
+    same solve without it proves a 9 % better design (a user's report). A requested gap now gives
+    ``feasible`` with the gap, as a time limit does; optimal means within the default 1e-4."""
+    import json
+
     from topoopt_ilp import io as tio
     from topoopt_ilp.verify import verify
 
-    out = tmp_path / "s.json"
-    assert main(["solve", TESTBED, "--method", "exact", "--gap", "0.5", "--time-limit", "30", "--out", str(out),
-                 "--quiet"]) == 0
+    data = json.loads((INSTANCES / "mix-8.json").read_text())
+    data["cluster"]["hop_latency_us"] = 0
+    inst_path, out = tmp_path / "mix8.json", tmp_path / "s.json"
+    inst_path.write_text(json.dumps(data))
+    assert main(["solve", str(inst_path), "--method", "exact", "--gap", "0.5", "--warm-start", "none",
+                 "--time-limit", "30", "--out", str(out), "--quiet"]) == 0
     sol = tio.load_solution(out)
-    assert sol.details["requested_gap"] == 0.5 and verify(tio.load_instance(TESTBED), sol).valid
+    assert sol.status == "feasible" or sol.gap <= 1e-4
+    assert verify(tio.load_instance(inst_path), sol).valid

@@ -152,9 +152,7 @@ def test_optimal_needs_its_gap_closed():
     assert claims(inst, sol, status="optimal", bound=obj * (1 - 5e-5), gap=5e-5) == []
     loose = replace(inst, solver=replace(inst.solver, gap=0.2))
     assert claims(loose, sol, status="optimal", bound=obj * 0.9, gap=0.1) == []
-    # ... and so does the gap the solve was asked for (solve(..., gap=G) / --gap G records it).
-    assert claims(inst, sol, status="optimal", bound=obj * 0.9, gap=0.1, details={"requested_gap": 0.2}) == []
-    assert claims(inst, sol, status="optimal", bound=obj * 0.9, gap=0.1, details={"requested_gap": 0.05}) != []
+
     # The same numbers with status feasible claim nothing false.
     assert claims(inst, sol, status="feasible", bound=obj * 0.9, gap=0.1) == []
 

@@ -277,3 +277,14 @@ def test_a_time_limited_throughput_solve_keeps_its_gap():
     assert sol.has_solution and verify(inst, sol).valid, verify(inst, sol).violations
     if sol.status == "feasible":
         assert sol.bound > sol.objective and sol.gap == pytest.approx((sol.bound - sol.objective) / sol.objective)
+
+
+def test_a_model_with_no_design_in_its_time_returns_its_warm_start():
+    """all-to-all-16 at 3 s: the MILP found no design in its time and the exact method said
+    no_solution (exit 4) although its heuristic start is a feasible design (a user's report). A time
+    limit of 0 still runs nothing."""
+    inst = io.load_instance(INSTANCES / "all-to-all-16.json")
+    sol = solve(inst, method="exact", time_limit_s=3)
+    assert sol.status in ("feasible", "optimal") and verify(inst, sol).valid
+    assert sol.objective >= solve(inst, method="heuristic").objective * (1 - 1e-12)  # throughput: at least the start
+    assert solve(inst, method="exact", time_limit_s=0).status == "no_solution"
