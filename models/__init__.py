@@ -23,7 +23,7 @@ from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.solution import Solution
 
-from .common import ExactOptions
+from .common import ExactOptions, check_start
 
 __all__ = ["JOINT_FORMULATIONS", "ExactOptions", "solve_exact"]
 
@@ -48,11 +48,7 @@ def _warm_start(instance: Instance, options: ExactOptions) -> Solution | None:
     sol = load_solution(choice, directed=instance.cluster.directed)
     if sol.topology is None or sol.topology.n != instance.n:
         raise InputError(f"{choice}: no topology for {instance.n} servers to start from")
-    from topoopt_ilp.verify import verify
-
-    report = verify(instance, replace(sol, status="feasible", bound=None, gap=None), check_metrics=False)
-    if not report.valid:  # a solver would drop an infeasible start without a word
-        raise InputError(f"{choice}: not a feasible design for this instance, so no start: {report.violations[0]}")
+    check_start(instance, sol, choice)
     return sol
 
 

@@ -30,7 +30,7 @@ from topoopt_ilp.solvers import (
 from topoopt_ilp.solvers import solve as solver_solve
 from topoopt_ilp.solvers.options import NativeValue
 
-__all__ = ["ExactOptions", "run_model", "native_options", "export_model", "check_backend", "solution_status", "MAX_MODEL_NONZEROS"]
+__all__ = ["ExactOptions", "run_model", "native_options", "export_model", "check_backend", "check_start", "solution_status", "MAX_MODEL_NONZEROS"]
 
 # Beyond this many constraint-matrix non-zeros a model no longer builds and solves in reasonable
 # memory on a 24 GiB machine; refuse before building rather than after an out-of-memory kill.
@@ -85,6 +85,19 @@ def check_backend(options: ExactOptions, *, continuous: bool = True) -> None:
     for cap, what in wanted:
         if not info.supports(cap):
             raise UnsupportedError(f"backend {options.backend} cannot honour {what}")
+
+
+def check_start(instance, sol, source: str) -> None:
+    """Refuse a warm-start solution (read from ``source``) that is not a feasible design for
+    ``instance`` - wrong link direction, degrees, a pair it cannot connect - naming the first
+    violation: a solver would drop such a start without a word."""
+    from dataclasses import replace
+
+    from topoopt_ilp.verify import verify
+
+    report = verify(instance, replace(sol, status="feasible", bound=None, gap=None), check_metrics=False)
+    if not report.valid:
+        raise InputError(f"{source}: not a feasible design for this instance, so no start: {report.violations[0]}")
 
 
 def export_model(model: LinearModel, options: ExactOptions) -> None:

@@ -39,7 +39,7 @@ from topoopt_ilp.strategy import Strategy, _unit_servers, strategy_to_demand, st
 from topoopt_ilp.traffic import traffic_matrix
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
-from .common import ExactOptions, check_backend, run_model, solution_status
+from .common import ExactOptions, check_backend, check_start, run_model, solution_status
 from .flow_decomposition import decompose_source_flow, shortest_path
 from .placement_data import layer_options
 from .topology_routing import _arcs, _degree_rows, _edges
@@ -672,6 +672,7 @@ def _start_solution(instance: Instance, options: ExactOptions, budget_s: float |
         sol = load_solution(choice, directed=instance.cluster.directed)
         if sol.placement is None or sol.topology is None or sol.topology.n != instance.n:
             raise InputError(f"{choice}: the solution needs a placement and a topology for {instance.n} servers")
+        check_start(instance, sol, choice)
         return finalize(instance, sol)
     from topoopt_ilp.alternating import solve_alternating
     from topoopt_ilp.errors import InstanceError, StartInfeasibleError

@@ -322,3 +322,25 @@ def test_a_requested_gap_gives_feasible_not_optimal(tmp_path):
     sol = tio.load_solution(out)
     assert sol.status == "feasible" or sol.gap <= 1e-4
     assert verify(tio.load_instance(inst_path), sol).valid
+
+
+def test_degree_one_cannot_carry_a_demand_that_connects_three_servers(tmp_path, capsys):
+    """Undirected degree 1 joins servers in pairs: the heuristic failed with "no complete route" and
+    the exact model with "non-finite coefficient" (exit 1) on an AllReduce over 9 servers (a user's
+    report). The methods say why; a switched network with one port per server still evaluates it,
+    and a demand of disjoint pairs is solved."""
+    import json
+
+    path = tmp_path / "d1.json"
+    path.write_text(json.dumps(minimal(cluster={"servers": 9, "degree": 1, "link_bandwidth_gbps": 100, "regular": False},
+                                       demand={"allreduce": [{"members": "all", "bytes": 1e7}]})))
+    assert main(["validate", str(path)]) == 0
+    for method in ("heuristic", "exact"):
+        assert main(["solve", str(path), "--method", method, "--warm-start", "none"] if method == "exact"
+                    else ["solve", str(path)]) == 2
+        assert "joins servers in pairs" in capsys.readouterr().err
+    assert main(["evaluate", str(path), "--architecture", "big_switch"]) == 0
+    pairs = tmp_path / "pairs.json"
+    pairs.write_text(json.dumps(minimal(cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 100},
+                                        demand={"mp": {"pairs": [[0, 1, 1e6], [2, 3, 1e6], [5, 4, 1e6]]}})))
+    assert main(["solve", str(pairs), "--quiet"]) == 0

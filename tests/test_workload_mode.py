@@ -100,3 +100,17 @@ def test_a_start_that_breaks_memory_is_said_plainly(tmp_path, capsys):
     assert main(["solve", str(path)]) == 1
     assert main(["compare", str(path), "--time-limit", "20"]) == 3
     assert "does not fit server memory" in capsys.readouterr().out
+
+
+def test_a_warm_start_file_that_does_not_fit_is_refused(tmp_path):
+    """An undirected solution given as the start of a directed workload instance was used silently
+    (and gave a worse result); it is refused, naming the mismatch (a user's report)."""
+    from topoopt_ilp.errors import InputError
+
+    start = tmp_path / "start.json"
+    assert main(["solve", str(INSTANCES / "dlrm-mini-6.json"), "--out", str(start), "--quiet"]) == 0
+    data = json.loads((INSTANCES / "dlrm-mini-6.json").read_text())
+    data["cluster"]["links"] = "directed"
+    inst = io.parse_instance(data)
+    with pytest.raises(InputError, match="not a feasible design for this instance.*undirected"):
+        solve(inst, method="exact", time_limit_s=10, warm_start=str(start))

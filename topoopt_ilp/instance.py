@@ -335,6 +335,43 @@ class Instance:
 
 
 # ----------------------------------------------------------------------------------------------
+def degree_one_problem(demand: Demand, cluster: Cluster) -> str | None:
+    """Why no direct-connect topology carries ``demand``, or None: undirected links at degree 1 join
+    servers in pairs, so a demand that connects three or more servers (all-to-all, an AllReduce
+    group, a chain of MP pairs) cannot be carried. (A valid instance all the same: a switched
+    network with one port per server, ``topoopt evaluate --architecture``, carries it.)"""
+    n = cluster.servers
+    if cluster.directed or cluster.degree != 1 or n <= 2:
+        return None
+    why = None
+    if demand.all_to_all:
+        why = f"all-to-all traffic connects all {n} servers"
+    else:
+        big = next((g for g, grp in enumerate(demand.allreduce) if len(grp.members) > 2), None)
+        if big is not None:
+            why = f"AllReduce group {big} connects {len(demand.allreduce[big].members)} servers"
+        else:
+            root = list(range(n))
+
+            def find(v: int) -> int:
+                while root[v] != v:
+                    root[v] = root[root[v]]
+                    v = root[v]
+                return v
+
+            for grp in demand.allreduce:
+                root[find(int(grp.members[0]))] = find(int(grp.members[1]))
+            for s, t, _ in demand.mp:
+                root[find(int(s))] = find(int(t))
+            sizes = np.bincount([find(v) for v in range(n)], minlength=n)
+            if sizes.max() > 2:
+                why = f"the demand's pairs chain {int(sizes.max())} servers together"
+    if why:
+        return (f"degree 1 with undirected links joins servers in pairs, but {why}: no topology carries it "
+                f"(use degree >= 2 or directed links)")
+    return None
+
+
 def _check_demand(demand: Demand, n: int) -> None:
     for name in ("allreduce", "mp"):
         value = getattr(demand, name)

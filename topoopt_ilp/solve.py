@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import InputError, StartInfeasibleError
 from .evaluate import evaluate, objective_value
-from .instance import Instance
+from .instance import Instance, degree_one_problem
 from .routing import Routing
 from .solution import Solution, Topology
 from .traffic import effective_demand, traffic_matrix
@@ -429,6 +429,10 @@ def solve(instance: Instance, method: str | Callable[..., Solution] = DEFAULT_ME
     if func is _exact or func is _alternating:
         options = _with_solver_defaults(instance, options, method_options(name))
     _check_options(name, func, options)
+    if func in METHODS.values() and instance.demand is not None and instance.fixed_topology is None:
+        problem = degree_one_problem(instance.demand, instance.cluster)
+        if problem:  # the models would fail obscurely (a non-finite coefficient, an unroutable pair)
+            raise InputError(problem, field="cluster.degree")
     started = time.perf_counter()
     sol = func(instance, **options)
     if not sol.wall_time_s:
