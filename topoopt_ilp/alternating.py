@@ -73,8 +73,7 @@ def _circulant_phase(instance: Instance, placement: dict | None, select: str, se
             if sol.has_solution:
                 return replace(sol, placement=placement, objective=None, bound=None, gap=None,
                                wall_time_s=time.perf_counter() - started, details={**sol.details, "topology_method": "exact"})
-    sol = _heuristic_circulant(instance, select=select, mode="paper", seed=seed, started=started)
-    return replace(sol, placement=placement)
+    return _heuristic_circulant(instance, select=select, mode="paper", seed=seed, started=started, placement=placement)
 
 
 def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3, round_time_limit_s: float = 30.0,

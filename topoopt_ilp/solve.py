@@ -82,7 +82,8 @@ def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "pa
     if instance.fixed_topology is not None:
         return _fixed(instance, started)
     if instance.topology_family != "any":
-        return _heuristic_circulant(instance, select=select, mode=mode, seed=seed, started=started)
+        return _heuristic_circulant(instance, select=select, mode=mode, seed=seed, started=started,
+                                    placement=start_placement(instance))
     return heuristic_for_placement(instance, fitting_start_placement(instance), select=select, mode=mode,
                                    seed=seed)
 
@@ -152,7 +153,8 @@ def exact_topology_for_placement(instance: Instance, placement: dict | None, *, 
                    details={**sol.details, "topology_method": "exact"})
 
 
-def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: int, started: float) -> Solution:
+def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: int, started: float,
+                         placement: dict | None) -> Solution:
     from . import heuristic as h
 
     n, d, directed = instance.n, instance.d, instance.cluster.directed
@@ -180,12 +182,33 @@ def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: in
     if len(jumps) != m + len(fixed):
         raise InputError(f"not enough distinct jumps for degree {d} in the {instance.topology_family} family on {n} servers")
     x = h.circulant_matrix(n, jumps, directed)
-    _, offset_routes = h.coin_change_mod(n, jumps, directed=directed)
-    return Solution(status="feasible", method="heuristic", topology=Topology(x, jumps), placement=start_placement(instance),
-                    routing=Routing(offset_routes=offset_routes), wall_time_s=time.perf_counter() - started,
+    dist, offset_routes = h.coin_change_mod(n, jumps, directed=directed)
+    rings = _rings_on_jumps(h, effective_demand(instance, placement)[0], n, jumps, dist, directed)
+    return Solution(status="feasible", method="heuristic", topology=Topology(x, jumps), placement=placement,
+                    routing=Routing(rings=rings, offset_routes=offset_routes), wall_time_s=time.perf_counter() - started,
                     details={"select": select if isinstance(select, str) else getattr(select, "__name__", "custom"),
                              "family": instance.topology_family, "jumps": list(jumps),
                              "mode": "paper (a jump set cannot repeat a jump, so the authors' duplicate quirk does not apply)"})
+
+
+def _rings_on_jumps(h, demand, n: int, jumps: tuple[int, ...], dist: np.ndarray, directed: bool):
+    """TopologyFinder's AllReduce rings on a given jump set: a coset group of size k rings on the
+    jumps that step within its coset (TotientPerms' candidates for k; both directions undirected),
+    else on multi-hop ones; other groups in member order (:func:`~.heuristic.group_rings`). Without
+    them the evaluator would ring each group once, in member order, over one link direction."""
+    kinds, cosets, members, by_size = [], [], [], {}
+    for g in demand.allreduce:
+        mem = np.asarray(g.members, dtype=np.int64)
+        c = h.coset_of(mem, n) if mem.size > 1 and g.bytes > 0 else None
+        kinds.append("trivial" if mem.size <= 1 or not g.bytes > 0 else ("coset" if c else "ordered"))
+        cosets.append(c)
+        members.append(mem)
+        if c and c[0] not in by_size:
+            cands = {int(j) for j in h.totient_perms(n, c[0])}
+            own = tuple(j for j in jumps if j in cands or (not directed and (n - j) % n in cands))
+            if own:
+                by_size[c[0]] = own
+    return h.group_rings(n, kinds, cosets, members, by_size, dist, directed, [])[0]
 
 
 BASELINES = ("expander", "demand_greedy", "torus")

@@ -282,3 +282,23 @@ def test_odd_ports_end_to_end():
     for method in ("heuristic", "exact"):
         sol = solve(inst, method=method, **({"time_limit_s": 30} if method == "exact" else {}))
         assert sol.has_solution and verify(inst, sol).valid
+
+
+def test_circulant_family_heuristic_rings_on_its_jumps():
+    """A circulant-family instance got a jump set with offset routes only, so the evaluator rang the
+    AllReduce once in member order over one link direction: 4x slower than the same jumps under
+    family 'any' (a user's report). Its rings are now TopologyFinder's on the chosen jumps."""
+    from dataclasses import replace
+
+    from topoopt_ilp import Cluster, Demand, Instance, solve
+    from topoopt_ilp.instance import AllReduceGroup
+    from topoopt_ilp.verify import verify
+
+    base = Instance(Cluster(10, 4, 100.0), Demand(allreduce=(AllReduceGroup(tuple(range(10)), 1e7),),
+                                                 mp=((0, 1, 5e6), (2, 4, 3e6))))
+    general = solve(base, method="heuristic")
+    coprime = solve(replace(base, topology_family="coprime_circulant"), method="heuristic")
+    assert coprime.topology.jumps == general.topology.jumps == (1, 3)
+    assert len(coprime.routing.rings.group) == 4  # jumps 1 and 3, both directions
+    assert coprime.metrics["iteration_time_s"] == pytest.approx(general.metrics["iteration_time_s"])
+    assert verify(replace(base, topology_family="coprime_circulant"), coprime).valid

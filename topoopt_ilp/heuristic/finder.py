@@ -111,6 +111,58 @@ def _ring_rows(n: int, s: int, k: int, jumps: Sequence[int], directed: bool) -> 
     return rows
 
 
+def group_rings(n: int, kinds: Sequence[str], coset: Sequence[tuple[int, int] | None], members: Sequence[np.ndarray],
+                jumps: dict[int, tuple[int, ...]], dist: np.ndarray, directed: bool, notes: list[str]
+                ) -> tuple[RingSet, list[str], dict[int, tuple[int, ...]]]:
+    """The AllReduce rings of every group (step 6 of :func:`topology_finder`): an ``ordered`` group
+    rings in its member order (both directions undirected); a ``coset`` group of size k on the
+    jumps chosen for k (``direct``), else on the candidate jumps of k that CoinChangeMod reaches in the
+    fewest hops (``virtual``, multi-hop; ``dist`` its hop counts per offset), else none
+    (``unroutable``, noted). Each group's traffic splits equally over its rings. Returns the rings,
+    the final kind per group and the virtual jumps per group size."""
+    virtual: dict[int, tuple[int, ...]] = {}
+    ring_group: list[int] = []
+    ring_rows: list[np.ndarray] = []
+    ring_frac: list[float] = []
+    final_kinds: list[str] = []
+    for gi, (kind, c, mem) in enumerate(zip(kinds, coset, members)):
+        if kind == "trivial":
+            final_kinds.append(kind)
+            continue
+        if kind == "ordered":
+            rows = [mem] if directed else [mem, mem[::-1].copy()]
+            final_kinds.append("ordered")
+        else:
+            k, s = c
+            if k in jumps:
+                rj = jumps[k]
+                final_kinds.append("direct")
+            else:
+                if k not in virtual:
+                    cj = totient_perms(n, k)
+                    if not directed:
+                        cj = np.unique(np.minimum(cj, n - cj))
+                    dc = dist[cj]
+                    ok = dc > 0
+                    virtual[k] = tuple(int(j) for j in cj[ok & (dc == dc[ok].min())]) if ok.any() else ()
+                rj = virtual[k]
+                final_kinds.append("virtual" if rj else "unroutable")
+                if not rj:
+                    notes.append(f"group {gi}: no ring of size {k} is reachable on the circulant")
+            rows = _ring_rows(n, s, k, rj, directed)
+        for r in rows:
+            ring_group.append(gi)
+            ring_rows.append(r)
+            ring_frac.append(1.0 / len(rows))
+    if not ring_rows:
+        return RingSet.empty(), final_kinds, virtual
+    kmax = max(r.size for r in ring_rows)
+    order = np.full((len(ring_rows), kmax), -1, dtype=np.int64)
+    for i, r in enumerate(ring_rows):
+        order[i, : r.size] = r
+    return RingSet(np.array(ring_group, dtype=np.int64), order, np.array(ring_frac)), final_kinds, virtual
+
+
 def _link_free_ports(X: np.ndarray, d: int, multi_links: bool) -> np.ndarray:
     """Links between servers that still have a free port in the undirected topology ``X`` (after
     near-perfect matching rounds on an odd number of servers), farthest pair first (hop distance,
@@ -299,48 +351,9 @@ def topology_finder(
     dist, offset_routes = coin_change_mod(n, chosen, directed=directed, max_routes=max_routes)
 
     # ---- 6. rings per group
-    virtual: dict[int, tuple[int, ...]] = {}
-    ring_group: list[int] = []
-    ring_rows: list[np.ndarray] = []
-    ring_frac: list[float] = []
-    final_kinds: list[str] = []
-    for gi, (kind, c, mem) in enumerate(zip(kinds, coset, members_l)):
-        if kind == "trivial":
-            final_kinds.append(kind)
-            continue
-        if kind == "ordered":
-            rows = [mem] if directed else [mem, mem[::-1].copy()]
-            final_kinds.append("ordered")
-        else:
-            k, s = c
-            if k in jumps:
-                rj = jumps[k]
-                final_kinds.append("direct")
-            else:
-                if k not in virtual:
-                    cj = totient_perms(n, k)
-                    if not directed:
-                        cj = np.unique(np.minimum(cj, n - cj))
-                    dc = dist[cj]
-                    ok = dc > 0
-                    virtual[k] = tuple(int(j) for j in cj[ok & (dc == dc[ok].min())]) if ok.any() else ()
-                rj = virtual[k]
-                final_kinds.append("virtual" if rj else "unroutable")
-                if not rj:
-                    notes.append(f"group {gi}: no ring of size {k} is reachable on the circulant")
-            rows = _ring_rows(n, s, k, rj, directed)
-        for r in rows:
-            ring_group.append(gi)
-            ring_rows.append(r)
-            ring_frac.append(1.0 / len(rows))
-    if ring_rows:
-        kmax = max(r.size for r in ring_rows)
-        order = np.full((len(ring_rows), kmax), -1, dtype=np.int64)
-        for i, r in enumerate(ring_rows):
-            order[i, : r.size] = r
-        rings = RingSet(np.array(ring_group, dtype=np.int64), order, np.array(ring_frac))
-    else:
-        rings = RingSet.empty()
+    rings, final_kinds, virtual = group_rings(n, kinds, coset, members_l, jumps, dist, directed, notes)
+    ring_group, ring_frac = rings.group.tolist(), rings.fraction.tolist()
+    ring_rows = [row[row >= 0] for row in rings.order]
 
     # ---- 7. MP links: repeated max-weight matching
     mpm = repeated_matching(mp, d_mp, seed=seed, method=matching, directed=directed, base=ar, tie_break=mp_tie_break)
