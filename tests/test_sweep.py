@@ -107,3 +107,29 @@ def test_an_internal_error_is_one_row_not_the_end_of_the_sweep(monkeypatch):
     rows = sweep(FILES, ["heuristic"])
     assert [r.row.status for r in rows] == ["feasible", "error"]
     assert rows[1].row.message == "internal error: RuntimeError: boom"
+
+
+def test_sigterm_stops_a_parallel_sweep_and_its_workers():
+    """SIGTERM killed the main process at once and left the pool's workers running their solves
+    (a user's report); it now ends the sweep as Ctrl-C does: exit 130, workers stopped."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "topoopt_ilp", "sweep", str(INSTANCES / "testbed-12.json"),
+                             str(INSTANCES / "mix-16.json"), "--methods", "exact", "--time-limit", "30", "--jobs", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(6)  # the workers have started their solves
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 130 and "interrupted" in proc.stderr.read().decode()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.killpg(proc.pid, 0)  # anything left in the sweep's process group?
+        except ProcessLookupError:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("the sweep's worker processes outlived it")

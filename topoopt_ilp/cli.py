@@ -12,7 +12,9 @@ import json
 import math
 import os
 import re
+import signal
 import sys
+import threading
 from typing import Any, Sequence
 
 from .errors import (EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_NO_SOLUTION, EXIT_OK, InputError,
@@ -429,8 +431,16 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         elif args.jobs > 1:
             # spawn: a forked worker would share this process's imported solver state
             executor = stack.enter_context(ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")))
-        rows = sweep(paths, methods, backends, args.time_limit, seed=args.seed,
-                     native_options=_native_options(args.solver_option, backends), executor=executor, progress=progress)
+        try:
+            rows = sweep(paths, methods, backends, args.time_limit, seed=args.seed,
+                         native_options=_native_options(args.solver_option, backends), executor=executor,
+                         progress=progress)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop the workers now, not after their solves
+            if isinstance(executor, ProcessPoolExecutor):
+                for proc in list((getattr(executor, "_processes", None) or {}).values()):
+                    proc.terminate()
+                executor.shutdown(wait=False, cancel_futures=True)
+            raise
     text = format_sweep(rows, args.format)
     if args.out is not None:
         write_atomic(args.out, lambda tmp: Path(tmp).write_text(text + ("" if text.endswith("\n") else "\n")))
@@ -698,9 +708,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends a run the way Ctrl-C does: workers stopped, exit 130, no partial file
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
+    try:
+        return _run(args)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         code = int(args.func(args))
         sys.stdout.flush()  # here, so that a closed pipe is caught below and not at exit
