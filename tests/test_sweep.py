@@ -66,6 +66,8 @@ def test_paths_files_directories_and_patterns(tmp_path):
     want = [str(tmp_path / "mix-8.json"), str(tmp_path / "testbed-12.json")]
     assert expand_paths([str(tmp_path)]) == want
     assert expand_paths([str(tmp_path / "*.json"), str(tmp_path / "mix-8.json")]) == want  # no duplicates
+    again = str(tmp_path / "." / "mix-8.json")  # another spelling of the same file
+    assert expand_paths([str(tmp_path / "mix-8.json"), again]) == want[:1]
     with pytest.raises(InputError, match="no instance files"):
         expand_paths([str(tmp_path / "*.yaml")])
 
@@ -76,6 +78,8 @@ def test_cli_writes_csv_and_reports_failures(tmp_path, capsys):
     lines = out.read_text().splitlines()
     assert lines[0].startswith("instance,servers,degree,objective_name,method") and len(lines) == 3
     assert "[2/2]" in capsys.readouterr().err
+    assert main(["sweep", *FILES, "--methods", "heuristic", "--format", "csv", "--quiet"]) == 0
+    assert capsys.readouterr().out.count("\n") == 3  # header + 2 rows, no blank line at the end
     # a method that cannot run is a row, not the end of the sweep; no method solving an instance: exit 1
     fixed = str(INSTANCES / "fixed-ring-8.json")
     assert main(["sweep", fixed, "--methods", "exact", "--quiet"]) == 1

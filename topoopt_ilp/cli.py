@@ -354,6 +354,11 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return _STATUS_EXIT[sol.status]
 
 
+def _print_text(text: str) -> None:
+    """Print a table, CSV or JSON text with exactly one final newline (CSV already ends with one)."""
+    print(text, end="" if text.endswith("\n") else "\n")
+
+
 def _split(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -366,7 +371,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     methods, backends = _methods_and_backends(args)
     rows = compare(inst, methods, backends, args.time_limit,
                    seed=args.seed, native_options=_native_options(args.solver_option, backends))
-    print(format_rows(inst, rows, args.format))
+    _print_text(format_rows(inst, rows, args.format))
     return _rows_exit([r.status for r in rows])
 
 
@@ -447,7 +452,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"wrote {args.out}", file=sys.stderr)
     else:
-        print(text)
+        _print_text(text)
     codes = {p: _rows_exit([r.row.status for r in rows if r.instance == p]) for p in paths}
     for p, code in codes.items():
         if code != EXIT_OK:

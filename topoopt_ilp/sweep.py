@@ -49,9 +49,10 @@ class SweepRow:
 
 def expand_paths(patterns: Sequence[str]) -> list[str]:
     """Instance files named by ``patterns``: a file, a directory (its ``*.json``) or a glob pattern
-    (``**`` recurses). Sorted within each pattern, duplicates dropped; a pattern that names nothing
-    is an :class:`InputError`."""
+    (``**`` recurses). Sorted within each pattern; a file named twice (by any spelling of its path)
+    is kept once, where first named; a pattern that names nothing is an :class:`InputError`."""
     out: list[str] = []
+    seen: set[str] = set()  # real paths: ./a.json, a.json and /abs/a.json are one file
     for pat in patterns:
         if os.path.isdir(pat):
             found = sorted(str(p) for p in Path(pat).glob("*.json"))
@@ -62,7 +63,10 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
         if not found:
             raise InputError(f"{pat}: no instance files (not a file, nor a directory with .json files, nor a "
                              f"pattern that matches any)")
-        out += [p for p in found if p not in out]
+        for p in found:
+            if os.path.realpath(p) not in seen:
+                seen.add(os.path.realpath(p))
+                out.append(p)
     return out
 
 
