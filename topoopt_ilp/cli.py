@@ -37,24 +37,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _nonneg_float(text: str) -> float:
+def _finite_float(text: str, *, positive: bool) -> float:
+    """A finite number >= 0 (> 0 when ``positive``), for argparse: one message for every bad value."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number {'>' if positive else '>='} 0, got {text}")
     return v
+
+
+def _nonneg_float(text: str) -> float:
+    return _finite_float(text, positive=False)
 
 
 def _pos_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return v
+    return _finite_float(text, positive=True)
 
 
 def _int_at_least(text: str, low: int) -> int:
@@ -354,9 +353,13 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return _STATUS_EXIT[sol.status]
 
 
+def _with_newline(text: str) -> str:
+    """A table, CSV or JSON text with exactly one final newline (CSV already ends with one)."""
+    return text if text.endswith("\n") else text + "\n"
+
+
 def _print_text(text: str) -> None:
-    """Print a table, CSV or JSON text with exactly one final newline (CSV already ends with one)."""
-    print(text, end="" if text.endswith("\n") else "\n")
+    print(_with_newline(text), end="")
 
 
 def _split(text: str) -> list[str]:
@@ -448,7 +451,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             raise
     text = format_sweep(rows, args.format)
     if args.out is not None:
-        write_atomic(args.out, lambda tmp: Path(tmp).write_text(text + ("" if text.endswith("\n") else "\n")))
+        write_atomic(args.out, lambda tmp: Path(tmp).write_text(_with_newline(text)))
         if not args.quiet:
             print(f"wrote {args.out}", file=sys.stderr)
     else:

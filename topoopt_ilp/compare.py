@@ -38,6 +38,11 @@ class CompareRow:
     reference: str = ""  # "optimum" | "bound" | "best" (workloads: the best design found) | ""
     message: str = ""
 
+    @classmethod
+    def failed(cls, method: str, backend: str, message: str) -> "CompareRow":
+        """The row of a solve that gave no result (refused, or an error), with the reason."""
+        return cls(method, backend, "error", None, None, None, 0.0, None, message=message)
+
 
 def _distance(value: float | None, ref: float | None, maximize: bool) -> float | None:
     if value is None or ref is None or not math.isfinite(value) or not math.isfinite(ref) or ref == 0:
@@ -93,7 +98,7 @@ def run_one(instance: Instance, method: str, backend: str, options: Mapping[str,
     try:
         sol = solve(instance, method=method, **options)
     except TopoOptError as exc:
-        return CompareRow(method, backend, "error", None, None, None, 0.0, None, message=str(exc))
+        return CompareRow.failed(method, backend, str(exc))
     ok = verify(instance, sol).valid if sol.has_solution else None
     return CompareRow(method, sol.backend or backend, sol.status, sol.objective, sol.bound, sol.gap, sol.wall_time_s, ok)
 

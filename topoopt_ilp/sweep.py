@@ -98,8 +98,7 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
     def crashed(key: tuple[int, int], exc: Exception) -> CompareRow:
         # One solve's internal error must not cost the rest of a long sweep: it becomes its row.
         method, backend, _ = tasks_by_key[key]
-        return CompareRow(method, backend, "error", None, None, None, 0.0, None,
-                          message=f"internal error: {type(exc).__name__}: {exc}")
+        return CompareRow.failed(method, backend, f"internal error: {type(exc).__name__}: {exc}")
 
     if executor is None:
         for k, j, run in tasks:
