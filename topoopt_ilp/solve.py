@@ -196,13 +196,9 @@ def _rings_on_jumps(h, demand, n: int, jumps: tuple[int, ...], dist: np.ndarray,
     jumps that step within its coset (TotientPerms' candidates for k; both directions undirected),
     else on multi-hop ones; other groups in member order (:func:`~.heuristic.group_rings`). Without
     them the evaluator would ring each group once, in member order, over one link direction."""
-    kinds, cosets, members, by_size = [], [], [], {}
-    for g in demand.allreduce:
-        mem = np.asarray(g.members, dtype=np.int64)
-        c = h.coset_of(mem, n) if mem.size > 1 and g.bytes > 0 else None
-        kinds.append("trivial" if mem.size <= 1 or not g.bytes > 0 else ("coset" if c else "ordered"))
-        cosets.append(c)
-        members.append(mem)
+    kinds, cosets, members = h.classify_groups([(g.members, g.bytes) for g in demand.allreduce], n)
+    by_size: dict[int, tuple[int, ...]] = {}
+    for c in cosets:
         if c and c[0] not in by_size:
             cands = {int(j) for j in h.totient_perms(n, c[0])}
             own = tuple(j for j in jumps if j in cands or (not directed and (n - j) % n in cands))

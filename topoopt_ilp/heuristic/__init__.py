@@ -17,7 +17,7 @@ from .baselines import connect_components, demand_greedy, random_expander, torus
 from .circulant import circulant_distances, circulant_matrix, circulant_stats, circulant_stats_batch, coin_set
 from .coin_change import DEFAULT_MAX_ROUTES, coin_change_mod
 from .degree import allocate_ports, degree_split
-from .finder import SELECT_RULES, TopologyFinderResult, group_rings, topology_finder
+from .finder import SELECT_RULES, TopologyFinderResult, classify_groups, group_rings, topology_finder
 from .mp_links import (
     BLOSSOM_EDGE_LIMIT,
     blossom_matching,
@@ -56,6 +56,7 @@ __all__ = [
     "coin_change_mod",
     "coin_set",
     "connect_components",
+    "classify_groups",
     "coset_of",
     "group_rings",
     "coset_rings",

@@ -111,6 +111,28 @@ def _ring_rows(n: int, s: int, k: int, jumps: Sequence[int], directed: bool) -> 
     return rows
 
 
+def classify_groups(groups: Sequence[tuple[np.ndarray | Sequence[int], float]], n: int
+                    ) -> tuple[list[str], list[tuple[int, int] | None], list[np.ndarray]]:
+    """Per AllReduce group (members, bytes): its kind - ``trivial`` (at most one member or no bytes),
+    ``coset`` (the members are a coset ``{s, s + n/k, ...}``: ``(k, s)`` given), or ``ordered`` -
+    with the coset and the members as an array. Raises ValueError for negative bytes or members
+    that are not distinct server ids."""
+    kinds: list[str] = []
+    coset: list[tuple[int, int] | None] = []
+    members: list[np.ndarray] = []
+    for gi, (mem, S) in enumerate(groups):
+        mem = np.asarray(mem, dtype=np.int64)
+        if S < 0:
+            raise ValueError(f"group {gi}: negative bytes")
+        if mem.size and (mem.min() < 0 or mem.max() >= n or np.unique(mem).size != mem.size):
+            raise ValueError(f"group {gi}: members must be distinct server ids in [0, {n})")
+        members.append(mem)
+        c = coset_of(mem, n) if mem.size > 1 and S != 0 else None
+        kinds.append("trivial" if mem.size <= 1 or S == 0 else ("coset" if c else "ordered"))
+        coset.append(c)
+    return kinds, coset, members
+
+
 def group_rings(n: int, kinds: Sequence[str], coset: Sequence[tuple[int, int] | None], members: Sequence[np.ndarray],
                 jumps: dict[int, tuple[int, ...]], dist: np.ndarray, directed: bool, notes: list[str]
                 ) -> tuple[RingSet, list[str], dict[int, tuple[int, ...]]]:
@@ -285,30 +307,15 @@ def topology_finder(
     notes: list[str] = []
 
     # ---- 1. classify groups, traffic weights (authors: W[k] += S (2k-1)/k; T_AR = sum S (2k-1))
-    kinds: list[str] = []
-    coset: list[tuple[int, int] | None] = []
-    members_l: list[np.ndarray] = []
+    kinds, coset, members_l = classify_groups(groups, n)
     W: dict[int, float] = {}
     t_ar = 0.0
-    for gi, (mem, S) in enumerate(groups):
-        mem = np.asarray(mem, dtype=np.int64)
-        if S < 0:
-            raise ValueError(f"group {gi}: negative bytes")
-        if mem.size and (mem.min() < 0 or mem.max() >= n or np.unique(mem).size != mem.size):
-            raise ValueError(f"group {gi}: members must be distinct server ids in [0, {n})")
-        members_l.append(mem)
-        if mem.size <= 1 or S == 0:
-            kinds.append("trivial")
-            coset.append(None)
+    for kind, mem, (_, S) in zip(kinds, members_l, groups):
+        if kind == "trivial":
             continue
         k = mem.size
         t_ar += S * (2 * k - 1)
-        c = coset_of(mem, n)
-        coset.append(c)
-        if c is None:
-            kinds.append("ordered")
-        else:
-            kinds.append("coset")
+        if kind == "coset":
             W[k] = W.get(k, 0.0) + S * (2 * k - 1) / k
     if sp.issparse(mp):
         mp_total = float(mp.sum() - mp.diagonal().sum())
