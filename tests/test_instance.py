@@ -178,3 +178,15 @@ def test_physical_quantities_have_upper_limits(section, key, value):
         io.parse_instance(doc)
     with pytest.raises(InstanceError, match="must be at most"):
         io.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e300}]}))
+
+
+def test_degree_one_problem_names_what_cannot_be_carried():
+    from topoopt_ilp.instance import AllReduceGroup, Cluster, Demand, degree_one_problem
+
+    c = Cluster(8, 1, 100.0)
+    assert "chain 3 servers" in degree_one_problem(Demand(mp=((0, 1, 1.0), (1, 2, 1.0))), c)
+    assert "group 0 connects 3" in degree_one_problem(Demand(allreduce=(AllReduceGroup((0, 1, 2), 1.0),)), c)
+    assert "all-to-all" in degree_one_problem(Demand(all_to_all=1.0), c)
+    assert degree_one_problem(Demand(mp=((0, 1, 1.0), (2, 3, 1.0)), allreduce=(AllReduceGroup((4, 5), 1.0),)), c) is None
+    assert degree_one_problem(Demand(all_to_all=1.0), Cluster(8, 1, 100.0, links="directed")) is None
+    assert degree_one_problem(Demand(all_to_all=1.0), Cluster(8, 2, 100.0)) is None

@@ -350,20 +350,14 @@ def degree_one_problem(demand: Demand, cluster: Cluster) -> str | None:
         big = next((g for g, grp in enumerate(demand.allreduce) if len(grp.members) > 2), None)
         if big is not None:
             why = f"AllReduce group {big} connects {len(demand.allreduce[big].members)} servers"
-        else:
-            root = list(range(n))
+        else:  # AllReduce groups of two and MP pairs: the components of the pairs they join
+            from scipy.sparse import coo_matrix
+            from scipy.sparse.csgraph import connected_components
 
-            def find(v: int) -> int:
-                while root[v] != v:
-                    root[v] = root[root[v]]
-                    v = root[v]
-                return v
-
-            for grp in demand.allreduce:
-                root[find(int(grp.members[0]))] = find(int(grp.members[1]))
-            for s, t, _ in demand.mp:
-                root[find(int(s))] = find(int(t))
-            sizes = np.bincount([find(v) for v in range(n)], minlength=n)
+            pairs = [(int(g.members[0]), int(g.members[1])) for g in demand.allreduce] + [(int(a), int(b)) for a, b, _ in demand.mp]
+            rows, cols = (list(x) for x in zip(*pairs)) if pairs else ([], [])
+            labels = connected_components(coo_matrix(([1] * len(rows), (rows, cols)), shape=(n, n)), directed=False)[1]
+            sizes = np.bincount(labels)
             if sizes.max() > 2:
                 why = f"the demand's pairs chain {int(sizes.max())} servers together"
     if why:
