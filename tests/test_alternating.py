@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from conftest import INSTANCES
 from topoopt_ilp import io
 from topoopt_ilp.cli import main
-from topoopt_ilp.errors import InputError
+from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.instance import Cluster, Instance
 from topoopt_ilp.solve import solve
 from topoopt_ilp.verify import verify
@@ -142,3 +144,20 @@ def test_circulant_family_gives_a_jump_set(topology_method):
     assert sol.details["topology_method"] == topology_method
     start = solve(inst, method="heuristic")
     assert sol.objective <= start.objective * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("method", ["heuristic", "alternating"])
+def test_coprime_circulant_odd_degree_not_regular(method):
+    """Odd degree, no coprime n/2 jump, regular false: the circulant family leaves one port free
+    (the joint model's refusal suggests alternating, which used to refuse it too)."""
+    from dataclasses import replace
+
+    base = small_workload()
+    inst = replace(base, cluster=replace(base.cluster, degree=3, regular=False), topology_family="coprime_circulant")
+    assert inst.n % 2 == 0
+    options = {"rounds": 2, "round_time_limit_s": 20} if method == "alternating" else {}
+    sol = solve(inst, method=method, **options)
+    assert sol.topology.jumps is not None and all(math.gcd(j, inst.n) == 1 for j in sol.topology.jumps)
+    assert (sol.topology.matrix.sum(axis=1) == 2).all() and verify(inst, sol).valid
+    with pytest.raises(UnsupportedError, match="use --method alternating"):
+        solve(inst, method="exact")

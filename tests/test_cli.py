@@ -32,6 +32,14 @@ def test_solve_testbed_writes_a_verified_solution(tmp_path, capsys):
     assert metrics["iteration_time_s"] == pytest.approx(data["metrics"]["iteration_time_s"])
 
 
+def test_verify_says_a_file_without_a_design_has_nothing_to_verify(tmp_path, capsys):
+    out = tmp_path / "none.json"
+    assert main(["solve", TESTBED, "--method", "exact", "--time-limit", "0", "--out", str(out), "--quiet"]) == 4
+    capsys.readouterr()
+    assert main(["verify", TESTBED, str(out)]) == 1
+    assert "holds no design (status no_solution" in capsys.readouterr().out
+
+
 def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
     out = tmp_path / "tb.json"
     assert main(["solve", TESTBED, "--out", str(out), "--quiet"]) == 0

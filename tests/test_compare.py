@@ -100,3 +100,11 @@ def test_a_failed_rows_message_is_shown_in_full():
     text = format_rows(inst, rows)
     assert long in text and "error (note 1)" in text
     assert text.splitlines()[-1] == f"note 1: exact [cpsat]: {long}"
+
+
+def test_a_method_or_backend_named_twice_runs_once():
+    from topoopt_ilp.compare import plan_runs
+
+    inst = io.load_instance(INSTANCES / "mix-8.json")
+    runs = plan_runs(inst, ["exact", "heuristic", "exact"], ["highs", "cbc", "highs"])
+    assert [(m, b) for m, b, _ in runs] == [("exact", "highs"), ("exact", "cbc"), ("heuristic", "-")]

@@ -148,6 +148,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     sol = load_solution(args.solution, directed=inst.cluster.directed)
     report = verify(inst, sol)
+    if report.valid and not sol.has_solution:  # consistent, but there is no design to use
+        print(f"{args.solution}: holds no design (status {sol.status}, method {sol.method}): nothing to verify")
+        return EXIT_ERROR
     if report.valid:
         print(f"{args.solution}: valid for {args.instance} ({sol.status}, method {sol.method})")
         return EXIT_OK

@@ -70,7 +70,7 @@ def check_request(instance: Instance, methods: Sequence[str] | None, backends: S
                 get_backend(b)
             except (ValueError, ImportError) as exc:  # unknown or not installed: before any solve starts
                 raise InputError(str(exc)) from None
-    return tuple(methods)
+    return tuple(dict.fromkeys(methods))  # a method named twice runs once
 
 
 def plan_runs(instance: Instance, methods: Sequence[str] | None = None, backends: Sequence[str] = ("highs",),
@@ -79,6 +79,7 @@ def plan_runs(instance: Instance, methods: Sequence[str] | None = None, backends
     """The solves of a comparison, as (method, backend, options for :func:`~topoopt_ilp.solve.solve`);
     the backend is ``-`` for the methods that use none."""
     runs = []
+    backends = tuple(dict.fromkeys(backends))  # as methods: a back-end named twice runs once
     for method in check_request(instance, methods, backends):
         for backend in (backends if method == "exact" else ("-",)):
             if method == "exact":

@@ -162,12 +162,14 @@ def _heuristic_circulant(instance: Instance, *, select: str, mode: str, seed: in
         candidates = h.totient_perms(n, n)
     else:
         candidates = np.arange(1, n)
-    # Undirected: each jump uses 2 ports, except n/2 which uses 1; an odd degree needs the n/2 jump.
+    # Undirected: each jump uses 2 ports, except n/2 which uses 1; an odd degree needs the n/2 jump
+    # (without it, a topology that need not be regular leaves one port of each server unused).
     fixed: tuple[int, ...] = ()
     m = d
     if not directed:
-        if d % 2:
-            if n % 2 or (instance.topology_family == "coprime_circulant" and n != 2):
+        half_jump = n % 2 == 0 and (instance.topology_family == "circulant" or n == 2)
+        if d % 2 and (half_jump or instance.cluster.regular):
+            if not half_jump:
                 raise InputError(f"an undirected {instance.topology_family} topology of odd degree {d} needs the jump n/2, "
                                  f"which {'does not exist' if n % 2 else 'is not coprime with n'} for n = {n}")
             fixed = (n // 2,)
