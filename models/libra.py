@@ -1,0 +1,592 @@
+"""LIBRA's per-dimension bandwidth allocation, solved exactly with open LP solvers.
+
+LIBRA (Won et al., ISPASS 2024) chooses the bandwidth ``B_d`` (GB/s per NPU) of every dimension of
+a fixed hierarchical network to minimise the iteration time, or time x network cost, of a workload
+(the problem, its message split and cost model: :mod:`topoopt_ilp.hierarchy`). LIBRA's code adds
+``I_d`` with the bilinear equality ``B_d * I_d = 1`` and needs Gurobi's non-convex solver. Both of
+its objectives are convex programs in the right variables, so a cutting-plane method over LPs, each
+solved through :mod:`topoopt_ilp.solvers` (HiGHS by default; SCIP, CBC too), proves the optimum to
+a relative gap (default 1e-6) with open solvers. The mathematics is the comment block above
+:func:`build_lp`.
+
+Public entry point: :func:`solve_bandwidth` -> :class:`BandwidthSolution`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.hierarchy import PHASES, HierarchyProblem, evaluate_bandwidths
+from topoopt_ilp.solvers import (
+    BackendUnavailableError,
+    Capability,
+    LinearModel,
+    ModelBuilder,
+    UnknownBackendError,
+    get_backend,
+)
+from topoopt_ilp.solvers import solve as solver_solve
+
+__all__ = ["BandwidthSolution", "LibraData", "LibraLP", "libra_data", "message_matrix", "build_lp", "lp_point",
+           "model_objective", "equal_split", "solve_bandwidth", "DEFAULT_GAP", "SOLUTION_FORMAT"]
+
+DEFAULT_GAP = 1e-6
+SOLUTION_FORMAT = "topoopt-libra-solution"
+#: Hard cap on cutting-plane rounds (a safety net: the 1-D cuts close the gap in tens of rounds).
+MAX_ROUNDS = 2000
+_US_PER_S = 1e6
+
+
+# ----------------------------------------------------------------------------------------------
+# Data: the message matrix, by numpy (independent of hierarchy.evaluate_bandwidths' loops)
+# ----------------------------------------------------------------------------------------------
+_TYPE_CODE = {"all_reduce": 0, "reduce_scatter": 1, "all_gather": 2, "all_to_all": 3}
+
+
+def message_matrix(problem: HierarchyProblem) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(W, M, compute_us)``: the distinct collectives' message rows ``M[p, d]`` (bytes per NPU on
+    dimension d), how often each occurs in an iteration ``W[p]`` (layer counts summed), and the total
+    compute time (microseconds). Rows without traffic are dropped."""
+    D = problem.num_dimensions
+    sizes, comms, kinds, weights, compute = [], [], [], [], 0.0
+    for layer in problem.layers:
+        for p in PHASES:
+            ph = layer.phase(p)
+            compute += layer.count * ph.compute_us
+            if ph.collective is not None:
+                sizes.append(ph.collective.bytes)
+                comms.append(ph.collective.communicator)
+                kinds.append(_TYPE_CODE[ph.collective.type])
+                weights.append(layer.count)
+    if not sizes:
+        return np.zeros(0), np.zeros((0, D)), compute
+    S = np.asarray(sizes, dtype=float)[:, None]
+    c = np.asarray(comms, dtype=float).reshape(len(sizes), D)
+    c = np.where(c >= 2, c, 1.0)  # -1 and 1: the dimension is unused (c - 1 = 0 moves nothing)
+    k = np.asarray(kinds)[:, None]
+    before = np.cumprod(c, axis=1) / c  # prod_{j<d} c_j: the shrink seen by dimension d
+    after = np.cumprod(c[:, ::-1], axis=1)[:, ::-1] / c  # prod_{j>d} c_j: all-gather's growth
+    M = np.select(
+        [k == 0, k == 1, k == 2, k == 3],
+        [2 * S / before * (c - 1) / c, S / before * (c - 1) / c, S * after * (c - 1), S * (c - 1) / c],
+    )
+    W = np.asarray(weights, dtype=float)
+    keep = M.max(axis=1) > 0
+    M, W = M[keep], W[keep]
+    if not M.shape[0]:
+        return np.zeros(0), np.zeros((0, D)), compute
+    rows, inverse = np.unique(M, axis=0, return_inverse=True)
+    return np.bincount(inverse.ravel(), weights=W, minlength=rows.shape[0]), rows, compute
+
+
+@dataclass(frozen=True, eq=False)
+class LibraData:
+    """The problem as arrays. ``M`` in us x GB/s (bytes / 1e3), so ``M[p, d] / B_d`` is microseconds."""
+
+    problem: HierarchyProblem
+    W: np.ndarray  # (P,) occurrences of each distinct collective
+    M: np.ndarray  # (P, D) message per dimension, us x GB/s
+    compute_us: float
+    used: np.ndarray  # (D,) bool: the dimension carries traffic
+    lo: np.ndarray  # (D,) GB/s
+    hi: np.ndarray  # (D,) GB/s (inf: none)
+    order: np.ndarray  # (K, 2) int: B[order[k, 0]] >= B[order[k, 1]]
+    budget_w: np.ndarray  # (D,) budget row: budget_w @ B <= budget (1 per GB/s, or $ per GB/s)
+    budget: float
+    spend_all: bool
+    cost_w: np.ndarray | None  # (D,) $ per GB/s of B_d (N * u_d), None without a cost model
+
+
+def libra_data(problem: HierarchyProblem) -> LibraData:
+    """Arrays of ``problem`` (see :class:`LibraData`)."""
+    W, M, compute = message_matrix(problem)
+    lo, hi = problem.bounds()
+    order = np.asarray(problem.orderings_index(), dtype=np.int64).reshape(-1, 2)
+    cost_w = None
+    if problem.has_cost:
+        cost_w = problem.num_npus * np.array([d.npu_unit_cost for d in problem.dimensions], dtype=float)
+    D = problem.num_dimensions
+    budget_w = np.ones(D) if problem.budget.kind == "total_bandwidth" else cost_w
+    return LibraData(problem, W, M / 1e3, compute, M.max(axis=0, initial=0.0) > 0 if M.size else np.zeros(D, bool),
+                     lo, hi, order, budget_w, problem.budget.value, problem.budget.spend_all, cost_w)
+
+
+# ----------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------
+# Data:      dimensions d = 1..D; distinct collectives p = 1..P, each occurring W_p times per
+#            iteration with message M_pd (us x GB/s: bytes/1e3 per NPU on dimension d, the split of
+#            hierarchy.py); compute time C (us, the sum of every phase's compute x layer count);
+#            U = {d : some M_pd > 0} (dimensions with traffic); bounds lo_d <= B_d <= hi_d (min, max
+#            and fixed values); orderings B_i >= B_j for (i, j) in O; budget row a @ B <= beta
+#            (a = 1: total bandwidth; a = cost weights u: network cost; "==" when spend_all);
+#            cost weights u_d = N * (element prices of d), so network cost = u @ B.
+#
+# Problem (iteration_time):   minimise  C + sum_p W_p * max_{d in U} M_pd / B_d
+#                             over B in P = {B >= 0 : lo <= B <= hi, B_i >= B_j (O), a @ B <= beta}.
+# Every function M_pd / B_d is convex on B_d > 0, a max and a positive sum of convex functions are
+# convex, and P is a polytope: a convex program. LIBRA's inverse I_d = 1/B_d makes the time linear;
+# we keep B (so the budget, bounds and orderings stay linear) and RELAX the equality to I_d >= 1/B_d:
+#
+# Variables: b_d = B_d / s >= 0 (a common scale s, the largest bandwidth P allows), mu > 0 (fixed to
+#            1 here), i_d >= 0 for d in U (i_d = s * I_d), t_p >= 0 (collective p's time, us).
+# Constraints:
+#   time:      t_p - (M_pd / s) * i_d >= 0              for every (p, d) with M_pd > 0
+#   epigraph:  i_d >= 1 / b_d                           (convex; outer-approximated, see below)
+#   bounds:    b_d - (lo_d / s) * mu >= 0,  b_d - (hi_d / s) * mu <= 0
+#   order:     b_i - b_j >= 0                           for (i, j) in O
+#   budget:    (s / beta) * a @ b - mu <= 0             (== 0 with spend_all)
+# Objective: minimise C * nu + sum_p W_p t_p            (nu = 1/mu = 1 here: the constant C)
+#
+# Why the relaxation is exact: the objective is non-decreasing in every i_d, so for any feasible
+# (b, i) the point (b, 1/b) is feasible and no worse; the optimum has i_d = 1/b_d on U (and b off U
+# only has to be feasible). Outer approximation (Kelley): the convex constraint i_d >= 1/b_d is
+# replaced by its tangents at points b0 > 0, i_d >= 2/b0 - b_d/b0^2 (1/b lies above every tangent, so
+# each cut keeps every feasible point). Each round solves the LP with the cuts so far:
+#   * its optimum is a LOWER bound (a relaxation of the convex program);
+#   * its b is a point of P (the constraints on b are exact, not approximated), so the time of
+#     B = s * b / mu, computed exactly, is an UPPER bound;
+#   * a tangent is added at each b_d whose i_d lies below 1/b_d. The cuts are one-dimensional, so
+#     the LP's i_d converges to 1/b_d and the bounds meet: stop at (UB - LB) / UB <= gap.
+# "optimal" is reported only with the gap closed; a time limit gives "feasible" with its gap.
+#
+# Problem (perf_per_cost):    minimise  (C + sum_p W_p max_d M_pd / B_d) * (u @ B)   over B in P.
+# A product of a convex and a linear function is not convex, but the perspective (Charnes-Cooper)
+# change of variables makes it so: with c_ref > 0 fixed, let mu = c_ref / (u @ B) and B~ = mu * B
+# (so u @ B~ = c_ref). Then, since M/B_d = mu * M/B~_d,
+#     (C + sum_p W_p max_d M_pd / B_d) * (u @ B) = c_ref * (C / mu + sum_p W_p max_d M_pd / B~_d),
+# which is convex in (B~, mu) (1/mu and M/B~_d are convex), and every linear constraint g @ B <= h
+# of P becomes g @ B~ - h * mu <= 0 (homogenised), which is linear. So the same LP serves, with
+# b = B~ / s, mu free in [c_ref / c_max, c_ref / c_min] (c_min, c_max: the least and largest cost over
+# P, found by two LPs; c_ref = c_max), the extra row (s / c_ref) * u @ b = 1, and nu >= 1/mu
+# outer-approximated by tangents nu >= 2/mu0 - mu/mu0^2. Each LP point maps back to B = s * b / mu in
+# P: upper bounds again, and the lower bound is the LP. Exactness needs c_min > 0: when B = 0 is in P
+# the product keeps falling as every bandwidth shrinks and no optimum exists (said, not solved).
+#
+# All constraint blocks are built from index arrays (COO triplets) in a few numpy calls.
+@dataclass(frozen=True, eq=False)
+class LibraLP:
+    """A built LP: the model and where its columns are."""
+
+    model: LinearModel
+    scale: float  # s: b = B~ / s
+    c_ref: float | None  # perf_per_cost: u @ B~ = c_ref
+    b: np.ndarray  # (D,) column indices
+    mu: int
+    i: np.ndarray  # (D,) column index of i_d, -1 for d not in U
+    nu: int  # -1 for iteration_time
+    t: np.ndarray  # (P,)
+
+
+def build_lp(data: LibraData, objective: str, scale: float, *, c_ref: float | None = None,
+             mu_bounds: tuple[float, float] = (1.0, 1.0), b_cuts: dict[int, list[float]] | None = None,
+             mu_cuts: list[float] | None = None, b_objective: np.ndarray | None = None) -> LibraLP:
+    """Build the LP of the comment block above (``b_cuts[d]``: tangent points b0 of i_d >= 1/b_d;
+    ``mu_cuts``: tangent points mu0 of nu >= 1/mu). ``b_objective`` replaces the objective by
+    ``b_objective @ b`` (used for the bounding LPs: least / largest cost, largest B_d)."""
+    D, P = data.problem.num_dimensions, data.W.size
+    s, ppc = float(scale), objective == "perf_per_cost"
+    bld = ModelBuilder(name=f"libra_{objective}")
+    b = bld.add_variables(D, name="b").index
+    mu = bld.add_variables(1, lb=mu_bounds[0], ub=mu_bounds[1], name="mu").index[0]
+    used = np.flatnonzero(data.used)
+    i_cols = np.full(D, -1, dtype=np.int64)
+    if used.size and b_objective is None:
+        i_cols[used] = bld.add_variables(used.size, name="i").index
+    nu = bld.add_variables(1, name="nu").index[0] if ppc and b_objective is None else -1
+    t = bld.add_variables(P, name="t").index if b_objective is None else np.zeros(0, dtype=np.int64)
+
+    if b_objective is None and P:  # time: t_p - (M_pd / s) i_d >= 0
+        p_idx, d_idx = np.nonzero(data.M > 0)
+        r = np.arange(p_idx.size)
+        bld.add_constraints(np.concatenate([r, r]), np.concatenate([t[p_idx], i_cols[d_idx]]),
+                            np.concatenate([np.ones(r.size), -data.M[p_idx, d_idx] / s]), lb=0.0, count=r.size, name="time")
+    has_lo = np.flatnonzero(data.lo > 0)  # bounds (homogenised with mu)
+    if has_lo.size:
+        r = np.arange(has_lo.size)
+        bld.add_constraints(np.concatenate([r, r]), np.concatenate([b[has_lo], np.full(r.size, mu)]),
+                            np.concatenate([np.ones(r.size), -data.lo[has_lo] / s]), lb=0.0, count=r.size, name="lower")
+    has_hi = np.flatnonzero(np.isfinite(data.hi))
+    if has_hi.size:
+        r = np.arange(has_hi.size)
+        bld.add_constraints(np.concatenate([r, r]), np.concatenate([b[has_hi], np.full(r.size, mu)]),
+                            np.concatenate([np.ones(r.size), -data.hi[has_hi] / s]), ub=0.0, count=r.size, name="upper")
+    if data.order.shape[0]:
+        K = data.order.shape[0]
+        r = np.arange(K)
+        bld.add_constraints(np.concatenate([r, r]), np.concatenate([b[data.order[:, 0]], b[data.order[:, 1]]]),
+                            np.concatenate([np.ones(K), -np.ones(K)]), lb=0.0, count=K, name="order")
+    # budget: (s / beta) a @ b - mu <= 0  (== 0 with spend_all)
+    bld.add_constraints(np.zeros(D + 1, dtype=np.int64), np.append(b, mu), np.append(s * data.budget_w / data.budget, -1.0),
+                        lb=0.0 if data.spend_all else -np.inf, ub=0.0, count=1, name="budget")
+    if ppc:  # normalisation: (s / c_ref) u @ b = 1
+        bld.add_constraints(np.zeros(D, dtype=np.int64), b, s * data.cost_w / c_ref, lb=1.0, ub=1.0, count=1, name="norm")
+    if b_objective is None:
+        pts = [(d, b0) for d in used for b0 in (b_cuts or {}).get(int(d), [])]
+        if pts:  # epigraph cuts: i_d + b_d / b0^2 >= 2 / b0
+            d_arr, b0 = np.array([p[0] for p in pts]), np.array([p[1] for p in pts], dtype=float)
+            r = np.arange(b0.size)
+            bld.add_constraints(np.concatenate([r, r]), np.concatenate([i_cols[d_arr], b[d_arr]]),
+                                np.concatenate([np.ones(r.size), 1.0 / b0 ** 2]), lb=2.0 / b0, count=r.size, name="cut_i")
+        if ppc and mu_cuts:  # nu + mu / mu0^2 >= 2 / mu0
+            m0 = np.asarray(mu_cuts, dtype=float)
+            r = np.arange(m0.size)
+            bld.add_constraints(np.concatenate([r, r]), np.concatenate([np.full(r.size, nu), np.full(r.size, mu)]),
+                                np.concatenate([np.ones(r.size), 1.0 / m0 ** 2]), lb=2.0 / m0, count=r.size, name="cut_nu")
+        if ppc:
+            bld.set_objective(np.append(t, nu), np.append(data.W, data.compute_us))
+        else:
+            bld.set_objective(t, data.W, constant=data.compute_us)
+    else:
+        bld.set_objective(b, b_objective)
+    return LibraLP(bld.build(), s, c_ref, b, int(mu), i_cols, int(nu), t)
+
+
+def _bandwidths(lp: LibraLP, x: np.ndarray) -> np.ndarray:
+    """B = s * b / mu of an LP point."""
+    return lp.scale * x[lp.b] / x[lp.mu]
+
+
+def lp_point(lp: LibraLP, data: LibraData, B: np.ndarray) -> np.ndarray:
+    """The LP's column vector of an allocation ``B`` (GB/s): b = mu B / s, i_d = 1/b_d, nu = 1/mu,
+    t_p = max_d (M_pd / s) i_d (the point on the convex constraints, where the relaxation is exact)."""
+    B = np.asarray(B, dtype=float)
+    x = np.zeros(lp.model.num_vars)
+    mu = 1.0 if lp.c_ref is None else lp.c_ref / float(data.cost_w @ B)
+    x[lp.mu] = mu
+    x[lp.b] = mu * B / lp.scale
+    used = lp.i >= 0
+    with np.errstate(divide="ignore"):
+        x[lp.i[used]] = 1.0 / x[lp.b[used]]
+    if lp.nu >= 0:
+        x[lp.nu] = 1.0 / mu
+    if lp.t.size:
+        full_i = np.zeros(data.M.shape[1])
+        full_i[used] = x[lp.i[used]]
+        with np.errstate(invalid="ignore"):
+            x[lp.t] = np.where(data.M > 0, data.M / lp.scale * full_i[None, :], 0.0).max(axis=1)
+    return x
+
+
+def model_objective(lp: LibraLP, data: LibraData, B: np.ndarray) -> float:
+    """The LP's objective at the point of allocation ``B``, in the problem's units (iteration time in
+    seconds, or seconds x $ for perf_per_cost)."""
+    value = lp.model.objective_value(lp_point(lp, data, B))
+    return _to_units(lp, value)
+
+
+def _to_units(lp: LibraLP, value: float) -> float:
+    return value / _US_PER_S * (1.0 if lp.c_ref is None else lp.c_ref)
+
+
+def _exact_value(data: LibraData, objective: str, B: np.ndarray) -> float:
+    """The objective at ``B`` from the arrays (the upper bound of a round), problem units."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(data.M > 0, data.M / B[None, :], 0.0)
+    t = data.compute_us + float(data.W @ per.max(axis=1, initial=0.0)) if data.W.size else data.compute_us
+    t /= _US_PER_S
+    return t if objective == "iteration_time" else t * float(data.cost_w @ B)
+
+
+# ----------------------------------------------------------------------------------------------
+# Result
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BandwidthSolution:
+    """Outcome of :func:`solve_bandwidth`.
+
+    ``objective``: the evaluator's value at ``bandwidths_gbps`` (``iteration_time``: seconds;
+    ``perf_per_cost``: seconds x $). ``bound``: proven lower bound (same units). ``gap``:
+    ``(objective - bound) / objective``. ``equal_split_*``: the baseline that gives every dimension
+    the same bandwidth (fixed dimensions keep theirs) and spends the whole budget.
+    """
+
+    status: str
+    objective_name: str
+    bandwidths_gbps: tuple[float, ...] | None
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    wall_time_s: float
+    iterations: int
+    backend: str
+    iteration_time_s: float | None = None
+    cost_usd: float | None = None
+    equal_split_gbps: tuple[float, ...] | None = None
+    equal_split_time_s: float | None = None
+    equal_split_objective: float | None = None
+    equal_split_feasible: bool | None = None
+    message: str = ""
+    dimension_names: tuple[str, ...] = field(default=())
+
+    @property
+    def has_solution(self) -> bool:
+        """True when ``bandwidths_gbps`` holds a feasible allocation."""
+        return self.bandwidths_gbps is not None
+
+    @property
+    def speedup_vs_equal(self) -> float | None:
+        """equal-split iteration time / this iteration time."""
+        if self.iteration_time_s is None or not self.equal_split_time_s or self.iteration_time_s <= 0:
+            return None
+        return self.equal_split_time_s / self.iteration_time_s
+
+    def to_dict(self, instance_name: str | None = None) -> dict[str, Any]:
+        """JSON data (``"format": "topoopt-libra-solution"``)."""
+        names = self.dimension_names
+        bw = None if self.bandwidths_gbps is None else dict(zip(names, self.bandwidths_gbps))
+        eq = None if self.equal_split_gbps is None else dict(zip(names, self.equal_split_gbps))
+        out: dict[str, Any] = {"format": SOLUTION_FORMAT, "version": 1}
+        if instance_name:
+            out["instance"] = instance_name
+        out.update(status=self.status, objective_name=self.objective_name, objective=self.objective, bound=self.bound,
+                   gap=self.gap, wall_time_s=self.wall_time_s, iterations=self.iterations, backend=self.backend,
+                   bandwidths_gbps=bw, iteration_time_s=self.iteration_time_s, cost_usd=self.cost_usd,
+                   equal_split={"bandwidths_gbps": eq, "iteration_time_s": self.equal_split_time_s,
+                                "objective": self.equal_split_objective, "feasible": self.equal_split_feasible},
+                   speedup_vs_equal=self.speedup_vs_equal, message=self.message)
+        return out
+
+
+def equal_split(problem: HierarchyProblem) -> np.ndarray:
+    """LIBRA's baseline: fixed dimensions keep their value, the others get one common bandwidth that
+    spends the rest of the budget (it may break min/max/orderings; the evaluator says so)."""
+    D = problem.num_dimensions
+    fixed = problem.fixed()
+    B = np.zeros(D)
+    free = [d for d in range(D) if d not in fixed]
+    for d, v in fixed.items():
+        B[d] = v
+    if problem.budget.kind == "total_bandwidth":
+        w = np.ones(D)
+    else:
+        w = np.array([problem.num_npus * d.npu_unit_cost for d in problem.dimensions])
+    rest = problem.budget.value - float(sum(w[d] * v for d, v in fixed.items()))
+    if free and rest > 0 and w[free].sum() > 0:
+        B[free] = rest / w[free].sum()
+    return B
+
+
+# ----------------------------------------------------------------------------------------------
+# Solving
+# ----------------------------------------------------------------------------------------------
+def _direct_infeasibility(data: LibraData) -> str | None:
+    """A reason the constraints cannot be met, when it shows without solving anything."""
+    names = data.problem.dimension_names
+    for d in range(len(names)):
+        if data.lo[d] > data.hi[d]:
+            return (f"dimension {names[d]!r} needs at least {data.lo[d]:g} GB/s but may have at most {data.hi[d]:g} "
+                    f"(min, max and fixed values disagree)")
+    unit = "GB/s" if data.problem.budget.kind == "total_bandwidth" else "$"
+    least = float(data.budget_w @ data.lo)
+    if least > data.budget * (1 + 1e-12):
+        return (f"the minimum and fixed bandwidths alone need {least:.6g} {unit}, more than the budget of "
+                f"{data.budget:.6g} {unit}")
+    if data.spend_all and np.isfinite(data.hi).all() and float(data.budget_w @ data.hi) < data.budget * (1 - 1e-12):
+        return (f"spend_all: the maximum and fixed bandwidths allow only {float(data.budget_w @ data.hi):.6g} {unit}, "
+                f"less than the budget of {data.budget:.6g} {unit}")
+    for i, j in data.order:
+        if data.lo[j] > data.hi[i]:
+            return (f"ordering {names[i]} >= {names[j]} cannot hold: {names[j]} needs at least {data.lo[j]:g} GB/s, "
+                    f"{names[i]} may have at most {data.hi[i]:g}")
+    for d in np.flatnonzero(data.used & (data.hi <= 0)):
+        return f"dimension {names[d]!r} carries traffic but its bandwidth is capped at 0: no finite iteration time"
+    return None
+
+
+class _Clock:
+    def __init__(self, limit: float | None) -> None:
+        self.t0, self.limit = time.monotonic(), limit
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def remaining(self) -> float | None:
+        return None if self.limit is None else self.limit - self.elapsed()
+
+    def expired(self) -> bool:
+        r = self.remaining()
+        return r is not None and r <= 0
+
+
+class _Stop(Exception):
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def _run(lp: LibraLP, backend: str, clock: _Clock):
+    remaining = clock.remaining()
+    if remaining is not None and remaining <= 0:
+        raise _Stop("limit", "time limit reached")
+    kwargs: dict[str, Any] = {}
+    if remaining is not None:
+        kwargs.update(time_limit_s=remaining, isolate=False)
+    res = solver_solve(lp.model, backend, **kwargs)
+    status = res.status.value
+    if status == "optimal":
+        return res
+    if status == "infeasible":
+        raise _Stop("infeasible", "the budget, bounds and orderings together admit no allocation (the LP is infeasible)")
+    if status in ("no_solution", "feasible"):
+        raise _Stop("limit", f"time limit reached in an LP ({status})")
+    raise _Stop("error", f"the {backend} LP solve failed: {status} {res.message}".strip())
+
+
+def _check_backend(backend: str) -> None:
+    try:
+        info = get_backend(backend)
+    except UnknownBackendError as exc:
+        raise InputError(str(exc)) from None
+    if not info.is_available():
+        raise InputError(str(BackendUnavailableError(f"backend {backend!r} needs the Python package {info.package!r}: "
+                                                     f"pip install {info.pip_name}")))
+    if not info.supports(Capability.CONTINUOUS_VARIABLES):
+        raise InputError(f"backend {backend!r} takes all-integer models only; the LIBRA model is a sequence of LPs "
+                         f"(use highs, scip or cbc)")
+
+
+def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, backend: str = "highs",
+                    time_limit_s: float | None = None, gap: float = DEFAULT_GAP) -> BandwidthSolution:
+    """Optimal per-dimension bandwidths of ``problem`` (comment block above :func:`build_lp`).
+
+    Parameters
+    ----------
+    problem : HierarchyProblem
+    objective : ``"iteration_time"`` or ``"perf_per_cost"`` (default: the problem's own)
+    backend : LP backend of :mod:`topoopt_ilp.solvers` (highs, scip, cbc)
+    time_limit_s : wall-clock budget (None: none; 0: nothing is solved, ``no_solution``)
+    gap : relative gap at which the result is proven ``optimal``
+
+    Returns
+    -------
+    BandwidthSolution
+        ``optimal`` (gap closed), ``feasible`` (time limit, with its gap), ``infeasible`` (with the
+        reason in ``message``), ``no_solution`` (time limit before any allocation) or ``error``.
+
+    Raises
+    ------
+    InputError
+        Bad options, or a ``perf_per_cost`` problem whose optimum does not exist (B = 0 allowed).
+    """
+    objective = objective or problem.objective
+    if objective not in ("iteration_time", "perf_per_cost"):
+        raise InputError(f"unknown objective {objective!r}; choose iteration_time or perf_per_cost")
+    if objective == "perf_per_cost" and not problem.has_cost:
+        raise InputError("perf_per_cost needs the cost of every dimension (prices_usd_per_gbps or unit_cost_usd_per_gbps)")
+    if time_limit_s is not None and (not math.isfinite(time_limit_s) or time_limit_s < 0):
+        raise InputError(f"time limit must be a finite number >= 0, got {time_limit_s}")
+    if not (isinstance(gap, (int, float)) and math.isfinite(gap) and gap >= 0):
+        raise InputError(f"gap must be a finite number >= 0, got {gap}")
+    _check_backend(backend)
+    clock = _Clock(time_limit_s)
+    data = libra_data(problem)
+    eq = equal_split(problem)
+    eq_eval = evaluate_bandwidths(problem, eq)
+    base = dict(objective_name=objective, backend=backend, equal_split_gbps=tuple(float(v) for v in eq),
+                equal_split_time_s=eq_eval.iteration_time_s, equal_split_objective=eq_eval.objective(objective),
+                equal_split_feasible=eq_eval.feasible, dimension_names=problem.dimension_names)
+
+    def result(status: str, message: str = "", iterations: int = 0, B=None, bound=None) -> BandwidthSolution:
+        if B is None:
+            return BandwidthSolution(status, bandwidths_gbps=None, objective=None, bound=bound, gap=None,
+                                     wall_time_s=clock.elapsed(), iterations=iterations, message=message, **base)
+        ev = evaluate_bandwidths(problem, B)
+        value = ev.objective(objective)
+        g = None if bound is None else (max(0.0, (value - bound) / value) if value > 0 else 0.0)
+        return BandwidthSolution(status, bandwidths_gbps=tuple(float(v) for v in B), objective=value, bound=bound, gap=g,
+                                 wall_time_s=clock.elapsed(), iterations=iterations, iteration_time_s=ev.iteration_time_s,
+                                 cost_usd=ev.cost_usd, message=message, **base)
+
+    reason = _direct_infeasibility(data)
+    if reason:
+        return result("infeasible", reason)
+    if time_limit_s == 0:
+        return result("no_solution", "time limit 0: nothing was solved")
+    rounds = 0
+    best_B, best_ub, lb = None, math.inf, -math.inf
+    try:
+        D = problem.num_dimensions
+        # Bounding LPs (B-space, mu = 1): the largest B_d each used dimension may get, and for
+        # perf_per_cost the least and largest network cost.
+        probe_scale = max(1.0, float(np.max(np.where(np.isfinite(data.hi), data.hi, 0.0), initial=0.0)),
+                          data.budget / float(np.max(data.budget_w)) if np.max(data.budget_w) > 0 else 1.0)
+        bmax = np.zeros(D)
+        for d in np.flatnonzero(data.used):
+            c = np.zeros(D)
+            c[d] = -1.0
+            lp0 = build_lp(data, "iteration_time", probe_scale, b_objective=c)
+            res = _run(lp0, backend, clock)
+            bmax[d] = probe_scale * res.values[lp0.b[d]]
+            if bmax[d] <= 1e-12 * probe_scale:
+                raise _Stop("infeasible", f"dimension {problem.dimension_names[d]!r} carries traffic but the constraints "
+                                          f"force its bandwidth to 0: no finite iteration time")
+        if not data.used.any():  # no traffic: any feasible allocation is optimal; find one
+            lp0 = build_lp(data, "iteration_time", probe_scale, b_objective=np.zeros(D))
+            res = _run(lp0, backend, clock)
+            B = np.clip(probe_scale * res.values[lp0.b], data.lo, data.hi)
+            value = evaluate_bandwidths(problem, B).objective(objective)
+            return result("optimal", "no collective moves data: every feasible allocation is optimal", 0, B, value)
+        scale = float(bmax.max())
+        c_ref, mu_bounds, mu_cuts = None, (1.0, 1.0), None
+        if objective == "perf_per_cost":
+            costs = []
+            for sign in (1.0, -1.0):
+                lp0 = build_lp(data, "iteration_time", scale, b_objective=sign * data.cost_w * scale)
+                res = _run(lp0, backend, clock)
+                costs.append(float(data.cost_w @ (scale * res.values[lp0.b])))
+            c_min, c_max = costs
+            if c_min <= 1e-12 * c_max:
+                raise InputError("perf_per_cost has no optimum for this problem: the constraints let every bandwidth "
+                                 "shrink to 0, and time x cost keeps falling as they do; add min_gbps or fixed_gbps, "
+                                 "or a budget with spend_all")
+            c_ref, mu_bounds = c_max, (1.0, c_max / c_min)
+            mu_cuts = list(np.geomspace(mu_bounds[0], mu_bounds[1], 5)) if mu_bounds[1] > mu_bounds[0] else [1.0]
+        # Initial tangent points: b_d at its largest value and a few halvings, and at the equal split.
+        b_cuts: dict[int, list[float]] = {}
+        for d in np.flatnonzero(data.used):
+            pts = list(bmax[d] / scale * 0.5 ** np.arange(7))
+            if eq[d] > 0:
+                pts.append(min(eq[d], bmax[d]) / scale)
+            b_cuts[int(d)] = pts
+        while rounds < MAX_ROUNDS:
+            lp = build_lp(data, objective, scale, c_ref=c_ref, mu_bounds=mu_bounds, b_cuts=b_cuts, mu_cuts=mu_cuts)
+            res = _run(lp, backend, clock)
+            rounds += 1
+            x = res.values
+            lb = max(lb, _to_units(lp, float(res.objective)))
+            B = np.clip(_bandwidths(lp, x), data.lo, data.hi)
+            ub = _exact_value(data, objective, B)
+            if ub < best_ub:
+                best_ub, best_B = ub, B
+            if best_ub - lb <= gap * abs(best_ub):
+                return result("optimal", "", rounds, best_B, min(lb, best_ub))
+            added = False
+            for d, pts in b_cuts.items():
+                bd, id_ = float(x[lp.b[d]]), float(x[lp.i[d]])
+                if bd <= 0:
+                    bd = min(pts) / 4
+                if id_ < (1.0 / bd) * (1 - 1e-12) and all(abs(bd - p) > 1e-15 * max(1.0, p) for p in pts):
+                    pts.append(bd)
+                    added = True
+            if mu_cuts is not None:
+                m, nu = float(x[lp.mu]), float(x[lp.nu])
+                if nu < (1.0 / m) * (1 - 1e-12) and all(abs(m - p) > 1e-15 for p in mu_cuts):
+                    mu_cuts.append(m)
+                    added = True
+            if not added:  # the LP point is on every curve: the bounds differ by solver tolerance only
+                return result("feasible", f"the cuts stalled at gap {(best_ub - lb) / best_ub:.3g} (solver tolerance)",
+                              rounds, best_B, lb)
+        return result("feasible", f"stopped after {MAX_ROUNDS} rounds", rounds, best_B, lb)
+    except _Stop as stop:
+        if stop.status == "limit":
+            if best_B is None:
+                return result("no_solution", stop.message, rounds, bound=None if lb == -math.inf else lb)
+            return result("feasible", stop.message, rounds, best_B, None if lb == -math.inf else lb)
+        return result(stop.status, stop.message, rounds)
