@@ -1,0 +1,343 @@
+"""Scheduling one training iteration: an RCPSP over compute tasks and flows (TOPO-X's view), by CP-SAT.
+
+Given the task graph of :mod:`topoopt_ilp.iteration_graph` (forward/backward per layer replica, block
+lookups, resharding, lookup and AllReduce flows split into path pieces, with their precedence), find
+start times that minimise the **makespan** (the end of the iteration), subject to: precedence (with
+each flow piece's hop latency as a lag), one compute task at a time per server, and at most ``X[u, v]``
+flow pieces at a time on every arc u -> v (each piece holds one link of every arc of its path for
+``bytes / B``). Unlike the evaluator's ``T_compute + T_comm`` / ``max(...)``, this accounts for
+precedence (pipeline bubbles, waiting for activations and gradients) and for overlapping compute
+with communication where the dependencies allow it.
+
+Two methods:
+
+* :func:`list_schedule` - serial list scheduling: tasks taken in a precedence-respecting order (the
+  ready task with the longest remaining chain first), each placed at the earliest time its
+  predecessors and its resources allow. An upper bound; the warm start and horizon of the model.
+* :func:`solve_schedule` - the exact model below on CP-SAT: ``optimal`` when CP-SAT proves it,
+  ``feasible`` with CP-SAT's bound and gap when a limit stops it, ``no_solution`` when it found none.
+
+Why CP-SAT directly, not the solver layer. The toolkit's solver layer (design §5) takes a model as
+arrays of one linear program: bounds, a sparse matrix, an objective. Scheduling needs interval
+variables with global constraints (NoOverlap, Cumulative), which a linear array model can only
+imitate with big-M ordering binaries for every pair of tasks on a resource - a quadratic, weak
+formulation. CP-SAT's native intervals propagate these constraints directly, so this model talks
+to ``ortools.sat.python.cp_model`` itself (it is the only back-end here that could run it anyway).
+
+Time is integer: one unit is ``time_unit_s`` (default 1 us); every duration and latency is rounded
+**up** to whole units. So
+
+* the returned schedule is feasible for the exact durations too (each task sits inside its rounded
+  interval), and its makespan is at least the exact-duration optimum M*;
+* ``optimal`` means optimal for the rounded durations, and that optimum is below ``M* + 3 K u``,
+  where K is the largest number of tasks that run one after another (each ends before the next
+  starts) in an optimal exact-duration schedule (K <= number of tasks). Proof: delay every task of an
+  optimal exact schedule by ``3 h u`` (h = tasks of the longest such chain ending before it) and
+  round its start up to a unit: precedence and "one after the other" survive; tasks that ran at a
+  common time still share one (intervals: Helly), so capacities hold; the makespan grows by < 3 K u.
+* ``bound_s`` is CP-SAT's bound for the rounded problem; :func:`topoopt_ilp.iteration_graph.lower_bounds`
+  gives bounds that hold for the exact durations (reported as ``details["lower_bounds"]``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.iteration_graph import IterationGraph, Schedule, lower_bounds
+
+__all__ = ["list_schedule", "solve_schedule", "build_schedule_model", "model_size", "schedule_to_dict",
+           "MAX_MODEL_SIZE", "DEFAULT_TIME_UNIT_S"]
+
+DEFAULT_TIME_UNIT_S = 1e-6
+#: Largest model (tasks + piece-arc memberships + precedence edges) the exact method builds. The
+#: shipped 12-server workloads are below 3,000; CP-SAT's propagation (and the Python model building)
+#: becomes impractical in the 10^5 range.
+MAX_MODEL_SIZE = 100_000
+
+
+def _units(g: IterationGraph, unit: float) -> tuple[list[int], list[int]]:
+    """Durations and latencies in whole units, rounded up (a tiny slack absorbs float noise such as
+    1e-6 / 1e-6 = 1.0000000000000002)."""
+    if not (isinstance(unit, (int, float)) and math.isfinite(unit) and unit > 0):
+        raise InputError(f"time unit must be a positive number of seconds, got {unit!r}")
+
+    def up(v: float) -> int:
+        return int(math.ceil(v / unit * (1 - 1e-12))) if v > 0 else 0
+
+    return [up(t.duration_s) for t in g.tasks], [up(t.latency_s) for t in g.tasks]
+
+
+def model_size(g: IterationGraph) -> int:
+    """Tasks + piece-arc memberships (arcs x flows) + precedence edges: what the model has to hold."""
+    return len(g.tasks) + g.arc_uses() + int(len(g.edges))
+
+
+def _tails(g: IterationGraph, dur: list[int], lat: list[int], order: list[int], succ: list[list[int]]) -> list[int]:
+    """Longest chain (durations + latencies) from each task to the end, the task included."""
+    tail = [0] * len(g.tasks)
+    for j in reversed(order):
+        tail[j] = dur[j] + lat[j] + max((tail[s] for s in succ[j]), default=0)
+    return tail
+
+
+def _schedule(g: IterationGraph, method: str, status: str, start: list[int] | None, dur: list[int], lat: list[int],
+              unit: float, bound_units: float | None, wall: float, details: dict[str, Any]) -> Schedule:
+    if start is None:
+        return Schedule(status, method, None, None if bound_units is None else bound_units * unit, None, None, None, unit,
+                        wall, details)
+    s = np.asarray(start, dtype=np.int64)
+    end = s + np.asarray(dur, dtype=np.int64)
+    mk_units = int((end + np.asarray(lat, dtype=np.int64)).max()) if len(s) else 0
+    mk = mk_units * unit
+    bound = None if bound_units is None else min(bound_units, mk_units) * unit
+    gap = None if bound is None else (0.0 if mk <= 0 else max(0.0, (mk - bound) / mk))
+    return Schedule(status, method, mk, bound, gap, s * unit, end * unit, unit, wall, details)
+
+
+# ----------------------------------------------------------------------------------------------
+# List scheduling (serial schedule generation)
+# ----------------------------------------------------------------------------------------------
+class _Profile:
+    """Usage of one resource over time: breakpoints ``ts`` and usage ``us[k]`` on ``[ts[k], ts[k+1])``."""
+
+    __slots__ = ("cap", "ts", "us")
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.ts, self.us = cap, [0], [0]
+
+    def earliest(self, t: int, p: int) -> int:
+        """Earliest start >= t with usage < cap throughout ``[start, start + p)``."""
+        k = bisect.bisect_right(self.ts, t) - 1
+        start = t
+        while True:
+            j = k
+            while j < len(self.ts) and self.ts[j] < start + p:
+                if self.us[j] >= self.cap:
+                    break
+                j += 1
+            else:
+                return start
+            if self.ts[j] >= start + p:
+                return start
+            start, k = self.ts[j + 1], j + 1  # the last segment has usage 0 < cap: j + 1 exists
+
+    def _split(self, t: int) -> int:
+        k = bisect.bisect_right(self.ts, t) - 1
+        if self.ts[k] != t:
+            self.ts.insert(k + 1, t)
+            self.us.insert(k + 1, self.us[k])
+            k += 1
+        return k
+
+    def add(self, s: int, e: int) -> None:
+        a = self._split(s)
+        b = self._split(e)
+        for k in range(a, b):
+            self.us[k] += 1
+
+
+def list_schedule(g: IterationGraph, *, time_unit_s: float = DEFAULT_TIME_UNIT_S) -> Schedule:
+    """Serial list schedule: repeatedly take the ready task (all predecessors placed) with the longest
+    remaining chain to the end (ties: lowest index) and start it at the earliest time >= its
+    predecessors' ends (plus their latencies) at which its server, or every arc of its path, has a
+    free unit for its whole duration. Status ``feasible``; ``bound_s`` is the best of
+    :func:`~topoopt_ilp.iteration_graph.lower_bounds` for the rounded durations."""
+    started = time.perf_counter()
+    dur, lat = _units(g, time_unit_s)
+    N = len(g.tasks)
+    succ, pred = g.successors(), g.predecessors()
+    order = g.topological_order()
+    tail = _tails(g, dur, lat, order, succ)
+    resources: dict[Any, _Profile] = {}
+    uses: list[list[_Profile]] = []
+    for t in g.tasks:
+        mine = []
+        if t.server >= 0:
+            mine.append(resources.setdefault(("server", t.server), _Profile(1)))
+        for u, v in t.arcs:
+            mine.append(resources.setdefault((u, v), _Profile(int(g.x[u, v]))))
+        uses.append(mine)
+    left = [len(p) for p in pred]
+    ready_at = [0] * N
+    heap = [(-tail[j], j) for j in range(N) if left[j] == 0]
+    heapq.heapify(heap)
+    start = [0] * N
+    while heap:
+        _, j = heapq.heappop(heap)
+        t, p = ready_at[j], dur[j]
+        if p > 0 and uses[j]:
+            while True:
+                moved = t
+                for r in uses[j]:
+                    moved = max(moved, r.earliest(moved, p))
+                if moved == t:
+                    break
+                t = moved
+            for r in uses[j]:
+                r.add(t, t + p)
+        start[j] = t
+        done = t + p + lat[j]
+        for s in succ[j]:
+            ready_at[s] = max(ready_at[s], done)
+            left[s] -= 1
+            if left[s] == 0:
+                heapq.heappush(heap, (-tail[s], s))
+    lb = _unit_bound(g, dur, lat, order, tail)
+    return _schedule(g, "heuristic", "feasible", start, dur, lat, time_unit_s, lb, time.perf_counter() - started,
+                     {"lower_bounds": lower_bounds(g), "source": "list schedule"})
+
+
+def _unit_bound(g: IterationGraph, dur: list[int], lat: list[int], order: list[int], tail: list[int]) -> int:
+    """max(busiest server, busiest arc / links, critical path), in rounded units."""
+    server = np.zeros(g.n, dtype=np.int64)
+    arc = np.zeros((g.n, g.n), dtype=np.int64)
+    for j, t in enumerate(g.tasks):
+        if t.server >= 0:
+            server[t.server] += dur[j]
+        for u, v in t.arcs:
+            arc[u, v] += dur[j]
+    net = max((math.ceil(int(arc[u, v]) / int(g.x[u, v])) for u, v in zip(*np.nonzero(arc))), default=0)
+    return int(max(int(server.max(initial=0)), net, max(tail, default=0)))
+
+
+# ----------------------------------------------------------------------------------------------
+# The CP-SAT model
+# ----------------------------------------------------------------------------------------------
+# Data:      tasks j with integer duration p_j and latency l_j (units, rounded up; l_j > 0 only for
+#            flow pieces: alpha x hops); precedence edges (a, b); compute tasks C_v on server v;
+#            flow pieces P_uv whose path uses arc u->v, which has X_uv parallel links; horizon H =
+#            the list schedule's makespan; LB = max(busiest server, ceil(busiest arc / X), critical path).
+# Variables: S_j in [0, H - p_j - l_j] integer start; interval I_j = [S_j, S_j + p_j);
+#            C in [LB, H] the makespan.
+# Constraints:
+#   precedence:  S_b >= S_a + p_a + l_a                         for every edge (a, b)
+#   servers:     NoOverlap({I_j : j in C_v, p_j > 0})            for every server v
+#   arcs:        Cumulative({I_j : j in P_uv, p_j > 0}, demand 1, capacity X_uv)   for every arc
+#                (NoOverlap when X_uv = 1; left out when |P_uv| <= X_uv: it cannot bind)
+#   makespan:    C >= S_j + p_j + l_j                            for every task without successor
+# Objective: minimise C.  Warm start: AddHint(S_j = list-schedule start).
+def build_schedule_model(g: IterationGraph, dur: list[int], lat: list[int], horizon: int, lb: int,
+                         hint: list[int] | None = None):
+    """The CP-SAT model (comment block above). Returns ``(model, starts, makespan_var)``."""
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    N = len(g.tasks)
+    S = [m.new_int_var(0, max(0, horizon - dur[j] - lat[j]), f"S{j}") for j in range(N)]
+    intervals = [m.new_fixed_size_interval_var(S[j], dur[j], f"I{j}") for j in range(N)]
+    for a, b in g.edges.tolist():
+        m.add(S[b] >= S[a] + dur[a] + lat[a])
+    per_server: dict[int, list] = {}
+    per_arc: dict[tuple[int, int], list] = {}
+    for j, t in enumerate(g.tasks):
+        if dur[j] == 0:
+            continue
+        if t.server >= 0:
+            per_server.setdefault(t.server, []).append(intervals[j])
+        for arc in t.arcs:
+            per_arc.setdefault(arc, []).append(intervals[j])
+    for ivs in per_server.values():
+        if len(ivs) > 1:
+            m.add_no_overlap(ivs)
+    for (u, v), ivs in per_arc.items():
+        cap = int(g.x[u, v])
+        if len(ivs) <= cap:
+            continue
+        if cap == 1:
+            m.add_no_overlap(ivs)
+        else:
+            m.add_cumulative(ivs, [1] * len(ivs), cap)
+    C = m.new_int_var(min(lb, horizon), horizon, "makespan")
+    has_succ = np.zeros(N, dtype=bool)
+    if len(g.edges):
+        has_succ[g.edges[:, 0]] = True
+    for j in np.flatnonzero(~has_succ).tolist():
+        m.add(C >= S[j] + dur[j] + lat[j])
+    m.minimize(C)
+    if hint is not None:
+        for j in range(N):
+            m.add_hint(S[j], int(hint[j]))
+        m.add_hint(C, horizon)
+    return m, S, C
+
+
+def solve_schedule(g: IterationGraph, *, time_limit_s: float | None = None, time_unit_s: float = DEFAULT_TIME_UNIT_S,
+                   threads: int = 2, seed: int = 0, warm_start: bool = True, max_size: int = MAX_MODEL_SIZE,
+                   log: bool = False) -> Schedule:
+    """Minimise the makespan exactly with CP-SAT (module docstring). The list schedule gives the
+    horizon and, with ``warm_start``, the hint. Refuses (UnsupportedError) a model above ``max_size``
+    (:func:`model_size`) before building it."""
+    from ortools.sat.python import cp_model
+
+    started = time.perf_counter()
+    if time_limit_s is not None and not (math.isfinite(time_limit_s) and time_limit_s >= 0):
+        raise InputError(f"time limit must be a finite number >= 0, got {time_limit_s}")
+    size = model_size(g)
+    if size > max_size:
+        raise UnsupportedError(
+            f"the scheduling model would hold {size:,} terms ({len(g.tasks):,} tasks, {g.arc_uses():,} flow-arc uses, "
+            f"{len(g.edges):,} precedence edges), above the exact method's limit of {max_size:,}; "
+            "use --method heuristic (list scheduling)")
+    heur = list_schedule(g, time_unit_s=time_unit_s)
+    dur, lat = _units(g, time_unit_s)
+    hint = np.rint(heur.start_s / time_unit_s).astype(np.int64).tolist()
+    horizon = int(round(heur.makespan_s / time_unit_s))
+    lb = int(round(heur.bound_s / time_unit_s))
+    model, S, C = build_schedule_model(g, dur, lat, horizon, lb, hint if warm_start else None)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = max(1, int(threads))
+    solver.parameters.random_seed = int(seed)
+    solver.parameters.log_search_progress = bool(log)
+    if time_limit_s is not None:
+        solver.parameters.max_time_in_seconds = float(time_limit_s)
+    code = solver.solve(model)
+    details = {"lower_bounds": lower_bounds(g), "list_makespan_s": heur.makespan_s, "model_size": size,
+               "cpsat_status": solver.status_name(code), "cpsat_wall_time_s": solver.wall_time, "source": "CP-SAT"}
+    wall = time.perf_counter() - started
+    if code == cp_model.OPTIMAL:
+        start = [solver.value(v) for v in S]
+        return _schedule(g, "exact", "optimal", start, dur, lat, time_unit_s, solver.value(C), wall, details)
+    if code == cp_model.FEASIBLE:
+        start = [solver.value(v) for v in S]
+        bound = max(lb, math.ceil(solver.best_objective_bound - 1e-9))
+        return _schedule(g, "exact", "feasible", start, dur, lat, time_unit_s, bound, wall, details)
+    if code == cp_model.UNKNOWN:
+        return _schedule(g, "exact", "no_solution", None, dur, lat, time_unit_s, lb, wall, details)
+    # INFEASIBLE cannot happen (the list schedule fits the horizon); MODEL_INVALID is a bug here.
+    raise RuntimeError(f"CP-SAT returned {solver.status_name(code)} on the scheduling model")
+
+
+# ----------------------------------------------------------------------------------------------
+def schedule_to_dict(g: IterationGraph, sched: Schedule) -> dict[str, Any]:
+    """JSON form (``"format": "topoopt-schedule"``): the summary and, when there is one, every task's times."""
+    out: dict[str, Any] = {
+        "format": "topoopt-schedule",
+        "version": 1,
+        "status": sched.status,
+        "method": sched.method,
+        "makespan_s": sched.makespan_s,
+        "bound_s": sched.bound_s,
+        "gap": sched.gap,
+        "time_unit_s": sched.time_unit_s,
+        "wall_time_s": sched.wall_time_s,
+        "forward_fraction": g.forward_fraction,
+        "routing": g.routing,
+        "tasks": [],
+    }
+    if sched.has_schedule:
+        for j, t in enumerate(g.tasks):
+            row: dict[str, Any] = {"name": t.name, "kind": t.kind, "start_s": float(sched.start_s[j]),
+                                   "end_s": float(sched.end_s[j]), "duration_s": t.duration_s}
+            if t.is_flow:
+                row.update(path=list(t.path), bytes=t.bytes, latency_s=t.latency_s)
+            else:
+                row["server"] = t.server
+            out["tasks"].append(row)
+    return out
