@@ -137,3 +137,44 @@ def test_sigterm_stops_a_parallel_sweep_and_its_workers():
         time.sleep(0.5)
     else:
         pytest.fail("the sweep's worker processes outlived it")
+
+
+def test_a_journal_resumes_a_sweep_and_resolves_edited_files(tmp_path, monkeypatch):
+    import topoopt_ilp.sweep as sweep_module
+
+    files = []
+    for f in FILES:
+        files.append(str(tmp_path / f.rsplit("/", 1)[1]))
+        shutil.copy(f, files[-1])
+    journal = tmp_path / "sweep.jsonl"
+    first = sweep(files, ["heuristic", "exact"], time_limit_s=30, journal=journal)
+    assert len(journal.read_text().splitlines()) == 4
+    solved = []
+    real = sweep_module.run_one
+    monkeypatch.setattr(sweep_module, "run_one", lambda inst, *run: solved.append(run[0]) or real(inst, *run))
+    again = sweep(files, ["heuristic", "exact"], time_limit_s=30, journal=journal)
+    assert solved == [] and [r.as_dict() for r in again] == [r.as_dict() for r in first]  # all reused, distances too
+    sweep(files, ["heuristic", "exact"], time_limit_s=20, journal=journal)  # another time limit: exact again
+    assert solved == ["exact", "exact"]
+    data = json.loads(open(files[0]).read())
+    data["name"] = "edited"
+    with open(files[0], "w") as fh:
+        json.dump(data, fh)
+    solved.clear()
+    sweep(files, ["heuristic", "exact"], time_limit_s=30, journal=journal)
+    assert solved == ["heuristic", "exact"]  # only the edited file
+    with open(journal, "a") as fh:
+        fh.write('{"key": "cut sh')  # a sweep killed while writing its last line
+    solved.clear()
+    sweep(files, ["heuristic", "exact"], time_limit_s=30, journal=journal)
+    assert solved == []
+
+
+def test_a_journal_that_is_not_one_is_refused(tmp_path, capsys):
+    bad = tmp_path / "j.jsonl"
+    bad.write_text('{"format": "topoopt-instance"}\n{"key": 1}\n')
+    with pytest.raises(InputError, match="line 1 is not a sweep journal entry"):
+        sweep(FILES[:1], ["heuristic"], journal=bad)
+    out = tmp_path / "same.json"
+    assert main(["sweep", FILES[0], "--methods", "heuristic", "--out", str(out), "--journal", str(out)]) == 2
+    assert "name the same file" in capsys.readouterr().err

@@ -410,12 +410,19 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .io import check_writable, write_atomic
-    from .sweep import expand_paths, format_sweep, sweep
+    from .sweep import expand_paths, format_sweep, read_journal, sweep
 
     paths = expand_paths(args.paths)
     methods, backends = _methods_and_backends(args)
     if args.out is not None:
         check_writable(args.out, "--out")
+    if args.journal is not None:
+        check_writable(args.journal, "--journal")
+        if args.out is not None and os.path.realpath(args.out) == os.path.realpath(args.journal):
+            raise InputError("--out and --journal name the same file; the results would overwrite the journal")
+        if not args.quiet and os.path.exists(args.journal):
+            print(f"{args.journal}: {len(read_journal(args.journal))} solve(s) recorded; those of this sweep are reused",
+                  file=sys.stderr)
     progress = None
     if not args.quiet:
         def progress(done, total, path, row):
@@ -445,7 +452,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         try:
             rows = sweep(paths, methods, backends, args.time_limit, seed=args.seed,
                          native_options=_native_options(args.solver_option, backends), executor=executor,
-                         progress=progress)
+                         progress=progress, journal=args.journal)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop the workers now, not after their solves
             if isinstance(executor, ProcessPoolExecutor):
                 for proc in list((getattr(executor, "_processes", None) or {}).values()):
@@ -692,6 +699,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the solves on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.1:8786; its workers need "
                         "this package), or on a local Dask cluster of --jobs workers; needs pip install 'topoopt-ilp[dask]'")
     w.add_argument("--out", default=None, metavar="FILE", help="write the results here (atomically) instead of printing them")
+    w.add_argument("--journal", default=None, metavar="FILE",
+                   help="append each solve's row to FILE (JSON lines) as it ends; run again with the same FILE to "
+                        "reuse the rows already there (resume an interrupted sweep)")
     w.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     w.set_defaults(func=_cmd_sweep)
 

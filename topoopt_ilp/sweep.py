@@ -11,17 +11,26 @@ Results are returned in input order (instance, then the comparison's order of me
 back-ends), whatever order the tasks finished in, so a sweep's output does not depend on ``--jobs``.
 A solve that fails unexpectedly (an internal error, a worker that died) is a row with status
 ``error`` and the exception: it does not cost the other rows.
+
+A long sweep can keep a **journal** (``--journal FILE``): each solve's row is appended to it, one
+JSON line, as soon as the solve ends, keyed by the instance file's content (SHA-256), the method,
+the back-end and the solve's options. A sweep given the same journal again reuses every row whose
+key is there instead of solving it, so an interrupted sweep resumes where it stopped, and an
+instance file that was edited since is solved again. Rows of solves that failed unexpectedly are
+not journalled (they are retried).
 """
 
 from __future__ import annotations
 
 import csv
 import glob
+import hashlib
 import io as _io
+import json
 import math
 import os
 from concurrent.futures import Executor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -29,7 +38,7 @@ from .compare import CompareRow, annotate, rows_table, plan_runs, run_one
 from .errors import InputError
 from .instance import Instance
 
-__all__ = ["SweepRow", "expand_paths", "format_sweep", "sweep"]
+__all__ = ["SweepRow", "expand_paths", "format_sweep", "read_journal", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -70,14 +79,50 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
     return out
 
 
+def _journal_key(content_sha256: str, method: str, backend: str, options: Mapping[str, object]) -> str:
+    """What makes two solves the same: the instance file's bytes, the method, back-end and options."""
+    text = json.dumps([content_sha256, method, backend, dict(options)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_journal(path: str | os.PathLike) -> dict[str, CompareRow]:
+    """The rows of a sweep journal by key (empty when the file does not exist). A last line cut
+    short (the sweep was killed while writing it) is ignored; any other bad line is an
+    :class:`InputError` naming it, since the file is then not a journal this sweep wrote."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().split("\n")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--journal {os.fspath(path)}: cannot read it ({exc})") from None
+    names = {f.name for f in fields(CompareRow)}
+    out: dict[str, CompareRow] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            row = CompareRow(**{k: v for k, v in entry["row"].items() if k in names})
+            out[str(entry["key"])] = row
+        except (ValueError, KeyError, TypeError, AttributeError):
+            if number == len(lines):  # the unterminated last line of a killed sweep
+                continue
+            raise InputError(f"--journal {os.fspath(path)}: line {number} is not a sweep journal entry") from None
+    return out
+
+
 def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = None,
           backends: Sequence[str] = ("highs",), time_limit_s: float | None = 60.0, seed: int = 0,
           native_options: Mapping[str, Mapping[str, object]] | None = None, executor: Executor | None = None,
-          progress: Callable[[int, int, str, CompareRow], None] | None = None) -> list[SweepRow]:
+          progress: Callable[[int, int, str, CompareRow], None] | None = None,
+          journal: str | os.PathLike | None = None) -> list[SweepRow]:
     """Compare ``methods`` (default: :func:`~topoopt_ilp.compare.compare`'s) on every instance file
     in ``paths``. Solves run in ``executor`` when given (its workers must have this package
     installed), else here one by one; ``progress(done, total, path, row)`` is called as each ends.
-    Raises :class:`InputError` naming the file when an instance file is bad, before any solve."""
+    With ``journal`` (a file path) rows found in it are reused and every new row is appended to it
+    (module docstring). Raises :class:`InputError` naming the file when an instance file is bad,
+    before any solve."""
     from .io import load_instance
 
     paths = [os.fspath(p) for p in paths]
@@ -87,12 +132,29 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
     tasks = [(k, j, run) for k, inst in enumerate(instances)
              for j, run in enumerate(plan_runs(inst, methods, backends, time_limit_s, seed, native_options))]
     rows: dict[tuple[int, int], CompareRow] = {}
+    keys: dict[tuple[int, int], str] = {}
+    journalled: dict[str, CompareRow] = {}
+    if journal is not None:
+        journalled = read_journal(journal)
+        digests = [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths]
+        keys = {(k, j): _journal_key(digests[k], *run) for k, j, run in tasks}
 
-    def done(key: tuple[int, int], row: CompareRow) -> None:
+    total = len(tasks)
+
+    def done(key: tuple[int, int], row: CompareRow, record: bool = True) -> None:
         rows[key] = row
+        if journal is not None and record:
+            with open(journal, "a", encoding="utf-8") as fh:  # one line per row, on disk as it ends
+                fh.write(json.dumps({"key": keys[key], "instance": paths[key[0]], "row": asdict(row)}) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
         if progress is not None:
-            progress(len(rows), len(tasks), paths[key[0]], row)
+            progress(len(rows), total, paths[key[0]], row)
 
+    for k, j, _ in tasks:  # reused silently: progress counts on from them
+        if journal is not None and keys[(k, j)] in journalled:
+            rows[(k, j)] = journalled[keys[(k, j)]]
+    tasks = [(k, j, run) for k, j, run in tasks if (k, j) not in rows]
     tasks_by_key = {(k, j): run for k, j, run in tasks}
 
     def crashed(key: tuple[int, int], exc: Exception) -> CompareRow:
@@ -105,7 +167,8 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
             try:
                 row = run_one(instances[k], *run)
             except Exception as exc:  # noqa: BLE001 - reported in the row
-                row = crashed((k, j), exc)
+                done((k, j), crashed((k, j), exc), record=False)
+                continue
             done((k, j), row)
     else:
         futures = {executor.submit(run_one, instances[k], *run): (k, j) for k, j, run in tasks}
@@ -114,7 +177,8 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
                 try:
                     row = fut.result()
                 except Exception as exc:  # noqa: BLE001 - reported in the row
-                    row = crashed(futures[fut], exc)
+                    done(futures[fut], crashed(futures[fut], exc), record=False)
+                    continue
                 done(futures[fut], row)
         except BaseException:
             for fut in futures:
@@ -130,8 +194,6 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
 def format_sweep(rows: Sequence[SweepRow], fmt: str = "table") -> str:
     """``table`` (one block per instance, as ``topoopt compare`` prints it), ``csv`` or ``json``."""
     if fmt == "json":
-        import json
-
         from .io import json_safe
 
         return json.dumps(json_safe({"rows": [r.as_dict() for r in rows]}), indent=1)
