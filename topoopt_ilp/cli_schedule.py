@@ -1,0 +1,163 @@
+"""``topoopt schedule INSTANCE SOLUTION``: schedule one training iteration of a design (RCPSP).
+
+Registered by :func:`add_subcommand` on the ``topoopt`` sub-command parser. Prints the makespan, its
+bound and gap, the status, the evaluator's iteration time with ``overlap`` none and full for
+comparison, and the busiest server and arc. Exit codes (design §6): 0 solved (optimal or feasible),
+2 bad input or usage, 4 time limit without a schedule, 1 anything else; errors are one line (the
+``topoopt`` entry point turns every :class:`~topoopt_ilp.errors.TopoOptError` into one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from .errors import EXIT_NO_SOLUTION, EXIT_OK, InputError
+
+__all__ = ["add_subcommand", "run_schedule"]
+
+
+def _number(text: str, *, low: float, low_ok: bool, high: float | None = None) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v < low or (v == low and not low_ok) or (high is not None and v > high):
+        span = f"{'>=' if low_ok else '>'} {low:g}" + (f" and <= {high:g}" if high is not None else "")
+        raise argparse.ArgumentTypeError(f"must be a finite number {span}, got {text}")
+    return v
+
+
+def _time_limit(text: str) -> float:
+    return _number(text, low=0.0, low_ok=True)
+
+
+def _unit_us(text: str) -> float:
+    return _number(text, low=0.0, low_ok=False)
+
+
+def _fraction(text: str) -> float:
+    return _number(text, low=0.0, low_ok=True, high=1.0)
+
+
+def _threads(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {v}")
+    return v
+
+
+def add_subcommand(sub: Any) -> argparse.ArgumentParser:
+    """Register ``schedule`` on ``sub`` (the object ``ArgumentParser.add_subparsers`` returned)."""
+    p = sub.add_parser(
+        "schedule", help="schedule one training iteration of a design (compute and flows, RCPSP)",
+        description="Schedule every compute task (forward/backward per layer replica, block lookups) and every flow "
+                    "(resharding, lookups, AllReduce ring edges, split over their routes) of one training iteration on "
+                    "the solution's topology, minimising the makespan: exactly with CP-SAT (default) or by list "
+                    "scheduling. Prints the makespan, bound, gap and status next to the evaluator's iteration time "
+                    "with overlap none and full.")
+    p.add_argument("instance", metavar="INSTANCE", help="a workload instance")
+    p.add_argument("solution", metavar="SOLUTION", help="a solution file (topology, placement, rings, routes)")
+    p.add_argument("--method", choices=("exact", "heuristic"), default="exact",
+                   help="exact: CP-SAT, warm-started from the list schedule (default); heuristic: the list schedule")
+    p.add_argument("--time-limit", type=_time_limit, default=None, metavar="S",
+                   help="exact: CP-SAT's time limit in seconds (default: none; the result is then proven optimal)")
+    p.add_argument("--time-unit-us", type=_unit_us, default=1.0, metavar="U",
+                   help="time resolution: durations are rounded up to multiples of U microseconds (default 1)")
+    p.add_argument("--forward-fraction", type=_fraction, default=1.0 / 3.0, metavar="F",
+                   help="share of a layer's time spent in its forward pass (default 1/3: backward = 2 x forward)")
+    p.add_argument("--routing", choices=("given", "shortest_path"), default="given",
+                   help="given: the solution's routes (shortest paths when it has none; default); shortest_path: "
+                        "every pair split equally over its shortest paths (the evaluator's modes)")
+    p.add_argument("--threads", type=_threads, default=2, metavar="T", help="exact: CP-SAT workers (default 2)")
+    p.add_argument("--out", default=None, metavar="SCHEDULE.json", help="write the schedule (every task's times) here, atomically")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=run_schedule)
+    return p
+
+
+def _fmt(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "-" if v is None else "inf"
+    if v == 0:
+        return "0 s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(v) >= scale:
+            return f"{v / scale:.6g} {unit}"
+    return f"{v:.3g} s"
+
+
+def run_schedule(args: argparse.Namespace) -> int:
+    """The ``schedule`` command (``args`` from :func:`add_subcommand`'s parser)."""
+    from .evaluate import evaluate
+    from .io import check_writable, json_safe, load_instance, load_solution, write_json_atomic
+    from .iteration_graph import check_schedule, graph_from_solution
+    from .models.schedule import list_schedule, schedule_to_dict, solve_schedule
+
+    if args.out:
+        check_writable(args.out)
+    inst = load_instance(args.instance)
+    if inst.workload is None:
+        raise InputError("scheduling needs a workload instance (layers and blocks); this instance has a fixed demand",
+                         source=args.instance)
+    sol = load_solution(args.solution, directed=inst.cluster.directed)
+    if sol.topology is None:
+        raise InputError(f"the solution holds no design (status {sol.status}): nothing to schedule", source=args.solution)
+    graph = graph_from_solution(inst, sol, routing=args.routing, forward_fraction=args.forward_fraction)
+    unit = args.time_unit_us * 1e-6
+    if args.method == "heuristic":
+        sched = list_schedule(graph, time_unit_s=unit)
+    else:
+        sched = solve_schedule(graph, time_limit_s=args.time_limit, time_unit_s=unit, threads=args.threads)
+    if sched.has_schedule:
+        problems = check_schedule(graph, sched)
+        if problems:  # never hand out a schedule the independent check refuses
+            raise RuntimeError(f"the schedule fails its check: {problems[0]}")
+    m = evaluate(inst, sol, routing=args.routing)
+    lb = sched.details["lower_bounds"]
+    summary: dict[str, Any] = {
+        "instance": args.instance, "solution": args.solution, "method": args.method, "status": sched.status,
+        "makespan_s": sched.makespan_s, "bound_s": sched.bound_s, "gap": sched.gap, "wall_time_s": sched.wall_time_s,
+        "evaluator": {"overlap_none_s": m.compute_time_s + m.comm_time_s, "overlap_full_s": max(m.compute_time_s, m.comm_time_s),
+                      "instance_overlap": inst.workload.overlap, "compute_time_s": m.compute_time_s, "comm_time_s": m.comm_time_s},
+        "lower_bounds": {"compute_s": lb["compute_s"], "network_s": lb["network_s"], "critical_path_s": lb["critical_path_s"]},
+        "busiest_server": {"server": lb["busiest_server"], "compute_s": lb["compute_s"]},
+        "busiest_arc": None if lb["busiest_arc"] is None else {"arc": list(lb["busiest_arc"]), "time_s": lb["network_s"],
+                                                               "links": int(graph.x[lb["busiest_arc"]])},
+        "tasks": len(graph), "compute_tasks": graph.num_compute, "flow_pieces": graph.num_flow_pieces,
+        "time_unit_s": unit, "routing": graph.routing, "forward_fraction": graph.forward_fraction,
+    }
+    if sched.has_schedule and args.out:
+        write_json_atomic(args.out, json_safe({**schedule_to_dict(graph, sched), "summary": summary}))
+    if args.json:
+        print(json.dumps(json_safe(summary), indent=1))
+    else:
+        how = "CP-SAT" if args.method == "exact" else "list scheduling"
+        print(f"schedule of {args.solution} on {args.instance} ({how}): {sched.status}")
+        if sched.has_schedule:
+            gap = "-" if sched.gap is None else f"{sched.gap:.4g}"
+            print(f"  makespan           {_fmt(sched.makespan_s)}  (bound {_fmt(sched.bound_s)}, gap {gap})")
+        else:
+            print(f"  makespan           none found within the time limit (bound {_fmt(sched.bound_s)}); "
+                  "--method heuristic always gives one")
+        ev = summary["evaluator"]
+        print(f"  evaluator          overlap none {_fmt(ev['overlap_none_s'])}, overlap full {_fmt(ev['overlap_full_s'])}"
+              f"  (compute {_fmt(ev['compute_time_s'])}, comm {_fmt(ev['comm_time_s'])})")
+        print(f"  lower bounds       compute {_fmt(lb['compute_s'])}, network {_fmt(lb['network_s'])}, "
+              f"critical path {_fmt(lb['critical_path_s'])}")
+        print(f"  busiest server     {lb['busiest_server']}: {_fmt(lb['compute_s'])} of compute")
+        if lb["busiest_arc"] is not None:
+            u, v = lb["busiest_arc"]
+            print(f"  busiest arc        {u}->{v}: {_fmt(lb['network_s'])} of transfer per link ({int(graph.x[u, v])} link(s))")
+        else:
+            print("  busiest arc        - (no traffic)")
+        print(f"  tasks              {len(graph)} ({graph.num_compute} compute, {graph.num_flow_pieces} flow pieces), "
+              f"time unit {_fmt(unit)}, routing {graph.routing}, solve {sched.wall_time_s:.3g} s")
+        if args.out and sched.has_schedule:
+            print(f"  wrote              {args.out}")
+    return EXIT_OK if sched.has_schedule else EXIT_NO_SOLUTION
