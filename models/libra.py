@@ -538,7 +538,7 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
         if objective == "perf_per_cost":
             costs = []
             for sign in (1.0, -1.0):
-                lp0 = build_lp(data, "iteration_time", scale, b_objective=sign * data.cost_w * scale)
+                lp0 = build_lp(data, "iteration_time", scale, b_objective=sign * data.cost_w / data.cost_w.max())
                 res = _run(lp0, backend, clock)
                 costs.append(float(data.cost_w @ (scale * res.values[lp0.b])))
             c_min, c_max = costs
@@ -546,7 +546,7 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
                 raise InputError("perf_per_cost has no optimum for this problem: the constraints let every bandwidth "
                                  "shrink to 0, and time x cost keeps falling as they do; add min_gbps or fixed_gbps, "
                                  "or a budget with spend_all")
-            c_ref, mu_bounds = c_max, (1.0, c_max / c_min)
+            c_ref, mu_bounds = c_max, (1.0, max(1.0, c_max / c_min))
             mu_cuts = list(np.geomspace(mu_bounds[0], mu_bounds[1], 5)) if mu_bounds[1] > mu_bounds[0] else [1.0]
         # Initial tangent points: b_d at its largest value and a few halvings, and at the equal split.
         b_cuts: dict[int, list[float]] = {}
@@ -565,7 +565,7 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             ub = _exact_value(data, objective, B)
             if ub < best_ub:
                 best_ub, best_B = ub, B
-            if best_ub - lb <= gap * abs(best_ub):
+            if math.isfinite(best_ub) and best_ub - lb <= gap * abs(best_ub):
                 return result("optimal", "", rounds, best_B, min(lb, best_ub))
             added = False
             for d, pts in b_cuts.items():
@@ -581,8 +581,12 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
                     mu_cuts.append(m)
                     added = True
             if not added:  # the LP point is on every curve: the bounds differ by solver tolerance only
+                if best_B is None:
+                    return result("error", "the cutting planes stalled before finding a finite allocation", rounds)
                 return result("feasible", f"the cuts stalled at gap {(best_ub - lb) / best_ub:.3g} (solver tolerance)",
                               rounds, best_B, lb)
+        if best_B is None:
+            return result("error", f"no finite allocation after {MAX_ROUNDS} rounds", rounds)
         return result("feasible", f"stopped after {MAX_ROUNDS} rounds", rounds, best_B, lb)
     except _Stop as stop:
         if stop.status == "limit":

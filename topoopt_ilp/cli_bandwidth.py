@@ -1,0 +1,155 @@
+"""``topoopt bandwidth``: LIBRA's per-dimension bandwidth allocation from the command line.
+
+::
+
+    topoopt bandwidth INSTANCE [--objective iteration_time|perf_per_cost] [--backend highs|scip|cbc]
+                      [--time-limit S] [--gap G] [--out SOLUTION.json] [--json]
+
+``INSTANCE`` is a ``topoopt-libra`` file (:mod:`topoopt_ilp.hierarchy`). The command prints a table
+(dimension, kind, size, B_d, share of the budget, equal-split B_d) and the iteration time against
+the equal split; ``--json`` prints the solution JSON instead; ``--out`` writes it atomically.
+Exit codes (:mod:`topoopt_ilp.errors`): 0 solved (optimal or feasible), 2 bad input, 3 infeasible,
+4 limit without a solution, 1 anything else. Errors are one line (``cli.main`` prints them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Any
+
+from .errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK, InputError
+
+__all__ = ["add_subcommand", "run_bandwidth", "format_table"]
+
+_STATUS_EXIT = {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE,
+                "no_solution": EXIT_NO_SOLUTION, "error": EXIT_ERROR}
+
+
+def _number(text: str, *, positive: bool) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number {'>' if positive else '>='} 0, got {text}")
+    return v
+
+
+def _nonneg(text: str) -> float:
+    return _number(text, positive=False)
+
+
+def add_subcommand(sub: Any) -> argparse.ArgumentParser:
+    """Register ``bandwidth`` on the ``add_subparsers`` object ``sub`` of the ``topoopt`` parser."""
+    b = sub.add_parser(
+        "bandwidth", help="LIBRA: optimal bandwidth per dimension of a hierarchical network",
+        description="Choose the bandwidth (GB/s per NPU) of every dimension of a multi-dimensional network "
+                    "(LIBRA, ISPASS 2024) to minimise the iteration time, or time x network cost, of a workload, under "
+                    "a budget and user constraints. Solved exactly by cutting planes over LPs; compared with the equal "
+                    "split of the budget.")
+    b.add_argument("instance", metavar="INSTANCE", help="a topoopt-libra file (see instances/libra/)")
+    b.add_argument("--objective", choices=("iteration_time", "perf_per_cost"), default=None,
+                   help="default: the file's objective (iteration_time when it names none)")
+    b.add_argument("--backend", default="highs", help="LP back-end: highs (default), scip or cbc")
+    b.add_argument("--time-limit", type=_nonneg, default=None, metavar="S", help="wall-clock limit in seconds")
+    b.add_argument("--gap", type=_nonneg, default=None, metavar="G", help="relative optimality gap (default 1e-6)")
+    b.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
+    b.add_argument("--json", action="store_true", help="print the solution as JSON")
+    b.set_defaults(func=run_bandwidth)
+    return b
+
+
+def _fmt_time(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if not math.isfinite(v):
+        return "inf"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(v) >= scale:
+            return f"{v / scale:.6g} {unit}"
+    return f"{v:.3g} s"
+
+
+def format_table(problem: Any, sol: Any) -> str:
+    """The human-readable report of a :class:`~topoopt_ilp.models.libra.BandwidthSolution`."""
+    lines = [f"LIBRA bandwidth allocation: {problem.name or 'instance'} ({problem.num_npus} NPUs, "
+             f"{problem.num_dimensions} dimensions; objective {sol.objective_name})"]
+    status = f"status: {sol.status}"
+    if sol.gap is not None:
+        status += f" (gap {sol.gap:.2g}"
+    else:
+        status += " ("
+    status += f"{', ' if sol.gap is not None else ''}{sol.iterations} LP rounds, {sol.wall_time_s:.3f} s, {sol.backend})"
+    lines.append(status)
+    if sol.message:
+        lines.append(f"note: {sol.message}")
+    budget = problem.budget
+    if budget.kind == "total_bandwidth":
+        spend = lambda bw: [v / budget.value for v in bw]  # noqa: E731
+        budget_text = f"{budget.value:g} GB/s per NPU"
+    else:
+        w = [problem.num_npus * d.npu_unit_cost for d in problem.dimensions]
+        spend = lambda bw: [wi * v / budget.value for wi, v in zip(w, bw)]  # noqa: E731
+        budget_text = f"${budget.value:,.0f}"
+    header = ("dimension", "kind", "size", "B_d (GB/s)", "share", "equal split")
+    rows = []
+    shares = spend(sol.bandwidths_gbps) if sol.bandwidths_gbps is not None else None
+    for k, d in enumerate(problem.dimensions):
+        b = "-" if sol.bandwidths_gbps is None else f"{sol.bandwidths_gbps[k]:.4f}"
+        s = "-" if shares is None else f"{100 * shares[k]:.2f}%"
+        e = "-" if sol.equal_split_gbps is None else f"{sol.equal_split_gbps[k]:.4f}"
+        rows.append((d.name, d.kind, str(d.size), b, s, e))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    right = {2, 3, 4, 5}
+    fmt = lambda r: "  ".join(c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r))  # noqa: E731
+    lines.append(fmt(header))
+    lines += [fmt(r) for r in rows]
+    lines.append(f"budget: {budget_text}{' (spent exactly)' if budget.spend_all else ''}")
+    if sol.iteration_time_s is not None:
+        line = f"iteration time: {_fmt_time(sol.iteration_time_s)} (equal split {_fmt_time(sol.equal_split_time_s)}"
+        if sol.speedup_vs_equal is not None:
+            line += f", {sol.speedup_vs_equal:.4f}x faster"
+        if sol.equal_split_feasible is False:
+            line += "; the equal split breaks a constraint"
+        lines.append(line + ")")
+    if sol.cost_usd is not None:
+        lines.append(f"network cost: ${sol.cost_usd:,.0f}")
+    if sol.objective_name == "perf_per_cost" and sol.objective is not None:
+        eq = sol.equal_split_objective
+        lines.append(f"time x cost: {sol.objective:.6g} s*$ (equal split {eq:.6g})" if eq is not None
+                     else f"time x cost: {sol.objective:.6g} s*$")
+    if sol.bound is not None:
+        unit = "s" if sol.objective_name == "iteration_time" else "s*$"
+        lines.append(f"lower bound: {sol.bound:.9g} {unit}")
+    return "\n".join(lines)
+
+
+def run_bandwidth(args: argparse.Namespace) -> int:
+    """The ``bandwidth`` command (raises :class:`InputError` for bad input; ``cli.main`` prints it)."""
+    from .hierarchy import load_hierarchy
+    from .io import check_writable, json_safe, write_json_atomic
+    from .models.libra import DEFAULT_GAP, solve_bandwidth
+
+    problem = load_hierarchy(args.instance)
+    if args.out is not None:
+        check_writable(args.out, "--out")
+        if os.path.exists(args.out) and os.path.samefile(args.out, args.instance):
+            raise InputError(f"--out {args.out} is the instance file itself: the solution would overwrite it")
+    sol = solve_bandwidth(problem, objective=args.objective, backend=args.backend, time_limit_s=args.time_limit,
+                          gap=DEFAULT_GAP if args.gap is None else args.gap)
+    data = json_safe(sol.to_dict(os.path.basename(args.instance)))
+    if args.out is not None:
+        write_json_atomic(args.out, data)
+    if args.json:
+        print(json.dumps(data, indent=1))
+    else:
+        print(format_table(problem, sol))
+    if sol.status == "infeasible":
+        print(f"error: infeasible: {sol.message}", file=sys.stderr)
+    elif sol.status in ("no_solution", "error"):
+        print(f"error: {sol.status}: {sol.message}", file=sys.stderr)
+    return _STATUS_EXIT.get(sol.status, EXIT_ERROR)
