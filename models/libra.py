@@ -583,7 +583,8 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             if not added:  # the LP point is on every curve: the bounds differ by solver tolerance only
                 if best_B is None:
                     return result("error", "the cutting planes stalled before finding a finite allocation", rounds)
-                return result("feasible", f"the cuts stalled at gap {(best_ub - lb) / best_ub:.3g} (solver tolerance)",
+                return result("feasible", f"the cuts stalled at gap {(best_ub - lb) / best_ub:.3g}: the LP solver's "
+                              f"tolerance limits the bound (HiGHS is the most precise; or ask for a larger gap)",
                               rounds, best_B, lb)
         if best_B is None:
             return result("error", f"no finite allocation after {MAX_ROUNDS} rounds", rounds)

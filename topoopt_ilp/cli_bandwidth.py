@@ -74,9 +74,9 @@ def _fmt_time(v: float | None) -> str:
     return f"{v:.3g} s"
 
 
-def format_table(problem: Any, sol: Any) -> str:
+def format_table(problem: Any, sol: Any, label: str | None = None) -> str:
     """The human-readable report of a :class:`~topoopt_ilp.models.libra.BandwidthSolution`."""
-    lines = [f"LIBRA bandwidth allocation: {problem.name or 'instance'} ({problem.num_npus} NPUs, "
+    lines = [f"LIBRA bandwidth allocation: {problem.name or label or 'instance'} ({problem.num_npus} NPUs, "
              f"{problem.num_dimensions} dimensions; objective {sol.objective_name})"]
     status = f"status: {sol.status}"
     if sol.gap is not None:
@@ -147,7 +147,7 @@ def run_bandwidth(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=1))
     else:
-        print(format_table(problem, sol))
+        print(format_table(problem, sol, os.path.basename(args.instance)))
     if sol.status == "infeasible":
         print(f"error: infeasible: {sol.message}", file=sys.stderr)
     elif sol.status in ("no_solution", "error"):

@@ -176,7 +176,9 @@ class Dimension:
 @dataclass(frozen=True)
 class Collective:
     """A collective of ``bytes`` (see the module docstring for what ``S`` means per ``type``) over
-    ``communicator``: per dimension the number of NPUs taking part (``-1`` or ``1``: unused)."""
+    ``communicator``: per dimension the number of NPUs taking part (``-1`` or ``1``: unused). Files
+    may also write a communicator as ``{dimension name: size}`` (absent names: unused) or name one of
+    ``workload.communicators``."""
 
     type: str
     bytes: float
@@ -610,6 +612,14 @@ def _mapping(value: Any, path: str) -> dict:
     return _obj(value, path, set(value) if isinstance(value, dict) else set())
 
 
+def _named_communicator(value: dict, path: str, names: list[str]) -> list[int]:
+    """A communicator written as ``{dimension name: size}``: the list form, -1 where a name is absent."""
+    for key in value:
+        if key not in names:
+            raise InstanceError(f"unknown dimension {key!r} (dimensions: {', '.join(names)})", field=path)
+    return [value.get(n, -1) for n in names]
+
+
 def load_hierarchy(path: str | os.PathLike) -> HierarchyProblem:
     """Read and validate a ``topoopt-libra`` file; errors name the file and the field."""
     data = _read_json(path, InstanceError)
@@ -635,7 +645,9 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
     work = _obj(top["workload"], "workload", {"layers", "communicators"}, {"layers"})
     named = {}
     for key, value in _mapping(work.get("communicators", {}), "workload.communicators").items():
-        named[key] = _list(value, f"workload.communicators.{key}")
+        path = f"workload.communicators.{key}"
+        named[key] = (_named_communicator(value, path, [d.name for d in dims]) if isinstance(value, dict)
+                      else _list(value, path, max_len=MAX_DIMENSIONS))
     layers = []
     for li, raw in enumerate(_list(work["layers"], "workload.layers", max_len=MAX_LAYERS)):
         path = f"workload.layers[{li}]"
@@ -650,7 +662,9 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
                 cpath = f"{path}.{p}.collective"
                 c = _obj(ph["collective"], cpath, _COLL_KEYS, _COLL_KEYS)
                 comm = c["communicator"]
-                if isinstance(comm, str):
+                if isinstance(comm, dict):  # {dimension name: size}; a dimension not named is unused
+                    comm = _named_communicator(comm, f"{cpath}.communicator", [d.name for d in dims])
+                elif isinstance(comm, str):
                     if comm not in named:
                         raise InstanceError(f"unknown communicator {comm!r} (workload.communicators has: "
                                             f"{', '.join(named) or 'none'})", field=f"{cpath}.communicator")

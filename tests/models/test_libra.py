@@ -445,6 +445,16 @@ def test_evaluator_reports_violations_and_cost():
     assert ev.cost_usd == pytest.approx(4096 * (100 * 2.0 + 200 * 4.0 + 300 * 4.0 + 500 * (7.8 + 18.0 + 31.6)))
 
 
+def test_communicator_by_dimension_name():
+    data = _gpt3_data()
+    data["workload"]["communicators"]["dp"] = {"package": 2, "node": 4, "pod": 32}
+    assert parse_hierarchy(data) == load_hierarchy(LIBRA_DIR / "gpt3-4d.json")
+    data["workload"]["communicators"]["dp"] = {"rack": 2}
+    with pytest.raises(InstanceError, match="unknown dimension 'rack'") as info:
+        parse_hierarchy(data)
+    assert info.value.field == "workload.communicators.dp"
+
+
 def test_json_round_trip(tmp_path):
     for path in SHIPPED:
         p = load_hierarchy(path)
