@@ -1,0 +1,84 @@
+"""The scheduled iteration (RCPSP makespan) next to the evaluator's overlap none / full.
+
+For each small shipped workload instance: the design ``solve(inst, method="heuristic")`` returns
+(TopoOpt's data-parallel start and TopologyFinder), and, to show what precedence costs a pipeline,
+the first ``--stages`` pipeline-of-data-parallel-groups strategies of
+:func:`topoopt_ilp.strategy.stage_strategies`, each on TopologyFinder's topology for its traffic.
+Per design, side by side in one run: the evaluator's iteration time with ``overlap: none``
+(T_compute + T_comm) and ``full`` (max of the two), the list schedule's makespan, CP-SAT's makespan,
+its bound and status, and the solve times. Every schedule is re-checked by
+:func:`topoopt_ilp.iteration_graph.check_schedule`.
+
+    .venv/bin/python benchmarks/schedule_overlap.py [--time-limit S] [--stages K] [--instances FILE ...]
+
+Demand instances (no workload, e.g. instances/dlrm-like-6.json) have nothing to schedule and are
+reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from topoopt_ilp.evaluate import evaluate  # noqa: E402
+from topoopt_ilp.io import load_instance  # noqa: E402
+from topoopt_ilp.iteration_graph import check_schedule, graph_from_solution  # noqa: E402
+from topoopt_ilp.models.schedule import list_schedule, solve_schedule  # noqa: E402
+from topoopt_ilp.solve import heuristic_for_placement, solve  # noqa: E402
+from topoopt_ilp.strategy import stage_strategies, strategy_to_dict, validate_strategy  # noqa: E402
+
+DEFAULT = ["instances/dlrm-mini-6.json", "instances/dlrm-like-6.json", *sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "instances" / "paper").glob("*testbed-12*.json"))]
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1e3:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--instances", nargs="+", default=DEFAULT)
+    ap.add_argument("--time-limit", type=float, default=30.0, help="CP-SAT limit per design (default 30 s)")
+    ap.add_argument("--stages", type=int, default=3, help="pipeline strategies per instance (default 3)")
+    args = ap.parse_args(argv)
+    head = (f"{'instance':<28} {'design':<16} {'tasks':>5} {'none ms':>9} {'full ms':>9} {'list ms':>9} {'CP-SAT ms':>9} "
+            f"{'bound ms':>9} {'status':<8} {'CP/none':>7} {'CP/full':>7} {'list s':>6} {'CP s':>6}")
+    print(head)
+    print("-" * len(head))
+    for path in args.instances:
+        inst = load_instance(ROOT / path)
+        name = Path(path).stem
+        if inst.workload is None:
+            print(f"{name:<28} skipped: a demand instance (no workload to schedule)")
+            continue
+        designs = [("heuristic (DP)", solve(inst, method="heuristic"))]
+        for st in stage_strategies(inst.workload, inst.n)[: args.stages]:
+            if validate_strategy(inst.workload, inst.n, st):
+                continue
+            designs.append((f"stages k={st.layer_degree[0]}", heuristic_for_placement(inst, strategy_to_dict(st))))
+        for label, sol in designs:
+            g = graph_from_solution(inst, sol)
+            m = evaluate(inst, sol)
+            none, full = m.compute_time_s + m.comm_time_s, max(m.compute_time_s, m.comm_time_s)
+            t0 = time.perf_counter()
+            heur = list_schedule(g)
+            t_list = time.perf_counter() - t0
+            ex = solve_schedule(g, time_limit_s=args.time_limit)
+            for s in (heur, ex):
+                bad = check_schedule(g, s) if s.has_schedule else []
+                if bad:
+                    raise SystemExit(f"{name} {label}: {s.method} schedule fails its check: {bad[0]}")
+            mk = ex.makespan_s
+            print(f"{name:<28} {label:<16} {len(g):>5} {_ms(none):>9} {_ms(full):>9} {_ms(heur.makespan_s):>9} {_ms(mk):>9} "
+                  f"{_ms(ex.bound_s):>9} {ex.status:<8} {mk / none if mk else float('nan'):>7.3f} "
+                  f"{mk / full if mk else float('nan'):>7.3f} {t_list:>6.2f} {ex.wall_time_s:>6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
