@@ -14,6 +14,7 @@ Public entry point: :func:`solve_bandwidth` -> :class:`BandwidthSolution`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -182,6 +183,8 @@ class LibraLP:
     i: np.ndarray  # (D,) column index of i_d, -1 for d not in U
     nu: int  # -1 for iteration_time
     t: np.ndarray  # (P,)
+    t_scale: np.ndarray  # (P,) tau_p: t_p = tau_p * t'_p (the LP holds t', of order 1/b)
+    obj_scale: float  # T_ref: the LP objective is the time (us) divided by T_ref
 
 
 def build_lp(data: LibraData, objective: str, scale: float, *, c_ref: float | None = None,
@@ -202,11 +205,16 @@ def build_lp(data: LibraData, objective: str, scale: float, *, c_ref: float | No
     nu = bld.add_variables(1, name="nu").index[0] if ppc and b_objective is None else -1
     t = bld.add_variables(P, name="t").index if b_objective is None else np.zeros(0, dtype=np.int64)
 
-    if b_objective is None and P:  # time: t_p - (M_pd / s) i_d >= 0
+    # Row and objective scaling (CBC and SCIP keep ~1e-9 relative precision only): t_p = tau_p t'_p with
+    # tau_p = max_d M_pd / s, and the objective divided by T_ref = C + sum_p W_p tau_p.
+    tau = data.M.max(axis=1) / s if P else np.zeros(0)
+    t_ref = float(data.compute_us + data.W @ tau) or 1.0
+    if b_objective is None and P:  # time: t'_p - (M_pd / (s tau_p)) i_d >= 0
         p_idx, d_idx = np.nonzero(data.M > 0)
         r = np.arange(p_idx.size)
         bld.add_constraints(np.concatenate([r, r]), np.concatenate([t[p_idx], i_cols[d_idx]]),
-                            np.concatenate([np.ones(r.size), -data.M[p_idx, d_idx] / s]), lb=0.0, count=r.size, name="time")
+                            np.concatenate([np.ones(r.size), -data.M[p_idx, d_idx] / (s * tau[p_idx])]), lb=0.0, count=r.size,
+                            name="time")
     has_lo = np.flatnonzero(data.lo > 0)  # bounds (homogenised with mu)
     if has_lo.size:
         r = np.arange(has_lo.size)
@@ -240,12 +248,12 @@ def build_lp(data: LibraData, objective: str, scale: float, *, c_ref: float | No
             bld.add_constraints(np.concatenate([r, r]), np.concatenate([np.full(r.size, nu), np.full(r.size, mu)]),
                                 np.concatenate([np.ones(r.size), 1.0 / m0 ** 2]), lb=2.0 / m0, count=r.size, name="cut_nu")
         if ppc:
-            bld.set_objective(np.append(t, nu), np.append(data.W, data.compute_us))
+            bld.set_objective(np.append(t, nu), np.append(data.W * tau, data.compute_us) / t_ref)
         else:
-            bld.set_objective(t, data.W, constant=data.compute_us)
+            bld.set_objective(t, data.W * tau / t_ref, constant=data.compute_us / t_ref)
     else:
         bld.set_objective(b, b_objective)
-    return LibraLP(bld.build(), s, c_ref, b, int(mu), i_cols, int(nu), t)
+    return LibraLP(bld.build(), s, c_ref, b, int(mu), i_cols, int(nu), t, tau, t_ref)
 
 
 def _bandwidths(lp: LibraLP, x: np.ndarray) -> np.ndarray:
@@ -270,7 +278,7 @@ def lp_point(lp: LibraLP, data: LibraData, B: np.ndarray) -> np.ndarray:
         full_i = np.zeros(data.M.shape[1])
         full_i[used] = x[lp.i[used]]
         with np.errstate(invalid="ignore"):
-            x[lp.t] = np.where(data.M > 0, data.M / lp.scale * full_i[None, :], 0.0).max(axis=1)
+            x[lp.t] = np.where(data.M > 0, data.M / (lp.scale * lp.t_scale[:, None]) * full_i[None, :], 0.0).max(axis=1)
     return x
 
 
@@ -282,7 +290,7 @@ def model_objective(lp: LibraLP, data: LibraData, B: np.ndarray) -> float:
 
 
 def _to_units(lp: LibraLP, value: float) -> float:
-    return value / _US_PER_S * (1.0 if lp.c_ref is None else lp.c_ref)
+    return value * lp.obj_scale / _US_PER_S * (1.0 if lp.c_ref is None else lp.c_ref)
 
 
 def _exact_value(data: LibraData, objective: str, B: np.ndarray) -> float:
@@ -439,6 +447,28 @@ def _run(lp: LibraLP, backend: str, clock: _Clock):
     raise _Stop("error", f"the {backend} LP solve failed: {status} {res.message}".strip())
 
 
+def _least_idle(data: LibraData, B: np.ndarray, backend: str, clock: _Clock) -> np.ndarray:
+    """``B`` with every dimension that carries no traffic lowered to the least the constraints allow
+    (one LP with the other dimensions fixed): the LP left them at any feasible value, and budget
+    they do not need is better left unspent. The objective does not change."""
+    idle = ~data.used
+    if not idle.any() or data.spend_all:  # spend_all: the budget is spent either way
+        return B
+    lo, hi = data.lo.copy(), data.hi.copy()
+    lo[data.used] = hi[data.used] = B[data.used]
+    fixed = dataclasses.replace(data, lo=lo, hi=hi)
+    w = np.where(idle, data.budget_w, 0.0)
+    scale = max(1.0, float(B.max()))
+    try:
+        lp = build_lp(fixed, "iteration_time", scale, b_objective=w / w.max())
+        res = _run(lp, backend, clock)
+    except _Stop:  # a tolerance or the clock: keep the allocation as it is (it is feasible)
+        return B
+    out = B.copy()
+    out[idle] = np.clip(scale * res.values[lp.b][idle], data.lo[idle], data.hi[idle])
+    return out
+
+
 def _check_backend(backend: str) -> None:
     try:
         info = get_backend(backend)
@@ -516,7 +546,7 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
         # Bounding LPs (B-space, mu = 1): the largest B_d each used dimension may get, and for
         # perf_per_cost the least and largest network cost.
         probe_scale = max(1.0, float(np.max(np.where(np.isfinite(data.hi), data.hi, 0.0), initial=0.0)),
-                          data.budget / float(np.max(data.budget_w)) if np.max(data.budget_w) > 0 else 1.0)
+                          data.budget / float(np.min(data.budget_w)))  # the largest B_d the budget allows
         bmax = np.zeros(D)
         for d in np.flatnonzero(data.used):
             c = np.zeros(D)
@@ -527,12 +557,14 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             if bmax[d] <= 1e-12 * probe_scale:
                 raise _Stop("infeasible", f"dimension {problem.dimension_names[d]!r} carries traffic but the constraints "
                                           f"force its bandwidth to 0: no finite iteration time")
-        if not data.used.any():  # no traffic: any feasible allocation is optimal; find one
-            lp0 = build_lp(data, "iteration_time", probe_scale, b_objective=np.zeros(D))
+        if not data.used.any():  # no traffic: the time is the compute time whatever B is; the cheapest B is optimal
+            w = data.cost_w if data.cost_w is not None else data.budget_w  # (and for perf_per_cost the only optimum)
+            lp0 = build_lp(data, "iteration_time", probe_scale, b_objective=w / w.max())
             res = _run(lp0, backend, clock)
             B = np.clip(probe_scale * res.values[lp0.b], data.lo, data.hi)
             value = evaluate_bandwidths(problem, B).objective(objective)
-            return result("optimal", "no collective moves data: every feasible allocation is optimal", 0, B, value)
+            return result("optimal", "no collective moves data: the time is the compute time; the cheapest allocation "
+                                     "is returned", 1, B, value)
         scale = float(bmax.max())
         c_ref, mu_bounds, mu_cuts = None, (1.0, 1.0), None
         if objective == "perf_per_cost":
@@ -566,7 +598,7 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             if ub < best_ub:
                 best_ub, best_B = ub, B
             if math.isfinite(best_ub) and best_ub - lb <= gap * abs(best_ub):
-                return result("optimal", "", rounds, best_B, min(lb, best_ub))
+                return result("optimal", "", rounds, _least_idle(data, best_B, backend, clock), min(lb, best_ub))
             added = False
             for d, pts in b_cuts.items():
                 bd, id_ = float(x[lp.b[d]]), float(x[lp.i[d]])

@@ -463,7 +463,8 @@ class BandwidthBreakdown:
         return {"iteration_time_s": self.iteration_time_s, "compute_time_s": self.compute_time_s,
                 "comm_time_s": self.comm_time_s, "total_bandwidth_gbps": self.total_bandwidth_gbps,
                 "cost_usd": self.cost_usd, "perf_per_cost": self.perf_per_cost,
-                "bottleneck_time_s": dict(self.bottleneck_time_s), "layer_times_s": dict(self.layer_times_s),
+                "bottleneck_time_s": dict(self.bottleneck_time_s),
+                "layer_times_s": [{"layer": n, "time_s": t} for n, t in self.layer_times_s],
                 "feasible": self.feasible, "violations": list(self.violations)}
 
 

@@ -139,10 +139,30 @@ def test_idle_dimension_with_ordering_and_fixed_value():
     sol = solve_bandwidth(p)
     assert sol.status == "optimal"
     B = np.array(sol.bandwidths_gbps)
-    assert B[0] == pytest.approx(100.0) and B[1] == pytest.approx(200.0, rel=1e-5) and B[2] >= B[1] * (1 - 1e-6)
+    assert B[0] == pytest.approx(100.0) and B[1] == pytest.approx(200.0, rel=1e-5)
+    assert B[2] == pytest.approx(B[1], rel=1e-6)  # idle: the least the ordering allows, not what the LP left
     m = phase_messages(layers[0].weight_grad.collective, 3)
     assert sol.objective == pytest.approx(max(m[0] / 100e9, m[1] / 200e9), rel=2e-6)
     assert evaluate_bandwidths(p, B).feasible
+
+
+def test_idle_dimension_spends_nothing_it_does_not_need():
+    layers = [one_collective("all_reduce", 1e9, (4, -1))]
+    p = problem([("ring", 4, None), ("switch", 8, None)], layers, budget=("total_bandwidth", 500.0),
+                constraints=Constraints(min_gbps={"d1": 5.0}, max_gbps={"d0": 300.0}))
+    sol = solve_bandwidth(p)
+    assert sol.status == "optimal" and sol.bandwidths_gbps == pytest.approx((300.0, 5.0), rel=1e-6)
+
+
+@pytest.mark.parametrize("objective", ["iteration_time", "perf_per_cost"])
+def test_no_traffic_returns_the_cheapest_allocation(objective):
+    p = problem([("ring", 4, 1.0), ("switch", 8, 5.0)], [Layer("c", forward=Phase(123.0))], budget=("total_bandwidth", 500.0),
+                constraints=Constraints(min_gbps={"d0": 7.0, "d1": 3.0}))
+    sol = solve_bandwidth(p, objective)
+    assert sol.status == "optimal" and sol.bandwidths_gbps == pytest.approx((7.0, 3.0))
+    assert sol.iteration_time_s == pytest.approx(123e-6)
+    if objective == "perf_per_cost":
+        assert sol.objective == pytest.approx(123e-6 * 32 * (7.0 * 1.0 + 3.0 * 5.0))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -260,7 +280,8 @@ def test_every_backend_agrees(backend, name, objective):
     sol = solve_bandwidth(p, objective, backend=backend)
     assert sol.status == "optimal" and sol.backend == backend
     assert sol.objective == pytest.approx(ref.objective, rel=2e-6)
-    assert np.array(sol.bandwidths_gbps) == pytest.approx(np.array(ref.bandwidths_gbps), rel=1e-3, abs=1e-3)
+    # near a smooth optimum (perf_per_cost) a 1e-6 gap leaves the bandwidths free to about sqrt(1e-6)
+    assert np.array(sol.bandwidths_gbps) == pytest.approx(np.array(ref.bandwidths_gbps), rel=1e-2)
 
 
 def test_cpsat_is_refused():
