@@ -136,14 +136,17 @@ def libra_data(problem: HierarchyProblem) -> LibraData:
 # we keep B (so the budget, bounds and orderings stay linear) and RELAX the equality to I_d >= 1/B_d:
 #
 # Variables: b_d = B_d / s >= 0 (a common scale s, the largest bandwidth P allows), mu > 0 (fixed to
-#            1 here), i_d >= 0 for d in U (i_d = s * I_d), t_p >= 0 (collective p's time, us).
+#            1 here), i_d >= 0 for d in U (i_d = s * I_d), t_p >= 0 (collective p's time, us; the
+#            LP holds t'_p = t_p / tau_p with tau_p = max_d M_pd / s, so every row is of order 1).
 # Constraints:
 #   time:      t_p - (M_pd / s) * i_d >= 0              for every (p, d) with M_pd > 0
 #   epigraph:  i_d >= 1 / b_d                           (convex; outer-approximated, see below)
 #   bounds:    b_d - (lo_d / s) * mu >= 0,  b_d - (hi_d / s) * mu <= 0
 #   order:     b_i - b_j >= 0                           for (i, j) in O
 #   budget:    (s / beta) * a @ b - mu <= 0             (== 0 with spend_all)
-# Objective: minimise C * nu + sum_p W_p t_p            (nu = 1/mu = 1 here: the constant C)
+# Objective: minimise C * nu + sum_p W_p t_p            (nu = 1/mu = 1 here: the constant C;
+#                                                         the LP's objective is this / T_ref, T_ref =
+#                                                         C + sum_p W_p tau_p, for the same reason)
 #
 # Why the relaxation is exact: the objective is non-decreasing in every i_d, so for any feasible
 # (b, i) the point (b, 1/b) is feasible and no worse; the optimum has i_d = 1/b_d on U (and b off U
@@ -155,7 +158,11 @@ def libra_data(problem: HierarchyProblem) -> LibraData:
 #     B = s * b / mu, computed exactly, is an UPPER bound;
 #   * a tangent is added at each b_d whose i_d lies below 1/b_d. The cuts are one-dimensional, so
 #     the LP's i_d converges to 1/b_d and the bounds meet: stop at (UB - LB) / UB <= gap.
-# "optimal" is reported only with the gap closed; a time limit gives "feasible" with its gap.
+# "optimal" is reported only with the gap closed; a time limit gives "feasible" with its gap. The
+# bounds hold up to the LP solver's tolerances (HiGHS: 1e-7; SCIP's 1e-6 can stall the proof near a
+# gap of 2e-6, reported as "feasible" with that gap). P is bounded (the budget has positive weights),
+# and s is the largest B_d over P (one small LP per dimension with traffic; 0 there means no finite
+# time: infeasible). Initial tangents at b = 1, 1/2, ..., 1/64 and at the equal split.
 #
 # Problem (perf_per_cost):    minimise  (C + sum_p W_p max_d M_pd / B_d) * (u @ B)   over B in P.
 # A product of a convex and a linear function is not convex, but the perspective (Charnes-Cooper)
@@ -164,8 +171,8 @@ def libra_data(problem: HierarchyProblem) -> LibraData:
 #     (C + sum_p W_p max_d M_pd / B_d) * (u @ B) = c_ref * (C / mu + sum_p W_p max_d M_pd / B~_d),
 # which is convex in (B~, mu) (1/mu and M/B~_d are convex), and every linear constraint g @ B <= h
 # of P becomes g @ B~ - h * mu <= 0 (homogenised), which is linear. So the same LP serves, with
-# b = B~ / s, mu free in [c_ref / c_max, c_ref / c_min] (c_min, c_max: the least and largest cost over
-# P, found by two LPs; c_ref = c_max), the extra row (s / c_ref) * u @ b = 1, and nu >= 1/mu
+# b = B~ / s, mu free in [c_ref / c_max, c_ref / c_min] = [1, c_max / c_min] (c_min, c_max: the least
+# and largest cost over P, found by two LPs; c_ref = c_max), the extra row (s / c_ref) * u @ b = 1, and nu >= 1/mu
 # outer-approximated by tangents nu >= 2/mu0 - mu/mu0^2. Each LP point maps back to B = s * b / mu in
 # P: upper bounds again, and the lower bound is the LP. Exactness needs c_min > 0: when B = 0 is in P
 # the product keeps falling as every bandwidth shrinks and no optimum exists (said, not solved).
