@@ -178,3 +178,22 @@ def test_a_journal_that_is_not_one_is_refused(tmp_path, capsys):
     out = tmp_path / "same.json"
     assert main(["sweep", FILES[0], "--methods", "heuristic", "--out", str(out), "--journal", str(out)]) == 2
     assert "name the same file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("after_s", [2, 6])  # while the workers start, and while they solve
+def test_an_interrupted_dask_sweep_says_interrupted_and_nothing_else(after_s):
+    """Dask logged cancelled tasks, nanny tracebacks and, from its exit hook, a failed close (a
+    user's report): an interrupted sweep on a local Dask cluster now prints one line."""
+    pytest.importorskip("distributed")
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "topoopt_ilp", "sweep", str(INSTANCES / "mix-16.json"),
+                             str(INSTANCES / "all-to-all-16.json"), "--time-limit", "20", "--dask", "local", "--jobs", "2",
+                             "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    assert proc.stderr.read().decode().strip() == "interrupted"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import re
@@ -437,8 +438,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             except ImportError:
                 raise InputError("--dask needs Dask's distributed package: pip install 'topoopt-ilp[dask]'") from None
             if args.dask == "local":
-                cluster = stack.enter_context(LocalCluster(n_workers=args.jobs, threads_per_worker=1, processes=True,
-                                                           dashboard_address=None))
+                # silence_logs: Ctrl-C cancels the running solves, which Dask logs per task and per worker as
+                # warnings and errors; a worker that really fails reaches the user as its solve's error row
+                try:
+                    cluster = LocalCluster(n_workers=args.jobs, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, silence_logs=logging.CRITICAL)
+                except KeyboardInterrupt:  # while its workers start
+                    _quiet_dask_shutdown()
+                    raise
+                stack.callback(_close_local_cluster, cluster)
                 client = stack.enter_context(Client(cluster))
             else:
                 try:
@@ -454,6 +462,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                          native_options=_native_options(args.solver_option, backends), executor=executor,
                          progress=progress, journal=args.journal)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop the workers now, not after their solves
+            if args.dask is not None:
+                _quiet_dask_shutdown()
             if isinstance(executor, ProcessPoolExecutor):
                 for proc in list((getattr(executor, "_processes", None) or {}).values()):
                     proc.terminate()
@@ -472,6 +482,25 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(f"error: {p}: no method found a solution" + (" (proven infeasible)" if code == EXIT_INFEASIBLE else ""),
                   file=sys.stderr)
     return max(codes.values(), key=lambda c: (c != EXIT_OK, c == EXIT_ERROR))
+
+
+def _close_local_cluster(cluster: Any) -> None:
+    """Close ``sweep --dask local``'s cluster. Interrupted while a worker (re)starts, Dask's own close
+    fails an assertion: that must not turn the user's Ctrl-C into an internal error (the worker
+    processes end with this one)."""
+    try:
+        cluster.close(timeout=10)
+    except Exception:  # noqa: BLE001 - see the docstring
+        pass
+
+
+def _quiet_dask_shutdown() -> None:
+    """An interrupted Dask sweep: the cancelled tasks and the closing nannies log warnings and
+    tracebacks, and Dask's exit hook retries a close that failed and reports it as an unraisable
+    exception. The user pressed Ctrl-C and gets one line, "interrupted"."""
+    for name in [n for n in logging.root.manager.loggerDict if n.startswith("distributed")] + ["distributed"]:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    sys.unraisablehook = lambda unraisable: None
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
