@@ -190,6 +190,17 @@ def test_brute_force_never_beats_the_solver_small_2d():
     assert line <= sol.objective * (1 + 1e-3)  # the grid comes close: the comparison means something
 
 
+def test_brute_force_perf_per_cost_small_2d():
+    p = load_hierarchy(LIBRA_DIR / "small-2d.json")
+    sol = solve_bandwidth(p, "perf_per_cost")
+    assert sol.status == "optimal"
+    coarse = _grid_best(p, np.arange(50, 401, 5.0), np.arange(0, 201, 1.0), "perf_per_cost")
+    B = np.array(sol.bandwidths_gbps)  # and a fine grid around the solver's answer
+    fine = _grid_best(p, B[0] + np.linspace(-2, 2, 81), B[1] + np.linspace(-2, 2, 81), "perf_per_cost")
+    assert min(coarse, fine) >= sol.bound * (1 - 1e-12)
+    assert fine <= sol.objective * (1 + 1e-3)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_brute_force_random_2d(seed):
     rng = np.random.default_rng(seed)
@@ -207,7 +218,7 @@ def test_brute_force_random_2d(seed):
     p = problem([("ring", 4, 2.0), ("switch", 8, 50.0)], layers, budget=("total_bandwidth", 200.0), constraints=cons)
     sol = solve_bandwidth(p)
     assert sol.status == "optimal"
-    grid = np.arange(0, 200.0001, 1.0)
+    grid = np.arange(0, 200.0001, 2.0)
     best = _grid_best(p, grid, grid)
     assert best >= sol.bound * (1 - 1e-12) and best >= sol.objective * (1 - 1e-6)
     assert best <= sol.objective * 1.05
