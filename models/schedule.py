@@ -337,7 +337,7 @@ def schedule_to_dict(g: IterationGraph, sched: Schedule) -> dict[str, Any]:
                                    "end_s": float(sched.end_s[j]), "duration_s": t.duration_s}
             if t.is_flow:
                 row.update(path=list(t.path), bytes=t.bytes, latency_s=t.latency_s)
-            else:
+            elif t.is_compute:
                 row["server"] = t.server
             out["tasks"].append(row)
     return out

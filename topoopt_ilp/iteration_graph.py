@@ -48,8 +48,10 @@ Precedence (``edges``: the successor starts after the predecessor ends, plus the
 * ``bwd(i+1, b) -> reshard_bwd(i, a, b) -> bwd(i, a)``; ``fwd(i, r) -> bwd(i, r)`` (the backward
   needs its activations; for the last layer this is the turn from forward to backward);
 * ``block(b) -> lookup(b, r) -> fwd(c, r)`` and ``bwd(c, r) -> lookup_grad(b, r)`` (c the consumer);
-* ``bwd(i, r) -> allreduce(g, ...)`` for every layer i of group g and every member r: a group's
-  AllReduce starts after the backward of all its layers on all its members.
+* ``bwd(i, r) -> ready(g) -> allreduce(g, ...)`` for every layer i of group g and every member r: a
+  group's AllReduce starts after the backward of all its layers on all its members. ``("ready", g)``
+  is a milestone (no duration, no resource) so that the edges stay linear in the tasks (members x
+  layers in, ring pieces out, instead of their product).
 
 Routing: the solution's own rings (else one ring per group in coset order, as the evaluator), and
 for each server pair the solution's explicit paths, else its offset routes (``given``), or every
@@ -86,12 +88,14 @@ __all__ = [
     "check_schedule",
     "COMPUTE_KINDS",
     "FLOW_KINDS",
+    "MILESTONE_KINDS",
     "DEFAULT_FORWARD_FRACTION",
     "MAX_GRAPH_TASKS",
     "MAX_PATHS_PER_PAIR",
 ]
 
 COMPUTE_KINDS = ("fwd", "bwd", "block")
+MILESTONE_KINDS = ("ready",)
 FLOW_KINDS = ("reshard_fwd", "reshard_bwd", "lookup", "lookup_grad", "allreduce")
 #: Forward share of a layer's time (backward = 2 x forward); a parameter of build_iteration_graph.
 DEFAULT_FORWARD_FRACTION = 1.0 / 3.0
@@ -103,8 +107,8 @@ MAX_PATHS_PER_PAIR = 256
 
 @dataclass(frozen=True)
 class Task:
-    """One activity. ``server`` >= 0 for compute (``path`` empty); ``path`` (node sequence) for a flow
-    piece (``server`` -1)."""
+    """One activity: compute (``server`` >= 0, ``path`` empty), a flow piece (``path`` = its node
+    sequence, ``server`` -1) or a milestone (neither: no duration, no resource)."""
 
     key: tuple
     duration_s: float
@@ -119,7 +123,11 @@ class Task:
 
     @property
     def is_flow(self) -> bool:
-        return self.server < 0
+        return len(self.path) > 0
+
+    @property
+    def is_compute(self) -> bool:
+        return self.server >= 0
 
     @property
     def arcs(self) -> tuple[tuple[int, int], ...]:
@@ -136,6 +144,8 @@ class Task:
             return f"{k[0]} L{k[1]} r{k[2]}->L{k[1] + 1} r{k[3]} p{k[4]}"
         if k[0] in ("lookup", "lookup_grad"):
             return f"{k[0]} B{k[1]} r{k[2]} p{k[3]}"
+        if k[0] == "ready":
+            return f"allreduce G{k[1]} ready"
         return f"allreduce G{k[1]} ring{k[2]} m{k[3]} p{k[4]}"
 
 
@@ -161,7 +171,7 @@ class IterationGraph:
 
     @property
     def num_compute(self) -> int:
-        return sum(1 for t in self.tasks if not t.is_flow)
+        return sum(1 for t in self.tasks if t.is_compute)
 
     @property
     def num_flow_pieces(self) -> int:
@@ -438,9 +448,13 @@ def build_iteration_graph(
         nbytes = frac * groups[g].bytes_per_member()
         if nbytes == 0:
             continue
-        preds = [Bw[i, r] for i in group_layers[g] for r in range(deg[i])]
+        if ("ready", g) not in B.index:
+            ready = B.add(Task(("ready", g), 0.0))
+            for i in group_layers[g]:
+                for r in range(deg[i]):
+                    B.edge(Bw[i, r], ready)
         for m, src in enumerate(order):
-            flow(("allreduce", g, q, m), src, order[(m + 1) % len(order)], nbytes, preds, [])
+            flow(("allreduce", g, q, m), src, order[(m + 1) % len(order)], nbytes, [B.index[("ready", g)]], [])
 
     edges = np.array(sorted(B.edges), dtype=np.int64).reshape(-1, 2)
     xi = np.array(x, dtype=np.int64)
@@ -483,10 +497,9 @@ def lower_bounds(g: IterationGraph) -> dict[str, Any]:
     load = np.zeros(g.n)
     arc = np.zeros((g.n, g.n))
     for t in g.tasks:
-        if t.is_flow:
-            for u, v in t.arcs:
-                arc[u, v] += t.duration_s
-        else:
+        for u, v in t.arcs:
+            arc[u, v] += t.duration_s
+        if t.is_compute:
             load[t.server] += t.duration_s
     busy = np.zeros_like(arc)
     np.divide(arc, g.x, out=busy, where=g.x > 0)
@@ -555,12 +568,14 @@ def check_schedule(graph: IterationGraph, schedule: Schedule, *, rtol: float = 1
                            f"({s[a]:.9g}-{e[a]:.9g} s and {s[b]:.9g}-{e[b]:.9g} s)")
     for (u, v), js in sorted(by_arc.items()):
         cap = int(graph.x[u, v])
-        for j in js:
-            t0 = s[j]
-            running = [k for k in js if s[k] <= t0 + tol and e[k] > t0 + tol]
-            if len(running) > cap:
-                out.append(f"arc {u}->{v}: {len(running)} flow pieces at {t0:.9g} s, it has {cap} link(s)")
-                break
+        if len(js) <= cap:
+            continue
+        # pieces running at each start time t: started at or before t, not ended by t (a sweep)
+        starts, ends = np.sort(s[js]), np.sort(e[js])
+        running = np.searchsorted(starts, starts + tol, side="right") - np.searchsorted(ends, starts + tol, side="right")
+        worst = int(np.argmax(running))
+        if running[worst] > cap:
+            out.append(f"arc {u}->{v}: {int(running[worst])} flow pieces at {starts[worst]:.9g} s, it has {cap} link(s)")
     if N:
         last = float(np.max(e + np.array([t.latency_s for t in graph.tasks])))
         if schedule.makespan_s is None or abs(float(schedule.makespan_s) - last) > tol:

@@ -79,8 +79,10 @@ def test_hand_built_graph_has_exactly_the_expected_tasks(hand):
         ("allreduce", 0, 0, 0, 0): ((0, 1, 2), 5e5), ("allreduce", 0, 0, 0, 1): ((0, 3, 2), 5e5),
         ("allreduce", 0, 0, 1, 0): ((2, 1, 0), 5e5), ("allreduce", 0, 0, 1, 1): ((2, 3, 0), 5e5),
     }
-    got_compute = {t.key: (t.server, t.duration_s) for t in g.tasks if not t.is_flow}
+    got_compute = {t.key: (t.server, t.duration_s) for t in g.tasks if t.is_compute}
     got_flows = {t.key: (t.path, t.bytes) for t in g.tasks if t.is_flow}
+    milestones = [t for t in g.tasks if not t.is_compute and not t.is_flow]
+    assert [(t.key, t.duration_s, t.server, t.path) for t in milestones] == [(("ready", 0), 0.0, -1, ())]
     assert set(got_compute) == set(compute)
     for k, (v, dur) in compute.items():
         assert got_compute[k][0] == v and got_compute[k][1] == pytest.approx(dur, rel=1e-12), k
@@ -121,8 +123,8 @@ def test_hand_built_graph_has_exactly_the_expected_edges(hand):
             want |= {(("block", 0), key), (key, ("fwd", 1, r))}
         for key in keys(("lookup_grad", 0, r)):
             want.add((("bwd", 1, r), key))
-    for key in keys(("allreduce", 0)):
-        want |= {(("bwd", 0, 0), key), (("bwd", 0, 1), key)}
+    want |= {(("bwd", 0, 0), ("ready", 0)), (("bwd", 0, 1), ("ready", 0))}  # the group's milestone
+    want |= {(("ready", 0), key) for key in keys(("allreduce", 0))}
     got = {(g.tasks[a].key, g.tasks[b].key) for a, b in g.edges.tolist()}
     assert got == want
 
@@ -141,7 +143,7 @@ def test_arc_loads_and_compute_are_the_evaluators(hand):
     np.testing.assert_allclose(ours, load, rtol=1e-12, atol=1e-6)
     per_server = np.zeros(4)
     for t in g.tasks:
-        if not t.is_flow:
+        if t.is_compute:
             per_server[t.server] += t.duration_s
     np.testing.assert_allclose(per_server, compute, rtol=1e-12)
     m = evaluate(inst, sol)
