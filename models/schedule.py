@@ -141,6 +141,11 @@ class _Profile:
         b = self._split(e)
         for k in range(a, b):
             self.us[k] += 1
+        # keep neighbouring segments of equal usage merged: a busy stretch is then one segment
+        if b < len(self.ts) and self.us[b] == self.us[b - 1]:
+            del self.ts[b], self.us[b]
+        if a > 0 and self.us[a] == self.us[a - 1]:
+            del self.ts[a], self.us[a]
 
 
 def list_schedule(g: IterationGraph, *, time_unit_s: float = DEFAULT_TIME_UNIT_S) -> Schedule:
