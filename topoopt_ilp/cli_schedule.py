@@ -156,7 +156,9 @@ def run_schedule(args: argparse.Namespace) -> int:
             print(f"  busiest arc        {u}->{v}: {_fmt(lb['network_s'])} of transfer per link ({int(graph.x[u, v])} link(s))")
         else:
             print("  busiest arc        - (no traffic)")
-        print(f"  tasks              {len(graph)} ({graph.num_compute} compute, {graph.num_flow_pieces} flow pieces), "
+        milestones = len(graph) - graph.num_compute - graph.num_flow_pieces
+        print(f"  tasks              {len(graph)} ({graph.num_compute} compute, {graph.num_flow_pieces} flow pieces, "
+              f"{milestones} milestone{'' if milestones == 1 else 's'}), "
               f"time unit {_fmt(unit)}, routing {graph.routing}, solve {sched.wall_time_s:.3g} s")
         if args.out and sched.has_schedule:
             print(f"  wrote              {args.out}")
