@@ -81,3 +81,5 @@ def test_bad_options_exit_2(solution_file, tmp_path, capsys):
     capsys.readouterr()
     assert main(["schedule", DLRM, solution_file, "--out", str(tmp_path / "missing" / "s.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    assert main(["schedule", DLRM, solution_file, "--method", "heuristic", "--time-limit", "5"]) == 2
+    assert "--method exact" in capsys.readouterr().err

@@ -74,7 +74,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--routing", choices=("given", "shortest_path"), default="given",
                    help="given: the solution's routes (shortest paths when it has none; default); shortest_path: "
                         "every pair split equally over its shortest paths (the evaluator's modes)")
-    p.add_argument("--threads", type=_threads, default=2, metavar="T", help="exact: CP-SAT workers (default 2)")
+    p.add_argument("--threads", type=_threads, default=None, metavar="T", help="exact: CP-SAT workers (default 2)")
     p.add_argument("--out", default=None, metavar="SCHEDULE.json", help="write the schedule (every task's times) here, atomically")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run_schedule)
@@ -99,6 +99,8 @@ def run_schedule(args: argparse.Namespace) -> int:
     from .iteration_graph import check_schedule, graph_from_solution
     from .models.schedule import list_schedule, schedule_to_dict, solve_schedule
 
+    if args.method == "heuristic" and (args.time_limit is not None or args.threads is not None):
+        raise InputError("--time-limit and --threads go with --method exact (list scheduling takes neither)")
     if args.out:
         check_writable(args.out)
     inst = load_instance(args.instance)
@@ -113,7 +115,7 @@ def run_schedule(args: argparse.Namespace) -> int:
     if args.method == "heuristic":
         sched = list_schedule(graph, time_unit_s=unit)
     else:
-        sched = solve_schedule(graph, time_limit_s=args.time_limit, time_unit_s=unit, threads=args.threads)
+        sched = solve_schedule(graph, time_limit_s=args.time_limit, time_unit_s=unit, threads=args.threads or 2)
     if sched.has_schedule:
         problems = check_schedule(graph, sched)
         if problems:  # never hand out a schedule the independent check refuses

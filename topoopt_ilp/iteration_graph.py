@@ -254,6 +254,7 @@ class _Paths:
         self.cache: dict[tuple[int, int], list[tuple[tuple[int, ...], float]]] = {}
         self.dist: np.ndarray | None = None
         self.sigma: np.ndarray | None = None
+        self.nbrs: list[list[int]] = []
         if self.given:
             ps = routing.paths
             self.explicit: dict[tuple[int, int], list[tuple[tuple[int, ...], float]]] = {}
@@ -298,14 +299,14 @@ class _Paths:
     def _shortest(self, s: int, t: int) -> list[tuple[tuple[int, ...], float]]:
         if self.dist is None:
             self.dist, self.sigma = graph_utils.hop_distances(self.x)
+            self.nbrs = [np.flatnonzero(self.x[v] > 0).tolist() for v in range(self.n)]
         if self.dist[s, t] < 0:
             raise InputError(f"server {t} is unreachable from server {s} in the topology: pair {s}->{t} has traffic")
         count = int(self.sigma[s, t])
         if count > MAX_PATHS_PER_PAIR:
             raise UnsupportedError(f"pair {s}->{t} has {count} shortest paths (more than {MAX_PATHS_PER_PAIR}): "
                                    "too many flow pieces to schedule")
-        nbrs = [np.flatnonzero(self.x[v] > 0).tolist() for v in range(self.n)]
-        dist = self.dist
+        nbrs, dist = self.nbrs, self.dist
         paths: list[tuple[int, ...]] = []
 
         def extend(prefix: list[int]) -> None:
@@ -372,7 +373,10 @@ def build_iteration_graph(
         raise InputError(f"the topology has shape {x.shape}, the instance has {n} servers")
     if strategy is None:
         strategy = data_parallel(w, n)
-    groups, _, _ = strategy_demand(w, n, strategy)  # raises ValueError on a malformed strategy
+    try:
+        groups, _, _ = strategy_demand(w, n, strategy)
+    except ValueError as exc:  # a strategy that does not fit the workload
+        raise InputError(str(exc)) from None
     bw = instance.cluster.link_bytes_per_s
     alpha = instance.cluster.hop_latency_s
     paths = _Paths(x, routing, alpha)

@@ -365,6 +365,8 @@ def test_refusals():
         build_iteration_graph(hand_inst, HAND_STRATEGY, np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]]))
     with pytest.raises(InputError, match="no topology"):
         graph_from_solution(inst, Solution("no_solution", "exact", None))
+    with pytest.raises(InputError, match="invalid strategy"):
+        build_iteration_graph(inst, Strategy((2, 1), (0, 1), (0,)), g.x)
     with pytest.raises(InputError, match="time unit"):
         list_schedule(g, time_unit_s=0.0)
 
