@@ -755,6 +755,12 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--what", choices=("topology", "convergence"), default="topology",
                     help="topology (default) or the per-round convergence of --method alternating")
     dr.set_defaults(func=_cmd_draw)
+
+    from .cli_bandwidth import add_subcommand as add_bandwidth
+    from .cli_schedule import add_subcommand as add_schedule
+
+    add_bandwidth(sub)
+    add_schedule(sub)
     return p
 
 
