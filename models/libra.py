@@ -98,6 +98,9 @@ class LibraData:
     lo: np.ndarray  # (D,) GB/s
     hi: np.ndarray  # (D,) GB/s (inf: none)
     order: np.ndarray  # (K, 2) int: B[order[k, 0]] >= B[order[k, 1]]
+    G: np.ndarray  # (R, D) linear constraints: G[r] @ B  sense[r]  h[r]
+    sense: np.ndarray  # (R,) "<=", ">=" or "=="
+    h: np.ndarray  # (R,) GB/s
     budget_w: np.ndarray  # (D,) budget row: budget_w @ B <= budget (1 per GB/s, or $ per GB/s)
     budget: float
     spend_all: bool
@@ -114,8 +117,9 @@ def libra_data(problem: HierarchyProblem) -> LibraData:
         cost_w = problem.num_npus * np.array([d.npu_unit_cost for d in problem.dimensions], dtype=float)
     D = problem.num_dimensions
     budget_w = np.ones(D) if problem.budget.kind == "total_bandwidth" else cost_w
+    G, sense, h = problem.linear_rows()
     return LibraData(problem, W, M / 1e3, compute, M.max(axis=0, initial=0.0) > 0 if M.size else np.zeros(D, bool),
-                     lo, hi, order, budget_w, problem.budget.value, problem.budget.spend_all, cost_w)
+                     lo, hi, order, G, sense, h, budget_w, problem.budget.value, problem.budget.spend_all, cost_w)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -125,12 +129,13 @@ def libra_data(problem: HierarchyProblem) -> LibraData:
 #            iteration with message M_pd (us x GB/s: bytes/1e3 per NPU on dimension d, the split of
 #            hierarchy.py); compute time C (us, the sum of every phase's compute x layer count);
 #            U = {d : some M_pd > 0} (dimensions with traffic); bounds lo_d <= B_d <= hi_d (min, max
-#            and fixed values); orderings B_i >= B_j for (i, j) in O; budget row a @ B <= beta
+#            and fixed values); orderings B_i >= B_j for (i, j) in O; the user's linear rows
+#            G_r @ B (<=, >=, ==) h_r (LIBRA's own, e.g. B3 + B4 == 200); budget row a @ B <= beta
 #            (a = 1: total bandwidth; a = cost weights u: network cost; "==" when spend_all);
 #            cost weights u_d = N * (element prices of d), so network cost = u @ B.
 #
 # Problem (iteration_time):   minimise  C + sum_p W_p * max_{d in U} M_pd / B_d
-#                             over B in P = {B >= 0 : lo <= B <= hi, B_i >= B_j (O), a @ B <= beta}.
+#                             over B in P = {B >= 0 : lo <= B <= hi, B_i >= B_j (O), G B (<=,>=,==) h, a @ B <= beta}.
 # Every function M_pd / B_d is convex on B_d > 0, a max and a positive sum of convex functions are
 # convex, and P is a polytope: a convex program. LIBRA's inverse I_d = 1/B_d makes the time linear;
 # we keep B (so the budget, bounds and orderings stay linear) and RELAX the equality to I_d >= 1/B_d:
@@ -143,6 +148,7 @@ def libra_data(problem: HierarchyProblem) -> LibraData:
 #   epigraph:  i_d >= 1 / b_d                           (convex; outer-approximated, see below)
 #   bounds:    b_d - (lo_d / s) * mu >= 0,  b_d - (hi_d / s) * mu <= 0
 #   order:     b_i - b_j >= 0                           for (i, j) in O
+#   linear:    (s G_r @ b - h_r * mu) / n_r  (<=, >=, ==)  0   (n_r = max(s max|G_r|, |h_r|): rows of order 1)
 #   budget:    (s / beta) * a @ b - mu <= 0             (== 0 with spend_all)
 # Objective: minimise C * nu + sum_p W_p t_p            (nu = 1/mu = 1 here: the constant C;
 #                                                         the LP's objective is this / T_ref, T_ref =
@@ -237,6 +243,16 @@ def build_lp(data: LibraData, objective: str, scale: float, *, c_ref: float | No
         r = np.arange(K)
         bld.add_constraints(np.concatenate([r, r]), np.concatenate([b[data.order[:, 0]], b[data.order[:, 1]]]),
                             np.concatenate([np.ones(K), -np.ones(K)]), lb=0.0, count=K, name="order")
+    if data.h.size:  # linear: (s G b - h mu) / n <= / >= / == 0
+        R, Dn = data.G.shape
+        norm = np.maximum(np.maximum(s * np.abs(data.G).max(axis=1), np.abs(data.h)), 1e-300)
+        rows = np.repeat(np.arange(R), Dn + 1)
+        cols = np.tile(np.append(b, mu), R)
+        vals = np.hstack([s * data.G, -data.h[:, None]]).ravel() / np.repeat(norm, Dn + 1)
+        keep = vals != 0
+        lower = np.where(data.sense == "<=", -np.inf, 0.0).astype(float)
+        upper = np.where(data.sense == ">=", np.inf, 0.0).astype(float)
+        bld.add_constraints(rows[keep], cols[keep], vals[keep], lb=lower, ub=upper, count=R, name="linear")
     # budget: (s / beta) a @ b - mu <= 0  (== 0 with spend_all)
     bld.add_constraints(np.zeros(D + 1, dtype=np.int64), np.append(b, mu), np.append(s * data.budget_w / data.budget, -1.0),
                         lb=0.0 if data.spend_all else -np.inf, ub=0.0, count=1, name="budget")
@@ -448,7 +464,7 @@ def _run(lp: LibraLP, backend: str, clock: _Clock):
     if status == "optimal":
         return res
     if status == "infeasible":
-        raise _Stop("infeasible", "the budget, bounds and orderings together admit no allocation (the LP is infeasible)")
+        raise _Stop("infeasible", "the budget, bounds, orderings and linear constraints together admit no allocation (the LP is infeasible)")
     if status in ("no_solution", "feasible"):
         raise _Stop("limit", f"time limit reached in an LP ({status})")
     raise _Stop("error", f"the {backend} LP solve failed: {status} {res.message}".strip())

@@ -257,15 +257,31 @@ class Budget:
         _bool(self.spend_all, "spend_all")
 
 
+#: Largest |coefficient| of a linear constraint (keeps the LP's rows within the solvers' range).
+_MAX_COEFFICIENT = 1e6
+
+
+def _signed(value: Any, path: str, limit: float) -> float:
+    """A finite number of magnitude at most ``limit``."""
+    value = _number(value, path)
+    if abs(value) > limit:
+        raise InstanceError(f"must be between {-limit:g} and {limit:g}, got {value:g}", field=path)
+    return value
+
+
 @dataclass(frozen=True)
 class Constraints:
     """User constraints, by dimension name: ``min_gbps``, ``max_gbps``, ``fixed_gbps`` (mappings
-    name -> GB/s) and ``orderings`` (pairs ``(a, b)`` meaning ``B_a >= B_b``)."""
+    name -> GB/s), ``orderings`` (pairs ``(a, b)`` meaning ``B_a >= B_b``) and ``linear``: triples
+    ``(terms, sense, rhs)`` meaning ``sum coefficient * B_name  sense  rhs`` (GB/s; terms a mapping
+    name -> coefficient, sense ``<=``, ``>=`` or ``==``), as LIBRA's user constraints such as
+    ``B3 + B4 == 200``."""
 
     min_gbps: Mapping[str, float] = field(default_factory=dict)
     max_gbps: Mapping[str, float] = field(default_factory=dict)
     fixed_gbps: Mapping[str, float] = field(default_factory=dict)
     orderings: tuple[tuple[str, str], ...] = ()
+    linear: tuple[tuple[Mapping[str, float], str, float], ...] = ()
 
     def __post_init__(self) -> None:
         for label in ("min_gbps", "max_gbps", "fixed_gbps"):
@@ -286,6 +302,26 @@ class Constraints:
                 raise InstanceError("expected a pair [a, b] meaning B_a >= B_b", field=f"orderings[{i}]")
             pairs.append((_str(pair[0], f"orderings[{i}][0]"), _str(pair[1], f"orderings[{i}][1]")))
         object.__setattr__(self, "orderings", tuple(pairs))
+        linear = self.linear
+        if not isinstance(linear, (list, tuple)):
+            raise InstanceError(f"expected a list, got {_type_name(linear)}", field="linear")
+        rows = []
+        for i, row in enumerate(linear):
+            path = f"linear[{i}]"
+            if not isinstance(row, (list, tuple)) or len(row) != 3:
+                raise InstanceError("expected (terms, sense, rhs)", field=path)
+            terms, sense, rhs = row
+            if isinstance(terms, tuple):
+                terms = dict(terms)
+            if not isinstance(terms, Mapping) or not terms:
+                raise InstanceError("terms: expected a non-empty object {dimension: coefficient}", field=f"{path}.terms")
+            clean = tuple((_str(k, f"{path}.terms"), _signed(v, f"{path}.terms.{k}", _MAX_COEFFICIENT))
+                          for k, v in terms.items())
+            if all(v == 0 for _, v in clean):
+                raise InstanceError("every coefficient is 0", field=f"{path}.terms")
+            rows.append((clean, _choice(sense, f"{path}.sense", ("<=", ">=", "==")),
+                         _signed(rhs, f"{path}.rhs", _MAX_COEFFICIENT * MAX_GBPS)))
+        object.__setattr__(self, "linear", tuple(rows))
 
 
 @dataclass(frozen=True)
@@ -345,6 +381,11 @@ class HierarchyProblem:
             for k, key in enumerate((a, b)):
                 if key not in names:
                     raise InstanceError(f"unknown dimension {key!r}", field=f"constraints.orderings[{i}][{k}]")
+        for i, (terms, _, _) in enumerate(self.constraints.linear):
+            for key, _ in terms:
+                if key not in names:
+                    raise InstanceError(f"unknown dimension {key!r} (dimensions: {', '.join(d.name for d in dims)})",
+                                        field=f"constraints.linear[{i}].terms")
         _choice(self.objective, "objective", OBJECTIVES)
         if self.budget.kind == "cost" or self.objective == "perf_per_cost":
             for i, d in enumerate(dims):
@@ -401,6 +442,16 @@ class HierarchyProblem:
     def orderings_index(self) -> list[tuple[int, int]]:
         """The orderings as index pairs ``(i, j)``: ``B_i >= B_j``."""
         return [(self.index(a), self.index(b)) for a, b in self.constraints.orderings]
+
+    def linear_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The linear constraints as arrays ``(G, sense, h)``: row k is ``G[k] @ B  sense[k]  h[k]``
+        (sense ``<=``, ``>=`` or ``==``; a dimension named twice in a row has its coefficients summed)."""
+        rows = self.constraints.linear
+        G = np.zeros((len(rows), self.num_dimensions))
+        for k, (terms, _, _) in enumerate(rows):
+            for key, v in terms:
+                G[k, self.index(key)] += v
+        return G, np.array([r[1] for r in rows], dtype=object), np.array([r[2] for r in rows], dtype=float)
 
     def with_objective(self, objective: str) -> HierarchyProblem:
         """The same problem with another objective."""
@@ -540,6 +591,13 @@ def _violations(problem: HierarchyProblem, bw: Sequence[float], cost: float | No
         ba, bb = bw[names.index(a)], bw[names.index(b)]
         if ba < bb - tol(bb):
             out.append(f"orderings: {a} ({ba:.6g} GB/s) must have at least the bandwidth of {b} ({bb:.6g} GB/s)")
+    for i, (terms, sense, rhs) in enumerate(problem.constraints.linear):
+        value = sum(v * bw[names.index(key)] for key, v in terms)
+        scale = rtol * max(1.0, abs(rhs), sum(abs(v * bw[names.index(key)]) for key, v in terms))
+        broken = {"<=": value > rhs + scale, ">=": value < rhs - scale, "==": abs(value - rhs) > scale}[sense]
+        if broken:
+            text = " + ".join(f"{v:g} {key}" for key, v in terms)
+            out.append(f"linear[{i}]: {text} = {value:.6g}, must be {sense} {rhs:.6g}")
     return out
 
 
@@ -604,7 +662,8 @@ _LAYER_KEYS = {"name", "count", *PHASES}
 _PHASE_KEYS = {"compute_us", "collective"}
 _COLL_KEYS = {"type", "bytes", "communicator"}
 _BUDGET_KEYS = {"total_bandwidth_gbps", "cost_usd", "spend_all"}
-_CONSTRAINT_KEYS = {"min_gbps", "max_gbps", "fixed_gbps", "orderings"}
+_CONSTRAINT_KEYS = {"min_gbps", "max_gbps", "fixed_gbps", "orderings", "linear"}
+_LINEAR_KEYS = {"terms", "sense", "rhs"}
 MAX_LAYERS = 100_000
 
 
@@ -690,7 +749,12 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
         if len(item) != 3 or item[1] not in (">=", "<="):
             raise InstanceError('expected ["a", ">=", "b"] or ["a", "<=", "b"]', field=f"constraints.orderings[{i}]")
         orderings.append((item[0], item[2]) if item[1] == ">=" else (item[2], item[0]))
-    cons = _at("constraints", lambda: Constraints(maps["min_gbps"], maps["max_gbps"], maps["fixed_gbps"], tuple(orderings)))
+    linear = []
+    for i, raw in enumerate(_list(c.get("linear", []), "constraints.linear")):
+        row = _obj(raw, f"constraints.linear[{i}]", _LINEAR_KEYS, _LINEAR_KEYS)
+        linear.append((_mapping(row["terms"], f"constraints.linear[{i}].terms"), row["sense"], row["rhs"]))
+    cons = _at("constraints", lambda: Constraints(maps["min_gbps"], maps["max_gbps"], maps["fixed_gbps"], tuple(orderings),
+                                                  tuple(linear)))
     return HierarchyProblem(tuple(dims), tuple(layers), budget, cons, objective=top.get("objective", "iteration_time"),
                             name=top.get("name", ""), description=top.get("description", ""))
 
@@ -730,6 +794,8 @@ def hierarchy_to_dict(problem: HierarchyProblem) -> dict[str, Any]:
             cons[label] = dict(getattr(problem.constraints, label))
     if problem.constraints.orderings:
         cons["orderings"] = [[a, ">=", b] for a, b in problem.constraints.orderings]
+    if problem.constraints.linear:
+        cons["linear"] = [{"terms": dict(terms), "sense": sense, "rhs": rhs} for terms, sense, rhs in problem.constraints.linear]
     out: dict[str, Any] = {"format": LIBRA_FORMAT, "version": VERSION}
     if problem.name:
         out["name"] = problem.name

@@ -504,3 +504,85 @@ def test_equal_split_baseline():
     sol = solve_bandwidth(p)
     assert sol.equal_split_time_s == evaluate_bandwidths(p, [250.0] * 4).iteration_time_s
     assert sol.speedup_vs_equal > 1.0
+
+
+# ----------------------------------------------------------------------------------------------
+# LIBRA's general linear user constraints (e.g. B3 + B4 == 200)
+# ----------------------------------------------------------------------------------------------
+def _two_rings(constraints, budget=1000.0, objective="iteration_time"):
+    # all_reduce of 1.2e9 bytes over Ring(4) x Ring(4): messages 1.8e9 and 4.5e8 bytes per NPU
+    layers = [one_collective("all_reduce", 1.2e9, (4, 4))]
+    return problem([("ring", 4, 1.0), ("ring", 4, 2.0)], layers, budget=("total_bandwidth", budget),
+                   constraints=constraints, objective=objective)
+
+
+@pytest.mark.parametrize("backend", LP_BACKENDS)
+def test_linear_equality_closed_form(backend):
+    """Unconstrained, B is proportional to the messages (800, 200); B0 == B1 forces (500, 500) and the
+    time of the larger message at 500 GB/s."""
+    free = solve_bandwidth(_two_rings(None), backend=backend)
+    assert free.bandwidths_gbps == pytest.approx((800.0, 200.0), rel=1e-4)
+    p = _two_rings(Constraints(linear=(({"d0": 1.0, "d1": -1.0}, "==", 0.0),)))
+    sol = solve_bandwidth(p, backend=backend)
+    assert sol.status == "optimal" and sol.bandwidths_gbps == pytest.approx((500.0, 500.0), rel=1e-5)
+    assert sol.objective == pytest.approx(1.8e9 / 500e9, rel=1e-6)
+    assert evaluate_bandwidths(p, sol.bandwidths_gbps).feasible
+
+
+def test_linear_inequality_against_a_grid():
+    """A row that binds (d0 + 3 d1 <= 900 cuts the free optimum (800, 200)): no grid point that keeps
+    it beats the solver, and the grid comes close."""
+    p = _two_rings(Constraints(linear=(({"d0": 1.0, "d1": 3.0}, "<=", 900.0),)))
+    sol = solve_bandwidth(p)
+    assert sol.status == "optimal"
+    B = np.array(sol.bandwidths_gbps)
+    assert B[0] + 3 * B[1] <= 900 * (1 + 1e-6) and B.sum() <= 1000 * (1 + 1e-9)
+    coarse = _grid_best(p, np.arange(0, 1001, 5.0), np.arange(0, 301, 1.0))
+    fine = _grid_best(p, B[0] + np.linspace(-1, 1, 81), B[1] + np.linspace(-1, 1, 81))
+    assert min(coarse, fine) >= sol.bound * (1 - 1e-12)
+    assert fine <= sol.objective * (1 + 1e-3)
+    # the same optimum written as a ">=" row (-d0 - 3 d1 >= -900)
+    flipped = _two_rings(Constraints(linear=(({"d0": -1.0, "d1": -3.0}, ">=", -900.0),)))
+    assert solve_bandwidth(flipped).objective == pytest.approx(sol.objective, rel=1e-6)
+
+
+def test_linear_row_as_a_floor_gives_perf_per_cost_an_optimum():
+    """perf_per_cost needs something that keeps the bandwidths above 0: a linear row d0 >= 100 does
+    what min_gbps d0 = 100 does."""
+    by_min = solve_bandwidth(_two_rings(Constraints(min_gbps={"d0": 100.0}), objective="perf_per_cost"))
+    by_row = solve_bandwidth(_two_rings(Constraints(linear=(({"d0": 1.0}, ">=", 100.0),)), objective="perf_per_cost"))
+    assert by_min.status == by_row.status == "optimal"
+    assert by_row.objective == pytest.approx(by_min.objective, rel=1e-6)
+    assert by_row.bandwidths_gbps == pytest.approx(by_min.bandwidths_gbps, rel=1e-4)
+
+
+def test_infeasible_linear_rows_are_reported():
+    rows = (({"d0": 1.0, "d1": 1.0}, ">=", 1500.0),)  # more than the budget of 1000
+    sol = solve_bandwidth(_two_rings(Constraints(linear=rows)))
+    assert sol.status == "infeasible" and "linear constraints" in sol.message
+
+
+def test_evaluator_flags_a_broken_linear_row():
+    p = _two_rings(Constraints(linear=(({"d0": 1.0, "d1": -1.0}, "==", 0.0),)))
+    ev = evaluate_bandwidths(p, [800.0, 200.0])
+    assert not ev.feasible and any("linear[0]" in v and "must be == 0" in v for v in ev.violations)
+    assert evaluate_bandwidths(p, [400.0, 400.0]).feasible
+
+
+def test_linear_rows_in_files(tmp_path):
+    data = _gpt3_data()
+    data["constraints"] = {"linear": [{"terms": {"node": 1, "pod": 1}, "sense": "==", "rhs": 200}]}
+    p = parse_hierarchy(data)
+    assert parse_hierarchy(json.loads(json.dumps(hierarchy_to_dict(p)))) == p
+    sol = solve_bandwidth(p)
+    B = dict(zip(p.dimension_names, sol.bandwidths_gbps))
+    assert sol.status == "optimal" and B["node"] + B["pod"] == pytest.approx(200.0, rel=1e-6)
+    for row, match in [({"terms": {"nope": 1}, "sense": "==", "rhs": 1}, "unknown dimension 'nope'"),
+                       ({"terms": {"node": 1}, "sense": "=", "rhs": 1}, "sense: must be one of"),
+                       ({"terms": {}, "sense": "==", "rhs": 1}, "non-empty"),
+                       ({"terms": {"node": 0}, "sense": "==", "rhs": 1}, "every coefficient is 0"),
+                       ({"terms": {"node": 1}, "sense": "=="}, "rhs"),
+                       ({"terms": {"node": "x"}, "sense": "==", "rhs": 1}, "expected a number")]:
+        data["constraints"] = {"linear": [row]}
+        with pytest.raises(InstanceError, match=match):
+            parse_hierarchy(data)
