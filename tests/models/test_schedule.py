@@ -381,3 +381,38 @@ def test_forward_fraction_is_a_parameter(hand):
 def test_schedule_type_reports_no_times_without_a_schedule():
     res = Schedule("no_solution", "exact", None, 1.0, None, None, None, 1e-6)
     assert not res.has_schedule
+
+
+# ----------------------------------------------------------------------------------------------
+# Hybrid strategies (resharding between different cosets) and the list scheduler's rules
+# ----------------------------------------------------------------------------------------------
+HYBRIDS = [((2, 1, 3, 1, 6), (1, 3, 1, 1, 0)), ((2, 3, 3, 6, 6), (2, 0, 1, 0, 0)), ((6, 1, 2, 3, 1), (0, 5, 2, 1, 4))]
+
+
+@pytest.fixture(scope="module")
+def hybrids():
+    inst = load_instance(INSTANCES / "dlrm-mini-6.json")
+    out = []
+    for deg, start in HYBRIDS:
+        st = Strategy(deg, start, (0, 1, 2, 3))
+        out.append(graph_from_solution(inst, heuristic_for_placement(inst, strategy_to_dict(st))))
+    return out
+
+
+def test_hybrid_strategies_schedule_and_check(hybrids):
+    for g in hybrids:
+        assert any(t.kind == "reshard_fwd" for t in g.tasks)
+        rules = {rule: list_schedule(g, priority=rule, justify=0) for rule in ("tail", "after", "earliest")}
+        best = list_schedule(g)
+        ex = solve_schedule(g, time_limit_s=20)
+        for sched in (*rules.values(), best, ex):
+            assert check_schedule(g, sched) == []
+            assert sched.makespan_s >= lower_bounds(g)["bound_s"] - 1e-12
+        assert best.makespan_s <= min(s.makespan_s for s in rules.values()) + 1e-12
+        assert ex.makespan_s <= best.makespan_s + 1e-12
+        assert ex.status == "optimal"
+
+
+def test_unknown_priority_rule_is_refused(hybrids):
+    with pytest.raises(InputError, match="priority"):
+        list_schedule(hybrids[0], priority="random")
