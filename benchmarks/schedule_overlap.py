@@ -4,12 +4,15 @@ For each small shipped workload instance: the design ``solve(inst, method="heuri
 (TopoOpt's data-parallel start and TopologyFinder), and, to show what precedence costs a pipeline,
 the first ``--stages`` pipeline-of-data-parallel-groups strategies of
 :func:`topoopt_ilp.strategy.stage_strategies`, each on TopologyFinder's topology for its traffic.
-Per design, side by side in one run: the evaluator's iteration time with ``overlap: none``
+With ``--random K``, also K hybrid strategies per instance drawn at random (seeded: a degree among each
+layer's configs and a coset start per layer, blocks by ``place_blocks``), where resharding traffic and
+mixed groups make the schedule harder. Per design, side by side in one run: the evaluator's iteration time with ``overlap: none``
 (T_compute + T_comm) and ``full`` (max of the two), the list schedule's makespan, CP-SAT's makespan,
 its bound and status, and the solve times. Every schedule is re-checked by
 :func:`topoopt_ilp.iteration_graph.check_schedule`.
 
-    .venv/bin/python benchmarks/schedule_overlap.py [--time-limit S] [--stages K] [--instances FILE ...]
+    .venv/bin/python benchmarks/schedule_overlap.py [--time-limit S] [--stages K] [--random K] [--seed N]
+                                                    [--instances FILE ...]
 
 Demand instances (no workload, e.g. instances/dlrm-like-6.json) have nothing to schedule and are
 reported as skipped.
@@ -18,6 +21,7 @@ reported as skipped.
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
 from pathlib import Path
@@ -30,7 +34,7 @@ from topoopt_ilp.io import load_instance  # noqa: E402
 from topoopt_ilp.iteration_graph import check_schedule, graph_from_solution  # noqa: E402
 from topoopt_ilp.models.schedule import list_schedule, solve_schedule  # noqa: E402
 from topoopt_ilp.solve import heuristic_for_placement, solve  # noqa: E402
-from topoopt_ilp.strategy import stage_strategies, strategy_to_dict, validate_strategy  # noqa: E402
+from topoopt_ilp.strategy import Strategy, place_blocks, stage_strategies, strategy_to_dict, validate_strategy  # noqa: E402
 
 DEFAULT = ["instances/dlrm-mini-6.json", "instances/dlrm-like-6.json", *sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "instances" / "paper").glob("*testbed-12*.json"))]
@@ -45,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instances", nargs="+", default=DEFAULT)
     ap.add_argument("--time-limit", type=float, default=30.0, help="CP-SAT limit per design (default 30 s)")
     ap.add_argument("--stages", type=int, default=3, help="pipeline strategies per instance (default 3)")
+    ap.add_argument("--random", type=int, default=0, help="random hybrid strategies per instance (default 0)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random strategies (default 0)")
     args = ap.parse_args(argv)
     head = (f"{'instance':<28} {'design':<16} {'tasks':>5} {'none ms':>9} {'full ms':>9} {'list ms':>9} {'CP-SAT ms':>9} "
             f"{'bound ms':>9} {'status':<8} {'CP/none':>7} {'CP/full':>7} {'list s':>6} {'CP s':>6}")
@@ -61,6 +67,16 @@ def main(argv: list[str] | None = None) -> int:
             if validate_strategy(inst.workload, inst.n, st):
                 continue
             designs.append((f"stages k={st.layer_degree[0]}", heuristic_for_placement(inst, strategy_to_dict(st))))
+        rng = random.Random(args.seed)
+        w, n = inst.workload, inst.n
+        for r in range(args.random):
+            for _ in range(100):  # draws that break server memory are skipped
+                deg = tuple(rng.choice(layer.configs) for layer in w.layers)
+                start = tuple(rng.randrange(n // k) for k in deg)
+                st = Strategy(deg, start, place_blocks(w, n, deg, start))
+                if not validate_strategy(w, n, st):
+                    designs.append((f"random {r}", heuristic_for_placement(inst, strategy_to_dict(st))))
+                    break
         for label, sol in designs:
             g = graph_from_solution(inst, sol)
             m = evaluate(inst, sol)
