@@ -40,6 +40,32 @@ def test_verify_says_a_file_without_a_design_has_nothing_to_verify(tmp_path, cap
     assert "holds no design (status no_solution" in capsys.readouterr().out
 
 
+def test_evaluate_names_a_file_without_a_design_and_warns_on_false_metrics(tmp_path, capsys):
+    none = tmp_path / "none.json"
+    assert main(["solve", TESTBED, "--method", "exact", "--time-limit", "0", "--out", str(none), "--quiet"]) == 4
+    capsys.readouterr()
+    assert main(["evaluate", TESTBED, str(none)]) == 2
+    assert f"{none}: holds no design (status no_solution)" in capsys.readouterr().err
+    out = tmp_path / "tb.json"
+    assert main(["solve", TESTBED, "--out", str(out), "--quiet"]) == 0
+    data = json.loads(out.read_text())
+    data["metrics"]["iteration_time_s"] = 0.001  # a false claim: evaluate's own scores are right, but say so
+    out.write_text(json.dumps(data))
+    assert main(["evaluate", TESTBED, str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "fails verification" in captured.err and "metrics.iteration_time_s is 0.001" in captured.err
+    assert "0.001" not in captured.out
+
+
+def test_an_instance_problem_found_by_solve_names_the_file(tmp_path, capsys):
+    data = json.loads(open(MIX8).read())
+    data["cluster"].update(degree=1, regular=False)
+    path = tmp_path / "deg1.json"
+    path.write_text(json.dumps(data))
+    assert main(["solve", str(path)]) == 2
+    assert f"error: {path}: cluster.degree: degree 1" in capsys.readouterr().err
+
+
 def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
     out = tmp_path / "tb.json"
     assert main(["solve", TESTBED, "--out", str(out), "--quiet"]) == 0

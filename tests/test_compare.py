@@ -108,3 +108,16 @@ def test_a_method_or_backend_named_twice_runs_once():
     inst = io.load_instance(INSTANCES / "mix-8.json")
     runs = plan_runs(inst, ["exact", "heuristic", "exact"], ["highs", "cbc", "highs"])
     assert [(m, b) for m, b, _ in runs] == [("exact", "highs"), ("exact", "cbc"), ("heuristic", "-")]
+
+
+def test_a_row_that_fails_verification_is_not_a_solution(tmp_path, capsys):
+    """Two disjoint triangles fixed, one AllReduce over all six servers: the heuristic's row is
+    'feasible' at an infinite time and fails verification; compare exited 0 on it (audit)."""
+    path = tmp_path / "disc.json"
+    path.write_text(json.dumps({
+        "format": "topoopt-instance", "version": 1, "cluster": {"servers": 6, "degree": 2, "link_bandwidth_gbps": 100},
+        "fixed_topology": {"links": [[0, 1, 1], [1, 2, 1], [2, 0, 1], [3, 4, 1], [4, 5, 1], [5, 3, 1]]},
+        "demand": {"allreduce": [{"members": [0, 1, 2, 3, 4, 5], "bytes": 1e6}]}}))
+    assert main(["compare", str(path), "--methods", "heuristic"]) == 1
+    captured = capsys.readouterr()
+    assert " NO " in captured.out and "no method found a solution that passes verification" in captured.err

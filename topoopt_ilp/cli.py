@@ -200,6 +200,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         from .verify import direction_mismatch
 
         target = load_solution(args.solution, directed=inst.cluster.directed)
+        if not target.has_solution and inst.fixed_topology is None:
+            raise InputError(f"holds no design (status {target.status}): nothing to evaluate", source=args.solution)
         mismatch = direction_mismatch(inst, target)
         if mismatch:
             raise InputError(f"the solution does not match the instance: {mismatch}", source=args.solution)
@@ -222,7 +224,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             raise
         raise InputError(f"the solution does not match the instance: {report.violations[0]}", source=args.solution) from None
     if args.solution:
-        report = verify(inst, target, check_metrics=False)  # its rules only: the metrics were just computed
+        report = verify(inst, target)  # its rules and its recorded metrics (those printed below are recomputed)
         if not report.valid:  # scored anyway (that is evaluate's job), but not silently
             print(f"warning: {args.solution} fails verification ({len(report.violations)} violation(s), first: "
                   f"{report.violations[0]}); the scores are of the solution as given (see topoopt verify)", file=sys.stderr)
@@ -341,7 +343,12 @@ def _cmd_solve(args: argparse.Namespace) -> int:
                            topology_method=args.topology_method or "auto")
             if not (args.quiet or args.json):
                 options["progress"] = _print_round
-    sol = solve(inst, method=args.method, **options)
+    try:
+        sol = solve(inst, method=args.method, **options)
+    except InputError as exc:
+        if exc.source is None and exc.field is not None:  # about the instance's contents: name its file
+            raise type(exc)(exc.reason, source=args.instance, field=exc.field) from None
+        raise
     report = verify(inst, sol) if sol.has_solution else None
     if args.out is not None and (sol.has_solution or sol.status in ("infeasible", "no_solution")):
         save_solution(sol, args.out, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance))
@@ -379,7 +386,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     rows = compare(inst, methods, backends, args.time_limit,
                    seed=args.seed, native_options=_native_options(args.solver_option, backends))
     _print_text(format_rows(inst, rows, args.format))
-    return _rows_exit([r.status for r in rows])
+    code = _rows_exit(rows)
+    if code != EXIT_OK:
+        print(f"error: {_no_solution_reason(code)}", file=sys.stderr)
+    return code
+
+
+def _no_solution_reason(code: int) -> str:
+    """What compare or one instance of a sweep says when it exits non-zero."""
+    return "no method found a solution that passes verification" + (" (proven infeasible)" if code == EXIT_INFEASIBLE else "")
 
 
 def _methods_and_backends(args: argparse.Namespace) -> tuple[list[str] | None, list[str]]:
@@ -396,12 +411,13 @@ def _methods_and_backends(args: argparse.Namespace) -> tuple[list[str] | None, l
     return methods, backends
 
 
-def _rows_exit(statuses: list[str]) -> int:
-    """Exit code of compare (and of each instance of a sweep): 0 when some method found a solution,
-    3 when none did and a method proved the instance infeasible, else 1."""
-    if any(s in ("optimal", "feasible") for s in statuses):
+def _rows_exit(rows: list[Any]) -> int:
+    """Exit code of compare (and of each instance of a sweep), from its CompareRows: 0 when some
+    method found a solution that passes verification, 3 when none did and a method proved the
+    instance infeasible, else 1."""
+    if any(r.status in ("optimal", "feasible") and r.verified is not False for r in rows):
         return EXIT_OK
-    return EXIT_INFEASIBLE if "infeasible" in statuses else EXIT_ERROR
+    return EXIT_INFEASIBLE if any(r.status == "infeasible" for r in rows) else EXIT_ERROR
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -476,11 +492,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(f"wrote {args.out}", file=sys.stderr)
     else:
         _print_text(text)
-    codes = {p: _rows_exit([r.row.status for r in rows if r.instance == p]) for p in paths}
+    codes = {p: _rows_exit([r.row for r in rows if r.instance == p]) for p in paths}
     for p, code in codes.items():
         if code != EXIT_OK:
-            print(f"error: {p}: no method found a solution" + (" (proven infeasible)" if code == EXIT_INFEASIBLE else ""),
-                  file=sys.stderr)
+            print(f"error: {p}: {_no_solution_reason(code)}", file=sys.stderr)
     return max(codes.values(), key=lambda c: (c != EXIT_OK, c == EXIT_ERROR))
 
 
