@@ -78,14 +78,15 @@ def _pos_int(text: str) -> int:
 # ----------------------------------------------------------------------------------------------
 # Output helpers
 # ----------------------------------------------------------------------------------------------
-def _fmt_time(v: float | None) -> str:
+def _fmt_time(v: float | None, digits: int = 4) -> str:
+    """Seconds in the largest unit (s, ms, us, ns) that keeps the value >= 1, to ``digits`` digits."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "inf" if v is not None else "-"
     if v == 0:
         return "0 s"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
         if abs(v) >= scale:
-            return f"{v / scale:.4g} {unit}"
+            return f"{v / scale:.{digits}g} {unit}"
     return f"{v:.3g} s"
 
 

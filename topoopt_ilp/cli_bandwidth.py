@@ -16,31 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from typing import Any
 
+from .cli import _fmt_time as fmt_time
+from .cli import _nonneg_float
 from .errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run_bandwidth", "format_table"]
 
 _STATUS_EXIT = {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE,
                 "no_solution": EXIT_NO_SOLUTION, "error": EXIT_ERROR}
-
-
-def _number(text: str, *, positive: bool) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v < 0 or (positive and v == 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number {'>' if positive else '>='} 0, got {text}")
-    return v
-
-
-def _nonneg(text: str) -> float:
-    return _number(text, positive=False)
 
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
@@ -55,8 +42,8 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     b.add_argument("--objective", choices=("iteration_time", "perf_per_cost"), default=None,
                    help="default: the file's objective (iteration_time when it names none)")
     b.add_argument("--backend", default="highs", help="LP back-end: highs (default), scip or cbc")
-    b.add_argument("--time-limit", type=_nonneg, default=None, metavar="S", help="wall-clock limit in seconds")
-    b.add_argument("--gap", type=_nonneg, default=None, metavar="G", help="relative optimality gap (default 1e-6)")
+    b.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S", help="wall-clock limit in seconds")
+    b.add_argument("--gap", type=_nonneg_float, default=None, metavar="G", help="relative optimality gap (default 1e-6)")
     b.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
     b.add_argument("--json", action="store_true", help="print the solution as JSON")
     b.set_defaults(func=run_bandwidth)
@@ -64,14 +51,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 
 
 def _fmt_time(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if not math.isfinite(v):
-        return "inf"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(v) >= scale:
-            return f"{v / scale:.6g} {unit}"
-    return f"{v:.3g} s"
+    return fmt_time(v, digits=6)
 
 
 def format_table(problem: Any, sol: Any, label: str | None = None) -> str:

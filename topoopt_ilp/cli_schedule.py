@@ -11,44 +11,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from typing import Any
 
+from .cli import _fmt_time as fmt_time
+from .cli import _nonneg_float, _pos_float, _pos_int
 from .errors import EXIT_NO_SOLUTION, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run_schedule"]
 
 
-def _number(text: str, *, low: float, low_ok: bool, high: float | None = None) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v < low or (v == low and not low_ok) or (high is not None and v > high):
-        span = f"{'>=' if low_ok else '>'} {low:g}" + (f" and <= {high:g}" if high is not None else "")
-        raise argparse.ArgumentTypeError(f"must be a finite number {span}, got {text}")
-    return v
-
-
-def _time_limit(text: str) -> float:
-    return _number(text, low=0.0, low_ok=True)
-
-
-def _unit_us(text: str) -> float:
-    return _number(text, low=0.0, low_ok=False)
-
-
 def _fraction(text: str) -> float:
-    return _number(text, low=0.0, low_ok=True, high=1.0)
-
-
-def _threads(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {v}")
+    v = _nonneg_float(text)
+    if v > 1:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 and <= 1, got {text}")
     return v
 
 
@@ -65,16 +40,16 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("solution", metavar="SOLUTION", help="a solution file (topology, placement, rings, routes)")
     p.add_argument("--method", choices=("exact", "heuristic"), default="exact",
                    help="exact: CP-SAT, warm-started from the list schedule (default); heuristic: the list schedule")
-    p.add_argument("--time-limit", type=_time_limit, default=None, metavar="S",
+    p.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S",
                    help="exact: CP-SAT's time limit in seconds (default: none; the result is then proven optimal)")
-    p.add_argument("--time-unit-us", type=_unit_us, default=1.0, metavar="U",
+    p.add_argument("--time-unit-us", type=_pos_float, default=1.0, metavar="U",
                    help="time resolution: durations are rounded up to multiples of U microseconds (default 1)")
     p.add_argument("--forward-fraction", type=_fraction, default=1.0 / 3.0, metavar="F",
                    help="share of a layer's time spent in its forward pass (default 1/3: backward = 2 x forward)")
     p.add_argument("--routing", choices=("given", "shortest_path"), default="given",
                    help="given: the solution's routes (shortest paths when it has none; default); shortest_path: "
                         "every pair split equally over its shortest paths (the evaluator's modes)")
-    p.add_argument("--threads", type=_threads, default=None, metavar="T", help="exact: CP-SAT workers (default 2)")
+    p.add_argument("--threads", type=_pos_int, default=None, metavar="T", help="exact: CP-SAT workers (default 2)")
     p.add_argument("--out", default=None, metavar="SCHEDULE.json", help="write the schedule (every task's times) here, atomically")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run_schedule)
@@ -82,14 +57,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 
 
 def _fmt(v: float | None) -> str:
-    if v is None or not math.isfinite(v):
-        return "-" if v is None else "inf"
-    if v == 0:
-        return "0 s"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(v) >= scale:
-            return f"{v / scale:.6g} {unit}"
-    return f"{v:.3g} s"
+    return fmt_time(v, digits=6)
 
 
 def run_schedule(args: argparse.Namespace) -> int:
