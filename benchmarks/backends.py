@@ -26,13 +26,14 @@ import sys
 import time
 from pathlib import Path
 
+from topoopt_ilp.solvers import guard
+
 from topoopt_ilp import Cluster, Demand, Instance, load_instance, solve
 from topoopt_ilp.instance import AllReduceGroup
-from topoopt_ilp.solvers import guard
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from exact_vs_naive import skewed_mix  # noqa: E402
+from exact_vs_naive import skewed_mix
 
 
 def instances():
