@@ -75,3 +75,23 @@ def test_non_finite_numbers_are_written_as_null_and_read_back(tmp_path):
     assert again.objective is None and again.wall_time_s == 0.0 and again.metrics["throughput"] == 0.0
     # the file round trip keeps everything; the design itself cannot carry the demand across the rings
     assert all(v.startswith("no path from") for v in verify(inst, again).violations), verify(inst, again).violations
+
+
+def test_file_size_limits_instances_and_solutions_apart(tmp_path, monkeypatch):
+    """Instances are capped at MAX_FILE_BYTES before parsing; solution files, which carry their
+    routing (77 MiB at 1024 servers), at MAX_SOLUTION_BYTES: what solve writes, it reads back."""
+    from conftest import INSTANCES
+    from topoopt_ilp.errors import InstanceError
+    from topoopt_ilp.solve import solve
+
+    inst = io.load_instance(INSTANCES / "mix-8.json")
+    out = tmp_path / "sol.json"
+    io.save_solution(solve(inst, method="heuristic"), out, directed=False)
+    size = out.stat().st_size
+    monkeypatch.setattr(io, "MAX_FILE_BYTES", size - 1)
+    assert io.load_solution(out).has_solution  # the instance limit does not apply
+    with pytest.raises(InstanceError, match="MiB limit"):
+        io.load_instance(out)
+    monkeypatch.setattr(io, "MAX_SOLUTION_BYTES", size - 1)
+    with pytest.raises(SolutionFileError, match="MiB limit"):
+        io.load_solution(out)

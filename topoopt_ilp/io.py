@@ -45,6 +45,7 @@ __all__ = [
     "write_json_atomic",
     "check_writable",
     "MAX_FILE_BYTES",
+    "MAX_SOLUTION_BYTES",
 ]
 
 INSTANCE_FORMAT = "topoopt-instance"
@@ -53,6 +54,9 @@ VERSION = 1
 # A dense 8192 x 8192 demand matrix alone would be ~1 GB of JSON; files this large are refused
 # before parsing so that a hostile file costs a second, not the machine.
 MAX_FILE_BYTES = 64 * 1024 * 1024
+#: Solution files carry their routing, which grows as n^2 x path length: the heuristic's solution of
+#: a 1024-server all-to-all job (degree 8) is 77 MiB (measured), so what the tool writes it must read.
+MAX_SOLUTION_BYTES = 1024 * 1024 * 1024
 
 
 # ----------------------------------------------------------------------------------------------
@@ -62,14 +66,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def _read_json(path: str | os.PathLike, error: type[InputError]) -> Any:
+def _read_json(path: str | os.PathLike, error: type[InputError], limit: int | None = None) -> Any:
+    """The JSON value in ``path``; ``limit``: largest file accepted (default :data:`MAX_FILE_BYTES`)."""
     source = str(path)
+    limit = MAX_FILE_BYTES if limit is None else limit
     try:
         size = os.path.getsize(path)
     except OSError as exc:
         raise error(f"cannot read file: {exc.strerror or exc}", source=source) from None
-    if size > MAX_FILE_BYTES:
-        raise error(f"file is {size / 2**20:.0f} MiB, larger than the {MAX_FILE_BYTES // 2**20} MiB limit", source=source)
+    if size > limit:
+        raise error(f"file is {size / 2**20:.0f} MiB, larger than the {limit // 2**20} MiB limit", source=source)
     try:
         with open(path, "rb") as fh:
             text = fh.read().decode("utf-8")
@@ -398,7 +404,7 @@ def save_solution(sol: Solution, path: str | os.PathLike, *, directed: bool, ins
 def load_solution(path: str | os.PathLike, *, directed: bool | None = None) -> Solution:
     """Read a solution file. ``directed`` (from the instance) wins over the file's own flag when the
     links are read; the file's own flag stays available as ``topology.stated_directed``."""
-    data = _read_json(path, SolutionFileError)
+    data = _read_json(path, SolutionFileError, MAX_SOLUTION_BYTES)
     return _with_source(lambda: parse_solution(data, directed=directed), str(path), SolutionFileError)
 
 
