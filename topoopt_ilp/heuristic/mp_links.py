@@ -155,6 +155,22 @@ def pair_hop_distances(X: np.ndarray, i: np.ndarray, j: np.ndarray, *, chunk: in
     return out
 
 
+def _tie_distances(G: np.ndarray, i: np.ndarray, j: np.ndarray, w: np.ndarray, exact: bool) -> np.ndarray:
+    """The distances :func:`distance_tie_break` needs. The greedy matcher (``exact`` False) compares
+    single edges, so the tie term only reorders pairs of equal weight: a pair whose weight no other
+    pair has gets 0 (its place is the same with any tie term), and without ties no BFS runs at all
+    (measured: on lognormal MP bytes at n = 4096 these BFS were 2/3 of TopologyFinder's time, for no
+    change). Blossom compares whole matchings, whose totals can tie without equal edges: all pairs."""
+    if exact:
+        return pair_hop_distances(G, i, j)
+    _, inverse, counts = np.unique(w, return_inverse=True, return_counts=True)
+    tied = counts[inverse.ravel()] > 1
+    dist = np.zeros(w.size, dtype=np.int64)
+    if tied.any():
+        dist[tied] = pair_hop_distances(G, i[tied], j[tied])
+    return dist
+
+
 def distance_tie_break(
     w: np.ndarray, dist: np.ndarray, n: int, *, exact: bool = False, rng: np.random.Generator | None = None
 ) -> np.ndarray:
@@ -321,7 +337,7 @@ def repeated_matching(
     for _ in range(rounds):
         w = w0 / (cnt + 1)
         if G is not None:
-            w = distance_tie_break(w, pair_hop_distances(G, i, j), n, exact=exact, rng=tie_rng)
+            w = distance_tie_break(w, _tie_distances(G, i, j, w, exact), n, exact=exact, rng=tie_rng)
         e = matcher(i, j, w, n, maxcardinality=maxcardinality)
         a, b = i[e], j[e]
         free = np.ones(n, dtype=bool)
