@@ -256,3 +256,24 @@ def test_tie_break_uses_base_links():
     assert ((b - a) % n == 4).all() and a.size == 4
     with pytest.raises(ValueError):
         repeated_matching(T, 1, tie_break="bogus")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_greedy_tie_break_needs_distances_of_tied_pairs_only(seed):
+    """The greedy matcher's tie term only orders pairs of equal weight, so computing hop distances
+    for the tied pairs alone (a pair with a weight of its own gets 0) picks the same matching."""
+    from topoopt_ilp.heuristic.mp_links import _tie_distances, distance_tie_break, pair_hop_distances
+
+    rng = np.random.default_rng(seed)
+    n = 40
+    G = circulant_matrix(n, (1, 7), False)
+    i, j = np.triu_indices(n, 1)
+    keep = rng.random(i.size) < 0.3
+    i, j = i[keep], j[keep]
+    w = np.where(rng.random(i.size) < 0.5, rng.choice([1.0, 2.0, 3.0], i.size), rng.random(i.size) * 3)
+    some = _tie_distances(G, i, j, w, exact=False)
+    assert (some[np.unique(w, return_counts=True)[1][np.unique(w, return_inverse=True)[1]] == 1] == 0).all()
+    full = distance_tie_break(w, pair_hop_distances(G, i, j), n, rng=np.random.default_rng(5))
+    part = distance_tie_break(w, some, n, rng=np.random.default_rng(5))
+    assert np.array_equal(np.sort(greedy_matching(i, j, full, n)), np.sort(greedy_matching(i, j, part, n)))
+    assert np.array_equal(_tie_distances(G, i, j, w, exact=True), pair_hop_distances(G, i, j))
