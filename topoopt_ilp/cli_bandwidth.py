@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from .cli import _fmt_time as fmt_time
-from .cli import _nonneg_float
+from .cli import _nonneg_float, _pos_float
 from .errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run_bandwidth", "format_table"]
@@ -47,7 +47,42 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     b.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
     b.add_argument("--json", action="store_true", help="print the solution as JSON")
     b.set_defaults(func=run_bandwidth)
+
+    i = sub.add_parser(
+        "import-libra", help="convert LIBRA's own input files (network, workload, communicator, cost model)",
+        description="Write a topoopt-libra file from LIBRA's inputs (astra-sim/libra inputs/): network YAML, "
+                    "ASTRA-sim 1.0 workload text, communicator YAML and, optionally, cost-model YAML; with the "
+                    "budget (LIBRA keeps it in Python code). Then: topoopt bandwidth OUT.json")
+    i.add_argument("--network", required=True, metavar="NETWORK.yml")
+    i.add_argument("--workload", required=True, metavar="WORKLOAD.txt")
+    i.add_argument("--communicator", required=True, metavar="COMMUNICATOR.yml")
+    i.add_argument("--cost-model", default=None, metavar="COST.yml", help="needed for a cost budget or perf_per_cost")
+    budget = i.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--total-bandwidth", type=_pos_float, metavar="GBPS", help="budget: sum of B_d, GB/s per NPU")
+    budget.add_argument("--cost", type=_pos_float, metavar="USD", help="budget: network cost in $ (needs --cost-model)")
+    i.add_argument("--spend-all", action="store_true", help="the budget must be spent exactly")
+    i.add_argument("--objective", choices=("iteration_time", "perf_per_cost"), default="iteration_time")
+    i.add_argument("--clock-ghz", type=_pos_float, default=1.0, metavar="F",
+                   help="clock that turns the workload's compute cycles into time (default 1 GHz: 1 cycle = 1 ns)")
+    i.add_argument("--name", default="", help="the problem's name")
+    i.add_argument("-o", "--out", required=True, metavar="OUT.json")
+    i.set_defaults(func=run_import)
     return b
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """The ``import-libra`` command."""
+    from .hierarchy import save_hierarchy
+    from .io import check_writable
+    from .libra_import import import_libra
+
+    check_writable(args.out, "--out")
+    problem = import_libra(args.network, args.workload, args.communicator, args.cost_model,
+                           total_bandwidth_gbps=args.total_bandwidth, cost_usd=args.cost, spend_all=args.spend_all,
+                           objective=args.objective, clock_ghz=args.clock_ghz, name=args.name)
+    save_hierarchy(problem, args.out)
+    print(f"wrote {args.out}: {problem.num_dimensions} dimensions, {problem.num_npus} NPUs, {len(problem.layers)} layers")
+    return EXIT_OK
 
 
 def _fmt_time(v: float | None) -> str:
