@@ -62,6 +62,9 @@ DEFAULT_TIME_UNIT_S = 1e-6
 #: shipped 12-server workloads are below 3,000; CP-SAT's propagation (and the Python model building)
 #: becomes impractical in the 10^5 range.
 MAX_MODEL_SIZE = 100_000
+#: Most time units a schedule may span (the sum of all durations and latencies, in units): CP-SAT's
+#: integer variables and the list scheduler's integer arithmetic stay far from overflow.
+MAX_TIME_UNITS = 2 ** 40
 
 
 def _units(g: IterationGraph, unit: float) -> tuple[list[int], list[int]]:
@@ -73,6 +76,10 @@ def _units(g: IterationGraph, unit: float) -> tuple[list[int], list[int]]:
     def up(v: float) -> int:
         return int(math.ceil(v / unit * (1 - 1e-12))) if v > 0 else 0
 
+    total = sum(t.duration_s + t.latency_s for t in g.tasks)
+    if total / unit > MAX_TIME_UNITS:
+        raise InputError(f"a time unit of {unit:.3g} s is too fine for this iteration ({total:.3g} s of tasks in all): "
+                         f"the schedule would count more than {MAX_TIME_UNITS:.3g} units; use a coarser unit")
     return [up(t.duration_s) for t in g.tasks], [up(t.latency_s) for t in g.tasks]
 
 
@@ -389,7 +396,11 @@ def solve_schedule(g: IterationGraph, *, time_limit_s: float | None = None, time
         bound = max(lb, math.ceil(solver.best_objective_bound - 1e-9))
         return _schedule(g, "exact", "feasible", start, dur, lat, time_unit_s, bound, wall, details)
     if code == cp_model.UNKNOWN:
-        return _schedule(g, "exact", "no_solution", None, dur, lat, time_unit_s, lb, wall, details)
+        if time_limit_s == 0:  # as every exact method: a time limit of 0 runs nothing
+            return _schedule(g, "exact", "no_solution", None, dur, lat, time_unit_s, lb, wall, details)
+        # CP-SAT found nothing in its time: the list schedule it started from is still a schedule
+        details["source"] = "list schedule (CP-SAT found no schedule within the time limit)"
+        return _schedule(g, "exact", "feasible", hint, dur, lat, time_unit_s, lb, wall, details)
     # INFEASIBLE cannot happen (the list schedule fits the horizon); MODEL_INVALID is a bug here.
     raise RuntimeError(f"CP-SAT returned {solver.status_name(code)} on the scheduling model")
 

@@ -83,3 +83,46 @@ def test_bad_options_exit_2(solution_file, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["schedule", DLRM, solution_file, "--method", "heuristic", "--time-limit", "5"]) == 2
     assert "--method exact" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("unit_us", ["10", "0.3", "1000"])
+def test_a_unit_that_does_not_divide_the_hop_latency(solution_file, unit_us, capsys):
+    """The grid holds each 1 us hop latency for whole units; the check took the makespan to be the
+    exact end + latency and every such unit ended in "internal error" (a user's report)."""
+    assert main(["schedule", DLRM, solution_file, "--time-unit-us", unit_us, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["makespan_s"] >= summary["lower_bounds"]["critical_path_s"] * (1 - 1e-9)
+
+
+def test_a_unit_too_fine_is_bad_input(solution_file, capsys):
+    assert main(["schedule", DLRM, solution_file, "--time-unit-us", "1e-15"]) == 2
+    assert "too fine" in capsys.readouterr().err
+
+
+def test_out_may_not_overwrite_the_inputs(solution_file, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "sol.json"
+    shutil.copy(solution_file, copy)
+    before = copy.read_text()
+    assert main(["schedule", DLRM, str(copy), "--out", str(copy)]) == 2
+    assert "the schedule would overwrite it" in capsys.readouterr().err and copy.read_text() == before
+
+
+def test_a_short_time_limit_keeps_the_list_schedule(solution_file, monkeypatch, capsys):
+    """CP-SAT finding nothing in its time gave no_solution although the list schedule it started
+    from was in hand; a time limit of 0 still runs nothing (exit 4), as for every exact method."""
+    from ortools.sat.python import cp_model
+
+    real = cp_model.CpSolver.solve
+
+    def finds_nothing(self, model, *args):
+        real(self, cp_model.CpModel())  # a real (empty) solve, so that the solver's statistics exist
+        return cp_model.UNKNOWN
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", finds_nothing)
+    assert main(["schedule", DLRM, solution_file, "--time-limit", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "(CP-SAT): feasible" in out and "list schedule (CP-SAT found no schedule" in out
+    assert main(["schedule", DLRM, solution_file, "--time-limit", "0"]) == 4
+    assert "no_solution" in capsys.readouterr().err

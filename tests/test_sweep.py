@@ -14,7 +14,7 @@ from topoopt_ilp import io
 from topoopt_ilp.cli import main
 from topoopt_ilp.compare import compare
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.sweep import expand_paths, format_sweep, sweep
+from topoopt_ilp.sweep import expand_paths, format_sweep, read_journal, sweep
 
 FILES = [str(INSTANCES / "mix-8.json"), str(INSTANCES / "coprime-circulant-32.json")]
 STABLE = ("instance", "method", "backend", "status", "objective", "verified")  # not the times
@@ -197,3 +197,26 @@ def test_an_interrupted_dask_sweep_says_interrupted_and_nothing_else(after_s):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130
     assert proc.stderr.read().decode().strip() == "interrupted"
+
+
+def test_a_journal_cut_short_stays_usable_after_the_next_run(tmp_path):
+    """A killed sweep's unterminated last line was ignored, but the next row was appended onto it,
+    and the journal was refused from then on (a user's report): the broken tail is dropped first."""
+    journal = tmp_path / "j.jsonl"
+    sweep(FILES[:1], ["heuristic"], journal=journal)
+    text = journal.read_text()
+    journal.write_text(text[:-40])  # the row cut short, no newline
+    sweep(FILES[:1], ["heuristic"], journal=journal)  # solves it again, appends
+    sweep(FILES[1:], ["heuristic"], journal=journal)  # appends again
+    rows = read_journal(journal)
+    assert len(rows) == 2 and journal.read_text().endswith("\n")
+
+
+def test_a_journal_row_of_the_wrong_types_is_refused(tmp_path):
+    journal = tmp_path / "j.jsonl"
+    sweep(FILES[:1], ["heuristic"], journal=journal)
+    entry = json.loads(journal.read_text())
+    entry["row"]["objective"] = "abc"
+    journal.write_text(json.dumps(entry) + "\n" + journal.read_text())
+    with pytest.raises(InputError, match="line 1 is not a sweep journal entry"):
+        read_journal(journal)

@@ -89,6 +89,11 @@ def _fmt_time(v: float | None) -> str:
     return fmt_time(v, digits=6)
 
 
+def _gbps(v: float) -> str:
+    """Four decimals, or four significant digits for a bandwidth that four decimals would show as 0."""
+    return f"{v:.4f}" if v == 0 or abs(v) >= 1e-3 else f"{v:.4g}"
+
+
 def format_table(problem: Any, sol: Any, label: str | None = None) -> str:
     """The human-readable report of a :class:`~topoopt_ilp.models.libra.BandwidthSolution`."""
     lines = [f"LIBRA bandwidth allocation: {problem.name or label or 'instance'} ({problem.num_npus} NPUs, "
@@ -114,9 +119,9 @@ def format_table(problem: Any, sol: Any, label: str | None = None) -> str:
     rows = []
     shares = spend(sol.bandwidths_gbps) if sol.bandwidths_gbps is not None else None
     for k, d in enumerate(problem.dimensions):
-        b = "-" if sol.bandwidths_gbps is None else f"{sol.bandwidths_gbps[k]:.4f}"
+        b = "-" if sol.bandwidths_gbps is None else _gbps(sol.bandwidths_gbps[k])
         s = "-" if shares is None else f"{100 * shares[k]:.2f}%"
-        e = "-" if sol.equal_split_gbps is None else f"{sol.equal_split_gbps[k]:.4f}"
+        e = "-" if sol.equal_split_gbps is None else _gbps(sol.equal_split_gbps[k])
         rows.append((d.name, d.kind, str(d.size), b, s, e))
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     right = {2, 3, 4, 5}
@@ -126,8 +131,9 @@ def format_table(problem: Any, sol: Any, label: str | None = None) -> str:
     lines.append(f"budget: {budget_text}{' (spent exactly)' if budget.spend_all else ''}")
     if sol.iteration_time_s is not None:
         line = f"iteration time: {_fmt_time(sol.iteration_time_s)} (equal split {_fmt_time(sol.equal_split_time_s)}"
-        if sol.speedup_vs_equal is not None:
-            line += f", {sol.speedup_vs_equal:.4f}x faster"
+        if sol.speedup_vs_equal is not None:  # perf_per_cost may trade time for cost
+            ratio = sol.speedup_vs_equal
+            line += f", {ratio:.4f}x faster" if ratio >= 1 else f", {1 / ratio:.4f}x slower"
         if sol.equal_split_feasible is False:
             line += "; the equal split breaks a constraint"
         lines.append(line + ")")

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import sys
 from typing import Any
 
 from .cli import _fmt_time as fmt_time
@@ -21,9 +24,12 @@ __all__ = ["add_subcommand", "run_schedule"]
 
 
 def _fraction(text: str) -> float:
-    v = _nonneg_float(text)
-    if v > 1:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 and <= 1, got {text}")
+    try:
+        v = _nonneg_float(text)
+    except argparse.ArgumentTypeError:
+        v = math.nan
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 and <= 1, got {text}")
     return v
 
 
@@ -66,11 +72,15 @@ def run_schedule(args: argparse.Namespace) -> int:
     from .io import check_writable, json_safe, load_instance, load_solution, write_json_atomic
     from .iteration_graph import check_schedule, graph_from_solution
     from .models.schedule import list_schedule, schedule_to_dict, solve_schedule
+    from .verify import verify
 
     if args.method == "heuristic" and (args.time_limit is not None or args.threads is not None):
         raise InputError("--time-limit and --threads go with --method exact (list scheduling takes neither)")
     if args.out:
         check_writable(args.out)
+        for given in (args.instance, args.solution):
+            if os.path.exists(args.out) and os.path.exists(given) and os.path.samefile(args.out, given):
+                raise InputError(f"--out {args.out} is the file {given} itself: the schedule would overwrite it")
     inst = load_instance(args.instance)
     if inst.workload is None:
         raise InputError("scheduling needs a workload instance (layers and blocks); this instance has a fixed demand",
@@ -78,6 +88,10 @@ def run_schedule(args: argparse.Namespace) -> int:
     sol = load_solution(args.solution, directed=inst.cluster.directed)
     if sol.topology is None:
         raise InputError(f"the solution holds no design (status {sol.status}): nothing to schedule", source=args.solution)
+    report = verify(inst, sol, check_metrics=False)  # e.g. a solution made for another instance of the same size
+    if not report.valid:
+        raise InputError(f"the solution does not fit the instance ({len(report.violations)} violation(s), first: "
+                         f"{report.violations[0]}; see topoopt verify)", source=args.solution)
     graph = graph_from_solution(inst, sol, routing=args.routing, forward_fraction=args.forward_fraction)
     unit = args.time_unit_us * 1e-6
     if args.method == "heuristic":
@@ -111,7 +125,10 @@ def run_schedule(args: argparse.Namespace) -> int:
         print(f"schedule of {args.solution} on {args.instance} ({how}): {sched.status}")
         if sched.has_schedule:
             gap = "-" if sched.gap is None else f"{sched.gap:.4g}"
-            print(f"  makespan           {_fmt(sched.makespan_s)}  (bound {_fmt(sched.bound_s)}, gap {gap})")
+            print(f"  makespan           {_fmt(sched.makespan_s)}  (bound {_fmt(sched.bound_s)} with durations rounded up "
+                  f"to {_fmt(unit)}, gap {gap})")
+            if sched.details.get("source", "").startswith("list schedule"):
+                print(f"  note               {sched.details['source']}")
         else:
             print(f"  makespan           none found within the time limit (bound {_fmt(sched.bound_s)}); "
                   "--method heuristic always gives one")
@@ -132,4 +149,6 @@ def run_schedule(args: argparse.Namespace) -> int:
               f"time unit {_fmt(unit)}, routing {graph.routing}, solve {sched.wall_time_s:.3g} s")
         if args.out and sched.has_schedule:
             print(f"  wrote              {args.out}")
+    if not sched.has_schedule:
+        print("error: no_solution: no schedule within the time limit (--method heuristic always gives one)", file=sys.stderr)
     return EXIT_OK if sched.has_schedule else EXIT_NO_SOLUTION

@@ -85,6 +85,17 @@ def _journal_key(content_sha256: str, method: str, backend: str, options: Mappin
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _check_row(row: CompareRow) -> None:
+    """A journalled row has the types a solve gives (else ValueError): the file is not trusted."""
+    number = (int, float)
+    ok = (isinstance(row.method, str) and isinstance(row.backend, str) and isinstance(row.status, str)
+          and all(v is None or (isinstance(v, number) and not isinstance(v, bool)) for v in (row.objective, row.bound, row.gap))
+          and isinstance(row.time_s, number) and (row.verified is None or isinstance(row.verified, bool))
+          and isinstance(row.message, str))
+    if not ok:
+        raise ValueError("a field of the wrong type")
+
+
 def read_journal(path: str | os.PathLike) -> dict[str, CompareRow]:
     """The rows of a sweep journal by key (empty when the file does not exist). A last line cut
     short (the sweep was killed while writing it) is ignored; any other bad line is an
@@ -104,12 +115,25 @@ def read_journal(path: str | os.PathLike) -> dict[str, CompareRow]:
         try:
             entry = json.loads(line)
             row = CompareRow(**{k: v for k, v in entry["row"].items() if k in names})
+            _check_row(row)
             out[str(entry["key"])] = row
         except (ValueError, KeyError, TypeError, AttributeError):
             if number == len(lines):  # the unterminated last line of a killed sweep
                 continue
             raise InputError(f"--journal {os.fspath(path)}: line {number} is not a sweep journal entry") from None
     return out
+
+
+def _end_with_newline(path: str | os.PathLike) -> None:
+    """Drop the unterminated last line a killed sweep may have left (:func:`read_journal` ignores
+    it), so that the rows appended next start on a line of their own."""
+    try:
+        with open(path, "rb+") as fh:
+            data = fh.read()
+            if data and not data.endswith(b"\n"):
+                fh.truncate(data.rfind(b"\n") + 1)
+    except FileNotFoundError:
+        pass
 
 
 def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = None,
@@ -136,6 +160,7 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
     journalled: dict[str, CompareRow] = {}
     if journal is not None:
         journalled = read_journal(journal)
+        _end_with_newline(journal)
         digests = [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths]
         keys = {(k, j): _journal_key(digests[k], *run) for k, j, run in tasks}
 

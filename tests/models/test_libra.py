@@ -586,3 +586,33 @@ def test_linear_rows_in_files(tmp_path):
         data["constraints"] = {"linear": [row]}
         with pytest.raises(InstanceError, match=match):
             parse_hierarchy(data)
+
+
+def test_a_huge_compute_time_does_not_hide_a_poor_allocation():
+    """The compute time is a constant: the gap is closed on the communication time. With every
+    compute time at 1e15 us, a relative gap on the total had accepted an allocation that spent 150 of
+    400 GB/s and communicated 4x slower than the equal split (a user's report)."""
+    data = json.loads((LIBRA_DIR / "small-2d.json").read_text())
+    base = solve_bandwidth(parse_hierarchy(data))
+    for layer in data["workload"]["layers"]:
+        for p in ("forward", "input_grad", "weight_grad"):
+            if p in layer:
+                layer[p]["compute_us"] = 1e15
+    heavy = parse_hierarchy(data)
+    sol = solve_bandwidth(heavy)
+    assert sol.status == "optimal" and sol.bandwidths_gbps == pytest.approx(base.bandwidths_gbps, rel=1e-4)
+    assert sum(sol.bandwidths_gbps) == pytest.approx(400.0, rel=1e-6)
+    assert sol.bound <= sol.objective and sol.objective <= sol.equal_split_time_s
+
+
+def test_a_time_limit_before_any_allocation_returns_the_equal_split_when_it_is_feasible(monkeypatch):
+    import topoopt_ilp.models.libra as libra
+
+    def out_of_time(*args, **kwargs):
+        raise libra._Stop("limit", "time limit reached")
+
+    monkeypatch.setattr(libra, "_run", out_of_time)
+    p = load_hierarchy(LIBRA_DIR / "gpt3-4d.json")
+    sol = solve_bandwidth(p, time_limit_s=5.0)
+    assert sol.status == "feasible" and sol.bandwidths_gbps == sol.equal_split_gbps and "equal split" in sol.message
+    assert evaluate_bandwidths(p, sol.bandwidths_gbps).feasible
