@@ -27,6 +27,7 @@ relaxation bounds; a restricted model's own bound stays in ``details``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 import time
 from dataclasses import dataclass, field, replace
 
@@ -823,7 +824,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         start = load_solution(options.warm_start).placement
         if start is None:
             raise InputError(f"{options.warm_start}: the solution has no placement to start from")
-    if isinstance(start, dict):
+    if isinstance(start, Mapping):  # a placement as a Solution holds it
         start = Strategy(tuple(start["layer_degree"]), tuple(start["layer_start"]), tuple(start.get("block_server", ())))
     w = instance.workload
     n = instance.n

@@ -248,3 +248,19 @@ def test_alternating_takes_the_instance_backend_and_time_limit(monkeypatch):
     with pytest.raises(Stop):
         solve(inst, method="alternating", backend=None, time_limit_s=3)
     assert seen == {"backend": "cbc", "time_limit_s": 3}
+
+
+def test_a_solutions_mappings_are_read_only_copies():
+    """The dataclass is frozen, and so are its metrics, details and placement (they used to be
+    plain dicts anyone could change after the verifier had seen them)."""
+    from topoopt_ilp.solution import Solution
+
+    details = {"note": "mine"}
+    sol = Solution(status="feasible", method="given", topology=None, details=details, placement={"layer_degree": [1]})
+    details["note"] = "changed later"
+    assert sol.details["note"] == "mine"  # a copy: the caller's dict stays theirs
+    for mapping in (sol.details, sol.placement, sol.metrics):
+        with pytest.raises(TypeError):
+            mapping["x"] = 1
+    with pytest.raises(InputError, match="expected a mapping"):
+        Solution(status="feasible", method="given", topology=None, details=[("a", 1)])

@@ -9,6 +9,7 @@ JSON onto them, so instances built in code are checked exactly like instances re
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 import math
 import os
 import tempfile
@@ -511,7 +512,7 @@ def json_safe(v: Any) -> Any:
         v = v.tolist()  # numpy scalars and arrays as plain Python numbers and lists
     if isinstance(v, float) and not math.isfinite(v):
         return None
-    if isinstance(v, dict):
+    if isinstance(v, Mapping):  # dicts, and a Solution's read-only mappings
         return {k: json_safe(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [json_safe(x) for x in v]

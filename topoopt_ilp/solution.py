@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -117,6 +119,12 @@ class Solution:
                 raise InputError(f"must be a number or None, got {type(v).__name__}", field=name)
             if isinstance(v, float) and math.isnan(v):
                 object.__setattr__(self, name, None)
+        for name in ("metrics", "details", "placement"):  # frozen like the dataclass (a copy: the caller's stays theirs)
+            v = getattr(self, name)
+            if v is not None:
+                if not isinstance(v, Mapping):
+                    raise InputError(f"expected a mapping, got {type(v).__name__}", field=name)
+                object.__setattr__(self, name, MappingProxyType(dict(v)))
 
     @property
     def has_solution(self) -> bool:

@@ -33,6 +33,7 @@ Definitions used by :func:`strategy_demand` (per training iteration):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -309,7 +310,7 @@ def strategy_to_dict(strategy: Strategy) -> dict:
 def parse_strategy(data: Any, workload: Workload, n: int, path: str = "placement") -> Strategy:
     """Read :func:`strategy_to_dict`'s form and check it (:class:`InstanceError` on any violation,
     memory included)."""
-    if not isinstance(data, dict):
+    if not isinstance(data, Mapping):  # a dict, or a Solution's read-only placement
         raise InstanceError(f"expected an object, got {_type_name(data)}", field=path)
     allowed = {"layer_degree", "layer_start", "block_server"}
     unknown = sorted(set(data) - allowed, key=str)
