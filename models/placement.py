@@ -27,8 +27,8 @@ relaxation bounds; a restricted model's own bound stays in ``details``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np

@@ -9,10 +9,10 @@ JSON onto them, so instances built in code are checked exactly like instances re
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 import math
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
