@@ -21,13 +21,10 @@ import sys
 from typing import Any
 
 from .cli import _fmt_time as fmt_time
-from .cli import _nonneg_float, _pos_float
-from .errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK, InputError
+from .cli import _STATUS_EXIT, _nonneg_float, _pos_float
+from .errors import EXIT_ERROR, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run_bandwidth", "format_table"]
-
-_STATUS_EXIT = {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE,
-                "no_solution": EXIT_NO_SOLUTION, "error": EXIT_ERROR}
 
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:

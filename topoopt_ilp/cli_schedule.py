@@ -25,8 +25,8 @@ __all__ = ["add_subcommand", "run_schedule"]
 
 def _fraction(text: str) -> float:
     try:
-        v = _nonneg_float(text)
-    except argparse.ArgumentTypeError:
+        v = float(text)
+    except ValueError:
         v = math.nan
     if not 0 <= v <= 1:
         raise argparse.ArgumentTypeError(f"must be a number >= 0 and <= 1, got {text}")
