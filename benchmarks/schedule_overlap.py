@@ -9,10 +9,12 @@ layer's configs and a coset start per layer, blocks by ``place_blocks``), where 
 mixed groups make the schedule harder. Per design, side by side in one run: the evaluator's iteration time with ``overlap: none``
 (T_compute + T_comm) and ``full`` (max of the two), the list schedule's makespan, CP-SAT's makespan,
 its bound and status, and the solve times. Every schedule is re-checked by
-:func:`topoopt_ilp.iteration_graph.check_schedule`.
+:func:`topoopt_ilp.iteration_graph.check_schedule`. With ``--micro-batches M ...``, each design is
+scheduled once per M (GPipe micro-batches, ``topoopt schedule --micro-batches``), labelled ``M=..``;
+the evaluator's figures do not depend on M. The default (1 only) prints the table without labels.
 
     .venv/bin/python benchmarks/schedule_overlap.py [--time-limit S] [--stages K] [--random K] [--seed N]
-                                                    [--instances FILE ...]
+                                                    [--micro-batches M ...] [--instances FILE ...]
 
 Demand instances (no workload, e.g. instances/dlrm-like-6.json) have nothing to schedule and are
 reported as skipped.
@@ -51,8 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", type=int, default=3, help="pipeline strategies per instance (default 3)")
     ap.add_argument("--random", type=int, default=0, help="random hybrid strategies per instance (default 0)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random strategies (default 0)")
+    ap.add_argument("--micro-batches", type=int, nargs="+", default=[1], metavar="M",
+                    help="schedule each design with each number of micro-batches (default: 1)")
     args = ap.parse_args(argv)
-    head = (f"{'instance':<28} {'design':<16} {'tasks':>5} {'none ms':>9} {'full ms':>9} {'list ms':>9} {'CP-SAT ms':>9} "
+    if any(m < 1 for m in args.micro_batches):
+        ap.error("--micro-batches: each M must be an integer >= 1")
+    labelled = args.micro_batches != [1]
+    wd = 21 if labelled else 16  # "heuristic (DP) M=16"
+    head = (f"{'instance':<28} {'design':<{wd}} {'tasks':>5} {'none ms':>9} {'full ms':>9} {'list ms':>9} {'CP-SAT ms':>9} "
             f"{'bound ms':>9} {'status':<8} {'CP/none':>7} {'CP/full':>7} {'list s':>6} {'CP s':>6}")
     print(head)
     print("-" * len(head))
@@ -77,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                 if not validate_strategy(w, n, st):
                     designs.append((f"random {r}", heuristic_for_placement(inst, strategy_to_dict(st))))
                     break
-        for label, sol in designs:
-            g = graph_from_solution(inst, sol)
+        for (design, sol), mb in ((d, mb) for d in designs for mb in args.micro_batches):
+            label = f"{design} M={mb}" if labelled else design
+            g = graph_from_solution(inst, sol, micro_batches=mb)
             m = evaluate(inst, sol)
             none, full = m.compute_time_s + m.comm_time_s, max(m.compute_time_s, m.comm_time_s)
             t0 = time.perf_counter()
@@ -90,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 if bad:
                     raise SystemExit(f"{name} {label}: {s.method} schedule fails its check: {bad[0]}")
             mk = ex.makespan_s
-            print(f"{name:<28} {label:<16} {len(g):>5} {_ms(none):>9} {_ms(full):>9} {_ms(heur.makespan_s):>9} {_ms(mk):>9} "
+            print(f"{name:<28} {label:<{wd}} {len(g):>5} {_ms(none):>9} {_ms(full):>9} {_ms(heur.makespan_s):>9} {_ms(mk):>9} "
                   f"{_ms(ex.bound_s):>9} {ex.status:<8} {mk / none if mk else float('nan'):>7.3f} "
                   f"{mk / full if mk else float('nan'):>7.3f} {t_list:>6.2f} {ex.wall_time_s:>6.2f}")
     return 0

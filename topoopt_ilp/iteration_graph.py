@@ -103,6 +103,9 @@ DEFAULT_FORWARD_FRACTION = 1.0 / 3.0
 MAX_GRAPH_TASKS = 200_000
 #: Most shortest paths one server pair may split over (each becomes a task per flow of the pair).
 MAX_PATHS_PER_PAIR = 256
+#: Length of the key (piece index left out) of each per-micro-batch kind with M = 1; with M > 1 the
+#: micro-batch m follows, so M = 1 keeps the keys (and names) of the graph without micro-batches.
+_KEY_LEN = {"fwd": 3, "bwd": 3, "block": 2, "reshard_fwd": 4, "reshard_bwd": 4, "lookup": 3, "lookup_grad": 3}
 
 
 @dataclass(frozen=True)
@@ -134,16 +137,25 @@ class Task:
         return tuple(zip(self.path[:-1], self.path[1:]))
 
     @property
+    def micro_batch(self) -> int | None:
+        """The micro-batch m of a per-micro-batch task of a graph built with ``micro_batches`` > 1
+        (its key carries m, see :data:`_KEY_LEN`); None for the whole batch (M = 1, AllReduce, milestones)."""
+        k = self.key
+        return int(k[_KEY_LEN[k[0]]]) if k[0] in _KEY_LEN and len(k) > _KEY_LEN[k[0]] + (k[0] in FLOW_KINDS) else None
+
+    @property
     def name(self) -> str:
         k = self.key
+        m = self.micro_batch
+        mb = "" if m is None else f" mb{m}"
         if k[0] in ("fwd", "bwd"):
-            return f"{k[0]} L{k[1]} r{k[2]}"
+            return f"{k[0]} L{k[1]} r{k[2]}{mb}"
         if k[0] == "block":
-            return f"block B{k[1]}"
+            return f"block B{k[1]}{mb}"
         if k[0] in ("reshard_fwd", "reshard_bwd"):
-            return f"{k[0]} L{k[1]} r{k[2]}->L{k[1] + 1} r{k[3]} p{k[4]}"
+            return f"{k[0]} L{k[1]} r{k[2]}->L{k[1] + 1} r{k[3]}{mb} p{k[-1]}"
         if k[0] in ("lookup", "lookup_grad"):
-            return f"{k[0]} B{k[1]} r{k[2]} p{k[3]}"
+            return f"{k[0]} B{k[1]} r{k[2]}{mb} p{k[-1]}"
         if k[0] == "ready":
             return f"allreduce G{k[1]} ready"
         return f"allreduce G{k[1]} ring{k[2]} m{k[3]} p{k[4]}"
@@ -162,6 +174,7 @@ class IterationGraph:
     strategy: Strategy
     routing: str  # "given" | "shortest_path"
     index: dict = field(repr=False, default_factory=dict)  # key -> task index
+    micro_batches: int = 1
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -340,6 +353,12 @@ class _Builder:
         self.edges.add((a, b))
 
 
+def _micro_batches(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InputError(f"micro_batches must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
 def build_iteration_graph(
     instance: Instance,
     strategy: Strategy | None,
@@ -347,6 +366,7 @@ def build_iteration_graph(
     routing: Routing | None = None,
     *,
     forward_fraction: float = DEFAULT_FORWARD_FRACTION,
+    micro_batches: int = 1,
     max_tasks: int = MAX_GRAPH_TASKS,
 ) -> IterationGraph:
     """The task graph of one iteration (module docstring).
@@ -360,6 +380,10 @@ def build_iteration_graph(
         solution's paths / offset routes when it has any, else every pair splits equally over its
         shortest paths).
     forward_fraction : forward share of each layer's time, in [0, 1].
+    micro_batches : M, the number of micro-batches (GPipe): every compute task and every flow but
+        the AllReduce is split into M of 1/M each (module docstring); 1 is the graph without them.
+    max_tasks : refuse (UnsupportedError) a graph of more tasks, before building it when its compute
+        tasks alone are more.
     """
     w = instance.workload
     if w is None:
@@ -368,6 +392,7 @@ def build_iteration_graph(
     if not (isinstance(forward_fraction, (int, float)) and 0.0 <= float(forward_fraction) <= 1.0):
         raise InputError(f"forward_fraction must be a number in [0, 1], got {forward_fraction!r}")
     ff = float(forward_fraction)
+    M = _micro_batches(micro_batches)
     x = np.asarray(x)
     if x.shape != (n, n):
         raise InputError(f"the topology has shape {x.shape}, the instance has {n} servers")
@@ -385,6 +410,12 @@ def build_iteration_graph(
     deg = [int(k) for k in strategy.layer_degree]
     start = [int(s) for s in strategy.layer_start]
     servers = [coset(n, deg[i], start[i]) for i in range(L)]
+    compute_tasks = M * (len(w.blocks) + 2 * sum(deg))
+    if compute_tasks > max_tasks:  # the same refusal _Builder.add makes, without building up to it
+        raise UnsupportedError(f"the iteration graph would have more than {max_tasks:,} tasks "
+                               f"({compute_tasks:,} compute tasks with {M} micro-batches): too large to schedule")
+    # keys: with M = 1 exactly those of the graph without micro-batches; else m follows (_KEY_LEN)
+    mbs = [()] if M == 1 else [(m,) for m in range(M)]
 
     def flow(key: tuple, src: int, dst: int, nbytes: float, preds: list[int], succs: list[int]) -> None:
         for p, (path, frac) in enumerate(paths(src, dst)):
@@ -395,21 +426,23 @@ def build_iteration_graph(
             for b in succs:
                 B.edge(j, b)
 
-    # compute tasks
+    # compute tasks (for M = 1, the divisions by 1 are exact: today's durations to the bit)
     for b, block in enumerate(w.blocks):
-        B.add(Task(("block", b), float(block.compute_s), int(strategy.block_server[b])))
+        for mb in mbs:
+            B.add(Task(("block", b) + mb, float(block.compute_s) / M, int(strategy.block_server[b])))
     for i in range(L):
         t = w.layer_time(i, deg[i])
         for r, v in enumerate(servers[i]):
-            B.add(Task(("fwd", i, r), ff * t, v))
-            B.add(Task(("bwd", i, r), (1.0 - ff) * t, v))
-    F = {(i, r): B.index[("fwd", i, r)] for i in range(L) for r in range(deg[i])}
-    Bw = {(i, r): B.index[("bwd", i, r)] for i in range(L) for r in range(deg[i])}
-    for i in range(L):
-        for r in range(deg[i]):
-            B.edge(F[i, r], Bw[i, r])
+            for mb in mbs:
+                B.add(Task(("fwd", i, r) + mb, ff * t / M, v))
+                B.add(Task(("bwd", i, r) + mb, (1.0 - ff) * t / M, v))
+    F = {(i, r) + mb: B.index[("fwd", i, r) + mb] for i in range(L) for r in range(deg[i]) for mb in mbs}
+    Bw = {(i, r) + mb: B.index[("bwd", i, r) + mb] for i in range(L) for r in range(deg[i]) for mb in mbs}
+    for key, j in F.items():
+        B.edge(j, Bw[key])
 
-    # resharding i -> i+1: units t of the batch, replica t // (n/k) of each layer
+    # resharding i -> i+1: units t of the batch, replica t // (n/k) of each layer; micro-batch m
+    # holds 1/M of every unit, so each pair exchanges 1/M of its bytes per micro-batch
     for i in range(L - 1):
         act = float(w.layers[i].activation_bytes)
         gi, gj = n // deg[i], n // deg[i + 1]
@@ -419,27 +452,29 @@ def build_iteration_graph(
             overlap[pair] = overlap.get(pair, 0) + 1
         for (a, b), units in sorted(overlap.items()):
             src, dst = servers[i][a], servers[i + 1][b]
-            nbytes = act * units / n
-            if src == dst or nbytes == 0:
-                B.edge(F[i, a], F[i + 1, b])
-                B.edge(Bw[i + 1, b], Bw[i, a])
-                continue
-            flow(("reshard_fwd", i, a, b), src, dst, nbytes, [F[i, a]], [F[i + 1, b]])
-            flow(("reshard_bwd", i, a, b), dst, src, nbytes, [Bw[i + 1, b]], [Bw[i, a]])
+            nbytes = act * units / n / M
+            for mb in mbs:
+                if src == dst or nbytes == 0:
+                    B.edge(F[(i, a) + mb], F[(i + 1, b) + mb])
+                    B.edge(Bw[(i + 1, b) + mb], Bw[(i, a) + mb])
+                    continue
+                flow(("reshard_fwd", i, a, b) + mb, src, dst, nbytes, [F[(i, a) + mb]], [F[(i + 1, b) + mb]])
+                flow(("reshard_bwd", i, a, b) + mb, dst, src, nbytes, [Bw[(i + 1, b) + mb]], [Bw[(i, a) + mb]])
 
-    # embedding lookups and their gradients
+    # embedding lookups and their gradients, per micro-batch after that micro-batch's block task
     for b, block in enumerate(w.blocks):
         c, j = int(block.consumer), int(strategy.block_server[b])
-        blk = B.index[("block", b)]
-        nbytes = float(block.lookup_bytes) / deg[c]
-        for r, v in enumerate(servers[c]):
-            if v == j or nbytes == 0:
-                B.edge(blk, F[c, r])
-                continue
-            flow(("lookup", b, r), j, v, nbytes, [blk], [F[c, r]])
-            flow(("lookup_grad", b, r), v, j, nbytes, [Bw[c, r]], [])
+        nbytes = float(block.lookup_bytes) / deg[c] / M
+        for mb in mbs:
+            blk = B.index[("block", b) + mb]
+            for r, v in enumerate(servers[c]):
+                if v == j or nbytes == 0:
+                    B.edge(blk, F[(c, r) + mb])
+                    continue
+                flow(("lookup", b, r) + mb, j, v, nbytes, [blk], [F[(c, r) + mb]])
+                flow(("lookup_grad", b, r) + mb, v, j, nbytes, [Bw[(c, r) + mb]], [])
 
-    # AllReduce: groups as strategy_demand forms them; rings as the routing says
+    # AllReduce, once per iteration: groups as strategy_demand forms them; rings as the routing says
     rings = routing.rings if routing is not None and len(routing.rings) else RingSet.from_lists(
         (g, grp.members, 1.0) for g, grp in enumerate(groups))
     group_layers = [[i for i in range(L) if deg[i] >= 2 and float(w.layers[i].param_bytes) > 0 and servers[i] == grp.members]
@@ -456,18 +491,21 @@ def build_iteration_graph(
             ready = B.add(Task(("ready", g), 0.0))
             for i in group_layers[g]:
                 for r in range(deg[i]):
-                    B.edge(Bw[i, r], ready)
+                    for mb in mbs:  # the backward of every micro-batch
+                        B.edge(Bw[(i, r) + mb], ready)
         for m, src in enumerate(order):
             flow(("allreduce", g, q, m), src, order[(m + 1) % len(order)], nbytes, [B.index[("ready", g)]], [])
 
     edges = np.array(sorted(B.edges), dtype=np.int64).reshape(-1, 2)
     xi = np.array(x, dtype=np.int64)
     xi.setflags(write=False)
-    return IterationGraph(n, tuple(B.tasks), edges, xi, bw, ff, strategy, "given" if paths.given else "shortest_path", B.index)
+    return IterationGraph(n, tuple(B.tasks), edges, xi, bw, ff, strategy, "given" if paths.given else "shortest_path", B.index,
+                          micro_batches=M)
 
 
 def graph_from_solution(instance: Instance, solution: Solution, *, routing: str = "given",
-                        forward_fraction: float = DEFAULT_FORWARD_FRACTION, max_tasks: int = MAX_GRAPH_TASKS) -> IterationGraph:
+                        forward_fraction: float = DEFAULT_FORWARD_FRACTION, micro_batches: int = 1,
+                        max_tasks: int = MAX_GRAPH_TASKS) -> IterationGraph:
     """The iteration graph of a solution: its placement (default: the data-parallel start), topology,
     rings, and, with ``routing="given"``, its routes (shortest paths when it has none) - the
     evaluator's ``given`` / ``shortest_path`` modes."""
@@ -484,7 +522,7 @@ def graph_from_solution(instance: Instance, solution: Solution, *, routing: str 
     strategy = data_parallel(w, n) if solution.placement is None else parse_strategy(solution.placement, w, n)
     rt = solution.routing if routing == "given" else Routing(rings=solution.routing.rings)
     return build_iteration_graph(instance, strategy, solution.topology.matrix, rt, forward_fraction=forward_fraction,
-                                 max_tasks=max_tasks)
+                                 micro_batches=micro_batches, max_tasks=max_tasks)
 
 
 # ----------------------------------------------------------------------------------------------

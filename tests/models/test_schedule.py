@@ -416,3 +416,117 @@ def test_hybrid_strategies_schedule_and_check(hybrids):
 def test_unknown_priority_rule_is_refused(hybrids):
     with pytest.raises(InputError, match="priority"):
         list_schedule(hybrids[0], priority="random")
+
+
+# ----------------------------------------------------------------------------------------------
+# Micro-batches (GPipe)
+# ----------------------------------------------------------------------------------------------
+def _graph_signature(g):
+    return ([(t.key, t.duration_s, t.server, t.path, t.bytes, t.latency_s) for t in g.tasks], g.edges.tolist())
+
+
+def test_one_micro_batch_is_the_graph_without_micro_batches(dlrm6):
+    """M = 1 keeps every key, duration (to the bit), byte count and edge, and the README's result:
+    125 tasks, 9.893 ms (``topoopt schedule instances/dlrm-mini-6.json dlrm6.json``)."""
+    inst, sol = dlrm6
+    g0, g1 = graph_from_solution(inst, sol), graph_from_solution(inst, sol, micro_batches=1)
+    assert _graph_signature(g1) == _graph_signature(g0)
+    assert len(g1) == 125 and g1.micro_batches == 1 and all(t.micro_batch is None for t in g1.tasks)
+    assert solve_schedule(g1).makespan_s == pytest.approx(0.009893, abs=1e-12)
+
+
+@pytest.mark.parametrize("M", [2, 3, 8])
+def test_micro_batches_keep_the_compute_per_server_and_the_bytes_per_arc(hand, M):
+    inst, g1 = hand
+    g = build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=M)
+    assert g.micro_batches == M
+
+    def per_server(graph):
+        out = np.zeros(graph.n)
+        for t in graph.tasks:
+            if t.is_compute:
+                out[t.server] += t.duration_s
+        return out
+
+    def per_arc(graph):
+        out = np.zeros((graph.n, graph.n))
+        for t in graph.tasks:
+            for u, v in t.arcs:
+                out[u, v] += t.bytes
+        return out
+
+    np.testing.assert_allclose(per_server(g), per_server(g1), rtol=1e-12)
+    np.testing.assert_allclose(per_arc(g), per_arc(g1), rtol=1e-12)
+    kinds = lambda graph, k: sum(t.kind == k for t in graph.tasks)  # noqa: E731
+    for k in ("fwd", "bwd", "block", "reshard_fwd", "reshard_bwd", "lookup", "lookup_grad"):
+        assert kinds(g, k) == M * kinds(g1, k), k
+    assert kinds(g, "allreduce") == kinds(g1, "allreduce") and kinds(g, "ready") == 1  # once per iteration
+    for t in g.tasks:
+        if t.kind in ("allreduce", "ready"):
+            assert t.micro_batch is None and t.key in g1.index and t.bytes == g1.task(t.key).bytes
+        else:
+            assert 0 <= t.micro_batch < M and f"mb{t.micro_batch}" in t.name
+            base = t.key[:-2] + t.key[-1:] if t.is_flow else t.key[:-1]  # the key without m
+            assert t.duration_s == pytest.approx(g1.task(base).duration_s / M, rel=1e-12)
+    lb, lb1 = lower_bounds(g), lower_bounds(g1)
+    assert lb["compute_s"] == pytest.approx(lb1["compute_s"]) and lb["network_s"] == pytest.approx(lb1["network_s"])
+
+
+def test_micro_batch_precedence_stays_within_its_micro_batch(hand):
+    """Each edge joins tasks of one micro-batch, except into the AllReduce milestone, which waits for
+    the backward of every micro-batch of every layer of its group on every member."""
+    inst, g1 = hand
+    g = build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=2)
+    for a, b in g.edges.tolist():
+        ta, tb = g.tasks[a], g.tasks[b]
+        if tb.kind == "ready" or ta.kind == "ready":
+            continue
+        assert ta.micro_batch == tb.micro_batch, (ta.name, tb.name)
+    into_ready = {g.tasks[a].key for a, b in g.edges.tolist() if g.tasks[b].kind == "ready"}
+    assert into_ready == {("bwd", 0, r, m) for r in range(2) for m in range(2)}
+    for m in range(2):
+        assert (g.index[("fwd", 2, 0, m)], g.index[("bwd", 2, 0, m)]) in set(map(tuple, g.edges.tolist()))
+        assert (g.index[("block", 0, m)], g.index[("fwd", 1, 3, m)]) in set(map(tuple, g.edges.tolist()))
+
+
+def test_micro_batches_shrink_the_pipeline_bubble():
+    """dlrm-mini-6 as a pipeline of single servers (stages k=1): the optimal makespan falls from
+    33.053 ms towards the evaluator's overlap none (11.702 ms) and full (8.5 ms) as M grows, and
+    drops below none at M = 8 (as measured by benchmarks/schedule_overlap.py --micro-batches)."""
+    inst = load_instance(INSTANCES / "dlrm-mini-6.json")
+    st = stage_strategies(inst.workload, inst.n)[0]
+    assert st.layer_degree == (1,) * len(st.layer_degree)
+    sol = heuristic_for_placement(inst, strategy_to_dict(st))
+    got = []
+    for M in (1, 2, 4, 8):
+        g = graph_from_solution(inst, sol, micro_batches=M)
+        ex = solve_schedule(g, time_limit_s=20)
+        assert ex.status == "optimal" and check_schedule(g, ex) == []
+        got.append(ex.makespan_s)
+    assert got == pytest.approx([0.033053, 0.020534, 0.014276, 0.011150], abs=1e-12)
+
+
+def test_check_refuses_a_corrupted_micro_batch_schedule(hand):
+    inst, g1 = hand
+    g = build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=2)
+    good = solve_schedule(g)
+    assert good.status == "optimal" and check_schedule(g, good) == []
+    # micro-batch 1 of layer 2 starts before its activations from layer 1 have arrived
+    j = g.index[("fwd", 2, 0, 1)]
+    s, e = good.start_s.copy(), good.end_s.copy()
+    arrive = max(good.end_s[a] + g.tasks[a].latency_s for a, b in g.edges.tolist() if b == j)
+    s[j], e[j] = arrive - 1e-5, arrive - 1e-5 + g.tasks[j].duration_s
+    bad = check_schedule(g, replace(good, start_s=s, end_s=e))
+    assert any(v.startswith("precedence") and v.split(" -> ")[1].startswith("fwd L2 r0 mb1") for v in bad), bad
+
+
+def test_micro_batches_refused(hand):
+    inst, g1 = hand
+    for bad in (0, -1, 1.5, True, "2", None):
+        with pytest.raises(InputError, match="micro_batches must be an integer >= 1"):
+            build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=bad)
+    # refused before building: the compute tasks alone are above the limit
+    with pytest.raises(UnsupportedError, match="more than 200,000 tasks .* micro-batches"):
+        build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=10 ** 9)
+    with pytest.raises(UnsupportedError, match="more than 100 tasks"):
+        build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=4, max_tasks=100)
