@@ -45,15 +45,22 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.instance import _type_name
+from topoopt_ilp.io import (MAX_SOLUTION_BYTES, _check_format, _list, _obj, _read_json, _with_source, json_safe,
+                            write_json_atomic)
 from topoopt_ilp.iteration_graph import IterationGraph, Schedule, lower_bounds
 
 __all__ = ["list_schedule", "solve_schedule", "build_schedule_model", "model_size", "schedule_to_dict",
+           "ScheduleFile", "read_schedule", "parse_schedule", "write_schedule", "file_sha256",
+           "SCHEDULE_FORMAT", "SCHEDULE_VERSION",
            "MAX_MODEL_SIZE", "DEFAULT_TIME_UNIT_S", "PRIORITY_RULES", "JUSTIFY_ROUNDS",
            "LARGE_GRAPH_TASKS"]
 
@@ -406,11 +413,49 @@ def solve_schedule(g: IterationGraph, *, time_limit_s: float | None = None, time
 
 
 # ----------------------------------------------------------------------------------------------
-def schedule_to_dict(g: IterationGraph, sched: Schedule) -> dict[str, Any]:
-    """JSON form (``"format": "topoopt-schedule"``): the summary and, when there is one, every task's times."""
+# Schedule files
+# ----------------------------------------------------------------------------------------------
+SCHEDULE_FORMAT = "topoopt-schedule"
+#: Version 2 states what the graph is rebuilt from (micro-batches, the input files' SHA-256); the
+#: version 1 files of earlier releases lack it and cannot be checked.
+SCHEDULE_VERSION = 2
+_FILE_KEYS = {"format", "version", "instance", "instance_sha256", "solution", "solution_sha256", "status", "method",
+              "makespan_s", "bound_s", "gap", "time_unit_s", "wall_time_s", "forward_fraction", "routing",
+              "micro_batches", "tasks", "summary"}
+_FILE_REQUIRED = {"format", "version", "instance_sha256", "solution_sha256", "status", "method", "makespan_s",
+                  "time_unit_s", "forward_fraction", "routing", "micro_batches", "tasks"}
+_TASK_KEYS = {"name", "kind", "start_s", "end_s", "duration_s", "server", "path", "bytes", "latency_s"}
+_SHA256_HEX = frozenset("0123456789abcdef")
+
+
+def file_sha256(path: str) -> str:
+    """Hex SHA-256 of a file's bytes (what a schedule file records of its instance and solution)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", source=str(path)) from None
+    return digest.hexdigest()
+
+
+def schedule_to_dict(g: IterationGraph, sched: Schedule, *, instance: str | None = None, instance_sha256: str | None = None,
+                     solution: str | None = None, solution_sha256: str | None = None) -> dict[str, Any]:
+    """JSON form (``"format": "topoopt-schedule"``, version :data:`SCHEDULE_VERSION`): the summary,
+    what the graph is rebuilt from (forward fraction, routing, micro-batches; the time unit, which
+    the check's makespan tolerance needs; the instance and solution files' SHA-256, null when the
+    schedule was not made from files) and, when there is one, every task's times (with its kind,
+    server or path, bytes and latency for the reader's convenience). :func:`read_schedule` reads it."""
     out: dict[str, Any] = {
-        "format": "topoopt-schedule",
-        "version": 1,
+        "format": SCHEDULE_FORMAT,
+        "version": SCHEDULE_VERSION,
+        "instance": instance,
+        "instance_sha256": instance_sha256,
+        "solution": solution,
+        "solution_sha256": solution_sha256,
         "status": sched.status,
         "method": sched.method,
         "makespan_s": sched.makespan_s,
@@ -420,6 +465,7 @@ def schedule_to_dict(g: IterationGraph, sched: Schedule) -> dict[str, Any]:
         "wall_time_s": sched.wall_time_s,
         "forward_fraction": g.forward_fraction,
         "routing": g.routing,
+        "micro_batches": g.micro_batches,
         "tasks": [],
     }
     if sched.has_schedule:
@@ -432,3 +478,146 @@ def schedule_to_dict(g: IterationGraph, sched: Schedule) -> dict[str, Any]:
                 row["server"] = t.server
             out["tasks"].append(row)
     return out
+
+
+@dataclass(frozen=True, eq=False)
+class ScheduleFile:
+    """A schedule file as :func:`read_schedule` read it: the parameters that rebuild its task graph,
+    the SHA-256 of the files it was made from (None: not made from files), its claims (status,
+    makespan, bound) and each task's times by task name, in the file's order. :meth:`schedule` lines
+    the times up with a rebuilt graph for :func:`~topoopt_ilp.iteration_graph.check_schedule`."""
+
+    source: str | None
+    status: str
+    method: str
+    makespan_s: float
+    bound_s: float | None
+    gap: float | None
+    time_unit_s: float
+    forward_fraction: float
+    routing: str
+    micro_batches: int
+    instance_sha256: str | None
+    solution_sha256: str | None
+    names: tuple[str, ...]
+    start_s: np.ndarray
+    end_s: np.ndarray
+    wall_time_s: float = 0.0
+    instance: str | None = None
+    solution: str | None = None
+
+    def schedule(self, g: IterationGraph) -> Schedule:
+        """The file's times in ``g``'s task order; InputError when the file's tasks are not exactly
+        ``g``'s (one missing, one extra) or ``g`` was built with other parameters."""
+        where = {"source": self.source} if self.source else {}
+        for what, mine, theirs in (("micro_batches", self.micro_batches, g.micro_batches),
+                                   ("forward_fraction", self.forward_fraction, g.forward_fraction),
+                                   ("routing", self.routing, g.routing)):
+            if mine != theirs:
+                raise InputError(f"the schedule has {what} {mine!r}, the graph {theirs!r}", field=what, **where)
+        pos = {name: k for k, name in enumerate(self.names)}
+        order = []
+        for t in g.tasks:
+            k = pos.pop(t.name, None)
+            if k is None:
+                raise InputError(f"task {t.name!r} of the iteration graph is missing from the schedule ({len(self.names)} "
+                                 f"task(s) in the file, {len(g.tasks)} in the graph)", field="tasks", **where)
+            order.append(k)
+        if pos:
+            extra = min(pos, key=pos.get)
+            raise InputError(f"task {extra!r} is not in the iteration graph (tasks[{pos[extra]}])", field="tasks", **where)
+        idx = np.asarray(order, dtype=np.int64)
+        return Schedule(self.status, self.method, self.makespan_s, self.bound_s, self.gap, self.start_s[idx],
+                        self.end_s[idx], self.time_unit_s, self.wall_time_s, {"source": f"file {self.source or '(memory)'}"})
+
+
+def _number(v: Any, field: str, *, low: float = 0.0, positive: bool = False, null: bool = False) -> float | None:
+    if v is None and null:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InputError(f"expected a number{' or null' if null else ''}, got {_type_name(v)}", field=field)
+    if v < low or (positive and v <= low):
+        raise InputError(f"must be {'>' if positive else '>='} {low:g}, got {v!r}", field=field)
+    return float(v)
+
+
+def _sha(v: Any, field: str) -> str | None:
+    if v is not None and not (isinstance(v, str) and len(v) == 64 and set(v) <= _SHA256_HEX):
+        raise InputError("expected a SHA-256 as 64 lowercase hex digits, or null", field=field)
+    return v
+
+
+def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
+    """A schedule file's JSON (``schedule_to_dict``'s form), checked strictly: the format and version,
+    no unknown or missing key (at the top and in each task), each value's type and range, task names
+    unique. Every problem is one InputError naming the field (``tasks[12].start_s``)."""
+    E = InputError
+    _check_format(data, SCHEDULE_FORMAT, E)
+    top = _obj(data, "", _FILE_KEYS, _FILE_REQUIRED, err=E)
+    if top["format"] != SCHEDULE_FORMAT:
+        raise E(f"expected {SCHEDULE_FORMAT!r}, got {top['format']!r}", field="format")
+    if top["version"] != SCHEDULE_VERSION:
+        hint = " (files of earlier releases do not say what they were made from: schedule again with --out)" \
+            if top["version"] == 1 else ""
+        raise E(f"unsupported version {top['version']!r}; this release reads version {SCHEDULE_VERSION}{hint}", field="version")
+    if top["status"] not in ("optimal", "feasible"):
+        raise E(f"must be optimal or feasible (a file holds a schedule), got {top['status']!r}", field="status")
+    if top["method"] not in ("exact", "heuristic"):
+        raise E(f"must be exact or heuristic, got {top['method']!r}", field="method")
+    if top["routing"] not in ("given", "shortest_path"):
+        raise E(f"must be given or shortest_path, got {top['routing']!r}", field="routing")
+    mb = top["micro_batches"]
+    if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
+        raise E(f"expected an integer >= 1, got {mb!r}", field="micro_batches")
+    ff = _number(top["forward_fraction"], "forward_fraction")
+    if ff > 1:
+        raise E(f"must be <= 1, got {ff!r}", field="forward_fraction")
+    for key in ("instance", "solution"):
+        if top.get(key) is not None and not isinstance(top[key], str):
+            raise E(f"expected a file name or null, got {_type_name(top[key])}", field=key)
+    tasks = _list(top["tasks"], "tasks", err=E)
+    names, starts, ends = [], np.empty(len(tasks)), np.empty(len(tasks))
+    seen: set[str] = set()
+    for k, row in enumerate(tasks):
+        f = f"tasks[{k}]"
+        row = _obj(row, f, _TASK_KEYS, {"name", "start_s", "end_s"}, err=E)
+        name = row["name"]
+        if not isinstance(name, str):
+            raise E(f"expected a task name, got {_type_name(name)}", field=f + ".name")
+        if name in seen:
+            raise E(f"task {name!r} appears twice", field=f + ".name")
+        seen.add(name)
+        names.append(name)
+        starts[k] = _number(row["start_s"], f"{f}.start_s ({name})")
+        ends[k] = _number(row["end_s"], f"{f}.end_s ({name})")
+        if ends[k] < starts[k]:
+            raise E(f"ends at {ends[k]!r} s, before its start {starts[k]!r} s", field=f"{f}.end_s ({name})")
+    starts.setflags(write=False)
+    ends.setflags(write=False)
+    return ScheduleFile(
+        source=source, status=top["status"], method=top["method"], makespan_s=_number(top["makespan_s"], "makespan_s"),
+        bound_s=_number(top.get("bound_s"), "bound_s", null=True), gap=_number(top.get("gap"), "gap", null=True),
+        time_unit_s=_number(top["time_unit_s"], "time_unit_s", positive=True), forward_fraction=ff, routing=top["routing"],
+        micro_batches=mb, instance_sha256=_sha(top["instance_sha256"], "instance_sha256"),
+        solution_sha256=_sha(top["solution_sha256"], "solution_sha256"), names=tuple(names), start_s=starts, end_s=ends,
+        wall_time_s=_number(top.get("wall_time_s", 0.0), "wall_time_s"), instance=top.get("instance"),
+        solution=top.get("solution"))
+
+
+def read_schedule(path: str | os.PathLike) -> ScheduleFile:
+    """Read a schedule file (:func:`parse_schedule`; malformed JSON, an oversized file, a NaN are refused
+    as for solution files: ``topoopt_ilp.io``'s reader). A file the CLI wrote is always read back."""
+    data = _read_json(path, InputError, MAX_SOLUTION_BYTES)
+    return _with_source(lambda: parse_schedule(data, str(path)), str(path), InputError)
+
+
+def write_schedule(path: str | os.PathLike, g: IterationGraph, sched: Schedule, *, summary: dict[str, Any] | None = None,
+                   **provenance: str | None) -> None:
+    """Write :func:`schedule_to_dict` (plus ``summary``) atomically; ``provenance``: ``instance``,
+    ``instance_sha256``, ``solution``, ``solution_sha256``. Refuses a schedule without times."""
+    if not sched.has_schedule:
+        raise InputError("the schedule has no task times to write")
+    data = schedule_to_dict(g, sched, **provenance)
+    if summary is not None:
+        data["summary"] = summary
+    write_json_atomic(path, json_safe(data))

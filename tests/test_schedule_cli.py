@@ -126,3 +126,165 @@ def test_a_short_time_limit_keeps_the_list_schedule(solution_file, monkeypatch, 
     assert "(CP-SAT): feasible" in out and "list schedule (CP-SAT found no schedule" in out
     assert main(["schedule", DLRM, solution_file, "--time-limit", "0"]) == 4
     assert "no_solution" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# --micro-batches
+# ----------------------------------------------------------------------------------------------
+def test_micro_batches_option(solution_file, capsys):
+    assert main(["schedule", DLRM, solution_file, "--micro-batches", "2", "--json"]) == 0
+    two = json.loads(capsys.readouterr().out)
+    assert main(["schedule", DLRM, solution_file, "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["micro_batches"] == 1 and one["tasks"] == 125
+    assert two["micro_batches"] == 2 and two["tasks"] == 237 and two["status"] == "optimal"
+    assert two["lower_bounds"]["compute_s"] == pytest.approx(one["lower_bounds"]["compute_s"])
+    assert two["lower_bounds"]["network_s"] == pytest.approx(one["lower_bounds"]["network_s"])
+    assert two["evaluator"] == one["evaluator"]
+    assert main(["schedule", DLRM, solution_file, "--micro-batches", "2", "--method", "heuristic"]) == 0
+    assert "2 micro-batches" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value, needle", [
+    ("0", "--micro-batches must be an integer >= 1, got '0'"),
+    ("-3", "--micro-batches must be an integer >= 1"),
+    ("1.5", "--micro-batches must be an integer >= 1, got '1.5'"),
+    ("two", "--micro-batches must be an integer >= 1"),
+    ("1000000", "more than 200,000 tasks"),
+])
+def test_bad_micro_batches_is_one_line_exit_2(solution_file, capsys, value, needle):
+    assert main(["schedule", DLRM, solution_file, "--micro-batches", value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Schedule files: --out, --check, read_schedule
+# ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def schedule_file(solution_file, tmp_path_factory):
+    path = tmp_path_factory.mktemp("schedfile") / "s.json"
+    assert main(["schedule", DLRM, solution_file, "--micro-batches", "2", "--out", str(path)]) == 0
+    return path
+
+
+def _edited(tmp_path, schedule_file, edit, name="edited.json"):
+    data = json.loads(schedule_file.read_text())
+    edit(data)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_out_states_what_the_graph_is_rebuilt_from(schedule_file, solution_file):
+    from topoopt_ilp.models.schedule import file_sha256
+
+    data = json.loads(schedule_file.read_text())
+    assert data["format"] == "topoopt-schedule" and data["version"] == 2
+    assert data["micro_batches"] == 2 and data["routing"] == "given" and data["time_unit_s"] == 1e-6
+    assert data["forward_fraction"] == pytest.approx(1 / 3)
+    assert data["instance_sha256"] == file_sha256(DLRM) and data["solution_sha256"] == file_sha256(solution_file)
+    assert data["instance"] == DLRM and data["solution"] == solution_file
+    assert len(data["tasks"]) == 237 and data["summary"]["micro_batches"] == 2
+
+
+def test_check_a_written_schedule(schedule_file, solution_file, capsys):
+    capsys.readouterr()
+    assert main(["schedule", DLRM, solution_file, "--check", str(schedule_file)]) == 0
+    out = capsys.readouterr().out
+    assert ": valid" in out and "237 tasks, 2 micro-batches" in out
+    makespan = json.loads(schedule_file.read_text())["makespan_s"]
+    assert main(["schedule", DLRM, solution_file, "--check", str(schedule_file), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["valid"] and res["violations"] == 0 and res["makespan_s"] == makespan and res["micro_batches"] == 2
+
+
+def test_check_names_a_precedence_violation(schedule_file, solution_file, tmp_path, capsys):
+    """A micro-batch's forward moved to time 0, before the lookup that feeds it: exit 1, named."""
+    from topoopt_ilp.io import load_solution
+    from topoopt_ilp.iteration_graph import graph_from_solution
+
+    g = graph_from_solution(load_instance(DLRM), load_solution(solution_file), micro_batches=2)
+    target = next(g.tasks[b].name for a, b in g.edges.tolist()
+                  if g.tasks[a].kind == "lookup" and g.tasks[b].kind == "fwd" and g.tasks[b].micro_batch == 1)
+
+    def edit(d):
+        for t in d["tasks"]:
+            if t["name"] == target:
+                t["start_s"] = 0.0
+
+    path = _edited(tmp_path, schedule_file, edit)
+    assert main(["schedule", DLRM, solution_file, "--check", path]) == 1
+    out = capsys.readouterr().out
+    assert "invalid" in out and "first violation    precedence " in out and f"-> {target}: starts at 0 s" in out
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: d.update(version=1), "version: unsupported version 1"),
+    (lambda d: d.update(format="topoopt-solution"), "format: expected 'topoopt-schedule', got 'topoopt-solution'"),
+    (lambda d: d.pop("micro_batches"), "missing required key 'micro_batches'"),
+    (lambda d: d.update(colour="red"), "unknown key 'colour'"),
+    (lambda d: d.update(micro_batches=0), "micro_batches: expected an integer >= 1"),
+    (lambda d: d["tasks"][3].update(start_s=-1.0), "tasks[3].start_s"),
+    (lambda d: d["tasks"][3].update(end_s="soon"), "tasks[3].end_s"),
+    (lambda d: d["tasks"][3].update(colour="red"), "tasks[3]: unknown key 'colour'"),
+    (lambda d: d["tasks"][3].pop("start_s"), "tasks[3]: missing required key 'start_s'"),
+    (lambda d: d["tasks"].pop(3), "is missing from the schedule"),
+    (lambda d: d["tasks"].append({"name": "fwd L9 r0", "start_s": 0, "end_s": 0}), "'fwd L9 r0' is not in the iteration graph"),
+    (lambda d: d["tasks"].append(dict(d["tasks"][0])), "appears twice"),
+    (lambda d: d.update(instance_sha256="0" * 64), "made from another instance file"),
+    (lambda d: d.update(solution_sha256=None), "records no SHA-256 of its solution file"),
+])
+def test_a_bad_schedule_file_is_one_line_exit_2(schedule_file, solution_file, tmp_path, capsys, edit, needle):
+    path = _edited(tmp_path, schedule_file, edit)
+    assert main(["schedule", DLRM, solution_file, "--check", path]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and err.startswith(f"error: {path}"), err
+
+
+def test_check_against_other_files_or_malformed_json_exits_2(schedule_file, solution_file, tmp_path, capsys):
+    import shutil
+
+    other = tmp_path / "other.json"  # the same design, but another file: refused by its SHA-256
+    save_solution(solve(load_instance(DLRM), method="heuristic", seed=1), other, directed=False)
+    assert main(["schedule", DLRM, str(other), "--check", str(schedule_file)]) == 2
+    assert "made from another solution file" in capsys.readouterr().err
+    inst = tmp_path / "inst.json"
+    shutil.copy(DLRM, inst)
+    inst.write_text(inst.read_text() + "\n")
+    assert main(["schedule", str(inst), solution_file, "--check", str(schedule_file)]) == 2
+    assert "made from another instance file" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    broken.write_text(schedule_file.read_text()[:-20])
+    assert main(["schedule", DLRM, solution_file, "--check", str(broken)]) == 2
+    assert "malformed JSON" in capsys.readouterr().err
+    assert main(["schedule", DLRM, solution_file, "--check", solution_file]) == 2
+    assert "(this is a solution file)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [["--out", "x.json"], ["--method", "heuristic"], ["--micro-batches", "2"],
+                                   ["--time-unit-us", "5"], ["--routing", "given"], ["--time-limit", "3"]])
+def test_check_refuses_scheduling_options(schedule_file, solution_file, capsys, extra):
+    assert main(["schedule", DLRM, solution_file, "--check", str(schedule_file)] + extra) == 2
+    assert f"{extra[0]} does not go with --check" in capsys.readouterr().err
+
+
+def test_python_round_trip(solution_file, tmp_path):
+    from topoopt_ilp.io import load_solution
+    from topoopt_ilp.iteration_graph import check_schedule, graph_from_solution
+    from topoopt_ilp.models.schedule import file_sha256, list_schedule, read_schedule, write_schedule
+
+    inst = load_instance(DLRM)
+    g = graph_from_solution(inst, load_solution(solution_file), micro_batches=3, routing="shortest_path")
+    sched = list_schedule(g, time_unit_s=1e-5)
+    path = tmp_path / "api.json"
+    write_schedule(path, g, sched, instance_sha256=file_sha256(DLRM), solution_sha256=file_sha256(solution_file))
+    sf = read_schedule(path)
+    assert (sf.micro_batches, sf.routing, sf.time_unit_s, sf.forward_fraction) == (3, "shortest_path", 1e-5, g.forward_fraction)
+    assert sf.instance_sha256 == file_sha256(DLRM) and sf.instance is None
+    back = sf.schedule(g)
+    assert back.makespan_s == sched.makespan_s and back.status == "feasible" and back.method == "heuristic"
+    assert (back.start_s == sched.start_s).all() and (back.end_s == sched.end_s).all()
+    assert check_schedule(g, back) == []
+    with pytest.raises(Exception, match="micro_batches 3, the graph 1"):
+        sf.schedule(graph_from_solution(inst, load_solution(solution_file)))

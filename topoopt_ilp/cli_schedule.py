@@ -5,6 +5,12 @@ bound and gap, the status, the evaluator's iteration time with ``overlap`` none 
 comparison, and the busiest server and arc. Exit codes (design §6): 0 solved (optimal or feasible),
 2 bad input or usage, 4 time limit without a schedule, 1 anything else; errors are one line (the
 ``topoopt`` entry point turns every :class:`~topoopt_ilp.errors.TopoOptError` into one).
+
+``--check SCHEDULE.json`` instead reads a schedule file written by ``--out``
+(:func:`~topoopt_ilp.models.schedule.read_schedule`), refuses it unless the instance and solution
+files are those it was made from (their SHA-256), rebuilds the task graph with the file's
+parameters and runs the independent :func:`~topoopt_ilp.iteration_graph.check_schedule` on its
+times: exit 0 valid, 1 a violation (the first is printed), 2 a malformed file or other inputs.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 
 from .cli import _fmt_time as fmt_time
 from .cli import _nonneg_float, _pos_float, _pos_int
-from .errors import EXIT_NO_SOLUTION, EXIT_OK, InputError
+from .errors import EXIT_ERROR, EXIT_NO_SOLUTION, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run_schedule"]
 
@@ -44,19 +50,26 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
                     "with overlap none and full.")
     p.add_argument("instance", metavar="INSTANCE", help="a workload instance")
     p.add_argument("solution", metavar="SOLUTION", help="a solution file (topology, placement, rings, routes)")
-    p.add_argument("--method", choices=("exact", "heuristic"), default="exact",
+    p.add_argument("--method", choices=("exact", "heuristic"), default=None,
                    help="exact: CP-SAT, warm-started from the list schedule (default); heuristic: the list schedule")
     p.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S",
                    help="exact: CP-SAT's time limit in seconds (default: none; the result is then proven optimal)")
-    p.add_argument("--time-unit-us", type=_pos_float, default=1.0, metavar="U",
+    p.add_argument("--time-unit-us", type=_pos_float, default=None, metavar="U",
                    help="time resolution: durations are rounded up to multiples of U microseconds (default 1)")
-    p.add_argument("--forward-fraction", type=_fraction, default=1.0 / 3.0, metavar="F",
+    p.add_argument("--forward-fraction", type=_fraction, default=None, metavar="F",
                    help="share of a layer's time spent in its forward pass (default 1/3: backward = 2 x forward)")
-    p.add_argument("--routing", choices=("given", "shortest_path"), default="given",
+    p.add_argument("--routing", choices=("given", "shortest_path"), default=None,
                    help="given: the solution's routes (shortest paths when it has none; default); shortest_path: "
                         "every pair split equally over its shortest paths (the evaluator's modes)")
     p.add_argument("--threads", type=_pos_int, default=None, metavar="T", help="exact: CP-SAT workers (default 2)")
-    p.add_argument("--out", default=None, metavar="SCHEDULE.json", help="write the schedule (every task's times) here, atomically")
+    p.add_argument("--micro-batches", default=None, metavar="M",
+                   help="split the batch into M micro-batches (GPipe): every compute task and every flow but the "
+                        "AllReduce becomes M of 1/M each (default 1)")
+    p.add_argument("--out", default=None, metavar="SCHEDULE.json",
+                   help="write the schedule (every task's times and what the graph is rebuilt from) here, atomically")
+    p.add_argument("--check", default=None, metavar="SCHEDULE.json",
+                   help="check a schedule file written by --out against INSTANCE and SOLUTION (the files it was made "
+                        "from) instead of scheduling: exit 0 valid, 1 a violation")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run_schedule)
     return p
@@ -66,21 +79,28 @@ def _fmt(v: float | None) -> str:
     return fmt_time(v, digits=6)
 
 
-def run_schedule(args: argparse.Namespace) -> int:
-    """The ``schedule`` command (``args`` from :func:`add_subcommand`'s parser)."""
-    from .evaluate import evaluate
-    from .io import check_writable, json_safe, load_instance, load_solution, write_json_atomic
-    from .iteration_graph import check_schedule, graph_from_solution
-    from .models.schedule import list_schedule, schedule_to_dict, solve_schedule
+#: Options that choose how to schedule; --check takes all of them from the file.
+_SCHEDULING_OPTIONS = ("method", "time_limit", "time_unit_us", "forward_fraction", "routing", "threads", "micro_batches", "out")
+
+
+def _micro_batches(text: str | None) -> int:
+    """``--micro-batches``: refused as one InputError line (argparse's usage block is two)."""
+    if text is None:
+        return 1
+    try:
+        m = int(text)
+    except ValueError:
+        m = 0
+    if m < 1:
+        raise InputError(f"--micro-batches must be an integer >= 1, got {text!r}")
+    return m
+
+
+def _load_design(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The instance and the solution, refused unless the solution is a design for the instance."""
+    from .io import load_instance, load_solution
     from .verify import verify
 
-    if args.method == "heuristic" and (args.time_limit is not None or args.threads is not None):
-        raise InputError("--time-limit and --threads go with --method exact (list scheduling takes neither)")
-    if args.out:
-        check_writable(args.out)
-        for given in (args.instance, args.solution):
-            if os.path.exists(args.out) and os.path.exists(given) and os.path.samefile(args.out, given):
-                raise InputError(f"--out {args.out} is the file {given} itself: the schedule would overwrite it")
     inst = load_instance(args.instance)
     if inst.workload is None:
         raise InputError("scheduling needs a workload instance (layers and blocks); this instance has a fixed demand",
@@ -92,9 +112,37 @@ def run_schedule(args: argparse.Namespace) -> int:
     if not report.valid:
         raise InputError(f"the solution does not fit the instance ({len(report.violations)} violation(s), first: "
                          f"{report.violations[0]}; see topoopt verify)", source=args.solution)
-    graph = graph_from_solution(inst, sol, routing=args.routing, forward_fraction=args.forward_fraction)
-    unit = args.time_unit_us * 1e-6
-    if args.method == "heuristic":
+    return inst, sol
+
+
+def run_schedule(args: argparse.Namespace) -> int:
+    """The ``schedule`` command (``args`` from :func:`add_subcommand`'s parser)."""
+    from .evaluate import evaluate
+    from .io import check_writable, json_safe
+    from .iteration_graph import DEFAULT_FORWARD_FRACTION, check_schedule, graph_from_solution
+    from .models.schedule import file_sha256, list_schedule, solve_schedule, write_schedule
+
+    if args.check is not None:
+        given = [f"--{k.replace('_', '-')}" for k in _SCHEDULING_OPTIONS if getattr(args, k) is not None]
+        if given:
+            raise InputError(f"{given[0]} does not go with --check (the schedule file says how it was made)")
+        return _run_check(args)
+    method = args.method or "exact"
+    if method == "heuristic" and (args.time_limit is not None or args.threads is not None):
+        raise InputError("--time-limit and --threads go with --method exact (list scheduling takes neither)")
+    micro_batches = _micro_batches(args.micro_batches)
+    if args.out:
+        check_writable(args.out)
+        for given in (args.instance, args.solution):
+            if os.path.exists(args.out) and os.path.exists(given) and os.path.samefile(args.out, given):
+                raise InputError(f"--out {args.out} is the file {given} itself: the schedule would overwrite it")
+    inst, sol = _load_design(args)
+    hashes = (file_sha256(args.instance), file_sha256(args.solution)) if args.out else (None, None)
+    ff = DEFAULT_FORWARD_FRACTION if args.forward_fraction is None else args.forward_fraction
+    routing = args.routing or "given"
+    graph = graph_from_solution(inst, sol, routing=routing, forward_fraction=ff, micro_batches=micro_batches)
+    unit = (1.0 if args.time_unit_us is None else args.time_unit_us) * 1e-6
+    if method == "heuristic":
         sched = list_schedule(graph, time_unit_s=unit)
     else:
         sched = solve_schedule(graph, time_limit_s=args.time_limit, time_unit_s=unit, threads=args.threads or 2)
@@ -102,10 +150,10 @@ def run_schedule(args: argparse.Namespace) -> int:
         problems = check_schedule(graph, sched)
         if problems:  # never hand out a schedule the independent check refuses
             raise RuntimeError(f"the schedule fails its check: {problems[0]}")
-    m = evaluate(inst, sol, routing=args.routing)
+    m = evaluate(inst, sol, routing=routing)
     lb = sched.details["lower_bounds"]
     summary: dict[str, Any] = {
-        "instance": args.instance, "solution": args.solution, "method": args.method, "status": sched.status,
+        "instance": args.instance, "solution": args.solution, "method": method, "status": sched.status,
         "makespan_s": sched.makespan_s, "bound_s": sched.bound_s, "gap": sched.gap, "wall_time_s": sched.wall_time_s,
         "evaluator": {"overlap_none_s": m.compute_time_s + m.comm_time_s, "overlap_full_s": max(m.compute_time_s, m.comm_time_s),
                       "instance_overlap": inst.workload.overlap, "compute_time_s": m.compute_time_s, "comm_time_s": m.comm_time_s},
@@ -115,13 +163,15 @@ def run_schedule(args: argparse.Namespace) -> int:
                                                                "links": int(graph.x[lb["busiest_arc"]])},
         "tasks": len(graph), "compute_tasks": graph.num_compute, "flow_pieces": graph.num_flow_pieces,
         "time_unit_s": unit, "routing": graph.routing, "forward_fraction": graph.forward_fraction,
+        "micro_batches": graph.micro_batches,
     }
     if sched.has_schedule and args.out:
-        write_json_atomic(args.out, json_safe({**schedule_to_dict(graph, sched), "summary": summary}))
+        write_schedule(args.out, graph, sched, summary=summary, instance=args.instance, instance_sha256=hashes[0],
+                       solution=args.solution, solution_sha256=hashes[1])
     if args.json:
         print(json.dumps(json_safe(summary), indent=1))
     else:
-        how = "CP-SAT" if args.method == "exact" else "list scheduling"
+        how = "CP-SAT" if method == "exact" else "list scheduling"
         print(f"schedule of {args.solution} on {args.instance} ({how}): {sched.status}")
         if sched.has_schedule:
             gap = "-" if sched.gap is None else f"{sched.gap:.4g}"
@@ -146,9 +196,50 @@ def run_schedule(args: argparse.Namespace) -> int:
         milestones = len(graph) - graph.num_compute - graph.num_flow_pieces
         print(f"  tasks              {len(graph)} ({graph.num_compute} compute, {graph.num_flow_pieces} flow pieces, "
               f"{milestones} milestone{'' if milestones == 1 else 's'}), "
-              f"time unit {_fmt(unit)}, routing {graph.routing}, solve {sched.wall_time_s:.3g} s")
+              f"time unit {_fmt(unit)}, routing {graph.routing}, "
+              + (f"{graph.micro_batches} micro-batches, " if graph.micro_batches > 1 else "")
+              + f"solve {sched.wall_time_s:.3g} s")
         if args.out and sched.has_schedule:
             print(f"  wrote              {args.out}")
     if not sched.has_schedule:
         print("error: no_solution: no schedule within the time limit (--method heuristic always gives one)", file=sys.stderr)
     return EXIT_OK if sched.has_schedule else EXIT_NO_SOLUTION
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    """``--check SCHEDULE.json``: the file against the files it names by SHA-256, then the independent check."""
+    from .iteration_graph import check_schedule, graph_from_solution
+    from .models.schedule import file_sha256, read_schedule
+
+    sf = read_schedule(args.check)
+    for role, path, recorded in (("instance", args.instance, sf.instance_sha256),
+                                 ("solution", args.solution, sf.solution_sha256)):
+        if recorded is None:
+            raise InputError(f"the schedule records no SHA-256 of its {role} file (it was not written by topoopt schedule "
+                             f"--out): cannot tell whether it was made from {path}", source=args.check)
+        actual = file_sha256(path)
+        if actual != recorded:
+            made = getattr(sf, role)
+            raise InputError(f"the schedule was made from another {role} file"
+                             + (f" ({made})" if made else "")
+                             + f" than {path}: SHA-256 {recorded[:12]}... in the schedule, {actual[:12]}... of {path}",
+                             source=args.check)
+    inst, sol = _load_design(args)
+    graph = graph_from_solution(inst, sol, routing=sf.routing, forward_fraction=sf.forward_fraction,
+                                micro_batches=sf.micro_batches)
+    sched = sf.schedule(graph)
+    problems = check_schedule(graph, sched)
+    if args.json:
+        print(json.dumps({"schedule": args.check, "instance": args.instance, "solution": args.solution,
+                          "valid": not problems, "makespan_s": sf.makespan_s, "status": sf.status, "method": sf.method,
+                          "tasks": len(graph), "micro_batches": sf.micro_batches, "violations": len(problems),
+                          "first_violation": problems[0] if problems else None}, indent=1))
+    else:
+        verdict = "valid" if not problems else f"invalid, {len(problems)} violation(s)"
+        print(f"schedule {args.check} of {args.solution} on {args.instance}: {verdict}")
+        print(f"  makespan           {_fmt(sf.makespan_s)}  ({sf.status}, {sf.method}; {len(graph)} tasks, "
+              f"{sf.micro_batches} micro-batch{'' if sf.micro_batches == 1 else 'es'}, time unit {_fmt(sf.time_unit_s)}, "
+              f"routing {sf.routing})")
+        if problems:
+            print(f"  first violation    {problems[0]}")
+    return EXIT_OK if not problems else EXIT_ERROR
