@@ -11,6 +11,17 @@ Notation of :mod:`topoopt_ilp.strategy`: layer i at degree k runs replica r on s
 which processes the sample range ``[r B/k, (r+1) B/k)``; the n batch "units" ``[t B/n, (t+1) B/n)``
 make every intersection of ranges exact.
 
+**Micro-batches** (``micro_batches`` = M, GPipe): micro-batch m = 0..M-1 holds 1/M of every batch
+unit, so each replica processes 1/M of its samples in each, and each pair of replicas exchanges
+1/M of its bytes per micro-batch. Every compute task and every flow below except the AllReduce
+then becomes M tasks, one per micro-batch, each with 1/M of the duration or bytes; their keys carry
+m after the ids (``("fwd", i, r, m)``, ``("reshard_fwd", i, a, b, m, p)``, ``("block", b, m)``,
+``("lookup", b, r, m, p)``; names end in ``mb{m}``) and the precedence below holds per micro-batch.
+The AllReduce stays once per iteration, after the backward of *all* micro-batches. So a pipeline's
+stages can work on different micro-batches at once (the bubble shrinks as M grows), while each
+server's total compute and each arc's total bytes do not change. With M = 1 the keys, durations,
+bytes and edges are exactly those of the graph without micro-batches.
+
 * **compute** (one server each; a server runs one compute task at a time):
 
   - ``("fwd", i, r)`` forward of layer i, replica r: ``forward_fraction * Workload.layer_time(i, k)``;
@@ -42,14 +53,16 @@ make every intersection of ranges exact.
   (``latency_s``: a lag before its successors, and counted in the makespan).
 
 Precedence (``edges``: the successor starts after the predecessor ends, plus the predecessor's
-``latency_s``):
+``latency_s``; with micro-batches, each edge below but those into ``ready`` joins tasks of one
+micro-batch m, e.g. ``fwd(i, a, m) -> reshard_fwd(i, a, b, m) -> fwd(i+1, b, m)``):
 
 * ``fwd(i, a) -> reshard_fwd(i, a, b) -> fwd(i+1, b)`` for every pair with intersecting ranges;
 * ``bwd(i+1, b) -> reshard_bwd(i, a, b) -> bwd(i, a)``; ``fwd(i, r) -> bwd(i, r)`` (the backward
   needs its activations; for the last layer this is the turn from forward to backward);
 * ``block(b) -> lookup(b, r) -> fwd(c, r)`` and ``bwd(c, r) -> lookup_grad(b, r)`` (c the consumer);
-* ``bwd(i, r) -> ready(g) -> allreduce(g, ...)`` for every layer i of group g and every member r: a
-  group's AllReduce starts after the backward of all its layers on all its members. ``("ready", g)``
+* ``bwd(i, r) -> ready(g) -> allreduce(g, ...)`` for every layer i of group g and every member r
+  (and every micro-batch): a group's AllReduce starts after the backward of all its layers on all
+  its members. ``("ready", g)``
   is a milestone (no duration, no resource) so that the edges stay linear in the tasks (members x
   layers in, ring pieces out, instead of their product).
 
