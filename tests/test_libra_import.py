@@ -108,3 +108,55 @@ def test_bad_libra_files_are_named(tmp_path, which, text, match):
     (tmp_path / which).write_text(text)
     with pytest.raises(InstanceError, match=match):
         import_libra(*files, total_bandwidth_gbps=1000.0)
+
+
+def test_shipped_libra_format_files_are_the_gpt3_problem(tmp_path):
+    """instances/libra/libra-format/ (the README's example) is the shipped GPT-3 problem in LIBRA's formats."""
+    shipped = ROOT / "instances" / "libra" / "libra-format"
+    written = libra_files(tmp_path)
+    names = ("gpt3-4d-network.yml", "gpt3-workload.txt", "gpt3-4d-communicator.yml", "gpt3-4d-cost.yml")
+    for ours, theirs in zip(names, written):
+        assert (shipped / ours).read_text() == open(theirs).read()
+
+
+@pytest.mark.parametrize("which", ["net.yml", "work.txt", "comm.yml", "cost.yml"])
+def test_out_may_not_overwrite_an_input(tmp_path, capsys, which):
+    net, work, comm, cost = files = libra_files(tmp_path)
+    before = (tmp_path / which).read_text()
+    assert main(["import-libra", "--network", net, "--workload", work, "--communicator", comm, "--cost-model", cost,
+                 "--total-bandwidth", "1000", "-o", str(tmp_path / which)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the import would overwrite it" in err
+    assert (tmp_path / which).read_text() == before and str(tmp_path / which) in files
+
+
+@pytest.mark.parametrize("which,edit,match", [
+    ("net.yml", lambda t: t.replace("NpusCount: [ 4, 8,", "NpusCount: [ 4, 8.5,"), r"net.yml: NpusCount\[1\]: expected an integer"),
+    ("comm.yml", lambda t: t.replace("Forward: [4, 4, -1, -1]", "Forward: [4, 4, -1]"), r"comm.yml: Forward: has 3 entries"),
+    ("work.txt", lambda t: t.replace("Q1 -1 9375000.0", "Q1 -1 -100", 1),
+     r"work.txt: line 1, forward compute \(cycles, here converted to microseconds\): must be >= 0"),
+    ("cost.yml", lambda t: t.replace("Link: 2.0", "Link: -3", 1), r"cost.yml: chiplet.Link: must be > 0"),
+])
+def test_problems_are_named_in_libra_terms(tmp_path, which, edit, match):
+    """A value the topoopt-libra parser refuses is reported with the LIBRA file and key it came from."""
+    files = libra_files(tmp_path)
+    (tmp_path / which).write_text(edit((tmp_path / which).read_text()))
+    with pytest.raises(InstanceError, match=match):
+        import_libra(*files, total_bandwidth_gbps=1000.0)
+
+
+def test_a_cost_budget_without_prices_says_give_the_cost_model(tmp_path):
+    net, work, comm, _ = libra_files(tmp_path)
+    with pytest.raises(InstanceError, match="needs the cost of every dimension: give --cost-model"):
+        import_libra(net, work, comm, cost_usd=1e7)
+
+
+def test_dimensions_may_share_a_cost_dimension(tmp_path):
+    """CostDimension is a price class (LIBRA's parser accepts repeats): the dimensions get unique names."""
+    net, work, comm, cost = libra_files(tmp_path)
+    text = (tmp_path / "net.yml").read_text()
+    (tmp_path / "net.yml").write_text(text.replace("CostDimension: [ chiplet, package,", "CostDimension: [ chiplet, chiplet,"))
+    problem = import_libra(net, work, comm, cost, total_bandwidth_gbps=1000.0)
+    assert [d.name for d in problem.dimensions] == ["chiplet-1", "chiplet-2", "node", "pod"]
+    assert dict(problem.dimensions[1].prices_usd_per_gbps) == {"link": 2.0}  # chiplet's price, not package's 4.0
+    assert problem.dimensions[1].kind == "fully_connected" and problem.dimensions[1].size == 8

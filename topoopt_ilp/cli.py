@@ -324,9 +324,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
             raise InputError(f"warm start file {ws} is a directory")
     # Output paths are checked before solving: a typo must not cost the whole solve.
     if args.out is not None:
-        check_writable(args.out, "--out")
-        if os.path.exists(args.out) and os.path.samefile(args.out, args.instance):
-            raise InputError(f"--out {args.out} is the instance file itself: the solution would overwrite it")
+        check_writable(args.out, "--out", {"instance": args.instance}, "the solution")
     if args.export_model is not None:
         check_writable(args.export_model, "--export-model")
     if args.method == "exact":

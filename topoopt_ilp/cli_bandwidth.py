@@ -22,7 +22,7 @@ from typing import Any
 
 from .cli import _fmt_time as fmt_time
 from .cli import _STATUS_EXIT, _nonneg_float, _pos_float
-from .errors import EXIT_ERROR, EXIT_OK, InputError
+from .errors import EXIT_ERROR, EXIT_OK
 
 __all__ = ["add_subcommand", "run_bandwidth", "format_table"]
 
@@ -73,7 +73,8 @@ def run_import(args: argparse.Namespace) -> int:
     from .io import check_writable
     from .libra_import import import_libra
 
-    check_writable(args.out, "--out")
+    check_writable(args.out, "--out", {"network": args.network, "workload": args.workload,
+                                       "communicator": args.communicator, "cost model": args.cost_model}, "the import")
     problem = import_libra(args.network, args.workload, args.communicator, args.cost_model,
                            total_bandwidth_gbps=args.total_bandwidth, cost_usd=args.cost, spend_all=args.spend_all,
                            objective=args.objective, clock_ghz=args.clock_ghz, name=args.name)
@@ -154,9 +155,7 @@ def run_bandwidth(args: argparse.Namespace) -> int:
 
     problem = load_hierarchy(args.instance)
     if args.out is not None:
-        check_writable(args.out, "--out")
-        if os.path.exists(args.out) and os.path.samefile(args.out, args.instance):
-            raise InputError(f"--out {args.out} is the instance file itself: the solution would overwrite it")
+        check_writable(args.out, "--out", {"instance": args.instance}, "the solution")
     sol = solve_bandwidth(problem, objective=args.objective, backend=args.backend, time_limit_s=args.time_limit,
                           gap=DEFAULT_GAP if args.gap is None else args.gap)
     data = json_safe(sol.to_dict(os.path.basename(args.instance)))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from typing import Any
 
@@ -132,10 +131,7 @@ def run_schedule(args: argparse.Namespace) -> int:
         raise InputError("--time-limit and --threads go with --method exact (list scheduling takes neither)")
     micro_batches = _micro_batches(args.micro_batches)
     if args.out:
-        check_writable(args.out)
-        for given in (args.instance, args.solution):
-            if os.path.exists(args.out) and os.path.exists(given) and os.path.samefile(args.out, given):
-                raise InputError(f"--out {args.out} is the file {given} itself: the schedule would overwrite it")
+        check_writable(args.out, "--out", {"instance": args.instance, "solution": args.solution}, "the schedule")
     inst, sol = _load_design(args)
     hashes = (file_sha256(args.instance), file_sha256(args.solution)) if args.out else (None, None)
     ff = DEFAULT_FORWARD_FRACTION if args.forward_fraction is None else args.forward_fraction

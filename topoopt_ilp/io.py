@@ -535,13 +535,18 @@ def _output_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
-def check_writable(path: str | os.PathLike, option: str = "--out") -> None:
-    """Raise :class:`InputError` (exit 2) when ``path`` cannot be written: called before a long
-    computation, so that a typo in an output path costs nothing. Probes the directory with a
-    temporary file (permission bits alone do not tell, e.g. for root or on /proc)."""
+def check_writable(path: str | os.PathLike, option: str = "--out",
+                   inputs: Mapping[str, str | os.PathLike | None] | None = None, what: str = "the output") -> None:
+    """Raise :class:`InputError` (exit 2) when ``path`` cannot be written, or is one of the
+    command's ``inputs`` (role -> path, e.g. ``{"instance": ...}``; ``what`` would overwrite it):
+    called before a long computation, so that a typo in an output path costs nothing. Probes the directory with a temporary file (permission bits
+    alone do not tell, e.g. for root or on /proc)."""
     text = os.fspath(path)
     if not str(text).strip():
         raise InputError(f"{option} needs a file name, got {text!r}")
+    for role, given in (inputs or {}).items():
+        if given is not None and os.path.exists(text) and os.path.exists(given) and os.path.samefile(text, given):
+            raise InputError(f"{option} {text} is the {role} file itself: {what} would overwrite it")
     problem = _output_problem(path)
     if problem:
         raise InputError(f"cannot write {text}: {problem}")

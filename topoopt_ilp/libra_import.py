@@ -25,6 +25,7 @@ the written file.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from .errors import InstanceError
@@ -63,6 +64,11 @@ def _key(data: Any, key: str, path: str | os.PathLike) -> Any:
 def read_libra_workload(path: str | os.PathLike, clock_ghz: float = 1.0) -> list[tuple[str, list[tuple[float, str | None, float]]]]:
     """The layers of an ASTRA-sim 1.0 workload file: ``(name, [(compute_us, collective or None,
     bytes) for the forward, input-grad and weight-grad phases])``."""
+    return [(name, phases) for _, name, phases in _workload_lines(path, clock_ghz)]
+
+
+def _workload_lines(path: str | os.PathLike, clock_ghz: float) -> list[tuple[int, str, list[tuple[float, str | None, float]]]]:
+    """:func:`read_libra_workload` with each layer's line number first (for messages)."""
     source = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as fh:
@@ -76,7 +82,8 @@ def read_libra_workload(path: str | os.PathLike, clock_ghz: float = 1.0) -> list
             continue
         if len(tokens) != 12:
             raise InstanceError(f"line {number}: {len(tokens)} tokens, ASTRA-sim 1.0's layer format has 12 "
-                                "(name, reserved, then compute / collective / bytes for 3 phases, reserved)", source=source)
+                                "(name, reserved, then compute / collective / bytes for 3 phases, reserved; "
+                                "no header lines, as LIBRA's parser reads it)", source=source)
         phases = []
         for p in range(3):
             cycles, kind, size = tokens[2 + 3 * p: 5 + 3 * p]
@@ -91,7 +98,7 @@ def read_libra_workload(path: str | os.PathLike, clock_ghz: float = 1.0) -> list
                                     "ALLGATHER, ALLTOALL)", source=source)
             collective = None if kind_l == "none" or size_f == 0 else _COLLECTIVES[kind_l]
             phases.append((cycles_f / (clock_ghz * 1e3), collective, size_f))
-        layers.append((tokens[0], phases))
+        layers.append((number, tokens[0], phases))
     if not layers:
         raise InstanceError("no layers", source=source)
     return layers
@@ -123,8 +130,11 @@ def import_libra(network: str | os.PathLike, workload: str | os.PathLike, commun
         raise InstanceError(f"Topology[{d}]: unknown building block {kinds[d]!r} (Ring, FullyConnected, Switch)",
                             source=os.fspath(network))
     dims = []
-    for k, size, cost_dim in zip(ours, sizes, cost_dims):
-        dim: dict[str, Any] = {"name": str(cost_dim), "kind": k, "size": size}
+    repeated = {c for c in map(str, cost_dims) if list(map(str, cost_dims)).count(c) > 1}
+    for d, (k, size, cost_dim) in enumerate(zip(ours, sizes, cost_dims)):
+        # CostDimension is a price class that dimensions may share; the dimension names must be unique
+        name = f"{cost_dim}-{d + 1}" if str(cost_dim) in repeated else str(cost_dim)
+        dim: dict[str, Any] = {"name": name, "kind": k, "size": size}
         if cost_model is not None:
             elements = prices_by_dim.get(cost_dim)
             if not isinstance(elements, dict):
@@ -138,8 +148,9 @@ def import_libra(network: str | os.PathLike, workload: str | os.PathLike, commun
         dims.append(dim)
     comm = _yaml(communicator)
     comms = {phase: _key(comm, key, communicator) for phase, key in _PHASES}
-    layers = []
-    for layer_name, phases in read_libra_workload(workload, clock_ghz):
+    layers, line_of = [], []
+    for number, layer_name, phases in _workload_lines(workload, clock_ghz):
+        line_of.append(number)
         item: dict[str, Any] = {"name": layer_name}
         for (phase, _), (compute_us, collective, size) in zip(_PHASES, phases):
             entry: dict[str, Any] = {"compute_us": compute_us}
@@ -156,4 +167,44 @@ def import_libra(network: str | os.PathLike, workload: str | os.PathLike, commun
             "description": f"Imported from LIBRA's input files ({files}); compute cycles at {clock_ghz:g} GHz.",
             "dimensions": dims, "workload": {"communicators": comms, "layers": layers}, "budget": budget,
             "objective": objective}
-    return parse_hierarchy(data)
+    try:
+        return parse_hierarchy(data)
+    except InstanceError as exc:
+        files = {"network": network, "workload": workload, "communicator": communicator, "cost model": cost_model}
+        raise _in_libra_terms(exc, files, [str(c) for c in cost_dims], line_of) from None
+
+
+#: The fields of the converted file and where the user wrote them (see :func:`_in_libra_terms`).
+_NETWORK_KEYS = {"size": "NpusCount", "name": "CostDimension", "kind": "Topology"}
+_PHASE_KEYS = dict(_PHASES)
+
+
+def _in_libra_terms(exc: InstanceError, files: dict[str, Any], cost_dims: list[str], line_of: list[int]) -> InstanceError:
+    """``exc``, raised by the topoopt-libra parser on the converted data, restated with the LIBRA
+    file and key (or workload line) the offending value came from, so the user can find it."""
+    field, reason = exc.field or "", exc.reason
+    m = re.fullmatch(r"dimensions\[(\d+)\]\.(size|name|kind)", field)
+    if m:
+        return InstanceError(reason, source=os.fspath(files["network"]), field=f"{_NETWORK_KEYS[m[2]]}[{m[1]}]")
+    m = re.fullmatch(r"dimensions\[(\d+)\]\.prices_usd_per_gbps(?:\.(\w+))?", field)
+    if m and files["cost model"] is not None:
+        element = {v: k for k, v in _PRICES.items()}.get(m[2] or "", "")
+        return InstanceError(reason, source=os.fspath(files["cost model"]),
+                             field=f"{cost_dims[int(m[1])]}" + (f".{element}" if element else ""))
+    if re.fullmatch(r"dimensions\[(\d+)\]", field) and "needs the cost of every dimension" in reason:
+        return InstanceError(reason.split(" (")[0] + ": give --cost-model")
+    m = re.fullmatch(r"workload\.communicators\.(\w+)(\[\d+\])?", field)
+    if m:
+        return InstanceError(reason, source=os.fspath(files["communicator"]), field=_PHASE_KEYS.get(m[1], m[1]) + (m[2] or ""))
+    m = re.fullmatch(r"workload\.layers\[(\d+)\]\.(\w+)\.collective\.communicator(\[\d+\])?", field)
+    if m:
+        return InstanceError(reason, source=os.fspath(files["communicator"]), field=_PHASE_KEYS.get(m[2], m[2]) + (m[3] or ""))
+    m = re.fullmatch(r"workload\.layers\[(\d+)\](?:\.(\w+))?(?:\.(.*))?", field)
+    if m:
+        where = f"line {line_of[int(m[1])]}" + (f", {m[2].replace('_', ' ')}" if m[2] else "")
+        what = {"compute_us": "compute (cycles, here converted to microseconds)", "collective.bytes": "collective bytes",
+                "collective.type": "collective"}.get(m[3] or "", m[3] or "")
+        return InstanceError(reason, source=os.fspath(files["workload"]), field=where + (f" {what}" if what else ""))
+    if field.startswith("budget"):
+        return InstanceError(f"budget (--total-bandwidth / --cost): {reason}")
+    return exc
