@@ -156,7 +156,7 @@ class BackendInfo:
             if cap not in self.capabilities:
                 others = [b.name for b in BACKENDS.values() if cap in b.capabilities]
                 raise BackendCapabilityError(
-                    f"{why}, but {self.display_name} lacks capability {cap.name} (backends with it: {others})",
+                    f"{why}, but {self.display_name} lacks capability {cap.name} (backends with it: {', '.join(others) or 'none'})",
                     backend=self.name,
                 )
 
@@ -216,7 +216,7 @@ def get_backend(name: str) -> BackendInfo:
     try:
         return BACKENDS[name]
     except (KeyError, TypeError):
-        raise UnknownBackendError(f"unknown solver backend {name!r}; known backends: {sorted(BACKENDS)}") from None
+        raise UnknownBackendError(f"unknown solver backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}") from None
 
 
 def available_backends() -> list[str]:

@@ -91,10 +91,11 @@ def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
     (["solve", TESTBED, "--method", "exact", "--solver-option", "highs.presolve"], 2, "expected BACKEND.NAME=VALUE"),
     (["solve", TESTBED, "--method", "exact", "--solver-option", "cbc.cuts=off"], 2, "is for cbc, but the solve runs on highs"),
     (["solve", TESTBED, "--method", "exact", "--solver-option", "highs.no_such=1"], 2, "HiGHS rejected option no_such=1"),
-    (["solve", TESTBED, "--method", "exact", "--backend", "scip", "--solver-option", "scip.x=1"], 2, "lacks capability NATIVE_OPTIONS"),
+    (["solve", TESTBED, "--method", "exact", "--backend", "scip", "--solver-option", "scip.x=1"], 2, "scip takes no native parameters (highs, cbc do)"),
     (["solve", TESTBED, "--method", "exact", "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
     (["solve", TESTBED, "--method", "baseline", "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
     (["compare", TESTBED, "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
+    (["generate", "bert", "--servers", "7", "--degree", "3", "--bandwidth", "1"], 2, "servers x degree = 21 is odd"),
     (["solve", TESTBED, "--method", "exact", "--warm-start", "missing.json"], 2, "warm start file missing.json does not exist"),
     (["solve", TESTBED, "--method", "exact", "--warm-start", "no/such/sol"], 2, "warm start file no/such/sol does not exist"),
     (["solve", TESTBED, "--method", "exact", "--warm-start", "heurstic"], 2, "'heurstic' is none of these"),
@@ -378,3 +379,20 @@ def test_degree_one_cannot_carry_a_demand_that_connects_three_servers(tmp_path, 
     pairs.write_text(json.dumps(minimal(cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 100},
                                         demand={"mp": {"pairs": [[0, 1, 1e6], [2, 3, 1e6], [5, 4, 1e6]]}})))
     assert main(["solve", str(pairs), "--quiet"]) == 0
+
+
+def test_degree_one_workloads_are_refused_with_the_reason(tmp_path, capsys):
+    """A workload at undirected degree 1 on 6 servers validated, then the heuristic printed
+    "feasible", iteration time inf, "verified NO" (exit 1) and alternating / exact "no complete
+    route for pair 1->2" (a user's report): the methods now say why, and 2 servers still solve."""
+    six, two = tmp_path / "b61.json", tmp_path / "b21.json"
+    assert main(["generate", "bert", "--servers", "6", "--degree", "1", "--bandwidth", "25", "-o", str(six)]) == 0
+    assert main(["generate", "bert", "--servers", "2", "--degree", "1", "--bandwidth", "25", "-o", str(two)]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(six)]) == 0
+    for method in ("heuristic", "alternating", "exact"):
+        out = tmp_path / f"{method}.json"
+        assert main(["solve", str(six), "--method", method, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "joins servers in pairs" in err and not out.exists()
+    assert main(["solve", str(two), "--quiet"]) == 0

@@ -76,6 +76,8 @@ def test_native_options_reach_each_backends_exact_solve(capsys):
     (["--methods", ""], "no methods given"),
     (["--backends", ""], "no backends given"),
     (["--methods", "heuristic,exact", "--backends", " , "], "no backends given"),
+    (["--methods", "heuristic", "--backends", "scip"], "--backends applies to the exact method"),  # was ignored
+    (["--backends", "scip", "--solver-option", "scip.limits/gap=0.1"], "scip takes no native parameters"),  # was an error row
 ])
 def test_empty_methods_or_backends_are_bad_usage(args, message, capsys):
     assert main(["compare", str(INSTANCES / "mix-8.json"), *args]) == 2
@@ -121,3 +123,18 @@ def test_a_row_that_fails_verification_is_not_a_solution(tmp_path, capsys):
     assert main(["compare", str(path), "--methods", "heuristic"]) == 1
     captured = capsys.readouterr()
     assert " NO " in captured.out and "no method found a solution that passes verification" in captured.err
+
+
+def test_csv_names_the_objective_and_json_has_null_for_no_reference():
+    """The CSV lost the objective's name (the table heads its column with it; sweep's CSV has it),
+    and JSON said "reference": "" next to "distance": null."""
+    import csv
+    import io as _io
+
+    inst = io.load_instance(INSTANCES / "mix-8.json")
+    rows = [CompareRow("heuristic", "-", "feasible", 1.0, None, None, 0.0, True, distance=0.5, reference="bound"),
+            CompareRow("exact", "cpsat", "error", None, None, None, 0.0, None, message="refused")]
+    table = list(csv.DictReader(_io.StringIO(format_rows(inst, rows, "csv"))))
+    assert [r["objective_name"] for r in table] == ["iteration_time"] * 2 and table[0]["objective"] == "1.0"
+    data = json.loads(format_rows(inst, rows, "json"))
+    assert [r["reference"] for r in data["rows"]] == ["bound", None] and data["rows"][1]["distance"] is None

@@ -288,6 +288,11 @@ def _native_options(given: list[str] | None, backends: list[str]) -> dict[str, d
             raise InputError(f"--solver-option {item!r}: expected BACKEND.NAME=VALUE, e.g. highs.presolve=off")
         if target not in backends:
             raise InputError(f"--solver-option {item!r} is for {target}, but the solve runs on {', '.join(backends)}")
+        from .solvers import BACKENDS, Capability, get_backend
+
+        if not get_backend(target).supports(Capability.NATIVE_OPTIONS):  # refused here, not as an error row per solve
+            takers = ", ".join(b.name for b in BACKENDS.values() if b.supports(Capability.NATIVE_OPTIONS))
+            raise InputError(f"--solver-option {item!r}: {target} takes no native parameters ({takers} do)")
         value: Any = {"true": True, "false": False}.get(text.lower(), text)
         for kind in (int, float):
             if isinstance(value, str):
@@ -403,8 +408,10 @@ def _methods_and_backends(args: argparse.Namespace) -> tuple[list[str] | None, l
         methods = _split(args.methods)
         if not methods:
             raise InputError(f"--methods {args.methods!r}: no methods given (e.g. heuristic,exact)")
-    backends = _split(args.backends)
+    backends = _split("highs" if args.backends is None else args.backends)
     wanted = methods if methods is not None else ["exact"]  # every default set of methods runs exact
+    if "exact" not in wanted and args.backends is not None:  # as solve refuses options its method ignores
+        raise InputError(f"--backends applies to the exact method, which --methods {args.methods} does not run")
     if "exact" in wanted and not backends:
         raise InputError(f"--backends {args.backends!r}: no backends given for the exact method (e.g. highs)")
     return methods, backends
@@ -527,7 +534,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     try:
         data = generate(args.model, args.servers, args.degree, args.bandwidth, args.batch)
     except ValueError as exc:
-        raise InputError(f"generate: {exc}") from None
+        raise InputError(str(exc)) from None
     if args.output is not None:
         write_json_atomic(args.output, data)
         print(f"wrote {args.output}: {data.get('name', args.model)}")
@@ -614,7 +621,7 @@ def _comparison_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", default=None,
                    help="comma-separated: heuristic, exact, alternating (workloads), baseline (default heuristic,exact; "
                         "heuristic,alternating,exact for a workload)")
-    p.add_argument("--backends", default="highs", help="comma-separated back-ends for exact (default highs)")
+    p.add_argument("--backends", default=None, help="comma-separated back-ends for exact (default highs)")
     p.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S",
                    help="per exact solve, and the alternating method's budget (default 60)")
     p.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/baseline seed (default 0)")

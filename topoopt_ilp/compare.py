@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io as _io
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Mapping, Sequence
 
 from .errors import InputError, TopoOptError
@@ -152,13 +152,15 @@ def format_rows(instance: Instance, rows: Sequence[CompareRow], fmt: str = "tabl
 
         from .io import json_safe
 
-        return json.dumps(json_safe({"objective": instance.objective, "rows": [asdict(r) for r in rows]}), indent=1)
+        # no reference is null, as its distance is (the row keeps "" for it)
+        out = [{**asdict(r), "reference": r.reference or None} for r in rows]
+        return json.dumps(json_safe({"objective": instance.objective, "rows": out}), indent=1)
     if fmt == "csv":
-        buf = _io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]).keys()) if rows else ["method"])
+        buf = _io.StringIO()  # the objective's name in every row, as sweep's CSV has it (the table heads its column with it)
+        w = csv.DictWriter(buf, fieldnames=["objective_name"] + [f.name for f in fields(CompareRow)])
         w.writeheader()
         for r in rows:
-            w.writerow(asdict(r))
+            w.writerow({"objective_name": instance.objective, **asdict(r)})
         return buf.getvalue()
     if fmt != "table":
         raise InputError(f"unknown format {fmt!r}; choose table, json or csv")

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .errors import InputError, StartInfeasibleError
+from .errors import InputError, StartInfeasibleError, UnsupportedError
 from .evaluate import evaluate, objective_value
 from .instance import Instance, degree_one_problem
 from .routing import Routing
@@ -454,6 +454,13 @@ def solve(instance: Instance, method: str | Callable[..., Solution] = DEFAULT_ME
         problem = degree_one_problem(instance.demand, instance.cluster)
         if problem:  # the models would fail obscurely (a non-finite coefficient, an unroutable pair)
             raise InputError(problem, field="cluster.degree")
+    c = instance.cluster
+    if func in METHODS.values() and instance.workload is not None and not c.directed and c.degree == 1 and c.servers > 2:
+        # Links join servers in pairs: only strategies whose traffic stays inside one pair could run,
+        # and every method starts from (or passes through) a data-parallel placement over all servers.
+        raise UnsupportedError(f"degree 1 with undirected links joins servers in pairs; the workload methods place "
+                               f"layers across all {c.servers} servers, which no such topology connects "
+                               "(use degree >= 2 or directed links)", field="cluster.degree")
     started = time.perf_counter()
     sol = func(instance, **options)
     if not sol.wall_time_s:

@@ -342,6 +342,10 @@ def generate(model: str, servers: int, degree: int, bandwidth_gbps: float, batch
         raise ValueError(f"servers must be between 2 and {MAX_SERVERS}, got {servers}")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    if degree >= 1 and servers * degree % 2:  # the zoo writes regular undirected clusters, which then cannot exist
+        raise ValueError(f"servers x degree = {servers * degree} is odd: no {degree}-regular undirected topology on "
+                         f"{servers} servers; change one of them (a written file may then be edited for "
+                         "regular: false or directed links)")
     try:
         Cluster(servers=servers, degree=degree, link_bandwidth_gbps=bandwidth_gbps, hop_latency_us=1.0)
     except InstanceError as exc:

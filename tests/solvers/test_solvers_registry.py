@@ -37,7 +37,7 @@ def test_all_backends_installed_here():
 
 
 def test_unknown_backend_is_a_value_error_listing_the_known_ones():
-    with pytest.raises(ValueError, match=r"unknown solver backend 'gurobi'.*\['cbc', 'cpsat', 'highs', 'scip'\]"):
+    with pytest.raises(ValueError, match=r"unknown solver backend 'gurobi'; known backends: cbc, cpsat, highs, scip$"):
         S.get_backend("gurobi")
     with pytest.raises(S.UnknownBackendError):
         S.solve(cases.knapsack().model, backend="glpk")
