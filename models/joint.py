@@ -11,8 +11,9 @@ The exact reference the alternating decomposition is measured against. For a wor
   bound are those of the TotientPerms ring space (design §3), as ``details["ring_space"]`` says,
 * a multi-commodity flow routing of all the traffic the strategy induces, on any paths,
 
-minimising the evaluator's iteration time: the busiest server's compute + max arc load / capacity +
-hop latency x the longest used path (or max of compute and comm for ``overlap: full``; comm alone for
+minimising the evaluator's iteration time: the busiest server's compute (or, with ``compute_model:
+critical_path``, the larger of that and the critical path of one micro-batch) + max arc load /
+capacity + hop latency x the longest used path (or max of compute and comm for ``overlap: full``; comm alone for
 objective ``comm_time``). Every strategy, topology, ring split and routing of that space is a point of
 the model with the evaluator's value, and every point decodes to one whose evaluator value is no
 worse, so the model's bound is a bound for the problem and its optimum is the optimum.
@@ -41,7 +42,7 @@ from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .common import ExactOptions, check_backend, check_start, run_model, solution_status
 from .flow_decomposition import decompose_source_flow, shortest_path
-from .placement_data import layer_options
+from .placement_data import layer_options, path_rows
 from .topology_routing import _arcs, _degree_rows, _edges
 
 __all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "decode_point", "fix_strategy",
@@ -100,6 +101,9 @@ _RING_TOL = 1e-7
 #   compute    sum_o lt_o cov_o[v] a[o] + sum_j compute_j b[j, v] <= C   for every v
 #              sum_{o of i} lt_o a[o] <= C per layer; sum comp_{o,o'} w[o, o'] <= C per layer pair
 #              (comp = both times if the two cosets meet, else the larger; valid, tightens the LP)
+#   path       (compute_model critical_path only) sum_{o of layers i >= c} lt_o a[o] + e_c <= C for c = 0
+#              and every undominated entry layer c (placement_data.path_rows, as in the placement
+#              model): at an integer point C >= P, the chain of one micro-batch, so C = max(busiest server, P)
 #   ports      sum_o out_o a[o] <= d Tbw per layer, sum out_{o,o'} w[o, o'] <= d Tbw per layer pair
 #              (out = the most bytes one server sends or receives in the ring(s) and resharding)
 #   memory     sum_o mem_o cov_o[v] a[o] + sum_j bytes_j b[j, v] <= capacity
@@ -264,6 +268,9 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     # fractional a could otherwise spread a degree-1 layer over all servers at no traffic)
     b.add_constraints(np.concatenate([opt_layer, np.arange(L)]), np.concatenate([a.index, np.full(L, C)]),
                       np.concatenate([lt, -np.ones(L)]), ub=0.0, count=L, name="layer_compute")
+    if instance.objective != "comm_time" and w.compute_model == "critical_path":
+        rows, cols, vals, ubs = path_rows(w, opt_layer, lt, a.index, C)
+        b.add_constraints(rows, cols, vals, ub=ubs * us, count=len(ubs), name="path")
     capm = float(w.server_memory_bytes)
     b.add_constraints(np.concatenate([vv, bv]), np.concatenate([a.index[oo], b_cols.ravel()]),
                       np.concatenate([mem[oo] / capm, blk_mem[jj] / capm]), ub=1.0 + _MEM_RTOL, count=n, name="memory")

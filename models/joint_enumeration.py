@@ -5,8 +5,9 @@ the same ring space, routing and objective), split along the strategy:
 
     min over strategies S of  F(C(S), T*(S))
 
-where C(S) is the busiest server's compute (a sum over S, exact), T*(S) the least communication
-time of S's traffic over every topology, ring split and routing (the joint model with S's columns
+where C(S) is the busiest server's compute (a sum over S, exact; with ``compute_model:
+critical_path`` the larger of that and the critical path P(S) of one micro-batch,
+:mod:`.placement_data`), T*(S) the least communication time of S's traffic over every topology, ring split and routing (the joint model with S's columns
 fixed, :func:`models.joint.fix_strategy`), and F(C, T) = C + T (``overlap: none``), max(C, T)
 (``overlap: full``) or T (objective ``comm_time``). The joint MILP's LP bound is weak (fractional
 strategies spread traffic thinly), while most strategies are far from optimal for reasons a formula
@@ -25,7 +26,10 @@ alpha the hop latency, and bytes counted per iteration:
             r-th nearest server; the same holds for every destination's sources:
             T >= (ring bytes + max(sum_s M_s, sum_t M'_t)) / (n d B).
   latency   T >= alpha h_r, r the most distinct destinations (or sources) of any server.
-  compute   C >= max(busiest server so far, (compute placed + least compute still to place) / n).
+  compute   C >= max(busiest server so far, (compute placed + least compute still to place) / n);
+            with critical_path also C >= max(R + suffix[d], rest[d]), R the running critical path
+            of the d layers placed (R_{i+1} = max(R_i, e_i) + tau_i) and suffix, rest the floors of
+            :func:`.placement_data.path_floors` over each layer's least time (P >= both).
   cycles    with undirected links of degree 2 (every topology a union of cycles), n <= 8: T >= the
             least, over every such topology, of its largest cut ratio (:mod:`models.cycle_cuts`);
             computed once per visited node (about 0.3 ms), not for every child.
@@ -72,7 +76,7 @@ from .cycle_cuts import CycleCutBound
 from .cycle_cuts import applies as cycle_cuts_apply
 from .joint import (ALL_RINGS_UP_TO, TIME_UNIT_S, _start_solution, build_joint, check_request, decode_point,
                     fix_strategy, formula_upper_bound)
-from .placement_data import layer_options
+from .placement_data import critical_path, layer_options, path_entries, path_floors
 from .placement_search import _block_classes
 from .strategy_symmetry import strategy_symmetries
 from .topology_routing import moore_layer_hops
@@ -104,6 +108,7 @@ class _Node:
     parts: tuple[float, float, int] | None = None  # the bound's compute, bandwidth and hop floors
     refined: bool = False  # the degree-2 cut bound is in ``bound``
     tied: np.ndarray | None = None  # server symmetries mapping every placed layer option to itself
+    path: float = 0.0  # the running critical path R of the placed layers (critical_path only)
 
 
 @dataclass
@@ -136,6 +141,11 @@ class _Search:
         least = [min(self.time[o] * self.opt_k[o] for o in self.by_layer[i]) for i in range(self.L)]
         least += [float(b.compute_s) for b in w.blocks]
         self.rest = np.concatenate([np.cumsum(least[::-1])[::-1], [0.0]])
+        # critical_path: entries e_c and the floors of the path still to come (module docstring)
+        self.critical = w.compute_model == "critical_path" and inst.objective != "comm_time"
+        self.path_e = path_entries(w)
+        self.path_suffix, self.path_rest = path_floors(
+            self.path_e, np.array([min(self.time[o] for o in self.by_layer[i]) for i in range(self.L)]))
         # the degree-2 cut bound (models.cycle_cuts): each option's ring bytes across every server set
         self.cuts = CycleCutBound(inst.cluster) if cycle_cuts_apply(inst.cluster) else None
         if self.cuts is not None:
@@ -158,6 +168,9 @@ class _Search:
         """The port, volume, latency and compute bounds (cheap: every child gets them)."""
         bandwidth, hops = comm_floor(node.mp, node.ring_out, self.d, self.B, self.directed)
         compute = max(float(node.compute.max()), (float(node.compute.sum()) + self.rest[depth]) / self.n)
+        if self.critical:
+            d = len(node.options)
+            compute = max(compute, node.path + float(self.path_suffix[d]), float(self.path_rest[d]))
         node.parts = (compute, bandwidth, hops)
         return _objective(self.instance, compute, bandwidth + self.alpha * hops)
 
@@ -198,8 +211,9 @@ class _Search:
                     np.add.at(mp, (src, dst), act / self.n)
                     np.add.at(mp, (dst, src), act / self.n)
                     np.fill_diagonal(mp, 0.0)
+                path = max(node.path, float(self.path_e[i])) + float(self.time[o]) if self.critical else 0.0
                 out.append(_Node(node.options + (int(o),), (), compute, mem, ring_out, mp, ring_cross,
-                                 tied=node.tied[image == o]))
+                                 tied=node.tied[image == o], path=path))
         else:
             j = depth - self.L
             blk = self.instance.workload.blocks[j]
@@ -220,7 +234,7 @@ class _Search:
                     np.add.at(mp[:, v], dst, size / self.n)
                     mp[v, v] = 0.0
                 out.append(_Node(node.options, node.servers + (v,), compute, mem, node.ring_out, mp, node.ring_cross,
-                                 tied=node.tied))
+                                 tied=node.tied, path=node.path))
         for child in out:
             child.bound = self.bound(child, depth + 1)
         return out
@@ -264,7 +278,7 @@ class _Search:
                     continue
             self.nodes += 1
             if len(node.options) + len(node.servers) == depth_total:
-                leaves.append((node.bound, float(node.compute.max()), self.strategy(node)))
+                leaves.append((node.bound, max(float(node.compute.max()), node.path), self.strategy(node)))
                 continue
             kids = sorted((c for c in self.children(node) if c.bound < cutoff), key=lambda c: -c.bound)
             stack.extend(kids)  # the most promising child is searched first
@@ -293,15 +307,20 @@ def comm_floor(mp: np.ndarray, ring_out: np.ndarray, d: int, link_bytes_per_s: f
 
 def strategy_floor(instance: Instance, strategy: Strategy) -> float:
     """A lower bound on ``strategy``'s objective under every topology, ring order and routing: the
-    busiest server's compute, and the port, volume and latency bounds of its whole traffic (the
-    module docstring's bounds at a leaf)."""
-    c = instance.cluster
-    groups, mp, compute = strategy_demand(instance.workload, instance.n, strategy)
+    busiest server's compute (with critical_path: C(S), the larger of that and the critical path),
+    and the port, volume and latency bounds of its whole traffic (the module docstring's bounds at a
+    leaf)."""
+    c, w = instance.cluster, instance.workload
+    groups, mp, compute = strategy_demand(w, instance.n, strategy)
+    comp = float(compute.max(initial=0.0))
+    if w.compute_model == "critical_path":
+        comp = max(comp, critical_path(path_entries(w), np.array([w.layer_time(i, int(k))
+                                                                  for i, k in enumerate(strategy.layer_degree)])))
     ring_out = np.zeros(instance.n)
     for g in groups:
         ring_out[list(g.members)] += g.bytes_per_member()
     bandwidth, hops = comm_floor(mp, ring_out, c.degree, c.link_bytes_per_s, c.directed)
-    return _objective(instance, float(compute.max(initial=0.0)), bandwidth + c.hop_latency_s * hops)
+    return _objective(instance, comp, bandwidth + c.hop_latency_s * hops)
 
 
 def _moore_hops(n: int, d: int, directed: bool) -> np.ndarray:
@@ -368,7 +387,7 @@ def distinct_traffic(instance: Instance, leaves: list[tuple[float, float, Strate
 def search_strategies(instance: Instance, cutoff: float, *, max_nodes: int = MAX_SEARCH_NODES,
                       deadline: float | None = None) -> tuple[list[tuple[float, float, Strategy]], dict]:
     """Every memory-feasible strategy whose bound is below ``cutoff`` (identical blocks on non-
-    decreasing servers), as (bound, busiest compute, strategy), and the search's statistics
+    decreasing servers), as (bound, compute C(S), strategy), and the search's statistics
     (``pending_bound``: the least bound of what it did not visit, inf when it visited everything)."""
     w, n = instance.workload, instance.n
     opt_layer, opt_k, opt_s = layer_options(w, n)

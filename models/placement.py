@@ -9,8 +9,10 @@ routing, so the evaluator's fallback routing reproduces the model's link loads e
 
 The model is exact: at every integer point its link loads, compute times and hop count are those
 :func:`topoopt_ilp.strategy.strategy_demand` and :mod:`topoopt_ilp.evaluate` compute for the
-strategy it encodes. What keeps it small is the reductions listed above :func:`build_placement`;
-all of them are exact except the optional ``max_starts`` restriction.
+strategy it encodes (with the workload's ``compute_model: critical_path``, the compute term is the
+larger of the busiest server and the critical path of one micro-batch: the ``path`` rows below).
+What keeps it small is the reductions listed above :func:`build_placement`; all of them are exact
+except the optional ``max_starts`` restriction.
 
 :func:`solve_placement` runs three stages inside one time limit: an iterated local search
 (:func:`improve_strategy`, moves scored incrementally by the evaluator's definitions) for the
@@ -56,6 +58,7 @@ from .placement_data import (
     RoutingFractions,
     _pattern_loads,
     layer_options,
+    path_rows,
     shortest_path_fractions,
     strategy_times,
 )
@@ -176,6 +179,10 @@ def _candidates(w: Workload, n: int) -> list[Strategy]:
 #   compute      sum_o lt_o cov_o[v] a[o] + sum_j compute_j b[j, v] <= C         for every server v
 #                sum_{o of i} lt_o a[o] <= C   per layer (valid; tightens the LP)
 #                sum_p comp_p w[p] <= C        per layer pair (comp_p: both layers' time if their cosets meet)
+#   path         (compute_model critical_path only) the chain of one micro-batch (placement_data):
+#                sum_{o of layers i >= c} lt_o a[o] + e_c <= C   for c = 0 and every layer c whose
+#                e_c (largest compute_s of its blocks) exceeds every earlier one; at an integer point
+#                the largest left side is P, so C = max(busiest server, P), the evaluator's compute
 #   pattern bw   sum_o maxarc(AR_o) a[o] <= Tbw per layer; sum_p maxarc(AR_o + AR_o' + act R_p) w[p] <= Tbw
 #                per layer pair; sum_o maxarc(Lam_c LK_{v,o}) q[c, v, o] <= Tbw per (c, v)   (valid: each
 #                left side is at an integer point the busiest arc of part of the traffic)
@@ -513,6 +520,9 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         # is spread over many starts): C >= the chosen option's time, per layer.
         bld.add_constraints(np.concatenate([opt_layer, np.arange(L)]), np.concatenate([a_cols, np.full(L, C)]),
                             np.concatenate([lt * us, -np.ones(L)]), lb=-np.inf, ub=0.0, count=L, name="layer_compute")
+    if objective != "comm_time" and w.compute_model == "critical_path":
+        rows, cols, vals, ubs = path_rows(w, opt_layer, lt * us, a_cols, C)
+        bld.add_constraints(rows, cols, vals, lb=-np.inf, ub=ubs * us, count=len(ubs), name="path")
     bld.add_constraints(np.concatenate([cov_v, bvv]), np.concatenate([a_cols[cov_o], b_cols.ravel()]),
                         np.concatenate([mem[cov_o] / cap, blk_m[bj] / cap]),
                         lb=-np.inf, ub=1.0 + _MEM_RTOL, count=n, name="memory")
@@ -710,7 +720,9 @@ def _point(pm: PlacementModel, w: Workload, st: Strategy, alpha: float, overlap:
     # Continuous maxima from the rows themselves, so the point is feasible to the last bit.
     act = pm.model.matrix @ x
     blocks = {b.name: b for b in pm.model.row_blocks}
-    x[pm.C] = max(0.0, act[blocks["compute"].start:blocks["compute"].stop].max())
+    # C's rows read sum(...) - C <= ub, and act holds the sums with C = 0: C = max(sum - ub).
+    x[pm.C] = max(0.0, max((act[rb.start:rb.stop] - pm.model.row_upper[rb.start:rb.stop]).max()
+                           for name, rb in blocks.items() if name in ("compute", "path")))
     x[pm.Tbw] = max(0.0, act[blocks["load"].start:blocks["load"].stop].max(initial=0.0))
     hmax = 0.0
     if "hops" in blocks:

@@ -30,7 +30,7 @@ from scipy.optimize import linprog
 
 from topoopt_ilp.instance import Instance
 
-from .placement_data import RoutingFractions
+from .placement_data import RoutingFractions, path_entries, path_floors
 from .placement_search import _LocalSearch
 
 __all__ = ["MAX_CHAIN_TYPES", "arc_classes", "chain_bound"]
@@ -71,7 +71,8 @@ def _is_circulant(rf: RoutingFractions) -> bool:
 # (layers j..i all on one type t; consecutive runs differ in type):
 #   (c1) C >= sum_{i in run} lt_i(t) for every run (each server of t's coset runs all of them);
 #        C >= lt_i(t_i) + lt_{i+1}(t_{i+1}) when the two cosets share a server (s ≡ s' mod gcd(n/k,
-#        n/k')), else C >= the larger of the two; C >= c_floor (average server compute, largest block).
+#        n/k')), else C >= the larger of the two; C >= c_floor (average server compute, largest block;
+#        with compute_model critical_path also Pmin, the critical path at every layer's least time).
 #   (b1) Tbw >= (sum_{i in run} p_i) max_e AR(t)_e / cap_e for every run (one ring, summed bytes), and
 #        Tbw >= bw_i(t_i, t_{i+1}) = max_e (p_i AR(t_i) + p_{i+1} AR(t_{i+1}) + a_i RS(t_i, t_{i+1}))_e / cap_e
 #        (each a part of the load on every arc).
@@ -257,6 +258,12 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch | Non
     min_total = sum(min(k * w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
     c_floor = max([(min_total + sum(float(b.compute_s) for b in w.blocks)) / n] + [float(b.compute_s) for b in w.blocks])
     finite = np.isfinite(data.lt)
+    # compute_model critical_path: C = max(busiest server, P) only grows, so every term here stays a
+    # valid lower bound if P is ignored. P itself is at least Pmin, the critical path with every layer
+    # at its least allowed time (P grows with each layer's time), a cheap floor on C for every chain.
+    if ls.path_c is not None and finite.any(axis=1).all():
+        least = np.where(finite, data.lt, np.inf).min(axis=1)
+        c_floor = max(c_floor, float(path_floors(path_entries(w), least)[1][0]))
 
     def combine(comp: float, comm: float) -> float:
         if objective == "comm_time":

@@ -4,7 +4,8 @@ Shortest-path routing with equal split as a linear map from pair traffic to arc 
 (:class:`RoutingFractions`), the loads of traffic patterns, and :func:`strategy_times`: a strategy's
 compute, bandwidth, latency and iteration time by the evaluator's definitions (shortest-path routing,
 default rings). Shared by :mod:`.placement` (the MILP) and :mod:`.placement_search` (its incumbent
-and bound).
+and bound). :func:`path_entries` and :func:`path_floors` are the models' form of the
+``critical_path`` compute model (:mod:`topoopt_ilp.workload`, **Compute model**).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from topoopt_ilp.instance import Instance
 from topoopt_ilp.strategy import Strategy, strategy_demand
 from topoopt_ilp.workload import _MEM_RTOL, Workload
 
-__all__ = ["TIME_UNIT_S", "RoutingFractions", "layer_options", "shortest_path_fractions", "strategy_times"]
+__all__ = ["TIME_UNIT_S", "RoutingFractions", "critical_path", "layer_options", "path_entries", "path_floors",
+           "path_rows", "shortest_path_fractions", "strategy_times"]
 
 #: Internal time unit of the model (microseconds): link-latency terms (alpha = 1 us per hop) stay
 #: far above solver feasibility tolerances (~1e-7), which they would not in seconds.
@@ -103,6 +105,63 @@ def _demand_matrix(w: Workload, n: int, strategy: Strategy) -> tuple[np.ndarray,
     return D, compute
 
 
+# ------------------------------------------------------------------------------------------------
+# The critical path of the ``critical_path`` compute model, as the models use it
+#
+# P = max(sum_i tau_i, max_b (c_b + sum_{i >= consumer(b)} tau_i)). With e_c = the largest compute_s
+# of the blocks whose consumer is c (0 when none), P is the last value of the running path
+#     R_0 = 0,  R_{i+1} = max(R_i, e_i) + tau_i,  P = R_L
+# (R >= 0, so e_c = 0 never changes it): additive along the layer chain, which is what the
+# enumerations' states carry. For the MILPs it is the maximum of the linear "entry" sums
+# e_c + sum_{i >= c} tau_i over c = 0 and every c whose e_c exceeds all e_{c'} with c' < c (the
+# others are dominated: tau >= 0).
+# ------------------------------------------------------------------------------------------------
+def path_entries(w: Workload) -> np.ndarray:
+    """e_c per layer (comment block above), shape (L,)."""
+    e = np.zeros(len(w.layers))
+    for b in w.blocks:
+        e[int(b.consumer)] = max(e[int(b.consumer)], float(b.compute_s))
+    return e
+
+
+def critical_path(e: np.ndarray, tau: np.ndarray) -> float:
+    """P from the entries ``e`` (:func:`path_entries`) and the chosen layers' times ``tau``."""
+    r = 0.0
+    for ei, ti in zip(e, tau):
+        r = max(r, float(ei)) + float(ti)
+    return r
+
+
+def path_floors(e: np.ndarray, least: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lower-bound tables for a chain placed up to layer d with running path R, given each layer's
+    least time ``least[i]`` over its allowed options: every completion has
+    ``P >= max(R + suffix[d], rest[d])``, ``suffix[d]`` = the least time of layers d.. and ``rest[d]``
+    = max over c >= d of e_c + suffix[c] (0 at d = L). Both shape (L + 1,)."""
+    L = len(least)
+    suffix = np.concatenate([np.cumsum(np.asarray(least, dtype=float)[::-1])[::-1], [0.0]])
+    rest = np.zeros(L + 1)
+    for c in range(L - 1, -1, -1):
+        rest[c] = max(rest[c + 1], float(e[c]) + suffix[c])
+    return suffix, rest
+
+
+def path_rows(w: Workload, opt_layer: np.ndarray, lt: np.ndarray, a_cols: np.ndarray, C: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The ``path`` rows (the placement and joint models' math blocks): sum_{o of layers >= c} lt_o a[o]
+    - C <= -e_c for c = 0 and each undominated entry layer c, as (rows, columns, values, upper
+    bounds); ``lt`` in the model's time unit, the upper bounds in seconds."""
+    e = path_entries(w)
+    entries = [c for c in range(len(e)) if c == 0 or e[c] > e[:c].max()]
+    rows, cols, vals = [], [], []
+    for r, c in enumerate(entries):
+        o = np.flatnonzero(opt_layer >= c)
+        rows += [np.full(o.size, r), [r]]
+        cols += [a_cols[o], [C]]
+        vals += [lt[o], [-1.0]]
+    return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64), np.concatenate(vals),
+            -e[entries])
+
+
 def strategy_times(instance: Instance, rf: RoutingFractions, strategy: Strategy) -> dict[str, float]:
     """Compute, bandwidth, latency and iteration time (seconds) of a strategy on ``rf``'s topology,
     by the evaluator's definitions (shortest-path routing, default rings)."""
@@ -115,6 +174,9 @@ def strategy_times(instance: Instance, rf: RoutingFractions, strategy: Strategy)
     hops = int(rf.dist[pos].max()) if pos.any() else 0
     t_lat = hops * instance.cluster.hop_latency_s if busy.any() else 0.0
     c = float(compute.max()) if compute.size else 0.0
+    if w.compute_model == "critical_path":
+        tau = np.array([w.layer_time(i, int(k)) for i, k in enumerate(strategy.layer_degree)])
+        c = max(c, critical_path(path_entries(w), tau))
     comm = t_bw + t_lat
     if instance.objective == "comm_time":
         it = comm

@@ -19,7 +19,7 @@ import numpy as np
 
 from topoopt_ilp.strategy import Strategy
 
-from .placement_data import _pattern_loads
+from .placement_data import _pattern_loads, path_entries, path_floors
 from .placement_search import _block_classes, _LocalSearch
 
 __all__ = ["MAX_STATES", "MAX_WORK", "MAX_TABLE_ENTRIES", "EnumerationResult", "enumerate_placement", "fits"]
@@ -63,19 +63,23 @@ class EnumerationResult:
 #   each pattern; lt[i, t] layer i's time on t (inf when k is no config of i or the replica cannot
 #   fit), rep_mem[i, t] its replica memory; per block its bytes, lookup bytes, compute, consumer.
 # State after layers 0..i (then blocks 0..j): arc busy times l, compute c and memory m per server,
-#   longest path h; and what its completions depend on: the last layer's type, the consumer
-#   layers' types, the last block's server.
-# Score of a complete state: combine(max c, max l, h) (compute + bandwidth + alpha h with overlap
-#   none, the max of compute and communication with overlap full, communication alone for the
+#   longest path h; with compute_model critical_path the running critical path R (placement_data:
+#   R_0 = 0, R_{i+1} = max(R_i, e_i) + lt[i, t_i], P = R_L; blocks leave it alone); and what its
+#   completions depend on: the last layer's type, the consumer layers' types, the last block's server.
+# Score of a complete state: combine(max(max c, R), max l, h) (compute + bandwidth + alpha h with
+#   overlap none, the max of compute and communication with overlap full, communication alone for the
 #   comm_time objective) = the evaluator's iteration time of the strategy it encodes.
 # Bound: each step adds non-negative loads, compute and memory and takes a max of path lengths, and
 #   combine is monotone, so for every completion of a state
-#       combine(max(max c, (sum c + W) / n), max l, h)  <=  its score,
-#   W = the least total compute still to come (per layer min_t k_t lt[i, t], plus every block's).
+#       combine(max(max c, (sum c + W) / n, Pfloor), max l, h)  <=  its score,
+#   W = the least total compute still to come (per layer min_t k_t lt[i, t], plus every block's);
+#   Pfloor = 0 under busiest_server, else max(R + suffix[d], rest[d]) with d the layers placed
+#   (placement_data.path_floors over each layer's least time min_t lt[i, t]): P >= both.
 # Search: level by level (one layer, then one block, per level), keeping the states whose bound
 #   is at most the cutoff U and whose memory fits; identical blocks take non-decreasing servers
-#   (they are interchangeable); states equal in everything their completions depend on are merged
-#   (to 1e-9 relative). A run with cutoff U meets every strategy scoring at most U, so when it
+#   (they are interchangeable); states equal in everything their completions depend on (R included:
+#   every completion adds the same to it) are merged (to 1e-9 relative). A run with cutoff U meets
+#   every strategy scoring at most U, so when it
 #   ends with a complete state its best one is optimal. U starts just above a lower bound and
 #   rises geometrically (a low cutoff keeps few states); at the incumbent's score a run that finds
 #   nothing proves the incumbent optimal. A run that finds nothing also proves every score at
@@ -127,6 +131,11 @@ class _Tables:
         self.rest_blocks = np.concatenate([np.cumsum(comp[::-1])[::-1], [0.0]])
         self.consumers = list(ls.consumers)
         self.L = L
+        # critical_path: e_c per layer and the floors of the path still to come (comment block)
+        self.critical = ls.path_c is not None
+        self.path_e = path_entries(w)
+        least = np.where(np.isfinite(ls.lt), ls.lt, np.inf).min(axis=1)
+        self.path_suffix, self.path_rest = path_floors(self.path_e, np.where(np.isfinite(least), least, 0.0))
 
     def _patterns(self, pid: np.ndarray, src: np.ndarray, dst: np.ndarray, shape: tuple[int, int]
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -146,22 +155,26 @@ class _States:
     comp: np.ndarray  # (S, n) seconds
     mem: np.ndarray  # (S, n) bytes
     hop: np.ndarray  # (S,) int
+    path: np.ndarray  # (S,) seconds: the running critical path R (0 under busiest_server)
 
     def take(self, keep: np.ndarray) -> _States:
         return _States(self.types[keep], self.servers[keep], self.load[keep], self.comp[keep], self.mem[keep],
-                       self.hop[keep])
+                       self.hop[keep], self.path[keep])
 
     @staticmethod
     def concat(parts: list[_States], tb: _Tables, nt: int, nb: int) -> _States:
         if not parts:
             return _States(np.zeros((0, nt), np.int64), np.zeros((0, nb), np.int64), np.zeros((0, tb.A)),
-                           np.zeros((0, tb.n)), np.zeros((0, tb.n)), np.zeros(0, np.int64))
+                           np.zeros((0, tb.n)), np.zeros((0, tb.n)), np.zeros(0, np.int64), np.zeros(0))
         return _States(*(np.concatenate([getattr(p, f) for p in parts]) for f in
-                         ("types", "servers", "load", "comp", "mem", "hop")))
+                         ("types", "servers", "load", "comp", "mem", "hop", "path")))
 
 
 def _bound(tb: _Tables, st: _States, rest: float) -> np.ndarray:
     cmax = np.maximum(st.comp.max(axis=1), (st.comp.sum(axis=1) + rest) / tb.n)
+    if tb.critical:
+        d = st.types.shape[1]  # layers placed
+        cmax = np.maximum(cmax, np.maximum(st.path + tb.path_suffix[d], tb.path_rest[d]))
     return np.asarray(tb.ls.combine(cmax, st.load.max(axis=1, initial=0.0), st.hop))
 
 
@@ -177,7 +190,7 @@ def _merge(tb: _Tables, st: _States, scale: float) -> _States:
         np.round(st.load / scale, _MERGE_DIGITS).view(np.int64),
         np.round(st.comp / scale, _MERGE_DIGITS).view(np.int64),
         np.round(st.mem / max(float(st.mem.max()), 1.0), _MERGE_DIGITS).view(np.int64),
-    ], axis=1)
+    ] + ([np.round(st.path[:, None] / scale, _MERGE_DIGITS).view(np.int64)] if tb.critical else []), axis=1)
     key = np.ascontiguousarray(key)
     _, first = np.unique(key.view(np.dtype((np.void, key.dtype.itemsize * key.shape[1]))).ravel(), return_index=True)
     return st.take(np.sort(first))
@@ -221,7 +234,9 @@ def _expand_layer(tb: _Tables, st: _States, i: int, cutoff: float, budget: _Budg
             np.concatenate([np.repeat(ch.types, T, axis=0), np.tile(ts, S)[:, None]], axis=1),
             np.repeat(ch.servers, T, axis=0), load.reshape(S * T, -1),
             (ch.comp[:, None, :] + add_comp[None]).reshape(S * T, -1),
-            (ch.mem[:, None, :] + add_mem[None]).reshape(S * T, -1), hop.reshape(-1))
+            (ch.mem[:, None, :] + add_mem[None]).reshape(S * T, -1), hop.reshape(-1),
+            (np.maximum(ch.path, tb.path_e[i])[:, None] + ls.lt[i, ts][None, :]).reshape(-1) if tb.critical
+            else np.zeros(S * T))
         out.append(new)
     return _prune(tb, out, tb.rest_layers[i + 1], cutoff, st.types.shape[1] + 1, st.servers.shape[1])
 
@@ -254,7 +269,8 @@ def _expand_block(tb: _Tables, st: _States, j: int, pos: int, cutoff: float, bud
         cm, mm = ch.comp[src], ch.mem[src]
         cm[np.arange(len(v)), v] += comp
         mm[np.arange(len(v)), v] += mem
-        new = _States(ch.types[src], np.concatenate([ch.servers[src], v[:, None]], axis=1), load, cm, mm, hop)
+        new = _States(ch.types[src], np.concatenate([ch.servers[src], v[:, None]], axis=1), load, cm, mm, hop,
+                      ch.path[src])
         out.append(new)
     return _prune(tb, out, tb.rest_blocks[pos + 1], cutoff, st.types.shape[1], st.servers.shape[1] + 1)
 
@@ -277,7 +293,7 @@ def _run(tb: _Tables, cutoff: float, scale: float, max_states: int, budget: _Bud
     (raises _GaveUp: a level outgrew ``max_states`` or the budget ran out)."""
     n = tb.n
     st = _States(np.zeros((1, 0), np.int64), np.zeros((1, 0), np.int64), np.zeros((1, tb.A)), np.zeros((1, n)),
-                 np.zeros((1, n)), np.zeros(1, np.int64))
+                 np.zeros((1, n)), np.zeros(1, np.int64), np.zeros(1))
     sizes, least = [], math.inf
     steps = [("layer", i) for i in range(tb.L)] + [("block", p) for p in range(len(tb.block_order))]
     for kind, x in steps:
@@ -318,7 +334,8 @@ def enumerate_placement(ls: _LocalSearch, lower: float, upper: float, *, max_sta
         except _GaveUp:
             return "gave_up", None
         if len(st.hop):
-            score = np.asarray(ls.combine(st.comp.max(axis=1), st.load.max(axis=1, initial=0.0), st.hop))
+            comp = np.maximum(st.comp.max(axis=1), st.path) if tb.critical else st.comp.max(axis=1)
+            score = np.asarray(ls.combine(comp, st.load.max(axis=1, initial=0.0), st.hop))
             b = int(np.argmin(score))
             if score[b] < upper:
                 servers = np.zeros(len(ls.w.blocks), np.int64)

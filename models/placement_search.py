@@ -17,7 +17,7 @@ from topoopt_ilp.instance import Instance
 from topoopt_ilp.strategy import Strategy
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
-from .placement_data import RoutingFractions, _pattern_loads
+from .placement_data import RoutingFractions, _pattern_loads, path_entries, path_floors
 
 __all__ = ["improve_strategy", "relaxation_bound"]
 
@@ -49,6 +49,9 @@ def _block_classes(w: Workload) -> list[list[int]]:
 # another coset without adding compute anywhere, the only way on once every server is at the
 # compute maximum (BERT's local optima). The result is only an upper bound: it is re-scored by
 # :func:`strategy_times` and handed to the MILP as incumbent and warm start.
+# With compute_model critical_path the compute term is max(busiest server, P), P the critical path
+# (placement_data): P depends on the layers' types only, as a maximum of entry sums e_c + sum_{i >= c}
+# lt_i; a segment move recomputes those sums for every candidate type from the current suffix sums.
 # ------------------------------------------------------------------------------------------------
 class _LocalSearch:
     """Incremental scorer and best-improvement descent over strategies on one topology."""
@@ -99,6 +102,12 @@ class _LocalSearch:
         self._pair_cache: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
         self.type_base = {int(k): self.type_of[(int(k), 0)] for k in degs}  # type of (k, s) = type_base[k] + s
         self._lk_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # critical_path: the undominated entry layers c and their e_c (placement_data); None: busiest_server
+        self.path_c = self.path_e = None
+        if w.compute_model == "critical_path" and instance.objective != "comm_time":
+            e = path_entries(w)
+            self.path_c = np.array([c for c in range(L) if c == 0 or e[c] > e[:c].max()], dtype=np.int64)
+            self.path_e = e[self.path_c]
 
     # ---- patterns ------------------------------------------------------------------------------
     def reshard(self, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -205,6 +214,17 @@ class _LocalSearch:
         np.add.at(mem, self.bs, self.blk_mem)
         self.comp, self.mem = comp, mem
 
+    def suffix(self) -> np.ndarray:
+        """sum_{i >= c} lt_i of the current types, for c = 0..L (shape L + 1)."""
+        lt = self.lt[np.arange(len(self.t)), self.t]
+        return np.concatenate([np.cumsum(lt[::-1])[::-1], [0.0]])
+
+    def path(self) -> float:
+        """The critical path P of the current types (0 under busiest_server: it never binds)."""
+        if self.path_c is None:
+            return 0.0
+        return float((self.path_e + self.suffix()[self.path_c]).max())
+
     def total_load(self) -> np.ndarray:
         return self.ar_load.sum(axis=0) + self.rs_load.sum(axis=0) + sum(self.lk_load.values(), np.zeros(len(self.rf.tail)))
 
@@ -220,7 +240,8 @@ class _LocalSearch:
     def score(self) -> tuple[float, float]:
         tl = self.total_load() * self.arc_inv
         busy = tl.max(initial=0.0) > 0
-        it = float(self.combine(self.comp.max(initial=0.0), tl.max(initial=0.0), self.hops() if busy else 0))
+        comp = max(self.comp.max(initial=0.0), self.path())
+        it = float(self.combine(comp, tl.max(initial=0.0), self.hops() if busy else 0))
         return it, float((tl ** 2).sum() + (self.comp ** 2).sum())
 
     def strategy(self) -> Strategy:
@@ -282,6 +303,22 @@ class _LocalSearch:
         lt_seg = np.where(bad, 0.0, lt_seg)
         cs = comp[self.unit_server]
         C = np.maximum(comp.max(), cs.max(axis=1) + lt_seg)
+        if self.path_c is not None:
+            # P per candidate type: the entry sums with layers i..j on that type (bad types give 0s,
+            # their score is inf anyway).
+            S = self.suffix()
+            lt_new = np.where(bad[None, :], 0.0, self.lt[seg])  # (segment, NT)
+            seg_suf = np.cumsum(lt_new[::-1], axis=0)[::-1] + S[j + 1]  # sum from c (in i..j) to the end
+            P = np.zeros(len(self.type_k))
+            for c, e in zip(self.path_c, self.path_e):
+                if c > j:
+                    val = np.full(len(self.type_k), S[c])
+                elif c >= i:
+                    val = seg_suf[c - i]
+                else:
+                    val = S[c] - S[i] + seg_suf[0]
+                P = np.maximum(P, e + val)
+            C = np.maximum(C, P)
         g = n // self.type_k
         sec = (tl ** 2).sum(axis=1) + (comp ** 2).sum() + (2 * lt_seg * cs.sum(axis=1) / g + self.type_k * lt_seg ** 2)
         it = self.combine(C, bw, H)
@@ -333,7 +370,7 @@ class _LocalSearch:
             H = np.full(n, self.hops())
         comp = self.comp.copy()
         comp[v] -= self.blk_comp[j]
-        C = np.maximum(comp.max(), comp + self.blk_comp[j])
+        C = np.maximum(max(comp.max(), self.path()), comp + self.blk_comp[j])  # P: blocks do not move it
         tl = loads * self.arc_inv
         it = self.combine(C, tl.max(axis=1), H)
         sec = (tl ** 2).sum(axis=1) + (comp ** 2).sum() + 2 * comp * self.blk_comp[j] + self.blk_comp[j] ** 2
@@ -499,6 +536,8 @@ def improve_strategy(instance: Instance, rf: RoutingFractions, start: Strategy |
 # of layers, so min V over strategies whose layers all have lt <= tau is a shortest path over
 # (layer, type) (dynamic programming); the bound is the minimum over the distinct tau of
 # combine(max(tau, Cfloor), Vmin(tau) / capsum + alpha [Vmin(tau) > 0]). Exact relaxation, no solver.
+# With compute_model critical_path, C >= P(S) >= Pmin, the critical path with every layer at its least
+# allowed time (P only grows with each lt), so Cfloor also takes Pmin (placement_data.path_floors).
 # ------------------------------------------------------------------------------------------------
 def relaxation_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch | None = None) -> float:
     """Seconds; a lower bound on the iteration time (or comm time) of every strategy on ``rf``'s
@@ -521,6 +560,10 @@ def relaxation_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch 
     L = len(w.layers)
     min_total = sum(min(k * w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
     c_floor = max([(min_total + sum(float(b.compute_s) for b in w.blocks)) / n] + [float(b.compute_s) for b in w.blocks])
+    if ls.path_c is not None:
+        least = np.where(np.isfinite(ls.lt), ls.lt, np.inf).min(axis=1)
+        if np.isfinite(least).all():
+            c_floor = max(c_floor, float(path_floors(path_entries(w), least)[1][0]))
     alpha = instance.cluster.hop_latency_s
     objective, overlap = instance.objective, w.overlap
     taus = np.unique(ls.lt[np.isfinite(ls.lt)]) if objective != "comm_time" else np.array([np.inf])

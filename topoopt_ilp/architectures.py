@@ -114,6 +114,10 @@ def evaluate_architecture(instance: Instance, architecture: str = "big_switch", 
     t_lat = hops * instance.cluster.hop_latency_s
     comm = t_bw + t_lat
     compute = float(compute_s.max()) if compute_s.size else 0.0
+    if instance.workload is not None and instance.workload.compute_model == "critical_path":
+        from .evaluate import critical_path_s  # the evaluator's compute: the same for every network
+
+        compute = max(compute, critical_path_s(instance, placement))
     overlap = instance.workload.overlap if instance.workload is not None else "none"
     return SwitchMetrics(architecture, max(compute, comm) if overlap == "full" else compute + comm, compute, comm, t_bw,
                          t_lat, server_time, rack_time, float(oversubscription), int(rack_size), float(server_bandwidth_gbps),

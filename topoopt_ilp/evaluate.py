@@ -9,8 +9,10 @@ Time model (design §3), per iteration:
 * bandwidth term ``T_bw = max_{i,j} L[i,j] / c[i,j]``; latency term ``T_lat = alpha * H`` with H
   the hop count of the longest path that carries traffic;
 * ``comm_time_s = T_bw + T_lat``; with a demand (no workload) ``iteration_time_s = comm_time_s``;
-  with a workload, the placement gives the demand and ``compute_time_s`` (the most loaded server), and
-  ``iteration_time_s = compute + comm`` (``overlap: none``) or ``max(compute, comm)`` (``overlap: full``);
+  with a workload, the placement gives the demand and ``compute_time_s`` (the most loaded server;
+  with ``compute_model: critical_path`` the larger of that and the critical path P of one
+  micro-batch, computed here by :func:`critical_path_s`), and ``iteration_time_s = compute + comm``
+  (``overlap: none``) or ``max(compute, comm)`` (``overlap: full``);
 * ``throughput = 1 / T_bw``: how many iterations' worth of this traffic the network carries per
   second with the evaluated routing (with ``optimal`` routing it is the max-concurrent-flow lambda);
 * ``max_link_utilization`` = busiest link's busy time / comm time; ``mean_link_utilization`` the
@@ -35,7 +37,7 @@ from .routing import PathSet, RingSet, Routing
 from .solution import Solution, Topology
 from .traffic import default_rings, effective_demand, group_traffic, traffic_matrix
 
-__all__ = ["ROUTING_MODES", "Metrics", "RoutingError", "evaluate", "objective_value", "link_loads"]
+__all__ = ["ROUTING_MODES", "Metrics", "RoutingError", "evaluate", "objective_value", "link_loads", "critical_path_s"]
 
 ROUTING_MODES = ("given", "shortest_path", "optimal")
 # Measured: the source-aggregated MCF LP takes ~22 s at 74k flow variables (n = 96, d = 8) on 2 cores
@@ -190,6 +192,26 @@ def link_loads(instance: Instance, x: np.ndarray, demand: np.ndarray, routing: R
     raise InputError(f"unknown routing {mode!r}; choose one of {', '.join(ROUTING_MODES)}")
 
 
+def critical_path_s(instance: Instance, placement: Any) -> float:
+    """P of the workload's ``critical_path`` compute model (topoopt_ilp.workload, **Compute model**):
+    the longest chain of compute of one iteration with one micro-batch and free communication,
+    ``max(sum_i tau_i, max_b (c_b + sum_{i >= consumer(b)} tau_i))``. Computed here from the layers'
+    degrees, independently of the models' own path terms."""
+    from .strategy import data_parallel, parse_strategy
+
+    w, n = instance.workload, instance.n
+    strategy = data_parallel(w, n) if placement is None else parse_strategy(placement, w, n)
+    tail = 0.0  # sum of tau_i for i >= the current layer, built from the last layer back
+    from_layer = [0.0] * len(w.layers)
+    for i in range(len(w.layers) - 1, -1, -1):
+        tail += w.layer_time(i, int(strategy.layer_degree[i]))
+        from_layer[i] = tail
+    path = from_layer[0]
+    for block in w.blocks:
+        path = max(path, float(block.compute_s) + from_layer[int(block.consumer)])
+    return path
+
+
 def _times(instance: Instance, x: np.ndarray, load: np.ndarray, hops: int) -> tuple[float, float]:
     cap = instance.cluster.link_bytes_per_s * x
     busy = load > 0
@@ -230,6 +252,8 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
     _check_topology(x)
     dm, compute_s = effective_demand(instance, placement)
     compute = float(compute_s.max()) if compute_s.size else 0.0
+    if instance.workload is not None and instance.workload.compute_model == "critical_path":
+        compute = max(compute, critical_path_s(instance, placement))
     if sol_routing is not None and len(sol_routing.rings):
         _check_rings(sol_routing.rings, dm.allreduce, n, instance.workload is not None and placement is None)
     rings: RingSet = sol_routing.rings if sol_routing is not None and len(sol_routing.rings) else default_rings(instance, dm)

@@ -17,7 +17,26 @@ A :class:`Workload` describes one training iteration of a DNN on ``n`` servers:
   ``compute_s`` on its server.
 * ``batch_size`` (global, samples per iteration), ``server_memory_bytes`` (capacity of every
   server), ``device_flops`` (FLOP/s of one server; default :data:`DEFAULT_DEVICE_FLOPS`) and
-  ``overlap`` (``none``: T_iter = T_compute + T_comm; ``full``: max of the two).
+  ``overlap`` (``none``: T_iter = T_compute + T_comm; ``full``: max of the two) and
+  ``compute_model``, what T_compute is (below).
+
+**Compute model** (``compute_model``):
+
+* ``busiest_server`` (default): T_compute = the busiest server's total compute (the sum of its
+  layers' per-replica times and its blocks' ``compute_s``). Layers on different servers count as
+  perfectly pipelined: a pipeline of stages on disjoint cosets pays no bubble.
+* ``critical_path``: T_compute = max(busiest server's total compute, P), where P is the longest
+  chain of compute in one iteration with one micro-batch and no communication: the layers run
+  forward 0..L-1 then backward L-1..0, one after the other, and a block computes (its gradient
+  update included) before its consumer layer's forward, in parallel with the layers before it::
+
+      P = max( sum_i tau_i,  max_b ( c_b + sum_{i >= consumer(b)} tau_i ) )
+
+  with tau_i = :meth:`Workload.layer_time` of layer i at its chosen degree (forward + backward)
+  and c_b block b's ``compute_s``. Both terms are lower bounds on the makespan of any schedule of
+  the iteration (the first a resource bound, the second a precedence bound), so the maximum is
+  too. It models no micro-batching (a pipeline pays its full bubble) and no overlap of
+  communication inside the chain: communication stays the separate T_comm term.
 
 JSON format (the ``workload`` section of an instance; sizes in bytes, times in seconds)::
 
@@ -26,6 +45,7 @@ JSON format (the ``workload`` section of an instance; sizes in bytes, times in s
       "server_memory_bytes": 160e9,
       "device_flops": 4.992e14,
       "overlap": "none",
+      "compute_model": "busiest_server",
       "layers": [
         {"name": "bottom0", "flops": 2.6e10, "param_bytes": 16.8e6, "activation_bytes": 8.4e6,
          "memory_bytes": 67.1e6, "configs": [1, 2, 4, 8]},
@@ -41,7 +61,7 @@ Keys, with defaults:
 
 * workload: ``layers`` (required, >= 1), ``batch_size`` (required), ``server_memory_bytes``
   (required), ``blocks`` ([]), ``device_flops`` (:data:`DEFAULT_DEVICE_FLOPS`), ``overlap``
-  (``"none"``).
+  (``"none"``), ``compute_model`` (``"busiest_server"``; or ``"critical_path"``).
 * layer: ``name`` (unique), exactly one of ``compute_s`` and ``flops`` (both may be left out only
   when ``measured`` covers every config), ``param_bytes``, ``activation_bytes``, ``configs``
   (distinct degrees k, each dividing n and at most ``batch_size``), ``memory_bytes`` (default
@@ -91,6 +111,7 @@ __all__ = [
     "GPUS_PER_SERVER",
     "UTILISATION",
     "OVERLAPS",
+    "COMPUTE_MODELS",
     "MAX_ITEMS",
 ]
 
@@ -105,12 +126,15 @@ UTILISATION = 0.4
 DEFAULT_DEVICE_FLOPS = GPUS_PER_SERVER * A100_BF16_DENSE_FLOPS * UTILISATION
 
 OVERLAPS = ("none", "full")
+#: ``compute_model`` values (module docstring, **Compute model**); the first is the default.
+COMPUTE_MODELS = ("busiest_server", "critical_path")
 #: Most layers (and, separately, blocks) a workload may have: bounds parsing time on hostile files.
 MAX_ITEMS = 100_000
 #: Relative slack on memory comparisons so that sizes summed in another order still fit.
 _MEM_RTOL = 1e-9
 
-_WORKLOAD_KEYS = {"layers", "blocks", "batch_size", "server_memory_bytes", "device_flops", "overlap"}
+_WORKLOAD_KEYS = {"layers", "blocks", "batch_size", "server_memory_bytes", "device_flops", "overlap",
+                  "compute_model"}
 _LAYER_KEYS = {"name", "compute_s", "flops", "param_bytes", "activation_bytes", "memory_bytes", "configs", "measured"}
 _BLOCK_KEYS = {"name", "bytes", "lookup_bytes", "compute_s", "consumer"}
 
@@ -201,6 +225,7 @@ class Workload:
     server_memory_bytes: float
     device_flops: float = DEFAULT_DEVICE_FLOPS
     overlap: Literal["none", "full"] = "none"
+    compute_model: Literal["busiest_server", "critical_path"] = "busiest_server"
 
     def __post_init__(self) -> None:
         for name in ("layers", "blocks"):
@@ -301,6 +326,7 @@ def parse_workload(data: Any, n: int) -> Workload:
         layers=tuple(layers), blocks=tuple(blocks), batch_size=w["batch_size"],
         server_memory_bytes=w["server_memory_bytes"],
         device_flops=w.get("device_flops", DEFAULT_DEVICE_FLOPS), overlap=w.get("overlap", "none"),
+        compute_model=w.get("compute_model", COMPUTE_MODELS[0]),
     )
     check_workload(wl, n)
     return wl
@@ -319,6 +345,9 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
     _number(w.device_flops, f"{path}.device_flops", positive=True)
     if not isinstance(w.overlap, str) or w.overlap not in OVERLAPS:
         raise InstanceError(f"must be one of {', '.join(OVERLAPS)}; got {w.overlap!r}", field=f"{path}.overlap")
+    if not isinstance(w.compute_model, str) or w.compute_model not in COMPUTE_MODELS:
+        raise InstanceError(f"must be one of {', '.join(COMPUTE_MODELS)}; got {w.compute_model!r}",
+                            field=f"{path}.compute_model")
     if not isinstance(w.layers, tuple) or not isinstance(w.blocks, tuple):
         raise InstanceError("layers and blocks must be tuples", field=path)
     if not w.layers:
@@ -451,8 +480,10 @@ def workload_to_dict(w: Workload) -> dict:
         "server_memory_bytes": w.server_memory_bytes,
         "device_flops": w.device_flops,
         "overlap": w.overlap,
-        "layers": layers,
     }
+    if w.compute_model != COMPUTE_MODELS[0]:  # the default stays implicit: files written before are unchanged
+        out["compute_model"] = w.compute_model
+    out["layers"] = layers
     if w.blocks:
         out["blocks"] = [
             {"name": b.name, "bytes": b.bytes, "lookup_bytes": b.lookup_bytes, "compute_s": b.compute_s,

@@ -118,7 +118,7 @@ def test_generate_options_and_errors(tmp_path):
         zoo.generate("dlrm", 2, 2, 100)
     with pytest.raises(ValueError, match="servers must be between 2"):
         zoo.generate("bert", 1, 2, 100)
-    with pytest.raises(ValueError, match="servers\\*degree = 15 is odd"):
+    with pytest.raises(ValueError, match="servers x degree = 15 is odd"):
         zoo.generate("bert", 5, 3, 100)
     with pytest.raises(ValueError, match="batch must be a positive integer"):
         zoo.generate("bert", 8, 2, 100, batch=0)
