@@ -567,12 +567,15 @@ def _cmd_draw(args: argparse.Namespace) -> int:
     jumps = sol.topology.jumps
     if jumps is None and isinstance(sol.details.get("jumps_by_group_size"), dict):
         jumps = sorted({int(j) for js in sol.details["jumps_by_group_size"].values() for j in js})
+    # directed: as the file states it, else when the matrix is not symmetric (an undirected one is)
+    directed = bool(sol.topology.stated_directed) or bool(np.any(sol.topology.matrix != sol.topology.matrix.T))
     mp = None
     if sol.details.get("mp_links"):
-        directed = bool(np.any(sol.topology.matrix != sol.topology.matrix.T))
         mp = Topology.from_links(sol.topology.n, sol.details["mp_links"], directed).matrix
-    title = args.title or f"{os.path.basename(args.solution)}: {sol.topology.n} servers, method {sol.method}"
-    write_atomic(args.output, lambda tmp: draw_topology(sol.topology.matrix, tmp, jumps=jumps, n_mp_links=mp, title=title))
+    title = args.title or (f"{os.path.basename(args.solution)}: {sol.topology.n} servers"
+                           + (" (directed links)" if directed else "") + f", method {sol.method}")
+    write_atomic(args.output, lambda tmp: draw_topology(sol.topology.matrix, tmp, jumps=jumps, n_mp_links=mp, title=title,
+                                                        directed=directed))
     print(f"wrote {args.output}")
     return EXIT_OK
 

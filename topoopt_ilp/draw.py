@@ -26,14 +26,14 @@ def draw_topology(
     jumps: Sequence[int] | None = None,
     n_mp_links: np.ndarray | None = None,
     title: str | None = None,
+    directed: bool = False,
 ) -> Path:
     """Draw topology ``X`` on a circle and save it (PNG/SVG/PDF chosen by the file extension).
 
     Parameters
     ----------
     X : numpy.ndarray
-        ``(n, n)`` link counts (symmetric for undirected topologies; directed ones are drawn by their
-        symmetrised support).
+        ``(n, n)`` link counts (symmetric for undirected topologies).
     path : str or Path
         Output file.
     jumps : sequence of int, optional
@@ -44,6 +44,10 @@ def draw_topology(
         ``TopologyFinderResult.mp_matrix``; drawn dashed in red.
     title : str, optional
         Figure title.
+    directed : bool
+        Draw each link ``i -> j`` as an arrow, bowed to its right so that ``i -> j`` and ``j -> i``
+        stay apart, and colour it by its jump ``+j`` (directed jumps have no ``-j`` twin). Without
+        it, the links are drawn by their symmetrised support.
 
     Returns
     -------
@@ -58,17 +62,23 @@ def draw_topology(
     n = X.shape[0]
     mp = np.zeros_like(X) if n_mp_links is None else np.asarray(n_mp_links)
     base = X - mp
-    U = np.triu(base + base.T if not np.array_equal(base, base.T) else base, 1)
-    Ump = np.triu(mp + mp.T if not np.array_equal(mp, mp.T) else mp, 1)
+    if directed:  # every arc on its own (the lower triangle too)
+        U, Ump = base * ~np.eye(n, dtype=bool), mp * ~np.eye(n, dtype=bool)
+    else:
+        U = np.triu(base + base.T if not np.array_equal(base, base.T) else base, 1)
+        Ump = np.triu(mp + mp.T if not np.array_equal(mp, mp.T) else mp, 1)
     ang = np.pi / 2 - 2 * np.pi * np.arange(n) / n  # node 0 on top, clockwise
     pos = np.c_[np.cos(ang), np.sin(ang)]
     classes = []
     if jumps is not None:
         for j in jumps:
-            c = min(int(j) % n, (-int(j)) % n)
+            c = int(j) % n if directed else min(int(j) % n, (-int(j)) % n)
             if c and c not in classes:
                 classes.append(c)
     color_of = {c: _JUMP_COLORS[i % len(_JUMP_COLORS)] for i, c in enumerate(classes)}
+
+    def jump_label(c: int) -> str:
+        return f"jump +{c}" if directed else (f"jump ±{c}" if 2 * c != n else f"jump {c}")
 
     size = 6 if n <= 32 else 8
     fig, ax = plt.subplots(figsize=(size, size))
@@ -76,14 +86,22 @@ def draw_topology(
 
     def seg(a: int, b: int, cnt: int, color: str, style: str, label: str, curve: float) -> None:
         p, q = pos[a], pos[b]
-        if curve:  # quadratic Bezier bowed towards the centre so MP links are not hidden under chords
-            mid = (p + q) / 2 * (1 - curve)
+        # quadratic Bezier: MP links bowed towards the centre so they are not hidden under chords;
+        # directed links also bowed to the right of p -> q, so that q -> p takes the other side
+        mid = (p + q) / 2 * (1 - curve)
+        if directed:
+            mid = mid + 0.12 * np.array([q[1] - p[1], p[0] - q[0]])
+        if curve or directed:
             t = np.linspace(0, 1, 30)[:, None]
             pts = (1 - t) ** 2 * p + 2 * (1 - t) * t * mid + t**2 * q
         else:
             pts = np.vstack([p, q])
         lw = (1.2 if n <= 64 else 0.5) * (1 + 0.6 * (min(cnt, 4) - 1))  # capped: the xN label carries the count
         ax.plot(pts[:, 0], pts[:, 1], color=color, ls=style, lw=lw, alpha=0.85, zorder=1)
+        if directed:  # the head just outside the target's circle
+            k = max(1, len(pts) - (4 if n <= 32 else 2))
+            ax.annotate("", xy=pts[k], xytext=pts[k - 1], zorder=2,
+                        arrowprops=dict(arrowstyle="-|>", color=color, lw=0, mutation_scale=10 if n <= 64 else 5))
         if cnt > 1 and n <= 64:
             m = pts[len(pts) // 2]
             ax.text(m[0], m[1], f"x{cnt}", fontsize=7, color=color, ha="center", va="center",
@@ -91,9 +109,9 @@ def draw_topology(
         used.setdefault(label, (color, style))
 
     for a, b in zip(*np.nonzero(U)):
-        off = min((b - a) % n, (a - b) % n)
+        off = (b - a) % n if directed else min((b - a) % n, (a - b) % n)
         if off in color_of:
-            seg(a, b, int(U[a, b]), color_of[off], "-", f"jump ±{off}" if 2 * off != n else f"jump {off}", 0.0)
+            seg(a, b, int(U[a, b]), color_of[off], "-", jump_label(off), 0.0)
         else:
             seg(a, b, int(U[a, b]), _OTHER_COLOR, "-", "other links", 0.0)
     for a, b in zip(*np.nonzero(Ump)):
@@ -104,14 +122,15 @@ def draw_topology(
     if n <= 64:
         for i, (x, y) in enumerate(pos):
             ax.text(x, y, str(i), ha="center", va="center", fontsize=9 if n <= 32 else 6, zorder=5)
-    order = [f"jump ±{c}" if 2 * c != n else f"jump {c}" for c in classes] + ["other links", "MP links"]
+    order = [jump_label(c) for c in classes] + ["other links", "MP links"]
     handles = [Line2D([0], [0], color=used[k][0], ls=used[k][1], lw=2, label=k) for k in order if k in used]
     if handles:
         # below the circle, so it never covers nodes or the title
         ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(handles)),
                   fontsize=9, frameon=False)
     deg = X.sum(axis=1)
-    ax.set_title(title or f"n={n}, degree {int(deg.max()) if deg.min() == deg.max() else f'{deg.min()}-{deg.max()}'}")
+    ax.set_title(title or f"n={n}, degree {int(deg.max()) if deg.min() == deg.max() else f'{deg.min()}-{deg.max()}'}"
+                 + (", directed" if directed and not title else ""))
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_xlim(-1.2, 1.2)

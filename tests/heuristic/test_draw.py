@@ -26,3 +26,17 @@ def test_draw_other_links(tmp_path):
     X = random_expander(40, 4, seed=1)
     p = draw_topology(X, tmp_path / "x.png")
     assert p.stat().st_size > 1000
+
+
+def test_draw_directed_links_as_arrows(tmp_path):
+    """A directed topology was drawn as plain lines (its symmetrised support): direction unreadable."""
+    n = 8
+    X = np.zeros((n, n), dtype=int)
+    for i in range(n):
+        X[i, (i + 1) % n] += 1
+        X[i, (i + 3) % n] += 1
+    svg = draw_topology(X, tmp_path / "d.svg", jumps=[1, 3], directed=True).read_text()
+    assert "<!-- n=8, degree 2, directed -->" in svg
+    assert "<!-- jump +1 -->" in svg and "<!-- jump +3 -->" in svg and "±" not in svg
+    undirected = draw_topology(X, tmp_path / "u.svg", jumps=[1, 3]).read_text()
+    assert svg.count("<path") > undirected.count("<path")  # one arrow head per arc on top of its line
