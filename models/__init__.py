@@ -53,10 +53,12 @@ def _warm_start(instance: Instance, options: ExactOptions) -> Solution | None:
 
 
 def _score(instance: Instance, sol: Solution) -> float | None:
-    """The evaluator's objective of ``sol`` as a value to minimise (None when it cannot be scored)."""
+    """The evaluator's objective of ``sol`` as a value to minimise (None when it cannot be scored,
+    or when it breaks the instance's rules: such a start is never returned, however it scores)."""
     from topoopt_ilp.evaluate import RoutingError, evaluate, objective_value
+    from topoopt_ilp.verify import verify
 
-    if not sol.has_solution:
+    if not sol.has_solution or not verify(instance, sol, check_metrics=False).valid:
         return None
     try:
         value = objective_value(instance, evaluate(instance, sol))

@@ -192,6 +192,18 @@ def link_loads(instance: Instance, x: np.ndarray, demand: np.ndarray, routing: R
     raise InputError(f"unknown routing {mode!r}; choose one of {', '.join(ROUTING_MODES)}")
 
 
+def _every_group_ringed(rings: RingSet, groups) -> RingSet:
+    """``rings`` plus one ring in member order for every group with traffic that they leave out: a
+    group's bytes are never dropped from the score (a solution that rings only some groups fails
+    verification, and was scored as if the others sent nothing)."""
+    covered = set(rings.group.tolist())
+    missing = [g for g, grp in enumerate(groups) if g not in covered and len(grp.members) > 1 and grp.bytes > 0]
+    if not missing:
+        return rings
+    kept = [(int(rings.group[r]), rings.order[r][rings.order[r] >= 0].tolist(), float(rings.fraction[r])) for r in range(len(rings))]
+    return RingSet.from_lists(kept + [(g, list(groups[g].members), 1.0) for g in missing])
+
+
 def critical_path_s(instance: Instance, placement: Any) -> float:
     """P of the workload's ``critical_path`` compute model (topoopt_ilp.workload, **Compute model**):
     the longest chain of compute of one iteration with one micro-batch and free communication,
@@ -257,6 +269,7 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
     if sol_routing is not None and len(sol_routing.rings):
         _check_rings(sol_routing.rings, dm.allreduce, n, instance.workload is not None and placement is None)
     rings: RingSet = sol_routing.rings if sol_routing is not None and len(sol_routing.rings) else default_rings(instance, dm)
+    rings = _every_group_ringed(rings, dm.allreduce)
     mode = routing
     if mode == "given" and (sol_routing is None or (len(sol_routing.paths) == 0 and len(sol_routing.offset_routes) == 0)):
         mode = "shortest_path"  # nothing given to follow: the documented fallback

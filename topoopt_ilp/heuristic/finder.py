@@ -65,7 +65,8 @@ class TopologyFinderResult:
     group_kind : tuple of str
         Per input group: ``"direct"`` (rings on its own jumps), ``"virtual"`` (multi-hop rings),
         ``"ordered"`` (not a coset: ring in the given member order, both directions if undirected),
-        ``"trivial"`` (size <= 1, no traffic) or ``"unroutable"`` (no ring reachable).
+        ``"trivial"`` (size <= 1, no traffic) or ``"routed"`` (no ring of its size on the circulant:
+        one ring in member order, routed over explicit shortest paths like an ordered group's).
     coin_dist : numpy.ndarray
         CoinChangeMod distance per residue (``-1`` unreachable); after a ``multi_links=False``
         repair, over the jumps whose links all survived (``routing_jumps``).
@@ -139,8 +140,9 @@ def group_rings(n: int, kinds: Sequence[str], coset: Sequence[tuple[int, int] | 
     """The AllReduce rings of every group (step 6 of :func:`topology_finder`): an ``ordered`` group
     rings in its member order (both directions undirected); a ``coset`` group of size k on the
     jumps chosen for k (``direct``), else on the candidate jumps of k that CoinChangeMod reaches in the
-    fewest hops (``virtual``, multi-hop; ``dist`` its hop counts per offset), else none
-    (``unroutable``, noted). Each group's traffic splits equally over its rings. Returns the rings,
+    fewest hops (``virtual``, multi-hop; ``dist`` its hop counts per offset), else (no circulant
+    reaches it, e.g. no ring ports at all) in member order as an ordered group, over explicit paths
+    (``routed``, noted). Each group's traffic splits equally over its rings. Returns the rings,
     the final kind per group and the virtual jumps per group size."""
     virtual: dict[int, tuple[int, ...]] = {}
     ring_group: list[int] = []
@@ -168,10 +170,11 @@ def group_rings(n: int, kinds: Sequence[str], coset: Sequence[tuple[int, int] | 
                     ok = dc > 0
                     virtual[k] = tuple(int(j) for j in cj[ok & (dc == dc[ok].min())]) if ok.any() else ()
                 rj = virtual[k]
-                final_kinds.append("virtual" if rj else "unroutable")
+                final_kinds.append("virtual" if rj else "routed")
                 if not rj:
-                    notes.append(f"group {gi}: no ring of size {k} is reachable on the circulant")
-            rows = _ring_rows(n, s, k, rj, directed)
+                    notes.append(f"group {gi}: no ring of size {k} on the circulant; it rings in member order "
+                                 "over shortest paths")
+            rows = _ring_rows(n, s, k, rj, directed) if rj else ([mem] if directed else [mem, mem[::-1].copy()])
         for r in rows:
             ring_group.append(gi)
             ring_rows.append(r)
@@ -362,8 +365,17 @@ def topology_finder(
     ring_group, ring_frac = rings.group.tolist(), rings.fraction.tolist()
     ring_rows = [row[row >= 0] for row in rings.order]
 
-    # ---- 7. MP links: repeated max-weight matching
-    mpm = repeated_matching(mp, d_mp, seed=seed, method=matching, directed=directed, base=ar, tie_break=mp_tie_break)
+    # ---- 7. MP links: repeated max-weight matching. With no ring ports (d_a = 0) the AllReduce
+    # traffic can only ride these links, so the matching weighs it too: each group's ring in member
+    # order, 2(k-1)/k x S per edge (two disjoint pair groups at degree 1 were matched across, inf).
+    weights = mp
+    if d_a == 0 and t_ar > 0:
+        live = [(mem, S) for kind, mem, (_, S) in zip(kinds, members_l, groups) if kind != "trivial"]
+        src = np.concatenate([mem for mem, _ in live])
+        ring = sp.coo_matrix((np.concatenate([np.full(mem.size, 2 * (mem.size - 1) / mem.size * S) for mem, S in live]),
+                              (src, np.concatenate([np.roll(mem, -1) for mem, _ in live]))), shape=(n, n))
+        weights = sp.csr_matrix(mp) + ring if sp.issparse(mp) else mp + ring.toarray()
+    mpm = repeated_matching(weights, d_mp, seed=seed, method=matching, directed=directed, base=ar, tie_break=mp_tie_break)
     X = ar + mpm
     if odd_ports:  # near-perfect rounds may leave free ports on different servers: link them
         mpm += _link_free_ports(X, d, multi_links)
@@ -417,7 +429,7 @@ def topology_finder(
             src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
         hs, hd = [src], [dst]
         for r, g in zip(ring_rows, ring_group):
-            if kinds[g] == "ordered" or repaired:  # repaired: a coset ring's jump may be gone
+            if final_kinds[g] in ("ordered", "routed") or repaired:  # repaired: a coset ring's jump may be gone
                 hs.append(r)
                 hd.append(np.roll(r, -1))
         src, dst = np.concatenate(hs), np.concatenate(hd)
