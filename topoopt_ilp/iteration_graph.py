@@ -635,7 +635,8 @@ def check_schedule(graph: IterationGraph, schedule: Schedule, *, rtol: float = 1
     if N:
         last = float(np.max(e + np.array([t.latency_s for t in graph.tasks])))
         if schedule.makespan_s is None or not last - tol <= float(schedule.makespan_s) <= last + schedule.time_unit_s + tol:
-            out.append(f"makespan {schedule.makespan_s} s is not the latest end + latency {last:.9g} s "
+            stated = "missing" if schedule.makespan_s is None else f"{float(schedule.makespan_s):.9g} s"
+            out.append(f"makespan {stated} is not the latest end + latency {last:.9g} s "
                        f"(up to one time unit of {schedule.time_unit_s:.3g} s later)")
         if schedule.bound_s is not None and schedule.makespan_s is not None and schedule.bound_s > schedule.makespan_s + tol:
             out.append(f"bound {schedule.bound_s:.9g} s is above the makespan {schedule.makespan_s:.9g} s")
