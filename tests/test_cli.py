@@ -396,3 +396,19 @@ def test_degree_one_workloads_are_refused_with_the_reason(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "joins servers in pairs" in err and not out.exists()
     assert main(["solve", str(two), "--quiet"]) == 0
+
+
+def test_generate_compute_model(tmp_path, capsys):
+    """--compute-model critical_path writes the key (next to overlap); the default leaves it out."""
+    import json
+
+    out, plain = tmp_path / "cp.json", tmp_path / "plain.json"
+    assert main(["generate", "bert-testbed", "--servers", "12", "--degree", "4", "--bandwidth", "25",
+                 "--compute-model", "critical_path", "-o", str(out)]) == 0
+    assert main(["generate", "bert-testbed", "--servers", "12", "--degree", "4", "--bandwidth", "25", "-o", str(plain)]) == 0
+    w, w0 = json.loads(out.read_text())["workload"], json.loads(plain.read_text())["workload"]
+    assert w["compute_model"] == "critical_path" and "compute_model" not in w0
+    assert list(w)[-2:] == ["compute_model", "layers"] and w["layers"] == w0["layers"]
+    from topoopt_ilp import io as tio
+
+    assert tio.load_instance(out).workload.compute_model == "critical_path"

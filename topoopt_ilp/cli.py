@@ -535,6 +535,10 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         data = generate(args.model, args.servers, args.degree, args.bandwidth, args.batch)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    if args.compute_model not in (None, "busiest_server"):  # the default is left implicit, as in the zoo's files
+        w = data["workload"]
+        head = {k: v for k, v in w.items() if k not in ("layers", "blocks")}  # next to overlap, before the layers
+        data["workload"] = {**head, "compute_model": args.compute_model, **{k: w[k] for k in ("layers", "blocks") if k in w}}
     if args.output is not None:
         write_json_atomic(args.output, data)
         print(f"wrote {args.output}: {data.get('name', args.model)}")
@@ -768,6 +772,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--degree", type=_pos_int, required=True)
     g.add_argument("--bandwidth", type=_pos_float, required=True, metavar="GBPS")
     g.add_argument("--batch", type=_pos_int, default=None, help="global batch (default: the model's paper setting)")
+    g.add_argument("--compute-model", choices=("busiest_server", "critical_path"), default=None,
+                   help="the workload's compute_model (default busiest_server: pipelines pay no bubble; "
+                        "critical_path: they pay it)")
     g.add_argument("-o", "--output", default=None, metavar="FILE.json", help="write here (default: print)")
     g.set_defaults(func=_cmd_generate)
 
