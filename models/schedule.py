@@ -60,7 +60,9 @@ import heapq
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -518,6 +520,7 @@ class ScheduleFile:
     wall_time_s: float = 0.0
     instance: str | None = None
     solution: str | None = None
+    described: tuple[Mapping[str, Any], ...] = ()  # per task, what the file says of it beyond its times
 
     def schedule(self, g: IterationGraph) -> Schedule:
         """The file's times in ``g``'s task order; InputError when the file's tasks are not exactly
@@ -590,6 +593,7 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
             raise E(f"expected a file name or null, got {_type_name(top[key])}", field=key)
     tasks = _list(top["tasks"], "tasks", err=E)
     names, starts, ends = [], np.empty(len(tasks)), np.empty(len(tasks))
+    described: list[Mapping[str, Any]] = []
     seen: set[str] = set()
     for k, row in enumerate(tasks):
         f = f"tasks[{k}]"
@@ -604,7 +608,8 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
         starts[k] = _number(row["start_s"], f"{f}.start_s ({name})")
         ends[k] = _number(row["end_s"], f"{f}.end_s ({name})")
         if ends[k] < starts[k]:
-            raise E(f"ends at {ends[k]!r} s, before its start {starts[k]!r} s", field=f"{f}.end_s ({name})")
+            raise E(f"ends at {ends[k]:.9g} s, before its start {starts[k]:.9g} s", field=f"{f}.end_s ({name})")
+        described.append(MappingProxyType({key: v for key, v in row.items() if key not in ("name", "start_s", "end_s")}))
     starts.setflags(write=False)
     ends.setflags(write=False)
     return ScheduleFile(
@@ -614,7 +619,63 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
         micro_batches=mb, instance_sha256=_sha(top["instance_sha256"], "instance_sha256"),
         solution_sha256=_sha(top["solution_sha256"], "solution_sha256"), names=tuple(names), start_s=starts, end_s=ends,
         wall_time_s=_number(top.get("wall_time_s", 0.0), "wall_time_s"), instance=top.get("instance"),
-        solution=top.get("solution"))
+        solution=top.get("solution"), described=tuple(described))
+
+
+def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
+    """What a schedule file claims beyond its task times, checked against the rebuilt graph ``g``
+    (:func:`~topoopt_ilp.iteration_graph.check_schedule` checks the times themselves):
+
+    * every start and end lies on the file's time grid (the schedules are computed in whole units,
+      and the check's makespan tolerance is one unit: a coarser unit written into the file would
+      let a false makespan pass);
+    * what the file says of each task (kind, duration, server, path, bytes, latency) is the graph's;
+    * the bound is at least the one any schedule of ``g`` meets (busiest server, busiest arc,
+      critical path, in rounded units; for list scheduling it is exactly that), ``optimal`` only
+      with the bound at the makespan (and never from list scheduling), and the gap is
+      (makespan - bound) / makespan. A bound CP-SAT proved above that floor is taken as stated:
+      only solving again could confirm it."""
+    out: list[str] = []
+    unit = sf.time_unit_s
+    for label, times in (("start", sf.start_s), ("end", sf.end_s)):
+        units = times / unit
+        off = np.flatnonzero(np.abs(units - np.rint(units)) > 1e-6 * np.maximum(1.0, np.abs(units)))
+        if off.size:
+            k = int(off[0])
+            out.append(f"task {sf.names[k]}: {label} {times[k]:.9g} s is not a whole number of time units of {unit:.3g} s")
+            break
+    pos = {name: k for k, name in enumerate(sf.names)}
+    for t in g.tasks:
+        said = sf.described[pos[t.name]] if sf.described and t.name in pos else {}
+        truth = {"kind": t.kind, "duration_s": t.duration_s, "server": t.server, "path": list(t.path), "bytes": t.bytes,
+                 "latency_s": t.latency_s}
+        for key, value in said.items():
+            real = truth[key]
+            same = (value == real if isinstance(real, (str, list)) or key == "server" else
+                    isinstance(value, (int, float)) and not isinstance(value, bool) and math.isclose(value, real, rel_tol=1e-9, abs_tol=1e-15))
+            if not same:
+                out.append(f"task {t.name}: the file says {key} {value!r}, the task graph {real!r}")
+                break
+        if len(out) >= 20:
+            break
+    dur, lat = _units(g, unit)
+    order = g.topological_order()
+    floor = min(_unit_bound(g, dur, lat, order, _tails(g, dur, lat, order, g.successors())) * unit, sf.makespan_s)
+    tol = 1e-9 * max(1.0, sf.makespan_s) + 1e-12
+    if sf.bound_s is None:
+        out.append("the file states no bound")
+    elif sf.method == "heuristic" and abs(sf.bound_s - floor) > tol:
+        out.append(f"bound {sf.bound_s:.9g} s: list scheduling's bound is {floor:.9g} s")
+    elif sf.bound_s < floor - tol:
+        out.append(f"bound {sf.bound_s:.9g} s is below {floor:.9g} s, the bound every schedule of the graph meets")
+    if sf.status == "optimal" and (sf.method == "heuristic" or sf.bound_s is None or sf.bound_s < sf.makespan_s - tol):
+        out.append(f"status optimal, but the bound {sf.bound_s} s is not the makespan {sf.makespan_s:.9g} s"
+                   + (" (list scheduling never claims optimal)" if sf.method == "heuristic" else ""))
+    if sf.bound_s is not None:
+        gap = 0.0 if sf.makespan_s <= 0 else max(0.0, (sf.makespan_s - sf.bound_s) / sf.makespan_s)
+        if sf.gap is None or abs(sf.gap - gap) > 1e-9:
+            out.append(f"gap {sf.gap} is not (makespan - bound) / makespan = {gap:.9g}")
+    return out
 
 
 def read_schedule(path: str | os.PathLike) -> ScheduleFile:

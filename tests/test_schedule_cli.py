@@ -151,6 +151,7 @@ def test_micro_batches_option(solution_file, capsys):
     ("1.5", "--micro-batches must be an integer >= 1, got '1.5'"),
     ("two", "--micro-batches must be an integer >= 1"),
     ("1000000", "more than 200,000 tasks"),
+    ("600", "less than one of its 64 samples each (batch 384): at most 64 micro-batches"),  # was scheduled
 ])
 def test_bad_micro_batches_is_one_line_exit_2(solution_file, capsys, value, needle):
     assert main(["schedule", DLRM, solution_file, "--micro-batches", value]) == 2
@@ -217,6 +218,41 @@ def test_check_names_a_precedence_violation(schedule_file, solution_file, tmp_pa
     assert main(["schedule", DLRM, solution_file, "--check", path]) == 1
     out = capsys.readouterr().out
     assert "invalid" in out and "first violation    precedence " in out and f"-> {target}: starts at 0 s" in out
+
+
+def _first_task(d, kind):
+    return next(t for t in d["tasks"] if t["kind"] == kind)
+
+
+@pytest.mark.parametrize("edit, needle", [
+    # a coarser unit widened the makespan tolerance to one (false) unit: a later makespan passed
+    (lambda d: d.update(time_unit_s=1.0, makespan_s=d["makespan_s"] + 0.5), "is not a whole number of time units of 1 s"),
+    (lambda d: d.update(bound_s=1e-4, gap=0.0), "is below"),
+    (lambda d: d.update(gap=0.5), "gap 0.5 is not (makespan - bound) / makespan"),
+    (lambda d: d.update(bound_s=d["makespan_s"] * 0.99, gap=0.01), "status optimal, but the bound"),
+    (lambda d: _first_task(d, "block").update(server=_first_task(d, "block")["server"] + 1), "the file says server"),
+    (lambda d: _first_task(d, "fwd").update(duration_s=99.0), "the file says duration_s 99.0"),
+    (lambda d: _first_task(d, "block").update(kind="fwd"), "the file says kind 'fwd', the task graph 'block'"),
+])
+def test_check_refuses_false_claims(schedule_file, solution_file, tmp_path, capsys, edit, needle):
+    """--check accepted a false makespan under an edited time unit, a bound below what every
+    schedule meets, an inconsistent gap or status, and edited task descriptions (user test 6)."""
+    path = _edited(tmp_path, schedule_file, edit)
+    assert main(["schedule", DLRM, solution_file, "--check", path]) == 1
+    out = capsys.readouterr().out
+    assert "invalid" in out and needle in out
+
+
+def test_check_refuses_a_list_schedule_that_claims_optimal(solution_file, tmp_path, capsys):
+    path = tmp_path / "h.json"
+    assert main(["schedule", DLRM, solution_file, "--method", "heuristic", "--out", str(path)]) == 0
+    assert main(["schedule", DLRM, solution_file, "--check", str(path)]) == 0
+    data = json.loads(path.read_text())
+    data.update(status="optimal", bound_s=data["makespan_s"], gap=0.0)
+    path.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["schedule", DLRM, solution_file, "--check", str(path)]) == 1
+    assert "list scheduling's bound is" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("edit, needle", [

@@ -205,7 +205,7 @@ def run_schedule(args: argparse.Namespace) -> int:
 def _run_check(args: argparse.Namespace) -> int:
     """``--check SCHEDULE.json``: the file against the files it names by SHA-256, then the independent check."""
     from .iteration_graph import check_schedule, graph_from_solution
-    from .models.schedule import file_sha256, read_schedule
+    from .models.schedule import claim_violations, file_sha256, read_schedule
 
     sf = read_schedule(args.check)
     for role, path, recorded in (("instance", args.instance, sf.instance_sha256),
@@ -224,7 +224,7 @@ def _run_check(args: argparse.Namespace) -> int:
     graph = graph_from_solution(inst, sol, routing=sf.routing, forward_fraction=sf.forward_fraction,
                                 micro_batches=sf.micro_batches)
     sched = sf.schedule(graph)
-    problems = check_schedule(graph, sched)
+    problems = check_schedule(graph, sched) + claim_violations(graph, sf)
     if args.json:
         print(json.dumps({"schedule": args.check, "instance": args.instance, "solution": args.solution,
                           "valid": not problems, "makespan_s": sf.makespan_s, "status": sf.status, "method": sf.method,

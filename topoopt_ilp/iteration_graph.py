@@ -427,6 +427,10 @@ def build_iteration_graph(
     if compute_tasks > max_tasks:  # the same refusal _Builder.add makes, without building up to it
         raise UnsupportedError(f"the iteration graph would have more than {max_tasks:,} tasks "
                                f"({compute_tasks:,} compute tasks with {M} micro-batches): too large to schedule")
+    if M > 1 and M * max(deg) > w.batch_size:  # a replica of degree k holds batch / k samples
+        raise InputError(f"{M} micro-batches leave a replica of degree {max(deg)} less than one of its "
+                         f"{w.batch_size / max(deg):g} samples each (batch {w.batch_size}): at most "
+                         f"{w.batch_size // max(deg)} micro-batches for this placement")
     # keys: with M = 1 exactly those of the graph without micro-batches; else m follows (_KEY_LEN)
     mbs = [()] if M == 1 else [(m,) for m in range(M)]
 
