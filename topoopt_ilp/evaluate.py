@@ -206,9 +206,10 @@ def _every_group_ringed(rings: RingSet, groups) -> RingSet:
 
 def critical_path_s(instance: Instance, placement: Any) -> float:
     """P of the workload's ``critical_path`` compute model (topoopt_ilp.workload, **Compute model**):
-    the longest chain of compute of one iteration with one micro-batch and free communication,
-    ``max(sum_i tau_i, max_b (c_b + sum_{i >= consumer(b)} tau_i))``. Computed here from the layers'
-    degrees, independently of the models' own path terms."""
+    a chain of compute one iteration with one micro-batch runs in turn, communication free,
+    ``max(sum_i tau_i, max_b (c_b + sum_{i >= consumer(b)} tau_i))`` (at most the longest chain: a
+    block's chain leaves out the backward passes before its consumer). Computed here from the
+    layers' degrees, independently of the models' own path terms."""
     from .strategy import data_parallel, parse_strategy
 
     w, n = instance.workload, instance.n

@@ -25,17 +25,21 @@ A :class:`Workload` describes one training iteration of a DNN on ``n`` servers:
 * ``busiest_server`` (default): T_compute = the busiest server's total compute (the sum of its
   layers' per-replica times and its blocks' ``compute_s``). Layers on different servers count as
   perfectly pipelined: a pipeline of stages on disjoint cosets pays no bubble.
-* ``critical_path``: T_compute = max(busiest server's total compute, P), where P is the longest
-  chain of compute in one iteration with one micro-batch and no communication: the layers run
-  forward 0..L-1 then backward L-1..0, one after the other, and a block computes (its gradient
-  update included) before its consumer layer's forward, in parallel with the layers before it::
+* ``critical_path``: T_compute = max(busiest server's total compute, P), where P is a chain of
+  compute that one iteration with one micro-batch must run in turn, communication taken as free:
+  the layers run forward 0..L-1 then backward L-1..0, one after the other, and a block computes
+  (its gradient update included) before its consumer layer's forward, in parallel with the layers
+  before it::
 
       P = max( sum_i tau_i,  max_b ( c_b + sum_{i >= consumer(b)} tau_i ) )
 
   with tau_i = :meth:`Workload.layer_time` of layer i at its chosen degree (forward + backward)
-  and c_b block b's ``compute_s``. Both terms are lower bounds on the makespan of any schedule of
-  the iteration (the first a resource bound, the second a precedence bound), so the maximum is
-  too. It models no micro-batching (a pipeline pays its full bubble) and no overlap of
+  and c_b block b's ``compute_s``. A block's chain also goes on through the backward passes of the
+  layers before its consumer; P leaves those out, because a layer's time is given for its forward
+  and backward together, so P is at most the longest chain (equal to it when no block's chain is
+  the longest; ``topoopt schedule`` splits the two with its ``--forward-fraction``). Both terms are
+  lower bounds on the makespan of any schedule of the iteration (the first a resource bound, the
+  second a precedence bound), so the maximum is too. It models no micro-batching (a pipeline pays its full bubble) and no overlap of
   communication inside the chain: communication stays the separate T_comm term.
 
 JSON format (the ``workload`` section of an instance; sizes in bytes, times in seconds)::
