@@ -77,6 +77,8 @@ def test_native_options_reach_each_backends_exact_solve(capsys):
     (["--backends", ""], "no backends given"),
     (["--methods", "heuristic,exact", "--backends", " , "], "no backends given"),
     (["--methods", "heuristic", "--backends", "scip"], "--backends applies to the exact method"),  # was ignored
+    (["--methods", "heuristic", "--solver-option", "highs.threads=1"], "--solver-option applies to the exact method"),
+    (["--methods", "heuristic", "--solver-option", "scip.x=1"], "--solver-option applies to the exact method"),
     (["--backends", "scip", "--solver-option", "scip.limits/gap=0.1"], "scip takes no native parameters"),  # was an error row
 ])
 def test_empty_methods_or_backends_are_bad_usage(args, message, capsys):

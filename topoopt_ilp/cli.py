@@ -140,6 +140,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         + f"; objective {inst.objective}, family {inst.topology_family}"
         + ("; fixed topology" if inst.fixed_topology else "")
     )
+    from .instance import degree_one_refusal
+
+    refusal = degree_one_refusal(inst)
+    if refusal:  # a valid file (a switched network still evaluates it), but no method designs for it
+        print(f"note: the design methods refuse it: {refusal}; evaluate --architecture still scores it")
     return EXIT_OK
 
 
@@ -410,8 +415,9 @@ def _methods_and_backends(args: argparse.Namespace) -> tuple[list[str] | None, l
             raise InputError(f"--methods {args.methods!r}: no methods given (e.g. heuristic,exact)")
     backends = _split("highs" if args.backends is None else args.backends)
     wanted = methods if methods is not None else ["exact"]  # every default set of methods runs exact
-    if "exact" not in wanted and args.backends is not None:  # as solve refuses options its method ignores
-        raise InputError(f"--backends applies to the exact method, which --methods {args.methods} does not run")
+    for option, given in (("--backends", args.backends is not None), ("--solver-option", bool(args.solver_option))):
+        if "exact" not in wanted and given:  # as solve refuses options its method ignores
+            raise InputError(f"{option} applies to the exact method, which --methods {args.methods} does not run")
     if "exact" in wanted and not backends:
         raise InputError(f"--backends {args.backends!r}: no backends given for the exact method (e.g. highs)")
     return methods, backends

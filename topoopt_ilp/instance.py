@@ -366,6 +366,22 @@ def degree_one_problem(demand: Demand, cluster: Cluster) -> str | None:
     return None
 
 
+def degree_one_refusal(instance: "Instance") -> str | None:
+    """Why the design methods refuse ``instance`` at undirected degree 1 (links join servers in
+    pairs), or None: a demand that connects three or more servers (:func:`degree_one_problem`), or a
+    workload on more than two servers (every method starts from, or passes through, a data-parallel
+    placement over all of them). A fixed topology has nothing to design: None."""
+    c = instance.cluster
+    if instance.fixed_topology is not None or c.directed or c.degree != 1:
+        return None
+    if instance.demand is not None:
+        return degree_one_problem(instance.demand, c)
+    if instance.workload is not None and c.servers > 2:
+        return (f"degree 1 with undirected links joins servers in pairs; the workload methods place layers across "
+                f"all {c.servers} servers, which no such topology connects (use degree >= 2 or directed links)")
+    return None
+
+
 def _check_demand(demand: Demand, n: int) -> None:
     for name in ("allreduce", "mp"):
         value = getattr(demand, name)

@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import InputError, StartInfeasibleError, UnsupportedError
 from .evaluate import evaluate, objective_value
-from .instance import Instance, degree_one_problem
+from .instance import Instance, degree_one_refusal
 from .routing import Routing
 from .solution import Solution, Topology
 from .traffic import effective_demand, traffic_matrix
@@ -450,17 +450,10 @@ def solve(instance: Instance, method: str | Callable[..., Solution] = DEFAULT_ME
     if func is _exact or func is _alternating:
         options = _with_solver_defaults(instance, options, method_options(name))
     _check_options(name, func, options)
-    if func in METHODS.values() and instance.demand is not None and instance.fixed_topology is None:
-        problem = degree_one_problem(instance.demand, instance.cluster)
+    if func in METHODS.values():
+        problem = degree_one_refusal(instance)
         if problem:  # the models would fail obscurely (a non-finite coefficient, an unroutable pair)
-            raise InputError(problem, field="cluster.degree")
-    c = instance.cluster
-    if func in METHODS.values() and instance.workload is not None and not c.directed and c.degree == 1 and c.servers > 2:
-        # Links join servers in pairs: only strategies whose traffic stays inside one pair could run,
-        # and every method starts from (or passes through) a data-parallel placement over all servers.
-        raise UnsupportedError(f"degree 1 with undirected links joins servers in pairs; the workload methods place "
-                               f"layers across all {c.servers} servers, which no such topology connects "
-                               "(use degree >= 2 or directed links)", field="cluster.degree")
+            raise (UnsupportedError if instance.workload is not None else InputError)(problem, field="cluster.degree")
     started = time.perf_counter()
     sol = func(instance, **options)
     if not sol.wall_time_s:
