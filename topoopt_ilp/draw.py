@@ -97,7 +97,9 @@ def draw_topology(
         else:
             pts = np.vstack([p, q])
         lw = (1.2 if n <= 64 else 0.5) * (1 + 0.6 * (min(cnt, 4) - 1))  # capped: the xN label carries the count
-        ax.plot(pts[:, 0], pts[:, 1], color=color, ls=style, lw=lw, alpha=0.85, zorder=1)
+        # shorter chords on top: on a large circle the long ones would hide them
+        off = min((b - a) % n, (a - b) % n)
+        ax.plot(pts[:, 0], pts[:, 1], color=color, ls=style, lw=lw, alpha=0.85, zorder=1 + 1 / (1 + off))
         if directed:  # the head just outside the target's circle
             k = max(1, len(pts) - (4 if n <= 32 else 2))
             ax.annotate("", xy=pts[k], xytext=pts[k - 1], zorder=2,
@@ -117,7 +119,7 @@ def draw_topology(
     for a, b in zip(*np.nonzero(Ump)):
         seg(a, b, int(Ump[a, b]), _MP_COLOR, "--", "MP links", 0.25)
 
-    ns = 300 if n <= 32 else (60 if n <= 128 else 8)
+    ns = 300 if n <= 32 else (60 if n <= 64 else 8)  # small nodes on large circles, so jump 1 stays visible
     ax.scatter(pos[:, 0], pos[:, 1], s=ns, c="white", edgecolors="black", zorder=4)
     if n <= 64:
         for i, (x, y) in enumerate(pos):
