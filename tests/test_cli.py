@@ -396,6 +396,8 @@ def test_degree_one_workloads_are_refused_with_the_reason(tmp_path, capsys):
         assert main(["solve", str(six), "--method", method, "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "joins servers in pairs" in err and not out.exists()
+    assert main(["compare", str(six), "--methods", "heuristic"]) == 2  # was a table of error rows, exit 1
+    assert "joins servers in pairs" in capsys.readouterr().err
     assert main(["solve", str(two), "--quiet"]) == 0
 
 

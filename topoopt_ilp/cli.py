@@ -390,8 +390,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare, format_rows
     from .io import load_instance
 
+    from .instance import degree_one_refusal
+
     inst = load_instance(args.instance)
     methods, backends = _methods_and_backends(args)
+    refusal = degree_one_refusal(inst)
+    if refusal:  # every method would refuse it: bad input, not a table of error rows (exit 1)
+        raise InputError(refusal, source=args.instance, field="cluster.degree")
     rows = compare(inst, methods, backends, args.time_limit,
                    seed=args.seed, native_options=_native_options(args.solver_option, backends))
     _print_text(format_rows(inst, rows, args.format))
