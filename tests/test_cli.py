@@ -415,3 +415,31 @@ def test_generate_compute_model(tmp_path, capsys):
     from topoopt_ilp import io as tio
 
     assert tio.load_instance(out).workload.compute_model == "critical_path"
+
+
+def test_a_fixed_topology_that_cannot_carry_the_demand_is_infeasible(tmp_path, capsys):
+    """The heuristic scored it as "feasible", iteration time inf, "verified NO" (exit 1): no routing
+    exists, so the instance is infeasible (exit 3), with the reason, and the file says so."""
+    import json
+
+    from topoopt_ilp import io as tio
+
+    def write(name, cluster, demand, links):
+        path = tmp_path / name
+        path.write_text(json.dumps(minimal(cluster=cluster, demand=demand, fixed_topology={"links": links})))
+        return path
+
+    pairs = [[0, 1, 1], [2, 3, 1]]
+    ring = write("ring.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100},
+                 {"allreduce": [{"members": "all", "bytes": 1e6}]}, pairs)
+    out = tmp_path / "s.json"
+    assert main(["solve", str(ring), "--out", str(out)]) == 3
+    assert "AllReduce group 0 rings servers 0 and 2, which the topology does not connect" in capsys.readouterr().out
+    assert tio.load_solution(out).status == "infeasible"
+    mp = write("mp.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"mp": {"pairs": [[1, 3, 1e6]]}}, pairs)
+    assert main(["solve", str(mp), "--quiet"]) == 3
+    directed = write("dir.json", {"servers": 3, "degree": 1, "link_bandwidth_gbps": 100, "links": "directed"},
+                     {"mp": {"pairs": [[0, 2, 1e6]]}}, [[0, 1, 1], [1, 2, 1], [2, 0, 1]])
+    assert main(["solve", str(directed), "--quiet"]) == 0  # 0 -> 1 -> 2: carried
+    ok = write("ok.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"mp": {"pairs": [[2, 3, 1e6]]}}, pairs)
+    assert main(["solve", str(ok), "--quiet"]) == 0

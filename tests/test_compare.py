@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -122,9 +123,15 @@ def test_a_row_that_fails_verification_is_not_a_solution(tmp_path, capsys):
         "format": "topoopt-instance", "version": 1, "cluster": {"servers": 6, "degree": 2, "link_bandwidth_gbps": 100},
         "fixed_topology": {"links": [[0, 1, 1], [1, 2, 1], [2, 0, 1], [3, 4, 1], [4, 5, 1], [5, 3, 1]]},
         "demand": {"allreduce": [{"members": [0, 1, 2, 3, 4, 5], "bytes": 1e6}]}}))
-    assert main(["compare", str(path), "--methods", "heuristic"]) == 1
+    # That design carries nothing between the triangles: the heuristic now says infeasible (exit 3).
+    assert main(["compare", str(path), "--methods", "heuristic"]) == 3
     captured = capsys.readouterr()
-    assert " NO " in captured.out and "no method found a solution that passes verification" in captured.err
+    assert "infeasible" in captured.out and "(proven infeasible)" in captured.err
+    # and a row that fails verification still never counts as a solution
+    from topoopt_ilp.cli import _rows_exit
+
+    unverified = CompareRow("heuristic", "-", "feasible", float("inf"), None, None, 0.0, False)
+    assert _rows_exit([unverified]) == 1 and _rows_exit([unverified, replace(unverified, verified=True)]) == 0
 
 
 def test_csv_names_the_objective_and_json_has_null_for_no_reference():

@@ -67,12 +67,47 @@ def fitting_start_placement(instance: Instance) -> dict | None:
 
 
 def _fixed(instance: Instance, started: float) -> Solution:
-    """An instance with a fixed topology: nothing to choose in the topology; score it as given."""
+    """An instance with a fixed topology: nothing to choose in the topology; score it as given. A
+    demand it cannot carry (a pair with traffic and no path) makes the instance infeasible: no
+    routing exists, so that is proven, and said, rather than scored as an infinite time."""
     ft = instance.fixed_topology
     topo = Topology(instance.fixed_topology_matrix(), ft.jumps)
+    gap = _uncarried_demand(instance, topo.matrix) if instance.demand is not None else None
+    if gap:
+        return Solution(status="infeasible", method="given", topology=None, wall_time_s=time.perf_counter() - started,
+                        details={"reason": f"the fixed topology cannot carry the demand: {gap}"})
     return Solution(status="feasible", method="given", topology=topo, placement=start_placement(instance),
                     wall_time_s=time.perf_counter() - started,
                     details={"note": "the instance fixes the topology; default rings, shortest-path routing"})
+
+
+def _uncarried_demand(instance: Instance, x: np.ndarray) -> str | None:
+    """The first demand ``x`` cannot carry, or None: an AllReduce group whose members no single
+    (strongly) connected component holds (every ring order needs a cycle through all of them), or a
+    model-parallel pair (or all-to-all) with no path from its source to its destination."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components, shortest_path
+
+    dm, directed = instance.demand, instance.cluster.directed
+    graph = csr_matrix(x > 0)
+    _, label = connected_components(graph, directed=directed, connection="strong")
+    for g, group in enumerate(dm.allreduce):
+        members = np.asarray(group.members)
+        if len(members) > 1 and group.bytes > 0 and len(set(label[members].tolist())) > 1:
+            other = int(members[np.flatnonzero(label[members] != label[members[0]])[0]])
+            apart = "does not join in both directions" if directed else "does not connect"
+            return f"AllReduce group {g} rings servers {int(members[0])} and {other}, which the topology {apart}"
+    pairs = [(a, b) for a, b, v in dm.mp if v > 0]
+    if dm.all_to_all:
+        pairs += [(a, b) for a in range(instance.n) for b in range(instance.n) if a != b]
+    if pairs:
+        sources = sorted({a for a, _ in pairs})
+        dist = shortest_path(graph, directed=directed, unweighted=True, indices=sources)
+        row = {s: i for i, s in enumerate(sources)}
+        for a, b in pairs:
+            if not np.isfinite(dist[row[a], b]):
+                return f"no path from server {a} to server {b}, which exchange model-parallel traffic"
+    return None
 
 
 def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "paper", seed: int = 0) -> Solution:
