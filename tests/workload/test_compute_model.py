@@ -314,3 +314,25 @@ def test_switched_baselines_charge_the_critical_path_too():
             assert m.compute_time_s == pytest.approx(want, rel=1e-12)
             assert m.iteration_time_s == pytest.approx(m.compute_time_s + m.comm_time_s, rel=1e-12)
     assert want == pytest.approx(4e-3 + 4e-3 + 1e-3, rel=1e-12)  # the chain, not the busiest server's 4 ms
+
+
+def test_p_is_the_schedule_graphs_critical_path_with_free_communication_and_free_backward():
+    """An independent cross-check: the iteration graph of topoopt schedule (another module, built
+    task by task) has, with communication free and every layer's time in its forward task
+    (forward_fraction 1, so the backward passes the formula leaves out cost nothing), a longest
+    precedence chain equal to the evaluator's P, for a pipeline, data-parallel and mixed strategies."""
+    from topoopt_ilp.evaluate import critical_path_s
+    from topoopt_ilp.iteration_graph import build_iteration_graph, lower_bounds
+
+    layers = [layer("a", 4e-3, 1e6, 1e6, [1, 4]), layer("b", 4e-3, 1e6, 1e6, [1, 4]), layer("c", 2e-3, 1e6, 1e6, [1, 4])]
+    blocks = [Block(name="t", bytes=1e6, lookup_bytes=1e6, compute_s=5e-3, consumer=1),
+              Block(name="u", bytes=1e6, lookup_bytes=1e6, compute_s=1e-3, consumer=2)]
+    inst, X = make(4, 2, layers, blocks)
+    fast = critical(replace(inst, cluster=replace(inst.cluster, link_bandwidth_gbps=1e6, hop_latency_us=0.0)))
+    checked = 0
+    for st in itertools.islice(strategies(fast), 0, None, 7):
+        g = build_iteration_graph(fast, st, X, forward_fraction=1.0)
+        p = critical_path_s(fast, strategy_to_dict(st))
+        assert lower_bounds(g)["critical_path_s"] == pytest.approx(p, rel=1e-4), st
+        checked += 1
+    assert checked > 20
