@@ -101,7 +101,9 @@ def run_one(instance: Instance, method: str, backend: str, options: Mapping[str,
     except TopoOptError as exc:
         return CompareRow.failed(method, backend, str(exc))
     ok = verify(instance, sol).valid if sol.has_solution else None
-    return CompareRow(method, sol.backend or backend, sol.status, sol.objective, sol.bound, sol.gap, sol.wall_time_s, ok)
+    why = str(sol.details.get("infeasible", "")) if sol.status == "infeasible" else ""  # the models say why there: a note
+    return CompareRow(method, sol.backend or backend, sol.status, sol.objective, sol.bound, sol.gap, sol.wall_time_s, ok,
+                      message=why)
 
 
 def annotate(instance: Instance, rows: Sequence[CompareRow]) -> list[CompareRow]:

@@ -75,7 +75,7 @@ def _fixed(instance: Instance, started: float) -> Solution:
     gap = _uncarried_demand(instance, topo.matrix) if instance.demand is not None else None
     if gap:
         return Solution(status="infeasible", method="given", topology=None, wall_time_s=time.perf_counter() - started,
-                        details={"reason": f"the fixed topology cannot carry the demand: {gap}"})
+                        details={"infeasible": f"the fixed topology cannot carry the demand: {gap}"})
     return Solution(status="feasible", method="given", topology=topo, placement=start_placement(instance),
                     wall_time_s=time.perf_counter() - started,
                     details={"note": "the instance fixes the topology; default rings, shortest-path routing"})
