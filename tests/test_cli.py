@@ -441,5 +441,8 @@ def test_a_fixed_topology_that_cannot_carry_the_demand_is_infeasible(tmp_path, c
     directed = write("dir.json", {"servers": 3, "degree": 1, "link_bandwidth_gbps": 100, "links": "directed"},
                      {"mp": {"pairs": [[0, 2, 1e6]]}}, [[0, 1, 1], [1, 2, 1], [2, 0, 1]])
     assert main(["solve", str(directed), "--quiet"]) == 0  # 0 -> 1 -> 2: carried
+    a2a = write("a2a.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"all_to_all": 1e6}, pairs)
+    assert main(["solve", str(a2a)]) == 3
+    assert "all-to-all traffic, but the topology has no path between servers 0 and 2" in capsys.readouterr().out
     ok = write("ok.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"mp": {"pairs": [[2, 3, 1e6]]}}, pairs)
     assert main(["solve", str(ok), "--quiet"]) == 0

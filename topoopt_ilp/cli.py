@@ -388,9 +388,8 @@ def _split(text: str) -> list[str]:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare, format_rows
-    from .io import load_instance
-
     from .instance import degree_one_refusal
+    from .io import load_instance
 
     inst = load_instance(args.instance)
     methods, backends = _methods_and_backends(args)

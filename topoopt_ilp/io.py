@@ -539,8 +539,8 @@ def check_writable(path: str | os.PathLike, option: str = "--out",
                    inputs: Mapping[str, str | os.PathLike | None] | None = None, what: str = "the output") -> None:
     """Raise :class:`InputError` (exit 2) when ``path`` cannot be written, or is one of the
     command's ``inputs`` (role -> path, e.g. ``{"instance": ...}``; ``what`` would overwrite it):
-    called before a long computation, so that a typo in an output path costs nothing. Probes the directory with a temporary file (permission bits
-    alone do not tell, e.g. for root or on /proc)."""
+    called before a long computation, so that a typo in an output path costs nothing. Probes the
+    directory with a temporary file (permission bits alone do not tell, e.g. for root or on /proc)."""
     text = os.fspath(path)
     if not str(text).strip():
         raise InputError(f"{option} needs a file name, got {text!r}")

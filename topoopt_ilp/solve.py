@@ -90,7 +90,12 @@ def _uncarried_demand(instance: Instance, x: np.ndarray) -> str | None:
 
     dm, directed = instance.demand, instance.cluster.directed
     graph = csr_matrix(x > 0)
-    _, label = connected_components(graph, directed=directed, connection="strong")
+    count, label = connected_components(graph, directed=directed, connection="strong")
+    if dm.all_to_all and count > 1:  # every ordered pair has traffic: one (strong) component is needed
+        b = int(np.flatnonzero(label != label[0])[0])
+        how = (f"is not strongly connected (servers 0 and {b} lie in different components)" if directed
+               else f"has no path between servers 0 and {b}")
+        return f"all-to-all traffic, but the topology {how}"
     for g, group in enumerate(dm.allreduce):
         members = np.asarray(group.members)
         if len(members) > 1 and group.bytes > 0 and len(set(label[members].tolist())) > 1:
@@ -98,8 +103,6 @@ def _uncarried_demand(instance: Instance, x: np.ndarray) -> str | None:
             apart = "does not join in both directions" if directed else "does not connect"
             return f"AllReduce group {g} rings servers {int(members[0])} and {other}, which the topology {apart}"
     pairs = [(a, b) for a, b, v in dm.mp if v > 0]
-    if dm.all_to_all:
-        pairs += [(a, b) for a in range(instance.n) for b in range(instance.n) if a != b]
     if pairs:
         sources = sorted({a for a, _ in pairs})
         dist = shortest_path(graph, directed=directed, unweighted=True, indices=sources)
