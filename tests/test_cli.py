@@ -283,7 +283,7 @@ def test_verify_and_evaluate_report_a_directed_flag_that_differs_from_the_instan
 def test_evaluate_warns_when_the_solution_fails_verification(tmp_path, capsys):
     # Found by a user: a solution with a link removed was scored (iteration time inf) without a word.
     sol = tmp_path / "sol.json"
-    assert main(["solve", str(INSTANCES / "mix-8.json"), "--out", str(sol), "--quiet"]) == 0
+    assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--time-limit", "20", "--out", str(sol), "--quiet"]) == 0
     capsys.readouterr()
     data = json.loads(sol.read_text())
     data["topology"]["links"] = data["topology"]["links"][1:]
@@ -446,3 +446,37 @@ def test_a_fixed_topology_that_cannot_carry_the_demand_is_infeasible(tmp_path, c
     assert "all-to-all traffic, but the topology has no path between servers 0 and 2" in capsys.readouterr().out
     ok = write("ok.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"mp": {"pairs": [[2, 3, 1e6]]}}, pairs)
     assert main(["solve", str(ok), "--quiet"]) == 0
+
+
+def test_fixed_topologies_a_start_or_a_score_cannot_use_say_why(tmp_path, capsys):
+    """A workload whose data-parallel start the fixed topology cannot carry was "feasible" at an
+    infinite time (exit 1, verified NO); evaluate of a fixed topology that cannot carry the demand
+    printed inf with no reason; a partial path refused in evaluate named no file (user test 7)."""
+    import json
+
+    data = json.loads((INSTANCES / "dlrm-mini-6.json").read_text())
+    data["fixed_topology"] = {"links": [[0, 1, 1], [1, 2, 1], [2, 0, 1], [3, 4, 1], [4, 5, 1], [5, 3, 1]]}
+    wl = tmp_path / "wl.json"
+    wl.write_text(json.dumps(data))
+    out = tmp_path / "wl-sol.json"
+    assert main(["solve", str(wl), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "TopoOpt's start (every layer data-parallel) does not fit the fixed topology" in err and not out.exists()
+    disc = tmp_path / "disc.json"
+    disc.write_text(json.dumps(minimal(cluster={"servers": 4, "degree": 1, "link_bandwidth_gbps": 100},
+                                       demand={"mp": {"pairs": [[0, 3, 1e6]]}},
+                                       fixed_topology={"links": [[0, 1, 1], [2, 3, 1]]})))
+    assert main(["evaluate", str(disc)]) == 0  # scored: infinite, and why
+    captured = capsys.readouterr()
+    assert "inf" in captured.out and "note: the fixed topology cannot carry the demand: no path from server 0 to server 3" in captured.err
+    sol = tmp_path / "mix.json"
+    assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--time-limit", "20", "--out", str(sol), "--quiet"]) == 0
+    edited = json.loads(sol.read_text())
+    paths = edited["routing"]["paths"]
+    paths[0][0] = paths[0][0] / 2  # one path of a pair now carries half its share
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(edited))
+    capsys.readouterr()
+    assert main(["evaluate", str(INSTANCES / "mix-8.json"), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(bad) in err

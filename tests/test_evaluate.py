@@ -211,3 +211,21 @@ def test_heuristic_and_exact_carry_every_pair_group_at_degree_one():
         sol = solve(inst, method=method)
         assert verify(inst, sol).valid and sol.objective == pytest.approx(8.001e-3), method
     assert solve(inst, method="heuristic").details["group_kind"] == ["ordered", "routed"]
+
+
+def test_rings_that_carry_part_of_a_group_are_refused_not_scaled_down():
+    """A group whose ring fractions sum to 0.46 was scored with 46 % of its bytes, under every
+    routing mode (user test 7); partial paths were already refused the same way."""
+    from topoopt_ilp.evaluate import critical_path_s
+    from topoopt_ilp.errors import InputError
+
+    inst = _two_pair_groups()
+    X = np.zeros((6, 6), dtype=int)
+    for a, b in ((0, 3), (1, 2), (4, 5)):
+        X[a, b] = X[b, a] = 1
+    half = Solution("feasible", "given", Topology(X), Routing(rings=RingSet.from_lists([(0, [1, 2], 1.0), (1, [0, 3], 0.46)])))
+    for mode in ("given", "shortest_path", "optimal"):
+        with pytest.raises(RoutingError, match="the rings of AllReduce group 1 carry 0.46 of its bytes"):
+            evaluate(inst, half, routing=mode)
+    with pytest.raises(InputError, match="this instance has a fixed demand"):  # was a bare AttributeError
+        critical_path_s(inst, None)

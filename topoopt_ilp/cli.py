@@ -222,13 +222,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     try:
         metrics = evaluate(inst, target, routing=args.routing).as_dict()
-    except RoutingError:
+    except RoutingError as exc:
         # A solution made for another instance may fail inside the scoring ("no complete route");
         # the verifier names the cause ("has a placement, but this instance has no workload").
         report = verify(inst, target, check_metrics=False) if args.solution else None
-        if report is None or report.valid:
-            raise
-        raise InputError(f"the solution does not match the instance: {report.violations[0]}", source=args.solution) from None
+        if report is not None and not report.valid:
+            raise InputError(f"the solution does not match the instance: {report.violations[0]}", source=args.solution) from None
+        raise InputError(f"cannot be scored: {exc.reason} (see topoopt verify)", source=args.solution or args.instance) from None
+    if not args.solution and not math.isfinite(metrics["iteration_time_s"]):
+        from .solve import uncarried_demand
+
+        gap = uncarried_demand(inst, target.matrix)
+        if gap:  # scored (infinite), and why
+            print(f"note: the fixed topology cannot carry the demand: {gap}", file=sys.stderr)
     if args.solution:
         report = verify(inst, target)  # its rules and its recorded metrics (those printed below are recomputed)
         if not report.valid:  # scored anyway (that is evaluate's job), but not silently

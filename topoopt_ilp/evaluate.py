@@ -196,6 +196,11 @@ def _every_group_ringed(rings: RingSet, groups) -> RingSet:
     """``rings`` plus one ring in member order for every group with traffic that they leave out: a
     group's bytes are never dropped from the score (a solution that rings only some groups fails
     verification, and was scored as if the others sent nothing)."""
+    share = np.bincount(rings.group, weights=rings.fraction, minlength=len(groups)) if len(rings) else np.zeros(len(groups))
+    partial = np.flatnonzero((share > 0) & (np.abs(share - 1.0) > _TOL))
+    if partial.size:  # scaling the group's bytes down would under-count them; paths are refused the same way
+        g = int(partial[0])
+        raise RoutingError(f"the rings of AllReduce group {g} carry {share[g]:.6g} of its bytes, not all of them")
     covered = set(rings.group.tolist())
     missing = [g for g, grp in enumerate(groups) if g not in covered and len(grp.members) > 1 and grp.bytes > 0]
     if not missing:
@@ -213,6 +218,8 @@ def critical_path_s(instance: Instance, placement: Any) -> float:
     from .strategy import data_parallel, parse_strategy
 
     w, n = instance.workload, instance.n
+    if w is None:
+        raise InputError("the critical path is a workload's: this instance has a fixed demand")
     strategy = data_parallel(w, n) if placement is None else parse_strategy(placement, w, n)
     tail = 0.0  # sum of tau_i for i >= the current layer, built from the last layer back
     from_layer = [0.0] * len(w.layers)

@@ -72,23 +72,29 @@ def _fixed(instance: Instance, started: float) -> Solution:
     routing exists, so that is proven, and said, rather than scored as an infinite time."""
     ft = instance.fixed_topology
     topo = Topology(instance.fixed_topology_matrix(), ft.jumps)
-    gap = _uncarried_demand(instance, topo.matrix) if instance.demand is not None else None
-    if gap:
+    placement = start_placement(instance)
+    gap = uncarried_demand(instance, topo.matrix, placement)
+    if gap and instance.workload is None:
         return Solution(status="infeasible", method="given", topology=None, wall_time_s=time.perf_counter() - started,
                         details={"infeasible": f"the fixed topology cannot carry the demand: {gap}"})
+    if gap:  # a workload: another placement might keep its traffic inside the components
+        raise StartInfeasibleError(f"TopoOpt's start (every layer data-parallel) does not fit the fixed topology: {gap}; "
+                                   "a placement inside its components may exist, which no method here searches "
+                                   "(the exact placement model needs a connected topology)")
     return Solution(status="feasible", method="given", topology=topo, placement=start_placement(instance),
                     wall_time_s=time.perf_counter() - started,
                     details={"note": "the instance fixes the topology; default rings, shortest-path routing"})
 
 
-def _uncarried_demand(instance: Instance, x: np.ndarray) -> str | None:
-    """The first demand ``x`` cannot carry, or None: an AllReduce group whose members no single
-    (strongly) connected component holds (every ring order needs a cycle through all of them), or a
-    model-parallel pair (or all-to-all) with no path from its source to its destination."""
+def uncarried_demand(instance: Instance, x: np.ndarray, placement: Mapping[str, Any] | None = None) -> str | None:
+    """The first demand ``x`` cannot carry (a workload's: that of ``placement``), or None: an
+    AllReduce group whose members no single (strongly) connected component holds (every ring order
+    needs a cycle through all of them), or a model-parallel pair (or all-to-all) with no path from
+    its source to its destination."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components, shortest_path
 
-    dm, directed = instance.demand, instance.cluster.directed
+    dm, directed = effective_demand(instance, placement)[0], instance.cluster.directed
     graph = csr_matrix(x > 0)
     count, label = connected_components(graph, directed=directed, connection="strong")
     if dm.all_to_all and count > 1:  # every ordered pair has traffic: one (strong) component is needed
