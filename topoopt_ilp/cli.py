@@ -218,6 +218,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         target = Topology(inst.fixed_topology_matrix(), inst.fixed_topology.jumps)
         what = "the instance's fixed topology"
     from .evaluate import RoutingError
+    from .verify import reachability_violations as verify_reachability
     from .verify import verify
 
     try:
@@ -230,11 +231,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             raise InputError(f"the solution does not match the instance: {report.violations[0]}", source=args.solution) from None
         raise InputError(f"cannot be scored: {exc.reason} (see topoopt verify)", source=args.solution or args.instance) from None
     if not args.solution and not math.isfinite(metrics["iteration_time_s"]):
-        from .solve import uncarried_demand
-
-        gap = uncarried_demand(inst, target.matrix)
-        if gap:  # scored (infinite), and why
-            print(f"note: the fixed topology cannot carry the demand: {gap}", file=sys.stderr)
+        unreachable = verify_reachability(inst, target.matrix)
+        if unreachable:  # scored (infinite), and why
+            print(f"note: the fixed topology cannot carry the demand: {unreachable[0]}", file=sys.stderr)
     if args.solution:
         report = verify(inst, target)  # its rules and its recorded metrics (those printed below are recomputed)
         if not report.valid:  # scored anyway (that is evaluate's job), but not silently

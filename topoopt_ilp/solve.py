@@ -70,10 +70,13 @@ def _fixed(instance: Instance, started: float) -> Solution:
     """An instance with a fixed topology: nothing to choose in the topology; score it as given. A
     demand it cannot carry (a pair with traffic and no path) makes the instance infeasible: no
     routing exists, so that is proven, and said, rather than scored as an infinite time."""
+    from .verify import reachability_violations  # the verifier's own check: one rule for both
+
     ft = instance.fixed_topology
     topo = Topology(instance.fixed_topology_matrix(), ft.jumps)
     placement = start_placement(instance)
-    gap = uncarried_demand(instance, topo.matrix, placement)
+    unreachable = reachability_violations(instance, topo.matrix, placement)
+    gap = unreachable[0] if unreachable else None
     if gap and instance.workload is None:
         return Solution(status="infeasible", method="given", topology=None, wall_time_s=time.perf_counter() - started,
                         details={"infeasible": f"the fixed topology cannot carry the demand: {gap}"})
@@ -81,42 +84,9 @@ def _fixed(instance: Instance, started: float) -> Solution:
         raise StartInfeasibleError(f"TopoOpt's start (every layer data-parallel) does not fit the fixed topology: {gap}; "
                                    "a placement inside its components may exist, which no method here searches "
                                    "(the exact placement model needs a connected topology)")
-    return Solution(status="feasible", method="given", topology=topo, placement=start_placement(instance),
+    return Solution(status="feasible", method="given", topology=topo, placement=placement,
                     wall_time_s=time.perf_counter() - started,
                     details={"note": "the instance fixes the topology; default rings, shortest-path routing"})
-
-
-def uncarried_demand(instance: Instance, x: np.ndarray, placement: Mapping[str, Any] | None = None) -> str | None:
-    """The first demand ``x`` cannot carry (a workload's: that of ``placement``), or None: an
-    AllReduce group whose members no single (strongly) connected component holds (every ring order
-    needs a cycle through all of them), or a model-parallel pair (or all-to-all) with no path from
-    its source to its destination."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components, shortest_path
-
-    dm, directed = effective_demand(instance, placement)[0], instance.cluster.directed
-    graph = csr_matrix(x > 0)
-    count, label = connected_components(graph, directed=directed, connection="strong")
-    if dm.all_to_all and count > 1:  # every ordered pair has traffic: one (strong) component is needed
-        b = int(np.flatnonzero(label != label[0])[0])
-        how = (f"is not strongly connected (servers 0 and {b} lie in different components)" if directed
-               else f"has no path between servers 0 and {b}")
-        return f"all-to-all traffic, but the topology {how}"
-    for g, group in enumerate(dm.allreduce):
-        members = np.asarray(group.members)
-        if len(members) > 1 and group.bytes > 0 and len(set(label[members].tolist())) > 1:
-            other = int(members[np.flatnonzero(label[members] != label[members[0]])[0]])
-            apart = "does not join in both directions" if directed else "does not connect"
-            return f"AllReduce group {g} rings servers {int(members[0])} and {other}, which the topology {apart}"
-    pairs = [(a, b) for a, b, v in dm.mp if v > 0]
-    if pairs:
-        sources = sorted({a for a, _ in pairs})
-        dist = shortest_path(graph, directed=directed, unweighted=True, indices=sources)
-        row = {s: i for i, s in enumerate(sources)}
-        for a, b in pairs:
-            if not np.isfinite(dist[row[a], b]):
-                return f"no path from server {a} to server {b}, which exchange model-parallel traffic"
-    return None
 
 
 def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "paper", seed: int = 0) -> Solution:

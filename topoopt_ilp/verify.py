@@ -10,7 +10,9 @@ against its gap). Every violation found is reported, not only the first.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,7 +23,7 @@ from .instance import Instance
 from .traffic import effective_demand
 from .solution import Solution
 
-__all__ = ["VerifyReport", "verify", "direction_mismatch"]
+__all__ = ["VerifyReport", "verify", "direction_mismatch", "reachability_violations"]
 
 _REL_TOL = 1e-6
 # The exact methods call a solve optimal when its relative gap is within the requested gap, by default
@@ -178,14 +180,16 @@ def _placement_violations(instance: Instance, sol: Solution) -> list[str]:
     return [f"placement: {v}" for v in validate_strategy(instance.workload, instance.n, strategy)]
 
 
-def _reachability_violations(instance: Instance, sol: Solution, x: np.ndarray) -> list[str]:
-    """Every demand pair needs a path in the topology: MP and all-to-all pairs (directed reachability
-    on a directed instance), and any two members of an AllReduce group (whose ring passes bytes between
-    them). A workload's demand is the one its placement induces. One violation per demand kind or group,
-    naming one unreachable pair. Written here (not graph.py's): the verifier shares no code with producers."""
+def reachability_violations(instance: Instance, x: np.ndarray, placement: Mapping[str, Any] | None = None) -> list[str]:
+    """Every demand pair needs a path in the topology ``x``: MP and all-to-all pairs (directed
+    reachability on a directed instance), and any two members of an AllReduce group (whose ring
+    passes bytes between them). A workload's demand is the one ``placement`` induces (None: its
+    data-parallel default). One violation per demand kind or group, naming one unreachable pair.
+    Written here (not graph.py's): the verifier shares no code with producers, which may call it
+    (``solve`` does, to call a fixed topology that cannot carry the demand infeasible)."""
     n = instance.n
     directed = instance.cluster.directed
-    demand = effective_demand(instance, sol.placement)[0]
+    demand = effective_demand(instance, placement)[0]
     adj = sp.csr_matrix((x > 0).astype(np.int8))
     ncomp, labels = connected_components(adj, directed=directed, connection="strong")
     if ncomp == 1:
@@ -347,7 +351,7 @@ def verify(instance: Instance, solution: Solution, *, check_metrics: bool = True
     placement = _placement_violations(instance, solution)
     if placement:  # the rings, demand pairs and metrics below depend on the demand that the placement induces
         return VerifyReport(tuple(out + placement))
-    out += _reachability_violations(instance, solution, x)
+    out += reachability_violations(instance, x, solution.placement)
     out += _ring_violations(instance, solution)
     out += _route_violations(instance, solution, x)
     if len(out) == len(claims) and check_metrics:  # metrics: only for a design that is otherwise valid
