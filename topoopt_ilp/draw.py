@@ -132,7 +132,7 @@ def draw_topology(
                   fontsize=9, frameon=False)
     deg = X.sum(axis=1)
     ax.set_title(title or f"n={n}, degree {int(deg.max()) if deg.min() == deg.max() else f'{deg.min()}-{deg.max()}'}"
-                 + (", directed" if directed and not title else ""))
+                 + (", directed" if directed else ""))
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_xlim(-1.2, 1.2)
