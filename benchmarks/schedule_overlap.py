@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from topoopt_ilp.errors import InputError  # noqa: E402
 from topoopt_ilp.evaluate import evaluate  # noqa: E402
 from topoopt_ilp.io import load_instance  # noqa: E402
 from topoopt_ilp.iteration_graph import check_schedule, graph_from_solution  # noqa: E402
@@ -87,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
                     break
         for (design, sol), mb in ((d, mb) for d in designs for mb in args.micro_batches):
             label = f"{design} M={mb}" if labelled else design
-            g = graph_from_solution(inst, sol, micro_batches=mb)
+            try:
+                g = graph_from_solution(inst, sol, micro_batches=mb)
+            except InputError as exc:  # e.g. fewer samples per replica than micro-batches
+                print(f"{name:<28} {label:<{wd}} refused: {exc}")
+                continue
             m = evaluate(inst, sol)
             none, full = m.compute_time_s + m.comm_time_s, max(m.compute_time_s, m.comm_time_s)
             t0 = time.perf_counter()
