@@ -480,3 +480,18 @@ def test_fixed_topologies_a_start_or_a_score_cannot_use_say_why(tmp_path, capsys
     assert main(["evaluate", str(INSTANCES / "mix-8.json"), str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(bad) in err
+
+
+def test_every_writing_command_takes_o_and_out(tmp_path, capsys):
+    """-o is the short form of the output option everywhere (generate and draw also take --out)."""
+    sol = tmp_path / "tb.json"
+    assert main(["solve", TESTBED, "-o", str(sol), "--quiet"]) == 0 and sol.exists()
+    inst = tmp_path / "g.json"
+    assert main(["generate", "dlrm", "--servers", "8", "--degree", "2", "--bandwidth", "100", "--out", str(inst)]) == 0
+    assert json.loads(inst.read_text())["cluster"]["servers"] == 8
+    png = tmp_path / "tb.png"
+    assert main(["draw", str(sol), "--out", str(png)]) == 0 and png.stat().st_size > 0
+    rows = tmp_path / "rows.csv"
+    assert main(["sweep", TESTBED, "--methods", "heuristic", "--format", "csv", "-o", str(rows), "--quiet"]) == 0
+    assert rows.read_text().startswith("instance,")
+    capsys.readouterr()

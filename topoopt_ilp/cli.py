@@ -705,7 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="alternating: time limit of each placement MILP (default 30)")
     ep.add_argument("--rack-size", type=_pos_int, default=None, metavar="K", help="Fat-tree servers per rack (default 16)")
     ep.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/expander seed (default 0)")
-    ep.add_argument("--out", default=None, metavar="DIR", help="write architectures.csv, .json and .png here")
+    ep.add_argument("-o", "--out", default=None, metavar="DIR", help="write architectures.csv, .json and .png here")
     ep.add_argument("--title", default=None, help="chart title")
     ep.add_argument("--format", choices=("table", "json", "csv"), default="table", help="what to print (default table)")
     ep.add_argument("--quiet", action="store_true", help="print nothing; with --out, only write the files")
@@ -745,7 +745,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "milp or enumeration")
     s.add_argument("--seed", type=_nonneg_int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
                    "when given with --method exact, of the solver")
-    s.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
+    s.add_argument("-o", "--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
     shown = s.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the solution as JSON")
     shown.add_argument("--quiet", action="store_true", help="print nothing; use the exit code")
@@ -770,7 +770,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--dask", default=None, metavar="ADDRESS|local",
                    help="run the solves on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.1:8786; its workers need "
                         "this package), or on a local Dask cluster of --jobs workers; needs pip install 'topoopt-ilp[dask]'")
-    w.add_argument("--out", default=None, metavar="FILE", help="write the results here (atomically) instead of printing them")
+    w.add_argument("-o", "--out", default=None, metavar="FILE", help="write the results here (atomically) instead of printing them")
     w.add_argument("--journal", default=None, metavar="FILE",
                    help="append each solve's row to FILE (JSON lines) as it ends; run again with the same FILE to "
                         "reuse the rows already there (resume an interrupted sweep)")
@@ -790,13 +790,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--compute-model", choices=("busiest_server", "critical_path"), default=None,
                    help="the workload's compute_model (default busiest_server: pipelines pay no bubble; "
                         "critical_path: they pay it)")
-    g.add_argument("-o", "--output", default=None, metavar="FILE.json", help="write here (default: print)")
+    g.add_argument("-o", "--output", "--out", dest="output", default=None, metavar="FILE.json", help="write here (default: print)")
     g.set_defaults(func=_cmd_generate)
 
     dr = sub.add_parser("draw", help="draw a solution's topology (PNG/SVG/PDF)",
                         description="Circular layout; links coloured by circulant jump, model-parallel links dashed.")
     dr.add_argument("solution", metavar="SOLUTION")
-    dr.add_argument("-o", "--output", required=True, metavar="FILE.png")
+    dr.add_argument("-o", "--output", "--out", dest="output", required=True, metavar="FILE.png")
     dr.add_argument("--title", default=None)
     dr.add_argument("--what", choices=("topology", "convergence"), default="topology",
                     help="topology (default) or the per-round convergence of --method alternating")

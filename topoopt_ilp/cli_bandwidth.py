@@ -41,7 +41,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     b.add_argument("--backend", default="highs", help="LP back-end: highs (default), scip or cbc")
     b.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S", help="wall-clock limit in seconds")
     b.add_argument("--gap", type=_nonneg_float, default=None, metavar="G", help="relative optimality gap (default 1e-6)")
-    b.add_argument("--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
+    b.add_argument("-o", "--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
     b.add_argument("--json", action="store_true", help="print the solution as JSON")
     b.set_defaults(func=run_bandwidth)
 

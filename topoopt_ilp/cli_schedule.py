@@ -64,7 +64,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--micro-batches", default=None, metavar="M",
                    help="split the batch into M micro-batches (GPipe): every compute task and every flow but the "
                         "AllReduce becomes M of 1/M each (default 1)")
-    p.add_argument("--out", default=None, metavar="SCHEDULE.json",
+    p.add_argument("-o", "--out", default=None, metavar="SCHEDULE.json",
                    help="write the schedule (every task's times and what the graph is rebuilt from) here, atomically")
     p.add_argument("--check", default=None, metavar="SCHEDULE.json",
                    help="check a schedule file written by --out against INSTANCE and SOLUTION (the files it was made "
