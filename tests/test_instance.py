@@ -106,6 +106,9 @@ def test_instances_constructible_in_code_are_checked_alike():
         (lambda d: d.update(topology_family="coprime_circulant", fixed_topology={"jumps": [2]}),
          "fixed_topology.jumps[0]", "not coprime"),
         (lambda d: d.update(solver={"time_limit_s": -1}), "solver.time_limit_s", "must be >= 0"),
+        (lambda d: d.update(solver={"backend": "nope"}), "solver.backend",
+         "must be one of cbc, cpsat, highs, scip; got 'nope'"),
+        (lambda d: d.update(solver={"backend": 3}), "solver.backend", "got int"),
     ],
 )
 def test_each_violation_names_field_and_reason(mutate, field, reason):
@@ -190,3 +193,22 @@ def test_degree_one_problem_names_what_cannot_be_carried():
     assert degree_one_problem(Demand(mp=((0, 1, 1.0), (2, 3, 1.0)), allreduce=(AllReduceGroup((4, 5), 1.0),)), c) is None
     assert degree_one_problem(Demand(all_to_all=1.0), Cluster(8, 1, 100.0, links="directed")) is None
     assert degree_one_problem(Demand(all_to_all=1.0), Cluster(8, 2, 100.0)) is None
+
+
+def test_solver_backend_is_a_registry_name_installed_or_not(tmp_path, monkeypatch, capsys):
+    """An unknown backend is refused when the file is read (validate exits 2 naming file and field);
+    a known backend whose package is missing still loads (it fails only when it solves)."""
+    from topoopt_ilp.cli import main
+    from topoopt_ilp.solvers.registry import BACKENDS, BackendInfo
+
+    data = minimal()
+    data["solver"] = {"backend": "nope"}
+    p = tmp_path / "nope.json"
+    p.write_text(json.dumps(data))
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}: solver.backend: must be one of cbc, cpsat, highs, scip; got 'nope'" in err
+    monkeypatch.setattr(BackendInfo, "is_available", lambda self: False)
+    for name in BACKENDS:
+        data["solver"] = {"backend": name}
+        assert parse(data).solver.backend == name

@@ -510,8 +510,11 @@ def _check_degrees(x: np.ndarray, cluster: Cluster, path: str) -> None:
 
 
 def _check_solver(solver: SolverDefaults) -> None:
-    if solver.backend is not None and not isinstance(solver.backend, str):
-        raise InstanceError(f"expected a string, got {_type_name(solver.backend)}", field="solver.backend")
+    if solver.backend is not None:
+        # Known names, whether or not installed (an unavailable backend fails when it solves).
+        from .solvers.registry import BACKENDS
+
+        _choice(solver.backend, "solver.backend", tuple(sorted(BACKENDS)))
     if solver.time_limit_s is not None:
         _number(solver.time_limit_s, "solver.time_limit_s", nonnegative=True)
     if solver.gap is not None:
