@@ -171,3 +171,16 @@ def test_optimal_needs_a_bound():
     assert verify(inst, claimed).violations == ("status optimal but the solution states no bound",)
     proven = replace(sol, status="optimal", bound=sol.objective)
     assert verify(inst, proven).valid
+
+
+@pytest.mark.parametrize("routing", ["given", "shortest_path"])
+def test_evaluate_names_the_solution_file_of_another_size(tmp_path, capsys, routing):
+    """Found by an audit: evaluate said 'the topology has 8 servers, the instance 6' without the file."""
+    from topoopt_ilp.cli import main
+
+    sol_path, inst_path = tmp_path / "eight.json", tmp_path / "six.json"
+    io.save_solution(valid_solution(instance()), sol_path, directed=False)
+    inst_path.write_text(json.dumps(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": 100})))
+    assert main(["evaluate", str(inst_path), str(sol_path), "--routing", routing]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {sol_path}: ") and "8 servers" in err[0], err

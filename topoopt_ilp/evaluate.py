@@ -47,7 +47,8 @@ _TOL = 1e-6
 
 
 class RoutingError(InputError):
-    """A ``given`` routing that does not carry the demand (missing or partial routes)."""
+    """A solution this instance's evaluator cannot score: a ``given`` routing that does not carry
+    the demand (missing or partial routes), or a topology with another number of servers."""
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,8 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
     x = topo.matrix
     n = instance.n
     if x.shape != (n, n):
-        raise InputError(f"the topology has {x.shape[0]} servers, the instance {n}")
+        # A RoutingError, so that the CLI names the solution file (and the verifier's words) with it.
+        raise RoutingError(f"the topology has {x.shape[0]} servers, the instance {n}")
     _check_topology(x)
     dm, compute_s = effective_demand(instance, placement)
     compute = float(compute_s.max()) if compute_s.size else 0.0
