@@ -148,3 +148,16 @@ def test_csv_names_the_objective_and_json_has_null_for_no_reference():
     assert [r["objective_name"] for r in table] == ["iteration_time"] * 2 and table[0]["objective"] == "1.0"
     data = json.loads(format_rows(inst, rows, "json"))
     assert [r["reference"] for r in data["rows"]] == ["bound", None] and data["rows"][1]["distance"] is None
+
+
+def test_every_method_at_its_limit_without_a_solution_exits_4(capsys):
+    """Design §6: 4 = limit reached without a solution. compare exited 1 on a table of no_solution rows."""
+    assert main(["compare", str(INSTANCES / "mix-8.json"), "--methods", "exact", "--time-limit", "0"]) == 4
+    assert "no_solution" in capsys.readouterr().out
+    from topoopt_ilp.cli import _rows_exit
+
+    limit = CompareRow("exact", "highs", "no_solution", None, None, None, 0.0, None)
+    assert _rows_exit([limit, replace(limit, backend="cbc")]) == 4
+    assert _rows_exit([limit, CompareRow.failed("heuristic", "-", "refused")]) == 1  # not only limits: 1
+    assert _rows_exit([limit, replace(limit, status="infeasible")]) == 3  # a proof wins
+    assert _rows_exit([limit, replace(limit, status="feasible", verified=True)]) == 0

@@ -220,3 +220,13 @@ def test_a_journal_row_of_the_wrong_types_is_refused(tmp_path):
     journal.write_text(json.dumps(entry) + "\n" + journal.read_text())
     with pytest.raises(InputError, match="line 1 is not a sweep journal entry"):
         read_journal(journal)
+
+
+def test_sweep_exits_4_when_every_method_reaches_its_limit(capsys):
+    """An instance whose every row is no_solution (a limit, no solution) exits 4, as solve does; the
+    worst instance still decides (1 before 4)."""
+    mix = str(INSTANCES / "mix-8.json")
+    assert main(["sweep", mix, "--methods", "exact", "--time-limit", "0", "--quiet"]) == 4
+    assert f"{mix}: no method found a solution" in capsys.readouterr().err
+    fixed = str(INSTANCES / "fixed-ring-8.json")  # exact refuses a fixed topology: an error row (1)
+    assert main(["sweep", mix, fixed, "--methods", "exact", "--time-limit", "0", "--quiet"]) == 1

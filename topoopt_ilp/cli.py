@@ -435,10 +435,13 @@ def _methods_and_backends(args: argparse.Namespace) -> tuple[list[str] | None, l
 def _rows_exit(rows: list[Any]) -> int:
     """Exit code of compare (and of each instance of a sweep), from its CompareRows: 0 when some
     method found a solution that passes verification, 3 when none did and a method proved the
-    instance infeasible, else 1."""
+    instance infeasible, 4 when every method reached its limit without a solution (every row
+    ``no_solution``), else 1."""
     if any(r.status in ("optimal", "feasible") and r.verified is not False for r in rows):
         return EXIT_OK
-    return EXIT_INFEASIBLE if any(r.status == "infeasible" for r in rows) else EXIT_ERROR
+    if any(r.status == "infeasible" for r in rows):
+        return EXIT_INFEASIBLE
+    return EXIT_NO_SOLUTION if rows and all(r.status == "no_solution" for r in rows) else EXIT_ERROR
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -517,7 +520,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     for p, code in codes.items():
         if code != EXIT_OK:
             print(f"error: {p}: {_no_solution_reason(code)}", file=sys.stderr)
-    return max(codes.values(), key=lambda c: (c != EXIT_OK, c == EXIT_ERROR))
+    return max(codes.values(), key=lambda c: (c != EXIT_OK, c == EXIT_ERROR, c == EXIT_INFEASIBLE))  # 1, 3, 4, 0
 
 
 def _close_local_cluster(cluster: Any) -> None:
