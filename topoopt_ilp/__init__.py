@@ -13,6 +13,7 @@ from .errors import InputError, InstanceError, TopoOptError, UnsupportedError
 from .evaluate import Metrics, evaluate
 from .instance import AllReduceGroup, Cluster, Demand, FixedTopology, Instance, SolverDefaults
 from .io import instance_to_dict, load_instance, load_solution, parse_instance, save_instance, save_solution
+from .route import route
 from .routing import OffsetRoutes, PathSet, RingSet, Routing
 from .solution import Solution, Topology
 from .solve import METHODS, solve
@@ -25,6 +26,6 @@ __all__ = [
     "Solution", "Topology", "Routing", "RingSet", "PathSet", "OffsetRoutes",
     "Metrics", "VerifyReport", "METHODS",
     "load_instance", "parse_instance", "instance_to_dict", "save_instance", "load_solution", "save_solution",
-    "solve", "evaluate", "verify",
+    "solve", "evaluate", "verify", "route",
     "TopoOptError", "InputError", "InstanceError", "UnsupportedError",
 ]

@@ -363,6 +363,11 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         if exc.source is None and exc.field is not None:  # about the instance's contents: name its file
             raise type(exc)(exc.reason, source=args.instance, field=exc.field) from None
         raise
+    if args.reroute and sol.has_solution:
+        from .cli_route import DEFAULT_TIME_LIMIT_S
+        from .route import route
+
+        sol = route(inst, sol, time_limit_s=DEFAULT_TIME_LIMIT_S)
     report = verify(inst, sol) if sol.has_solution else None
     if args.out is not None and (sol.has_solution or sol.status in ("infeasible", "no_solution")):
         save_solution(sol, args.out, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance))
@@ -632,6 +637,10 @@ def _print_solution(args, inst, sol, report) -> None:
         short_list = isinstance(value, (list, tuple)) and 0 < len(value) <= 8 and key not in ("mp_links", "rounds")
         if isinstance(value, (str, int, float)) or short_list:
             print(f"  {key:<18} {value}")
+    if "reroute" in (sol.details or {}):
+        from .cli_route import reroute_line
+
+        print(f"  rerouted           {reroute_line(sol.details)}")
     if sol.metrics:
         print("\n".join(_metrics_lines(sol.metrics)))
     if report is not None:
@@ -748,6 +757,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "milp or enumeration")
     s.add_argument("--seed", type=_nonneg_int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
                    "when given with --method exact, of the solver")
+    s.add_argument("--reroute", action="store_true",
+                   help="then route the design's traffic over the paths that minimise its busiest link (as topoopt "
+                        "route does) and keep that routing when it scores better")
     s.add_argument("-o", "--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
     shown = s.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the solution as JSON")
@@ -806,10 +818,12 @@ def build_parser() -> argparse.ArgumentParser:
     dr.set_defaults(func=_cmd_draw)
 
     from .cli_bandwidth import add_subcommand as add_bandwidth
+    from .cli_route import add_subcommand as add_route
     from .cli_schedule import add_subcommand as add_schedule
 
     add_bandwidth(sub)
     add_schedule(sub)
+    add_route(sub)
     return p
 
 

@@ -86,7 +86,7 @@ def _fixed(instance: Instance, started: float) -> Solution:
                                    "(the exact placement model needs a connected topology)")
     return Solution(status="feasible", method="given", topology=topo, placement=placement,
                     wall_time_s=time.perf_counter() - started,
-                    details={"note": "the instance fixes the topology; default rings, shortest-path routing"})
+                    details={"note": "the instance fixes the topology"})
 
 
 def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "paper", seed: int = 0) -> Solution:
