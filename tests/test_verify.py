@@ -184,3 +184,22 @@ def test_evaluate_names_the_solution_file_of_another_size(tmp_path, capsys, rout
     assert main(["evaluate", str(inst_path), str(sol_path), "--routing", routing]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {sol_path}: ") and "8 servers" in err[0], err
+
+
+def test_stated_jumps_must_match_the_links_in_family_any_too(tmp_path):
+    """Found by an audit: with topology_family any, a file stating jumps [1, 3] over the links of the
+    circulant {1} was reported valid."""
+    inst = instance()
+    assert inst.topology_family == "any"
+    sol = valid_solution(inst)
+    assert verify(inst, sol).valid
+    path = tmp_path / "sol.json"
+    io.save_solution(sol, path, directed=False)
+    data = json.loads(path.read_text())
+    data["topology"]["jumps"] = [1, 3]
+    path.write_text(json.dumps(data))
+    report = verify(inst, io.load_solution(path, directed=False))
+    assert report.violations == ("links are not the circulant of the stated jumps [1, 3]",)
+    data["topology"]["jumps"] = [9]
+    path.write_text(json.dumps(data))
+    assert "jump set [9] has a jump outside 1..7" in verify(inst, io.load_solution(path, directed=False)).violations

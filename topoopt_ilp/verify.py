@@ -71,19 +71,18 @@ def _topology_violations(instance: Instance, x: np.ndarray, jumps) -> list[str]:
         i, j = map(int, np.argwhere(x > 1)[0])
         out.append(f"{int(x[i, j])} parallel links {i}->{j} but the instance forbids multi-links")
     family = instance.topology_family
-    if family != "any":
-        if jumps is None:
-            out.append(f"topology_family is {family} but the solution states no jump set")
-        else:
-            expected = _circulant(n, jumps, c.directed)
-            if expected is None:
-                out.append(f"jump set {list(jumps)} has a jump outside 1..{n - 1}")
-            elif not np.array_equal(expected, x):
-                out.append(f"links are not the circulant of the stated jumps {list(jumps)}")
-            if family == "coprime_circulant":
-                for j in jumps:
-                    if math.gcd(int(j), n) != 1:
-                        out.append(f"jump {j} is not coprime with {n} (topology_family coprime_circulant)")
+    if family != "any" and jumps is None:
+        out.append(f"topology_family is {family} but the solution states no jump set")
+    if jumps is not None:  # stated jumps must match the links, whatever the family
+        expected = _circulant(n, jumps, c.directed)
+        if expected is None:
+            out.append(f"jump set {list(jumps)} has a jump outside 1..{n - 1}")
+        elif not np.array_equal(expected, x):
+            out.append(f"links are not the circulant of the stated jumps {list(jumps)}")
+        if family == "coprime_circulant":
+            for j in jumps:
+                if math.gcd(int(j), n) != 1:
+                    out.append(f"jump {j} is not coprime with {n} (topology_family coprime_circulant)")
     fixed = instance.fixed_topology_matrix()
     if fixed is not None and not np.array_equal(fixed, x):
         out.append("the instance fixes the topology, and the solution's links differ from it")
