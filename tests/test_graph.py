@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import networkx as nx
 import numpy as np
@@ -188,15 +187,48 @@ def test_sigma_closed_forms(bfs_kind: str) -> None:
     assert np.array_equal(sigma, sigma2) and np.array_equal(dist, dist2)
 
 
-def test_hop_distances_n1024_fast() -> None:
-    X = circulant(1024, [1, 7, 33, 181])
-    t0 = time.perf_counter()
-    dist, sigma = hop_distances(X)
-    elapsed = time.perf_counter() - t0
-    cd = circulant_distances(1024, [1, 7, 33, 181])
+def _bfs_rounds(fn):
+    """Run ``fn()`` and record each round of :func:`graph._bfs_levels` (counts, not seconds: design
+    §7): its frontier (entries ``(source, node)``) and the arcs it expands (sum of their degrees),
+    read from the search's own variables when it starts a level (its line ``level += 1``)."""
+    import inspect
+    import sys
+
+    code = graph_module._bfs_levels.__code__
+    src, first = inspect.getsourcelines(graph_module._bfs_levels)
+    (start_line,) = [first + k for k, line in enumerate(src) if line.strip() == "level += 1"]
+    rounds: list[tuple[int, int]] = []
+
+    def local(frame, event, arg):
+        if event == "line" and frame.f_lineno == start_line:
+            fv, deg = frame.f_locals["fv"], frame.f_locals["deg"]
+            rounds.append((int(fv.size), int(deg[fv].sum())))
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: local if frame.f_code is code else None)
+    try:
+        result = fn()
+    finally:
+        sys.settrace(previous)
+    return result, rounds
+
+
+def test_hop_distances_n1024_does_o_nm_work() -> None:
+    """The all-sources level-synchronous search at n = 1024 (was a timed test, ~0.6 s): one round per
+    level, every (source, node) pair expanded once, so n * m arcs in all (not n searches, not n^2
+    per level)."""
+    n, jumps = 1024, [1, 7, 33, 181]
+    X = circulant(n, jumps)
+    assert n > graph_module.DENSE_BFS_MAX_NODES  # the sparse search, with its BLAS levels
+    (dist, sigma), rounds = _bfs_rounds(lambda: hop_distances(X))
+    cd = circulant_distances(n, jumps)
     assert np.array_equal(dist[0], cd) and np.array_equal(dist[517], np.roll(cd, 517))
     assert sigma[0, 1] == 1 and np.all(sigma >= 1)
-    assert elapsed < 5.0, elapsed  # ~0.6 s measured on 2 cores
+    m = int((X > 0).sum())
+    assert len(rounds) == int(cd.max()) + 1  # levels 0..eccentricity each expanded once
+    assert sum(size for size, _ in rounds) == n * n
+    assert sum(arcs for _, arcs in rounds) == n * m
 
 
 # ---------------------------------------------------------------------------------------------

@@ -479,8 +479,7 @@ def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -
             _int(link[2], f"{path}[2]", low=1, high=MAX_DEGREE)
             if i == j:
                 raise InstanceError(f"a link from server {i} to itself", field=path)
-    x = _fixed_matrix(fixed, cluster)
-    _check_degrees(x, cluster, "fixed_topology")
+    _check_fixed_degrees(fixed, cluster)
 
 
 def _fixed_matrix(fixed: FixedTopology, cluster: Cluster) -> np.ndarray:
@@ -493,10 +492,34 @@ def _fixed_matrix(fixed: FixedTopology, cluster: Cluster) -> np.ndarray:
     return Topology.from_links(cluster.servers, fixed.links, cluster.directed).matrix.copy()
 
 
-def _check_degrees(x: np.ndarray, cluster: Cluster, path: str) -> None:
-    """Ports used per server against the degree: out-degree always, in-degree for directed links."""
+def _check_fixed_degrees(fixed: FixedTopology, cluster: Cluster) -> None:
+    """:func:`_check_degrees` of the fixed topology without its dense n x n matrix (an instance may
+    have 8192 servers: the matrix would be 512 MB, built for a check that needs only the links)."""
+    n = cluster.servers
+    if fixed.jumps is not None:
+        # Every server has the same degree; checked jumps never repeat, so no pair has 2 links.
+        per = sum(1 if cluster.directed or 2 * int(j) == n else 2 for j in fixed.jumps)
+        used = np.full(n, per, dtype=np.int64)
+        _check_degrees(used, used, cluster, "fixed_topology")
+        return
+    arr = np.array([[int(v) for v in link] for link in fixed.links], dtype=np.int64).reshape(-1, 3)
+    tail, head, count = arr[:, 0], arr[:, 1], arr[:, 2]
+    if not cluster.directed:  # both directions, as in the matrix
+        tail, head, count = np.concatenate([tail, head]), np.concatenate([head, tail]), np.concatenate([count, count])
+    out = np.bincount(tail, weights=count, minlength=n).astype(np.int64)
+    into = np.bincount(head, weights=count, minlength=n).astype(np.int64)
+    keys, inverse = np.unique(tail * n + head, return_inverse=True)
+    per_pair = np.bincount(inverse.ravel(), weights=count, minlength=keys.size).astype(np.int64)
+    _check_degrees(out, into, cluster, "fixed_topology", keys=keys, per_pair=per_pair)
+
+
+def _check_degrees(out: np.ndarray, into: np.ndarray, cluster: Cluster, path: str, *,
+                   keys: np.ndarray | None = None, per_pair: np.ndarray | None = None) -> None:
+    """Ports used per server against the degree: out-degree always, in-degree for directed links;
+    then (``keys``: the pairs ``i * n + j`` with links, sorted; ``per_pair``: their link counts)
+    parallel links against ``cluster.multi_links``."""
     d = cluster.degree
-    sums = [("out", x.sum(axis=1))] + ([("in", x.sum(axis=0))] if cluster.directed else [])
+    sums = [("out", out)] + ([("in", into)] if cluster.directed else [])
     for kind, used in sums:
         label = f"{kind}-degree " if cluster.directed else ""
         bad = np.flatnonzero(used > d) if not cluster.regular else np.flatnonzero(used != d)
@@ -504,9 +527,10 @@ def _check_degrees(x: np.ndarray, cluster: Cluster, path: str) -> None:
             v = int(bad[0])
             rule = f"at most {d}" if not cluster.regular else f"exactly {d} (cluster.regular)"
             raise InstanceError(f"server {v} has {label}{int(used[v])} links, needs {rule}", field=path)
-    if not cluster.multi_links and (x > 1).any():
-        i, j = map(int, np.argwhere(x > 1)[0])
-        raise InstanceError(f"{int(x[i, j])} parallel links between {i} and {j} but cluster.multi_links is false", field=path)
+    if not cluster.multi_links and per_pair is not None and keys is not None and (per_pair > 1).any():
+        first = int(np.flatnonzero(per_pair > 1)[0])  # the first in row-major order, as np.argwhere gives
+        i, j = divmod(int(keys[first]), cluster.servers)
+        raise InstanceError(f"{int(per_pair[first])} parallel links between {i} and {j} but cluster.multi_links is false", field=path)
 
 
 def _check_solver(solver: SolverDefaults) -> None:
