@@ -5,11 +5,14 @@ cyclic subgroup of order ``k`` of Z_n can be ordered on a ring by any generator 
 (``gcd(p, k) == 1``): member ``t`` is followed by member ``t + p``. Embedded in Z_n that is the
 physical jump ``j = (n/k) * p``, and the same jump applied from every coset start
 ``s in [0, n/k)`` gives ``n/k`` disjoint rings. There are ``phi(k)`` (Euler's totient) candidates.
+
+The number theory is sympy's (``sympy.divisors``, ``sympy.primefactors``, ``sympy.totient``;
+design §7), imported on first use (importing sympy takes ~0.25 s) and cached per argument.
 """
 
 from __future__ import annotations
 
-from math import gcd
+from functools import lru_cache
 
 import numpy as np
 
@@ -24,9 +27,32 @@ __all__ = [
 
 
 def divisors(n: int) -> list[int]:
-    """Sorted positive divisors of ``n``."""
-    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
-    return sorted(set(small) | {n // k for k in small})
+    """Sorted positive divisors of ``n`` (``sympy.divisors``; a new list each call)."""
+    return list(_divisors(int(n)))
+
+
+@lru_cache(maxsize=4096)
+def _divisors(n: int) -> tuple[int, ...]:
+    import sympy
+
+    return tuple(int(k) for k in sympy.divisors(n))
+
+
+@lru_cache(maxsize=4096)
+def _generators(k: int) -> np.ndarray:
+    """The generators of Z_k, ``1 <= p < k`` with ``gcd(p, k) == 1``, sorted (read-only): the
+    ``p`` divisible by no prime factor of ``k``; ``sympy.totient(k)`` of them."""
+    import sympy
+
+    p = np.arange(1, k, dtype=np.int64)
+    keep = np.ones(p.size, dtype=bool)
+    for q in sympy.primefactors(k):
+        keep &= p % int(q) != 0
+    gens = p[keep]
+    if gens.size != int(sympy.totient(k)):  # pragma: no cover - two views of one theorem
+        raise AssertionError(f"{gens.size} generators of Z_{k}, but phi({k}) = {sympy.totient(k)}")
+    gens.setflags(write=False)
+    return gens
 
 
 def totient_perms(n: int, k: int) -> np.ndarray:
@@ -47,8 +73,7 @@ def totient_perms(n: int, k: int) -> np.ndarray:
     """
     if k < 2 or n % k:
         raise ValueError(f"group size k={k} must be >= 2 and divide n={n}")
-    step = n // k
-    return np.array([step * p for p in range(1, k) if gcd(p, k) == 1], dtype=np.int64)
+    return (n // k) * _generators(int(k))
 
 
 def candidate_jumps(n: int) -> dict[int, np.ndarray]:
