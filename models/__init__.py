@@ -72,21 +72,44 @@ def _score(instance: Instance, sol: Solution) -> float | None:
 def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | None, time_limit_s: float | None
                           ) -> Solution:
     """The exact solve's design, or its warm start when the evaluator scores the start strictly
-    better or the model stopped at its time limit with no design at all. The first happens when the
-    model does not optimise the whole objective (its comm time leaves the latency term to the
-    evaluator: an equally wide design can use longer paths) or stopped early. The model's bound
-    stays valid for every design, so the start takes it. A time limit of 0 runs nothing: no_solution."""
-    if start is None or sol.status == "optimal" or time_limit_s == 0:
+    better or the model stopped at its time limit with no design at all - whatever the model's
+    status. A start better than a model 'optimum' happens when the model does not optimise the
+    whole objective (its comm time leaves the latency term to the evaluator: an equally wide design
+    can use longer paths), when its optimum is over candidate rings only (groups above
+    ``ALL_RINGS_UP_TO`` members: TotientPerms rings of the listed order), or within its gap. The
+    start is returned ``feasible``; it keeps the model's bound when the start does not beat it,
+    except after an 'optimal' over restricted rings (that optimum was a claim about the candidate
+    rings only, and the start just beat it). A time limit of 0 runs nothing: no_solution."""
+    if start is None or time_limit_s == 0:
         return sol
     if not sol.has_solution and sol.status != "no_solution":
         return sol  # infeasible, error: the start cannot change that
     mine, theirs = _score(instance, sol), _score(instance, start)
     if theirs is None or (mine is not None and mine <= theirs):
         return sol
-    note = ("the warm start: the model found no design in its time" if not sol.has_solution else
-            "the warm start: the evaluator scores it better than the model's design")
-    return replace(start, status="feasible", method="exact", objective=None, gap=None, bound=sol.bound,
-                   backend=sol.backend, wall_time_s=sol.wall_time_s, details={**sol.details, "returned": note})
+    details = {**sol.details}
+    if not sol.has_solution:
+        note = "the warm start: the model found no design in its time"
+    elif sol.status == "optimal":
+        note = ("the warm start: the evaluator scores it better than the model's 'optimal' design"
+                + (" (the model's optimum is over its candidate rings only, see rings_restricted)"
+                   if sol.details.get("rings_restricted") else ""))
+    else:
+        note = "the warm start: the evaluator scores it better than the model's design"
+    bound = sol.bound
+    if bound is not None:
+        # the bound as a value to minimise, like the scores (a comm-time bound is one already)
+        own = -bound if instance.objective == "throughput" else bound
+        beaten = own > theirs + 1e-9 * abs(theirs)
+        if beaten or (sol.status == "optimal" and sol.details.get("rings_restricted")):
+            bound = None
+            details["bound_dropped"] = ("the warm start beats the model's bound, which holds among its candidate rings only"
+                                        if sol.details.get("rings_restricted") else
+                                        "the warm start beats the model's bound" if beaten else
+                                        "the model's optimum holds among its candidate rings only")
+    details.pop("status_note", None)  # it described the model's design, not the one returned
+    return replace(start, status="feasible", method="exact", objective=None, gap=None, bound=bound,
+                   backend=sol.backend, wall_time_s=sol.wall_time_s, details={**details, "returned": note})
 
 
 def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwargs) -> Solution:

@@ -43,7 +43,7 @@ from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 from .common import ExactOptions, check_backend, check_start, run_model, solution_status
 from .flow_decomposition import decompose_source_flow, shortest_path
 from .placement_data import layer_options, path_rows
-from .topology_routing import _arcs, _degree_rows, _edges
+from .topology_routing import ALL_RINGS_UP_TO, _arcs, _degree_rows, _edges  # one ring-space threshold for every model
 
 __all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "decode_point", "fix_strategy",
            "solve_joint", "joint_size"]
@@ -142,11 +142,6 @@ class JointModel:
     T: int
     flow_scale: float  # bytes per link-microsecond
     stats: dict
-
-
-#: Groups of at most this many members get every ring order ((k-1)! directed rings: 120 at k = 6);
-#: larger ones TotientPerms' rings m_r -> m_{r+p}, gcd(p, k) = 1 (design §3), as TopoOpt does.
-ALL_RINGS_UP_TO = 6
 
 
 def ring_orders(k: int) -> list[tuple[int, ...]]:

@@ -2,9 +2,11 @@
 
 Two formulations share the data and the decoding:
 
-* ``strong`` (default): flows aggregated by source, AllReduce mutability over TotientPerms-style
-  rings, a Moore-bound valid inequality per source, no flow back into a source, and symmetry
-  breaking when the demand does not distinguish servers;
+* ``strong`` (default): flows aggregated by source, AllReduce mutability over candidate rings
+  (every ring order for groups of up to :data:`ALL_RINGS_UP_TO` members, TotientPerms rings of the
+  listed member order above: there the optimum is over those rings only, and the solution's
+  ``details["rings_restricted"]`` says so), a Moore-bound valid inequality per source, no flow back
+  into a source, and symmetry breaking when the demand does not distinguish servers;
 * ``naive``: one commodity per (source, destination) pair and none of the above - kept for
   comparison (``benchmarks/exact_vs_naive.py``).
 
@@ -31,11 +33,13 @@ from topoopt_ilp.instance import Instance
 from topoopt_ilp.routing import PathSet, RingSet, Routing
 from topoopt_ilp.solution import Solution, Topology
 from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult, SolveStatus
+from topoopt_ilp.solvers.options import DEFAULT_REL_GAP
+from topoopt_ilp.solvers.result import relative_gap
 
 from .common import ExactOptions, check_backend, export_model, run_model, solution_status
 from .flow_decomposition import decompose_source_flow, shortest_path
 
-__all__ = ["MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", "moore_layer_hops", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "solve_topology_routing"]
+__all__ = ["ALL_RINGS_UP_TO", "MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", "moore_layer_hops", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "solve_topology_routing"]
 
 #: The smallest demand entry (an MP pair's bytes or a ring's bytes per member) must be at least this
 #: share of the largest: below, it is under the solvers' tolerances once scaled (see the model builder).
@@ -51,6 +55,15 @@ FORMULATIONS = ("strong", "naive")
 #: 3.9 -> 1.5 s; n=12 d=2 7.5 -> 3.9 s, d=3 32.0 -> 15.2 s, d=4 37.1 -> 18.5 s. The naive
 #: formulation gains nothing from them (n=10 d=2 16.0 -> 13.4 s, n=8 d=3 1.6 -> 2.1 s).
 STRONG_TUNING = {"highs": {"presolve": "off", "mip_pscost_minreliable": 0}}
+#: AllReduce groups of at most this many members get every ring order as candidates ((k-1)! directed
+#: rings: 120 at k = 6), larger ones TotientPerms' rings of the listed member order m_r -> m_{r+p},
+#: gcd(p, k) = 1 (design §3), as TopoOpt does. One constant for this model and the joint ones
+#: (:mod:`.joint`, :mod:`.joint_enumeration`): within it their optima are over every ring; above it,
+#: over the candidate rings only (``details["rings_restricted"]`` says so).
+ALL_RINGS_UP_TO = 6
+#: A decoded ring whose share of its group is below this is solver noise (e.g. 2.2e-6 next to
+#: 0.9999977): it is dropped and the others renormalised, so the design is what the evaluator scores.
+RING_SHARE_SNAP = 1e-5
 
 
 @dataclass(frozen=True)
@@ -63,13 +76,14 @@ class RingCandidate:
     order: tuple[int, ...]
 
 
-def ring_candidates(instance: Instance, mutable: bool = True, all_orders_up_to: int = 0) -> list[RingCandidate]:
-    """TotientPerms rings per group: strides p coprime with the group size k (phi(k) of them).
+def ring_candidates(instance: Instance, mutable: bool = True, all_orders_up_to: int = ALL_RINGS_UP_TO
+                    ) -> list[RingCandidate]:
+    """Candidate rings per group: every ring order for groups of at most ``all_orders_up_to``
+    members ((k-1)! of them, stride 0; default :data:`ALL_RINGS_UP_TO`, the joint models' ring
+    space), else TotientPerms rings: strides p coprime with the group size k (phi(k) of them).
 
     For a coset group {s, s+n/k, ...} listed in order these are exactly TopoOpt's jumps (n/k)*p.
-    With ``mutable=False`` only the listed order (stride 1) is a candidate. Groups of at most
-    ``all_orders_up_to`` members get every ring order instead ((k-1)! of them, stride 0: the joint
-    model's ring space, see ``models.joint.ALL_RINGS_UP_TO``)."""
+    With ``mutable=False`` only the listed order (stride 1) is a candidate."""
     out = []
     for g, group in enumerate(instance.demand.allreduce):
         k = group.size
@@ -82,6 +96,27 @@ def ring_candidates(instance: Instance, mutable: bool = True, all_orders_up_to: 
             order = tuple(group.members[(i * p) % k] for i in range(k))
             out.append(RingCandidate(g, p, order))
     return out
+
+
+def restricted_rings_note(rings: tuple[RingCandidate, ...] | list[RingCandidate], groups) -> str | None:
+    """What the candidate rings leave out, in words (None when every group has every ring order):
+    a group given strides (TotientPerms, above :data:`ALL_RINGS_UP_TO` members) has phi(k) of its
+    (k-1)! ring orders, so an optimum or bound of the model holds among those rings only."""
+    strides: dict[int, list[int]] = {}
+    for r in rings:
+        if r.stride > 0:
+            strides.setdefault(r.group, []).append(r.stride)
+    parts = []
+    for g, ps in sorted(strides.items()):
+        k = groups[g].size
+        if k <= 3:  # every ring order of 2 or 3 members is a stride of the listed order
+            continue
+        parts.append(f"group {g} ({k} members): rings member i -> member i+p of its listed order, p in {ps}, "
+                     f"not all {math.factorial(k - 1):,} ring orders")
+    if not parts:
+        return None
+    return ("status and bound hold among the candidate rings only - " + "; ".join(parts)
+            + f" (every ring order is a candidate for groups of up to {ALL_RINGS_UP_TO} members)")
 
 
 def moore_layer_hops(count: int, first: int, ratio: int) -> np.ndarray:
@@ -185,7 +220,7 @@ def _uniform_demand(instance: Instance, mp: np.ndarray) -> bool:
 
 
 def build_topology_routing(instance: Instance, formulation: str = "strong", mutable_rings: bool = True,
-                           all_orders_up_to: int = 0) -> TopologyRoutingModel:
+                           all_orders_up_to: int = ALL_RINGS_UP_TO) -> TopologyRoutingModel:
     """Build the MILP for ``instance`` (family ``any``) as arrays; ``all_orders_up_to``: see
     :func:`ring_candidates`."""
     if formulation not in FORMULATIONS:
@@ -418,9 +453,10 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
         zv = np.maximum(values[m.z_cols], 0.0)
         share = np.zeros(max(r.group for r in m.rings) + 1)
         np.add.at(share, [r.group for r in m.rings], zv)
-        # Rings with a negligible share are solver noise: their traffic would fall below the path
-        # decomposition's tolerance and be left unrouted. Drop them and renormalise.
-        kept = [c for c, r in enumerate(m.rings) if zv[c] > 1e-7 * max(share[r.group], 1e-300)]
+        # Rings with a negligible share are solver noise (their traffic would fall below the path
+        # decomposition's tolerance and be left unrouted, or make the evaluator's score differ from
+        # the model's lambda in the 6th digit): drop them and renormalise.
+        kept = [c for c, r in enumerate(m.rings) if zv[c] > RING_SHARE_SNAP * max(share[r.group], 1e-300)]
         kept_share = np.zeros_like(share)
         np.add.at(kept_share, [m.rings[c].group for c in kept], zv[kept])
         for c in kept:
@@ -543,8 +579,8 @@ def _solve_by_moore_circulant(instance: Instance, options: ExactOptions, started
     if options.time_limit_s == 0:
         return Solution(status="no_solution", method="exact", topology=None, backend=options.backend, wall_time_s=0.0,
                         details={**details, "model_status": "no_solution"})
-    if options.export_model and instance.objective != "diameter":  # the MILP is the model of the problem
-        export_model(build_topology_routing(instance, "strong").model, options)
+    if options.export_model:  # the MILP (diameter: its first feasibility model) is the model of the problem
+        export_problem_model(instance, options)
     search = moore_circulant.search_moore_circulant(instance, options)
     if search.topology is None:
         return f"Moore circulant search: {search.reason}"
@@ -574,8 +610,8 @@ def _solve_hops_by_catalogue(instance: Instance, options: ExactOptions, started:
     if options.time_limit_s == 0:
         return Solution(status="no_solution", method="exact", topology=None, backend=options.backend, wall_time_s=0.0,
                         details={"model": "topology_routing", "algorithm": "catalogue", "model_status": "no_solution"})
-    if options.export_model and instance.objective == "aspl":  # the MILP is the model of the problem
-        export_model(build_topology_routing(instance, "strong").model, options)
+    if options.export_model:  # the MILP (diameter: its first feasibility model) is the model of the problem
+        export_problem_model(instance, options)
     X, value, proven, outside = graph_catalogue.search_hop_objective(instance)
     if not proven:
         return f"best catalogue {instance.objective} {value:.6g} does not exclude topologies outside it (those reach >= {outside:.6g})"
@@ -584,6 +620,19 @@ def _solve_hops_by_catalogue(instance: Instance, options: ExactOptions, started:
                "catalogue_outside_floor": outside, "solver_calls": 0}
     return Solution(status="optimal", method="exact", topology=Topology(X), objective=value, bound=value, gap=0.0,
                     backend=options.backend, wall_time_s=time.perf_counter() - started, details=details)
+
+
+def export_problem_model(instance: Instance, options: ExactOptions) -> None:
+    """Write the model of the problem to ``options.export_model`` when a search answers instead of
+    it: the strong MILP, or for objective ``diameter`` the first feasibility model of
+    :func:`solve_diameter`, 'diameter <= the Moore bound' (:func:`build_diameter_feasibility`)."""
+    if not options.export_model:
+        return
+    if instance.objective == "diameter":
+        c = instance.cluster
+        export_model(build_diameter_feasibility(instance, moore_diameter_bound(c.servers, c.degree, c.directed))[0], options)
+    else:
+        export_model(build_topology_routing(instance, "strong").model, options)
 
 
 def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResult, wall: float) -> Solution:
@@ -605,6 +654,22 @@ def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResul
     unit = instance.cluster.link_bytes_per_s / m.scale if m.objective != "aspl" else 1.0
     objective = result.objective * unit if result.objective is not None else None
     bound = result.bound * unit if result.bound is not None else None
+    restricted = restricted_rings_note(m.rings, instance.demand.allreduce)
+    if restricted:
+        details["rings_restricted"] = restricted
+    maximise = m.objective != "aspl"
+    gap = result.gap
+    if objective is not None and instance.objective in ("throughput", "aspl"):
+        # The design returned is the decoded one (rounded links, snapped ring shares): report the
+        # evaluator's score of it, not the solver's raw value, so that the two agree to the digit.
+        scored = _evaluator_objective(instance, Topology(X), routing)
+        if scored is not None and scored != objective:
+            if abs(scored - objective) > 1e-9 * abs(scored):  # not mere rounding: say what the solver had
+                details["model_objective_raw"] = objective
+                if bound is not None and (bound < scored if maximise else bound > scored):
+                    bound = scored  # solver noise past its own bound: the bound is at least the design
+                gap = relative_gap(scored, bound) if gap is not None else None
+            objective = scored
     obj_name = instance.objective
     if obj_name in ("comm_time", "iteration_time"):
         # The MILP maximises lam (the bandwidth term is 1/throughput); the latency term alpha*hops is
@@ -612,16 +677,35 @@ def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResul
         details["milp_objective"] = "throughput (bandwidth term 1/lambda); the latency term is added by the evaluator"
         details["milp_throughput"] = objective
         details["milp_throughput_bound"] = bound
+        bw_gap = relative_gap(objective, bound)
         # A valid lower bound on comm time: no design beats the bandwidth bound, and traffic takes >= 1 hop.
         objective, gap = None, None
         bound = (1.0 / bound if bound else 0.0) + instance.cluster.hop_latency_s
         if status == "optimal" and instance.cluster.hop_latency_us > 0:
             status = "feasible"
-            details["status_note"] = "bandwidth term proven optimal; the latency term is not optimised, so comm time is not proven"
-    else:
-        gap = result.gap
+            if bw_gap is None:
+                details["status_note"] = "the latency term is not optimised, so comm time is not proven"
+            elif bw_gap <= DEFAULT_REL_GAP * (1 + 1e-9):
+                details["status_note"] = ("bandwidth term proven optimal; the latency term is not optimised, "
+                                          "so comm time is not proven")
+            else:  # the solver stopped at a requested gap: nothing is proven optimal
+                details["status_note"] = (f"bandwidth term within {bw_gap:.4g} of its bound (the requested gap), not "
+                                          "proven optimal; the latency term is not optimised")
     return Solution(status=status, method="exact", topology=Topology(X), routing=routing, objective=objective, bound=bound,
                     gap=gap, backend=result.backend, wall_time_s=wall, details=details)
+
+
+def _evaluator_objective(instance: Instance, topology: Topology, routing: Routing) -> float | None:
+    """The evaluator's objective of the decoded design (None when it cannot score it)."""
+    from topoopt_ilp.evaluate import RoutingError, evaluate, objective_value
+
+    sol = Solution(status="feasible", method="exact", topology=topology, routing=routing)
+    mode = "given" if (len(routing.paths) or len(routing.offset_routes)) else "shortest_path"  # as solve.finalize
+    try:
+        value = objective_value(instance, evaluate(instance, sol, routing=mode))
+    except (RoutingError, InputError):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -708,7 +792,8 @@ def moore_diameter_bound(n: int, d: int, directed: bool) -> int:
 
 def solve_diameter(instance: Instance, options: ExactOptions, start: np.ndarray | None) -> Solution:
     """Smallest diameter: the heuristic (or start) gives an upper bound, the Moore bound a lower one;
-    feasibility models for H = lower, lower+1, ... close the gap."""
+    feasibility models for H = lower, lower+1, ... close the gap. ``options.export_model`` writes
+    the first of them, H = the Moore bound (also when the start meets that bound and none is solved)."""
     from topoopt_ilp.graph import diameter as graph_diameter
 
     c = instance.cluster
@@ -718,6 +803,9 @@ def solve_diameter(instance: Instance, options: ExactOptions, start: np.ndarray 
     best_x = start
     upper = graph_diameter(start) if start is not None else math.inf
     details = {"model": "topology_routing/diameter", "moore_lower_bound": lower, "feasibility_models": []}
+    if options.export_model:
+        details["exported_model"] = f"diameter <= {lower} (the Moore bound; the first feasibility model)"
+        export_problem_model(instance, options)
     H = lower
     status = "optimal"
     while H < upper:
