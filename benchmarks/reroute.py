@@ -1,0 +1,81 @@
+"""What re-routing buys: designs before and after ``topoopt route``, and its LP against the arc-flow LP.
+
+For each instance and method, side by side in one run: the design's bandwidth term and iteration time
+with its own routing (shortest paths split equally, or the heuristic's), after
+:func:`topoopt_ilp.route.route` (the column-generation LP of :mod:`topoopt_ilp.models.routing`), the
+ratio, the LP's bound and time, and the time of the evaluator's arc-flow LP (``evaluate(...,
+routing="optimal")``, one commodity per source) on the same design, with its bandwidth term as an
+independent check (``-`` where that LP is beyond the evaluator's size limit or ``--arc-limit``).
+
+    .venv/bin/python benchmarks/reroute.py [--time-limit 60] [--arc-limit 120]
+        [--cases dlrm-mini-8-fixed:heuristic,mix-16:heuristic,...]
+
+A case is ``INSTANCE:METHOD`` with INSTANCE a file name under instances/ or instances/paper/ (without
+``.json``) and METHOD heuristic, alternating (``--time-limit`` seconds) or exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from topoopt_ilp.errors import UnsupportedError  # noqa: E402
+from topoopt_ilp.evaluate import evaluate  # noqa: E402
+from topoopt_ilp.io import load_instance  # noqa: E402
+from topoopt_ilp.route import route  # noqa: E402
+from topoopt_ilp.solve import solve  # noqa: E402
+
+CASES = ("dlrm-mini-8-fixed:heuristic,dlrm-mini-8-fixed:exact,mix-16:heuristic,testbed-12:heuristic,"
+         "dlrm-mini-6:alternating,dlrm-128-d8:alternating,bert-128-d8:alternating")
+
+
+def _path(name: str) -> Path:
+    for folder in (ROOT / "instances", ROOT / "instances" / "paper"):
+        if (folder / f"{name}.json").exists():
+            return folder / f"{name}.json"
+    raise SystemExit(f"no instance {name} under instances/ or instances/paper/")
+
+
+def _ms(v: float) -> str:
+    return f"{v * 1e3:8.3f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=CASES)
+    ap.add_argument("--time-limit", type=float, default=60.0, help="alternating/exact budget, and the routing LP's")
+    ap.add_argument("--arc-limit", type=float, default=120.0,
+                    help="skip the arc-flow LP where the column generation took longer than this")
+    args = ap.parse_args()
+    print(f"{'case':<28} {'bw ms':>8} {'-> ms':>8} {'iter ms':>8} {'-> ms':>8} {'ratio':>6} {'bound ms':>8} "
+          f"{'proven':>6} {'paths':>6} {'route s':>8} {'arc LP s':>8} {'arc bw ms':>9}")
+    for case in args.cases.split(","):
+        name, method = case.split(":")
+        inst = load_instance(_path(name))
+        options = {"time_limit_s": args.time_limit} if method in ("alternating", "exact") else {}
+        sol = solve(inst, method=method, **options)
+        t = time.perf_counter()
+        routed = route(inst, sol, time_limit_s=args.time_limit)
+        secs = time.perf_counter() - t
+        r = routed.details["reroute"]
+        arc_s, arc_bw = "-", "-"
+        if secs <= args.arc_limit:
+            t = time.perf_counter()
+            try:
+                arc = evaluate(inst, sol, routing="optimal")
+                arc_s, arc_bw = f"{time.perf_counter() - t:8.2f}", _ms(arc.bandwidth_time_s)
+            except UnsupportedError:
+                arc_s = "too big"
+        print(f"{case:<28} {_ms(r['bandwidth_s_before'])} {_ms(r['bandwidth_s'])} {_ms(r['objective_before'])} "
+              f"{_ms(r['objective_rerouted'])} {r['objective_rerouted'] / r['objective_before']:6.3f} "
+              f"{_ms(r['bandwidth_bound_s'])} {str(r['proven']):>6} {r['paths']:>6} {secs:8.2f} {arc_s:>8} {arc_bw:>9}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
