@@ -218,10 +218,18 @@ def test_solve_exact_takes_the_instance_solver_section_as_defaults(monkeypatch):
     assert (o.backend, o.time_limit_s, o.gap, o.threads) == ("highs", 3, 0.01, 2)
 
 
-def test_solve_exact_uses_the_instance_backend_end_to_end():
-    inst = small(solver=SolverDefaults(backend="no-such-solver"))
-    with pytest.raises(InputError, match="no-such-solver"):
+def test_solve_exact_uses_the_instance_backend_end_to_end(monkeypatch):
+    """An unknown backend is refused with the instance; a known one the machine lacks, by the solve
+    that would use it (and a backend given to solve overrides the instance's)."""
+    from topoopt_ilp.solvers.registry import BackendInfo
+
+    with pytest.raises(InputError, match="solver.backend: must be one of"):
+        small(solver=SolverDefaults(backend="no-such-solver"))
+    inst = small(solver=SolverDefaults(backend="cbc"))
+    monkeypatch.setattr(BackendInfo, "is_available", lambda self: self.name != "cbc")
+    with pytest.raises(InputError, match="cbc"):
         solve(inst, method="exact")
+    monkeypatch.undo()
     assert solve(inst, method="exact", backend="highs", time_limit_s=30).has_solution
 
 
