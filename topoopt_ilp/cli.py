@@ -664,6 +664,14 @@ def _comparison_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
 
 
+def solution_output_arguments(p: argparse.ArgumentParser) -> None:
+    """``-o/--out`` and ``--json | --quiet`` of the commands that end with a solution (solve, route)."""
+    p.add_argument("-o", "--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the solution as JSON")
+    shown.add_argument("--quiet", action="store_true", help="print nothing; use the exit code")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="topoopt", description="Design the network of a distributed DNN training cluster: "
                 "topology, routing and placement, exact (MILP) or heuristic (TopoOpt).")
@@ -760,10 +768,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reroute", action="store_true",
                    help="then route the design's traffic over the paths that minimise its busiest link (as topoopt "
                         "route does) and keep that routing when it scores better")
-    s.add_argument("-o", "--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
-    shown = s.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true", help="print the solution as JSON")
-    shown.add_argument("--quiet", action="store_true", help="print nothing; use the exit code")
+    solution_output_arguments(s)
     s.set_defaults(func=_cmd_solve)
 
     c = sub.add_parser("compare", help="compare methods and back-ends on one instance",

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from .cli import _fmt_time, _nonneg_float, _print_solution
+from .cli import _fmt_time, _nonneg_float, _print_solution, solution_output_arguments
 from .errors import EXIT_ERROR, EXIT_OK, InputError
 
 __all__ = ["DEFAULT_TIME_LIMIT_S", "add_subcommand", "reroute_line", "run_route"]
@@ -38,10 +38,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=_nonneg_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
                    help=f"seconds for the routing LP (default {DEFAULT_TIME_LIMIT_S:g}); at the limit the best routing so "
                         "far is used, with its bound")
-    p.add_argument("-o", "--out", default=None, metavar="SOLUTION.json", help="write the result here (atomically)")
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="print the resulting solution as JSON")
-    out.add_argument("--quiet", action="store_true", help="print nothing")
+    solution_output_arguments(p)
     p.set_defaults(func=run_route)
     return p
 
