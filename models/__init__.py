@@ -69,6 +69,11 @@ def _score(instance: Instance, sol: Solution) -> float | None:
     return -value if instance.objective == "throughput" else value
 
 
+#: The warm start replaces the model's design only when the evaluator scores it better by more than
+#: this relative amount: the two scores of equally good designs differ in the last bits.
+START_TOLERANCE = 1e-9
+
+
 def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | None, time_limit_s: float | None
                           ) -> Solution:
     """The exact solve's design, or its warm start when the evaluator scores the start strictly
@@ -85,8 +90,8 @@ def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | N
     if not sol.has_solution and sol.status != "no_solution":
         return sol  # infeasible, error: the start cannot change that
     mine, theirs = _score(instance, sol), _score(instance, start)
-    if theirs is None or (mine is not None and mine <= theirs):
-        return sol
+    if theirs is None or (mine is not None and mine <= theirs + START_TOLERANCE * abs(theirs)):
+        return sol  # not better by more than rounding (7.000000000000002e-05 vs 7e-05 is a tie)
     details = {**sol.details}
     if not sol.has_solution:
         note = "the warm start: the model found no design in its time"
