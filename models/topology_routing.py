@@ -670,6 +670,11 @@ def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResul
                     bound = scored  # solver noise past its own bound: the bound is at least the design
                 gap = relative_gap(scored, bound) if gap is not None else None
             objective = scored
+        if maximise and objective <= 0:  # the decoded design carries none of the demand (e.g. disconnected)
+            details.update(model_status="no_solution",
+                           status_note="the solver's point, decoded, carries none of the demand (throughput 0)")
+            return Solution(status="no_solution", method="exact", topology=None, backend=result.backend,
+                            wall_time_s=wall, details=details)
     obj_name = instance.objective
     if obj_name in ("comm_time", "iteration_time"):
         # The MILP maximises lam (the bandwidth term is 1/throughput); the latency term alpha*hops is

@@ -428,3 +428,22 @@ def test_a_requested_gap_is_not_called_a_proven_bandwidth_term():
         assert not d["status_note"].startswith("bandwidth term proven") and f"{bw_gap:.4g}" in d["status_note"]
     else:  # the solver closed the gap anyway: then the proof is real
         assert d["status_note"].startswith("bandwidth term proven optimal")
+
+
+def test_a_point_whose_decoded_design_carries_nothing_is_no_design():
+    """A time-limited naive solve once ended 'feasible' with throughput 0: the solver's lambda was
+    positive, the decoded design carried none of the demand. Such a point is no design (no_solution),
+    as a point with lambda = 0 already was. Here the optimum's links are all removed."""
+    from topoopt_ilp.models import ExactOptions
+    from topoopt_ilp.models.common import run_model
+    from topoopt_ilp.models.topology_routing import _to_solution
+
+    instance = _ring_case(range(8), _cycle8(), 8)
+    m = build_topology_routing(instance)
+    result = run_model(m.model, ExactOptions(time_limit_s=60))
+    values = result.values.copy()
+    values[m.x_cols] = 0.0
+    point = type(result)(**{**result.__dict__, "values": values, "status": type(result.status).FEASIBLE})
+    sol = _to_solution(instance, m, point, 0.1)
+    assert sol.status == "no_solution" and sol.topology is None
+    assert "carries none of the demand" in sol.details["status_note"]
