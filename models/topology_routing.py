@@ -43,7 +43,9 @@ __all__ = ["ALL_RINGS_UP_TO", "MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", 
 
 #: The smallest demand entry (an MP pair's bytes or a ring's bytes per member) must be at least this
 #: share of the largest: below, it is under the solvers' tolerances once scaled (see the model builder).
-DEMAND_RANGE_LIMIT = 1e-7
+#: Measured (8 servers, degree 4, MP pair of 5e6 bytes, AllReduce of 4 members): 1.1e-6 of the largest
+#: decodes into a valid design, 3.3e-7 into one that leaves the pair unconnected.
+DEMAND_RANGE_LIMIT = 1e-6
 MAX_SERVERS = 32  # n(n-1) arcs x n sources: beyond ~32 servers the model is too large to prove anything
 FORMULATIONS = ("strong", "naive")
 #: HiGHS settings for the strong formulation (``--solver-option`` overrides them). Its root bound is
@@ -246,7 +248,7 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
     if smallest < DEMAND_RANGE_LIMIT * scale:
         # Scaled to the largest entry, the smallest would sit below the solvers' feasibility
         # tolerance (~1e-7): a topology that leaves it unconnected looks feasible (measured: one
-        # AllReduce of 1e15 bytes next to MP pairs of 5e6 decoded into a disconnected pair).
+        # AllReduce of 1e13 bytes next to MP pairs of 5e6 decoded into a disconnected pair).
         raise UnsupportedError(f"the demand spans a factor {scale / smallest:.3g} ({smallest:.3g} to {scale:.3g} bytes), "
                                f"more than the factor {1 / DEMAND_RANGE_LIMIT:.0e} the exact model's numerics resolve; drop or merge "
                                "the smallest entries, or use --method heuristic")
