@@ -53,7 +53,8 @@ FORMULATIONS = ("strong", "naive")
 #: without presolve the node LPs warm-start from the model as built, and with no reliability
 #: threshold on pseudo-costs (strong branching only on variables never branched on) fewer node LPs
 #: are spent on strong branching. Measured on the AllReduce + MP mixes of
-#: ``benchmarks/exact_vs_naive.py`` (no warm start), default -> these: n=10 d=2 1.9 -> 0.8 s, d=3
+#: ``benchmarks/exact_vs_naive.py`` (no warm start; TotientPerms rings only, before every ring order of
+#: groups up to ALL_RINGS_UP_TO members was a candidate), default -> these: n=10 d=2 1.9 -> 0.8 s, d=3
 #: 3.9 -> 1.5 s; n=12 d=2 7.5 -> 3.9 s, d=3 32.0 -> 15.2 s, d=4 37.1 -> 18.5 s. The naive
 #: formulation gains nothing from them (n=10 d=2 16.0 -> 13.4 s, n=8 d=3 1.6 -> 2.1 s).
 STRONG_TUNING = {"highs": {"presolve": "off", "mip_pscost_minreliable": 0}}
