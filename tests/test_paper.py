@@ -50,6 +50,14 @@ def test_alternating_is_never_worse_than_topoopts_rule(candle):
     assert res.speedup("alternating", "topoopt") == pytest.approx(res.iteration_time_s["topoopt"] / res.iteration_time_s["alternating"])
 
 
+def test_the_rerouted_design_is_the_alternating_one_never_worse(candle):
+    inst, res = candle
+    assert res.iteration_time_s["routed"] <= res.iteration_time_s["alternating"]
+    assert res.details["reroute"]["proven"]  # a 12-server design: the routing LP proves its optimum at once
+    assert res.speedup("routed", "fat_tree_1") >= res.speedup("alternating", "fat_tree_1")
+    assert "R/FT 1:1" in format_table([res])
+
+
 def test_fat_tree_bandwidth_is_the_cost_models(candle):
     inst, res = candle
     for key, ratio in zip(FAT_TREES, (1, 2, 4)):
