@@ -161,3 +161,17 @@ def test_every_method_at_its_limit_without_a_solution_exits_4(capsys):
     assert _rows_exit([limit, CompareRow.failed("heuristic", "-", "refused")]) == 1  # not only limits: 1
     assert _rows_exit([limit, replace(limit, status="infeasible")]) == 3  # a proof wins
     assert _rows_exit([limit, replace(limit, status="feasible", verified=True)]) == 0
+
+
+def test_an_optimum_among_candidate_rings_is_a_note_in_compare_and_solve(tmp_path, capsys):
+    """An AllReduce over 8 servers has more members than every ring order is tried for: the exact
+    row's status and bound hold among its candidate rings, which the table's note and solve say."""
+    from conftest import minimal
+
+    path = tmp_path / "ar8.json"
+    path.write_text(json.dumps(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6}]})))
+    assert main(["compare", str(path), "--methods", "exact", "--time-limit", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "(note 1)" in out and "candidate rings only" in out and "group 0 (8 members)" in out
+    assert main(["solve", str(path), "--method", "exact", "--time-limit", "30"]) == 0
+    assert "(status and bound among its candidate rings: rings_restricted below)" in capsys.readouterr().out

@@ -65,3 +65,25 @@ def test_cli_route_and_solve_reroute(tmp_path, capsys):
     capsys.readouterr()
     assert main(["route", mix, str(none)]) == 2
     assert "holds no design" in capsys.readouterr().err
+
+
+def test_bad_time_limits_and_objectives_the_routing_does_not_change():
+    inst = load_instance(FIXED)
+    sol = solve(inst, method="heuristic")
+    for bad in (-1.0, float("nan"), float("inf"), "5"):
+        with pytest.raises(InputError, match="time limit"):
+            route(inst, sol, time_limit_s=bad)
+    circ = load_instance(INSTANCES / "coprime-circulant-32.json")  # objective aspl: routing cannot change it
+    kept = route(circ, solve(circ, method="heuristic"))
+    assert kept.details["reroute"]["applied"] is False
+    assert "does not depend on the routing" in kept.details["reroute"]["note"]
+
+
+def test_a_rerouted_alternating_design_says_how_it_is_routed(capsys):
+    inst = load_instance(INSTANCES / "dlrm-mini-6.json")
+    sol = solve(inst, method="alternating", time_limit_s=20)
+    routed = route(inst, sol)
+    if routed.details["reroute"]["applied"]:
+        assert routed.details["routing"].startswith("re-routed")
+    else:
+        assert routed.details.get("routing") == sol.details.get("routing")

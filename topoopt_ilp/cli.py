@@ -417,6 +417,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _no_solution_reason(code: int) -> str:
     """What compare or one instance of a sweep says when it exits non-zero."""
+    if code == EXIT_NO_SOLUTION:
+        return "no method found a solution within its limits"
     return "no method found a solution that passes verification" + (" (proven infeasible)" if code == EXIT_INFEASIBLE else "")
 
 
@@ -622,7 +624,8 @@ def _print_solution(args, inst, sol, report) -> None:
     head = f"{name}: {c.servers} servers x {c.degree} x {c.link_bandwidth_gbps:g} Gbps ({c.links})"
     print(head)
     detail = f"method {sol.method}" + (f" [{sol.backend}]" if sol.backend else "")
-    print(f"  status             {sol.status} ({detail}, {sol.wall_time_s:.3f} s)")
+    among = " (status and bound among its candidate rings: rings_restricted below)" if sol.details.get("rings_restricted") else ""
+    print(f"  status             {sol.status}{among} ({detail}, {sol.wall_time_s:.3f} s)")
     if sol.objective is not None:
         extra = ""
         if sol.bound is not None:

@@ -46,7 +46,14 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 def reroute_line(details: dict[str, Any]) -> str:
     """One line on what re-routing did (from ``details["reroute"]``)."""
     r = details["reroute"]
-    bound = f"bound {_fmt_time(r['bandwidth_bound_s'])}" + (", proven" if r["proven"] else ", time limit")
+    if r["proven"]:
+        bound = f"bound {_fmt_time(r['bandwidth_bound_s'])}, proven"
+    elif r["bandwidth_bound_s"] < 0.01 * r["bandwidth_s"]:  # the first rounds' duals bound next to nothing
+        bound = "no useful bound yet: time limit"
+    else:
+        bound = f"bound {_fmt_time(r['bandwidth_bound_s'])}, time limit"
+    if not r["applied"] and "depend on the routing" in r.get("note", ""):
+        return f"kept the given routing: {r['note'].split(':')[0]}"
     if not r["applied"]:
         return (f"kept the given routing: bandwidth {_fmt_time(r['bandwidth_s_before'])}; the routing LP reached "
                 f"{_fmt_time(r['bandwidth_s'])} ({bound}), {r['wall_time_s']:.3g} s")

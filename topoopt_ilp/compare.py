@@ -102,6 +102,8 @@ def run_one(instance: Instance, method: str, backend: str, options: Mapping[str,
         return CompareRow.failed(method, backend, str(exc))
     ok = verify(instance, sol).valid if sol.has_solution else None
     why = str(sol.details.get("infeasible", "")) if sol.status == "infeasible" else ""  # the models say why there: a note
+    if sol.has_solution and sol.details.get("rings_restricted"):  # its optimum / bound hold among candidate rings only
+        why = str(sol.details["rings_restricted"])
     return CompareRow(method, sol.backend or backend, sol.status, sol.objective, sol.bound, sol.gap, sol.wall_time_s, ok,
                       message=why)
 

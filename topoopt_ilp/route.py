@@ -11,6 +11,7 @@ better, else the design itself; either way with what was measured in ``details["
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -45,6 +46,9 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
     from .models.routing import min_max_routing
     from .verify import verify
 
+    if time_limit_s is not None and not (isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s)
+                                         and time_limit_s >= 0):
+        raise InputError(f"time limit must be a finite number >= 0 or None, got {time_limit_s!r}", field="time_limit_s")
     if not solution.has_solution:
         raise InputError(f"the solution holds no design (status {solution.status}): nothing to route")
     report = verify(instance, solution, check_metrics=False)
@@ -72,10 +76,13 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
         "wall_time_s": round(time.perf_counter() - started, 4),
     }
     if not improved:
-        record["note"] = "the solution's own routing is as good: kept"
+        record["note"] = (f"the objective ({instance.objective}) does not depend on the routing: kept"
+                          if instance.objective in ("aspl", "diameter") else "the solution's own routing is as good: kept")
         return replace(solution, details={**solution.details, "reroute": record})
     record["replaced"] = {"status": solution.status, "objective": solution.objective, "bound": solution.bound,
                           "gap": solution.gap}
+    details = {**solution.details, "reroute": record}
+    if isinstance(details.get("routing"), str):  # the method's own words on its routing no longer hold
+        details["routing"] = "re-routed: the routing LP's paths (topoopt route), rings kept"
     return replace(routed, metrics=after.as_dict(), objective=value_after,
-                   wall_time_s=solution.wall_time_s + record["wall_time_s"],
-                   details={**solution.details, "reroute": record})
+                   wall_time_s=solution.wall_time_s + record["wall_time_s"], details=details)
