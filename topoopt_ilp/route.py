@@ -41,7 +41,8 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
     solution's own, else the default ones) that minimises its busiest link's time on its topology,
     as explicit paths, when the evaluator scores that better; else ``solution`` unchanged but for
     ``details["reroute"]``. A better design is returned ``feasible`` with no bound: a bound the
-    method proved held for its own routing rule only. Raises InputError for a solution that holds no
+    method proved may rest on its own routing rule (the placement model's holds for shortest paths
+    only). Raises InputError for a solution that holds no
     design or fails verification."""
     from .models.routing import min_max_routing
     from .verify import verify
@@ -77,7 +78,9 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
     }
     if not improved:
         record["note"] = (f"the objective ({instance.objective}) does not depend on the routing: kept"
-                          if instance.objective in ("aspl", "diameter") else "the solution's own routing is as good: kept")
+                          if instance.objective in ("aspl", "diameter") else
+                          "the solution's own routing is as good: kept" if result.proven else
+                          "the routing LP did not beat the solution's own routing within its time limit: kept")
         return replace(solution, details={**solution.details, "reroute": record})
     record["replaced"] = {"status": solution.status, "objective": solution.objective, "bound": solution.bound,
                           "gap": solution.gap}
