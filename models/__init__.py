@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.solution import Solution
 
 from .common import ExactOptions, check_start
+
+if TYPE_CHECKING:
+    from .joint import Incumbent
 
 __all__ = ["JOINT_FORMULATIONS", "ExactOptions", "solve_exact"]
 
@@ -32,15 +37,24 @@ __all__ = ["JOINT_FORMULATIONS", "ExactOptions", "solve_exact"]
 JOINT_FORMULATIONS = ("auto", "milp", "enumeration")
 
 
-def _warm_start(instance: Instance, options: ExactOptions) -> Solution | None:
-    """The solution to start from: the heuristic's, a solution file's, or none."""
+#: A method that solves an instance on its own, e.g. TopoOpt's heuristic (``topoopt_ilp.solve``
+#: passes its ``METHODS["heuristic"]``): ``heuristic(instance) -> Solution``.
+Heuristic = Callable[[Instance], Solution]
+
+
+def _warm_start(instance: Instance, options: ExactOptions, heuristic: Heuristic | None = None) -> Solution | None:
+    """The solution to start from: the heuristic's (``heuristic(instance)``; without one, TopoOpt's
+    TopologyFinder from the core heuristic modules, :func:`.placement.heuristic_start`), a solution
+    file's, or none."""
     choice = options.warm_start
     if choice in (None, "none"):
         return None
     if choice == "heuristic":
-        from topoopt_ilp.solve import METHODS
+        if heuristic is not None:
+            return heuristic(instance)
+        from .placement import heuristic_start
 
-        return METHODS["heuristic"](instance)
+        return heuristic_start(instance, None)
     if not os.path.exists(choice):
         raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
     from topoopt_ilp.io import load_solution
@@ -117,8 +131,24 @@ def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | N
                    backend=sol.backend, wall_time_s=sol.wall_time_s, details={**details, "returned": note})
 
 
-def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwargs) -> Solution:
-    """Solve ``instance`` exactly with the model its topology family calls for."""
+def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heuristic: Heuristic | None = None,
+                incumbent: Incumbent | None = None, **kwargs) -> Solution:
+    """Solve ``instance`` exactly with the model its topology family calls for.
+
+    The method layer hands in the starts it owns (this layer never imports it, design §2):
+
+    heuristic : ``heuristic(instance) -> Solution``, optional
+        The warm start of the general-topology model when ``options.warm_start`` is ``"heuristic"``
+        (``topoopt_ilp.solve`` passes TopoOpt's heuristic method). Default: TopoOpt's TopologyFinder
+        from the core heuristic modules (:func:`.placement.heuristic_start`), the same links and
+        routing.
+    incumbent : ``incumbent(instance, options, budget_s) -> Solution | None``, optional
+        The incumbent of a workload's joint problem when ``options.warm_start`` is ``"heuristic"``
+        (``topoopt_ilp.solve`` passes the alternating decomposition,
+        ``topoopt_ilp.alternating.alternating_incumbent``). Default: TopoOpt's data-parallel start
+        with its TopologyFinder topology (:func:`.joint.heuristic_incumbent`), the alternating
+        decomposition's first step.
+    """
     options = options or ExactOptions(**{k: v for k, v in kwargs.items() if v is not None})
     if instance.workload is not None:
         if instance.fixed_topology is not None:  # only the placement is free: its model is the exact one
@@ -132,17 +162,17 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, **kwarg
         if formulation == "milp":
             from .joint import solve_joint
 
-            return solve_joint(instance, options)
+            return solve_joint(instance, options, incumbent=incumbent)
         from .joint_enumeration import solve_joint_enumeration
 
-        return solve_joint_enumeration(instance, options, fallback_to_milp=formulation == "auto")
+        return solve_joint_enumeration(instance, options, fallback_to_milp=formulation == "auto", incumbent=incumbent)
     if instance.fixed_topology is not None:
         raise UnsupportedError("the instance fixes the topology; there is no topology to optimise exactly "
                                "(score it with 'topoopt evaluate INSTANCE SOLUTION --routing optimal')")
     if instance.topology_family == "any":
         from .topology_routing import solve_topology_routing
 
-        start = _warm_start(instance, options)
+        start = _warm_start(instance, options, heuristic)
         sol = solve_topology_routing(instance, options, None if start is None else start.topology.matrix)
         sol = _not_worse_than_start(instance, sol, start, options.time_limit_s)
     else:

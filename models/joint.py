@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -657,17 +658,41 @@ def _complete_start(model: LinearModel, partial: np.ndarray, time_limit_s: float
     return result.values if result.values is not None else partial
 
 
-def _start_solution(instance: Instance, options: ExactOptions, budget_s: float | None) -> Solution | None:
-    """The incumbent: a solution file, or the alternating decomposition (which starts from TopoOpt's
-    heuristic for the data-parallel strategy and never returns anything worse), within ``budget_s``."""
+#: What produces a joint model's incumbent: ``incumbent(instance, options, budget_s)`` returns a
+#: solution with a placement and a topology, or None when it has none (e.g. TopoOpt's start breaks
+#: the memory limit). ``budget_s``: its share of the time limit (a fifth, at most 60 s). The method layer
+#: passes the alternating decomposition (``topoopt_ilp.alternating.alternating_incumbent``).
+Incumbent = Callable[[Instance, ExactOptions, float], Solution | None]
+
+
+def heuristic_incumbent(instance: Instance, options: ExactOptions, budget_s: float = 60.0) -> Solution | None:
+    """The default :data:`Incumbent` of the model layer: TopoOpt's data-parallel start with its
+    TopologyFinder topology and routing (the alternating decomposition's first step, from the core
+    heuristic modules: :func:`.placement.heuristic_start`); None when that start breaks server memory.
+    It ignores ``options`` and ``budget_s`` (it takes milliseconds)."""
+    from topoopt_ilp.errors import InstanceError, StartInfeasibleError
+
+    from .placement import data_parallel_start, heuristic_start
+
+    try:
+        return heuristic_start(instance, data_parallel_start(instance))
+    except (InstanceError, StartInfeasibleError):
+        return None
+
+
+def _start_solution(instance: Instance, options: ExactOptions, budget_s: float | None,
+                    incumbent: Incumbent | None = None) -> Solution | None:
+    """The incumbent: a solution file, or ``incumbent(instance, options, budget_s)`` (the method layer
+    passes the alternating decomposition, which starts from TopoOpt's heuristic for the data-parallel
+    strategy and never returns anything worse; default :func:`heuristic_incumbent`), within ``budget_s``."""
     choice = options.warm_start
     if choice in (None, "none"):
         return None  # no start at all: the model is bounded by a formula instead (see solve_joint)
     if choice != "heuristic":
         import os
 
+        from topoopt_ilp.evaluate import evaluate, objective_value
         from topoopt_ilp.io import load_solution
-        from topoopt_ilp.solve import finalize
 
         if not os.path.exists(choice):
             raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
@@ -675,16 +700,12 @@ def _start_solution(instance: Instance, options: ExactOptions, budget_s: float |
         if sol.placement is None or sol.topology is None or sol.topology.n != instance.n:
             raise InputError(f"{choice}: the solution needs a placement and a topology for {instance.n} servers")
         check_start(instance, sol, choice)
-        return finalize(instance, sol)
-    from topoopt_ilp.alternating import solve_alternating
-    from topoopt_ilp.errors import InstanceError, StartInfeasibleError
-
-    budget = 60.0 if budget_s is None else budget_s
-    try:
-        return solve_alternating(instance, rounds=3, round_time_limit_s=max(1.0, budget / 4), time_limit_s=budget,
-                                 backend=options.backend)
-    except (InstanceError, StartInfeasibleError):  # the data-parallel start breaks the memory limit: no incumbent
-        return None
+        if not sol.has_solution:
+            return sol
+        metrics = evaluate(instance, sol)  # the evaluator's metrics and objective, as the method layer's finalize
+        return replace(sol, metrics=metrics.as_dict(),
+                       objective=sol.objective if sol.objective is not None else objective_value(instance, metrics))
+    return (incumbent or heuristic_incumbent)(instance, options, 60.0 if budget_s is None else budget_s)
 
 
 def _as_exact(start: Solution, objective: float, bound: float | None, backend: str | None, wall: float,
@@ -698,7 +719,8 @@ def _as_exact(start: Solution, objective: float, bound: float | None, backend: s
                     wall_time_s=wall, details=details)
 
 
-def solve_joint(instance: Instance, options: ExactOptions, start: Solution | None = None) -> Solution:
+def solve_joint(instance: Instance, options: ExactOptions, start: Solution | None = None, *,
+                incumbent: Incumbent | None = None) -> Solution:
     """Solve placement + topology + routing exactly (the model above) for a small workload instance.
 
     The incumbent (and McCormick bound) comes from the alternating decomposition (``warm_start=
@@ -706,7 +728,9 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
     limit), or from the solution file given as ``warm_start``; with ``warm_start="none"`` there is no
     start and the bound comes from a formula (everything computed on one server plus every byte
     over one link). ``start``: an incumbent already computed (used instead of running the warm
-    start). The returned solution carries explicit rings and paths; its ``objective`` is the
+    start). ``incumbent``: what computes the incumbent for ``warm_start="heuristic"`` (see
+    :data:`Incumbent`; the method layer passes the alternating decomposition; default
+    :func:`heuristic_incumbent`, TopoOpt's start alone). The returned solution carries explicit rings and paths; its ``objective`` is the
     evaluator's iteration time of the decoded solution (never above the model's objective), the
     model's own in ``details["model_objective_s"]``.
     """
@@ -728,7 +752,8 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
     # The start gets a fifth of the time limit (at most a minute); the MILP the rest.
     from topoopt_ilp.evaluate import evaluate, objective_value
 
-    incumbent = start if start is not None else _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit))
+    incumbent = start if start is not None else _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit),
+                                                                     incumbent)
     ub = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
     if limit is not None:
         options = replace(options, time_limit_s=max(0.0, limit - (time.perf_counter() - started)))

@@ -74,7 +74,7 @@ from topoopt_ilp.workload import _MEM_RTOL
 from .common import ExactOptions, export_model, run_model, solution_status
 from .cycle_cuts import CycleCutBound
 from .cycle_cuts import applies as cycle_cuts_apply
-from .joint import (ALL_RINGS_UP_TO, TIME_UNIT_S, _start_solution, build_joint, check_request, decode_point,
+from .joint import (ALL_RINGS_UP_TO, TIME_UNIT_S, Incumbent, _start_solution, build_joint, check_request, decode_point,
                     fix_strategy, formula_upper_bound)
 from .placement_data import critical_path, layer_options, path_entries, path_floors
 from .placement_search import _block_classes
@@ -505,7 +505,8 @@ def _leaf_point(instance: Instance, jm, result) -> Solution | None:
 
 
 # ------------------------------------------------------------------------------------------------
-def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallback_to_milp: bool = False) -> Solution:
+def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallback_to_milp: bool = False,
+                            incumbent: Incumbent | None = None) -> Solution:
     """Solve placement + topology + routing exactly by the strategy enumeration of the module
     docstring. Same instances, refusals, incumbent (the alternating method, a fifth of the time
     limit, or a solution file) and answer format as :func:`models.joint.solve_joint`.
@@ -513,7 +514,9 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
     With ``fallback_to_milp`` (``--formulation auto``, the default), the search is first run with
     :data:`AUTO_PROBE_NODES` nodes; when that does not finish, or leaves more than
     :data:`AUTO_MAX_LEAVES` strategies to solve, the joint MILP solves the instance instead (from
-    the same incumbent): its bound then beats a leaf-by-leaf proof."""
+    the same incumbent): its bound then beats a leaf-by-leaf proof. ``incumbent``: what computes the
+    incumbent for ``warm_start="heuristic"`` (:data:`.joint.Incumbent`; the method layer passes the
+    alternating decomposition; default :func:`.joint.heuristic_incumbent`)."""
     from topoopt_ilp.evaluate import evaluate, objective_value
 
     started = time.perf_counter()
@@ -526,7 +529,7 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
     if limit is not None and limit <= 0:
         return Solution(status="no_solution", method="exact", topology=None, backend=options.backend,
                         wall_time_s=time.perf_counter() - started, details=details)
-    incumbent = _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit))
+    incumbent = _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit), incumbent)
     best = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
     details["start_method"] = incumbent.method if incumbent is not None else None
     details["start_objective_s"] = best if incumbent is not None else None

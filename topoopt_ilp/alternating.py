@@ -22,12 +22,12 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
-from .errors import InputError, UnsupportedError
+from .errors import InputError, InstanceError, StartInfeasibleError, UnsupportedError
 from .evaluate import RoutingError
 from .instance import Instance
 from .solution import Solution
 
-__all__ = ["solve_alternating"]
+__all__ = ["alternating_incumbent", "solve_alternating"]
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -252,3 +252,15 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                "topology_method": topology_method}
     return replace(best, method="alternating", status="feasible", bound=None, gap=None,
                    wall_time_s=time.perf_counter() - started, details=details)
+
+
+def alternating_incumbent(instance: Instance, options: Any, budget_s: float) -> Solution | None:
+    """The incumbent the exact method hands the joint models (``incumbent`` of
+    :func:`topoopt_ilp.models.solve_exact`, :data:`topoopt_ilp.models.joint.Incumbent`): this
+    decomposition, 3 rounds within ``budget_s`` seconds (a quarter of it, at least 1 s, per placement
+    solve), on ``options.backend``. None when TopoOpt's data-parallel start breaks the memory limit."""
+    try:
+        return solve_alternating(instance, rounds=3, round_time_limit_s=max(1.0, budget_s / 4), time_limit_s=budget_s,
+                                 backend=options.backend)
+    except (InstanceError, StartInfeasibleError):  # the data-parallel start breaks the memory limit: no incumbent
+        return None

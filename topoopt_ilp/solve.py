@@ -278,9 +278,14 @@ def _simple_links(instance: Instance, x: np.ndarray, seed: int) -> dict:
 
 
 def _exact(instance: Instance, **options: Any) -> Solution:
+    """The exact models (:func:`topoopt_ilp.models.solve_exact`), handed the starts this layer owns:
+    TopoOpt's heuristic method (the general-topology model's warm start) and the alternating
+    decomposition (the joint models' incumbent)."""
+    from .alternating import alternating_incumbent
     from .models import ExactOptions, solve_exact
 
-    return solve_exact(instance, ExactOptions(**{k: v for k, v in options.items() if v is not None}))
+    return solve_exact(instance, ExactOptions(**{k: v for k, v in options.items() if v is not None}),
+                       heuristic=METHODS["heuristic"], incumbent=alternating_incumbent)
 
 
 def _exact_options() -> dict[str, Any]:

@@ -15,11 +15,12 @@ from topoopt_ilp.cli import main
 from topoopt_ilp.errors import UnsupportedError
 from topoopt_ilp.evaluate import evaluate
 from topoopt_ilp.instance import Cluster, Instance
-from topoopt_ilp.models import solve_exact
+from topoopt_ilp import models
+from topoopt_ilp.alternating import alternating_incumbent
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.joint import MAX_JOINT_SERVERS, solve_joint
+from topoopt_ilp.models.joint import MAX_JOINT_SERVERS
 from topoopt_ilp.solution import Solution, Topology
-from topoopt_ilp.solve import finalize, solve
+from topoopt_ilp.solve import METHODS, finalize, solve
 from topoopt_ilp.strategy import Strategy, server_memory, strategy_to_dict
 from topoopt_ilp.verify import verify
 from topoopt_ilp.workload import Block, Layer, Workload
@@ -27,6 +28,24 @@ from topoopt_ilp.workload import Block, Layer, Workload
 GBPS = 100.0
 B = GBPS * 1e9 / 8  # bytes/s per link
 OPTS = ExactOptions(time_limit_s=120, gap=1e-9)
+
+
+# The models as the exact method runs them: with the starts the method layer hands them (the
+# alternating decomposition as the joint models' incumbent, TopoOpt's heuristic as the warm start).
+def solve_exact(instance, options=None, **kwargs):
+    return models.solve_exact(instance, options, heuristic=METHODS["heuristic"], incumbent=alternating_incumbent, **kwargs)
+
+
+def solve_joint(instance, options, start=None):
+    from topoopt_ilp.models.joint import solve_joint as model
+
+    return model(instance, options, start, incumbent=alternating_incumbent)
+
+
+def solve_joint_enumeration(instance, options, **kwargs):
+    from topoopt_ilp.models.joint_enumeration import solve_joint_enumeration as model
+
+    return model(instance, options, incumbent=alternating_incumbent, **kwargs)
 
 
 def make(n: int, d: int, layers, blocks=(), *, directed=False, multi=False, latency=0.0, memory=1e12,

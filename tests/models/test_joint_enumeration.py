@@ -7,12 +7,10 @@ import itertools
 
 import numpy as np
 import pytest
-from test_joint import CASES, OPTS, B, L, check, make, topologies
+from test_joint import CASES, OPTS, B, L, check, make, solve_exact, solve_joint, solve_joint_enumeration, topologies
 
 from topoopt_ilp.evaluate import evaluate
-from topoopt_ilp.models.joint import solve_joint
-from topoopt_ilp.models.joint_enumeration import (distinct_traffic, search_strategies, solve_joint_enumeration,
-                                                  strategy_floor)
+from topoopt_ilp.models.joint_enumeration import distinct_traffic, search_strategies, strategy_floor
 from topoopt_ilp.solution import Solution, Topology
 from topoopt_ilp.strategy import Strategy, server_memory, strategy_to_dict
 from topoopt_ilp.workload import Block
@@ -224,7 +222,7 @@ def test_identical_blocks_take_non_decreasing_servers():
 
 
 def test_formulation_auto_picks_enumeration_or_falls_back_to_the_milp(monkeypatch):
-    from topoopt_ilp.models import joint_enumeration, solve_exact
+    from topoopt_ilp.models import joint_enumeration
     from topoopt_ilp.models.common import ExactOptions
 
     inst = SMALL["mlp-undirected"]
@@ -243,7 +241,6 @@ def test_formulation_is_checked_and_reaches_the_cli(tmp_path, capsys):
     from topoopt_ilp import io
     from topoopt_ilp.cli import main
     from topoopt_ilp.errors import InputError
-    from topoopt_ilp.models import solve_exact
     from topoopt_ilp.models.common import ExactOptions
 
     inst = SMALL["mlp-directed"]
