@@ -25,7 +25,8 @@ from small_workloads import small_instances
 from topoopt_ilp.evaluate import evaluate, objective_value
 from topoopt_ilp.models import solve_exact
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.solve import finalize, solve
+from topoopt_ilp.alternating import alternating_incumbent
+from topoopt_ilp.solve import METHODS, finalize, solve
 from topoopt_ilp.verify import verify
 
 
@@ -95,8 +96,10 @@ def run(names: list[str] | None, time_limit: float) -> list[Row]:
         heur, th = _timed(lambda: solve(inst, method="heuristic"))
         alt, ta = _timed(lambda: solve(inst, method="alternating", topology_method="finder"))
         alx, tx = _timed(lambda: solve(inst, method="alternating", topology_method="exact", round_time_limit_s=10.0))
-        joint, tj = _timed(lambda: finalize(inst, solve_exact(inst, ExactOptions(time_limit_s=time_limit, formulation="milp"))))
-        exact, te = _timed(lambda: finalize(inst, solve_exact(inst, ExactOptions(time_limit_s=time_limit))))
+        starts = {"heuristic": METHODS["heuristic"], "incumbent": alternating_incumbent}  # as topoopt solve passes them
+        joint, tj = _timed(lambda: finalize(inst, solve_exact(inst, ExactOptions(time_limit_s=time_limit, formulation="milp"),
+                                                              **starts)))
+        exact, te = _timed(lambda: finalize(inst, solve_exact(inst, ExactOptions(time_limit_s=time_limit), **starts)))
         ok = all(verify(inst, s).valid and abs(objective_value(inst, evaluate(inst, s)) - s.objective) <= 1e-9 * s.objective
                  for s in (heur, alt, alx, joint, exact))
         ms = lambda v: None if v is None else v * 1e3  # noqa: E731

@@ -44,7 +44,7 @@ Heuristic = Callable[[Instance], Solution]
 
 def _warm_start(instance: Instance, options: ExactOptions, heuristic: Heuristic | None = None) -> Solution | None:
     """The solution to start from: the heuristic's (``heuristic(instance)``; without one, TopoOpt's
-    TopologyFinder from the core heuristic modules, :func:`.placement.heuristic_start`), a solution
+    TopologyFinder, :func:`topoopt_ilp.heuristic_design.heuristic_for_placement`), a solution
     file's, or none."""
     choice = options.warm_start
     if choice in (None, "none"):
@@ -52,9 +52,9 @@ def _warm_start(instance: Instance, options: ExactOptions, heuristic: Heuristic 
     if choice == "heuristic":
         if heuristic is not None:
             return heuristic(instance)
-        from .placement import heuristic_start
+        from topoopt_ilp.heuristic_design import heuristic_for_placement
 
-        return heuristic_start(instance, None)
+        return heuristic_for_placement(instance, None)
     if not os.path.exists(choice):
         raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
     from topoopt_ilp.io import load_solution
@@ -140,7 +140,7 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heur
     heuristic : ``heuristic(instance) -> Solution``, optional
         The warm start of the general-topology model when ``options.warm_start`` is ``"heuristic"``
         (``topoopt_ilp.solve`` passes TopoOpt's heuristic method). Default: TopoOpt's TopologyFinder
-        from the core heuristic modules (:func:`.placement.heuristic_start`), the same links and
+        from the core heuristic modules (:func:`topoopt_ilp.heuristic_design.heuristic_for_placement`), the same links and
         routing.
     incumbent : ``incumbent(instance, options, budget_s) -> Solution | None``, optional
         The incumbent of a workload's joint problem when ``options.warm_start`` is ``"heuristic"``

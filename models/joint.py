@@ -668,14 +668,14 @@ Incumbent = Callable[[Instance, ExactOptions, float], Solution | None]
 def heuristic_incumbent(instance: Instance, options: ExactOptions, budget_s: float = 60.0) -> Solution | None:
     """The default :data:`Incumbent` of the model layer: TopoOpt's data-parallel start with its
     TopologyFinder topology and routing (the alternating decomposition's first step, from the core
-    heuristic modules: :func:`.placement.heuristic_start`); None when that start breaks server memory.
+    heuristic design: :mod:`topoopt_ilp.heuristic_design`); None when that start breaks server memory.
     It ignores ``options`` and ``budget_s`` (it takes milliseconds)."""
     from topoopt_ilp.errors import InstanceError, StartInfeasibleError
 
-    from .placement import data_parallel_start, heuristic_start
+    from topoopt_ilp.heuristic_design import fitting_start_placement, heuristic_for_placement
 
     try:
-        return heuristic_start(instance, data_parallel_start(instance))
+        return heuristic_for_placement(instance, fitting_start_placement(instance))
     except (InstanceError, StartInfeasibleError):
         return None
 

@@ -77,8 +77,6 @@ __all__ = [
     "PlacementModel",
     "RoutingFractions",
     "build_placement",
-    "data_parallel_start",
-    "heuristic_start",
     "heuristic_topology",
     "shortest_path_fractions",
     "solve_placement",
@@ -738,91 +736,15 @@ def _point(pm: PlacementModel, w: Workload, st: Strategy, alpha: float, overlap:
     return x
 
 
-def heuristic_start(instance: Instance, placement: dict | None) -> Solution:
-    """TopoOpt's TopologyFinder for the traffic of ``placement`` (a workload's strategy as a dict, None
-    for a demand instance) on a general topology: the links, jump set and routing that
-    ``topoopt_ilp.solve``'s heuristic method builds (the same call with its defaults: select
-    ``geometric``, mode ``paper``, seed 0), computed from :mod:`topoopt_ilp.heuristic` directly: the
-    model layer never imports the method layer (design §2). The models use it when their caller
-    hands them no heuristic of its own (see :func:`~topoopt_ilp.models.solve_exact`); its details
-    are only the ones a start needs."""
-    from topoopt_ilp import heuristic as h
-    from topoopt_ilp.traffic import effective_demand
-
-    started = time.perf_counter()
-    n, d, directed = instance.n, instance.d, instance.cluster.directed
-    demand, _ = effective_demand(instance, placement)
-    groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
-    try:
-        res = h.topology_finder(n, d, groups, demand.mp_matrix(n), directed=directed, select="geometric", mode="paper",
-                                seed=0, multi_links=instance.cluster.multi_links, regular=instance.cluster.regular)
-    except ValueError as exc:  # what the instance asks for is beyond the heuristic (its message says why)
-        if not any(why in str(exc) for why in ("multi_links", "without a link")):
-            raise
-        raise InputError(f"heuristic: {exc}") from None
-    jumps = next(iter(res.jumps.values())) if res.d_mp == 0 and len(res.jumps) == 1 else None
-    if jumps is not None and not np.array_equal(h.circulant_matrix(n, jumps, directed), res.X):
-        jumps = None  # repeated jumps (authors' duplicate quirk) make parallel rings, not a jump set
-    return Solution(status="feasible", method="heuristic", topology=Topology(res.X, jumps), routing=res.routing,
-                    placement=placement, wall_time_s=time.perf_counter() - started,
-                    details={"select": "geometric", "mode": "paper", "note": "TopoOpt's TopologyFinder, as a start"})
-
-
-def data_parallel_start(instance: Instance) -> dict:
-    """TopoOpt's initial strategy of a workload instance as a placement dict (every layer
-    data-parallel at its largest degree, blocks round robin), or a
-    :class:`~topoopt_ilp.errors.StartInfeasibleError` when it breaks server memory: the rule, and the
-    message, of ``topoopt_ilp.solve.fitting_start_placement``."""
-    from topoopt_ilp.errors import StartInfeasibleError
-
-    strategy = data_parallel(instance.workload, instance.n)
-    bad = [v for v in validate_strategy(instance.workload, instance.n, strategy) if "memory" in v]
-    if bad:
-        raise StartInfeasibleError(f"TopoOpt's start (every layer data-parallel, blocks round robin, else largest first "
-                                   f"on the server with the most memory left) does not fit server memory ({bad[0]}); "
-                                   f"--method exact decides whether any placement fits")
-    return strategy_to_dict(strategy)
-
-
-def _circulant_heuristic_topology(instance: Instance) -> np.ndarray:
-    """The links of SelectPermutations' jump set for a circulant-family instance: the topology of
-    ``topoopt_ilp.solve``'s heuristic method there (select ``geometric``, seed 0; it does not depend
-    on the traffic), from :mod:`topoopt_ilp.heuristic` directly."""
-    from topoopt_ilp import heuristic as h
-
-    n, d, directed = instance.n, instance.d, instance.cluster.directed
-    family = instance.topology_family
-    candidates = h.totient_perms(n, n) if family == "coprime_circulant" else np.arange(1, n)
-    fixed: tuple[int, ...] = ()
-    m = d
-    if not directed:  # each jump uses 2 ports but n/2, which uses 1: an odd degree needs the n/2 jump
-        half_jump = n % 2 == 0 and (family == "circulant" or n == 2)
-        if d % 2 and (half_jump or instance.cluster.regular):
-            if not half_jump:
-                raise InputError(f"an undirected {family} topology of odd degree {d} needs the jump n/2, "
-                                 f"which {'does not exist' if n % 2 else 'is not coprime with n'} for n = {n}")
-            fixed = (n // 2,)
-        m = d // 2
-    chosen: tuple[int, ...] | list[int] = ()
-    if m > 0:
-        pool = [int(c) for c in candidates if c not in fixed and (directed or 2 * c != n)]
-        chosen = h.select_permutations(pool, m, n=n, rule=h.SELECT_RULES["geometric"], mode="paper", directed=directed,
-                                       fixed=fixed, seed=0)
-    jumps = tuple(sorted(set(chosen))) + fixed
-    if len(jumps) != m + len(fixed):
-        raise InputError(f"not enough distinct jumps for degree {d} in the {family} family on {n} servers")
-    return h.circulant_matrix(n, jumps, directed)
-
-
 def heuristic_topology(instance: Instance) -> np.ndarray:
     """The default topology of :func:`solve_placement`: the instance's fixed topology, else the links
-    of TopoOpt's heuristic for the data-parallel start (the topology ``topoopt_ilp.solve``'s
-    heuristic method returns for the instance), computed from the core heuristic modules."""
+    of TopoOpt's heuristic design for the data-parallel start (:mod:`topoopt_ilp.heuristic_design`,
+    what ``--method heuristic`` returns)."""
     if instance.fixed_topology is not None:
         return instance.fixed_topology_matrix()
-    if instance.topology_family != "any":
-        return _circulant_heuristic_topology(instance)
-    return heuristic_start(instance, data_parallel_start(instance)).topology.matrix  # only the links are needed
+    from topoopt_ilp.heuristic_design import heuristic_design
+
+    return heuristic_design(instance).topology.matrix  # only the links are needed: no evaluation
 
 
 def _default_local_search_s(instance: Instance, time_limit_s: float | None) -> float:

@@ -102,18 +102,3 @@ def test_the_default_placement_topology_is_the_heuristic_methods(family):
 
     inst = _workload(family)
     assert np.array_equal(heuristic_topology(inst), METHODS["heuristic"](inst).topology.matrix)
-
-
-def test_the_model_layers_heuristic_start_is_the_heuristic_methods():
-    from topoopt_ilp.evaluate import evaluate
-    from topoopt_ilp.io import load_instance
-    from topoopt_ilp.models.placement import data_parallel_start, heuristic_start
-    from topoopt_ilp.solve import METHODS, fitting_start_placement
-
-    for inst in (_workload(), load_instance(ROOT / "instances" / "testbed-12.json")):
-        mine = heuristic_start(inst, data_parallel_start(inst) if inst.workload is not None else None)
-        theirs = METHODS["heuristic"](inst)
-        assert mine.placement == theirs.placement == fitting_start_placement(inst)
-        assert np.array_equal(mine.topology.matrix, theirs.topology.matrix)
-        assert mine.topology.jumps == theirs.topology.jumps
-        assert evaluate(inst, mine).as_dict() == evaluate(inst, theirs).as_dict()
