@@ -119,7 +119,7 @@ def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | N
     if bound is not None:
         # the bound as a value to minimise, like the scores (a comm-time bound is one already)
         own = -bound if instance.objective == "throughput" else bound
-        beaten = own > theirs + 1e-9 * abs(theirs)
+        beaten = own > theirs + START_TOLERANCE * abs(theirs)
         if beaten or (sol.status == "optimal" and sol.details.get("rings_restricted")):
             bound = None
             details["bound_dropped"] = ("the warm start beats the model's bound, which holds among its candidate rings only"

@@ -132,10 +132,7 @@ def min_max_routing(X: np.ndarray, demand: np.ndarray, link_bytes_per_s: float, 
     paths = _walk_back(pred, row_of, src, dst)
     d = D[src, dst]
     # Scale: U in units of the starting routing's busiest arc, bytes in units of its capacity x U_0.
-    load0 = np.zeros(m)
-    for q, p in enumerate(paths):
-        np.add.at(load0, arcs.index[p[:-1], p[1:]], d[q])
-    u0 = float((load0 / arcs.cap).max())
+    u0 = _busiest(arcs, list(enumerate(paths)), d, np.ones(Q))
     dn = d / u0  # bytes per (U_0 seconds)
 
     h = new_highs()

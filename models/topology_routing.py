@@ -582,8 +582,7 @@ def _solve_by_moore_circulant(instance: Instance, options: ExactOptions, started
     if options.time_limit_s == 0:
         return Solution(status="no_solution", method="exact", topology=None, backend=options.backend, wall_time_s=0.0,
                         details={**details, "model_status": "no_solution"})
-    if options.export_model:  # the MILP (diameter: its first feasibility model) is the model of the problem
-        export_problem_model(instance, options)
+    export_problem_model(instance, options)  # when asked: the MILP (diameter: its first feasibility model)
     search = moore_circulant.search_moore_circulant(instance, options)
     if search.topology is None:
         return f"Moore circulant search: {search.reason}"
@@ -613,8 +612,7 @@ def _solve_hops_by_catalogue(instance: Instance, options: ExactOptions, started:
     if options.time_limit_s == 0:
         return Solution(status="no_solution", method="exact", topology=None, backend=options.backend, wall_time_s=0.0,
                         details={"model": "topology_routing", "algorithm": "catalogue", "model_status": "no_solution"})
-    if options.export_model:  # the MILP (diameter: its first feasibility model) is the model of the problem
-        export_problem_model(instance, options)
+    export_problem_model(instance, options)  # when asked: the MILP (diameter: its first feasibility model)
     X, value, proven, outside = graph_catalogue.search_hop_objective(instance)
     if not proven:
         return f"best catalogue {instance.objective} {value:.6g} does not exclude topologies outside it (those reach >= {outside:.6g})"
