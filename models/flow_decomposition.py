@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["decompose_source_flow", "shortest_path"]
+__all__ = ["decompose_layered_flow", "decompose_source_flow", "layered_arcs", "shortest_path", "without_loops"]
 
 
 def decompose_source_flow(flow: np.ndarray, source: int, supply: np.ndarray, tol: float = 1e-9) -> list[tuple[list[int], float]]:
@@ -58,6 +58,65 @@ def decompose_source_flow(flow: np.ndarray, source: int, supply: np.ndarray, tol
         remaining[node] -= amount
         paths.append((path, float(amount)))
     return paths
+
+
+def layered_arcs(n: int, sources: np.ndarray, max_hops: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The arcs of hop-layered flows, as arrays (source, hop, tail, head): flow of source s whose
+    h-th hop is tail -> head. Hop 1 leaves s; later hops neither leave nor enter s (an optimal flow
+    never returns to its source), so a unit delivered at hop h has travelled exactly h links."""
+    sources = np.asarray(sources, dtype=np.int64)
+    S1, V1 = np.nonzero(sources[:, None] != np.arange(n)[None, :])
+    src, hop, tail, head = [sources[S1]], [np.ones(len(S1), dtype=np.int64)], [sources[S1]], [V1]
+    if max_hops >= 2:
+        Ss, Us, Vs = np.meshgrid(sources, np.arange(n), np.arange(n), indexing="ij")
+        ok = (Us != Vs) & (Us != Ss) & (Vs != Ss)
+        Ss, Us, Vs = Ss[ok], Us[ok], Vs[ok]
+        for h in range(2, max_hops + 1):
+            src.append(Ss), hop.append(np.full(len(Ss), h)), tail.append(Us), head.append(Vs)
+    return tuple(np.concatenate(v).astype(np.int64) for v in (src, hop, tail, head))  # type: ignore[return-value]
+
+
+def decompose_layered_flow(n: int, source: int, hop: np.ndarray, tail: np.ndarray, head: np.ndarray,
+                           amount: np.ndarray) -> list[tuple[list[int], float]]:
+    """Paths (and their flow) of one source's hop-layered flows (arrays as :func:`layered_arcs`
+    gives, restricted to that source). Decomposed in the layered graph - node (h, v): the flow has
+    reached v at hop h - so no path has more hops than the layers; what reaches (h, v) and does not
+    go on at hop h + 1 is delivered to v. A walk that revisits a server has its loop cut."""
+    keep = amount > 0
+    hop, tail, head, amount = hop[keep], tail[keep], head[keep], amount[keep]
+    if not len(hop):
+        return []
+    hmax = int(hop.max())
+    N = 1 + hmax * n + n  # the source, (layer, server) nodes, one sink per server
+
+    def node(h: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return 1 + (h - 1) * n + v
+
+    flow = np.zeros((N, N))
+    tails = np.where(hop == 1, 0, node(np.maximum(hop - 1, 1), tail))
+    np.add.at(flow, (tails, node(hop, head)), amount)
+    inflow = flow.sum(axis=0)[1:1 + hmax * n].reshape(hmax, n)  # reaches v at hop h
+    forward = flow.sum(axis=1)[1:1 + hmax * n].reshape(hmax, n)  # leaves v at hop h + 1
+    delivered = np.maximum(inflow - forward, 0.0)
+    hh, vv = np.nonzero(delivered)
+    flow[node(hh + 1, vv), 1 + hmax * n + vv] = delivered[hh, vv]
+    supply = np.zeros(N)
+    supply[1 + hmax * n:] = delivered.sum(axis=0)
+    return [(without_loops([source] + [int((x - 1) % n) for x in p[1:-1]]), a)
+            for p, a in decompose_source_flow(flow, 0, supply)]
+
+
+def without_loops(walk: list[int]) -> list[int]:
+    """The walk with every loop cut out (a server visited twice keeps its first visit and continues
+    from its last). Hop-layered flows are acyclic in (hop, server) but may revisit a server at a
+    later hop (a routing the verifier rejects); cutting the loop only lowers link loads and hops."""
+    out: list[int] = []
+    for v in walk:
+        if v in out:
+            del out[out.index(v) + 1:]
+        else:
+            out.append(v)
+    return out
 
 
 def shortest_path(X: np.ndarray, s: int, t: int) -> list[int]:

@@ -42,7 +42,7 @@ from topoopt_ilp.traffic import traffic_matrix
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .common import ExactOptions, check_backend, check_start, run_model, solution_status
-from .flow_decomposition import decompose_source_flow, shortest_path
+from .flow_decomposition import decompose_layered_flow, layered_arcs, shortest_path
 from .placement_data import layer_options, path_rows
 from .topology_routing import ALL_RINGS_UP_TO, _arcs, _degree_rows, _edges  # one ring-space threshold for every model
 
@@ -403,15 +403,7 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
                       np.concatenate([np.ones(m_), -np.ones(m_)]), ub=0.0, count=m_, name="mccormick_t")
 
     # ---- hop-layered flows -----------------------------------------------------------------------
-    S1, V1 = np.nonzero(~np.eye(n, dtype=bool))
-    fs, fh, ft, fd = [S1], [np.ones(len(S1), dtype=np.int64)], [S1], [V1]
-    if hmax >= 2:
-        Ss, Us, Vs = np.meshgrid(np.arange(n), np.arange(n), np.arange(n), indexing="ij")
-        ok = (Us != Vs) & (Us != Ss) & (Vs != Ss)
-        Ss, Us, Vs = Ss[ok], Us[ok], Vs[ok]
-        for h in range(2, hmax + 1):
-            fs.append(Ss), fh.append(np.full(len(Ss), h)), ft.append(Us), fd.append(Vs)
-    f_src, f_hop, f_tail, f_head = (np.concatenate(v).astype(np.int64) for v in (fs, fh, ft, fd))
+    f_src, f_hop, f_tail, f_head = layered_arcs(n, np.arange(n), hmax)
     NF = len(f_src)
     f = b.add_variables(NF, name="f")
     fcols = f.index
@@ -478,7 +470,7 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     return JointModel(model=model, n=n, opt_layer=opt_layer, opt_k=opt_k, opt_s=opt_s, a_cols=a.index, b_cols=b_cols,
                       ring_type=ring_type, ring_order=ring_order, g_cols=g.index, type_k=type_k, type_s=type_s, edges=edges,
                       x_cols=x.index, z_cols=zc, f_src=f_src, f_hop=f_hop, f_tail=f_tail, f_head=f_head, f_cols=fcols,
-                      u_cols=u.index, demand_pairs=np.stack([S1, V1], axis=1), C=C, Tbw=TB, T=T,
+                      u_cols=u.index, demand_pairs=np.stack(np.nonzero(~np.eye(n, dtype=bool)), axis=1), C=C, Tbw=TB, T=T,
                       flow_scale=flow_scale, stats=stats)
 
 
@@ -520,48 +512,12 @@ def _decode_rings(jm: JointModel, values: np.ndarray, groups) -> RingSet:
 def _decode_paths(jm: JointModel, values: np.ndarray) -> list[tuple[list[int], float]]:
     """Paths per source from the hop-layered flows (decomposed in the layered graph, so a path
     never has more hops than the layers the model counted)."""
-    n = jm.n
-    hmax = int(jm.f_hop.max())
     fv = np.maximum(values[jm.f_cols], 0.0)
-    N = 1 + hmax * n + n  # source, (layer, server) nodes, one sink per server
-
-    def node(h: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return 1 + (h - 1) * n + v
-
     paths: list[tuple[list[int], float]] = []
-    for s in range(n):
-        sel = (jm.f_src == s) & (fv > 0)
-        if not sel.any():
-            continue
-        h, t, v, amt = jm.f_hop[sel], jm.f_tail[sel], jm.f_head[sel], fv[sel]
-        flow = np.zeros((N, N))
-        tails = np.where(h == 1, 0, node(np.maximum(h - 1, 1), t))
-        np.add.at(flow, (tails, node(h, v)), amt)
-        inflow = flow.sum(axis=0)[1:1 + hmax * n].reshape(hmax, n)  # reaches v at hop h
-        forward = flow.sum(axis=1)[1:1 + hmax * n].reshape(hmax, n)  # leaves v at hop h + 1
-        delivered = np.maximum(inflow - forward, 0.0)
-        hh, vv = np.nonzero(delivered)
-        flow[node(hh + 1, vv), 1 + hmax * n + vv] = delivered[hh, vv]
-        supply = np.zeros(N)
-        supply[1 + hmax * n:] = delivered.sum(axis=0)
-        for p, amount in decompose_source_flow(flow, 0, supply):
-            servers = [s] + [int((x - 1) % n) for x in p[1:-1]]
-            paths.append((_without_loops(servers), amount))
+    for s in range(jm.n):
+        sel = jm.f_src == s
+        paths += decompose_layered_flow(jm.n, s, jm.f_hop[sel], jm.f_tail[sel], jm.f_head[sel], fv[sel])
     return paths
-
-
-def _without_loops(walk: list[int]) -> list[int]:
-    """The walk with every loop cut out (a server visited twice keeps its first visit and continues
-    from its last). The hop-indexed flows are acyclic in (hop, server) but may revisit a server at a
-    later hop (a routing the verifier rejects); cutting the loop only lowers link loads and hops, and
-    the objective is the evaluator's score of what is returned."""
-    out: list[int] = []
-    for v in walk:
-        if v in out:
-            del out[out.index(v) + 1:]
-        else:
-            out.append(v)
-    return out
 
 
 def _routing(instance: Instance, jm: JointModel, values: np.ndarray, X: np.ndarray, strategy: Strategy) -> Routing:

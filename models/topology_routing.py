@@ -15,8 +15,9 @@ over a shipped catalogue of regular graphs (:mod:`.graph_catalogue`: one flow LP
 best bound first) when one covers (n, d) and it can exclude every topology outside it.
 
 Objective ``throughput`` (maximize the concurrent-flow lambda), ``comm_time`` / ``iteration_time``
-(the MILP maximizes lambda, i.e. minimizes the bandwidth term 1/lambda; the evaluator adds the
-latency term), ``aspl`` (hop-count form), ``diameter`` (feasibility models per candidate diameter).
+(the MILP maximizes lambda, i.e. minimizes the bandwidth term 1/lambda; with a hop latency, hop-limited
+copies of the strong model then settle the latency term, :func:`optimise_latency`), ``aspl``
+(hop-count form), ``diameter`` (feasibility models per candidate diameter).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.graph import hop_distances
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.routing import PathSet, RingSet, Routing
 from topoopt_ilp.solution import Solution, Topology
@@ -37,7 +39,7 @@ from topoopt_ilp.solvers.options import DEFAULT_REL_GAP
 from topoopt_ilp.solvers.result import relative_gap
 
 from .common import ExactOptions, check_backend, export_model, run_model, solution_status
-from .flow_decomposition import decompose_source_flow, shortest_path
+from .flow_decomposition import decompose_layered_flow, decompose_source_flow, layered_arcs, shortest_path
 
 __all__ = ["ALL_RINGS_UP_TO", "MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", "moore_layer_hops", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "solve_topology_routing"]
 
@@ -171,6 +173,10 @@ def moore_hop_bound(weights: np.ndarray, d: int, directed: bool) -> float:
 #                 of linear functions of w), so L(u + v) >= L(u) + L(v) and, with sum_{c in g*} z[c]
 #                 = lam, L(lam M + sum_{c in g*} z[c] R_c) >= sum_{c in g*} z[c] L(M + R_c).
 #   symmetry      x[0,1] >= 1, x[0,1] >= x[0,2] >= ... >= x[0,n-1]  (only when every server is alike)
+#   hop limit H   (strong, optional) g[s,h,a] >= 0: flow of source s whose h-th hop is arc a (hop 1
+#                 leaves s, later hops avoid s); f[s,a] = sum_h g[s,h,a]; and for v != s, h < H:
+#                 in_h(v) - out_{h+1}(v) >= 0 (what reaches v at hop h is delivered or forwarded).
+#                 With out_1(v) = 0 for v != s, conservation then delivers every byte within H hops.
 # Objective
 #   maximize lam            (throughput = lam * B / D0 iterations per second; T_bw = 1 / throughput)
 #   aspl: unit demand between all pairs, f[s,a] <= (n-1) x[e(a)], minimize sum f / (n(n-1)).
@@ -197,6 +203,19 @@ class TopologyRoutingModel:
     rings: tuple[RingCandidate, ...]
     mp: np.ndarray  # scaled MP matrix
     ring_units: np.ndarray  # scaled bytes each member of group g sends per ring
+    layers: HopLayers | None = None  # the hop-layered flows of a hop-limited model
+
+
+@dataclass(frozen=True)
+class HopLayers:
+    """The hop-layered flow columns of a hop-limited model: column ``cols[i]`` is the flow of source
+    ``src[i]`` whose ``hop[i]``-th hop is ``tail[i] -> head[i]``."""
+
+    src: np.ndarray
+    hop: np.ndarray
+    tail: np.ndarray
+    head: np.ndarray
+    cols: np.ndarray
 
 
 def _arcs(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -223,11 +242,14 @@ def _uniform_demand(instance: Instance, mp: np.ndarray) -> bool:
 
 
 def build_topology_routing(instance: Instance, formulation: str = "strong", mutable_rings: bool = True,
-                           all_orders_up_to: int = ALL_RINGS_UP_TO) -> TopologyRoutingModel:
+                           all_orders_up_to: int = ALL_RINGS_UP_TO, max_hops: int | None = None) -> TopologyRoutingModel:
     """Build the MILP for ``instance`` (family ``any``) as arrays; ``all_orders_up_to``: see
-    :func:`ring_candidates`."""
+    :func:`ring_candidates`; ``max_hops``: every byte travels at most that many links (the hop-limit
+    rows of the model comment; strong formulation, objectives other than aspl)."""
     if formulation not in FORMULATIONS:
         raise InputError(f"unknown formulation {formulation!r}; choose one of {', '.join(FORMULATIONS)}")
+    if max_hops is not None and (formulation != "strong" or instance.objective == "aspl" or max_hops < 1):
+        raise ValueError(f"a hop limit ({max_hops}) needs the strong formulation, an objective other than aspl and H >= 1")
     c = instance.cluster
     n, d, directed = c.servers, c.degree, c.directed
     objective = instance.objective
@@ -340,11 +362,34 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
                           np.concatenate([np.ones(K * A), -L, -ring_coef]), lb=0.0, ub=np.inf, count=K, name="moore")
         if _uniform_demand(instance, mp):
             _symmetry_rows(b, x, n, directed)
+    layers = _hop_limit_rows(b, fcols, kindex, src, n, tail, head, max_hops) if max_hops is not None else None
 
     b.set_objective([lam_col], [1.0], sense="maximize")
     return TopologyRoutingModel(b.build(), n, directed, instance.objective, formulation, scale, edges, tail, head, arc_edge,
                                 commodities, x.index, lam_col, z.index, fcols, tuple(rings), mp,
-                                np.array([g.bytes_per_member() for g in groups]) / scale)
+                                np.array([g.bytes_per_member() for g in groups]) / scale, layers)
+
+
+def _hop_limit_rows(b: ModelBuilder, fcols: np.ndarray, kindex: np.ndarray, src: np.ndarray, n: int, tail: np.ndarray,
+                    head: np.ndarray, H: int) -> HopLayers:
+    """The hop-limit rows of the model comment: layered flows g, f = sum_h g, and forwarding."""
+    K, A = fcols.shape
+    l_src, l_hop, l_tail, l_head = layered_arcs(n, src, H)
+    g = b.add_variables(len(l_src), lb=0.0, name="g")
+    arc_id = np.full((n, n), -1, dtype=np.int64)
+    arc_id[tail, head] = np.arange(A)
+    k_of = kindex[l_src]
+    b.add_constraints(np.concatenate([np.arange(K * A), k_of * A + arc_id[l_tail, l_head]]),
+                      np.concatenate([fcols.ravel(), g.index]),
+                      np.concatenate([np.ones(K * A), -np.ones(len(l_src))]), lb=0.0, ub=0.0, count=K * A, name="hop_layers")
+    if H >= 2:  # forward rows (k, h, v), h = 1..H-1: in_h(v) - out_{h+1}(v) >= 0
+        into, later = l_hop <= H - 1, l_hop >= 2
+        b.add_constraints(np.concatenate([(k_of[into] * (H - 1) + l_hop[into] - 1) * n + l_head[into],
+                                          (k_of[later] * (H - 1) + l_hop[later] - 2) * n + l_tail[later]]),
+                          np.concatenate([g.index[into], g.index[later]]),
+                          np.concatenate([np.ones(int(into.sum())), -np.ones(int(later.sum()))]),
+                          lb=0.0, count=K * (H - 1) * n, name="hop_forward")
+    return HopLayers(l_src, l_hop, l_tail, l_head, g.index)
 
 
 def _moore_cut_coefficients(mp: np.ndarray, src: np.ndarray, rings: list[RingCandidate], r_c: np.ndarray, r_s: np.ndarray,
@@ -472,7 +517,15 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
         amount = frac * lam * m.ring_units[g]
         np.add.at(supply, (o, np.roll(o, -1)), amount)
     paths: dict[tuple[int, int], list[tuple[list[int], float]]] = {}
-    for k, (s, t) in enumerate(m.commodities):
+    if m.layers is not None:  # decomposed in the layered graph: no path longer than the hop limit
+        L = m.layers
+        gv = np.maximum(values[L.cols], 0.0)
+        for s in np.unique(L.src):
+            sel = L.src == s
+            for path, amount in decompose_layered_flow(n, int(s), L.hop[sel], L.tail[sel], L.head[sel], gv[sel]):
+                if supply[path[0], path[-1]] > 0:  # not a ring dropped as noise above
+                    paths.setdefault((path[0], path[-1]), []).append((path, amount))
+    for k, (s, t) in enumerate(m.commodities if m.layers is None else ()):
         flow = np.zeros((n, n))
         flow[m.arc_tail, m.arc_head] = values[m.f_cols[k]]
         target = supply[s].copy() if t < 0 else np.where(np.arange(n) == t, supply[s, t], 0.0)
@@ -480,11 +533,25 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
             target = np.ones(n) if t < 0 else (np.arange(n) == t).astype(float)
         for path, amount in decompose_source_flow(flow, int(s), target):
             paths.setdefault((path[0], path[-1]), []).append((path, amount))
-    if m.objective != "aspl":  # a pair whose flow fell below the decomposition's tolerance: shortest path
-        X = _topology(m, values)
+    # Flow on a link the rounded topology lacks (a link count within integrality tolerance of 0) is
+    # solver noise: such paths are dropped (measured: 1.5e-8 of a pair on such a link, which the
+    # evaluator scores as an infinite bandwidth term). A pair left without a path, or whose flow fell
+    # below the decomposition's tolerance, takes a shortest path; when the topology has none, its
+    # decoded paths stay, so that the evaluator sees a design that does not carry it.
+    X = _topology(m, values)
+    decoded, paths = paths, {}
+    for pair, plist in decoded.items():
+        if kept := [(p, a) for p, a in plist if all(X[u, v] > 0 for u, v in zip(p, p[1:]))]:
+            paths[pair] = kept
+    if m.objective != "aspl":
+        dist = hop_distances(X)[0]
         for s, t in zip(*np.nonzero(supply > 0)):
-            if s != t and (int(s), int(t)) not in paths:
-                paths[(int(s), int(t))] = [(shortest_path(X, int(s), int(t)), 1.0)]
+            pair = (int(s), int(t))
+            if s != t and pair not in paths:
+                if dist[s, t] >= 0:
+                    paths[pair] = [(shortest_path(X, *pair), 1.0)]
+                elif pair in decoded:
+                    paths[pair] = decoded[pair]
     rows = []
     for (s, t), plist in sorted(paths.items()):
         total = sum(a for _, a in plist)
@@ -494,12 +561,23 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
 
 
 def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None = None,
-                           use_catalogue: bool = True) -> Solution:
+                           use_catalogue: bool = True, latency: bool = True) -> Solution:
     """Build, solve and decode; the returned objective is in the instance's terms.
 
     With the strong formulation and uniform all-to-all demand on undirected links, the exact method
     is the search over the shipped catalogue of regular graphs (:mod:`.graph_catalogue`) when one
-    covers (n, d) and no topology outside it can win; ``use_catalogue=False`` always runs the MILP."""
+    covers (n, d) and no topology outside it can win; ``use_catalogue=False`` always runs the MILP.
+    Objective comm_time / iteration_time with a hop latency: the bandwidth optimum is followed by
+    :func:`optimise_latency` (``latency=False``: not, the latency term is then only bounded)."""
+    started = time.perf_counter()
+    sol = _solve_bandwidth(instance, options, warm_start_topology, use_catalogue)
+    return optimise_latency(instance, options, sol, started) if latency else sol
+
+
+def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None,
+                     use_catalogue: bool) -> Solution:
+    """:func:`solve_topology_routing` up to the bandwidth term (objectives throughput, aspl and
+    diameter: the whole solve)."""
     if instance.topology_family != "any":
         raise InputError(f"topology_routing optimises general topologies; this instance asks for {instance.topology_family}")
     if instance.fixed_topology is not None:
@@ -519,7 +597,7 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
         if sol is not None:  # the catalogue ran but cannot prove: the MILP gets the time left
             note = sol
             left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
-            milp = solve_topology_routing(instance, replace(options, time_limit_s=left), warm_start_topology, use_catalogue=False)
+            milp = _solve_bandwidth(instance, replace(options, time_limit_s=left), warm_start_topology, use_catalogue=False)
             return replace(milp, details={**milp.details, "catalogue_not_applied": note})
     if instance.objective == "diameter":
         return solve_diameter(instance, options, warm_start_topology)
@@ -699,6 +777,93 @@ def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResul
                                           "proven optimal; the latency term is not optimised")
     return Solution(status=status, method="exact", topology=Topology(X), routing=routing, objective=objective, bound=bound,
                     gap=gap, backend=result.backend, wall_time_s=wall, details=details)
+
+
+# ------------------------------------------------------------------------------------------------
+# The latency term: hop-limited models
+#
+# comm_time = 1/lambda + alpha H, H the hops of the longest used path. Let lambda_H be the best lambda
+# of any design whose every path has at most H hops (the model with hop limit H). A design with
+# longest path H' scores at least 1/lambda_H' + alpha H', and the design attaining lambda_H at most
+# 1/lambda_H + alpha H, so OPT = min_H (1/lambda_H + alpha H). Given the bandwidth optimum (lambda_ub
+# its bound; U the evaluator's comm time of the best design so far, first the bandwidth optimum's):
+#   * 1/lambda_ub + alpha H >= U (1 - tol): no design with longest path >= H beats U by more than the
+#     relative gap tol asked of every solve (lambda_H <= lambda_ub), so H = 1, 2, ... stops there (at
+#     the latest past n - 1: no simple path is longer);
+#   * otherwise the hop-limited model with lambda >= 1/(U (1 - tol) - alpha H) (only designs that beat
+#     U by more than tol) is solved: infeasible gives the term
+#     U (1 - tol); a design may improve U (and H_U); the model's bound b gives the term 1/b + alpha H
+#     (designs below the threshold score at least U (1 - tol)).
+# The bound is the least term (an H left unsolved by the time limit: 1/lambda_ub + alpha H for it and
+# every larger H), capped at the final U.
+# ------------------------------------------------------------------------------------------------
+def optimise_latency(instance: Instance, options: ExactOptions, sol: Solution, started: float) -> Solution:
+    """``sol`` (the bandwidth optimum for objective comm_time / iteration_time) with the latency term
+    settled by the hop-limited models of the comment above; ``sol`` itself when there is no latency
+    term, no design, or no bound on lambda (the naive formulation keeps its bandwidth-only answer)."""
+    from topoopt_ilp.evaluate import evaluate, objective_value
+
+    alpha = instance.cluster.hop_latency_s
+    lam_ub = sol.details.get("milp_throughput_bound")  # instance units: iterations per second
+    if (instance.objective not in ("comm_time", "iteration_time") or alpha <= 0 or sol.topology is None
+            or not lam_ub or (options.formulation or "strong") != "strong"):
+        return sol
+
+    def score(candidate: Solution) -> tuple[float, int]:
+        metrics = evaluate(instance, candidate, routing="given")
+        return float(objective_value(instance, metrics)), int(metrics.max_hops)
+
+    best = sol
+    U, H_best = score(sol)
+    if not math.isfinite(U):  # a design the evaluator cannot score: nothing to settle
+        return sol
+    U_bandwidth_optimum = U
+    tolerance = options.gap if options.gap is not None else DEFAULT_REL_GAP
+    models: list[dict] = []
+    terms = [U]
+    H = 1
+    while H <= instance.n - 1 and 1.0 / lam_ub + alpha * H < U * (1 - tolerance):
+        left = None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
+        if left is not None and left <= 0:
+            break
+        m = build_topology_routing(instance, "strong", max_hops=H)
+        unit = instance.cluster.link_bytes_per_s / m.scale
+        lower = m.model.col_lower.copy()
+        lower[m.lam_col] = 1.0 / (U * (1 - tolerance) - alpha * H) / unit  # beat U by more than the tolerance
+        m = replace(m, model=replace(m.model, col_lower=lower, name=f"topology_routing_hops_le_{H}"))
+        result = run_model(m.model, replace(options, time_limit_s=left, export_model=None), tuning=STRONG_TUNING)
+        status = solution_status(result)
+        models.append({"max_hops": H, "status": status, "time_s": round(result.wall_time_s, 3)})
+        if status == "infeasible":  # no design of at most H hops scores below U (1 - tolerance)
+            terms.append(U * (1 - tolerance))
+            H += 1
+            continue
+        if result.bound is not None and result.bound > 0:
+            terms.append(1.0 / (result.bound * unit) + alpha * H)
+        if result.values is not None and status in ("optimal", "feasible"):
+            candidate = _to_solution(instance, m, result, time.perf_counter() - started)
+            if candidate.topology is not None:
+                value, hops = score(candidate)
+                models[-1]["comm_time_s"] = value
+                if value < U:
+                    best, U, H_best = candidate, value, hops
+        if status != "optimal":  # a limit stopped it: H (and every larger H) is not settled
+            break
+        H += 1
+    terms.append(1.0 / lam_ub + alpha * H)  # every H not settled above
+    bound = min(min(terms), U)
+    gap = relative_gap(U, bound)
+    details = {k: v for k, v in best.details.items() if k != "status_note"}
+    details["milp_throughput_bound"] = lam_ub  # of any design (a hop-limited model's own bound is lower)
+    details["latency"] = {"hop_limited_models": models, "max_hops": H_best,
+                          "bandwidth_optimum_comm_time_s": U_bandwidth_optimum}
+    # "optimal" as for every MILP here: within the default relative gap (a looser requested gap is not a proof)
+    status = "optimal" if gap is not None and gap <= DEFAULT_REL_GAP * (1 + 1e-9) else "feasible"
+    if status == "feasible":
+        details["status_note"] = (f"comm time within {gap:.4g} of its bound (bandwidth and hop-limited models; "
+                                  "a time limit or a requested gap stopped them)")
+    return replace(best, status=status, objective=U, bound=bound, gap=gap,
+                   wall_time_s=time.perf_counter() - started, details=details)
 
 
 def _evaluator_objective(instance: Instance, topology: Topology, routing: Routing) -> float | None:

@@ -217,7 +217,7 @@ def test_decoded_walks_lose_their_loops():
     """The hop-indexed flows may revisit a server at a later hop; the routing written down must be
     simple paths (the verifier rejected "path 53 visits a server twice: [10, 11, 1, 7, 1]" on
     vgg16-testbed-12). Cutting a loop keeps the ends and uses only arcs of the walk."""
-    from topoopt_ilp.models.joint import _without_loops
+    from topoopt_ilp.models.flow_decomposition import without_loops as _without_loops
 
     assert _without_loops([10, 11, 1, 7, 1]) == [10, 11, 1]
     assert _without_loops([0, 1, 2, 1, 3, 0, 4]) == [0, 4]
