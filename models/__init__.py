@@ -93,12 +93,14 @@ def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | N
     """The exact solve's design, or its warm start when the evaluator scores the start strictly
     better or the model stopped at its time limit with no design at all - whatever the model's
     status. A start better than a model 'optimum' happens when the model does not optimise the
-    whole objective (its comm time leaves the latency term to the evaluator: an equally wide design
-    can use longer paths), when its optimum is over candidate rings only (groups above
-    ``ALL_RINGS_UP_TO`` members: TotientPerms rings of the listed order), or within its gap. The
-    start is returned ``feasible``; it keeps the model's bound when the start does not beat it,
+    whole objective (the naive formulation leaves the latency term to the evaluator: an equally wide
+    design can use longer paths), when its optimum is over candidate rings only (groups above
+    ``ALL_RINGS_UP_TO`` members: TotientPerms rings of the listed order), or within its gap (CBC
+    rounds its values to 8 digits). The start keeps the model's bound when it does not beat it,
     except after an 'optimal' over restricted rings (that optimum was a claim about the candidate
-    rings only, and the start just beat it). A time limit of 0 runs nothing: no_solution."""
+    rings only, and the start just beat it); it is ``optimal`` when the model's design was and the
+    bound stays (within the model's gap of it too), else ``feasible``. A time limit of 0 runs
+    nothing: no_solution."""
     if start is None or time_limit_s == 0:
         return sol
     if not sol.has_solution and sol.status != "no_solution":
@@ -127,7 +129,9 @@ def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | N
                                         "the warm start beats the model's bound" if beaten else
                                         "the model's optimum holds among its candidate rings only")
     details.pop("status_note", None)  # it described the model's design, not the one returned
-    return replace(start, status="feasible", method="exact", objective=None, gap=None, bound=bound,
+    # Better than a design the model proved within its gap of a bound that still holds: so is the start.
+    status = "optimal" if sol.status == "optimal" and bound is not None and not sol.details.get("rings_restricted") else "feasible"
+    return replace(start, status=status, method="exact", objective=None, gap=None, bound=bound,
                    backend=sol.backend, wall_time_s=sol.wall_time_s, details={**details, "returned": note})
 
 

