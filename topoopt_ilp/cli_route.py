@@ -52,7 +52,7 @@ def reroute_line(details: dict[str, Any]) -> str:
         bound = "no useful bound yet: time limit"
     else:
         bound = f"bound {_fmt_time(r['bandwidth_bound_s'])}, time limit"
-    if not r["applied"] and "depend on the routing" in r.get("note", ""):
+    if not r["applied"] and r.get("objective_ignores_routing"):
         return f"kept the given routing: {r['note'].split(':')[0]}"
     if not r["applied"]:
         return (f"kept the given routing: bandwidth {_fmt_time(r['bandwidth_s_before'])}; the routing LP reached "

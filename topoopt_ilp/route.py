@@ -77,8 +77,9 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
         "wall_time_s": round(time.perf_counter() - started, 4),
     }
     if not improved:
+        record["objective_ignores_routing"] = instance.objective in ("aspl", "diameter")
         record["note"] = (f"the objective ({instance.objective}) does not depend on the routing: kept"
-                          if instance.objective in ("aspl", "diameter") else
+                          if record["objective_ignores_routing"] else
                           "the solution's own routing is as good: kept" if result.proven else
                           "the routing LP did not beat the solution's own routing within its time limit: kept")
         return replace(solution, details={**solution.details, "reroute": record})
