@@ -409,7 +409,9 @@ def search_strategies(instance: Instance, cutoff: float, *, max_nodes: int = MAX
 #      with S and X fixed (an LP but for the hop indicators) gives X's best ring split and routing,
 #      a point of the leaf. The leaf is settled when that point is within the gap of the bound.
 #   2. for leaves still open (a topology with fewer hops might pay: the latency term), in order of
-#      bound: the joint model with S fixed, started from the point of pass 1.
+#      bound: the hop-limited topology_routing models on S's traffic, from pass 1's bandwidth optimum
+#      (:func:`.topology_routing.optimise_latency`: the leaf's comm time, latency included, with a
+#      bound); a leaf whose pass 1 left no design: the joint model with S fixed.
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class _Leaf:
@@ -419,6 +421,8 @@ class _Leaf:
     point: Solution | None = None  # its best point found
     values: np.ndarray | None = None  # that point in the joint model's columns
     settled: bool = False
+    traffic: Instance | None = None  # S's traffic (comm_time objective), once pass 1 has built it
+    bandwidth: Solution | None = None  # pass 1's bandwidth optimum of that traffic (topology_routing)
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -437,7 +441,7 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
     """Pass 1 on one leaf (updates it in place)."""
     from topoopt_ilp.evaluate import evaluate, objective_value
 
-    from .topology_routing import STRONG_TUNING, _topology, build_topology_routing
+    from .topology_routing import STRONG_TUNING, _to_solution, _topology, build_topology_routing
 
     w, c = instance.workload, instance.cluster
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
@@ -460,6 +464,7 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
             return
         if result.values is not None and solution_status(result) in ("optimal", "feasible"):
             X = _topology(tm, result.values)
+            leaf.traffic, leaf.bandwidth = traffic, _to_solution(traffic, tm, result, result.wall_time_s)
     jm = _leaf_model(instance, leaf.compute, best)
     fixed = fix_strategy(jm, leaf.strategy, X) if X is not None else fix_strategy(jm, leaf.strategy)
     if fixed is None:
@@ -475,9 +480,27 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
         leaf.settled = value - leaf.lower <= rel * value
 
 
+def _latency_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, deadline: float | None, counts: dict) -> None:
+    """Pass 2 on one open leaf whose pass 1 found a design: the hop-limited models settle its comm
+    time (updates it in place)."""
+    from .topology_routing import optimise_latency
+
+    counts["latency_leaf_models"] += 1
+    opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
+    sol = optimise_latency(leaf.traffic, opts, leaf.bandwidth, time.perf_counter())
+    if sol.topology is not None:
+        leaf.point = Solution(status="feasible", method="exact", topology=sol.topology, routing=sol.routing,
+                              placement=strategy_to_dict(leaf.strategy), backend=sol.backend,
+                              details={"model_objective_s": None})
+    if sol.bound is not None and sol.bound > 0 and "latency" in sol.details:
+        leaf.lower = max(leaf.lower, _objective(instance, leaf.compute, sol.bound))
+        leaf.settled = sol.status == "optimal"
+
+
 def _full_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best: float, deadline: float | None,
                counts: dict) -> None:
-    """Pass 2 on one open leaf: the joint model with its strategy fixed (updates it in place)."""
+    """Pass 2 on one open leaf that pass 1 left without a design: the joint model with its strategy
+    fixed (updates it in place)."""
     counts["full_leaf_models"] += 1
     jm = _leaf_model(instance, leaf.compute, best)
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
@@ -558,7 +581,7 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
         return replace(sol, wall_time_s=time.perf_counter() - started, details={**sol.details, **probe_note})
     if options.export_model:  # the joint MILP is the model of the problem (the leaves solve parts of it)
         export_model(build_joint(instance, best if math.isfinite(best) else formula_upper_bound(instance)).model, options)
-    counts = {"bandwidth_models": 0, "full_leaf_models": 0}
+    counts = {"bandwidth_models": 0, "latency_leaf_models": 0, "full_leaf_models": 0}
     done: list[_Leaf] = []
 
     def accept(leaf: _Leaf) -> None:
@@ -582,7 +605,10 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
             continue
         if deadline is not None and time.perf_counter() >= deadline:
             break
-        _full_pass(instance, options, leaf, best, deadline, counts)
+        if leaf.bandwidth is not None:
+            _latency_pass(instance, options, leaf, deadline, counts)
+        else:
+            _full_pass(instance, options, leaf, best, deadline, counts)
         accept(leaf)
     bound = min([best, stats["pending_bound"]] + [leaf.lower for leaf in done])
     details.update(counts)
