@@ -795,7 +795,10 @@ def _to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResul
 #     U (1 - tol); a design may improve U (and H_U); the model's bound b gives the term 1/b + alpha H
 #     (designs below the threshold score at least U (1 - tol)).
 # The bound is the least term (an H left unsolved by the time limit: 1/lambda_ub + alpha H for it and
-# every larger H), capped at the final U.
+# every larger H), capped at the final U. First, one model settles every H at once: with top the
+# largest H still open, the model with hop limit top and the lowest threshold, 1/(U (1 - tol) - alpha)
+# (counted at one hop): infeasible means lambda_H <= lambda_top < that threshold <= H's own for every
+# H <= top. Only when it finds a design are the limits H = 1, 2, ... solved one by one.
 # ------------------------------------------------------------------------------------------------
 def optimise_latency(instance: Instance, options: ExactOptions, sol: Solution, started: float) -> Solution:
     """``sol`` (the bandwidth optimum for objective comm_time / iteration_time) with the latency term
@@ -821,25 +824,22 @@ def optimise_latency(instance: Instance, options: ExactOptions, sol: Solution, s
     tolerance = options.gap if options.gap is not None else DEFAULT_REL_GAP
     models: list[dict] = []
     terms = [U]
-    H = 1
-    while H <= instance.n - 1 and 1.0 / lam_ub + alpha * H < U * (1 - tolerance):
+
+    def limited(H: int, at_hops: int):
+        """The model with hop limit H and lambda >= 1/(U (1 - tol) - alpha at_hops); its result, and
+        whether it gives up (a limit stopped it). A design it finds may improve U."""
+        nonlocal best, U, H_best
         left = None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
         if left is not None and left <= 0:
-            break
+            return None, True
         m = build_topology_routing(instance, "strong", max_hops=H)
         unit = instance.cluster.link_bytes_per_s / m.scale
         lower = m.model.col_lower.copy()
-        lower[m.lam_col] = 1.0 / (U * (1 - tolerance) - alpha * H) / unit  # beat U by more than the tolerance
+        lower[m.lam_col] = 1.0 / (U * (1 - tolerance) - alpha * at_hops) / unit  # beat U by more than the tolerance
         m = replace(m, model=replace(m.model, col_lower=lower, name=f"topology_routing_hops_le_{H}"))
         result = run_model(m.model, replace(options, time_limit_s=left, export_model=None), tuning=STRONG_TUNING)
         status = solution_status(result)
-        models.append({"max_hops": H, "status": status, "time_s": round(result.wall_time_s, 3)})
-        if status == "infeasible":  # no design of at most H hops scores below U (1 - tolerance)
-            terms.append(U * (1 - tolerance))
-            H += 1
-            continue
-        if result.bound is not None and result.bound > 0:
-            terms.append(1.0 / (result.bound * unit) + alpha * H)
+        models.append({"max_hops": H, "threshold_hops": at_hops, "status": status, "time_s": round(result.wall_time_s, 3)})
         if result.values is not None and status in ("optimal", "feasible"):
             candidate = _to_solution(instance, m, result, time.perf_counter() - started)
             if candidate.topology is not None:
@@ -847,7 +847,35 @@ def optimise_latency(instance: Instance, options: ExactOptions, sol: Solution, s
                 models[-1]["comm_time_s"] = value
                 if value < U:
                     best, U, H_best = candidate, value, hops
-        if status != "optimal":  # a limit stopped it: H (and every larger H) is not settled
+        bound = None if result.bound is None or result.bound <= 0 else 1.0 / (result.bound * unit)
+        return (status, bound), status not in ("optimal", "infeasible")
+
+    def open_hops() -> int:
+        """The most hops a design may have and still beat U by more than the tolerance."""
+        return max([h for h in range(1, instance.n) if 1.0 / lam_ub + alpha * h < U * (1 - tolerance)], default=0)
+
+    H = 1
+    top = open_hops()
+    if top >= 2:
+        # One model for every H <= top at once: lambda_H <= lambda_top, and the threshold counted at
+        # one hop is the lowest, so 'no design of at most top hops reaches it' rules them all out.
+        outcome, stopped = limited(top, 1)
+        if outcome is not None and outcome[0] == "infeasible":
+            terms.append(U * (1 - tolerance))
+            H = top + 1
+        elif stopped:
+            H = instance.n  # nothing settled: the floor at one hop below is the bound
+            terms.append(1.0 / lam_ub + alpha)
+    while H <= open_hops():
+        outcome, stopped = limited(H, H)
+        if outcome is None:
+            break
+        status, time_bound = outcome
+        if status == "infeasible":  # no design of at most H hops scores below U (1 - tolerance)
+            terms.append(U * (1 - tolerance))
+        elif time_bound is not None:
+            terms.append(time_bound + alpha * H)
+        if stopped:  # a limit stopped it: H (and every larger H) is not settled
             break
         H += 1
     terms.append(1.0 / lam_ub + alpha * H)  # every H not settled above
