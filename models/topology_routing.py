@@ -525,14 +525,15 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
             for path, amount in decompose_layered_flow(n, int(s), L.hop[sel], L.tail[sel], L.head[sel], gv[sel]):
                 if supply[path[0], path[-1]] > 0:  # not a ring dropped as noise above
                     paths.setdefault((path[0], path[-1]), []).append((path, amount))
-    for k, (s, t) in enumerate(m.commodities if m.layers is None else ()):
-        flow = np.zeros((n, n))
-        flow[m.arc_tail, m.arc_head] = values[m.f_cols[k]]
-        target = supply[s].copy() if t < 0 else np.where(np.arange(n) == t, supply[s, t], 0.0)
-        if m.objective == "aspl":
-            target = np.ones(n) if t < 0 else (np.arange(n) == t).astype(float)
-        for path, amount in decompose_source_flow(flow, int(s), target):
-            paths.setdefault((path[0], path[-1]), []).append((path, amount))
+    else:
+        for k, (s, t) in enumerate(m.commodities):
+            flow = np.zeros((n, n))
+            flow[m.arc_tail, m.arc_head] = values[m.f_cols[k]]
+            target = supply[s].copy() if t < 0 else np.where(np.arange(n) == t, supply[s, t], 0.0)
+            if m.objective == "aspl":
+                target = np.ones(n) if t < 0 else (np.arange(n) == t).astype(float)
+            for path, amount in decompose_source_flow(flow, int(s), target):
+                paths.setdefault((path[0], path[-1]), []).append((path, amount))
     # Flow on a link the rounded topology lacks (a link count within integrality tolerance of 0) is
     # solver noise: such paths are dropped (measured: 1.5e-8 of a pair on such a link, which the
     # evaluator scores as an infinite bandwidth term). A pair left without a path, or whose flow fell
@@ -826,8 +827,9 @@ def optimise_latency(instance: Instance, options: ExactOptions, sol: Solution, s
     terms = [U]
 
     def limited(H: int, at_hops: int):
-        """The model with hop limit H and lambda >= 1/(U (1 - tol) - alpha at_hops); its result, and
-        whether it gives up (a limit stopped it). A design it finds may improve U."""
+        """Solve the model with hop limit H and lambda >= 1/(U (1 - tol) - alpha at_hops); a design it
+        finds may improve U. Returns ((status, its bound as a bandwidth time) or None when no time
+        was left, whether a limit stopped it)."""
         nonlocal best, U, H_best
         left = None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
         if left is not None and left <= 0:
