@@ -488,10 +488,10 @@ def _latency_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, deadli
     counts["latency_leaf_models"] += 1
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
     sol = optimise_latency(leaf.traffic, opts, leaf.bandwidth, time.perf_counter())
-    if sol.topology is not None:
+    if sol.topology is not None and sol.objective is not None:
         leaf.point = Solution(status="feasible", method="exact", topology=sol.topology, routing=sol.routing,
                               placement=strategy_to_dict(leaf.strategy), backend=sol.backend,
-                              details={"model_objective_s": None})
+                              details={"model_objective_s": _objective(instance, leaf.compute, sol.objective)})
     if sol.bound is not None and sol.bound > 0 and "latency" in sol.details:
         leaf.lower = max(leaf.lower, _objective(instance, leaf.compute, sol.bound))
         leaf.settled = sol.status == "optimal"
