@@ -1,7 +1,7 @@
 """A lower bound on the placement problem that sees where traffic concentrates (used by :mod:`.placement`).
 
 :func:`chain_bound` strengthens the volume relaxation (:func:`.placement_search.relaxation_bound`)
-in three ways, all valid for the unrestricted problem (every layer option, every block server,
+in four ways, all valid for the unrestricted problem (every layer option, every block server,
 memory ignored):
 
 * **arc classes** - the volume relaxation spreads all traffic over all arcs. Partitioning the arcs
