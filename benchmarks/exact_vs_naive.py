@@ -9,7 +9,7 @@ as ``topoopt solve --method exact`` does by default (its time included in both c
 runs once).
 
     python benchmarks/exact_vs_naive.py [--limit 60] [--backend highs] [--sizes 8x2,8x3,10x2,10x3,12x4]
-                                        [--warm-start none|heuristic] [--repeat 1]
+                                        [--warm-start none|heuristic] [--repeat 1] [--demands a2a,mix]
 """
 
 from __future__ import annotations
@@ -59,13 +59,18 @@ def main() -> None:
     ap.add_argument("--sizes", default="8x2,8x3,10x2,10x3,12x2,12x4")
     ap.add_argument("--warm-start", choices=("none", "heuristic"), default="none")
     ap.add_argument("--repeat", type=int, default=1, help="median of this many runs per proven solve")
+    ap.add_argument("--demands", default="a2a,mix", help="which demands: a2a (all-to-all), mix (AllReduce + MP), or both")
     args = ap.parse_args()
+    demands = {"a2a": all_to_all, "mix": skewed_mix}
+    if unknown := set(args.demands.split(",")) - set(demands):
+        ap.error(f"unknown demand(s) {sorted(unknown)}; choose from a2a, mix")
     start = "no warm start" if args.warm_start == "none" else "both warm-started by the heuristic (its time included)"
     print(f"backend {args.backend}, time limit {args.limit:g} s per solve, {start}, median of {args.repeat} run(s)")
     print(f"{'instance':<16} {'strong':>22} {'naive':>22} {'naive/strong':>13}")
     for size in args.sizes.split(","):
         n, d = map(int, size.split("x"))
-        for label, inst in (("a2a", all_to_all(n, d)), ("mix", skewed_mix(n, d))):
+        for label in args.demands.split(","):
+            inst = demands[label](n, d)
             cells = []
             times = []
             for form in ("strong", "naive"):
