@@ -97,8 +97,10 @@ def test_mixed_demand_latency_is_settled_by_hop_limited_models():
 def _hop_limited_comm_time(x, pairs, link_bytes_per_s, alpha):
     """Brute force, independent of the model: for every hop limit H, the least busiest-link time of
     the pairs' bytes over the simple paths of at most H hops (a path LP), plus alpha H."""
+    from scipy.optimize import linprog
+
     n = len(x)
-    arcs = {a: i for i, a in enumerate(zip(*map(lambda v: v.tolist(), np.nonzero(x))))}
+    arcs = {(int(u), int(v)): i for i, (u, v) in enumerate(zip(*np.nonzero(x)))}
 
     def paths(s, t, H):
         out, stack = [], [[s]]
@@ -127,8 +129,6 @@ def _hop_limited_comm_time(x, pairs, link_bytes_per_s, alpha):
             a_ub[i, -1] = -link_bytes_per_s * 1e-6 / 1e5 * x[a]
         c = np.zeros(cols)
         c[-1] = 1.0
-        from scipy.optimize import linprog
-
         res = linprog(c, A_ub=a_ub, b_ub=np.zeros(len(arcs)), A_eq=a_eq, b_eq=np.array([b for *_, b in pairs]) / 1e5,
                       method="highs")
         best = min(best, res.fun * 1e-6 + alpha * H)
