@@ -544,15 +544,15 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
     for pair, plist in decoded.items():
         if kept := [(p, a) for p, a in plist if all(X[u, v] > 0 for u, v in zip(p, p[1:]))]:
             paths[pair] = kept
-    if m.objective != "aspl":
+    missing = [] if m.objective == "aspl" else [(int(s), int(t)) for s, t in zip(*np.nonzero(supply > 0))
+                                                 if s != t and (int(s), int(t)) not in paths]
+    if missing:  # rare (solver noise): only then are the hop distances computed
         dist = hop_distances(X)[0]
-        for s, t in zip(*np.nonzero(supply > 0)):
-            pair = (int(s), int(t))
-            if s != t and pair not in paths:
-                if dist[s, t] >= 0:
-                    paths[pair] = [(shortest_path(X, *pair), 1.0)]
-                elif pair in decoded:
-                    paths[pair] = decoded[pair]
+        for pair in missing:
+            if dist[pair] >= 0:
+                paths[pair] = [(shortest_path(X, *pair), 1.0)]
+            elif pair in decoded:
+                paths[pair] = decoded[pair]
     rows = []
     for (s, t), plist in sorted(paths.items()):
         total = sum(a for _, a in plist)
