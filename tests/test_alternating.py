@@ -34,7 +34,8 @@ def test_incumbent_never_worse_and_rounds_logged():
     assert {e["phase"] for e in log if e["round"] > 0} <= {"placement", "topology"}
     best = log[0]["iteration_time_s"]
     for entry in log[1:]:
-        if entry["status"] == "error":  # e.g. a placement step on an exact topology that left servers unlinked
+        if entry["status"] in ("error", "skipped"):  # e.g. a placement step on an exact topology that left
+            # servers unlinked; a topology step whose traffic relabels one solved before
             assert entry["iteration_time_s"] is None and not entry["accepted"]
             continue
         # accepted exactly when strictly better than everything before it (objective: iteration time)
@@ -132,6 +133,63 @@ def test_a_phase_settled_before_is_reused_not_solved_again(monkeypatch):
     assert "settled" not in sol.details and verify(inst, sol).valid
 
 
+def _relabelled(placement: dict, n: int, u: int, r: int) -> dict:
+    """The placement with server i moved to u*i + r (mod n): each coset start to the image coset's."""
+    starts = [(u * s + r) % (n // k) for k, s in zip(placement["layer_degree"], placement["layer_start"])]
+    return {**placement, "layer_start": starts, "block_server": [(u * b + r) % n for b in placement["block_server"]]}
+
+
+def test_relabelling_key_is_equal_exactly_for_relabelled_traffic():
+    from topoopt_ilp.alternating import relabelling_key
+    from topoopt_ilp.instance import Demand
+    from topoopt_ilp.solve import placement_traffic
+
+    inst = small_workload()
+    n = inst.n
+    # the replicas' sample ranges are part of the traffic: a relabelling keeps the traffic's shape only
+    # when every data-parallel layer's replicas shift alike (here: k = 1 layers around one k = 6 layer)
+    base = {"layer_degree": [1, 6, 1], "layer_start": [2, 0, 4], "block_server": []}
+    key = relabelling_key(placement_traffic(inst, base))
+    images = [_relabelled(base, n, u, r) for u in (1, 5) for r in range(n)]
+    assert all(relabelling_key(placement_traffic(inst, p)) == key for p in images)
+    other = {"layer_degree": [1, 6, 1], "layer_start": [2, 0, 3], "block_server": []}  # 2 -> 3 is no such map
+    assert relabelling_key(placement_traffic(inst, other)) != key
+    # the map really is applied to the traffic: a demand and its image under i -> 5i + 1 agree, a
+    # demand with one byte moved does not
+    demand = Demand(mp=((0, 1, 3.0), (1, 3, 2.0), (4, 0, 1.0)))
+    image = Demand(mp=tuple(((5 * a + 1) % n, (5 * b + 1) % n, v) for a, b, v in demand.mp))
+    moved = Demand(mp=((0, 1, 3.0), (1, 3, 2.0), (4, 1, 1.0)))
+    keys = [relabelling_key(Instance(cluster=inst.cluster, demand=d)) for d in (demand, image, moved)]
+    assert keys[0] == keys[1] != keys[2]
+
+
+def test_a_trajectory_ends_at_a_relabelled_repeat(monkeypatch):
+    # The exact topology step is solved once per traffic up to relabelling: a topology step whose
+    # traffic is the image of one solved to optimality ends its trajectory unsolved, and is logged.
+    import sys
+
+    solve_module = sys.modules["topoopt_ilp.solve"]
+    seen = []
+    real = solve_module.exact_topology_for_placement
+    monkeypatch.setattr(solve_module, "exact_topology_for_placement",
+                        lambda inst, placement, **k: seen.append(placement) or real(inst, placement, **k))
+    from topoopt_ilp.alternating import relabelling_key
+    from topoopt_ilp.solve import placement_traffic
+
+    inst = io.load_instance(INSTANCES / "dlrm-mini-6.json")  # its second trajectory reaches an image of the first's
+    sol = solve(inst, method="alternating", topology_method="exact", round_time_limit_s=10)
+    keys = [relabelling_key(placement_traffic(inst, p)) for p in seen]
+    assert len(keys) == len(set(keys))  # no traffic solved twice, relabelled or not
+    log = sol.details["rounds"]
+    assert any(e.get("repeats_earlier") for e in log)
+    for i, e in enumerate(log):
+        if e.get("repeats_earlier"):
+            assert e["phase"] == "topology" and e["status"] == "skipped" and not e["accepted"]
+            later = log[i + 1:]
+            assert all(x.get("trajectory") != e["trajectory"] for x in later)  # that trajectory ended there
+    assert verify(inst, sol).valid
+
+
 @pytest.mark.parametrize("topology_method", ["finder", "exact"])
 def test_circulant_family_gives_a_jump_set(topology_method):
     """An instance that asks for a circulant family gets one in every phase (a user found the
@@ -161,3 +219,32 @@ def test_coprime_circulant_odd_degree_not_regular(method):
     assert (sol.topology.matrix.sum(axis=1) == 2).all() and verify(inst, sol).valid
     with pytest.raises(UnsupportedError, match="use --method alternating"):
         solve(inst, method="exact")
+
+
+def test_a_split_design_is_joined_for_the_placement_step_giving_up_idle_links():
+    # An optimal topology step may split idle servers off (here 4-5); the placement step needs every
+    # pair reachable: the components are joined by degree-preserving swaps of the least-loaded links.
+    import numpy as np
+
+    from topoopt_ilp.alternating import _joined_topology
+    from topoopt_ilp.graph import is_connected
+    from topoopt_ilp.instance import Demand
+    from topoopt_ilp.solution import Solution, Topology
+
+    inst = Instance(cluster=Cluster(servers=6, degree=2, link_bandwidth_gbps=100), demand=Demand(mp=((0, 1, 1e6),)))
+    x = np.zeros((6, 6), dtype=np.int64)
+    for a, b in ((0, 1), (1, 2), (2, 3), (3, 0), (4, 5), (4, 5)):
+        x[a, b] += 1
+        x[b, a] += 1
+    joined = _joined_topology(inst, Solution(status="feasible", method="exact", topology=Topology(x)))
+    assert is_connected(joined) and (joined.sum(axis=1) == 2).all() and (joined == joined.T).all()
+    assert joined[0, 1] == 1  # the one loaded link is kept
+    assert joined[4, 5] == 1 and (joined[:4, :4].sum() == 6)  # one idle link given up on each side
+
+
+def test_the_placement_step_gets_a_connected_topology():
+    # small_workload's stage start puts each layer on one server: its exact topology step splits the
+    # servers, and the placement steps used to fail on it ("the topology is disconnected")
+    sol = solve(small_workload(), method="alternating", rounds=4, round_time_limit_s=20, topology_method="exact")
+    placements = [e for e in sol.details["rounds"] if e["phase"] == "placement"]
+    assert placements and all(e["status"] != "error" for e in placements)

@@ -13,19 +13,27 @@ runs out. Every candidate is scored by the independent evaluator and the incumbe
 when a candidate is strictly better, so it never gets worse. Every phase is logged in
 ``Solution.details["rounds"]`` (round 0 for the starts; with two starts, the second trajectory's
 rounds count from 1 again). A phase whose input (a topology, a placement) was already solved to
-optimality in the run is not solved again: its result is reused and logged ``reused``.
+optimality in the run is not solved again: its result is reused and logged ``reused``. With the
+exact topology step, a trajectory also ends when its placement's traffic is the image of traffic
+whose topology step was already solved to optimality, under a relabelling of the servers
+``i -> u*i + r (mod n)`` (u a unit): everything after it would repeat earlier work on relabelled
+servers (logged ``repeats_earlier``).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from typing import Any, Callable
 
+import numpy as np
+
 from .errors import InputError, InstanceError, StartInfeasibleError, UnsupportedError
 from .evaluate import RoutingError
+from .graph import is_connected
 from .instance import Instance
-from .solution import Solution
+from .solution import Solution, Topology
 
 __all__ = ["alternating_incumbent", "solve_alternating"]
 
@@ -38,21 +46,71 @@ TOPOLOGY_METHODS = ("auto", "finder", "exact")
 AUTO_EXACT_SERVERS = 12
 
 
+def relabelling_key(traffic: Instance) -> bytes:
+    """The same bytes for two demands exactly when one is the other with its servers relabelled by
+    an affine map ``i -> u*i + r (mod n)`` (u coprime to n): the smallest encoding over all such maps.
+
+    Equal keys mean equal topology optima: the image of a design carries the image traffic equally
+    well. Those maps send every coset ``{s, s + n/k, ...}`` to a coset, so AllReduce groups enter as
+    member sets with their bytes (TotientPerms' ring candidates of a coset listed in coset order map
+    onto the image coset's: stride p becomes stride u*p). A relabelled strategy does not always
+    induce the image traffic (its replicas' sample ranges may shift unequally), which is why the
+    traffic, not the strategy, is compared. O(n phi(n)) maps of the n x n matrix: meant for n <= 32.
+    """
+    n, demand = traffic.n, traffic.demand
+    units = np.array([u for u in range(1, n + 1) if math.gcd(u, n) == 1], dtype=np.int64)
+    maps = (units[:, None, None] * np.arange(n)[None, None, :] + np.arange(n)[None, :, None]) % n
+    maps = maps.reshape(-1, n)  # maps[m, i] = where server i goes
+    inverse = np.argsort(maps, axis=1)
+    mp = demand.mp_matrix(n)
+    images = mp[inverse[:, :, None], inverse[:, None, :]]  # images[m][pi(i), pi(j)] = mp[i, j]
+    members = [np.asarray(g.members, dtype=np.int64) for g in demand.allreduce]
+    best = None
+    for m in range(maps.shape[0]):
+        groups = tuple(sorted((tuple(sorted(maps[m, g].tolist())), float(b.bytes)) for g, b in zip(members, demand.allreduce)))
+        key = (groups, images[m].tobytes())
+        if best is None or key < best:
+            best = key
+    return repr(best[0]).encode() + best[1]
+
+
 def _topology_phase(instance: Instance, placement: dict | None, select: str, mode: str, seed: int,
-                    method: str = "finder", time_limit_s: float | None = None, backend: str = "highs",
-                    start: Solution | None = None) -> Solution:
+                    method: str = "finder", time_limit_s: float | None = None, backend: str = "highs") -> Solution:
     """A topology and routing for the traffic that ``placement`` induces: TopologyFinder, or the exact
-    topology + routing MILP warm-started from the current topology (``method="exact"``). An instance
-    that asks for a circulant family gets a jump set: SelectPermutations' (finder), or the circulant
-    model's optimum for the traffic (exact)."""
+    topology + routing MILP (``method="exact"``). An instance that asks for a circulant family gets a
+    jump set: SelectPermutations' (finder), or the circulant model's optimum for the traffic (exact).
+
+    The exact MILP gets no warm start. The current topology as a start made HiGHS slower on most of
+    ``benchmarks/small_workloads.py`` (whole alternating runs: 24 s against 21 s in all; skewed MLP
+    n = 8: 5.5 s against 1.4 s) and never better: the start steers its root search away from the
+    rounding that finds these optima at once. Nothing is lost when a step ends worse than the
+    topology it replaces: every round restarts from the trajectory's best."""
     from .solve import exact_topology_for_placement, heuristic_for_placement
 
     if instance.topology_family != "any":
         return _circulant_phase(instance, placement, select, seed, method, time_limit_s, backend)
     if method == "exact":
-        return exact_topology_for_placement(instance, placement, time_limit_s=time_limit_s, backend=backend,
-                                            start=None if start is None else start.topology.matrix)
+        return exact_topology_for_placement(instance, placement, time_limit_s=time_limit_s, backend=backend)
     return heuristic_for_placement(instance, placement, select=select, mode=mode, seed=seed)
+
+
+def _joined_topology(instance: Instance, sol: Solution) -> np.ndarray:
+    """``sol``'s links with its components joined by degree-preserving link swaps, giving up the
+    least-loaded links (under ``sol``'s routing) whose removal keeps their component connected
+    (:func:`~topoopt_ilp.heuristic.connect_components`).
+
+    The placement step needs every pair reachable, while an optimal topology step for traffic that
+    leaves servers idle (or falls into separate clusters) may split them off. That design stays a
+    candidate as it is; only the placement step works on the joined one."""
+    from .evaluate import arc_loads
+    from .heuristic import connect_components
+
+    x = sol.topology.matrix.copy()
+    load = arc_loads(instance, sol)
+    links = x + x.T
+    per_link = np.divide(load + load.T, links, out=np.zeros(x.shape), where=links > 0)
+    connect_components(x, np.random.default_rng(0), directed=instance.cluster.directed, weight=per_link)
+    return x
 
 
 def _circulant_phase(instance: Instance, placement: dict | None, select: str, seed: int, method: str,
@@ -98,7 +156,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     from .models import ExactOptions
     from .models.joint_enumeration import strategy_floor
     from .models.placement import solve_placement
-    from .solve import finalize, fitting_start_placement
+    from .solve import finalize, fitting_start_placement, placement_traffic
     from .strategy import stage_strategies, strategy_to_dict, validate_strategy
 
     if instance.workload is None:
@@ -121,11 +179,15 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     started = time.perf_counter()
     log: list[dict[str, Any]] = []
 
-    def record(round_: int, phase: str, sol: Solution, accepted: bool, reused: bool = False) -> None:
+    def record(round_: int, phase: str, sol: Solution, accepted: bool, reused: bool = False,
+               repeats_earlier: bool = False) -> None:
         m = sol.metrics
         entry = {"round": round_, "phase": phase, "iteration_time_s": m.get("iteration_time_s"),
                  "compute_time_s": m.get("compute_time_s"), "comm_time_s": m.get("comm_time_s"),
                  "status": sol.status, "accepted": accepted, "wall_time_s": round(time.perf_counter() - started, 3)}
+        if repeats_earlier:  # not solved: the placement's traffic relabels one solved before; the trajectory ends
+            entry.update(status="skipped", repeats_earlier=True, iteration_time_s=None, compute_time_s=None,
+                         comm_time_s=None)
         if sol.details.get("restricted"):  # the placement model was cut to this many coset starts per degree
             entry["restricted_to_starts"] = sol.details.get("max_starts")
         if reused:  # the same phase input was solved to optimality before in this run
@@ -141,16 +203,25 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     # phase started are kept: proven-optimal ones (and TopologyFinder's, which is deterministic).
     settled_topology: dict[bytes, Solution] = {}
     settled_placement: dict[bytes, Solution] = {}
+    settled_traffic: set[bytes] = set()  # relabelling keys of the exact step's proven-optimal inputs
 
     def placement_key(placement: dict) -> bytes:
         return repr(tuple(tuple(placement.get(f, ())) for f in ("layer_degree", "layer_start", "block_server"))).encode()
 
-    def topology_step(placement: dict, limit: float, current: Solution | None = None) -> tuple[Solution, bool, bool]:
-        """The topology phase for ``placement``, scored by the evaluator; (solution, usable, reused)."""
+    def topology_step(placement: dict, limit: float) -> tuple[Solution | None, bool, bool]:
+        """The topology phase for ``placement``, scored by the evaluator; (solution, usable, reused).
+        None (exact step only) when the placement's traffic is a relabelled image of traffic solved
+        to optimality before: its optimum is the same, so the trajectory has nothing new to find."""
         key = placement_key(placement)
         if key in settled_topology:
             return settled_topology[key], True, True
-        cand = _topology_phase(instance, placement, select, mode, seed, topology_method, limit, backend, current)
+        traffic_key = None
+        if topology_method == "exact":
+            traffic = placement_traffic(instance, placement)
+            traffic_key = None if traffic is None else relabelling_key(traffic)
+            if traffic_key in settled_traffic:
+                return None, False, False
+        cand = _topology_phase(instance, placement, select, mode, seed, topology_method, limit, backend)
         if not cand.has_solution:
             return cand, False, False
         try:
@@ -160,20 +231,25 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         # (the exact step's own status is at best "feasible": it does not optimise the latency term)
         if topology_method == "finder" or cand.details.get("model_status", cand.status) == "optimal":
             settled_topology[key] = out
+            if traffic_key is not None:
+                settled_traffic.add(traffic_key)
         return out, True, False
 
     def placement_step(current: Solution, limit: float) -> tuple[Solution, bool]:
         """The placement phase on ``current``'s topology, scored by the evaluator; (solution, reused).
         Raises UnsupportedError as solve_placement does."""
-        key = current.topology.matrix.tobytes()
+        topology = current.topology
+        if not is_connected(topology.matrix):
+            topology = Topology(_joined_topology(instance, current))
+        key = topology.matrix.tobytes()
         if key in settled_placement:
             return settled_placement[key], True
         options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic")
         # solve_placement itself falls back to fewer coset starts when the full model is too large
-        cand = solve_placement(instance, options, current.topology.matrix, start=current.placement)
+        cand = solve_placement(instance, options, topology.matrix, start=current.placement)
         if not cand.has_solution:
             return cand, False
-        cand = replace(cand, topology=current.topology)  # the same links; keeps a circulant's jump set
+        cand = replace(cand, topology=topology)  # the same links; keeps a circulant's jump set
         out = finalize(instance, cand, routing="shortest_path")
         if cand.status == "optimal":
             settled_placement[key] = out
@@ -198,14 +274,17 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                 if phase == "placement":
                     try:
                         cand, reused = placement_step(current, limit)
-                    except UnsupportedError as exc:  # e.g. the exact step left servers without traffic unlinked
+                    except UnsupportedError as exc:  # a placement model this topology cannot express
                         record(r, phase, replace(current, status="error", metrics={}, details={"error": str(exc)}), False)
                         continue
                     if not cand.has_solution:
                         record(r, phase, cand, False)
                         continue
                 else:
-                    cand, usable, reused = topology_step(current.placement, limit, current)
+                    cand, usable, reused = topology_step(current.placement, limit)
+                    if cand is None:  # a relabelled repeat: what follows would be too
+                        record(r, phase, current, False, repeats_earlier=True)
+                        return False
                     if not usable:
                         record(r, phase, cand, False)
                         continue
@@ -242,7 +321,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
             stage_label = f"start: stages of {max(st.layer_degree)}-server data-parallel groups + TopologyFinder"
             record(0, stage_label, cand, True)
     if stage_start is not None and topology_method == "exact":
-        cand, usable, _ = topology_step(stage_start.placement, round_time_limit_s, stage_start)
+        cand, usable, _ = topology_step(stage_start.placement, round_time_limit_s)
         accepted = usable and cand.objective < best.objective
         record(0, stage_label.replace("TopologyFinder", "exact topology"), cand, accepted)
         if accepted:

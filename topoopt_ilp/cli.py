@@ -613,6 +613,10 @@ def _print_round(entry: dict[str, Any]) -> None:
     """Live progress of --method alternating, on stderr so that stdout stays the result."""
     mark = "*" if entry["accepted"] else " "
     phase = entry["phase"] + (f" (from {entry['trajectory']} start)" if entry.get("trajectory") else "")
+    if entry.get("repeats_earlier"):
+        print(f"  round {entry['round']:>2} {phase:<40} skipped: its traffic relabels traffic solved before; "
+              f"this trajectory ends [{entry['wall_time_s']:.1f} s]", file=sys.stderr, flush=True)
+        return
     print(f"  round {entry['round']:>2} {phase:<40} iteration {_fmt_time(entry['iteration_time_s']):>10} "
           f"(compute {_fmt_time(entry['compute_time_s'])}, comm {_fmt_time(entry['comm_time_s'])}) {mark} "
           f"[{entry['wall_time_s']:.1f} s]", file=sys.stderr, flush=True)

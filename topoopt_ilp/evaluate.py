@@ -37,7 +37,7 @@ from .routing import PathSet, RingSet, Routing
 from .solution import Solution, Topology
 from .traffic import default_rings, effective_demand, group_traffic, traffic_matrix
 
-__all__ = ["ROUTING_MODES", "Metrics", "RoutingError", "evaluate", "objective_value", "link_loads", "critical_path_s"]
+__all__ = ["ROUTING_MODES", "Metrics", "RoutingError", "arc_loads", "evaluate", "objective_value", "link_loads", "critical_path_s"]
 
 ROUTING_MODES = ("given", "shortest_path", "optimal")
 # Measured: the source-aggregated MCF LP takes ~22 s at 74k flow variables (n = 96, d = 8) on 2 cores
@@ -243,6 +243,29 @@ def _times(instance: Instance, x: np.ndarray, load: np.ndarray, hops: int) -> tu
     return float((load[busy] / cap[busy]).max()), hops * instance.cluster.hop_latency_s
 
 
+def _scored_traffic(instance: Instance, dm, sol_routing: Routing | None, routing: str,
+                    placement) -> tuple[RingSet, str, np.ndarray]:
+    """The rings, routing mode and traffic matrix a solution is scored with: its rings (default ones
+    for groups it leaves out, all default without any), and shortest paths for ``given`` routing
+    when it gives no routes."""
+    if sol_routing is not None and len(sol_routing.rings):
+        _check_rings(sol_routing.rings, dm.allreduce, instance.n, instance.workload is not None and placement is None)
+    rings: RingSet = sol_routing.rings if sol_routing is not None and len(sol_routing.rings) else default_rings(instance, dm)
+    rings = _every_group_ringed(rings, dm.allreduce)
+    mode = routing
+    if mode == "given" and (sol_routing is None or (len(sol_routing.paths) == 0 and len(sol_routing.offset_routes) == 0)):
+        mode = "shortest_path"  # nothing given to follow: the documented fallback
+    return rings, mode, traffic_matrix(instance, rings, dm)
+
+
+def arc_loads(instance: Instance, solution: Solution) -> np.ndarray:
+    """Bytes per iteration on each arc (n x n, summed over parallel links) as :func:`evaluate`
+    scores ``solution`` with its own routing."""
+    dm, _ = effective_demand(instance, solution.placement)
+    _, mode, demand = _scored_traffic(instance, dm, solution.routing, "given", solution.placement)
+    return link_loads(instance, solution.topology.matrix, demand, solution.routing, mode)[0]
+
+
 def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, routing: str = "given") -> Metrics:
     """Score a solution (or a bare topology) on an instance.
 
@@ -276,14 +299,7 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
     compute = float(compute_s.max()) if compute_s.size else 0.0
     if instance.workload is not None and instance.workload.compute_model == "critical_path":
         compute = max(compute, critical_path_s(instance, placement))
-    if sol_routing is not None and len(sol_routing.rings):
-        _check_rings(sol_routing.rings, dm.allreduce, n, instance.workload is not None and placement is None)
-    rings: RingSet = sol_routing.rings if sol_routing is not None and len(sol_routing.rings) else default_rings(instance, dm)
-    rings = _every_group_ringed(rings, dm.allreduce)
-    mode = routing
-    if mode == "given" and (sol_routing is None or (len(sol_routing.paths) == 0 and len(sol_routing.offset_routes) == 0)):
-        mode = "shortest_path"  # nothing given to follow: the documented fallback
-    demand = traffic_matrix(instance, rings, dm)
+    rings, mode, demand = _scored_traffic(instance, dm, sol_routing, routing, placement)
 
     diam, mean_hops = (float(v) for v in graph.diameter_and_aspl(x))
     dist_connected = math.isfinite(diam)

@@ -84,7 +84,7 @@ def placement_traffic(instance: Instance, placement: dict | None) -> Instance | 
 
 
 def exact_topology_for_placement(instance: Instance, placement: dict | None, *, time_limit_s: float | None = None,
-                                 backend: str = "highs", start: np.ndarray | None = None) -> Solution:
+                                 backend: str = "highs") -> Solution:
     """The exact topology + routing MILP (``topology_routing``, comm-time objective: AllReduce split
     over TotientPerms rings, multi-commodity flow) for the traffic of a workload's ``placement``."""
     from .models import ExactOptions
@@ -94,8 +94,8 @@ def exact_topology_for_placement(instance: Instance, placement: dict | None, *, 
     traffic = placement_traffic(instance, placement)
     if traffic is None:  # no traffic: any topology will do
         return heuristic_for_placement(instance, placement)
-    options = ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="none" if start is None else "heuristic")
-    sol = solve_topology_routing(traffic, options, start, latency=False)  # its objective is discarded: the bandwidth optimum
+    options = ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="none")
+    sol = solve_topology_routing(traffic, options, latency=False)  # its objective is discarded: the bandwidth optimum
     return replace(sol, placement=placement, objective=None, bound=None, gap=None, wall_time_s=time.perf_counter() - started,
                    details={**sol.details, "topology_method": "exact"})
 

@@ -58,9 +58,21 @@ def _pair_stubs(X: np.ndarray, stubs: np.ndarray, rng: np.random.Generator) -> N
         X[v, x] += 1
 
 
-def _swap_edge(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator) -> tuple[int, int] | None:
+def _pick(masks, weight: np.ndarray | None, rng: np.random.Generator) -> int | None:
+    """Index of a candidate of the first non-empty mask: at random, or the least ``weight``."""
+    for mask in masks:
+        cand = np.flatnonzero(mask)
+        if cand.size:
+            return int(rng.choice(cand)) if weight is None else int(cand[np.argmin(weight[cand])])
+    return None
+
+
+def _swap_edge(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator,
+               weight: np.ndarray | None = None) -> tuple[int, int] | None:
     """A link inside ``nodes`` whose removal keeps them connected: a single non-bridge link if any
-    (so demand-driven parallel links are kept), else one of a parallel bundle, else any link."""
+    (so demand-driven parallel links are kept), else one of a parallel bundle, else any link. With
+    ``weight`` (per link, n x n) the least-weighted link whose removal keeps them connected (single
+    non-bridge or one of a bundle), else the least-weighted of all."""
     sub = X[np.ix_(nodes, nodes)]
     iu, ju = np.nonzero(np.triu(sub, 1))
     if not iu.size:
@@ -70,16 +82,19 @@ def _swap_edge(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator) -> tu
     br = {frozenset(e) for e in nx.bridges(G)}
     cnt = sub[iu, ju]
     nonbr = np.array([frozenset((a, b)) not in br for a, b in zip(iu.tolist(), ju.tolist())])
-    for mask in (nonbr & (cnt == 1), cnt >= 2, np.ones(iu.size, dtype=bool)):
-        cand = np.flatnonzero(mask)
-        if cand.size:
-            e = int(rng.choice(cand))
-            return int(nodes[iu[e]]), int(nodes[ju[e]])
-    return None
+    if weight is None:
+        masks = (nonbr & (cnt == 1), cnt >= 2, np.ones(iu.size, dtype=bool))
+    else:
+        masks = ((nonbr & (cnt == 1)) | (cnt >= 2), np.ones(iu.size, dtype=bool))
+    w = None if weight is None else weight[nodes[iu], nodes[ju]]
+    e = _pick(masks, w, rng)
+    return None if e is None else (int(nodes[iu[e]]), int(nodes[ju[e]]))
 
 
-def connect_components(X: np.ndarray, rng: np.random.Generator, directed: bool = False) -> None:
-    """Join the components of a multigraph in place, keeping every degree.
+def connect_components(X: np.ndarray, rng: np.random.Generator, directed: bool = False,
+                       weight: np.ndarray | None = None) -> None:
+    """Join the components of a multigraph in place, keeping every degree. With ``weight`` (n x n,
+    e.g. each link's load) the links given up are the least-weighted candidates instead of random.
 
     Undirected: the smallest component is merged into the largest: a link ``a1-a2`` of one and
     ``b1-b2`` of the other become ``a1-b1`` and ``a2-b2``. Removing a non-bridge keeps a component
@@ -101,8 +116,8 @@ def connect_components(X: np.ndarray, rng: np.random.Generator, directed: bool =
         sizes[cb] = np.iinfo(np.int64).max
         ca = int(np.argmin(sizes))
         pick = _swap_arc if directed else _swap_edge
-        ea = pick(X, np.flatnonzero(lab == ca), rng)
-        eb = pick(X, np.flatnonzero(lab == cb), rng)
+        ea = pick(X, np.flatnonzero(lab == ca), rng, weight)
+        eb = pick(X, np.flatnonzero(lab == cb), rng, weight)
         if ea is None or eb is None:
             raise ValueError("component without links: cannot connect while keeping degrees")
         (a1, a2), (b1, b2) = ea, eb
@@ -115,15 +130,16 @@ def connect_components(X: np.ndarray, rng: np.random.Generator, directed: bool =
             X[v, u] += s
 
 
-def _swap_arc(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator) -> tuple[int, int] | None:
+def _swap_arc(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator,
+              weight: np.ndarray | None = None) -> tuple[int, int] | None:
     """An arc inside ``nodes`` (a strongly connected component): a single one if any, else one of
-    a parallel bundle."""
+    a parallel bundle (the least ``weight`` of them when given, else at random)."""
     sub = X[np.ix_(nodes, nodes)]
     iu, ju = np.nonzero(sub)
     if not iu.size:
         return None
-    single = np.flatnonzero(sub[iu, ju] == 1)
-    e = int(rng.choice(single if single.size else np.arange(iu.size)))
+    w = None if weight is None else weight[nodes[iu], nodes[ju]]
+    e = _pick((sub[iu, ju] == 1, np.ones(iu.size, dtype=bool)), w, rng)
     return int(nodes[iu[e]]), int(nodes[ju[e]])
 
 
