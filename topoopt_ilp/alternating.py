@@ -44,6 +44,10 @@ TOPOLOGY_METHODS = ("auto", "finder", "exact")
 #: ``topology_method="auto"`` uses the exact topology step up to this many servers (where it takes
 #: seconds: see ``benchmarks/alternating_quality.py``), TopologyFinder above.
 AUTO_EXACT_SERVERS = 12
+#: Repeats up to relabelling are looked for up to this many servers (the exact topology-routing step's
+#: limit): :func:`relabelling_key` tries n phi(n) maps of the n x n traffic (512 at n = 32; a
+#: circulant-family instance of 128 servers would need 8,192 maps, a gigabyte at once).
+RELABELLING_MAX_SERVERS = 32
 
 
 def relabelling_key(traffic: Instance) -> bytes:
@@ -55,7 +59,8 @@ def relabelling_key(traffic: Instance) -> bytes:
     member sets with their bytes (TotientPerms' ring candidates of a coset listed in coset order map
     onto the image coset's: stride p becomes stride u*p). A relabelled strategy does not always
     induce the image traffic (its replicas' sample ranges may shift unequally), which is why the
-    traffic, not the strategy, is compared. O(n phi(n)) maps of the n x n matrix: meant for n <= 32.
+    traffic, not the strategy, is compared. n phi(n) maps of the n x n matrix: see
+    :data:`RELABELLING_MAX_SERVERS`.
     """
     n, demand = traffic.n, traffic.demand
     units = np.array([u for u in range(1, n + 1) if math.gcd(u, n) == 1], dtype=np.int64)
@@ -216,7 +221,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         if key in settled_topology:
             return settled_topology[key], True, True
         traffic_key = None
-        if topology_method == "exact":
+        if topology_method == "exact" and instance.n <= RELABELLING_MAX_SERVERS:
             traffic = placement_traffic(instance, placement)
             traffic_key = None if traffic is None else relabelling_key(traffic)
             if traffic_key in settled_traffic:
