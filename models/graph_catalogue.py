@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from topoopt_ilp.solvers import (BackendCapabilityError, BackendUnavailableError
 from topoopt_ilp.solvers import solve as solver_solve
 
 from .common import ExactOptions, native_options
-from .topology_routing import moore_layer_hops
+from .topology_routing import moore_layer_hops, with_links_fixed
 
 __all__ = ["CATALOGUE_DIR", "CatalogueSearch", "ClassBound", "catalogue_sizes", "decode_graph6", "regular_graphs",
            "hop_distance_total", "hop_distance_totals", "hop_statistics", "hop_floors_outside", "search_hop_objective", "layered_floor", "max_concurrent_flow_lp", "uncovered_bounds", "catalogue_applies", "search_catalogue"]
@@ -349,7 +349,7 @@ def _is_topology_of(x: np.ndarray, cluster) -> bool:
     return bool((deg == d).all() if cluster.regular else (deg <= d).all())
 
 
-def _symmetric_labelling(x: np.ndarray) -> np.ndarray:
+def symmetric_labelling(x: np.ndarray) -> np.ndarray:
     """Relabel so that server 0's neighbours are 1, 2, ... by decreasing link count (what the strong
     model's symmetry rows ask): an isomorphic copy of ``x``."""
     row = x[0]
@@ -359,7 +359,7 @@ def _symmetric_labelling(x: np.ndarray) -> np.ndarray:
     return x[np.ix_(order, order)]
 
 
-def _solve_lp(model: LinearModel, options: ExactOptions, limit: float | None) -> SolveResult:
+def solve_lp(model: LinearModel, options: ExactOptions, limit: float | None) -> SolveResult:
     try:
         return solver_solve(model, backend=options.backend, time_limit_s=limit, threads=options.threads, isolate=False,
                             native_options=native_options(options))
@@ -373,7 +373,7 @@ def flow_lp_lambda(x: np.ndarray, options: ExactOptions, started: float) -> floa
     left = None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
     if left is not None and left <= 0:
         return None
-    res = _solve_lp(max_concurrent_flow_lp(x), options, left)
+    res = solve_lp(max_concurrent_flow_lp(x), options, left)
     return float(res.objective) if res.status == SolveStatus.OPTIMAL else None
 
 
@@ -382,14 +382,8 @@ def routing_with_links_fixed(base, x: np.ndarray, lam: float, options: ExactOpti
     (relabelled as its symmetry rows ask) fixed, and its LP solution, whose flows the Solution's
     routing is decoded from. One LP, not cut by the time limit, so that a found topology always
     comes with its routing; its lambda must equal ``lam``, the search's value of ``x``."""
-    lp, x_cols = base.model, base.x_cols
-    x = _symmetric_labelling(np.asarray(x))
-    kind = lp.col_kind.copy()
-    kind[x_cols] = 0  # continuous: the links are fixed, the model is an LP
-    lower, upper = lp.col_lower.copy(), lp.col_upper.copy()
-    lower[x_cols] = upper[x_cols] = x[base.edges[:, 0], base.edges[:, 1]]
-    model = replace(base, model=replace(lp, col_lower=lower, col_upper=upper, col_kind=kind, name="fixed_links_lp"))
-    result = _solve_lp(model.model, options, None)
+    model = with_links_fixed(base, symmetric_labelling(np.asarray(x)))
+    result = solve_lp(model.model, options, None)
     if result.status != SolveStatus.OPTIMAL or abs(result.objective - lam) > 1e-6 * max(1.0, lam):
         raise RuntimeError(f"the routing LP of the best topology gives {result.objective} ({result.status.value}), "
                            f"its search {lam}")
