@@ -610,7 +610,7 @@ def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topol
             if options.export_model:  # the model is the problem's, though its MILP never ran
                 export_model(m.model, options)
             sol = _to_solution(instance, *proof, time.perf_counter() - started)
-            return replace(sol, details={**sol.details, "warm_start_proved": (
+            return replace(sol, details={**sol.details, "algorithm": "start_proof", "warm_start_proved": (
                 "the warm start's links, routed at best (an LP), meet the LP relaxation's bound: no MILP ran")})
     elif warm_start_topology is not None:  # the naive formulation: HiGHS gets the start, as it always has
         start = np.full(m.model.num_vars, np.nan)
