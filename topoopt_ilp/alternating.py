@@ -112,8 +112,11 @@ def _joined_topology(instance: Instance, sol: Solution) -> np.ndarray:
 
     x = sol.topology.matrix.copy()
     load = arc_loads(instance, sol)
-    links = x + x.T
-    per_link = np.divide(load + load.T, links, out=np.zeros(x.shape), where=links > 0)
+    if not instance.cluster.directed:  # a link carries both directions
+        x_links, load = x + x.T, load + load.T
+    else:
+        x_links = x
+    per_link = np.divide(load, x_links, out=np.zeros(x.shape), where=x_links > 0)
     connect_components(x, np.random.default_rng(0), directed=instance.cluster.directed, weight=per_link)
     return x
 
