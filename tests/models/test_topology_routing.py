@@ -570,3 +570,24 @@ def test_a_warm_start_at_the_relaxation_bound_is_proven_by_two_lps(monkeypatch):
         cold = exact(instance)
         assert warm.status == cold.status == "optimal" and verify(instance, warm).valid
         assert warm.objective == pytest.approx(cold.objective, rel=1e-6)
+
+
+def test_the_start_proof_knows_that_aspl_is_minimised():
+    """aspl's model minimises a hop total: the relaxation is a lower bound there. On 8 servers of
+    degree 3 the cube (hop total 12 per source) is no optimum and must not be proven one; the
+    Moebius ladder (3 at one hop, 4 at two: 11, the Moore floor) is."""
+    import time
+
+    import networkx as nx
+
+    from topoopt_ilp.models.common import ExactOptions
+    from topoopt_ilp.models.topology_routing import _start_proof
+
+    instance = inst(8, 3, objective="aspl", multi=False)
+    m = build_topology_routing(instance)
+    cube = nx.to_numpy_array(nx.convert_node_labels_to_integers(nx.hypercube_graph(3))).astype(int)
+    ladder = nx.to_numpy_array(nx.circulant_graph(8, [1, 4])).astype(int)
+    options = ExactOptions(time_limit_s=30)
+    assert _start_proof(instance, m, cube, options, time.perf_counter()) is None
+    proof = _start_proof(instance, m, ladder, options, time.perf_counter())
+    assert proof is not None and proof[1].objective == pytest.approx(11 / 7)
