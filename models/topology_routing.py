@@ -612,6 +612,8 @@ def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topol
             sol = _to_solution(instance, *proof, time.perf_counter() - started)
             return replace(sol, details={**sol.details, "algorithm": "start_proof", "warm_start_proved": (
                 "the warm start's links, routed at best (an LP), meet the LP relaxation's bound: no MILP ran")})
+        if options.time_limit_s is not None:  # the MILP gets what the two LPs left of the limit
+            options = replace(options, time_limit_s=max(0.0, options.time_limit_s - (time.perf_counter() - started)))
     elif warm_start_topology is not None:  # the naive formulation: HiGHS gets the start, as it always has
         start = np.full(m.model.num_vars, np.nan)
         X = warm_start_topology
