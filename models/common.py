@@ -8,6 +8,7 @@ solver errors onto the package's error types, so the CLI reports them with the d
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from topoopt_ilp.solvers import (
 from topoopt_ilp.solvers import solve as solver_solve
 from topoopt_ilp.solvers.options import NativeValue
 
-__all__ = ["ExactOptions", "run_model", "native_options", "export_model", "check_backend", "check_start", "solution_status", "MAX_MODEL_NONZEROS"]
+__all__ = ["ExactOptions", "run_model", "time_left", "native_options", "export_model", "check_backend", "check_start", "solution_status", "MAX_MODEL_NONZEROS"]
 
 # Beyond this many constraint-matrix non-zeros a model no longer builds and solves in reasonable
 # memory on a 24 GiB machine; refuse before building rather than after an out-of-memory kill.
@@ -132,6 +133,14 @@ def run_model(model: LinearModel, options: ExactOptions, warm_start: np.ndarray 
         return solver_solve(model, backend=options.backend, **kwargs)
     except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError, NativeOptionError) as exc:
         raise InputError(str(exc)) from None
+
+
+def time_left(options: ExactOptions, started: float) -> float | None:
+    """Seconds of ``options.time_limit_s`` left since ``started`` (a ``time.perf_counter()``), never
+    below 0; None without a limit."""
+    if options.time_limit_s is None:
+        return None
+    return max(0.0, options.time_limit_s - (time.perf_counter() - started))
 
 
 def native_options(options: ExactOptions, tuning: Mapping[str, Mapping[str, NativeValue]] | None = None

@@ -26,7 +26,7 @@ from topoopt_ilp.solvers import (BackendCapabilityError, BackendUnavailableError
                                  SolveResult, SolveStatus, UnknownBackendError)
 from topoopt_ilp.solvers import solve as solver_solve
 
-from .common import ExactOptions, native_options
+from .common import ExactOptions, native_options, time_left
 from .topology_routing import moore_layer_hops, with_links_fixed
 
 __all__ = ["CATALOGUE_DIR", "CatalogueSearch", "ClassBound", "catalogue_sizes", "decode_graph6", "regular_graphs",
@@ -370,8 +370,8 @@ def solve_lp(model: LinearModel, options: ExactOptions, limit: float | None) -> 
 def flow_lp_lambda(x: np.ndarray, options: ExactOptions, started: float) -> float | None:
     """lambda (model units) of topology ``x`` by :func:`max_concurrent_flow_lp`, or None when the
     options' time limit, counted from ``started``, ran out first."""
-    left = None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
-    if left is not None and left <= 0:
+    left = time_left(options, started)
+    if left == 0:
         return None
     res = solve_lp(max_concurrent_flow_lp(x), options, left)
     return float(res.objective) if res.status == SolveStatus.OPTIMAL else None

@@ -38,7 +38,7 @@ from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult, SolveSta
 from topoopt_ilp.solvers.options import DEFAULT_REL_GAP
 from topoopt_ilp.solvers.result import relative_gap
 
-from .common import ExactOptions, check_backend, export_model, run_model, solution_status
+from .common import ExactOptions, check_backend, export_model, run_model, solution_status, time_left
 from .flow_decomposition import decompose_layered_flow, decompose_source_flow, layered_arcs, shortest_path
 
 __all__ = ["ALL_RINGS_UP_TO", "MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", "moore_layer_hops", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "solve_topology_routing"]
@@ -597,8 +597,8 @@ def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topol
             return sol
         if sol is not None:  # the catalogue ran but cannot prove: the MILP gets the time left
             note = sol
-            left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
-            milp = _solve_bandwidth(instance, replace(options, time_limit_s=left), warm_start_topology, use_catalogue=False)
+            milp = _solve_bandwidth(instance, replace(options, time_limit_s=time_left(options, started)), warm_start_topology,
+                                    use_catalogue=False)
             return replace(milp, details={**milp.details, "catalogue_not_applied": note})
     if instance.objective == "diameter":
         return solve_diameter(instance, options, warm_start_topology)
@@ -612,8 +612,7 @@ def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topol
             sol = _to_solution(instance, *proof, time.perf_counter() - started)
             return replace(sol, details={**sol.details, "algorithm": "start_proof", "warm_start_proved": (
                 "the warm start's links, routed at best (an LP), meet the LP relaxation's bound: no MILP ran")})
-        if options.time_limit_s is not None:  # the MILP gets what the two LPs left of the limit
-            options = replace(options, time_limit_s=max(0.0, options.time_limit_s - (time.perf_counter() - started)))
+        options = replace(options, time_limit_s=time_left(options, started))  # what the two LPs left of the limit
     elif warm_start_topology is not None:  # the naive formulation: HiGHS gets the start, as it always has
         start = np.full(m.model.num_vars, np.nan)
         X = warm_start_topology
@@ -658,18 +657,16 @@ def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray, opt
     the time limit runs out first."""
     from .graph_catalogue import solve_lp, symmetric_labelling
 
-    def left() -> float | None:
-        return None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
-
-    if left() is not None and left() <= 0:
+    if time_left(options, started) == 0:
         return None
-    relaxation = solve_lp(replace(m.model, col_kind=np.zeros_like(m.model.col_kind), name="relaxation"), options, left())
-    if relaxation.status != SolveStatus.OPTIMAL or (left() is not None and left() <= 0):
+    relaxed = replace(m.model, col_kind=np.zeros_like(m.model.col_kind), name="relaxation")
+    relaxation = solve_lp(relaxed, options, time_left(options, started))
+    if relaxation.status != SolveStatus.OPTIMAL or time_left(options, started) == 0:
         return None
     if m.objective == "aspl" or _uniform_demand(instance, m.mp):  # the symmetry rows ask for a labelling;
         x = symmetric_labelling(np.asarray(x))                       # any is as good
     fixed = with_links_fixed(m, x)
-    own = solve_lp(fixed.model, options, left())
+    own = solve_lp(fixed.model, options, time_left(options, started))
     if own.status != SolveStatus.OPTIMAL:  # e.g. a start that breaks a symmetry row, or out of time
         return None
     tolerance = options.gap if options.gap is not None else DEFAULT_REL_GAP
@@ -900,8 +897,8 @@ def optimise_latency(instance: Instance, options: ExactOptions, sol: Solution, s
         finds may improve U. Returns ((status, its bound as a bandwidth time) or None when no time
         was left, whether a limit stopped it)."""
         nonlocal best, U, H_best
-        left = None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
-        if left is not None and left <= 0:
+        left = time_left(options, started)
+        if left == 0:
             return None, True
         m = build_topology_routing(instance, "strong", max_hops=H)
         unit = instance.cluster.link_bytes_per_s / m.scale
@@ -1082,8 +1079,8 @@ def solve_diameter(instance: Instance, options: ExactOptions, start: np.ndarray 
         if H > n - 1:  # no connected topology of this degree exists
             return Solution(status="infeasible", method="exact", topology=None, backend=options.backend,
                             wall_time_s=time.perf_counter() - started, details=details)
-        remaining = None if options.time_limit_s is None else options.time_limit_s - (time.perf_counter() - started)
-        if remaining is not None and remaining <= 0:
+        remaining = time_left(options, started)
+        if remaining == 0:
             status = "feasible"
             break
         model, xcols, edges = build_diameter_feasibility(instance, H)
