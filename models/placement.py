@@ -3,9 +3,11 @@
 For a workload instance and a fixed link-count matrix ``X`` (the instance's ``fixed_topology``, or
 TopoOpt's heuristic topology for the data-parallel start), choose per layer a data-parallel degree
 ``k`` and coset start ``s`` and per block a server, minimising the evaluator's iteration time with
-shortest-path routing (every pair split equally over all its shortest paths on ``X``) and default
-AllReduce rings (coset order). The returned :class:`~topoopt_ilp.solution.Solution` carries empty
-routing, so the evaluator's fallback routing reproduces the model's link loads exactly.
+shortest-path routing (every pair split equally over all its shortest paths on ``X``) and the
+AllReduce rings of the ring policy (:func:`~.placement_data.ring_strides`: by default each group split
+equally over its TotientPerms rings of least hop total). The returned
+:class:`~topoopt_ilp.solution.Solution` names those rings and no paths, so the evaluator (whose
+fallback routing is the same shortest-path split) reproduces the model's link loads exactly.
 
 The model is exact: at every integer point its link loads, compute times and hop count are those
 :func:`topoopt_ilp.strategy.strategy_demand` and :mod:`topoopt_ilp.evaluate` compute for the
@@ -44,6 +46,7 @@ from topoopt_ilp.strategy import (
     Strategy,
     data_parallel,
     server_memory,
+    strategy_demand,
     strategy_to_dict,
     validate_strategy,
 )
@@ -54,11 +57,14 @@ from .placement_bounds import chain_bound
 from .placement_enumeration import enumerate_placement
 from .placement_enumeration import fits as enumeration_fits
 from .placement_data import (
+    RING_POLICIES,
     TIME_UNIT_S,
     RoutingFractions,
     _pattern_loads,
     layer_options,
     path_rows,
+    placement_routing,
+    ring_pairs,
     shortest_path_fractions,
     strategy_times,
 )
@@ -72,6 +78,7 @@ from .placement_search import (
 __all__ = [
     "MAX_PLACEMENT_NONZEROS",
     "MILP_SEARCH_NONZEROS",
+    "RING_POLICIES",
     "SMALL_PLACEMENT_OPTIONS",
     "TIME_UNIT_S",
     "PlacementModel",
@@ -157,7 +164,7 @@ def _candidates(w: Workload, n: int) -> list[Strategy]:
 #   P[(u,v), e]  fraction of pair (u,v)'s bytes on arc e (equal split over all shortest paths).
 #   Options o = (i, k, s) of layer i: k in configs_i, s a coset start, replica memory fits.
 #     lt_o = layer_time(i, k); mem_o = memory_bytes_i + activation_bytes_i / k; cov_o[v] = [v in coset(k, s)].
-#     AR_o[e] = arc load of its ring (coset order, 2(k-1)/k * param_bytes_i per member), hop_o its
+#     AR_o[e] = arc load of its rings (ring_strides, 2(k-1)/k * param_bytes_i per member), hop_o its
 #     longest shortest path (0 without AllReduce).
 #   Pairs p = (o, o') of consecutive layers i, i+1 with activation_bytes_i > 0:
 #     R_p[e] = arc load of resharding o -> o' (activation_bytes_i / n per batch unit, both ways),
@@ -324,14 +331,15 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     units = np.arange(n)
     unit_server = type_s[:, None] + (units[None, :] // g_of[:, None]) * g_of[:, None]  # (NT, n)
 
-    # AllReduce pattern per type (one byte of parameters): member r -> r+1, 2(k-1)/k bytes.
+    # AllReduce pattern per type (one byte of parameters): member r -> r+p, 2(k-1)/k bytes split over
+    # the rings of the ring policy (placement_data.ring_strides).
     pid, src, dst, val = [], [], [], []
     for t in range(NT):
         k = int(type_k[t])
         if k < 2:
             continue
-        m = np.asarray(coset(n, k, int(type_s[t])))
-        pid.append(np.full(k, t)), src.append(m), dst.append(np.roll(m, -1)), val.append(np.full(k, 2.0 * (k - 1) / k))
+        a, b, share = ring_pairs(rf, coset(n, k, int(type_s[t])))
+        pid.append(np.full(a.size, t)), src.append(a), dst.append(b), val.append(share * (2.0 * (k - 1) / k))
     cat = lambda parts, dt=np.int64: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
     ar_type, ar_hop_type, _ = _pattern_loads(rf, cat(pid), cat(src), cat(dst), cat(val, np.float64), NT)
     param = np.array([float(w.layers[int(i)].param_bytes) for i in opt_layer])
@@ -774,7 +782,8 @@ def _export_placement(instance: Instance, X: np.ndarray, rf: RoutingFractions, m
 
 def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndarray | None = None, *,
                     max_starts: int | None = None, start: Strategy | dict | None = None,
-                    local_search_s: float | None = None, chain_bound_s: float | None = None) -> Solution:
+                    local_search_s: float | None = None, chain_bound_s: float | None = None,
+                    rings: str = "shortest") -> Solution:
     """Choose a config and start per layer and a server per block, minimising the iteration time.
 
     Parameters
@@ -806,12 +815,16 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         Seconds for :func:`~.placement_bounds.chain_bound` after its precomputation (0: only the
         volume relaxation). Default: 30 % of the time limit (5 s without one). It is skipped
         when the volume relaxation already proves the gap.
+    rings : str
+        How each AllReduce group is ringed (:data:`~.placement_data.RING_POLICIES`): ``"shortest"``
+        (default) splits it equally over its TotientPerms rings of least hop total, ``"coset"`` is one
+        ring in coset order (:func:`~.placement_data.ring_strides`).
 
     Returns
     -------
     Solution
-        ``method="exact"``, the topology X, empty routing (shortest paths and default rings are the
-        evaluator's fallback), ``placement`` as :func:`~topoopt_ilp.strategy.strategy_to_dict`,
+        ``method="exact"``, the topology X, routing naming the rings and no paths (shortest paths
+        are the evaluator's fallback), ``placement`` as :func:`~topoopt_ilp.strategy.strategy_to_dict`,
         ``objective`` = iteration time (seconds) of the returned strategy, recomputed exactly;
         ``bound``/``gap`` valid for the unrestricted problem (seconds). Status ``optimal`` means
         the gap is within ``options.gap`` (default 1e-4) - possibly proven by the relaxation bound
@@ -829,7 +842,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     if formulation == "enumeration" and max_starts is not None:
         raise InputError("max_starts restricts the MILP's coset starts; the enumeration takes every start")
     X = np.asarray(heuristic_topology(instance) if topology is None else topology)
-    rf = shortest_path_fractions(X, instance.cluster.link_bytes_per_s)
+    rf = shortest_path_fractions(X, instance.cluster.link_bytes_per_s, rings)
     if start is None and options.warm_start not in (None, "none", "heuristic"):
         import os
 
@@ -848,13 +861,19 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         raise InputError(f"the placement model minimises iteration_time or comm_time, not {instance.objective!r}")
     if (rf.dist < 0).any():
         raise UnsupportedError("the topology is disconnected; the placement model needs every pair reachable")
-    details: dict = {"model": "placement", "routing": "shortest_path (equal split), default rings"}
+    details: dict = {"model": "placement", "routing": "shortest_path (equal split)", "rings": rings}
     tol = options.gap if options.gap is not None else 1e-4
     if options.export_model:
         # The MILP is the model of the problem, whichever stage settles it (the enumeration and the
         # bounds may return before it is built): written now, from the largest buildable restriction.
         details["exported_model"] = _export_placement(instance, X, rf, max_starts, options)
         options = replace(options, export_model=None)
+
+    def placed(strategy: Strategy, **fields) -> Solution:
+        """The solution that places ``strategy`` on X and names its rings (placement_routing)."""
+        routing = placement_routing(rf, strategy_demand(w, n, strategy)[0])
+        return Solution(method="exact", topology=Topology(X), placement=strategy_to_dict(strategy), routing=routing,
+                        wall_time_s=time.perf_counter() - started, details=details, **fields)
 
     def gap_of(obj: float, bnd: float | None) -> float | None:
         return None if bnd is None else (max(0.0, (obj - bnd) / obj) if obj > 0 else 0.0)
@@ -912,9 +931,8 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
                     incumbent, inc_time = found.strategy, cand_time
             details.update(algorithm="enumeration", milp="skipped: the enumeration proved the optimum",
                            relaxation_bound_s=lb)
-            return Solution(status="optimal", method="exact", topology=Topology(X),
-                            placement=strategy_to_dict(incumbent), objective=inc_time, bound=inc_time, gap=0.0,
-                            wall_time_s=time.perf_counter() - started, backend=options.backend, details=details)
+            return placed(incumbent, status="optimal", objective=inc_time, bound=inc_time, gap=0.0,
+                          backend=options.backend)
     elif tried:
         details["enumeration"] = "not tried: the problem is too large for its tables"
     if chain_bound_s is None:
@@ -930,9 +948,8 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         details["milp"] = ("skipped: the relaxation bound proves the local-search incumbent within the gap" if proven
                            else "not run (--formulation enumeration)")
         details["algorithm"] = "bounds" if proven else "enumeration"
-        return Solution(status="optimal" if proven else "feasible", method="exact", topology=Topology(X), placement=strategy_to_dict(incumbent),
-                        objective=inc_time, bound=min(lb, inc_time), gap=gap_of(inc_time, lb),
-                        wall_time_s=time.perf_counter() - started, backend=options.backend, details=details)
+        return placed(incumbent, status="optimal" if proven else "feasible", objective=inc_time,
+                      bound=min(lb, inc_time), gap=gap_of(inc_time, lb), backend=options.backend)
 
     # 4. The MILP: unrestricted when it can be built, else (only when no restriction was asked for)
     # the largest restriction to evenly spaced starts (plus the incumbent's) that can.
@@ -965,10 +982,8 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
             if ms is not None:
                 details.update(max_starts=ms)
             gap = gap_of(inc_time, lb)
-            return Solution(status="optimal" if gap <= tol else "feasible", method="exact", topology=Topology(X),
-                            placement=strategy_to_dict(incumbent), objective=inc_time, bound=min(lb, inc_time),
-                            gap=gap, wall_time_s=time.perf_counter() - started, backend=options.backend,
-                            details=details)
+            return placed(incumbent, status="optimal" if gap <= tol else "feasible", objective=inc_time,
+                          bound=min(lb, inc_time), gap=gap, backend=options.backend)
     alpha = instance.cluster.hop_latency_s / TIME_UNIT_S
     x0 = None
     if options.warm_start not in (None, "none") and pm.incumbent is not None:
@@ -1012,6 +1027,5 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         if gap_of(objective, bound) <= tol:
             status = "optimal"
     bound = min(bound, objective)
-    return Solution(status=status, method="exact", topology=Topology(X), placement=strategy_to_dict(strategy),
-                    objective=objective, bound=bound, gap=gap_of(objective, bound),
-                    wall_time_s=time.perf_counter() - started, backend=result.backend, details=details)
+    return placed(strategy, status=status, objective=objective, bound=bound, gap=gap_of(objective, bound),
+                  backend=result.backend)

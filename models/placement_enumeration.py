@@ -2,8 +2,8 @@
 
 The same problem as the placement MILP (:mod:`.placement`): one (degree k, coset start s) per layer
 and one server per block, minimising the evaluator's iteration time with shortest-path routing and
-default rings. On the small workloads (n = 6..10, a few hundred options) it proves the optimum in
-0.02-0.5 s where HiGHS needs 0.6-6 s on the MILP (its root gap is 15-20 %), which is what the
+the rings of the ring policy (:func:`~.placement_data.ring_strides`). On the small workloads (n = 6..10,
+a few hundred options) it proves the optimum in 0.02-0.5 s where HiGHS needs 0.6-6 s on the MILP (its root gap is 15-20 %), which is what the
 alternating method's placement step needs. It gives up (returns ``"gave_up"``) when a level would
 keep more than :data:`MAX_STATES` states, its work exceeds :data:`MAX_WORK` or the deadline
 passes; the caller then solves the MILP.

@@ -17,7 +17,7 @@ from topoopt_ilp.instance import Instance
 from topoopt_ilp.strategy import Strategy
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
-from .placement_data import RoutingFractions, _pattern_loads, path_entries, path_floors
+from .placement_data import RoutingFractions, _pattern_loads, path_entries, path_floors, ring_pairs
 
 __all__ = ["improve_strategy", "relaxation_bound"]
 
@@ -75,9 +75,9 @@ class _LocalSearch:
         self.unit_server = ts[:, None] + (np.arange(n)[None, :] // g[:, None]) * g[:, None]
         pid, src, dst, val = [], [], [], []
         for t in np.flatnonzero(tk >= 2):
-            m = np.asarray(coset(n, int(tk[t]), int(ts[t])))
-            pid.append(np.full(m.size, t)), src.append(m), dst.append(np.roll(m, -1))
-            val.append(np.full(m.size, 2.0 * (tk[t] - 1) / tk[t]))
+            a, b, share = ring_pairs(rf, coset(n, int(tk[t]), int(ts[t])))
+            pid.append(np.full(a.size, t)), src.append(a), dst.append(b)
+            val.append(share * (2.0 * (tk[t] - 1) / tk[t]))
         cat = lambda p, dt=np.int64: np.concatenate(p).astype(dt) if p else np.zeros(0, dt)
         ar, self.ar_hop, _ = _pattern_loads(rf, cat(pid), cat(src), cat(dst), cat(val, np.float64), NT)
         self.ar = ar.toarray()

@@ -74,3 +74,32 @@ from hypothesis import settings as _hsettings  # noqa: E402
 _hsettings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     _hsettings.load_profile("ci")
+
+
+def placed_solution(inst, X, strategy, rings: str = "shortest"):
+    """A solution placing ``strategy`` on topology ``X`` with the placement model's rings, computed
+    here independently of the models (networkx hop distances): each AllReduce group m_0..m_{k-1}
+    (coset order) split equally over the rings m_j -> m_{j+p} whose stride p, coprime to k, gives the
+    least hop total (``rings="coset"``: p = 1 only; below 3 members p = 1)."""
+    import math
+
+    import networkx as nx
+    import numpy as np
+    from topoopt_ilp.routing import RingSet, Routing
+    from topoopt_ilp.solution import Solution, Topology
+    from topoopt_ilp.strategy import strategy_demand, strategy_to_dict
+
+    X = np.asarray(X)
+    dist = dict(nx.all_pairs_shortest_path_length(nx.from_numpy_array((X > 0).astype(int), create_using=nx.DiGraph)))
+    groups = strategy_demand(inst.workload, inst.n, strategy)[0]
+    listed = []
+    for g, group in enumerate(groups):
+        m, k = list(group.members), len(group.members)
+        if k < 2:
+            continue
+        hops = {p: sum(dist[m[j]][m[(j + p) % k]] for j in range(k)) for p in range(1, k) if math.gcd(p, k) == 1}
+        strides = [1] if rings == "coset" or k < 3 else [p for p in hops if hops[p] == min(hops.values())]
+        listed += [(g, [m[(j * p) % k] for j in range(k)], 1.0 / len(strides)) for p in strides]
+    routing = Routing(rings=RingSet.from_lists(listed) if listed else RingSet.empty())
+    return Solution(status="feasible", method="given", topology=Topology(X), placement=strategy_to_dict(strategy),
+                    routing=routing)

@@ -7,10 +7,11 @@ import json
 
 import numpy as np
 import pytest
-from conftest import INSTANCES
+from conftest import INSTANCES, placed_solution
 from topoopt_ilp.models import placement as pl
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement import (
+    RING_POLICIES,
     build_placement,
     shortest_path_fractions,
     solve_placement,
@@ -21,9 +22,9 @@ from topoopt_ilp import io
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluate import evaluate
 from topoopt_ilp.instance import Cluster, FixedTopology, Instance
-from topoopt_ilp.solution import Solution, Topology
+from topoopt_ilp.solution import Solution
 from topoopt_ilp.solve import finalize
-from topoopt_ilp.strategy import Strategy, server_memory, strategy_to_dict
+from topoopt_ilp.strategy import Strategy, server_memory
 from topoopt_ilp.verify import verify
 from topoopt_ilp.workload import Block, Layer, Workload
 
@@ -63,8 +64,7 @@ def brute_force(inst: Instance, X: np.ndarray) -> float:
     for st in all_strategies(inst):
         if (server_memory(inst.workload, inst.n, st) > cap * (1 + 1e-9)).any():
             continue
-        sol = Solution(status="feasible", method="exact", topology=Topology(X), placement=strategy_to_dict(st))
-        m = evaluate(inst, sol, routing="shortest_path")
+        m = evaluate(inst, placed_solution(inst, X, st), routing="shortest_path")
         best = min(best, m.iteration_time_s if inst.objective == "iteration_time" else m.comm_time_s)
     return best
 
@@ -75,7 +75,10 @@ def check_solution(inst: Instance, sol: Solution) -> None:
     m = evaluate(inst, sol, routing="shortest_path")
     want = m.iteration_time_s if inst.objective == "iteration_time" else m.comm_time_s
     assert sol.objective == pytest.approx(want, rel=1e-6)
-    assert len(sol.routing.rings) == 0 and len(sol.routing.paths) == 0
+    assert len(sol.routing.paths) == 0  # the evaluator's shortest-path fallback, as the model routes
+    st = Strategy(tuple(sol.placement["layer_degree"]), tuple(sol.placement["layer_start"]),
+                  tuple(sol.placement["block_server"]))
+    assert sol.routing.rings.to_lists() == placed_solution(inst, sol.topology.matrix, st, sol.details["rings"]).routing.rings.to_lists()
     fin = finalize(inst, sol)
     assert verify(inst, fin).valid, verify(inst, fin).violations
 
@@ -170,8 +173,7 @@ def test_warm_start_point_is_feasible_and_scored_like_the_evaluator():
     for st in itertools.islice(all_strategies(inst), 0, None, 7):
         x = pl._point(pm, inst.workload, st, alpha, "none", "iteration_time")
         assert pm.model.max_violation(x) < 1e-6
-        want = evaluate(inst, Solution(status="feasible", method="exact", topology=Topology(X),
-                                       placement=strategy_to_dict(st)), routing="shortest_path").iteration_time_s
+        want = evaluate(inst, placed_solution(inst, X, st), routing="shortest_path").iteration_time_s
         assert pm.model.objective_value(x) * pl.TIME_UNIT_S == pytest.approx(want, rel=1e-9)
         assert strategy_times(inst, rf, st)["iteration_time_s"] == pytest.approx(want, rel=1e-9)
 
@@ -312,15 +314,21 @@ def test_local_search_is_never_worse_than_its_starts():
 
 
 def test_relaxation_bound_is_tight_when_only_volume_and_compute_matter():
-    # One layer, degree 4 only, on a ring with every link equal: the ring AllReduce loads the 4
-    # forward arcs equally (volume / capacity of those arcs), half of all arcs are idle, so the bound
-    # is compute + (volume / all capacity) + alpha = compute + half the true bandwidth term + alpha.
+    # One layer, degree 4 only, on a ring with every link equal. The shortest rings (strides 1 and 3,
+    # the two directions, half the bytes each) load all 8 arcs equally, so the bound, compute +
+    # (volume / all capacity) + alpha, is the optimum. One ring in coset order loads only the 4
+    # forward arcs: twice the bandwidth term, and the same volume bound.
     inst, X = make(4, 2, [L("a", 4e-3, 2.5e7, 0.0, [4])])
-    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
     ar_bytes = 2 * 3 / 4 * 2.5e7  # per member to its successor, one hop
     want = 1e-3 + ar_bytes / 12.5e9 / 2 + 1e-6
-    assert pl.relaxation_bound(inst, rf) == pytest.approx(want, rel=1e-9)
-    assert brute_force(inst, X) == pytest.approx(1e-3 + ar_bytes / 12.5e9 + 1e-6, rel=1e-9)
+    for rings in RING_POLICIES:
+        rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s, rings)
+        assert pl.relaxation_bound(inst, rf) == pytest.approx(want, rel=1e-9)
+    assert brute_force(inst, X) == pytest.approx(want, rel=1e-9)
+    assert solve_placement(inst, OPTS, X).objective == pytest.approx(want, rel=1e-9)
+    coset = solve_placement(inst, OPTS, X, rings="coset")
+    assert coset.objective == pytest.approx(1e-3 + ar_bytes / 12.5e9 + 1e-6, rel=1e-9)
+    check_solution(inst, coset)
 
 
 def test_bound_that_proves_the_gap_skips_the_milp():
@@ -394,3 +402,28 @@ def test_export_writes_the_placement_milp_whichever_stage_settles_it(tmp_path):
     sol = solve_placement(inst, ExactOptions(time_limit_s=30, export_model=str(path)))
     assert sol.details["algorithm"] == "enumeration" and sol.details["exported_model"] == "the placement MILP"
     assert path.stat().st_size > 0 and "ROWS" in path.read_text()
+
+
+def test_ring_strides_follow_the_topology():
+    # TopoOpt's 128-server circulant (jumps +-1, +-3, +-9, +-23): a degree-16 coset (members 8 apart)
+    # reaches its ring successor in 2 hops by strides 1 and 15 (+-8 = +-9 -+ 1) and 3 and 13
+    # (+-24 = +-23 +- 1), in more by every other stride; a degree-8 coset (16 apart) in 4 hops by all 4.
+    from topoopt_ilp.models.placement_data import ring_pairs, ring_strides
+
+    n = 128
+    X = np.zeros((n, n), dtype=np.int64)
+    for j in (1, 3, 9, 23):
+        X[np.arange(n), (np.arange(n) + j) % n] = X[(np.arange(n) + j) % n, np.arange(n)] = 1
+    rf = shortest_path_fractions(X, GBPS * 1.25e8)
+    assert ring_strides(rf, range(5, n, 8)) == (1, 3, 13, 15)
+    assert ring_strides(rf, range(0, n, 16)) == (1, 3, 5, 7)
+    src, dst, share = ring_pairs(rf, range(5, n, 8))
+    assert src.size == 64 and share.sum() == pytest.approx(16) and set((dst - src) % n) == {8, 24, 104, 120}
+    assert ring_strides(shortest_path_fractions(X, 1.0, "coset"), range(5, n, 8)) == (1,)
+    # a directed ring: only the forward stride is short; two members: one ring
+    D = np.roll(np.eye(6, dtype=np.int64), 1, axis=1)
+    assert ring_strides(shortest_path_fractions(D, 1.0), (0, 2, 4)) == (1,)
+    assert ring_strides(shortest_path_fractions(ring(6), 1.0), (0, 2, 4)) == (1, 2)
+    assert ring_strides(shortest_path_fractions(ring(6), 1.0), (1, 4)) == (1,)
+    with pytest.raises(InputError, match="unknown ring policy"):
+        shortest_path_fractions(ring(6), 1.0, "fastest")

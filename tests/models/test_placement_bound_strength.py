@@ -72,11 +72,12 @@ def test_run_pair_and_packing_terms_hold_for_every_strategy(seed):
     assert checked > 0
 
 
+@pytest.mark.parametrize("rings", ["shortest", "coset"])
 @pytest.mark.parametrize("seed", range(16))
-def test_new_bound_is_below_the_brute_force_optimum(seed, monkeypatch):
+def test_new_bound_is_below_the_brute_force_optimum(seed, rings, monkeypatch):
     inst, X = _instance(seed)
-    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    best = fast_brute_force(inst, X)
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s, rings)
+    best = fast_brute_force(inst, X, rings)
     for R in (1, 2, 3):
         for packing in (False, True):
             assert _bound(inst, rf, R, packing, monkeypatch) <= best * (1 + 1e-9)
@@ -85,11 +86,11 @@ def test_new_bound_is_below_the_brute_force_optimum(seed, monkeypatch):
 @pytest.mark.parametrize("seed,run_pairs,packing", [(26, True, False), (9, False, True), (18, False, True),
                                                     (1, True, True)])
 def test_each_term_raises_the_bound(seed, run_pairs, packing, monkeypatch):
-    """Instances (found by search) where the term raises the previous bound (R = 1, no packing)
-    strictly, and every variant stays below the brute-force optimum."""
+    """Instances (found by search, with one ring per group in coset order) where the term raises the
+    previous bound (R = 1, no packing) strictly, and every variant stays below the brute-force optimum."""
     inst, X = _instance(seed)
-    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    best = fast_brute_force(inst, X)
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s, "coset")
+    best = fast_brute_force(inst, X, "coset")
     before = _bound(inst, rf, 1, False, monkeypatch)
     after = _bound(inst, rf, 3 if run_pairs else 1, packing, monkeypatch)
     assert before * (1 + 1e-6) < after <= best * (1 + 1e-9)

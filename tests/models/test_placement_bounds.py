@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import placed_solution
 from test_placement import (
     CASES,
     GBPS,
@@ -27,15 +28,14 @@ from topoopt_ilp.models.placement_bounds import arc_classes, chain_bound
 from topoopt_ilp.models.placement_search import relaxation_bound
 
 from topoopt_ilp.evaluate import evaluate
-from topoopt_ilp.solution import Solution, Topology
-from topoopt_ilp.strategy import server_memory, strategy_to_dict
+from topoopt_ilp.strategy import server_memory
 from topoopt_ilp.workload import Block
 
 
-def fast_brute_force(inst, X) -> float:
-    """Best iteration (or comm) time over every memory-feasible strategy by ``strategy_times``
-    (equal to the evaluator: tested in test_placement, and spot-checked here)."""
-    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+def fast_brute_force(inst, X, rings: str = "shortest") -> float:
+    """Best iteration (or comm) time over every memory-feasible strategy by ``strategy_times`` with
+    that ring policy (equal to the evaluator: tested in test_placement, and spot-checked here)."""
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s, rings)
     cap = inst.workload.server_memory_bytes
     best, arg = np.inf, None
     for st in all_strategies(inst):
@@ -44,8 +44,7 @@ def fast_brute_force(inst, X) -> float:
         t = strategy_times(inst, rf, st)["iteration_time_s"]
         if t < best:
             best, arg = t, st
-    m = evaluate(inst, Solution(status="feasible", method="exact", topology=Topology(X),
-                                placement=strategy_to_dict(arg)), routing="shortest_path")
+    m = evaluate(inst, placed_solution(inst, X, arg, rings), routing="shortest_path")
     assert best == pytest.approx(m.iteration_time_s if inst.objective == "iteration_time" else m.comm_time_s, rel=1e-9)
     return best
 
@@ -134,12 +133,12 @@ def test_chain_bound_on_random_small_instances(seed):
 
 
 def test_chain_bound_sees_a_ring_on_one_arc_class():
-    # One layer, degree 4 only, on a 4-ring: its AllReduce uses only the forward arcs. The volume
-    # relaxation spreads it over all 8 arcs (half the true bandwidth term); the class bound puts it
-    # on the 4 forward arcs and is exact.
+    # One layer, degree 4 only, on a 4-ring, one ring in coset order: its AllReduce uses only the
+    # forward arcs. The volume relaxation spreads it over all 8 arcs (half the true bandwidth term);
+    # the class bound puts it on the 4 forward arcs and is exact.
     inst, X = make(4, 2, [L("a", 4e-3, 2.5e7, 0.0, [4])])
-    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    best = brute_force(inst, X)
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s, "coset")
+    best = fast_brute_force(inst, X, "coset")
     assert pl.relaxation_bound(inst, rf) < best * 0.9
     assert chain_bound(inst, rf)[0] == pytest.approx(best, rel=1e-6)
 

@@ -20,6 +20,7 @@ from test_joint import OPTS as JOINT_OPTS  # noqa: E402
 from test_joint import brute_force as joint_brute_force  # noqa: E402
 from test_joint import make as joint_make  # noqa: E402
 from test_joint_enumeration import strategy_value  # noqa: E402
+from conftest import placed_solution  # noqa: E402
 from test_placement import brute_force, check_solution, make, ring  # noqa: E402
 
 from topoopt_ilp.errors import InstanceError  # noqa: E402
@@ -31,7 +32,6 @@ from topoopt_ilp.models.joint_enumeration import search_strategies, solve_joint_
 from topoopt_ilp.models.placement import shortest_path_fractions, solve_placement, strategy_times  # noqa: E402
 from topoopt_ilp.models.placement_bounds import chain_bound  # noqa: E402
 from topoopt_ilp.models.placement_search import _LocalSearch, improve_strategy, relaxation_bound  # noqa: E402
-from topoopt_ilp.solution import Solution, Topology  # noqa: E402
 from topoopt_ilp.strategy import Strategy, server_memory, strategy_to_dict  # noqa: E402
 from topoopt_ilp.workload import Block, Layer, parse_workload, workload_to_dict  # noqa: E402
 
@@ -47,8 +47,7 @@ def critical(inst):
 
 
 def score(inst, X, st: Strategy):
-    sol = Solution(status="feasible", method="given", topology=Topology(X), placement=strategy_to_dict(st))
-    return evaluate(inst, sol, routing="shortest_path")
+    return evaluate(inst, placed_solution(inst, X, st), routing="shortest_path")
 
 
 def strategies(inst):
