@@ -8,7 +8,12 @@ gap and one overall time limit (local search, bound and MILP all inside it):
   uniform degrees), as before the local search existed;
 * ``ls=auto`` - iterated local search first (a quarter of the time limit, at most 30 s), its result
   the MILP's incumbent, warm start and pruning bound;
-* ``ls=S``    - local search for S seconds.
+* ``ls=S``    - local search for S seconds;
+
+each under every ring policy of ``--rings`` (column ``rings``: ``shortest``, the default, splits each
+AllReduce group over its TotientPerms rings of least hop total; ``coset`` is one ring in coset order,
+the model before; ``placement_data.ring_strides``). ``vs_dp`` is the ratio to the data-parallel start
+scored with the same rings.
 
 The MILP is the unrestricted model when it can be built, else the largest restriction to evenly
 spaced coset starts (plus the incumbent's) that can (column ``model``: ``all`` or ``starts=S``);
@@ -27,6 +32,7 @@ Timings are wall-clock on a shared machine: compare variants within one run.
 
     .venv/bin/python benchmarks/placement_scale.py [--time-limit 60] [--variants ls=0,ls=auto]
                                                  [--instances dlrm-128-d8,bert-128-d8] [--gap 0.01]
+                                                 [--rings shortest,coset]
 """
 
 from __future__ import annotations
@@ -36,12 +42,12 @@ import time
 from pathlib import Path
 
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement import solve_placement
+from topoopt_ilp.models.placement import RING_POLICIES, shortest_path_fractions, solve_placement, strategy_times
 
 from topoopt_ilp import io
 from topoopt_ilp.evaluate import evaluate
-from topoopt_ilp.solution import Solution, Topology
 from topoopt_ilp.solve import solve, start_placement
+from topoopt_ilp.strategy import parse_strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,28 +62,34 @@ def main() -> None:
     ap.add_argument("--variants", default="ls=0,ls=auto", help="comma list of ls=0 | ls=auto | ls=SECONDS")
     ap.add_argument("--instances", default="dlrm-128-d8,bert-128-d8")
     ap.add_argument("--gap", type=float, default=0.01)
+    ap.add_argument("--rings", default=",".join(RING_POLICIES), help="comma list of ring policies")
     args = ap.parse_args()
+    policies = args.rings.split(",")
+    if unknown := set(policies) - set(RING_POLICIES):
+        ap.error(f"unknown ring policy {sorted(unknown)}; choose from {', '.join(RING_POLICIES)}")
     variants = [v.split("=", 1)[1] for v in args.variants.split(",") if v]
     print(f"placement MILP, HiGHS, gap {args.gap:.0%}, time limit {args.time_limit:g} s per solve; "
           f"topology = TopoOpt heuristic for the data-parallel start; shortest-path routing")
-    hdr = (f"{'instance':<12} {'variant':>8} {'status':>9} {'time_s':>7} {'iter_ms':>8} {'bound_ms':>8} {'gap':>7} "
+    hdr = (f"{'instance':<12} {'rings':>8} {'variant':>8} {'status':>9} {'time_s':>7} {'iter_ms':>8} {'bound_ms':>8} {'gap':>7} "
            f"{'vs_dp':>6} {'eval_ok':>7} {'ls_ms':>7} {'ls_s':>5} {'relax_ms':>8} {'bnd_s':>5} {'model':>9} {'nnz':>9}")
     for name in args.instances.split(","):
         inst = io.load_instance(ROOT / "instances" / "paper" / f"{name}.json")
         X = solve(inst, method="heuristic").topology.matrix
-        dp = evaluate(inst, Solution(status="feasible", method="given", topology=Topology(X),
-                                     placement=start_placement(inst)), routing="shortest_path").iteration_time_s
-        print(f"\n{name}: data-parallel start iteration time {dp * 1e3:.3f} ms")
+        start = parse_strategy(start_placement(inst), inst.workload, inst.n)
+        dp = {r: strategy_times(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s, r), start)["iteration_time_s"]
+              for r in policies}
+        print(f"\n{name}: data-parallel start iteration time " + ", ".join(f"{dp[r] * 1e3:.3f} ms ({r} rings)" for r in policies))
         print(hdr)
         print("-" * len(hdr))
-        for v in variants:
+        for rings, v in ((r, v) for r in policies for v in variants):
             ls = None if v == "auto" else float(v)
             started = time.perf_counter()
-            sol = solve_placement(inst, ExactOptions(time_limit_s=args.time_limit, gap=args.gap), X, local_search_s=ls)
+            sol = solve_placement(inst, ExactOptions(time_limit_s=args.time_limit, gap=args.gap), X, local_search_s=ls,
+                                  rings=rings)
             wall = time.perf_counter() - started
             det = sol.details
             if not sol.has_solution:
-                print(f"{name:<12} {'ls=' + v:>8} {sol.status:>9} {wall:7.1f}")
+                print(f"{name:<12} {rings:>8} {'ls=' + v:>8} {sol.status:>9} {wall:7.1f}")
                 continue
             ev = evaluate(inst, sol, routing="shortest_path").iteration_time_s
             ok = abs(ev - sol.objective) <= 1e-6 * ev
@@ -86,9 +98,9 @@ def main() -> None:
                 model = "ls:" + (f"starts={det['max_starts']}" if "max_starts" in det else "all")
                 det = {**det, "nonzeros": det["skipped_model_nonzeros"]}
             ls_ms = det.get("local_search_iteration_time_s") if ls != 0 else None
-            print(f"{name:<12} {'ls=' + v:>8} {sol.status:>9} {wall:7.1f} {sol.objective * 1e3:8.3f} "
+            print(f"{name:<12} {rings:>8} {'ls=' + v:>8} {sol.status:>9} {wall:7.1f} {sol.objective * 1e3:8.3f} "
                   f"{_fmt(None if sol.bound is None else sol.bound * 1e3, '8.3f')} {_fmt(sol.gap, '7.2%')} "
-                  f"{sol.objective / dp:6.3f} {ok!s:>7} {_fmt(None if ls_ms is None else ls_ms * 1e3, '7.3f')} "
+                  f"{sol.objective / dp[rings]:6.3f} {ok!s:>7} {_fmt(None if ls_ms is None else ls_ms * 1e3, '7.3f')} "
                   f"{_fmt(det.get('local_search_s'), '5.1f')} {det['relaxation_bound_s'] * 1e3:8.3f} "
                   f"{det['relaxation_bound_time_s']:5.1f} {model:>9} "
                   f"{det.get('nonzeros', 0):>9,}")

@@ -7,9 +7,8 @@ memory ignored):
 * **arc classes** - the volume relaxation spreads all traffic over all arcs. Partitioning the arcs
   into classes (by jump ``head - tail mod n``: on a circulant topology the orbits of the rotation),
   any convex combination of the per-class average loads bounds the busiest arc; the best
-  combination is found by cutting planes around the chain DP. A default ring at coset distance g
-  only uses the arcs of the shortest paths for offset g, so its classes are far busier than the
-  average arc.
+  combination is found by cutting planes around the chain DP. A coset's rings only use the arcs of
+  the shortest paths for their offsets, so their classes are far busier than the average arc.
 * **runs** - consecutive layers on one (k, s) add their compute on the same servers and their
   AllReduces on the same ring; the DP's state carries where the current run started, so a chain
   that piles every layer onto one coset pays for it.
@@ -89,7 +88,7 @@ def _is_circulant(rf: RoutingFractions) -> bool:
 #
 # Notation: types t = (k, s) (the local search's type table), a strategy S = chain of types t_0..t_{L-1}
 # and block servers v_b. For a layer i on t: lt_i(t) its time, AR(t) the arc loads of one byte
-# AllReduced on t's default ring (zero for k = 1), RS(t, t') the arc loads of resharding one
+# AllReduced on t's rings (placement_data.ring_strides; zero for k = 1), RS(t, t') the arc loads of resharding one
 # activation byte between t and t' (both directions; zero when t = t'); LK(v, t) those of one lookup
 # byte between server v and t's replicas (both directions). Loads are non-negative and linear:
 #   load(S) = sum_i p_i AR(t_i) + sum_i a_i RS(t_i, t_{i+1}) + sum_b lk_b LK(v_b, t_cons(b))
@@ -158,7 +157,8 @@ def _is_circulant(rf: RoutingFractions) -> bool:
 #
 # Precomputation. On a circulant topology (X[i, j] = X[0, j - i], TopoOpt's) rotating every server by
 # r maps shortest paths to shortest paths, arc classes to themselves, and a type (k, s) with
-# s + r < n/k to (k, s + r) with the same replica order; so a pair's class volumes and busiest arc
+# s + r < n/k to (k, s + r) with the same replica order and ring strides (hop distances are
+# rotation-invariant); so a pair's class volumes and busiest arc
 # are those of the pair with both starts lowered by min(s, s'), and only pairs with a start 0 are
 # computed (16 x fewer at n = 128). Float rounding: the busiest-arc tables are float32 sums scaled
 # down by 1e-6, the final bound by 1e-9 (both far above the rounding).

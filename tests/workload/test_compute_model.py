@@ -144,9 +144,10 @@ def test_placement_methods_reach_the_brute_force_optimum(name, overlap):
         assert sol.status == "optimal", (formulation, sol.details)
         check_solution(inst, sol)  # objective == the evaluator's score of the solution
         values[formulation] = sol.objective
-        if formulation == "milp":
-            assert sol.details["algorithm"] == "milp"
-            assert sol.details["model_objective_s"] == pytest.approx(sol.objective, rel=1e-6)
+        if formulation == "milp":  # or a cheap start the volume bound proves optimal: no MILP to run
+            assert sol.details["algorithm"] in ("milp", "bounds")
+            if sol.details["algorithm"] == "milp":
+                assert sol.details["model_objective_s"] == pytest.approx(sol.objective, rel=1e-6)
     assert values["milp"] == pytest.approx(best, rel=1e-9)
     assert values["enumeration"] == pytest.approx(best, rel=1e-9)
     assert values["auto"] == pytest.approx(best, rel=1e-9)
