@@ -4,8 +4,8 @@ Shortest-path routing with equal split as a linear map from pair traffic to arc 
 (:class:`RoutingFractions`), the rings of the AllReduce groups (:func:`ring_strides`: by default the
 TotientPerms rings of least hop total, split equally), the loads of traffic patterns, and
 :func:`strategy_times`: a strategy's compute, bandwidth, latency and iteration time by the
-evaluator's definitions, for the solution whose rings are :func:`placement_rings`. Shared by :mod:`.placement` (the MILP) and :mod:`.placement_search` (its incumbent
-and bound). :func:`path_entries` and :func:`path_floors` are the models' form of the
+evaluator's definitions, for the solution that names the rings of :func:`placement_routing`.
+Shared by :mod:`.placement` (the MILP) and :mod:`.placement_search` (its incumbent and bound). :func:`path_entries` and :func:`path_floors` are the models' form of the
 ``critical_path`` compute model (:mod:`topoopt_ilp.workload`, **Compute model**).
 """
 
