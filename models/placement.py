@@ -873,6 +873,10 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         details["exported_model"] = _export_placement(instance, X, rf, max_starts, options)
         options = replace(options, export_model=None)
 
+    if options.time_limit_s == 0:  # as every exact method: a time limit of 0 runs nothing
+        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend,
+                        wall_time_s=time.perf_counter() - started, details={**details, "model_status": "no_solution"})
+
     def placed(strategy: Strategy, **fields) -> Solution:
         """The solution that places ``strategy`` on X and names its rings (placement_routing)."""
         routing = placement_routing(rf, strategy_demand(w, n, strategy)[0])

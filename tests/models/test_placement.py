@@ -404,6 +404,16 @@ def test_export_writes_the_placement_milp_whichever_stage_settles_it(tmp_path):
     assert path.stat().st_size > 0 and "ROWS" in path.read_text()
 
 
+def test_a_time_limit_of_0_runs_nothing(tmp_path):
+    # as every exact method: no_solution, though a cheap start candidate would be at hand; the
+    # model is still exported when asked
+    n, d, layers, blocks, X = CASES["dlrm-ring4"]
+    inst, X = make(n, d, layers, blocks, X=X)
+    path = tmp_path / "p.lp"
+    sol = solve_placement(inst, ExactOptions(time_limit_s=0, export_model=str(path)), X)
+    assert sol.status == "no_solution" and sol.placement is None and path.stat().st_size > 0
+
+
 def test_ring_strides_follow_the_topology():
     # TopoOpt's 128-server circulant (jumps +-1, +-3, +-9, +-23): a degree-16 coset (members 8 apart)
     # reaches its ring successor in 2 hops by strides 1 and 15 (+-8 = +-9 -+ 1) and 3 and 13
