@@ -84,8 +84,8 @@ def main() -> None:
         for rings, v in ((r, v) for r in policies for v in variants):
             ls = None if v == "auto" else float(v)
             started = time.perf_counter()
-            sol = solve_placement(inst, ExactOptions(time_limit_s=args.time_limit, gap=args.gap), X, local_search_s=ls,
-                                  rings=rings)
+            sol = solve_placement(inst, ExactOptions(time_limit_s=args.time_limit, gap=args.gap, rings=rings), X,
+                                  local_search_s=ls)
             wall = time.perf_counter() - started
             det = sol.details
             if not sol.has_solution:

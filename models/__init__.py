@@ -154,6 +154,10 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heur
         decomposition's first step.
     """
     options = options or ExactOptions(**{k: v for k, v in kwargs.items() if v is not None})
+    if options.rings is not None and (instance.workload is None or instance.fixed_topology is None):
+        raise InputError("the ring policy (rings) is the placement problem's: it applies to a workload with a "
+                         "fixed_topology (and to the alternating method); the topology and joint models choose their "
+                         "own rings")
     if instance.workload is not None:
         if instance.fixed_topology is not None:  # only the placement is free: its model is the exact one
             from .placement import solve_placement

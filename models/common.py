@@ -50,6 +50,7 @@ class ExactOptions:
     export_model: str | None = None
     seed: int | None = None
     formulation: str | None = None  # None: the model's default (strong; auto for a workload's joint problem)
+    rings: str | None = None  # the placement problem's ring policy (placement_data.RING_POLICIES); None: shortest
     log: bool = False
     native_options: Mapping[str, Mapping[str, NativeValue]] | None = None  # {backend: {parameter: value}}
 
@@ -58,6 +59,11 @@ class ExactOptions:
             raise InputError(f"time limit must be a finite number >= 0, got {self.time_limit_s}")
         if self.gap is not None and (not math.isfinite(self.gap) or self.gap < 0):
             raise InputError(f"gap must be a finite number >= 0, got {self.gap}")
+        if self.rings is not None:
+            from .placement_data import RING_POLICIES
+
+            if self.rings not in RING_POLICIES:
+                raise InputError(f"unknown ring policy {self.rings!r}; choose one of {', '.join(RING_POLICIES)}")
         if self.export_model is not None and Path(self.export_model).suffix.lower() not in (".mps", ".lp"):
             raise InputError(f"--export-model needs a .mps or .lp file name, got {self.export_model!r}")
         if self.native_options is not None:

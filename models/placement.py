@@ -786,8 +786,7 @@ def _export_placement(instance: Instance, X: np.ndarray, rf: RoutingFractions, m
 
 def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndarray | None = None, *,
                     max_starts: int | None = None, start: Strategy | dict | None = None,
-                    local_search_s: float | None = None, chain_bound_s: float | None = None,
-                    rings: str = "shortest") -> Solution:
+                    local_search_s: float | None = None, chain_bound_s: float | None = None) -> Solution:
     """Choose a config and start per layer and a server per block, minimising the iteration time.
 
     Parameters
@@ -797,7 +796,10 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     options : ExactOptions
         Backend, limits, warm start (``"heuristic"``: the best of TopoOpt's data-parallel start and
         uniform-degree strategies, as a full point), export, ``formulation`` (:data:`FORMULATIONS`:
-        by default the enumeration, then the MILP when the enumeration gives up).
+        by default the enumeration, then the MILP when the enumeration gives up), ``rings``: how
+        each AllReduce group is ringed (:data:`~.placement_data.RING_POLICIES`): ``"shortest"``
+        (default) splits it equally over its TotientPerms rings of least hop total, ``"coset"`` is
+        one ring in coset order (:func:`~.placement_data.ring_strides`).
     topology : numpy.ndarray, optional
         Link-count matrix X. Default: :func:`heuristic_topology` (the instance's fixed topology, else
         the TopoOpt heuristic's topology for the data-parallel start). The method layer passes its own.
@@ -819,10 +821,6 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         Seconds for :func:`~.placement_bounds.chain_bound` after its precomputation (0: only the
         volume relaxation). Default: 30 % of the time limit (5 s without one). It is skipped
         when the volume relaxation already proves the gap.
-    rings : str
-        How each AllReduce group is ringed (:data:`~.placement_data.RING_POLICIES`): ``"shortest"``
-        (default) splits it equally over its TotientPerms rings of least hop total, ``"coset"`` is one
-        ring in coset order (:func:`~.placement_data.ring_strides`).
 
     Returns
     -------
@@ -846,6 +844,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     if formulation == "enumeration" and max_starts is not None:
         raise InputError("max_starts restricts the MILP's coset starts; the enumeration takes every start")
     X = np.asarray(heuristic_topology(instance) if topology is None else topology)
+    rings = options.rings or RING_POLICIES[0]
     rf = shortest_path_fractions(X, instance.cluster.link_bytes_per_s, rings)
     if start is None and options.warm_start not in (None, "none", "heuristic"):
         import os

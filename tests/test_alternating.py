@@ -72,6 +72,18 @@ def test_alternating_needs_a_workload():
         solve(io.load_instance(INSTANCES / "testbed-12.json"), method="alternating")
 
 
+def test_the_placement_step_takes_the_ring_policy(monkeypatch):
+    from topoopt_ilp.models import placement
+
+    seen = []
+    real = placement.solve_placement
+    monkeypatch.setattr(placement, "solve_placement", lambda inst, opts, *a, **k: seen.append(opts.rings) or real(inst, opts, *a, **k))
+    sol = solve(small_workload(), method="alternating", rounds=1, round_time_limit_s=20, rings="coset")
+    assert seen and set(seen) == {"coset"} and sol.has_solution
+    with pytest.raises(InputError, match="unknown ring policy 'longest'"):
+        solve(small_workload(), method="alternating", rings="longest")
+
+
 def test_exact_topology_step_is_verified_and_never_worse(tmp_path, capsys):
     inst = small_workload()
     exact = solve(inst, method="alternating", rounds=2, round_time_limit_s=10, topology_method="exact")

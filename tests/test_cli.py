@@ -99,6 +99,9 @@ def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
     (["solve", TESTBED, "--method", "exact", "--warm-start", "missing.json"], 2, "warm start file missing.json does not exist"),
     (["solve", TESTBED, "--method", "exact", "--warm-start", "no/such/sol"], 2, "warm start file no/such/sol does not exist"),
     (["solve", TESTBED, "--method", "exact", "--warm-start", "heurstic"], 2, "'heurstic' is none of these"),
+    (["solve", TESTBED, "--method", "exact", "--rings", "coset"], 2, "the ring policy (rings) is the placement problem's"),
+    (["solve", TESTBED, "--rings", "coset"], 2, "--rings applies to --method exact or alternating, not heuristic"),
+    (["solve", TESTBED, "--method", "exact", "--rings", "longest"], 2, "invalid choice: 'longest'"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, code, message, tmp_path):
     r = run(*args, "--out", str(tmp_path / "x.json")) if args[0] == "solve" else run(*args)
@@ -195,6 +198,12 @@ def test_placement_on_a_fixed_topology_by_each_formulation(tmp_path, capsys):
     capsys.readouterr()
     assert main(["solve", inst, "--method", "exact", "--formulation", "naive"]) == 2
     assert "unknown formulation 'naive' for the placement problem" in capsys.readouterr().err
+    # one ring per group in coset order, the placement model of earlier releases: never better here
+    out = tmp_path / "coset.json"
+    assert main(["solve", inst, "--method", "exact", "--rings", "coset", "--out", str(out), "--quiet"]) == 0
+    sol = json.loads(out.read_text())
+    assert sol["status"] == "optimal" and sol["details"]["rings"] == "coset"
+    assert sol["objective"] >= objectives["auto"] * (1 - 1e-9) and main(["verify", inst, str(out)]) == 0
 
 
 MIX8 = str(INSTANCES / "mix-8.json")

@@ -146,7 +146,7 @@ def _circulant_phase(instance: Instance, placement: dict | None, select: str, se
 
 def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3, round_time_limit_s: float = 30.0,
                       time_limit_s: float | None = None, backend: str = "highs", select: str = "geometric",
-                      mode: str = "paper", seed: int = 0, topology_method: str = "auto",
+                      mode: str = "paper", seed: int = 0, topology_method: str = "auto", rings: str = "shortest",
                       progress: Progress | None = None) -> Solution:
     """Alternate placement and topology optimisation; return the best solution found.
 
@@ -159,6 +159,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         MILP for the placement's traffic, at most 32 servers) or ``auto`` (default: exact for a
         general-topology instance of at most :data:`AUTO_EXACT_SERVERS` servers, else finder).
     time_limit_s : overall budget (checked between phases; a phase is not interrupted).
+    rings : the placement step's ring policy (``shortest`` or ``coset``; see
+        :func:`topoopt_ilp.models.placement_data.ring_strides`). The topology step chooses its own.
     progress : called with each log entry as it happens (the CLI prints them live).
     """
     from .models import ExactOptions
@@ -167,6 +169,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     from .solve import finalize, fitting_start_placement, placement_traffic
     from .strategy import stage_strategies, strategy_to_dict, validate_strategy
 
+    ExactOptions(rings=rings)  # an unknown ring policy is refused before anything runs
     if instance.workload is None:
         raise InputError("--method alternating optimises a workload's placement; this instance has a fixed demand "
                          "(use --method heuristic or exact)")
@@ -252,7 +255,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         key = topology.matrix.tobytes()
         if key in settled_placement:
             return settled_placement[key], True
-        options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic")
+        options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic", rings=rings)
         # solve_placement itself falls back to fewer coset starts when the full model is too large
         cand = solve_placement(instance, options, topology.matrix, start=current.placement)
         if not cand.has_solution:

@@ -280,6 +280,7 @@ def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
         "export_model": args.export_model,
         "seed": args.seed,
         "formulation": args.formulation,
+        "rings": args.rings,
         "native_options": _native_options(args.solver_option, [backend]),
     }
 
@@ -314,7 +315,8 @@ def _native_options(given: list[str] | None, backends: list[str]) -> dict[str, d
     return out
 
 
-_EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_model", "formulation", "solver_option")
+_EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_model", "formulation", "solver_option",
+               "rings")
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
@@ -324,7 +326,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
     inst = load_instance(args.instance)
     for key in _EXACT_ONLY:
-        methods = ("exact", "alternating") if key in ("backend", "time_limit") else ("exact",)
+        methods = ("exact", "alternating") if key in ("backend", "time_limit", "rings") else ("exact",)
         if getattr(args, key) is not None and args.method not in methods:
             raise InputError(f"--{key.replace('_', '-')} applies to --method {' or '.join(methods)}, not {args.method}")
     if args.method != "alternating" and (args.rounds is not None or args.round_time_limit is not None
@@ -354,7 +356,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
             options.update(rounds=args.rounds if args.rounds is not None else 5,
                            round_time_limit_s=args.round_time_limit if args.round_time_limit is not None else 30.0,
                            time_limit_s=args.time_limit, backend=args.backend,  # None: the instance's, else default
-                           topology_method=args.topology_method or "auto")
+                           topology_method=args.topology_method or "auto", rings=args.rings or "shortest")
             if not (args.quiet or args.json):
                 options["progress"] = _print_round
     try:
@@ -770,6 +772,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exact: the model's formulation - general topology: strong (default) or naive; circulant: "
                         "strong (default) or basic; a workload (joint problem, or placement on a fixed topology): auto (default), "
                         "milp or enumeration")
+    s.add_argument("--rings", default=None, choices=("shortest", "coset"),
+                   help="exact (a workload on a fixed topology), alternating: how the placement problem rings each "
+                        "AllReduce group - shortest (default): split equally over its TotientPerms rings of least hop "
+                        "total; coset: one ring in coset order")
     s.add_argument("--seed", type=_nonneg_int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
                    "when given with --method exact, of the solver")
     s.add_argument("--reroute", action="store_true",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -114,7 +115,7 @@ CASES = {
 def test_optimum_equals_brute_force(name, rings, opts):
     n, d, layers, blocks, X = CASES[name]
     inst, X = make(n, d, layers, blocks, X=X)
-    sol = solve_placement(inst, opts, X, rings=rings)
+    sol = solve_placement(inst, replace(opts, rings=rings), X)
     assert sol.status == "optimal" and sol.details["algorithm"] == opts.formulation
     check_solution(inst, sol)
     assert sol.objective == pytest.approx(brute_force(inst, X, rings), rel=1e-6)
@@ -328,7 +329,7 @@ def test_relaxation_bound_is_tight_when_only_volume_and_compute_matter():
         assert pl.relaxation_bound(inst, rf) == pytest.approx(want, rel=1e-9)
     assert brute_force(inst, X) == pytest.approx(want, rel=1e-9)
     assert solve_placement(inst, OPTS, X).objective == pytest.approx(want, rel=1e-9)
-    coset = solve_placement(inst, OPTS, X, rings="coset")
+    coset = solve_placement(inst, replace(OPTS, rings="coset"), X)
     assert coset.objective == pytest.approx(1e-3 + ar_bytes / 12.5e9 + 1e-6, rel=1e-9)
     check_solution(inst, coset)
 
