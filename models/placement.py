@@ -53,7 +53,7 @@ from topoopt_ilp.strategy import (
 )
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
-from .common import ExactOptions, check_backend, export_model, run_model, solution_status
+from .common import ExactOptions, check_backend, export_model, run_model, solution_status, time_left
 from .placement_bounds import chain_bound
 from .placement_enumeration import enumerate_placement
 from .placement_enumeration import fits as enumeration_fits
@@ -996,7 +996,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     if options.warm_start not in (None, "none") and pm.incumbent is not None:
         x0 = _point(pm, w, pm.incumbent, alpha, w.overlap, instance.objective)
     if options.time_limit_s is not None:
-        options = replace(options, time_limit_s=max(1.0, options.time_limit_s - (time.perf_counter() - started)))
+        options = replace(options, time_limit_s=time_left(options, started))  # 0 left: the incumbent stands
     result: SolveResult = run_model(pm.model, options, x0)
     status = solution_status(result)
     details["algorithm"] = "milp"
