@@ -60,10 +60,9 @@ class ExactOptions:
         if self.gap is not None and (not math.isfinite(self.gap) or self.gap < 0):
             raise InputError(f"gap must be a finite number >= 0, got {self.gap}")
         if self.rings is not None:
-            from .placement_data import RING_POLICIES
+            from .placement_data import check_ring_policy
 
-            if self.rings not in RING_POLICIES:
-                raise InputError(f"unknown ring policy {self.rings!r}; choose one of {', '.join(RING_POLICIES)}")
+            check_ring_policy(self.rings)
         if self.export_model is not None and Path(self.export_model).suffix.lower() not in (".mps", ".lp"):
             raise InputError(f"--export-model needs a .mps or .lp file name, got {self.export_model!r}")
         if self.native_options is not None:

@@ -25,7 +25,7 @@ from topoopt_ilp.routing import RingSet, Routing
 from topoopt_ilp.strategy import Strategy, strategy_demand
 from topoopt_ilp.workload import _MEM_RTOL, Workload
 
-__all__ = ["RING_POLICIES", "TIME_UNIT_S", "RoutingFractions", "critical_path", "layer_options", "path_entries",
+__all__ = ["RING_POLICIES", "TIME_UNIT_S", "RoutingFractions", "check_ring_policy", "critical_path", "layer_options", "path_entries",
            "path_floors", "path_rows", "placement_routing", "ring_pairs", "ring_strides", "shortest_path_fractions",
            "strategy_times"]
 
@@ -59,8 +59,7 @@ def shortest_path_fractions(X: np.ndarray, link_bytes_per_s: float, rings: str =
     """Pair -> arc fraction matrix of equal-split shortest-path routing on ``X`` (see
     :class:`RoutingFractions`); one vectorised pass per arc, O(A n^2). ``rings``: the ring policy
     of the AllReduce groups (:data:`RING_POLICIES`)."""
-    if rings not in RING_POLICIES:
-        raise InputError(f"unknown ring policy {rings!r}; choose one of {', '.join(RING_POLICIES)}")
+    check_ring_policy(rings)
     X = np.asarray(X)
     n = X.shape[0]
     dist, sigma = hop_distances(X)
@@ -97,6 +96,12 @@ def shortest_path_fractions(X: np.ndarray, link_bytes_per_s: float, rings: str =
 # ------------------------------------------------------------------------------------------------
 #: Ring policies of :func:`ring_strides`; the first is the default.
 RING_POLICIES = ("shortest", "coset")
+
+
+def check_ring_policy(rings: str) -> None:
+    """Refuse, in one line, a ring policy that is not one of :data:`RING_POLICIES`."""
+    if rings not in RING_POLICIES:
+        raise InputError(f"unknown ring policy {rings!r}; choose one of {', '.join(RING_POLICIES)}")
 
 
 def ring_strides(rf: RoutingFractions, members: Sequence[int]) -> tuple[int, ...]:

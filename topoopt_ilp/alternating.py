@@ -166,10 +166,11 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     from .models import ExactOptions
     from .models.joint_enumeration import strategy_floor
     from .models.placement import solve_placement
+    from .models.placement_data import check_ring_policy
     from .solve import finalize, fitting_start_placement, placement_traffic
     from .strategy import stage_strategies, strategy_to_dict, validate_strategy
 
-    ExactOptions(rings=rings)  # an unknown ring policy is refused before anything runs
+    check_ring_policy(rings)  # before anything runs
     if instance.workload is None:
         raise InputError("--method alternating optimises a workload's placement; this instance has a fixed demand "
                          "(use --method heuristic or exact)")
