@@ -73,6 +73,7 @@ from .placement_search import (
     _block_classes,
     _LocalSearch,
     improve_strategy,
+    pipeline_starts,
     relaxation_bound,
 )
 
@@ -109,6 +110,11 @@ MILP_SEARCH_NONZEROS = 1_000_000
 #: n = 6 job 21.9 s vs 23.2 s (and 7.844 ms, its optimum, vs 8.057 ms); the 128-server instances have
 #: thousands of options.
 SMALL_PLACEMENT_OPTIONS = 400
+#: The local search descends from at most this many of the best-scored candidates (each gets an
+#: equal share of half its time). Measured on dlrm-128-d8 (TopoOpt's topology, 60 s, seeds 0-2),
+#: with the 387 candidates of the pipeline starts: the best 16 end at 17.65-17.72 ms, all of them at
+#: 17.74-18.10 ms (before the pipeline starts: 17 candidates, 17.92-19.18 ms).
+LOCAL_SEARCH_STARTS = 16
 #: Relative slack when pruning options by bounds: an option is only dropped when its lower bound
 #: exceeds the incumbent by more than this, so rounding can never remove an optimal option.
 _PRUNE_RTOL = 1e-6
@@ -145,19 +151,20 @@ def _memory_feasible(w: Workload, n: int, st: Strategy) -> bool:
     return bool((server_memory(w, n, st) <= float(w.server_memory_bytes) * (1 + _MEM_RTOL)).all())
 
 
-def _candidates(w: Workload, n: int) -> list[Strategy]:
+def _candidates(w: Workload, n: int, rf: RoutingFractions) -> list[Strategy]:
     """Cheap strategies whose best one is the incumbent (upper bound) and warm start: TopoOpt's
     data-parallel start, every layer at one common degree (start 0, the largest allowed degree at
-    most k), blocks round robin, and the pipelines of data-parallel groups of every degree
+    most k), blocks round robin, the pipelines of data-parallel groups of every degree
     (:func:`~topoopt_ilp.strategy.stage_strategies`, the alternating method's second start: on
     bert-128-d8, 4 stages of 3 layers on the 4 cosets of degree 32 take 19.228 ms against the
-    data-parallel start's 19.510, and the local search did not find them from the others)."""
+    data-parallel start's 19.510, and the local search did not find them from the others), and the
+    compute-balanced pipelines on adjacent cosets of :func:`~.placement_search.pipeline_starts`."""
     out = [data_parallel(w, n)]
     blocks = tuple(b % n for b in range(len(w.blocks)))
     for k in sorted({k for layer in w.layers for k in layer.configs}):
         deg = tuple(max((c for c in layer.configs if c <= k), default=min(layer.configs)) for layer in w.layers)
         out.append(Strategy(deg, (0,) * len(w.layers), blocks))
-    return out + stage_strategies(w, n)
+    return out + stage_strategies(w, n) + pipeline_starts(w, n, rf.dist)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -353,7 +360,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     ar_hop = np.where(has_ar, ar_hop_type[opt_type], 0)
 
     # ---- incumbent and bound pruning (exact) ---------------------------------------------------
-    candidates = _candidates(w, n)
+    candidates = _candidates(w, n, rf)
     if start is not None:
         if validate_strategy(w, n, start):
             raise InputError("the start strategy is invalid: " + "; ".join(validate_strategy(w, n, start)[:3]))
@@ -888,7 +895,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     # 1. Incumbent: the best cheap candidate (or the given start), improved by local search.
     if start is not None and validate_strategy(w, n, start):
         raise InputError("the start strategy is invalid: " + "; ".join(validate_strategy(w, n, start)[:3]))
-    cands = [st for st in ([start] if start is not None else []) + _candidates(w, n) if _memory_feasible(w, n, st)]
+    cands = [st for st in ([start] if start is not None else []) + _candidates(w, n, rf) if _memory_feasible(w, n, st)]
     incumbent, inc_time = None, None
     ls = _LocalSearch(instance, rf)
     if cands:
@@ -899,7 +906,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
             local_search_s = _default_local_search_s(instance, options.time_limit_s)
         if local_search_s > 0:
             t0 = time.perf_counter()
-            order = sorted(range(len(cands)), key=lambda j: scored[j][0])
+            order = sorted(range(len(cands)), key=lambda j: scored[j][0])[:LOCAL_SEARCH_STARTS]
             incumbent = improve_strategy(instance, rf, [cands[j] for j in order], local_search_s,
                                          seed=options.seed or 0)
             details["local_search_s"] = time.perf_counter() - t0

@@ -24,7 +24,7 @@ from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluate import evaluate
 from topoopt_ilp.instance import Cluster, FixedTopology, Instance
 from topoopt_ilp.solution import Solution
-from topoopt_ilp.solve import finalize
+from topoopt_ilp.solve import finalize, solve
 from topoopt_ilp.strategy import Strategy, server_memory
 from topoopt_ilp.verify import verify
 from topoopt_ilp.workload import Block, Layer, Workload
@@ -250,7 +250,7 @@ def _random_checks(inst: Instance, X: np.ndarray, rng: np.random.Generator, coun
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
     ls = pl._LocalSearch(inst, rf)
     w, n = inst.workload, inst.n
-    ls.load_state(min((c for c in pl._candidates(w, n) if pl._memory_feasible(w, n, c)),
+    ls.load_state(min((c for c in pl._candidates(w, n, rf) if pl._memory_feasible(w, n, c)),
                       key=lambda c: strategy_times(inst, rf, c)["iteration_time_s"]))
     assert ls.score()[0] == pytest.approx(strategy_times(inst, rf, ls.strategy())["iteration_time_s"], rel=1e-9)
     checked = 0
@@ -307,13 +307,62 @@ def test_local_search_is_never_worse_than_its_starts():
     inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
     X = solve_placement(inst, ExactOptions(time_limit_s=1, gap=1.0), local_search_s=0).topology.matrix
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    starts = [c for c in pl._candidates(inst.workload, inst.n) if pl._memory_feasible(inst.workload, inst.n, c)]
+    starts = [c for c in pl._candidates(inst.workload, inst.n, rf) if pl._memory_feasible(inst.workload, inst.n, c)]
     best = pl.improve_strategy(inst, rf, starts, 2.0)
     assert not pl.validate_strategy(inst.workload, inst.n, best)
     got = strategy_times(inst, rf, best)["iteration_time_s"]
     assert got <= min(strategy_times(inst, rf, s)["iteration_time_s"] for s in starts) * (1 + 1e-12)
     # and never better than the exact optimum
     assert got >= solve_placement(inst, OPTS, X).objective * (1 - 1e-9)
+
+
+def test_balanced_cuts_minimise_the_largest_stage():
+    # Against every cut of 7 layers into S contiguous non-empty stages.
+    from topoopt_ilp.models.placement_search import _balanced_cuts
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        tau = rng.integers(1, 20, size=7).astype(float)
+        for S, cuts in zip(range(2, 6), _balanced_cuts(tau, 5)):
+            assert len(cuts) == S and cuts[0][0] == 0 and cuts[-1][1] == 7
+            assert all(a < b for a, b in cuts) and all(b == a2 for (_, b), (a2, _) in zip(cuts, cuts[1:]))
+            best = min(max(tau[a:b].sum() for a, b in zip((0,) + c, c + (7,)))
+                       for c in itertools.combinations(range(1, 7), S - 1))
+            assert max(tau[a:b].sum() for a, b in cuts) == best
+
+
+def test_pipeline_strides_follow_the_topology():
+    from topoopt_ilp.graph import circulant
+    from topoopt_ilp.models.placement_search import _adjacent_strides
+
+    # 8 servers linked by jumps +-3 only: the single-server "cosets" j and j + 3 (or j + 5 = j - 3)
+    # are neighbours, j and j + 1 three hops apart.
+    dist = shortest_path_fractions(circulant(8, [3]), 12.5e9).dist
+    assert _adjacent_strides(8, 8, dist)[:2] == [3, 5]
+    # a plain ring: strides 1 and 7 (= -1); for 4 cosets of 2 servers, 1 and 3
+    ring = shortest_path_fractions(circulant(8, [1]), 12.5e9).dist
+    assert _adjacent_strides(8, 8, ring)[:2] == [1, 7]
+    assert _adjacent_strides(8, 4, ring) == [1, 3]
+
+
+def test_pipeline_starts_are_balanced_pipelines_on_distinct_cosets():
+    from topoopt_ilp.models.placement_search import pipeline_starts
+
+    inst = io.load_instance(INSTANCES / "paper" / "dlrm-128-d8.json")
+    w, n = inst.workload, inst.n
+    X = solve(inst, method="heuristic").topology.matrix
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+    starts = pipeline_starts(w, n, rf.dist)
+    assert len(starts) == len(set(starts)) > 100
+    for st in starts:
+        assert not pl.validate_strategy(w, n, st)
+        runs = [list(g) for _, g in itertools.groupby(zip(st.layer_degree, st.layer_start))]
+        assert len(runs) >= 2 and len({r[0] for r in runs}) == len(runs)  # contiguous stages, each its own coset
+    # On TopoOpt's topology they start the 128-server DLRM far better than the other candidates
+    # (measured 20.50 ms against 25.71 ms).
+    others = [st for st in pl._candidates(w, n, rf) if st not in set(starts)]
+    assert min(strategy_times(inst, rf, st)["iteration_time_s"] for st in starts) < 0.85 * min(
+        strategy_times(inst, rf, st)["iteration_time_s"] for st in others)
 
 
 def test_relaxation_bound_is_tight_when_only_volume_and_compute_matter():
