@@ -365,6 +365,17 @@ def test_pipeline_starts_are_balanced_pipelines_on_distinct_cosets():
         strategy_times(inst, rf, st)["iteration_time_s"] for st in others)
 
 
+def test_a_short_time_limit_scores_only_the_first_candidates():
+    # 387 start candidates take about 0.7 s to score at 128 servers: with 1 s, scoring stops at a
+    # tenth of it and the local search starts from what was scored.
+    inst = io.load_instance(INSTANCES / "paper" / "dlrm-128-d8.json")
+    X = solve(inst, method="heuristic").topology.matrix
+    sol = solve_placement(inst, ExactOptions(time_limit_s=1.0), X)
+    assert sol.status == "feasible" and sol.details["candidates_unscored"] > 0
+    assert sol.objective <= sol.details["start_iteration_time_s"] * (1 + 1e-12)
+    check_solution(inst, sol)
+
+
 def test_relaxation_bound_is_tight_when_only_volume_and_compute_matter():
     # One layer, degree 4 only, on a ring with every link equal. The shortest rings (strides 1 and 3,
     # the two directions, half the bytes each) load all 8 arcs equally, so the bound, compute +
