@@ -979,6 +979,11 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         return placed(incumbent, status="optimal" if proven else "feasible", objective=inc_time,
                       bound=min(lb, inc_time), gap=gap_of(inc_time, lb), backend=options.backend)
 
+    if incumbent is not None and time_left(options, started) == 0:  # building a model would only overshoot
+        details["milp"] = "not run: the local search and the bounds used up the time limit"
+        return placed(incumbent, status="feasible", objective=inc_time, bound=min(lb, inc_time),
+                      gap=gap_of(inc_time, lb), backend=options.backend)
+
     # 4. The MILP: unrestricted when it can be built, else (only when no restriction was asked for)
     # the largest restriction to evenly spaced starts (plus the incumbent's) that can.
     ladder = [max_starts] if max_starts is not None else [None, 4, 2, 1]
