@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from topoopt_ilp.instance import Instance
-from topoopt_ilp.strategy import Strategy, place_blocks
+from topoopt_ilp.strategy import Strategy, degrees_at_most, place_blocks
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .placement_data import RoutingFractions, _pattern_loads, path_entries, path_floors, ring_pairs
@@ -497,8 +497,8 @@ class _LocalSearch:
 #     cosets' arcs may be the ones the AllReduce rings load (TopoOpt's 128-circulant, k = 16:
 #     strides 1, 7 have 160 hops, 3, 5 have 224, and the best DLRM pipeline uses 3);
 #   * blocks by strategy.place_blocks.
-# Measured (dlrm-128-d8 on TopoOpt's topology, solve_placement, 60 s, 3 seeds): best start 20.50 ms
-# against 25.71 ms without these; after the local search 17.28-17.46 ms against 17.92-19.18 ms.
+# Measured (dlrm-128-d8 on TopoOpt's topology, solve_placement, 60 s, seeds 0-2): best start 20.50 ms
+# against 25.71 ms without these; after the local search 17.65-17.72 ms against 17.92-19.18 ms.
 # ------------------------------------------------------------------------------------------------
 #: Coset strides tried per (degree, stage count) by :func:`pipeline_starts` (comment block above).
 STRIDES = 4
@@ -513,7 +513,7 @@ def pipeline_starts(w: Workload, n: int, dist: np.ndarray) -> list[Strategy]:
         g = n // k
         if min(g, L) < 2:
             continue
-        deg = tuple(max((c for c in layer.configs if c <= k), default=min(layer.configs)) for layer in w.layers)
+        deg = degrees_at_most(w, k)
         tau = np.array([w.layer_time(i, d) for i, d in enumerate(deg)])
         strides = _adjacent_strides(n, g, dist)
         for cuts in _balanced_cuts(tau, min(g, L)):

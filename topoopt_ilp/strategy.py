@@ -45,6 +45,7 @@ from .workload import _MEM_RTOL, Workload, coset
 __all__ = [
     "Strategy",
     "data_parallel",
+    "degrees_at_most",
     "place_blocks",
     "stage_strategies",
     "validate_strategy",
@@ -114,6 +115,12 @@ def place_blocks(workload: Workload, n: int, layer_degree: tuple[int, ...], laye
     return tuple(out)
 
 
+def degrees_at_most(workload: Workload, k: int) -> tuple[int, ...]:
+    """Per layer, its largest allowed degree at most ``k`` (its least when every one is larger): the
+    degrees of a strategy built around one degree k."""
+    return tuple(max((c for c in layer.configs if c <= k), default=min(layer.configs)) for layer in workload.layers)
+
+
 def stage_strategies(workload: Workload, n: int) -> list[Strategy]:
     """Pipeline-of-data-parallel-groups starts, one per degree k: the layers cut into
     min(n/k, layers) contiguous stages of about equal count, stage j on the degree-k coset starting
@@ -126,7 +133,7 @@ def stage_strategies(workload: Workload, n: int) -> list[Strategy]:
         stages = min(n // k, L)
         if stages < 2:
             continue
-        deg = tuple(max((c for c in layer.configs if c <= k), default=min(layer.configs)) for layer in layers)
+        deg = degrees_at_most(workload, k)
         start = tuple(((i * stages) // L) % (n // d) for i, d in enumerate(deg))
         out.append(Strategy(deg, start, place_blocks(workload, n, deg, start)))
     return out
