@@ -57,6 +57,7 @@ from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 from .common import ExactOptions, check_backend, export_model, run_model, solution_status, time_left
 from .placement_bounds import chain_bound
 from .placement_enumeration import enumerate_placement
+from .placement_levels import level_search
 from .placement_enumeration import fits as enumeration_fits
 from .placement_data import (
     RING_POLICIES,
@@ -971,11 +972,33 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         lb = max(lb, cb)
     details.update(relaxation_bound_s=lb, relaxation_bound_time_s=time.perf_counter() - t0)
 
+    # 3b. Layer times on one lattice (identical layers), no blocks: the compute-level search
+    # (placement_levels; exact, it may prove the incumbent or find a better strategy).
+    levels = False
+    if inc_time is not None and gap_of(inc_time, lb) > tol and formulation != "milp" and max_starts is None:
+        if options.time_limit_s is not None:
+            deadline = started + options.time_limit_s
+        else:
+            deadline = None if formulation == "enumeration" else time.perf_counter() + AUTO_ENUMERATION_S
+        t1 = time.perf_counter()
+        # its bound comes out 1e-9 below its threshold (float noise): asked for a hair less than the gap
+        lv = level_search(ls, inc_time, max(0.0, tol - 1e-8), deadline)
+        details.update(level_search=lv.status if lv.status != "not_applicable" else f"not applicable: {lv.reason}",
+                       level_search_s=time.perf_counter() - t1, level_search_nodes=lv.nodes)
+        if lv.status == "complete":
+            if lv.strategy is not None:
+                found = strategy_times(instance, rf, lv.strategy)["iteration_time_s"]
+                if found < inc_time:
+                    incumbent, inc_time = lv.strategy, found
+            lb = max(lb, min(lv.bound, inc_time))
+            levels = True
+
     proven = inc_time is not None and gap_of(inc_time, lb) <= tol
     if proven or (inc_time is not None and formulation == "enumeration"):
-        details["milp"] = ("skipped: the relaxation bound proves the local-search incumbent within the gap" if proven
+        details["milp"] = ("skipped: the compute-level search proves the incumbent within the gap" if proven and levels
+                           else "skipped: the relaxation bound proves the local-search incumbent within the gap" if proven
                            else "not run (--formulation enumeration)")
-        details["algorithm"] = "bounds" if proven else "enumeration"
+        details["algorithm"] = ("levels" if levels else "bounds") if proven else "enumeration"
         return placed(incumbent, status="optimal" if proven else "feasible", objective=inc_time,
                       bound=min(lb, inc_time), gap=gap_of(inc_time, lb), backend=options.backend)
 

@@ -11,6 +11,7 @@ import pytest
 from test_placement import ENUM, MILP, OPTS, L, check_solution, make
 from test_placement_bounds import _random_instance, fast_brute_force
 from topoopt_ilp.models.placement import shortest_path_fractions, solve_placement, strategy_times
+from topoopt_ilp.models.placement_levels import LevelResult
 from topoopt_ilp.models.placement_enumeration import enumerate_placement
 from topoopt_ilp.models.placement_search import _LocalSearch, relaxation_bound
 
@@ -61,6 +62,8 @@ def test_budget_gives_up_and_auto_falls_back_to_the_milp(monkeypatch):
     assert _search(inst, X, max_work=100)[1] == ("gave_up", None)
     assert _search(inst, X, deadline=0.0)[1] == ("gave_up", None)
     monkeypatch.setattr(pl, "enumerate_placement", partial(enumerate_placement, max_states=2))
+    # identical layers: the compute-level search would settle it before the MILP (placement_levels)
+    monkeypatch.setattr(pl, "level_search", lambda *a, **k: LevelResult("not_applicable", reason="test"))
     auto = solve_placement(inst, OPTS, X)
     assert auto.details["enumeration"] == "gave_up" and auto.details["algorithm"] == "milp"
     alone = solve_placement(inst, ENUM, X)  # the enumeration alone: the incumbent with the bound
