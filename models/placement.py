@@ -16,16 +16,19 @@ larger of the busiest server and the critical path of one micro-batch: the ``pat
 What keeps it small is the reductions listed above :func:`build_placement`; all of them are exact
 except the optional ``max_starts`` restriction.
 
-:func:`solve_placement` runs three stages inside one time limit: an iterated local search
-(:func:`improve_strategy`, moves scored incrementally by the evaluator's definitions) for the
-incumbent, warm start and pruning bound; the relaxation bounds (:func:`relaxation_bound` and
-:func:`~.placement_bounds.chain_bound`, valid for the unrestricted problem, no solver), which alone
-may prove the gap; then the MILP - unrestricted when it can be built, else restricted to evenly
-spaced starts plus the incumbent's (recorded in ``details["restricted"]``); a model above
+:func:`solve_placement` runs its stages inside one time limit: an iterated local search
+(:func:`improve_strategy`, moves scored incrementally by the evaluator's definitions, from the best
+start candidates, the pipeline starts among them) for the incumbent, warm start and pruning bound;
+the relaxation bounds (:func:`relaxation_bound` and :func:`~.placement_bounds.chain_bound`, valid for
+the unrestricted problem, no solver), which alone may prove the gap; the enumeration of small
+problems (:mod:`.placement_enumeration`) and, when the layer times share a unit and there are no
+blocks, the compute-level search (:mod:`.placement_levels`), both exact; then the MILP -
+unrestricted when it can be built, else restricted to evenly spaced starts plus the incumbent's
+(recorded in ``details["restricted"]``); a model above
 :data:`MILP_SEARCH_NONZEROS` non-zeros (with a time limit) is not solved: the time left goes to
 more local search from the incumbent (``details["milp"]`` says so). The reported bound is
-always valid for the unrestricted problem: the best of the unrestricted model's solver bound and the
-relaxation bounds; a restricted model's own bound stays in ``details``.
+always valid for the unrestricted problem: the best of the unrestricted model's solver bound, the
+relaxation bounds and a completed level search's; a restricted model's own bound stays in ``details``.
 """
 
 from __future__ import annotations
