@@ -103,9 +103,7 @@ class _Tables:
         self.ls = ls
         n, NT = ls.n, len(ls.type_k)
         self.n, self.NT, self.A = n, NT, len(ls.rf.tail)
-        self.cov = np.zeros((NT, n))
-        for t in range(NT):
-            self.cov[t, ls.unit_server[t][:: n // ls.type_k[t]]] = 1.0
+        self.cov = ls.coverage().astype(float)
         self.AR = ls.ar * ls.arc_inv
         # Pattern tables, each one sparse product (only those the workload uses): resharding one
         # activation byte between types t and t' (1/n per unit, both ways), and one lookup byte

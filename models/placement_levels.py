@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,14 +33,18 @@ _UNIT_RTOL = 1e-9
 _FLOAT_RTOL = 1e-9
 
 
+@dataclass(frozen=True)
 class LevelResult:
     """``status``: ``complete`` (every strategy scores at least ``bound``; ``strategy`` is the best one
     found below the incumbent, or None when none was), ``gave_up`` (the deadline passed) or
     ``not_applicable`` (``reason`` says why)."""
 
-    def __init__(self, status: str, strategy: Strategy | None = None, value: float | None = None,
-                 bound: float | None = None, nodes: int = 0, reason: str = "") -> None:
-        self.status, self.strategy, self.value, self.bound, self.nodes, self.reason = status, strategy, value, bound, nodes, reason
+    status: str
+    strategy: Strategy | None = None
+    value: float | None = None
+    bound: float | None = None
+    nodes: int = 0
+    reason: str = ""
 
 
 def level_unit(times: np.ndarray) -> float | None:
@@ -93,29 +98,22 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
     if u is None:
         return LevelResult("not_applicable", reason="the layer times have no common unit")
     units = np.where(finite, np.rint(np.where(finite, ls.lt, 0.0) / u), -1).astype(np.int64)
-    L, NT = units.shape
-    cov = np.zeros((NT, n), dtype=np.int64)
-    for t in range(NT):
-        cov[t, ls.unit_server[t][:: n // int(ls.type_k[t])]] = 1
-    least_total = sum(int(min(units[i, t] * ls.type_k[t] for t in np.flatnonzero(units[i] >= 0))) for i in range(L)
-                      if (units[i] >= 0).any())
-    if any(not (units[i] >= 0).any() for i in range(L)):
+    L = len(units)
+    if not (units >= 0).any(axis=1).all():
         return LevelResult("not_applicable", reason="a layer has no option that fits")
+    least_total = sum(int((units[i, ok] * ls.type_k[ok]).min()) for i, ok in enumerate(units >= 0))
     m_lo = -(-least_total // n)
     m_hi = int(sum(units[i][units[i] >= 0].max() for i in range(L)))  # every layer at its slowest on one server
     if math.isfinite(upper):
         m_hi = min(m_hi, int(math.ceil(upper / u)))
     if m_hi - m_lo > MAX_LEVELS:
         return LevelResult("not_applicable", reason=f"more than {MAX_LEVELS} compute levels below the incumbent")
-    alpha, overlap = ls.alpha, w.overlap
     A = len(ls.arc_inv)
     # the types any layer may use below the incumbent, and their patterns as arc busy times
     used = np.flatnonzero((units >= 0).any(axis=0) & (units.min(axis=0, where=units >= 0, initial=np.iinfo(np.int64).max) * u
                                                       < upper))
     if len(used) ** 2 * A > MAX_TABLE_ENTRIES:
         return LevelResult("not_applicable", reason=f"{len(used)} usable types: the resharding tables would not fit")
-    pos = np.full(NT, -1)
-    pos[used] = np.arange(len(used))
     ar_busy = ls.ar[used] * ls.arc_inv  # per parameter byte
     ar_hop = np.asarray(ls.ar_hop)[used].astype(np.int64)
     rs_busy = np.zeros((len(used), len(used), A))
@@ -125,13 +123,10 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
             loads, hops = ls.reshard(int(t))
             rs_busy[a] = loads[used] * ls.arc_inv
             rs_hop[a] = np.asarray(hops)[used]
-    cov_u, units_u, k_u = cov[used], units[:, used], ls.type_k[used]
+    cov_u, units_u, k_u = ls.coverage()[used], units[:, used], ls.type_k[used]
     mem_u = ls.rep_mem[:, used]
     # memory is only tracked when some choice of options could overfill a server
     memory_binds = float(np.where(units_u >= 0, mem_u, 0.0).max(axis=1).sum()) > ls.cap
-
-    def combine(comp: float, comm: np.ndarray) -> np.ndarray:
-        return np.maximum(comp, comm) if overlap == "full" else comp + comm
 
     state = {"theta": upper * (1 - gap), "value": upper, "best": None, "nodes": 0}
 
@@ -164,7 +159,7 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
             nl = nl + ls.act[i - 1] * rs_busy[prev, a]
             nh = np.maximum(nh, np.where(a != prev, rs_hop[prev, a], 0))
         busy = nl.max(axis=1) if A else np.zeros(a.size)
-        value = combine(comp, busy + np.where(busy > 0, alpha * nh, 0.0))
+        value = ls.combine(comp, busy, np.where(busy > 0, nh, 0))  # no latency without traffic
         for c in np.argsort(value, kind="stable"):
             if value[c] >= state["theta"] * (1 - _FLOAT_RTOL):
                 break
@@ -176,7 +171,7 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
 
     m = m_lo
     try:
-        while m <= m_hi and float(combine(m * u, np.zeros(1))[0]) < state["theta"] * (1 - _FLOAT_RTOL):
+        while m <= m_hi and m * u < state["theta"] * (1 - _FLOAT_RTOL):  # compute alone: C + 0 or max(C, 0)
             allowed = [np.flatnonzero((units_u[i] >= 0) & (units_u[i] <= m)) for i in range(L)]
             if all(x.size for x in allowed):
                 least = np.array([int((units_u[i, x] * k_u[x]).min()) for i, x in enumerate(allowed)] + [0])

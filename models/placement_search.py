@@ -175,6 +175,13 @@ class _LocalSearch:
                                         np.concatenate([dst, src]), np.concatenate([val, val]), NT)
         return loads.toarray(), hops
 
+    def coverage(self) -> np.ndarray:
+        """(types, n) 0/1: the servers of each type's coset."""
+        cov = np.zeros((len(self.type_k), self.n), dtype=np.int64)
+        for t in range(len(self.type_k)):
+            cov[t, self.unit_server[t][:: self.n // int(self.type_k[t])]] = 1
+        return cov
+
     # ---- state ---------------------------------------------------------------------------------
     def load_state(self, st: Strategy) -> None:
         self.t = np.array([self.type_of[(int(k), int(s))] for k, s in zip(st.layer_degree, st.layer_start)])
