@@ -988,13 +988,13 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         lv = level_search(ls, inc_time, max(0.0, tol - 1e-8), deadline)
         details.update(level_search=lv.status if lv.status != "not_applicable" else f"not applicable: {lv.reason}",
                        level_search_s=time.perf_counter() - t1, level_search_nodes=lv.nodes)
-        if lv.status == "complete":
+        if lv.status != "not_applicable":  # complete, or what it settled before its deadline
             if lv.strategy is not None:
                 found = strategy_times(instance, rf, lv.strategy)["iteration_time_s"]
                 if found < inc_time:
                     incumbent, inc_time = lv.strategy, found
             lb = max(lb, min(lv.bound, inc_time))
-            levels = True
+            levels = True  # it ran because the gap was open: a proof from here on is its doing
 
     proven = inc_time is not None and gap_of(inc_time, lb) <= tol
     if proven or (inc_time is not None and formulation == "enumeration"):
@@ -1006,7 +1006,8 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
                       bound=min(lb, inc_time), gap=gap_of(inc_time, lb), backend=options.backend)
 
     if incumbent is not None and time_left(options, started) == 0:  # building a model would only overshoot
-        details["milp"] = "not run: the local search and the bounds used up the time limit"
+        details["milp"] = ("not run: the local search, the bounds and the compute-level search used up the time limit"
+                           if levels else "not run: the local search and the bounds used up the time limit")
         return placed(incumbent, status="feasible", objective=inc_time, bound=min(lb, inc_time),
                       gap=gap_of(inc_time, lb), backend=options.backend)
 

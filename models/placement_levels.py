@@ -27,6 +27,8 @@ MAX_LEVELS = 4096
 #: Resharding table entries (usable types^2 x arcs) above which the search is not applicable.
 MAX_TABLE_ENTRIES = 20_000_000
 _UNIT_DIVISORS = 64
+#: The clock is read every this many nodes.
+_CLOCK_NODES = 256
 _UNIT_RTOL = 1e-9
 #: Sums in another order differ in the last bits: a value must be below the threshold by this much
 #: (relative) to count, and the bound is lowered by it.
@@ -36,8 +38,9 @@ _FLOAT_RTOL = 1e-9
 @dataclass(frozen=True)
 class LevelResult:
     """``status``: ``complete`` (every strategy scores at least ``bound``; ``strategy`` is the best one
-    found below the incumbent, or None when none was), ``gave_up`` (the deadline passed) or
-    ``not_applicable`` (``reason`` says why)."""
+    found below the incumbent, or None when none was), ``gave_up`` (the deadline passed: ``strategy``
+    and ``bound`` as far as it got, the bound from the levels it finished) or ``not_applicable``
+    (``reason`` says why)."""
 
     status: str
     strategy: Strategy | None = None
@@ -134,7 +137,7 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
             seq: list[int], allowed: list[np.ndarray], rest_min: np.ndarray, rest_max: np.ndarray) -> None:
         """Children of a node scored at once (rows: the types layer i may take), then visited best first."""
         state["nodes"] += 1
-        if deadline is not None and state["nodes"] % 256 == 0 and time.perf_counter() > deadline:
+        if deadline is not None and state["nodes"] % _CLOCK_NODES == 0 and time.perf_counter() > deadline:
             raise _GaveUp
         a = allowed[i]
         nu = u_srv[None, :] + units_u[i, a][:, None] * cov_u[a]
@@ -169,6 +172,12 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
             nm = mem + mem_u[i, a[c]] * cov_u[a[c]] if memory_binds else mem
             dfs(i + 1, int(a[c]), m, comp, nu[c], nm, nl[c], int(nh[c]), seq + [int(a[c])], allowed, rest_min, rest_max)
 
+    def found() -> Strategy | None:
+        if state["best"] is None:
+            return None
+        tt = state["best"]
+        return Strategy(tuple(int(ls.type_k[used[t]]) for t in tt), tuple(int(ls.type_s[used[t]]) for t in tt), ())
+
     m = m_lo
     try:
         while m <= m_hi and m * u < state["theta"] * (1 - _FLOAT_RTOL):  # compute alone: C + 0 or max(C, 0)
@@ -182,9 +191,8 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
                     rest_min, rest_max)
             m += 1
     except _GaveUp:
-        return LevelResult("gave_up", nodes=state["nodes"])
-    strategy = None
-    if state["best"] is not None:
-        tt = state["best"]
-        strategy = Strategy(tuple(int(ls.type_k[used[t]]) for t in tt), tuple(int(ls.type_s[used[t]]) for t in tt), ())
-    return LevelResult("complete", strategy, state["value"], state["theta"] * (1 - _FLOAT_RTOL), state["nodes"])
+        # Levels below m are settled against theta; every strategy at level m or above computes at
+        # least m u (and pays at least no communication).
+        partial = min(state["theta"], float(ls.combine(m * u, 0.0, 0)))
+        return LevelResult("gave_up", found(), state["value"], partial * (1 - _FLOAT_RTOL), state["nodes"])
+    return LevelResult("complete", found(), state["value"], state["theta"] * (1 - _FLOAT_RTOL), state["nodes"])

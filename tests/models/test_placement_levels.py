@@ -52,6 +52,41 @@ def test_level_search_finds_the_brute_force_optimum(seed):
     assert loose.status == "complete" and best * 0.9 * (1 - 1e-9) <= loose.bound <= best * (1 + 1e-9)
 
 
+def test_a_search_stopped_early_keeps_what_it_settled(monkeypatch):
+    """Stopped at node c + 1 (the clock read at every node, past the deadline from its reading c
+    on): the strategy found so far scores its value, and the bound (levels finished, then the
+    compute of the level it was in) is below the brute-force optimum."""
+    from types import SimpleNamespace
+
+    from topoopt_ilp.models import placement_levels
+
+    stopped = found = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        inst, X = _lattice_instance(rng, (4, 6, 8)[seed % 3])
+        rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+        cap = inst.workload.server_memory_bytes * (1 + 1e-9)
+        if not any((server_memory(inst.workload, inst.n, st) <= cap).all() for st in all_strategies(inst)):
+            continue  # nothing fits in memory
+        total = level_search(_LocalSearch(inst, rf), np.inf, 0.0, None).nodes
+        best = fast_brute_force(inst, X)
+        for c in sorted({0, total // 3, total // 2, total - 2}):
+            if not 0 <= c < total - 1:
+                continue
+            readings = iter(range(10 ** 9))
+            monkeypatch.setattr(placement_levels, "_CLOCK_NODES", 1)
+            monkeypatch.setattr(placement_levels, "time", SimpleNamespace(perf_counter=lambda: float(next(readings) >= c)))
+            got = level_search(_LocalSearch(inst, rf), np.inf, 0.0, 0.5)
+            monkeypatch.undo()
+            assert got.status == "gave_up" and got.nodes == c + 1
+            assert got.bound <= best * (1 + 1e-9)
+            if got.strategy is not None:
+                assert strategy_times(inst, rf, got.strategy)["iteration_time_s"] == pytest.approx(got.value, rel=1e-9)
+                found += 1
+            stopped += 1
+    assert stopped >= 60 and found >= 10
+
+
 def test_level_unit():
     assert level_unit(np.array([4e-3, 2e-3, 1e-3, 6e-3])) == pytest.approx(1e-3)
     assert level_unit(np.array([3e-3, 2e-3])) == pytest.approx(1e-3)
