@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["decompose_layered_flow", "decompose_source_flow", "layered_arcs", "shortest_path", "without_loops"]
+__all__ = ["decompose_layered_flow", "decompose_source_flow", "layered_arcs", "paths_on_links", "shortest_path",
+           "without_loops"]
 
 
 def decompose_source_flow(flow: np.ndarray, source: int, supply: np.ndarray, tol: float = 1e-9) -> list[tuple[list[int], float]]:
@@ -132,3 +133,30 @@ def shortest_path(X: np.ndarray, s: int, t: int) -> list[int]:
         cur = path[-1]
         path.append(int(next(v for v in np.flatnonzero(X[cur] > 0) if dist[v, t] == dist[cur, t] - 1)))
     return path
+
+
+def paths_on_links(X: np.ndarray, decoded: dict[tuple[int, int], list[tuple[list[int], float]]],
+                   wanted: list[tuple[int, int]], keep_unconnected: bool) -> list[tuple[list[int], float]]:
+    """(path, fraction of its pair) rows from decoded (path, amount) lists, without solver noise.
+
+    Flow on a link the rounded topology ``X`` lacks (a link count within integrality tolerance of 0)
+    is noise: such paths are dropped (measured: 1.5e-8 of a pair on such a link, which the evaluator
+    scores as an infinite bandwidth term). A ``wanted`` pair left without a path, or whose flow fell
+    below the decomposition's tolerance, takes a shortest path. When ``X`` has none: with
+    ``keep_unconnected`` the pair keeps its decoded paths, so that the evaluator sees a design that
+    does not carry it; otherwise (or with no decoded path either) UnsupportedError."""
+    paths = {pair: kept for pair, plist in decoded.items()
+             if (kept := [(p, a) for p, a in plist if all(X[u, v] > 0 for u, v in zip(p, p[1:]))])}
+    missing = [pair for pair in wanted if pair not in paths]
+    if missing:  # rare (solver noise): only then are the hop distances computed
+        from topoopt_ilp.graph import hop_distances
+
+        dist = hop_distances(X)[0]
+        for pair in missing:
+            keep = keep_unconnected and dist[pair] < 0 and pair in decoded
+            paths[pair] = decoded[pair] if keep else [(shortest_path(X, *pair), 1.0)]
+    rows = []
+    for plist in (paths[pair] for pair in sorted(paths)):
+        total = sum(a for _, a in plist)
+        rows += [(p, a / total) for p, a in plist]
+    return rows

@@ -42,7 +42,7 @@ from topoopt_ilp.traffic import traffic_matrix
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .common import ExactOptions, check_backend, check_start, run_model, solution_status
-from .flow_decomposition import decompose_layered_flow, layered_arcs, shortest_path
+from .flow_decomposition import decompose_layered_flow, layered_arcs, paths_on_links
 from .placement_data import layer_options, path_rows
 from .topology_routing import ALL_RINGS_UP_TO, _arcs, _degree_rows, _edges  # one ring-space threshold for every model
 
@@ -525,16 +525,12 @@ def _routing(instance: Instance, jm: JointModel, values: np.ndarray, X: np.ndarr
     dm = strategy_to_demand(instance.workload, n, strategy)
     rings = _decode_rings(jm, values, dm.allreduce)
     demand = traffic_matrix(instance, rings, dm)  # the bytes of every pair under these rings
-    # Flow on arcs the rounded topology lacks (link counts within integrality tolerance of 0) is
-    # solver noise: drop those paths; pairs left without one take a shortest path below.
-    raw = [(p, amount) for p, amount in _decode_paths(jm, values) if all(X[a, b] > 0 for a, b in zip(p, p[1:]))]
-    total = np.zeros((n, n))
-    for p, amount in raw:
-        total[p[0], p[-1]] += amount
-    paths = [(p, amount / total[p[0], p[-1]]) for p, amount in raw if demand[p[0], p[-1]] > 0]
-    missing = (demand > 0) & (total <= 0)
-    for s, t in zip(*np.nonzero(missing)):  # solver noise only: a pair the flows left empty
-        paths.append((shortest_path(X, int(s), int(t)), 1.0))
+    decoded: dict[tuple[int, int], list[tuple[list[int], float]]] = {}
+    for p, amount in _decode_paths(jm, values):
+        if demand[p[0], p[-1]] > 0:
+            decoded.setdefault((p[0], p[-1]), []).append((p, amount))
+    wanted = [(int(s), int(t)) for s, t in zip(*np.nonzero(demand > 0)) if s != t]
+    paths = paths_on_links(X, decoded, wanted, keep_unconnected=False)
     return Routing(rings=rings, paths=PathSet.from_lists(paths) if paths else PathSet.empty())
 
 

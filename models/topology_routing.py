@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
-from topoopt_ilp.graph import hop_distances
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.routing import PathSet, RingSet, Routing
 from topoopt_ilp.solution import Solution, Topology
@@ -39,7 +38,7 @@ from topoopt_ilp.solvers.options import DEFAULT_REL_GAP
 from topoopt_ilp.solvers.result import relative_gap
 
 from .common import ExactOptions, check_backend, export_model, run_model, solution_status, time_left
-from .flow_decomposition import decompose_layered_flow, decompose_source_flow, layered_arcs, shortest_path
+from .flow_decomposition import decompose_layered_flow, decompose_source_flow, layered_arcs, paths_on_links
 
 __all__ = ["ALL_RINGS_UP_TO", "MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", "moore_layer_hops", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "solve_topology_routing"]
 
@@ -534,29 +533,8 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
                 target = np.ones(n) if t < 0 else (np.arange(n) == t).astype(float)
             for path, amount in decompose_source_flow(flow, int(s), target):
                 paths.setdefault((path[0], path[-1]), []).append((path, amount))
-    # Flow on a link the rounded topology lacks (a link count within integrality tolerance of 0) is
-    # solver noise: such paths are dropped (measured: 1.5e-8 of a pair on such a link, which the
-    # evaluator scores as an infinite bandwidth term). A pair left without a path, or whose flow fell
-    # below the decomposition's tolerance, takes a shortest path; when the topology has none, its
-    # decoded paths stay, so that the evaluator sees a design that does not carry it.
-    X = _topology(m, values)
-    decoded, paths = paths, {}
-    for pair, plist in decoded.items():
-        if kept := [(p, a) for p, a in plist if all(X[u, v] > 0 for u, v in zip(p, p[1:]))]:
-            paths[pair] = kept
-    missing = [] if m.objective == "aspl" else [(int(s), int(t)) for s, t in zip(*np.nonzero(supply > 0))
-                                                 if s != t and (int(s), int(t)) not in paths]
-    if missing:  # rare (solver noise): only then are the hop distances computed
-        dist = hop_distances(X)[0]
-        for pair in missing:
-            if dist[pair] >= 0:
-                paths[pair] = [(shortest_path(X, *pair), 1.0)]
-            elif pair in decoded:
-                paths[pair] = decoded[pair]
-    rows = []
-    for (s, t), plist in sorted(paths.items()):
-        total = sum(a for _, a in plist)
-        rows += [(p, a / total) for p, a in plist]
+    wanted = [] if m.objective == "aspl" else [(int(s), int(t)) for s, t in zip(*np.nonzero(supply > 0)) if s != t]
+    rows = paths_on_links(_topology(m, values), paths, wanted, keep_unconnected=True)
     return Routing(rings=RingSet.from_lists(ring_list) if ring_list else RingSet.empty(),
                    paths=PathSet.from_lists(rows) if rows else PathSet.empty())
 
