@@ -76,7 +76,7 @@ from .cycle_cuts import CycleCutBound
 from .cycle_cuts import applies as cycle_cuts_apply
 from .joint import (ALL_RINGS_UP_TO, TIME_UNIT_S, Incumbent, _start_solution, build_joint, check_request, decode_point,
                     fix_strategy, formula_upper_bound)
-from .placement_data import critical_path, layer_options, path_entries, path_floors
+from .placement_data import critical_path, layer_options, objective_of, path_entries, path_floors
 from .placement_search import _block_classes
 from .strategy_symmetry import strategy_symmetries
 from .topology_routing import moore_layer_hops
@@ -172,7 +172,7 @@ class _Search:
             d = len(node.options)
             compute = max(compute, node.path + float(self.path_suffix[d]), float(self.path_rest[d]))
         node.parts = (compute, bandwidth, hops)
-        return _objective(self.instance, compute, bandwidth + self.alpha * hops)
+        return objective_of(self.instance, compute, bandwidth + self.alpha * hops)
 
     def refine(self, node: _Node) -> None:
         """Raise ``node.bound`` by the degree-2 cut bound (models.cycle_cuts), once per visited node
@@ -182,7 +182,7 @@ class _Search:
             return
         compute, bandwidth, hops = node.parts
         bandwidth = max(bandwidth, self.cuts.bandwidth_floor(node.mp, node.ring_cross))
-        node.bound = max(node.bound, _objective(self.instance, compute, bandwidth + self.alpha * hops))
+        node.bound = max(node.bound, objective_of(self.instance, compute, bandwidth + self.alpha * hops))
 
     # -- children -----------------------------------------------------------------------------
     def children(self, node: _Node) -> list[_Node]:
@@ -320,7 +320,7 @@ def strategy_floor(instance: Instance, strategy: Strategy) -> float:
     for g in groups:
         ring_out[list(g.members)] += g.bytes_per_member()
     bandwidth, hops = comm_floor(mp, ring_out, c.degree, c.link_bytes_per_s, c.directed)
-    return _objective(instance, comp, bandwidth + c.hop_latency_s * hops)
+    return objective_of(instance, comp, bandwidth + c.hop_latency_s * hops)
 
 
 def _moore_hops(n: int, d: int, directed: bool) -> np.ndarray:
@@ -330,11 +330,6 @@ def _moore_hops(n: int, d: int, directed: bool) -> np.ndarray:
     return np.where(np.isinf(hops), float(n), hops)
 
 
-def _objective(instance: Instance, compute: float, comm: float) -> float:
-    """F(C, T): the instance's objective from a compute and a communication time."""
-    if instance.objective == "comm_time":
-        return comm
-    return max(compute, comm) if instance.workload.overlap == "full" else compute + comm
 
 
 def _traffic_graph(instance: Instance, strategy: Strategy) -> nx.DiGraph:
@@ -458,7 +453,7 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
         counts["bandwidth_models"] += 1
         if result.bound is not None and math.isfinite(result.bound) and result.bound > 0:
             lam_max = result.bound * c.link_bytes_per_s / tm.scale  # iterations per second
-            leaf.lower = max(leaf.lower, _objective(instance, leaf.compute, 1.0 / lam_max + c.hop_latency_s * hops))
+            leaf.lower = max(leaf.lower, objective_of(instance, leaf.compute, 1.0 / lam_max + c.hop_latency_s * hops))
         if leaf.lower >= best * (1 - rel):
             leaf.settled = True
             return
@@ -491,9 +486,9 @@ def _latency_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, deadli
     if sol.topology is not None and sol.objective is not None:
         leaf.point = Solution(status="feasible", method="exact", topology=sol.topology, routing=sol.routing,
                               placement=strategy_to_dict(leaf.strategy), backend=sol.backend,
-                              details={"model_objective_s": _objective(instance, leaf.compute, sol.objective)})
+                              details={"model_objective_s": objective_of(instance, leaf.compute, sol.objective)})
     if sol.bound is not None and sol.bound > 0 and "latency" in sol.details:
-        leaf.lower = max(leaf.lower, _objective(instance, leaf.compute, sol.bound))
+        leaf.lower = max(leaf.lower, objective_of(instance, leaf.compute, sol.bound))
         leaf.settled = sol.status == "optimal"
 
 

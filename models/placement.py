@@ -68,6 +68,7 @@ from .placement_data import (
     RoutingFractions,
     _pattern_loads,
     layer_options,
+    objective_of,
     path_rows,
     placement_routing,
     ring_pairs,
@@ -325,11 +326,6 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     objective = instance.objective
     us = 1.0 / TIME_UNIT_S
 
-    def combine(comp: np.ndarray, comm: np.ndarray) -> np.ndarray:
-        if objective == "comm_time":
-            return comm
-        return np.maximum(comp, comm) if overlap == "full" else comp + comm
-
     # ---- options -------------------------------------------------------------------------------
     def allowed_starts(k: int) -> np.ndarray:
         st = _starts(n, k, max_starts)
@@ -386,7 +382,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     arc_inv = 1.0 / rf.cap
     ar_time = (sp.csr_array(ar_load @ sp.diags(arc_inv))).max(axis=1).toarray().ravel() if A else np.zeros(len(opt_layer))
     comm_lb = ar_time + alpha_s * ar_hop
-    opt_lb = combine(np.maximum(lt, c_avg), comm_lb)
+    opt_lb = objective_of(instance, np.maximum(lt, c_avg), comm_lb)
     keep = np.ones(len(opt_layer), dtype=bool)
     if prune and ub is not None:
         keep = opt_lb <= ub * (1 + _PRUNE_RTOL)
@@ -452,7 +448,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         comp = np.where(meet, lt[o1] + lt[o2], np.maximum(lt[o1], lt[o2]))
         if prune and ub is not None:
             comm = bw + alpha_s * np.maximum.reduce([r_hop, ar_hop[o1], ar_hop[o2]])
-            lb = combine(np.maximum(comp, c_avg), comm)
+            lb = objective_of(instance, np.maximum(comp, c_avg), comm)
             sel = lb <= ub * (1 + _PRUNE_RTOL)
             if incumbent is not None:
                 sel |= ((k1 == incumbent.layer_degree[i]) & (s1 == incumbent.layer_start[i])

@@ -34,7 +34,7 @@ import numpy as np
 from topoopt_ilp.instance import Instance
 from topoopt_ilp.solvers.highs import new_highs
 
-from .placement_data import RoutingFractions, path_entries, path_floors
+from .placement_data import RoutingFractions, objective_of, path_entries, path_floors
 from .placement_search import _LocalSearch
 
 __all__ = ["MAX_CHAIN_TYPES", "PACKING_LEVELS", "RUN_PAIR_LAYERS", "arc_classes", "chain_bound", "packing_weights"]
@@ -383,7 +383,7 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch | Non
     n = instance.n
     classes = arc_classes(rf)
     data = _ChainData(instance, rf, ls, classes, run_pair_layers)
-    objective, overlap = instance.objective, w.overlap
+    objective = instance.objective
     alpha = instance.cluster.hop_latency_s
     min_total = sum(min(k * w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
     c_floor = max([(min_total + sum(float(b.compute_s) for b in w.blocks)) / n] + [float(b.compute_s) for b in w.blocks])
@@ -394,11 +394,6 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch | Non
     if ls.path_c is not None and finite.any(axis=1).all():
         least = np.where(finite, data.lt, np.inf).min(axis=1)
         c_floor = max(c_floor, float(path_floors(path_entries(w), least)[1][0]))
-
-    def combine(comp: float, comm: float) -> float:
-        if objective == "comm_time":
-            return comm
-        return max(comp, comm) if overlap == "full" else comp + comm
 
     # Values the thresholds run over. tau: every chain has tau(S) >= the largest of the layers' least times.
     tau_min = float(np.where(finite, data.lt, np.inf).min(axis=1).max())
@@ -432,7 +427,7 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch | Non
 
     def cell_value(lt_: int, lb_: int, g: float) -> float:
         comm = max(vb[lb_], g)
-        return combine(max(vt_lo[lt_], c_floor), comm + (alpha if comm > 0 else 0.0))
+        return float(objective_of(instance, max(vt_lo[lt_], c_floor), comm + (alpha if comm > 0 else 0.0)))
 
     # Packing (comment block): in a cell every strategy has C < vt[ht + 1], so a server hosts at most q
     # layers of time >= vt[ht + 1] / (q + 1): sum of their degrees <= q n, relaxed with multipliers lam_q.

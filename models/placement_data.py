@@ -25,7 +25,7 @@ from topoopt_ilp.routing import RingSet, Routing
 from topoopt_ilp.strategy import Strategy, strategy_demand
 from topoopt_ilp.workload import _MEM_RTOL, Workload
 
-__all__ = ["RING_POLICIES", "TIME_UNIT_S", "RoutingFractions", "check_ring_policy", "critical_path", "layer_options", "path_entries",
+__all__ = ["RING_POLICIES", "TIME_UNIT_S", "RoutingFractions", "check_ring_policy", "critical_path", "layer_options", "objective_of", "path_entries",
            "path_floors", "path_rows", "placement_routing", "ring_pairs", "ring_strides", "shortest_path_fractions",
            "strategy_times"]
 
@@ -230,6 +230,15 @@ def path_rows(w: Workload, opt_layer: np.ndarray, lt: np.ndarray, a_cols: np.nda
             -e[entries])
 
 
+def objective_of(instance: Instance, compute, comm):
+    """The instance's objective from compute and communication times (seconds; scalars or arrays):
+    comm_time is the communication alone, iteration_time their maximum under full overlap, else
+    their sum (the evaluator's definition, written once for the models)."""
+    if instance.objective == "comm_time":
+        return comm
+    return np.maximum(compute, comm) if instance.workload.overlap == "full" else compute + comm
+
+
 def strategy_times(instance: Instance, rf: RoutingFractions, strategy: Strategy) -> dict[str, float]:
     """Compute, bandwidth, latency and iteration time (seconds) of a strategy on ``rf``'s topology,
     by the evaluator's definitions (shortest-path routing, the rings of :func:`placement_routing`)."""
@@ -245,11 +254,7 @@ def strategy_times(instance: Instance, rf: RoutingFractions, strategy: Strategy)
     if w.compute_model == "critical_path":
         tau = np.array([w.layer_time(i, int(k)) for i, k in enumerate(strategy.layer_degree)])
         c = max(c, critical_path(path_entries(w), tau))
-    comm = t_bw + t_lat
-    if instance.objective == "comm_time":
-        it = comm
-    else:
-        it = max(c, comm) if w.overlap == "full" else c + comm
+    it = float(objective_of(instance, c, t_bw + t_lat))
     return {"compute_s": c, "bandwidth_s": t_bw, "latency_s": t_lat, "hops": hops, "iteration_time_s": it}
 
 

@@ -18,7 +18,7 @@ from topoopt_ilp.instance import Instance
 from topoopt_ilp.strategy import Strategy, degrees_at_most, place_blocks
 from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
-from .placement_data import RoutingFractions, _pattern_loads, path_entries, path_floors, ring_pairs
+from .placement_data import RoutingFractions, _pattern_loads, objective_of, path_entries, path_floors, ring_pairs
 
 __all__ = ["improve_strategy", "pipeline_starts", "relaxation_bound"]
 
@@ -240,10 +240,7 @@ class _LocalSearch:
         return int(max(self.ar_h.max(initial=0), self.rs_h.max(initial=0), max(self.lk_h.values(), default=0)))
 
     def combine(self, comp, bw, hops):
-        comm = bw + self.alpha * hops
-        if self.instance.objective == "comm_time":
-            return comm
-        return np.maximum(comp, comm) if self.w.overlap == "full" else comp + comm
+        return objective_of(self.instance, comp, bw + self.alpha * hops)
 
     def score(self) -> tuple[float, float]:
         tl = self.total_load() * self.arc_inv
@@ -655,7 +652,7 @@ def relaxation_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch 
         if np.isfinite(least).all():
             c_floor = max(c_floor, float(path_floors(path_entries(w), least)[1][0]))
     alpha = instance.cluster.hop_latency_s
-    objective, overlap = instance.objective, w.overlap
+    objective = instance.objective
     taus = np.unique(ls.lt[np.isfinite(ls.lt)]) if objective != "comm_time" else np.array([np.inf])
     best = np.inf
     for tau in taus:
@@ -668,10 +665,5 @@ def relaxation_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch 
         if not np.isfinite(vmin):
             continue
         comm = vmin / capsum + (alpha if vmin > 0 else 0.0)
-        if objective == "comm_time":
-            lb = comm
-        else:
-            comp = max(float(tau), c_floor)
-            lb = max(comp, comm) if overlap == "full" else comp + comm
-        best = min(best, lb)
+        best = min(best, float(objective_of(instance, max(float(tau), c_floor), comm)))
     return float(best) if np.isfinite(best) else 0.0
