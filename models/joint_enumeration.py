@@ -330,8 +330,6 @@ def _moore_hops(n: int, d: int, directed: bool) -> np.ndarray:
     return np.where(np.isinf(hops), float(n), hops)
 
 
-
-
 def _traffic_graph(instance: Instance, strategy: Strategy) -> nx.DiGraph:
     """The strategy's traffic as a labelled graph: servers, one node per AllReduce group (its bytes)
     joined to its members, model-parallel bytes on server arcs, and for groups whose ring space
