@@ -382,6 +382,21 @@ def test_a_short_time_limit_scores_only_the_first_candidates():
         check_solution(inst, sol)
 
 
+def test_the_milp_needs_a_share_of_the_limit_unless_asked_for(monkeypatch):
+    # With the enumeration out of the way and a hundredth of the limit left: auto keeps its incumbent
+    # without building a model (the build is not interrupted by the limit); --formulation milp still
+    # runs it.
+    inst = io.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
+    monkeypatch.setattr(pl, "enumeration_fits", lambda ls: False)
+    monkeypatch.setattr(pl, "time_left", lambda options, started: 0.01 * options.time_limit_s)
+    auto = solve_placement(inst, ExactOptions(time_limit_s=10, gap=1e-9))
+    assert auto.status == "feasible" and auto.details["milp"].startswith("not run") and "nonzeros" not in auto.details
+    check_solution(inst, auto)
+    milp = solve_placement(inst, ExactOptions(time_limit_s=10, gap=1e-9, formulation="milp"))
+    assert milp.details["algorithm"] == "milp" and milp.details["nonzeros"] > 0
+    check_solution(inst, milp)
+
+
 def test_relaxation_bound_is_tight_when_only_volume_and_compute_matter():
     # One layer, degree 4 only, on a ring with every link equal. The shortest rings (strides 1 and 3,
     # the two directions, half the bytes each) load all 8 arcs equally, so the bound, compute +
