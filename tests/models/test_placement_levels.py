@@ -29,6 +29,11 @@ def _lattice_instance(rng: np.random.Generator, n: int):
     return make(n, 4, layers, X=X, memory=memory, overlap=overlap)
 
 
+def _some_strategy_fits(inst) -> bool:
+    cap = inst.workload.server_memory_bytes * (1 + 1e-9)
+    return any((server_memory(inst.workload, inst.n, st) <= cap).all() for st in all_strategies(inst))
+
+
 @pytest.mark.parametrize("seed", range(30))
 def test_level_search_finds_the_brute_force_optimum(seed):
     rng = np.random.default_rng(seed)
@@ -37,8 +42,7 @@ def test_level_search_finds_the_brute_force_optimum(seed):
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
     got = level_search(_LocalSearch(inst, rf), np.inf, 0.0, None)
     assert got.status == "complete"
-    cap = inst.workload.server_memory_bytes * (1 + 1e-9)
-    if not any((server_memory(inst.workload, n, st) <= cap).all() for st in all_strategies(inst)):
+    if not _some_strategy_fits(inst):
         assert got.strategy is None  # no strategy fits in memory: the search finds none either
         return
     best = fast_brute_force(inst, X)
@@ -65,8 +69,7 @@ def test_a_search_stopped_early_keeps_what_it_settled(monkeypatch):
         rng = np.random.default_rng(seed)
         inst, X = _lattice_instance(rng, (4, 6, 8)[seed % 3])
         rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-        cap = inst.workload.server_memory_bytes * (1 + 1e-9)
-        if not any((server_memory(inst.workload, inst.n, st) <= cap).all() for st in all_strategies(inst)):
+        if not _some_strategy_fits(inst):
             continue  # nothing fits in memory
         total = level_search(_LocalSearch(inst, rf), np.inf, 0.0, None).nodes
         best = fast_brute_force(inst, X)
