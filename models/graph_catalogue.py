@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from topoopt_ilp.instance import Instance
 from topoopt_ilp.solvers import (BackendCapabilityError, BackendUnavailableError, LinearModel, ModelBuilder, NativeOptionError,
                                  SolveResult, SolveStatus, UnknownBackendError)
 from topoopt_ilp.solvers import solve as solver_solve
+from topoopt_ilp.solvers.options import NativeValue
 
 from .common import ExactOptions, native_options, time_left
 from .topology_routing import moore_layer_hops, with_links_fixed
@@ -359,10 +361,12 @@ def symmetric_labelling(x: np.ndarray) -> np.ndarray:
     return x[np.ix_(order, order)]
 
 
-def solve_lp(model: LinearModel, options: ExactOptions, limit: float | None) -> SolveResult:
+def solve_lp(model: LinearModel, options: ExactOptions, limit: float | None,
+             tuning: Mapping[str, Mapping[str, NativeValue]] | None = None) -> SolveResult:
+    """``model`` solved in this process (an LP: no guard needed); ``tuning`` as for :func:`.common.run_model`."""
     try:
         return solver_solve(model, backend=options.backend, time_limit_s=limit, threads=options.threads, isolate=False,
-                            native_options=native_options(options))
+                            native_options=native_options(options, tuning))
     except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError, NativeOptionError) as exc:
         raise InputError(str(exc)) from None
 

@@ -582,15 +582,16 @@ def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topol
         return solve_diameter(instance, options, warm_start_topology)
     m = build_topology_routing(instance, formulation)
     start = None
-    if warm_start_topology is not None and formulation == "strong":
+    if formulation == "strong":
         proof = _start_proof(instance, m, warm_start_topology, options, started)
         if proof is not None:
             if options.export_model:  # the model is the problem's, though its MILP never ran
                 export_model(m.model, options)
-            sol = _to_solution(instance, *proof, time.perf_counter() - started)
-            return replace(sol, details={**sol.details, "algorithm": "start_proof", "warm_start_proved": (
-                "the warm start's links, routed at best (an LP), meet the LP relaxation's bound: no MILP ran")})
-        options = replace(options, time_limit_s=time_left(options, started))  # what the two LPs left of the limit
+            fixed, result, source = proof
+            sol = _to_solution(instance, fixed, result, time.perf_counter() - started)
+            return replace(sol, details={**sol.details, "algorithm": "start_proof", "start_proved": (
+                f"{source}'s links, routed at best (an LP), meet the LP relaxation's bound: no MILP ran")})
+        options = replace(options, time_limit_s=time_left(options, started))  # what the LPs left of the limit
     elif warm_start_topology is not None:  # the naive formulation: HiGHS gets the start, as it always has
         start = np.full(m.model.num_vars, np.nan)
         X = warm_start_topology
@@ -611,13 +612,16 @@ def with_links_fixed(m: TopologyRoutingModel, x: np.ndarray) -> TopologyRoutingM
 
 
 # ------------------------------------------------------------------------------------------------
-# A warm start that proves itself, or none (strong formulation)
+# A start that proves itself, or none (strong formulation)
 #
-# Two LPs: the model's relaxation (every column continuous: an upper bound R on lambda) and the model
-# with the start's links fixed (the start's own best routing: lambda S). When S >= R (1 - gap) (for
-# aspl, whose hop total is minimised and R a lower bound: S <= R (1 + gap)), the start is optimal
-# and no MILP runs: the LP solution is decoded as the model's would be, status
-# optimal with bound R. Else the MILP runs *without* the start. Measured on the skewed AllReduce + MP
+# LPs: the model's relaxation (every column continuous: an upper bound R on lambda), then per start
+# the model with the start's links fixed (the start's own best routing: lambda S). The starts are
+# the warm start (when given) and a rounding of the relaxation (:mod:`.relaxation_rounding`). When
+# S >= R (1 - gap) (for aspl, whose hop total is minimised and R a lower bound: S <= R (1 + gap)),
+# the start is optimal and no MILP runs: the LP solution is decoded as the model's would be, status
+# optimal with bound R. Else the MILP runs *without* the starts. The LPs run without presolve (the
+# model's HiGHS tuning): the relaxation of the 8-server, degree-2 mix below took 3.2 ms without it
+# and 7.6 ms with it. Measured on the skewed AllReduce + MP
 # mixes of benchmarks/exact_vs_naive.py (HiGHS, median of 3): given TopoOpt's topology as a start
 # where it is not optimal, HiGHS took 2-4x longer than without (n = 8, d = 2: 0.13 s vs 0.03 s;
 # n = 10, d = 2 / 3: 2.08 / 5.75 s vs 0.90 / 2.58 s): its root search leaves the rounding that finds
@@ -628,32 +632,37 @@ def with_links_fixed(m: TopologyRoutingModel, x: np.ndarray) -> TopologyRoutingM
 # 60 s) ends at 263.5 without it against 267.0 with it, both far from the bound 336.1;
 # all-to-all-16 ends at the same 1858.1 either way.
 # ------------------------------------------------------------------------------------------------
-def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray, options: ExactOptions,
-                 started: float) -> tuple[TopologyRoutingModel, SolveResult] | None:
-    """(model with the start's links fixed, its LP result as an optimal solve with the relaxation's
-    bound) when the start is optimal within the gap; None when it is not, does not fit the model, or
-    the time limit runs out first."""
+def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | None, options: ExactOptions,
+                 started: float, rounding: bool = True) -> tuple[TopologyRoutingModel, SolveResult, str] | None:
+    """(model with the proving start's links fixed, its LP result as an optimal solve with the
+    relaxation's bound, which start it was) when the warm start ``x`` or (``rounding``) a rounding of
+    the relaxation is optimal within the gap; None when none is, or the time limit runs out first."""
     from .graph_catalogue import solve_lp, symmetric_labelling
+    from .relaxation_rounding import relaxation_rounding
 
     if time_left(options, started) == 0:
         return None
     relaxed = replace(m.model, col_kind=np.zeros_like(m.model.col_kind), name="relaxation")
-    relaxation = solve_lp(relaxed, options, time_left(options, started))
+    relaxation = solve_lp(relaxed, options, time_left(options, started), tuning=STRONG_TUNING)
     if relaxation.status != SolveStatus.OPTIMAL or time_left(options, started) == 0:
         return None
-    if m.objective == "aspl" or _uniform_demand(instance, m.mp):  # the symmetry rows ask for a labelling;
-        x = symmetric_labelling(np.asarray(x))                       # any is as good
-    fixed = with_links_fixed(m, x)
-    own = solve_lp(fixed.model, options, time_left(options, started))
-    if own.status != SolveStatus.OPTIMAL:  # e.g. a start that breaks a symmetry row, or out of time
-        return None
-    tolerance = options.gap if options.gap is not None else DEFAULT_REL_GAP
     bound = float(relaxation.objective)
-    # lambda is maximised (the relaxation bounds it from above); aspl's hop total is minimised
-    meets = own.objective >= bound * (1 - tolerance) if m.objective != "aspl" else own.objective <= bound * (1 + tolerance)
-    if not meets:
-        return None
-    return fixed, replace(own, status=SolveStatus.OPTIMAL, bound=bound, gap=relative_gap(own.objective, bound))
+    tolerance = options.gap if options.gap is not None else DEFAULT_REL_GAP
+    starts = [] if x is None else [("the warm start", np.asarray(x))]
+    if rounding:
+        c = instance.cluster
+        starts.append(("a rounding of the LP relaxation", relaxation_rounding(m, relaxation.values, c.degree, c.multi_links)))
+    relabel = m.objective == "aspl" or _uniform_demand(instance, m.mp)  # the symmetry rows ask for a labelling; any is as good
+    for source, start in starts:
+        fixed = with_links_fixed(m, symmetric_labelling(start) if relabel else start)
+        own = solve_lp(fixed.model, options, time_left(options, started), tuning=STRONG_TUNING)
+        # lambda is maximised (the relaxation bounds it from above); aspl's hop total is minimised
+        if own.status == SolveStatus.OPTIMAL and (own.objective >= bound * (1 - tolerance) if m.objective != "aspl"
+                                                  else own.objective <= bound * (1 + tolerance)):
+            return fixed, replace(own, status=SolveStatus.OPTIMAL, bound=bound, gap=relative_gap(own.objective, bound)), source
+        if time_left(options, started) == 0:  # not optimal (e.g. a start that breaks a symmetry or degree row)
+            return None
+    return None
 
 
 def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None,

@@ -349,7 +349,7 @@ def test_export_writes_the_topology_milp(tmp_path):
 def test_other_instances_keep_the_milp():
     assert "algorithm" not in solve(inst(5, 2), method="exact", warm_start="none", formulation="naive").details
     mixed = inst(5, 2, demand={"allreduce": [{"members": "all", "bytes": 1e9}]})
-    assert "algorithm" not in solve(mixed, method="exact", warm_start="none").details
+    assert solve(mixed, method="exact", warm_start="none").details.get("algorithm") != "catalogue"
     assert gc.catalogue_applies(inst(6, 2, directed=True), np.ones((6, 6))) == "directed links"
     # aspl and diameter depend on the topology alone: any demand will do
     assert gc.catalogue_applies(inst(6, 3, objective="aspl", demand={"allreduce": [{"members": "all", "bytes": 1e9}]}),

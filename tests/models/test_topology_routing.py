@@ -279,12 +279,14 @@ def test_strong_formulation_carries_its_solver_tuning_and_the_user_overrides_it(
     """The strong model runs HiGHS with STRONG_TUNING; --solver-option values win parameter by
     parameter; the naive model and other backends get nothing of it. Same optimum either way."""
     import topoopt_ilp.models.common as common
+    import topoopt_ilp.models.topology_routing as tr
     from topoopt_ilp.errors import InputError
     from topoopt_ilp.models.topology_routing import STRONG_TUNING
 
     seen = []
     real = common.solver_solve
     monkeypatch.setattr(common, "solver_solve", lambda model, **kw: seen.append(kw.get("native_options")) or real(model, **kw))
+    monkeypatch.setattr(tr, "_start_proof", lambda *a, **k: None)  # the MILP runs (a rounding would prove this one)
     demand = {"allreduce": [{"members": "all", "bytes": 20e6}], "mp": {"pairs": [[0, 3, 6e6], [3, 0, 6e6]]}}
     instance = inst(6, 2, demand=demand)
     results = [exact(instance), exact(instance, native_options={"highs": {"presolve": "on", "random_seed": 3}}),
@@ -329,6 +331,7 @@ def test_a_feasible_point_that_routes_nothing_is_no_solution(monkeypatch):
         return dataclasses.replace(result, status=SolveStatus.FEASIBLE, values=values, objective=0.0, gap=math.inf)
 
     monkeypatch.setattr(tr, "run_model", zero_lambda)
+    monkeypatch.setattr(tr, "_start_proof", lambda *a, **k: None)  # the MILP runs (a rounding would prove this one)
     sol = exact(inst(8, 2, demand={"allreduce": [{"members": "all", "bytes": 1e6}]}), warm_start="none")
     assert sol.status == "no_solution" and sol.topology is None and "lambda = 0" in sol.details["status_note"]
 
@@ -565,11 +568,57 @@ def test_a_warm_start_at_the_relaxation_bound_is_proven_by_two_lps(monkeypatch):
     for instance, proved in ((inst(6, 2, demand=ring_and_pair), True), (inst(8, 3, demand=two_groups), False)):
         starts.clear()
         warm = exact(instance, warm_start="heuristic")
-        assert ("warm_start_proved" in warm.details) == proved
+        assert warm.details.get("start_proved", "").startswith("the warm start") == proved
         assert starts == ([] if proved else [None])  # the MILP ran only when needed, and without the start
         cold = exact(instance)
         assert warm.status == cold.status == "optimal" and verify(instance, warm).valid
         assert warm.objective == pytest.approx(cold.objective, rel=1e-6)
+
+
+def test_a_rounding_of_the_relaxation_can_prove_optimality_without_a_milp(monkeypatch):
+    """A mix whose relaxation is tight and whose rounding meets it (an AllReduce over 6 servers, one
+    over 0, 2, 4, MP pairs; seed 4 of the benchmark's mixes): no MILP runs, and the optimum is the
+    MILP's, found with the rounding switched off."""
+    import topoopt_ilp.models.relaxation_rounding as rr
+    import topoopt_ilp.models.topology_routing as tr
+
+    demand = {"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
+              "mp": {"pairs": [[0, 2, 32e6], [0, 4, 1e6], [2, 1, 1e6], [2, 5, 4e6], [3, 1, 4e6]]}}
+    instance = inst(6, 2, demand=demand)
+    milps = []
+    real = tr.run_model
+    monkeypatch.setattr(tr, "run_model", lambda *a, **kw: milps.append(1) or real(*a, **kw))
+    rounded = exact(instance)
+    assert rounded.details["start_proved"].startswith("a rounding of the LP relaxation") and not milps
+    monkeypatch.setattr(rr, "relaxation_rounding", lambda m, values, degree, multi: np.zeros((6, 6), dtype=np.int64))
+    milp = exact(instance)
+    assert milps and "start_proved" not in milp.details  # a topology without links proves nothing
+    assert rounded.status == milp.status == "optimal" and verify(instance, rounded).valid
+    assert rounded.objective == pytest.approx(milp.objective, rel=1e-6)
+
+
+@pytest.mark.parametrize("directed, multi", [(False, True), (False, False), (True, True), (True, False)])
+def test_relaxation_roundings_are_topologies_of_the_cluster(directed, multi):
+    """Whatever the relaxation's point, the rounding is a d-regular topology of the cluster: no
+    self-link, symmetric when undirected, no parallel links without multi-links (checked on random
+    points of the model's columns, which need not be feasible: nothing in the rounding assumes it)."""
+    from topoopt_ilp.models.relaxation_rounding import relaxation_rounding
+
+    rng = np.random.default_rng(3)
+    for n, d in ((6, 2), (7, 2), (8, 3), (9, 4)):
+        demand = {"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
+                  "mp": {"pairs": [[0, 2, 32e6], [3, 1, 4e6]]}}
+        instance = io.parse_instance(minimal(
+            cluster={"servers": n, "degree": d, "link_bandwidth_gbps": B, "multi_links": multi,
+                     "links": "directed" if directed else "undirected"}, demand=demand, objective="throughput"))
+        m = build_topology_routing(instance)
+        for _ in range(20):
+            values = rng.random(m.model.num_vars) * rng.choice([0.1, 1.0, d])
+            X = relaxation_rounding(m, values, d, multi)
+            assert (np.diag(X) == 0).all() and (X >= 0).all()
+            assert (X.sum(axis=1) == d).all() and (X.sum(axis=0) == d).all()
+            assert directed or (X == X.T).all()
+            assert multi or X.max() <= 1
 
 
 def test_the_start_proof_knows_that_aspl_is_minimised():
@@ -588,6 +637,6 @@ def test_the_start_proof_knows_that_aspl_is_minimised():
     cube = nx.to_numpy_array(nx.convert_node_labels_to_integers(nx.hypercube_graph(3))).astype(int)
     ladder = nx.to_numpy_array(nx.circulant_graph(8, [1, 4])).astype(int)
     options = ExactOptions(time_limit_s=30)
-    assert _start_proof(instance, m, cube, options, time.perf_counter()) is None
-    proof = _start_proof(instance, m, ladder, options, time.perf_counter())
+    assert _start_proof(instance, m, cube, options, time.perf_counter(), rounding=False) is None
+    proof = _start_proof(instance, m, ladder, options, time.perf_counter(), rounding=False)
     assert proof is not None and proof[1].objective == pytest.approx(11 / 7)
