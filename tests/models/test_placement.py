@@ -397,6 +397,35 @@ def test_the_milp_needs_a_share_of_the_limit_unless_asked_for(monkeypatch):
     check_solution(inst, milp)
 
 
+def test_a_restriction_that_cannot_be_built_in_the_time_left_is_not_started(monkeypatch):
+    # The first rung of the restriction ladder is refused after 0.3 s with 0.2 s left (time_left
+    # patched; above the MILP's share of the 0.5 s limit): the next rung is not started and the
+    # incumbent stands. With the time left above the refused rung's build time, the next rung is built.
+    import time as clock
+
+    from topoopt_ilp.errors import UnsupportedError
+
+    inst = io.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
+    monkeypatch.setattr(pl, "enumeration_fits", lambda ls: False)
+    real, rungs = pl.build_placement, []
+
+    def slow_first_rung(*a, max_starts=None, **kw):
+        rungs.append(max_starts)
+        if max_starts is None:
+            clock.sleep(0.3)
+            raise UnsupportedError("pretend the full model is too large")
+        return real(*a, max_starts=max_starts, **kw)
+
+    monkeypatch.setattr(pl, "build_placement", slow_first_rung)
+    for left, built in ((0.2, [None]), (0.4, [None, 4])):
+        rungs.clear()
+        monkeypatch.setattr(pl, "time_left", lambda options, started, left=left: left)
+        sol = solve_placement(inst, ExactOptions(time_limit_s=0.5, gap=1e-9))
+        assert rungs == built
+        assert sol.details.get("milp", "").startswith("not run: building the next restriction") == (left == 0.2)
+        check_solution(inst, sol)
+
+
 def test_relaxation_bound_is_tight_when_only_volume_and_compute_matter():
     # One layer, degree 4 only, on a ring with every link equal. The shortest rings (strides 1 and 3,
     # the two directions, half the bytes each) load all 8 arcs equally, so the bound, compute +
