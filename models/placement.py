@@ -1008,13 +1008,30 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         return placed(incumbent, status="optimal" if proven else "feasible", objective=inc_time,
                       bound=min(lb, inc_time), gap=gap_of(inc_time, lb), backend=options.backend)
 
+    def without_milp(why: str) -> Solution:
+        """The incumbent, the MILP not run (``why``): the time left, when more than half a second
+        and the local search is on, goes to more local search from the incumbent."""
+        nonlocal incumbent, inc_time
+        remaining = time_left(options, started)
+        if local_search_s and remaining is not None and remaining > 0.5:
+            t0 = time.perf_counter()
+            cand = improve_strategy(instance, rf, incumbent, remaining, seed=(options.seed or 0) + 1, max_stall=10 ** 9)
+            cand_time = strategy_times(instance, rf, cand)["iteration_time_s"]
+            if cand_time < inc_time:
+                incumbent, inc_time = cand, cand_time
+            details.update(local_search_s=details.get("local_search_s", 0.0) + time.perf_counter() - t0,
+                           local_search_iteration_time_s=inc_time)
+            why += "; the time left went to local search"
+        details["milp"] = why
+        gap = gap_of(inc_time, lb)
+        return placed(incumbent, status="optimal" if gap <= tol else "feasible", objective=inc_time,
+                      bound=min(lb, inc_time), gap=gap, backend=options.backend)
+
     left = time_left(options, started)
     share = 0.0 if formulation == "milp" else MILP_MIN_SHARE
     if incumbent is not None and left is not None and left <= share * options.time_limit_s:
         spent = "the local search, the bounds and the compute-level search" if levels else "the local search and the bounds"
-        details["milp"] = f"not run: {spent} left {left:.3g} s of the time limit"
-        return placed(incumbent, status="feasible", objective=inc_time, bound=min(lb, inc_time),
-                      gap=gap_of(inc_time, lb), backend=options.backend)
+        return without_milp(f"not run: {spent} left {left:.3g} s of the time limit")
 
     # 4. The MILP: unrestricted when it can be built, else (only when no restriction was asked for)
     # the largest restriction to evenly spaced starts (plus the incumbent's) that can.
@@ -1026,10 +1043,8 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     for ms in ladder:
         left = time_left(options, started)
         if incumbent is not None and left is not None and last_build_s >= left:
-            details["milp"] = (f"not run: building the next restriction (max_starts={ms}) would take about "
-                               f"{last_build_s:.3g} s, {left:.3g} s of the time limit was left")
-            return placed(incumbent, status="feasible", objective=inc_time, bound=min(lb, inc_time),
-                          gap=gap_of(inc_time, lb), backend=options.backend)
+            return without_milp(f"not run: building the next restriction (max_starts={ms}) would take about "
+                                f"{last_build_s:.3g} s, {left:.3g} s of the time limit was left")
         t0 = time.perf_counter()
         try:
             pm = build_placement(instance, X, max_starts=ms, rf=rf, start=incumbent)
@@ -1041,25 +1056,14 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
             last_build_s = time.perf_counter() - t0
     max_starts = ms
     if (pm.model.num_nonzeros > MILP_SEARCH_NONZEROS and incumbent is not None and local_search_s
-            and options.time_limit_s is not None):
+            and options.time_limit_s is not None and time_left(options, started) > 0.5):
         # A model this large does not get past HiGHS' root within a time limit of minutes (the
         # measurements are above MILP_SEARCH_NONZEROS): the time left goes to more local search.
-        remaining = options.time_limit_s - (time.perf_counter() - started)
-        if remaining > 0.5:
-            t0 = time.perf_counter()
-            cand = improve_strategy(instance, rf, incumbent, remaining, seed=(options.seed or 0) + 1, max_stall=10 ** 9)
-            cand_time = strategy_times(instance, rf, cand)["iteration_time_s"]
-            if cand_time < inc_time:
-                incumbent, inc_time = cand, cand_time
-            details.update(local_search_s=details.get("local_search_s", 0.0) + time.perf_counter() - t0,
-                           local_search_iteration_time_s=inc_time, skipped_model_nonzeros=pm.model.num_nonzeros,
-                           milp=f"skipped: the model that could be built has {pm.model.num_nonzeros:,} non-zeros "
-                                f"(more than {MILP_SEARCH_NONZEROS:,}); the time left went to local search")
-            if ms is not None:
-                details.update(max_starts=ms)
-            gap = gap_of(inc_time, lb)
-            return placed(incumbent, status="optimal" if gap <= tol else "feasible", objective=inc_time,
-                          bound=min(lb, inc_time), gap=gap, backend=options.backend)
+        details["skipped_model_nonzeros"] = pm.model.num_nonzeros
+        if ms is not None:
+            details.update(max_starts=ms)
+        return without_milp(f"skipped: the model that could be built has {pm.model.num_nonzeros:,} non-zeros "
+                            f"(more than {MILP_SEARCH_NONZEROS:,})")
     alpha = instance.cluster.hop_latency_s / TIME_UNIT_S
     x0 = None
     if options.warm_start not in (None, "none") and pm.incumbent is not None:

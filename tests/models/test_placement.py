@@ -397,6 +397,22 @@ def test_the_milp_needs_a_share_of_the_limit_unless_asked_for(monkeypatch):
     check_solution(inst, milp)
 
 
+def test_the_time_a_skipped_milp_leaves_goes_to_local_search(monkeypatch):
+    # 1.5 s of a 10 s limit left (time_left patched): below the MILP's share, so no MILP; the local
+    # search (on, as asked) gets those 1.5 s from the incumbent, and the details say so.
+    inst = io.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
+    monkeypatch.setattr(pl, "enumeration_fits", lambda ls: False)
+    monkeypatch.setattr(pl, "time_left", lambda options, started: 1.5)
+    calls = []
+    real = pl.improve_strategy
+    monkeypatch.setattr(pl, "improve_strategy", lambda *a, **k: calls.append(a[3]) or real(*a, **k))
+    sol = solve_placement(inst, ExactOptions(time_limit_s=10, gap=1e-9), local_search_s=0.1)
+    assert calls == [0.1, 1.5]  # the first local search, then the time left
+    assert sol.details["milp"].startswith("not run") and sol.details["milp"].endswith("the time left went to local search")
+    assert sol.objective == pytest.approx(sol.details["local_search_iteration_time_s"], rel=1e-12)
+    check_solution(inst, sol)
+
+
 def test_a_restriction_that_cannot_be_built_in_the_time_left_is_not_started(monkeypatch):
     # The first rung of the restriction ladder is refused after 0.3 s with 0.2 s left (time_left
     # patched; above the MILP's share of the 0.5 s limit): the next rung is not started and the
