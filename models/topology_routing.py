@@ -59,6 +59,9 @@ FORMULATIONS = ("strong", "naive")
 #: 3.9 -> 1.5 s; n=12 d=2 7.5 -> 3.9 s, d=3 32.0 -> 15.2 s, d=4 37.1 -> 18.5 s. The naive
 #: formulation gains nothing from them (n=10 d=2 16.0 -> 13.4 s, n=8 d=3 1.6 -> 2.1 s).
 STRONG_TUNING = {"highs": {"presolve": "off", "mip_pscost_minreliable": 0}}
+#: The start proof's LPs run with STRONG_TUNING (no presolve) up to this many non-zeros, with the
+#: solver's defaults above (see the comment block above ``_start_proof``).
+LP_TUNING_NONZEROS = 20_000
 #: AllReduce groups of at most this many members get every ring order as candidates ((k-1)! directed
 #: rings: 120 at k = 6), larger ones TotientPerms' rings of the listed member order m_r -> m_{r+p},
 #: gcd(p, k) = 1 (design §3), as TopoOpt does. One constant for this model and the joint ones
@@ -619,9 +622,11 @@ def with_links_fixed(m: TopologyRoutingModel, x: np.ndarray) -> TopologyRoutingM
 # the warm start (when given) and a rounding of the relaxation (:mod:`.relaxation_rounding`). When
 # S >= R (1 - gap) (for aspl, whose hop total is minimised and R a lower bound: S <= R (1 + gap)),
 # the start is optimal and no MILP runs: the LP solution is decoded as the model's would be, status
-# optimal with bound R. Else the MILP runs *without* the starts. The LPs run without presolve (the
-# model's HiGHS tuning): the relaxation of the 8-server, degree-2 mix below took 3.2 ms without it
-# and 7.6 ms with it. Measured on the skewed AllReduce + MP
+# optimal with bound R. Else the MILP runs *without* the starts. Small models' LPs run without
+# presolve (the model's HiGHS tuning, up to LP_TUNING_NONZEROS): the relaxation of the 8-server,
+# degree-2 mix below took 3.2 ms without it and 7.6 ms with it; at 32 servers, degree 4 (131k
+# non-zeros) the relaxation and the rounding's LP took 10.3 + 15.0 s without and 1.7 + 0.4 s with it
+# (20 servers, 32k non-zeros: 0.08 + 0.12 s against 0.10 + 0.04 s). Measured on the skewed AllReduce + MP
 # mixes of benchmarks/exact_vs_naive.py (HiGHS, median of 3): given TopoOpt's topology as a start
 # where it is not optimal, HiGHS took 2-4x longer than without (n = 8, d = 2: 0.13 s vs 0.03 s;
 # n = 10, d = 2 / 3: 2.08 / 5.75 s vs 0.90 / 2.58 s): its root search leaves the rounding that finds
@@ -642,8 +647,9 @@ def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | No
 
     if time_left(options, started) == 0:
         return None
+    tuning = STRONG_TUNING if m.model.num_nonzeros <= LP_TUNING_NONZEROS else None
     relaxed = replace(m.model, col_kind=np.zeros_like(m.model.col_kind), name="relaxation")
-    relaxation = solve_lp(relaxed, options, time_left(options, started), tuning=STRONG_TUNING)
+    relaxation = solve_lp(relaxed, options, time_left(options, started), tuning=tuning)
     if relaxation.status != SolveStatus.OPTIMAL or time_left(options, started) == 0:
         return None
     bound = float(relaxation.objective)
@@ -655,7 +661,7 @@ def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | No
     relabel = m.objective == "aspl" or _uniform_demand(instance, m.mp)  # the symmetry rows ask for a labelling; any is as good
     for source, start in starts:
         fixed = with_links_fixed(m, symmetric_labelling(start) if relabel else start)
-        own = solve_lp(fixed.model, options, time_left(options, started), tuning=STRONG_TUNING)
+        own = solve_lp(fixed.model, options, time_left(options, started), tuning=tuning)
         # lambda is maximised (the relaxation bounds it from above); aspl's hop total is minimised
         if own.status == SolveStatus.OPTIMAL and (own.objective >= bound * (1 - tolerance) if m.objective != "aspl"
                                                   else own.objective <= bound * (1 + tolerance)):
