@@ -8,7 +8,12 @@ none is allowed) is skipped there. Nothing here needs to be right, only cheap.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from .topology_routing import TopologyRoutingModel
 
 __all__ = ["relaxation_rounding"]
 
@@ -26,9 +31,9 @@ __all__ = ["relaxation_rounding"]
 # seeds 1-5, 29 instances): it proved optimality on 5; the second best ring class of each group,
 # tried as well, proved none more.
 # ------------------------------------------------------------------------------------------------
-def relaxation_rounding(m, values: np.ndarray, degree: int, multi_links: bool) -> np.ndarray:
+def relaxation_rounding(m: TopologyRoutingModel, values: np.ndarray, degree: int, multi_links: bool) -> np.ndarray:
     """A link-count matrix (n x n, int64; symmetric when undirected) rounded from the relaxation
-    ``values`` of the strong model ``m`` (a ``TopologyRoutingModel``)."""
+    ``values`` of the strong model ``m``."""
     n = m.n
     xbar = np.zeros((n, n))
     xbar[m.edges[:, 0], m.edges[:, 1]] = np.maximum(values[m.x_cols], 0.0)
@@ -42,7 +47,7 @@ def relaxation_rounding(m, values: np.ndarray, degree: int, multi_links: bool) -
     return X
 
 
-def _best_ring_classes(m, z: np.ndarray) -> dict[int, list[tuple[int, int]]]:
+def _best_ring_classes(m: TopologyRoutingModel, z: np.ndarray) -> dict[int, list[tuple[int, int]]]:
     """Per group, the link set of its candidate rings' class with the largest summed share
     (undirected: unordered pairs, so a ring and its reverse are one class)."""
     classes: dict[int, dict[tuple, list]] = {}
