@@ -645,7 +645,7 @@ def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | No
     from .graph_catalogue import solve_lp, symmetric_labelling
     from .relaxation_rounding import relaxation_rounding
 
-    if time_left(options, started) == 0:
+    if time_left(options, started) == 0 or (x is None and not rounding):  # out of time, or no start to prove
         return None
     tuning = STRONG_TUNING if m.model.num_nonzeros <= LP_TUNING_NONZEROS else None
     relaxed = replace(m.model, col_kind=np.zeros_like(m.model.col_kind), name="relaxation")
