@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from topoopt_ilp.graph import split_link
+
 if TYPE_CHECKING:
     from .topology_routing import TopologyRoutingModel
 
@@ -126,13 +128,6 @@ def _close_ports(X: np.ndarray, free_out: np.ndarray, free_in: np.ndarray, direc
             ok &= (X[us, b] == 0) & (X[a, vs] == 0)
         if not ok.any():
             return
-        u, v = int(us[ok][0]), int(vs[ok][0])
-        X[u, v] -= 1
-        X[u, b] += 1
-        X[a, v] += 1
-        if not directed:
-            X[v, u] -= 1
-            X[b, u] += 1
-            X[v, a] += 1
+        split_link(X, int(us[ok][0]), int(vs[ok][0]), a, b, directed)
         free_out[a] -= 1
         free_in[b] -= 1

@@ -22,6 +22,7 @@ from topoopt_ilp.graph import (
     is_connected,
     links_to_matrix,
     matrix_to_links,
+    split_link,
     validate_topology,
 )
 
@@ -342,3 +343,17 @@ def test_circulant_properties(n: int, jumps: list[int]) -> None:
     dist, _ = hop_distances(X)
     assert np.array_equal(dist[0], cd)
     assert is_connected(X) == (math.gcd(n, *folded) == 1)
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_split_link_moves_one_link_end_to_each_free_port(directed: bool) -> None:
+    X = circulant(6, [1], directed=directed)
+    out0, in0 = degree_vectors(X)
+    split_link(X, 1, 2, 4, 5, directed)  # link 1 -> 2 becomes 1 -> 5 and 4 -> 2
+    out1, in1 = degree_vectors(X)
+    assert X[1, 2] == 0 and X[1, 5] == 1 and X[4, 2] == 1
+    e = np.eye(6, dtype=np.int64)
+    if directed:  # a (4) gains an out-port, b (5) an in-port, nobody else changes
+        assert np.array_equal(out1 - out0, e[4]) and np.array_equal(in1 - in0, e[5])
+    else:  # a and b gain a port each
+        assert np.array_equal(out1 - out0, e[4] + e[5]) and np.array_equal(X, X.T)

@@ -31,6 +31,7 @@ __all__ = [
     "diameter_and_aspl",
     "aspl",
     "is_connected",
+    "split_link",
     "degree_vectors",
     "links_to_matrix",
     "matrix_to_links",
@@ -154,6 +155,21 @@ def degree_vectors(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     A = validate_topology(X)
     return A.sum(axis=1), A.sum(axis=0)
+
+
+def split_link(X: np.ndarray, u: int, v: int, a: int, b: int, directed: bool = False) -> None:
+    """Replace one link ``u -> v`` by ``u -> b`` and ``a -> v``, in place (undirected: both
+    directions of each). ``u`` and ``v`` keep their degrees; ``a`` gains an out-port and ``b`` an
+    in-port (undirected, ``a == b``: two ports on one node). This closes free ports that no new link
+    can take: the last ones on a single node, or, without parallel links, ports on nodes already
+    linked to each other."""
+    X[u, v] -= 1
+    X[u, b] += 1
+    X[a, v] += 1
+    if not directed:
+        X[v, u] -= 1
+        X[b, u] += 1
+        X[v, a] += 1
 
 
 # ----------------------------------------------------------------------------------------------

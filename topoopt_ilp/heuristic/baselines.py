@@ -15,6 +15,8 @@ import networkx as nx
 import numpy as np
 from scipy.sparse.csgraph import connected_components
 
+from topoopt_ilp.graph import split_link
+
 __all__ = ["random_expander", "demand_greedy", "torus", "connect_components"]
 
 
@@ -49,13 +51,7 @@ def _pair_stubs(X: np.ndarray, stubs: np.ndarray, rng: np.random.Generator) -> N
         if not ok.size:
             raise ValueError("cannot pair ports without self-loops")
         e = int(rng.choice(ok))
-        u, v = int(us[e]), int(vs[e])
-        X[u, v] -= 1
-        X[v, u] -= 1
-        X[x, u] += 1
-        X[u, x] += 1
-        X[x, v] += 1
-        X[v, x] += 1
+        split_link(X, int(us[e]), int(vs[e]), x, x)
 
 
 def _pick(masks, weight: np.ndarray | None, rng: np.random.Generator) -> int | None:
