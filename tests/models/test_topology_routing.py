@@ -575,26 +575,93 @@ def test_a_warm_start_at_the_relaxation_bound_is_proven_by_two_lps(monkeypatch):
         assert warm.objective == pytest.approx(cold.objective, rel=1e-6)
 
 
-def test_a_rounding_of_the_relaxation_can_prove_optimality_without_a_milp(monkeypatch):
-    """A mix whose relaxation is tight and whose rounding meets it (an AllReduce over 6 servers, one
-    over 0, 2, 4, MP pairs; seed 4 of the benchmark's mixes): no MILP runs, and the optimum is the
-    MILP's, found with the rounding switched off."""
+NO_STARTS = {"relaxation_rounding": lambda m, values, degree, multi: np.zeros((m.n, m.n), dtype=np.int64),
+             "ring_matching_starts": lambda m, values, degree, multi: []}
+
+
+@pytest.mark.parametrize("n, d, mp, source, switched_off", [
+    # seed 4 of the benchmark's 6-server, degree-2 mixes: the relaxation's rounding meets its bound
+    (6, 2, [[0, 2, 32e6], [0, 4, 1e6], [2, 1, 1e6], [2, 5, 4e6], [3, 1, 4e6]], "a rounding of the LP relaxation",
+     ("relaxation_rounding", "ring_matching_starts")),
+    # seed 1 of the 6-server, degree-3 mixes: the rounding misses (0.72 of the bound), the heaviest
+    # group's second ring class plus the matching of the MP bytes and the small group's ring meets it
+    (6, 3, [[0, 1, 1e6], [1, 2, 1e6], [3, 0, 4e6], [3, 1, 1e6], [3, 4, 32e6]], "ring-and-matching start",
+     ("ring_matching_starts",)),
+])
+def test_a_start_from_the_relaxation_can_prove_optimality_without_a_milp(monkeypatch, n, d, mp, source, switched_off):
+    """A mix whose relaxation is tight (an AllReduce over every server, one over 0, 2, 4, MP pairs)
+    is proved by the start named, with no MILP; with that start switched off the MILP runs (a
+    topology without links proves nothing) and finds the same optimum."""
     import topoopt_ilp.models.relaxation_rounding as rr
     import topoopt_ilp.models.topology_routing as tr
 
-    demand = {"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
-              "mp": {"pairs": [[0, 2, 32e6], [0, 4, 1e6], [2, 1, 1e6], [2, 5, 4e6], [3, 1, 4e6]]}}
-    instance = inst(6, 2, demand=demand)
+    instance = inst(n, d, demand={"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
+                                  "mp": {"pairs": mp}})
     milps = []
     real = tr.run_model
     monkeypatch.setattr(tr, "run_model", lambda *a, **kw: milps.append(1) or real(*a, **kw))
-    rounded = exact(instance)
-    assert rounded.details["start_proved"].startswith("a rounding of the LP relaxation") and not milps
-    monkeypatch.setattr(rr, "relaxation_rounding", lambda m, values, degree, multi: np.zeros((6, 6), dtype=np.int64))
+    started = exact(instance)
+    assert started.details["start_proved"].startswith(source) and not milps
+    for name in switched_off:
+        monkeypatch.setattr(rr, name, NO_STARTS[name])
     milp = exact(instance)
-    assert milps and "start_proved" not in milp.details  # a topology without links proves nothing
-    assert rounded.status == milp.status == "optimal" and verify(instance, rounded).valid
-    assert rounded.objective == pytest.approx(milp.objective, rel=1e-6)
+    assert milps and "start_proved" not in milp.details
+    assert started.status == milp.status == "optimal" and verify(instance, started).valid
+    assert started.objective == pytest.approx(milp.objective, rel=1e-6)
+
+
+@pytest.mark.parametrize("multi", [True, False])
+def test_ring_matching_starts_are_topologies_of_the_cluster(multi):
+    """Whatever the relaxation's point, every ring-and-matching start is a d-regular symmetric
+    topology without self-links (and without parallel links unless allowed), at most
+    RING_CLASSES_TRIED x 2 of them and no two alike; directed clusters get none."""
+    from topoopt_ilp.models.relaxation_rounding import RING_CLASSES_TRIED, ring_matching_starts
+
+    rng = np.random.default_rng(5)
+    demand = {"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
+              "mp": {"pairs": [[0, 2, 32e6], [3, 1, 4e6]]}}
+    for n, d in ((6, 2), (6, 3), (8, 3), (9, 4), (10, 5)):
+        instance = inst(n, d, demand=demand, multi=multi)
+        m = build_topology_routing(instance)
+        for _ in range(10):
+            starts = ring_matching_starts(m, rng.random(m.model.num_vars) * rng.choice([0.1, 1.0, d]), d, multi)
+            assert 1 <= len(starts) <= 2 * RING_CLASSES_TRIED
+            assert len({X.tobytes() for X in starts}) == len(starts)
+            for X in starts:
+                assert (np.diag(X) == 0).all() and (X >= 0).all() and (X == X.T).all()
+                assert (X.sum(axis=1) == d).all()
+                assert multi or X.max() <= 1
+    directed = io.parse_instance(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": B, "links": "directed"},
+                                         demand=demand, objective="throughput"))
+    m = build_topology_routing(directed)
+    assert ring_matching_starts(m, np.ones(m.model.num_vars), 2, True) == []
+
+
+def test_free_ports_go_to_the_heaviest_matching():
+    """On a 6-ring with one free port per server, the three heavy pairs across the ring are the
+    matching; without multi-links a heavy pair that is already linked is passed over."""
+    from topoopt_ilp.models.relaxation_rounding import _match_free_ports
+
+    ring = np.zeros((6, 6), dtype=np.int64)
+    for i in range(6):
+        ring[i, (i + 1) % 6] = ring[(i + 1) % 6, i] = 1
+    w = np.zeros((6, 6))
+    for a, b, v in ((0, 3, 5.0), (1, 4, 4.0), (2, 5, 3.0), (0, 2, 1.0)):
+        w[a, b] = w[b, a] = v
+    X = ring.copy()
+    _match_free_ports(X, w, 3, multi_links=False)
+    assert {(i, j) for i, j in zip(*np.nonzero(X - ring)) if i < j} == {(0, 3), (1, 4), (2, 5)}
+    w[0, 1] = w[1, 0] = 100.0  # heavier, but 0 - 1 is a ring link already
+    X = ring.copy()
+    _match_free_ports(X, w, 3, multi_links=False)
+    assert X.max() == 1 and X[0, 3] == 1
+    X = ring.copy()
+    _match_free_ports(X, w, 3, multi_links=True)  # with multi-links the second 0 - 1 link wins
+    assert X[0, 1] == 2 and (X.sum(axis=1) == 3).all()
+    w[0, 1] = w[1, 0] = 11.0  # a second link carries half of it: 5.5 + 3 (with 2 - 5) < 5 + 4 + 3
+    X = ring.copy()
+    _match_free_ports(X, w, 3, multi_links=True)
+    assert X[0, 1] == 1 and X[0, 3] == 1
 
 
 @pytest.mark.parametrize("directed, multi", [(False, True), (False, False), (True, True), (True, False)])
