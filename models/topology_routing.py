@@ -589,23 +589,44 @@ def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topol
     if instance.objective == "diameter":
         return solve_diameter(instance, options, warm_start_topology)
     m = build_topology_routing(instance, formulation)
-    start = None
+    start, proof = None, None
     if formulation == "strong":
         proof = _start_proof(instance, m, warm_start_topology, options, started)
-        if proof is not None:
+        if proof is not None and proof.proved:
             if options.export_model:  # the model is the problem's, though its MILP never ran
                 export_model(m.model, options)
-            fixed, result, source = proof
-            sol = _to_solution(instance, fixed, result, time.perf_counter() - started)
+            sol = _to_solution(instance, proof.fixed, proof.result, time.perf_counter() - started)
             return replace(sol, details={**sol.details, "algorithm": "start_proof", "start_proved": (
-                f"{source}'s links, routed at best (an LP), meet the LP relaxation's bound: no MILP ran")})
+                f"{proof.source}'s links, routed at best (an LP), meet the LP relaxation's bound: no MILP ran")})
         options = replace(options, time_limit_s=time_left(options, started))  # what the LPs left of the limit
     elif warm_start_topology is not None:  # the naive formulation: HiGHS gets the start, as it always has
         start = np.full(m.model.num_vars, np.nan)
         X = warm_start_topology
         start[m.x_cols] = X[m.edges[:, 0], m.edges[:, 1]]
     result = run_model(m.model, options, start, tuning=STRONG_TUNING if formulation == "strong" else None)
+    if proof is not None and _start_beats(proof, result, m.objective):
+        # The MILP stopped at its limit below the best start it was not given (see _start_proof):
+        # that start, with its best routing, is the design, under the better of the two bounds.
+        bounds = [b for b in (proof.bound, result.bound) if b is not None]
+        bound = (max if m.objective == "aspl" else min)(bounds)
+        kept = replace(proof.result, status=SolveStatus.FEASIBLE, bound=bound, gap=relative_gap(proof.result.objective, bound))
+        sol = _to_solution(instance, proof.fixed, kept, time.perf_counter() - started)
+        milp = "no design" if result.objective is None else f"a design of model objective {result.objective:.6g}"
+        return replace(sol, details={**sol.details, "milp_status": result.status.value, "returned": (
+            f"{proof.source} (model objective {proof.result.objective:.6g}, routed at best by an LP): the MILP ended "
+            f"its time with {milp}")})
     return _to_solution(instance, m, result, time.perf_counter() - started)
+
+
+def _start_beats(proof: StartProof, result: SolveResult, objective: str) -> bool:
+    """True when the MILP's ``result`` is not proven and the start proof's best start is better
+    than its design (or it has none)."""
+    if result.status not in (SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION):
+        return False
+    if result.objective is None or result.values is None:
+        return True
+    mine = proof.result.objective
+    return mine < result.objective * (1 - 1e-9) if objective == "aspl" else mine > result.objective * (1 + 1e-9)
 
 
 def with_links_fixed(m: TopologyRoutingModel, x: np.ndarray) -> TopologyRoutingModel:
@@ -628,7 +649,9 @@ def with_links_fixed(m: TopologyRoutingModel, x: np.ndarray) -> TopologyRoutingM
 # in :mod:`.relaxation_rounding`; the latter only until RING_MATCHING_SHARE of the limit). When
 # S >= R (1 - gap) (for aspl, whose hop total is minimised and R a lower bound: S <= R (1 + gap)),
 # the start is optimal and no MILP runs: the LP solution is decoded as the model's would be, status
-# optimal with bound R. Else the MILP runs *without* the starts. Small models' LPs run without
+# optimal with bound R. Else the MILP runs *without* the starts; when it stops at its limit with no
+# design or one below the best start (``_start_beats``), that start with its LP routing is returned,
+# feasible, under the better of R and the MILP's bound. Small models' LPs run without
 # presolve (the model's HiGHS tuning, up to LP_TUNING_NONZEROS): the relaxation of the 8-server,
 # degree-2 mix below took 3.2 ms without it and 7.6 ms with it; at 32 servers, degree 4 (131k
 # non-zeros) the relaxation and the rounding's LP took 10.3 + 15.0 s without and 1.7 + 0.4 s with it
@@ -643,11 +666,24 @@ def with_links_fixed(m: TopologyRoutingModel, x: np.ndarray) -> TopologyRoutingM
 # 60 s) ends at 263.5 without it against 267.0 with it, both far from the bound 336.1;
 # all-to-all-16 ends at the same 1858.1 either way.
 # ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StartProof:
+    """A start the start proof scored: the model with its links fixed (an LP), that LP's result
+    (when ``proved``: as an optimal solve with the relaxation's bound), which start it was, and the
+    relaxation's bound (model units)."""
+
+    fixed: TopologyRoutingModel
+    result: SolveResult
+    source: str
+    bound: float
+    proved: bool
+
+
 def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | None, options: ExactOptions,
-                 started: float, rounding: bool = True) -> tuple[TopologyRoutingModel, SolveResult, str] | None:
-    """(model with the proving start's links fixed, its LP result as an optimal solve with the
-    relaxation's bound, which start it was) when the warm start ``x`` or (``rounding``) one of the
-    relaxation's roundings is optimal within the gap; None when none is, or the time limit runs out first."""
+                 started: float, rounding: bool = True) -> StartProof | None:
+    """The start that proves itself optimal within the gap (the warm start ``x`` or, with
+    ``rounding``, one of the relaxation's roundings), else the best one scored (``proved`` False);
+    None when none was scored (no start, the relaxation not solved, or the time limit ran out first)."""
     from .graph_catalogue import solve_lp, symmetric_labelling
     from .relaxation_rounding import relaxation_rounding, ring_matching_starts
 
@@ -667,7 +703,7 @@ def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | No
         starts += [(f"ring-and-matching start {i + 1}", X)
                    for i, X in enumerate(ring_matching_starts(m, relaxation.values, c.degree, c.multi_links))]
     relabel = m.objective == "aspl" or _uniform_demand(instance, m.mp)  # the symmetry rows ask for a labelling; any is as good
-    tried = set()
+    tried, best = set(), None
     for source, start in starts:
         key = np.asarray(start, dtype=np.int64).tobytes()
         if key in tried:  # a ring-and-matching start may repeat the rounding or the warm start
@@ -675,16 +711,23 @@ def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | No
         tried.add(key)
         if source.startswith("ring-and-matching") and options.time_limit_s is not None and \
                 time_left(options, started) < (1 - RING_MATCHING_SHARE) * options.time_limit_s:
-            return None  # the MILP keeps the rest of the limit
+            return best  # the MILP keeps the rest of the limit
         fixed = with_links_fixed(m, symmetric_labelling(start) if relabel else start)
         own = solve_lp(fixed.model, options, time_left(options, started), tuning=tuning)
+        if own.status != SolveStatus.OPTIMAL:  # e.g. a start that breaks a symmetry or degree row, or out of time
+            if time_left(options, started) == 0:
+                return best
+            continue
         # lambda is maximised (the relaxation bounds it from above); aspl's hop total is minimised
-        if own.status == SolveStatus.OPTIMAL and (own.objective >= bound * (1 - tolerance) if m.objective != "aspl"
-                                                  else own.objective <= bound * (1 + tolerance)):
-            return fixed, replace(own, status=SolveStatus.OPTIMAL, bound=bound, gap=relative_gap(own.objective, bound)), source
-        if time_left(options, started) == 0:  # not optimal (e.g. a start that breaks a symmetry or degree row)
-            return None
-    return None
+        minimise = m.objective == "aspl"
+        if own.objective >= bound * (1 - tolerance) if not minimise else own.objective <= bound * (1 + tolerance):
+            proved = replace(own, status=SolveStatus.OPTIMAL, bound=bound, gap=relative_gap(own.objective, bound))
+            return StartProof(fixed, proved, source, bound, True)
+        if best is None or (own.objective < best.result.objective if minimise else own.objective > best.result.objective):
+            best = StartProof(fixed, own, source, bound, False)
+        if time_left(options, started) == 0:
+            return best
+    return best
 
 
 def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None,

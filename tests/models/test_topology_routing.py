@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -610,6 +611,46 @@ def test_a_start_from_the_relaxation_can_prove_optimality_without_a_milp(monkeyp
     assert started.objective == pytest.approx(milp.objective, rel=1e-6)
 
 
+@pytest.mark.parametrize("milp_ends", ["no_design", "worse", "better"])
+def test_a_milp_stopped_below_the_best_start_returns_the_start(monkeypatch, milp_ends):
+    """Seed 3 of the 6-server, degree-2 mixes: no start proves itself, so the MILP runs. Made to stop
+    at its limit with no design, or with one below the best start, the solve returns that start
+    (feasible, its LP routing, verified, scored by the evaluator, the better bound kept); when the
+    MILP's design is the better one it is kept."""
+    import topoopt_ilp.models.topology_routing as tr
+    from topoopt_ilp.solvers import SolveStatus
+
+    instance = inst(6, 2, demand={"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
+                                  "mp": {"pairs": [[1, 0, 1e6], [1, 5, 32e6], [3, 0, 32e6], [3, 4, 1e6], [4, 0, 4e6]]}})
+    optimum = exact(instance)
+    assert optimum.status == "optimal" and "start_proved" not in optimum.details
+    scored = []
+    real_proof = tr._start_proof
+    monkeypatch.setattr(tr, "_start_proof", lambda *a, **k: scored.append(real_proof(*a, **k)) or scored[-1])
+    real = tr.run_model
+
+    def stopped(model, options, start=None, **kw):
+        res = real(model, options, start, **kw)
+        if milp_ends == "no_design":
+            return dataclasses.replace(res, status=SolveStatus.NO_SOLUTION, objective=None, values=None, bound=None)
+        if milp_ends == "worse":  # an objective below the best start's
+            return dataclasses.replace(res, status=SolveStatus.FEASIBLE, objective=0.5 * scored[-1].result.objective,
+                                       bound=res.objective * 1.5, gap=2.0)
+        return dataclasses.replace(res, status=SolveStatus.FEASIBLE, bound=res.objective * 1.5, gap=0.5)
+
+    monkeypatch.setattr(tr, "run_model", stopped)
+    sol = exact(instance)
+    best = scored[-1]
+    assert best is not None and not best.proved and sol.status == "feasible" and verify(instance, sol).valid
+    if milp_ends == "better":
+        assert "returned" not in sol.details and sol.objective == pytest.approx(optimum.objective, rel=1e-6)
+        return
+    assert sol.details["returned"].startswith(best.source)
+    assert sol.objective < optimum.objective * (1 - 1e-6)  # the start is not optimal (no start proved itself)
+    assert sol.objective == pytest.approx(evaluate(instance, sol).throughput, rel=1e-9)
+    assert sol.bound == pytest.approx(optimum.objective, rel=1e-6)  # the relaxation's bound (tight here), not the MILP's 1.5x
+
+
 @pytest.mark.parametrize("multi", [True, False])
 def test_ring_matching_starts_are_topologies_of_the_cluster(multi):
     """Whatever the relaxation's point, every ring-and-matching start is a d-regular symmetric
@@ -704,6 +745,6 @@ def test_the_start_proof_knows_that_aspl_is_minimised():
     cube = nx.to_numpy_array(nx.convert_node_labels_to_integers(nx.hypercube_graph(3))).astype(int)
     ladder = nx.to_numpy_array(nx.circulant_graph(8, [1, 4])).astype(int)
     options = ExactOptions(time_limit_s=30)
-    assert _start_proof(instance, m, cube, options, time.perf_counter(), rounding=False) is None
+    assert not _start_proof(instance, m, cube, options, time.perf_counter(), rounding=False).proved
     proof = _start_proof(instance, m, ladder, options, time.perf_counter(), rounding=False)
-    assert proof is not None and proof[1].objective == pytest.approx(11 / 7)
+    assert proof.proved and proof.result.objective == pytest.approx(11 / 7)
