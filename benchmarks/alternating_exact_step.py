@@ -1,0 +1,45 @@
+"""The alternating method with the exact topology step (altX) on the small workloads, alone.
+
+``alternating_quality.py`` times altX next to the joint MILP (about half an hour); this script runs
+only altX on the same instances (``small_workloads.py``), so a change to the exact topology step can
+be measured quickly: run it before and after, or on two checkouts, one right after the other.
+
+    python benchmarks/alternating_exact_step.py [--repeat 3] [--instances NAME,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from joint_small import _warm_up_solver_worker
+from small_workloads import small_instances
+from topoopt_ilp import solve
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="median of this many runs")
+    ap.add_argument("--instances", default="", help="comma-separated names (default: all)")
+    args = ap.parse_args()
+    wanted = {s for s in args.instances.split(",") if s}
+    _warm_up_solver_worker()
+    print(f"{'instance':<20} {'altX_ms':>9} {'altX_s':>7}")
+    total = 0.0
+    for name, inst in small_instances().items():
+        if wanted and name not in wanted:
+            continue
+        times, sol = [], None
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            sol = solve(inst, method="alternating", topology_method="exact", round_time_limit_s=10.0)
+            times.append(time.perf_counter() - t)
+        secs = statistics.median(times)
+        total += secs
+        print(f"{name:<20} {sol.objective * 1e3:9.3f} {secs:7.2f}")
+    print(f"total {total:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
