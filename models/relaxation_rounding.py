@@ -10,6 +10,7 @@ shape of design, ring plus matched links, for the ring classes the relaxation fa
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,8 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["RING_CLASSES_TRIED", "relaxation_rounding", "ring_matching_starts"]
 
 #: :func:`ring_matching_starts` lays each of this many ring classes of the heaviest group (largest
-#: relaxation share first). Measured on the 29 mixes of benchmarks/relaxation_rounding.py: 2 classes
-#: prove 7, 3 prove 10 (three 6-server mixes at the third class), 6 prove 10.
+#: relaxation share first), and from degree 4 every two of them. Measured on the 29 mixes of
+#: benchmarks/relaxation_rounding.py with one ring each: 2 classes prove 7, 3 prove 10 (three
+#: 6-server mixes at the third class), 6 prove 10.
 RING_CLASSES_TRIED = 3
 
 
@@ -149,10 +151,12 @@ def _close_ports(X: np.ndarray, free_out: np.ndarray, free_in: np.ndarray, direc
 # ------------------------------------------------------------------------------------------------
 # Ring + matching starts (undirected links)
 #
-# TopoOpt's shape of design (topoopt.md 3.6): the heaviest AllReduce group's ring as direct links,
+# TopoOpt's shape of design (topoopt.md 3.6): the heaviest AllReduce group's rings as direct links,
 # the other ports by repeated maximum-weight matching on the rest of the demand. The relaxation says
 # which rings to try: the heaviest group's (largest bytes per member x members) first
-# RING_CLASSES_TRIED classes by summed share. Per class, two starts: the free ports matched on
+# RING_CLASSES_TRIED classes by summed share, each alone and then (degree 4 and up: a ring takes two
+# ports of each member) every two of them together, as TotientPerms lays two strides when the
+# AllReduce has four ports. Per ring layout, two starts: the free ports matched on
 #   W = M + M^T                      (the MP bytes), and on
 #   W + the other groups' ring pairs (their best class's links, weighted by bytes per member),
 # each round (networkx's exact Blossom, maximum cardinality, so the ports fill) weighing a pair
@@ -162,11 +166,14 @@ def _close_ports(X: np.ndarray, free_out: np.ndarray, free_in: np.ndarray, direc
 # puts its weight on the wrong ring class, and with either ring forced its links still round to the
 # wrong matching (0.838 / 0.865 of the bound), while the stride-1 ring plus the MP bytes' matching is
 # the optimum. Measured on the 29 mixes of benchmarks/relaxation_rounding.py (n = 6..10, d = 2..4):
-# these starts meet the relaxation's bound on 10, relaxation_rounding on 5 (all among the 10).
+# the one-ring starts meet the relaxation's bound on 10, relaxation_rounding on 5 (all among the
+# 10). The two-ring layouts add 8x4 seeds 1 and 3 and the 12-server, degree-4 mix of
+# exact_vs_naive.py, whose relaxation is tight and whose MILP took 66-68 s to find that design
+# (the optimum splits the group over strides 1, 5, 7, 11; laid whole, strides 1 and 5 meet it).
 # ------------------------------------------------------------------------------------------------
 def ring_matching_starts(m: TopologyRoutingModel, values: np.ndarray, degree: int, multi_links: bool) -> list[np.ndarray]:
-    """Distinct link-count matrices (n x n, int64, symmetric), best ring class first; none for
-    directed links or a demand without AllReduce groups."""
+    """Distinct link-count matrices (n x n, int64, symmetric): one-ring layouts first, best ring
+    class first; none for directed links or a demand without AllReduce groups."""
     if m.directed or not m.rings:
         return []
     classes = _ring_classes(m, np.maximum(values[m.z_cols], 0.0))
@@ -178,11 +185,14 @@ def ring_matching_starts(m: TopologyRoutingModel, values: np.ndarray, degree: in
             a, b = np.array(cls[0]).T
             with_rings[a, b] += m.ring_units[g]
             with_rings[b, a] += m.ring_units[g]
+    tried = classes[heaviest][:RING_CLASSES_TRIED]
+    layouts = [(arcs,) for arcs in tried] + (list(itertools.combinations(tried, 2)) if degree >= 4 else [])
     starts, seen = [], set()
-    for arcs in classes[heaviest][:RING_CLASSES_TRIED]:
+    for rings in layouts:
         for weights in (mp, with_rings):
             X = np.zeros((m.n, m.n), dtype=np.int64)
-            _lay_ring(X, arcs, degree, False, multi_links)
+            for arcs in rings:
+                _lay_ring(X, arcs, degree, False, multi_links)
             _match_free_ports(X, weights, degree, multi_links)
             if X.tobytes() not in seen:
                 seen.add(X.tobytes())
