@@ -64,8 +64,8 @@ STRONG_TUNING = {"highs": {"presolve": "off", "mip_pscost_minreliable": 0}}
 LP_TUNING_NONZEROS = 20_000
 #: The start proof's ring-and-matching starts (:func:`.relaxation_rounding.ring_matching_starts`)
 #: are not tried once this share of the time limit has passed: the MILP keeps the rest. Measured
-#: (skewed mixes, degree 4, 120 s limit): their LPs take 0.2 s at 12 servers, 1.1 s at 16, 0.8 s at
-#: 20 and 1.4 s at 24 (after a 9.9 s relaxation there).
+#: (skewed mixes of benchmarks/exact_vs_naive.py, degree 4, 120 s limit, up to 10 distinct starts):
+#: their LPs take 0.3 s in all at 12 servers, 1.1 s at 16 and 1.6 s at 24 (after a 7.4 s relaxation).
 RING_MATCHING_SHARE = 0.5
 #: AllReduce groups of at most this many members get every ring order as candidates ((k-1)! directed
 #: rings: 120 at k = 6), larger ones TotientPerms' rings of the listed member order m_r -> m_{r+p},
@@ -663,8 +663,8 @@ def with_links_fixed(m: TopologyRoutingModel, x: np.ndarray) -> TopologyRoutingM
 # tight and the two LPs settle it (the MILP without a start took 34.7 s at n = 12, d = 4). The method
 # layer still returns the start when the evaluator scores it better than what the MILP found. Where
 # the MILP cannot finish, the start may help its search a little: instances/mix-16.json (throughput,
-# 60 s) ends at 263.5 without it against 267.0 with it, both far from the bound 336.1;
-# all-to-all-16 ends at the same 1858.1 either way.
+# 60 s) ended at 263.5 without it against 267.0 with it, both far from the bound 336.1 (session 13;
+# 258.2 either way in session 20 on a slower machine); all-to-all-16 ends at the same 1858.1 either way.
 # ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StartProof:
