@@ -53,7 +53,7 @@ def relaxation_rounding(m: TopologyRoutingModel, values: np.ndarray, degree: int
         xbar = xbar + xbar.T
     X = np.zeros((n, n), dtype=np.int64)
     best = _best_ring_classes(m, np.maximum(values[m.z_cols], 0.0))
-    for g in sorted(best, key=lambda g: -float(m.ring_units[g]) * len(best[g])):  # heaviest group first
+    for g in sorted(best, key=lambda g: -_ring_bytes(m, g, best[g])):  # heaviest group first
         _lay_ring(X, best[g], degree, m.directed, multi_links)
     _fill(X, xbar, m.mp + m.mp.T if not m.directed else m.mp, degree, m.directed, multi_links)
     return X
@@ -70,6 +70,11 @@ def _ring_classes(m: TopologyRoutingModel, z: np.ndarray) -> dict[int, list[list
             arcs = sorted({(min(a, b), max(a, b)) for a, b in arcs})
         classes.setdefault(ring.group, {}).setdefault(tuple(arcs), [0.0, arcs])[0] += float(z[c])
     return {g: [arcs for _, arcs in sorted(cls.values(), key=lambda e: -e[0])] for g, cls in classes.items()}
+
+
+def _ring_bytes(m: TopologyRoutingModel, g: int, arcs: list[tuple[int, int]]) -> float:
+    """How heavy group ``g``'s ring on ``arcs`` is: bytes per member (model units) x its links."""
+    return float(m.ring_units[g]) * len(arcs)
 
 
 def _best_ring_classes(m: TopologyRoutingModel, z: np.ndarray) -> dict[int, list[tuple[int, int]]]:
@@ -177,7 +182,7 @@ def ring_matching_starts(m: TopologyRoutingModel, values: np.ndarray, degree: in
     if m.directed or not m.rings:
         return []
     classes = _ring_classes(m, np.maximum(values[m.z_cols], 0.0))
-    heaviest = max(classes, key=lambda g: float(m.ring_units[g]) * len(classes[g][0]))  # as relaxation_rounding orders them
+    heaviest = max(classes, key=lambda g: _ring_bytes(m, g, classes[g][0]))
     mp = m.mp + m.mp.T
     with_rings = mp.copy()
     for g, cls in classes.items():
