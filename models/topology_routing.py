@@ -625,8 +625,13 @@ def _start_beats(proof: StartProof, result: SolveResult, objective: str) -> bool
         return False
     if result.objective is None or result.values is None:
         return True
-    mine = proof.result.objective
-    return mine < result.objective * (1 - 1e-9) if objective == "aspl" else mine > result.objective * (1 + 1e-9)
+    return _better(proof.result.objective, result.objective, objective, rtol=1e-9)
+
+
+def _better(value: float, than: float, objective: str, rtol: float = 0.0) -> bool:
+    """True when model objective ``value`` beats ``than`` by more than ``rtol`` of it: lambda is
+    maximised, aspl's hop total minimised."""
+    return value < than * (1 - rtol) if objective == "aspl" else value > than * (1 + rtol)
 
 
 def with_links_fixed(m: TopologyRoutingModel, x: np.ndarray) -> TopologyRoutingModel:
@@ -719,11 +724,10 @@ def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | No
                 return best
             continue
         # lambda is maximised (the relaxation bounds it from above); aspl's hop total is minimised
-        minimise = m.objective == "aspl"
-        if own.objective >= bound * (1 - tolerance) if not minimise else own.objective <= bound * (1 + tolerance):
+        if own.objective >= bound * (1 - tolerance) if m.objective != "aspl" else own.objective <= bound * (1 + tolerance):
             proved = replace(own, status=SolveStatus.OPTIMAL, bound=bound, gap=relative_gap(own.objective, bound))
             return StartProof(fixed, proved, source, bound, True)
-        if best is None or (own.objective < best.result.objective if minimise else own.objective > best.result.objective):
+        if best is None or _better(own.objective, best.result.objective, m.objective):
             best = StartProof(fixed, own, source, bound, False)
         if time_left(options, started) == 0:
             return best
