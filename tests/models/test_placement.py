@@ -316,6 +316,37 @@ def test_local_search_is_never_worse_than_its_starts():
     assert got >= solve_placement(inst, OPTS, X).objective * (1 - 1e-9)
 
 
+def test_the_local_search_counts_its_set_up_in_its_time_and_can_reuse_a_scorer(monkeypatch):
+    # A scorer that takes 0.4 s to build (patched) and a 0.3 s budget: the descent starts past the
+    # deadline, so the best start comes back at once (before, the budget began after the build,
+    # 0.7 s at dlrm-128-d8 past any limit). A scorer passed in is used as it is, not rebuilt.
+    import time as clock
+
+    from topoopt_ilp.models import placement_search as ps
+
+    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    X = solve_placement(inst, ExactOptions(time_limit_s=1, gap=1.0), local_search_s=0).topology.matrix
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+    starts = [c for c in pl._candidates(inst.workload, inst.n, rf) if pl._memory_feasible(inst.workload, inst.n, c)]
+    scorer = ps._LocalSearch(inst, rf)
+    real_init = ps._LocalSearch.__init__
+
+    def slow_init(self, *a, **k):
+        clock.sleep(0.4)
+        real_init(self, *a, **k)
+
+    monkeypatch.setattr(ps._LocalSearch, "__init__", slow_init)
+    t0 = clock.perf_counter()
+    best = pl.improve_strategy(inst, rf, starts, 0.3)
+    assert clock.perf_counter() - t0 < 0.4 + 0.15  # the build, then at most a descent step (0.7 s before)
+    assert not pl.validate_strategy(inst.workload, inst.n, best)
+    t0 = clock.perf_counter()
+    reused = pl.improve_strategy(inst, rf, starts, 0.3, ls=scorer)
+    assert clock.perf_counter() - t0 < 0.3 + 0.15  # no 0.4 s build inside
+    scores = [strategy_times(inst, rf, s)["iteration_time_s"] for s in starts]
+    assert strategy_times(inst, rf, reused)["iteration_time_s"] <= min(scores) * (1 + 1e-12)
+
+
 def test_balanced_cuts_minimise_the_largest_stage():
     # Against every cut of 7 layers into S contiguous non-empty stages.
     from topoopt_ilp.models.placement_search import _balanced_cuts
@@ -504,17 +535,25 @@ def test_exchange_moves_keep_the_cosets_and_score_by_the_evaluator():
         assert ls.score() == cur  # state restored
 
 
-def test_large_model_hands_its_time_to_the_local_search(monkeypatch):
+@pytest.mark.parametrize("left_s", [None, 0.2])
+def test_large_model_hands_its_time_to_the_local_search(monkeypatch, left_s):
     # With the threshold at 0 every model counts as too large: no solver runs, the time left goes
-    # to local search, and the answer stays exact in its objective and valid in its bound.
+    # to local search, and the answer stays exact in its objective and valid in its bound. With
+    # 0.2 s left once the model is built (time_left patched) the solver is not handed it either:
+    # loading a 4.3 M non-zero model for 0.2 s overshot dlrm-128-d8's 10 s limit by 1.2 s.
     n, d, layers, blocks, X = CASES["dlrm-ring4"]
     inst, X = make(n, d, layers, blocks, X=X)
     monkeypatch.setattr(pl, "MILP_SEARCH_NONZEROS", 0)
+    if left_s is not None:
+        monkeypatch.setattr(pl, "time_left", lambda options, started: left_s)
+        monkeypatch.setattr(pl, "run_model", lambda *a, **k: pytest.fail("the solver was handed the model"))
     sol = solve_placement(inst, ExactOptions(time_limit_s=3, gap=1e-9, formulation="milp"), X, chain_bound_s=0.2,
                           local_search_s=0.5)
     best = brute_force(inst, X)
     if "skipped_model_nonzeros" in sol.details:
-        assert "local search" in sol.details["milp"] and "variables" not in sol.details
+        assert sol.details["milp"].startswith("skipped") and "variables" not in sol.details
+        # the local search takes the time left when more than half a second is
+        assert ("the time left went to local search" in sol.details["milp"]) == (left_s is None)
     else:
         assert "skipped" in sol.details.get("milp", "")  # the bound proved the incumbent first
     check_solution(inst, sol)
