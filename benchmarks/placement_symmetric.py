@@ -1,0 +1,69 @@
+"""The period-invariant placement MILP against ``solve_placement``, side by side, same time limit.
+
+For each instance, on TopoOpt's heuristic topology for the data-parallel start (circulant), and each
+period p of ``--periods`` that applies (:func:`~topoopt_ilp.models.placement_symmetric.symmetric_periods`):
+:func:`~topoopt_ilp.models.placement_symmetric.symmetric_placement` (HiGHS) with ``--time-limit``,
+then :func:`~topoopt_ilp.models.placement.solve_placement` (1 % gap asked) with the same limit.
+Printed: the MILP's status, iteration time of its strategy (``eval_ms``: the evaluator's, which
+must equal ``model_ms``), its bound - valid for the invariant strategies only, not for the problem -
+and size; the placement's iteration time and bound (valid for every strategy); the ratio
+symmetric / placement (below 1: the invariant family held a better strategy than the local search
+found). Timings are wall-clock on a shared machine: compare within one run.
+
+    .venv/bin/python benchmarks/placement_symmetric.py [--instances dlrm-128-d8] [--periods 8]
+                                                     [--time-limit 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement import shortest_path_fractions, solve_placement, strategy_times
+from topoopt_ilp.models.placement_search import _LocalSearch
+from topoopt_ilp.models.placement_symmetric import symmetric_periods, symmetric_placement
+
+from topoopt_ilp import io
+from topoopt_ilp.solve import solve
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--instances", default="dlrm-128-d8")
+    ap.add_argument("--periods", default="8", help="comma list of periods (those that do not apply are skipped)")
+    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve, each side")
+    args = ap.parse_args()
+    print(f"symmetric placement MILP vs solve_placement, HiGHS, {args.time_limit:g} s each; topology = TopoOpt "
+          f"heuristic for the data-parallel start; shortest-path routing, shortest rings")
+    print(f"{'instance':<14} {'p':>3} {'status':>9} {'time_s':>7} {'model_ms':>9} {'eval_ms':>9} {'inv_bound':>9} "
+          f"{'nnz':>8} | {'place_ms':>9} {'bound_ms':>9} {'time_s':>7} | {'sym/place':>9}")
+    for name in args.instances.split(","):
+        inst = io.load_instance(ROOT / "instances" / "paper" / f"{name}.json")
+        X = solve(inst, method="heuristic").topology.matrix
+        rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+        ls = _LocalSearch(inst, rf)
+        periods = [p for p in map(int, args.periods.split(",")) if p in symmetric_periods(inst, rf)]
+        if not periods:
+            print(f"{name:<14} no period of {args.periods} applies (periods: {symmetric_periods(inst, rf)})")
+            continue
+        t0 = time.perf_counter()
+        place = solve_placement(inst, ExactOptions(time_limit_s=args.time_limit, gap=0.01), X)
+        place_s = time.perf_counter() - t0
+        for p in periods:
+            t0 = time.perf_counter()
+            res = symmetric_placement(inst, rf, p, ExactOptions(time_limit_s=args.time_limit, gap=1e-4), ls)
+            sym_s = time.perf_counter() - t0
+            ms = lambda v: "-" if v is None else f"{v * 1e3:.3f}"
+            ev = strategy_times(inst, rf, res.strategy)["iteration_time_s"] if res.strategy else None
+            ratio = "-" if ev is None else f"{ev / place.objective:.3f}"
+            print(f"{name:<14} {p:>3} {res.status:>9} {sym_s:>7.1f} {ms(res.objective_s):>9} {ms(ev):>9} "
+                  f"{ms(res.bound_s):>9} {res.nonzeros:>8} | {ms(place.objective):>9} {ms(place.bound):>9} "
+                  f"{place_s:>7.1f} | {ratio:>9}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
