@@ -195,7 +195,8 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
         mem_r.append(np.arange(p)), mem_c.append(m), mem_v.append(np.full(p, float(blk.bytes)))
     b.add_constraints(np.r_[np.concatenate(comp_r), np.arange(p)], np.r_[np.concatenate(comp_c), np.full(p, C)],
                       np.r_[np.concatenate(comp_v), -np.ones(p)], ub=0.0, count=p, name="compute")
-    b.add_constraints(np.concatenate(mem_r), np.concatenate(mem_c), np.concatenate(mem_v), ub=ls.cap, count=p,
+    # in units of the server memory (bytes would put 1e11 in the rows: HiGHS warns of bad scaling)
+    b.add_constraints(np.concatenate(mem_r), np.concatenate(mem_c), np.concatenate(mem_v) / ls.cap, ub=1.0, count=p,
                       name="memory")
     if ls.path_c is not None:
         pr, pc, pv, pub = path_rows(w, xi, opt_lt / unit, x.index, C)
