@@ -1,4 +1,4 @@
-"""The placement MILP over the strategies a rotation leaves unchanged (a start for :mod:`.placement`).
+"""The placement MILP over the strategies a rotation leaves unchanged (a measurement tool beside :mod:`.placement`).
 
 On a circulant topology (X[i, j] = X[0, j - i], TopoOpt's) rotating every server by ``period`` maps
 shortest paths to shortest paths. A strategy is *period-invariant* when the rotation by ``period``
@@ -10,10 +10,14 @@ u + period + j) does), its compute and memory are one value per residue class. T
 problem restricted to these strategies is therefore a small MILP: ``period`` x (arc jumps) load rows
 instead of one per arc, ``period`` compute and memory rows instead of n.
 
-Its optimum is not a bound (the unrestricted optimum may break the symmetry) but it is the best of
-a large, structured family - pipelines of data-parallel stages on cosets of every degree k >= n /
-``period``, mixed as the arcs' loads balance best - which the local search's single-layer and run
-moves do not reach from its starts. :func:`solve_placement` hands it to the local search as a start.
+Its optimum is not a bound on the placement problem (the unrestricted optimum may break the
+symmetry), but it is the best of a large, structured family - pipelines of data-parallel stages on
+cosets of every degree k >= n / ``period``, mixed as the arcs' loads balance best - and its bound
+holds for that whole family. ``benchmarks/placement_symmetric.py`` sets it beside
+:func:`~.placement.solve_placement`. It is not a stage of ``solve_placement``: measured as one (half
+the time left after the bounds, then local search from the better strategy), it gained nothing on
+the 128-server DLRM and NCF jobs in 60 s (README, Benchmarks), because HiGHS' LP spreads every layer
+evenly over the cosets with no resharding and the tree moves its bound slowly.
 
 Math (every symbol per residue class or arc orbit; TIME_UNIT_S units):
 
