@@ -130,37 +130,50 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
     mem_u = ls.rep_mem[:, used]
     # memory is only tracked when some choice of options could overfill a server
     memory_binds = float(np.where(units_u >= 0, mem_u, 0.0).max(axis=1).sum()) > ls.cap
+    # Per layer, what each type adds (a node's children are rows of these: one gather each instead of
+    # a product per node; measured on bert-128-d8, a node has about 8 children after the compute
+    # checks, so the search's time is numpy's per-call overhead): units per server, their total,
+    # AllReduce busy time and its longest path; resharding scaled once when every layer's activation
+    # bytes are equal (a transformer's). The sums are the same as when formed per node.
+    grp = k_u >= 2
+    add_units = [units_u[i][:, None] * cov_u for i in range(L)]
+    add_total = [units_u[i] * cov_u.sum(axis=1) for i in range(L)]
+    add_ar = [ls.param[i] * ar_busy * grp[:, None] if ls.param[i] > 0 else None for i in range(L)]
+    add_ar_hop = [np.where(grp, ar_hop, 0) if ls.param[i] > 0 else None for i in range(L)]
+    acts = {float(v) for v in ls.act[:-1] if v > 0}
+    rs_one = rs_busy * acts.pop() if len(acts) == 1 else None
 
     state = {"theta": upper * (1 - gap), "value": upper, "best": None, "nodes": 0}
 
-    def dfs(i: int, prev: int, m: int, comp: float, u_srv: np.ndarray, mem: np.ndarray, load: np.ndarray, hops: int,
-            seq: list[int], allowed: list[np.ndarray], rest_min: np.ndarray, rest_max: np.ndarray) -> None:
+    def dfs(i: int, prev: int, m: int, comp: float, u_srv: np.ndarray, u_total: int, mem: np.ndarray, load: np.ndarray,
+            hops: int, seq: list[int], allowed: list[np.ndarray], rest_min: np.ndarray, rest_max: np.ndarray) -> None:
         """Children of a node scored at once (rows: the types layer i may take), then visited best first."""
         state["nodes"] += 1
         if deadline is not None and state["nodes"] % _CLOCK_NODES == 0 and time.perf_counter() > deadline:
             raise _GaveUp
         a = allowed[i]
-        nu = u_srv[None, :] + units_u[i, a][:, None] * cov_u[a]
+        nu = u_srv + add_units[i][a]
         ok = nu.max(axis=1) <= m
-        slack = n * m - (nu.sum(axis=1) + rest_min[i + 1])
-        ok &= (slack >= 0) & (np.maximum(0, m - nu - rest_max[i + 1]).sum(axis=1) <= slack)
+        slack = n * m - (u_total + add_total[i][a] + rest_min[i + 1])
+        ok &= (slack >= 0) & (np.maximum(m - rest_max[i + 1] - nu, 0).sum(axis=1) <= slack)
         if memory_binds:
             nm = mem[None, :] + mem_u[i, a][:, None] * cov_u[a]
             ok &= nm.max(axis=1) <= ls.cap
         if i == L - 1:  # leaves: some server exactly at the level
             ok &= nu.max(axis=1) == m
-        if not ok.any():
+        a = a[ok]
+        if not a.size:
             return
-        a, nu = a[ok], nu[ok]
-        nl = np.broadcast_to(load, (a.size, A))
-        nh = np.full(a.size, hops)
-        if ls.param[i] > 0:
-            grp = k_u[a] >= 2
-            nl = nl + ls.param[i] * ar_busy[a] * grp[:, None]
-            nh = np.maximum(nh, np.where(grp, ar_hop[a], 0))
-        if prev >= 0 and ls.act[i - 1] > 0:  # rs_busy[prev, prev] is 0: no resharding on the same type
-            nl = nl + ls.act[i - 1] * rs_busy[prev, a]
-            nh = np.maximum(nh, np.where(a != prev, rs_hop[prev, a], 0))
+        nu = nu[ok]
+        if add_ar[i] is not None:
+            nl = load + add_ar[i][a]
+            nh = np.maximum(add_ar_hop[i][a], hops)
+        else:
+            nl = np.repeat(load[None, :], a.size, axis=0)
+            nh = np.full(a.size, hops)
+        if prev >= 0 and ls.act[i - 1] > 0:  # rs_busy[prev, prev] is 0 and so is its hop count (no self-pairs)
+            nl += rs_one[prev, a] if rs_one is not None else ls.act[i - 1] * rs_busy[prev, a]
+            nh = np.maximum(nh, rs_hop[prev, a])
         busy = nl.max(axis=1) if A else np.zeros(a.size)
         value = ls.combine(comp, busy, np.where(busy > 0, nh, 0))  # no latency without traffic
         for c in np.argsort(value, kind="stable"):
@@ -170,7 +183,8 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
                 state.update(value=float(value[c]), best=seq + [int(a[c])], theta=float(value[c]) * (1 - gap))
                 break
             nm = mem + mem_u[i, a[c]] * cov_u[a[c]] if memory_binds else mem
-            dfs(i + 1, int(a[c]), m, comp, nu[c], nm, nl[c], int(nh[c]), seq + [int(a[c])], allowed, rest_min, rest_max)
+            dfs(i + 1, int(a[c]), m, comp, nu[c], int(u_total + add_total[i][a[c]]), nm, nl[c], int(nh[c]),
+                seq + [int(a[c])], allowed, rest_min, rest_max)
 
     def found() -> Strategy | None:
         if state["best"] is None:
@@ -187,7 +201,7 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
                 most = np.array([int(units_u[i, x].max()) for i, x in enumerate(allowed)] + [0])
                 rest_min = np.cumsum(least[::-1])[::-1]  # rest_min[i]: units layers i.. add at least, in all
                 rest_max = np.cumsum(most[::-1])[::-1]   # rest_max[i]: at most, on one server
-                dfs(0, -1, m, m * u, np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(A), 0, [], allowed,
+                dfs(0, -1, m, m * u, np.zeros(n, dtype=np.int64), 0, np.zeros(n), np.zeros(A), 0, [], allowed,
                     rest_min, rest_max)
             m += 1
     except _GaveUp:
