@@ -139,7 +139,7 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
     add_units = [units_u[i][:, None] * cov_u for i in range(L)]
     add_total = [units_u[i] * cov_u.sum(axis=1) for i in range(L)]
     add_ar = [ls.param[i] * ar_busy * grp[:, None] if ls.param[i] > 0 else None for i in range(L)]
-    add_ar_hop = [np.where(grp, ar_hop, 0) if ls.param[i] > 0 else None for i in range(L)]
+    ar_hop_grp = np.where(grp, ar_hop, 0)
     acts = {float(v) for v in ls.act[:-1] if v > 0}
     rs_one = rs_busy * acts.pop() if len(acts) == 1 else None
 
@@ -167,7 +167,7 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
         nu = nu[ok]
         if add_ar[i] is not None:
             nl = load + add_ar[i][a]
-            nh = np.maximum(add_ar_hop[i][a], hops)
+            nh = np.maximum(ar_hop_grp[a], hops)
         else:
             nl = np.repeat(load[None, :], a.size, axis=0)
             nh = np.full(a.size, hops)

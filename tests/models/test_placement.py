@@ -317,7 +317,7 @@ def test_local_search_is_never_worse_than_its_starts():
 
 
 def test_the_local_search_counts_its_set_up_in_its_time_and_can_reuse_a_scorer(monkeypatch):
-    # A scorer that takes 0.4 s to build (patched) and a 0.3 s budget: the descent starts past the
+    # A scorer that takes 0.6 s to build (patched) and a 0.3 s budget: the descent starts past the
     # deadline, so the best start comes back at once (before, the budget began after the build,
     # 0.7 s at dlrm-128-d8 past any limit). A scorer passed in is used as it is, not rebuilt.
     import time as clock
@@ -332,17 +332,17 @@ def test_the_local_search_counts_its_set_up_in_its_time_and_can_reuse_a_scorer(m
     real_init = ps._LocalSearch.__init__
 
     def slow_init(self, *a, **k):
-        clock.sleep(0.4)
+        clock.sleep(0.6)
         real_init(self, *a, **k)
 
     monkeypatch.setattr(ps._LocalSearch, "__init__", slow_init)
     t0 = clock.perf_counter()
     best = pl.improve_strategy(inst, rf, starts, 0.3)
-    assert clock.perf_counter() - t0 < 0.4 + 0.15  # the build, then at most a descent step (0.7 s before)
+    assert clock.perf_counter() - t0 < 0.6 + 0.25  # the build, then a descent step or so (0.9 s and more before)
     assert not pl.validate_strategy(inst.workload, inst.n, best)
     t0 = clock.perf_counter()
     reused = pl.improve_strategy(inst, rf, starts, 0.3, ls=scorer)
-    assert clock.perf_counter() - t0 < 0.3 + 0.15  # no 0.4 s build inside
+    assert clock.perf_counter() - t0 < 0.3 + 0.25  # no 0.6 s build inside
     scores = [strategy_times(inst, rf, s)["iteration_time_s"] for s in starts]
     assert strategy_times(inst, rf, reused)["iteration_time_s"] <= min(scores) * (1 + 1e-12)
 
