@@ -60,7 +60,7 @@ from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 from .common import ExactOptions, check_backend, export_model, run_model, solution_status, time_left
 from .placement_bounds import chain_bound
 from .placement_enumeration import enumerate_placement
-from .placement_levels import level_search
+from .placement_levels import level_search, not_levelled
 from .placement_enumeration import fits as enumeration_fits
 from .placement_data import (
     RING_POLICIES,
@@ -777,12 +777,24 @@ def heuristic_topology(instance: Instance) -> np.ndarray:
     return heuristic_design(instance).topology.matrix  # only the links are needed: no evaluation
 
 
-def _default_local_search_s(instance: Instance, time_limit_s: float | None) -> float:
-    """Seconds of local search before the MILP when the caller did not say (see SMALL_PLACEMENT_OPTIONS)."""
+#: The local search's default share of a time limit (at most 30 s), and its share when the compute-
+#: level search may apply (no blocks, layer times on one lattice): that search is exact and keeps
+#: the best strategy it finds, so the local search only gives it a first incumbent. Measured on
+#: bert-128-d8 (60 s, one run each, 2-core machine about 2x slower than session 17's): shortest
+#: rings optimal in 46.7 s with 6 s of local search against 55.2 s with 15 s; coset rings 25.344 ms
+#: either way (the local search ends at the same strategy in both).
+LOCAL_SEARCH_SHARE = 0.25
+LEVELLED_LOCAL_SEARCH_SHARE = 0.1
+
+
+def _default_local_search_s(instance: Instance, time_limit_s: float | None, levelled: bool = False) -> float:
+    """Seconds of local search before the MILP when the caller did not say (see SMALL_PLACEMENT_OPTIONS
+    and LOCAL_SEARCH_SHARE; ``levelled``: the compute-level search may apply)."""
     w, n = instance.workload, instance.n
     if len(layer_options(w, n)[0]) + n * len(w.blocks) <= SMALL_PLACEMENT_OPTIONS:
         return 0.0
-    return 10.0 if time_limit_s is None else min(30.0, 0.25 * time_limit_s)
+    share = LEVELLED_LOCAL_SEARCH_SHARE if levelled else LOCAL_SEARCH_SHARE
+    return 10.0 if time_limit_s is None else min(30.0, share * time_limit_s)
 
 
 def _export_placement(instance: Instance, X: np.ndarray, rf: RoutingFractions, max_starts: int | None,
@@ -832,7 +844,8 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     local_search_s : float, optional
         Seconds of local search before the MILP (0: none, and the MILP always runs). Default: none
         for a small problem (at most :data:`SMALL_PLACEMENT_OPTIONS` options), else a quarter of the
-        time limit, at most 30 s (10 s without a time limit); it stops earlier once it stalls.
+        time limit (a tenth when the compute-level search may apply: :data:`LEVELLED_LOCAL_SEARCH_SHARE`),
+        at most 30 s (10 s without a time limit); it stops earlier once it stalls.
         When the MILP would exceed :data:`MILP_SEARCH_NONZEROS` non-zeros, the rest of the time
         limit is local search too.
     chain_bound_s : float, optional
@@ -922,7 +935,8 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         details["start_iteration_time_s"] = min(scored)[0]
         incumbent = cands[min(scored)[1]]
         if local_search_s is None:
-            local_search_s = _default_local_search_s(instance, options.time_limit_s)
+            levelled = formulation != "milp" and max_starts is None and not_levelled(ls) is None
+            local_search_s = _default_local_search_s(instance, options.time_limit_s, levelled)
         if local_search_s > 0:
             t0 = time.perf_counter()
             order = sorted(range(len(scored)), key=lambda j: scored[j][0])[:LOCAL_SEARCH_STARTS]

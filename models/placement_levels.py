@@ -20,7 +20,7 @@ from topoopt_ilp.strategy import Strategy
 
 from .placement_search import _LocalSearch
 
-__all__ = ["MAX_LEVELS", "MAX_TABLE_ENTRIES", "LevelResult", "level_search", "level_unit"]
+__all__ = ["MAX_LEVELS", "MAX_TABLE_ENTRIES", "LevelResult", "level_search", "level_unit", "not_levelled"]
 
 #: Levels (distinct busiest-server computes) the search may visit; more: not applicable.
 MAX_LEVELS = 4096
@@ -89,21 +89,30 @@ class _GaveUp(Exception):
     pass
 
 
+def not_levelled(ls: _LocalSearch) -> str | None:
+    """Why the search cannot apply to ``ls``'s problem whatever the incumbent, or None (it may: the
+    number of levels and usable types below the incumbent are checked by :func:`level_search`)."""
+    if ls.w.blocks:
+        return "the workload has blocks"
+    if ls.path_c is not None or ls.instance.objective != "iteration_time":
+        return "only the busiest_server compute model and iteration_time are levelled"
+    finite = np.isfinite(ls.lt) & (ls.rep_mem <= ls.cap)
+    if level_unit(ls.lt[finite]) is None:
+        return "the layer times have no common unit"
+    if not finite.any(axis=1).all():
+        return "a layer has no option that fits"
+    return None
+
+
 def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | None) -> LevelResult:
     """The search of the comment block above from the incumbent value ``upper`` (seconds)."""
     inst, w, n = ls.instance, ls.w, ls.n
-    if w.blocks:
-        return LevelResult("not_applicable", reason="the workload has blocks")
-    if ls.path_c is not None or inst.objective != "iteration_time":
-        return LevelResult("not_applicable", reason="only the busiest_server compute model and iteration_time are levelled")
+    if (reason := not_levelled(ls)) is not None:
+        return LevelResult("not_applicable", reason=reason)
     finite = np.isfinite(ls.lt) & (ls.rep_mem <= ls.cap)
     u = level_unit(ls.lt[finite])
-    if u is None:
-        return LevelResult("not_applicable", reason="the layer times have no common unit")
     units = np.where(finite, np.rint(np.where(finite, ls.lt, 0.0) / u), -1).astype(np.int64)
     L = len(units)
-    if not (units >= 0).any(axis=1).all():
-        return LevelResult("not_applicable", reason="a layer has no option that fits")
     least_total = sum(int((units[i, ok] * ls.type_k[ok]).min()) for i, ok in enumerate(units >= 0))
     m_lo = -(-least_total // n)
     m_hi = int(sum(units[i][units[i] >= 0].max() for i in range(L)))  # every layer at its slowest on one server

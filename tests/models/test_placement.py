@@ -428,6 +428,30 @@ def test_the_milp_needs_a_share_of_the_limit_unless_asked_for(monkeypatch):
     check_solution(inst, milp)
 
 
+@pytest.mark.parametrize("model,share", [("bert", pl.LEVELLED_LOCAL_SEARCH_SHARE), ("dlrm", pl.LOCAL_SEARCH_SHARE)])
+def test_the_local_search_takes_a_tenth_of_the_limit_before_a_level_search(monkeypatch, model, share):
+    # A 32-server BERT (identical layers, no blocks: the compute-level search may apply) gives the
+    # local search a tenth of the limit; a DLRM (embedding tables: it cannot) a quarter.
+    from topoopt_ilp.zoo import generate
+
+    class Stop(Exception):
+        pass
+
+    def record(*a, **k):
+        calls.append(a[3])
+        raise Stop
+
+    calls = []
+    inst = io.parse_instance(generate(model, 32, 4, 100.0))
+    monkeypatch.setattr(pl, "improve_strategy", record)
+    with pytest.raises(Stop):
+        solve_placement(inst, ExactOptions(time_limit_s=20, gap=1e-9))
+    assert calls == [pytest.approx(share * 20)]
+    assert (pl.not_levelled(pl._LocalSearch(inst, shortest_path_fractions(
+        solve_placement(inst, ExactOptions(time_limit_s=0.5, gap=1.0), local_search_s=0).topology.matrix,
+        inst.cluster.link_bytes_per_s))) is None) == (model == "bert")
+
+
 def test_the_time_a_skipped_milp_leaves_goes_to_local_search(monkeypatch):
     # 1.5 s of a 10 s limit left (time_left patched): below the MILP's share, so no MILP; the local
     # search (on, as asked) gets those 1.5 s from the incumbent, and the details say so.
