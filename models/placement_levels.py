@@ -106,7 +106,7 @@ def not_levelled(ls: _LocalSearch) -> str | None:
 
 def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | None) -> LevelResult:
     """The search of the comment block above from the incumbent value ``upper`` (seconds)."""
-    inst, w, n = ls.instance, ls.w, ls.n
+    n = ls.n
     if (reason := not_levelled(ls)) is not None:
         return LevelResult("not_applicable", reason=reason)
     finite = np.isfinite(ls.lt) & (ls.rep_mem <= ls.cap)
