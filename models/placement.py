@@ -780,9 +780,10 @@ def heuristic_topology(instance: Instance) -> np.ndarray:
 #: The local search's default share of a time limit (at most 30 s), and its share when the compute-
 #: level search may apply (no blocks, layer times on one lattice): that search is exact and keeps
 #: the best strategy it finds, so the local search only gives it a first incumbent. Measured on
-#: bert-128-d8 (60 s, one run each, 2-core machine about 2x slower than session 17's): shortest
-#: rings optimal in 46.7 s with 6 s of local search against 55.2 s with 15 s; coset rings 25.344 ms
-#: either way (the local search ends at the same strategy in both).
+#: bert-128-d8 (``benchmarks/placement_scale.py``, 60 s, one run each, 2-core machine about 2x slower
+#: than session 17's): shortest rings optimal in 47.8 s with 6 s of local search against 55.2 s with
+#: 15 s; coset rings 25.344 ms with 6 s and with 15 s in direct runs (24.93 ms in one 15 s run: the
+#: local search's spread).
 LOCAL_SEARCH_SHARE = 0.25
 LEVELLED_LOCAL_SEARCH_SHARE = 0.1
 
