@@ -29,6 +29,8 @@ MAX_TABLE_ENTRIES = 20_000_000
 _UNIT_DIVISORS = 64
 #: The clock is read every this many nodes.
 _CLOCK_NODES = 256
+#: At most this many floats (160 MB) of per-(layer, previous type) addition tables are kept.
+_CACHE_FLOATS = 20_000_000
 _UNIT_RTOL = 1e-9
 #: Sums in another order differ in the last bits: a value must be below the threshold by this much
 #: (relative) to count, and the bound is lowered by it.
@@ -153,6 +155,26 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
     rs_one = rs_busy * acts.pop() if len(acts) == 1 else None
 
     state = {"theta": upper * (1 - gap), "value": upper, "best": None, "nodes": 0}
+    cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # cleared per level (allowed changes)
+    cached = [0]  # floats held; past _CACHE_FLOATS the cache starts afresh
+
+    def adds(i: int, prev: int, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What layer i on each type of ``a`` adds to the arcs' busy times and the longest path after
+        layer i - 1 on ``prev`` (-1: none): its AllReduce and the resharding from prev (rs_busy[prev,
+        prev] is 0 and so is its hop count: no self-pairs). One table per (i, prev) and level."""
+        hit = cache.get((i, prev))
+        if hit is None:
+            add_l = add_ar[i][a] if add_ar[i] is not None else np.zeros((a.size, A))
+            add_h = ar_hop_grp[a] if add_ar[i] is not None else np.zeros(a.size, dtype=np.int64)
+            if prev >= 0 and ls.act[i - 1] > 0:
+                add_l = add_l + (rs_one[prev, a] if rs_one is not None else ls.act[i - 1] * rs_busy[prev, a])
+                add_h = np.maximum(add_h, rs_hop[prev, a])
+            if cached[0] + add_l.size > _CACHE_FLOATS:
+                cache.clear()
+                cached[0] = 0
+            hit = cache[(i, prev)] = (add_l, add_h)
+            cached[0] += add_l.size
+        return hit
 
     def dfs(i: int, prev: int, m: int, comp: float, u_srv: np.ndarray, u_total: int, mem: np.ndarray, load: np.ndarray,
             hops: int, seq: list[int], allowed: list[np.ndarray], rest_min: np.ndarray, rest_max: np.ndarray) -> None:
@@ -174,15 +196,9 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
         if not a.size:
             return
         nu = nu[ok]
-        if add_ar[i] is not None:
-            nl = load + add_ar[i][a]
-            nh = np.maximum(ar_hop_grp[a], hops)
-        else:
-            nl = np.repeat(load[None, :], a.size, axis=0)
-            nh = np.full(a.size, hops)
-        if prev >= 0 and ls.act[i - 1] > 0:  # rs_busy[prev, prev] is 0 and so is its hop count (no self-pairs)
-            nl += rs_one[prev, a] if rs_one is not None else ls.act[i - 1] * rs_busy[prev, a]
-            nh = np.maximum(nh, rs_hop[prev, a])
+        add_l, add_h = adds(i, prev, allowed[i])
+        nl = load + add_l[ok]
+        nh = np.maximum(add_h[ok], hops)
         busy = nl.max(axis=1) if A else np.zeros(a.size)
         value = ls.combine(comp, busy, np.where(busy > 0, nh, 0))  # no latency without traffic
         for c in np.argsort(value, kind="stable"):
@@ -205,6 +221,8 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
     try:
         while m <= m_hi and m * u < state["theta"] * (1 - _FLOAT_RTOL):  # compute alone: C + 0 or max(C, 0)
             allowed = [np.flatnonzero((units_u[i] >= 0) & (units_u[i] <= m)) for i in range(L)]
+            cache.clear()
+            cached[0] = 0
             if all(x.size for x in allowed):
                 least = np.array([int((units_u[i, x] * k_u[x]).min()) for i, x in enumerate(allowed)] + [0])
                 most = np.array([int(units_u[i, x].max()) for i, x in enumerate(allowed)] + [0])

@@ -56,6 +56,21 @@ def test_level_search_finds_the_brute_force_optimum(seed):
     assert loose.status == "complete" and best * 0.9 * (1 - 1e-9) <= loose.bound <= best * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("seed", range(0, 30, 5))
+def test_the_addition_tables_kept_or_dropped_give_the_same_search(monkeypatch, seed):
+    # The per-(layer, previous type) tables are a cache: with room for none (every table rebuilt at
+    # once) the search visits the same nodes and ends at the same value and bound.
+    from topoopt_ilp.models import placement_levels as plv
+
+    rng = np.random.default_rng(seed)
+    inst, X = _lattice_instance(rng, (4, 6, 8)[seed % 3])
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
+    kept = level_search(_LocalSearch(inst, rf), np.inf, 0.0, None)
+    monkeypatch.setattr(plv, "_CACHE_FLOATS", 0)
+    dropped = level_search(_LocalSearch(inst, rf), np.inf, 0.0, None)
+    assert (dropped.nodes, dropped.value, dropped.bound, dropped.strategy) == (kept.nodes, kept.value, kept.bound, kept.strategy)
+
+
 def test_a_search_stopped_early_keeps_what_it_settled(monkeypatch):
     """Stopped at node c + 1 (the clock read at every node, past the deadline from its reading c
     on): the strategy found so far scores its value, and the bound (levels finished, then the
