@@ -157,12 +157,13 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
 
     state = {"theta": upper * (1 - gap), "value": upper, "best": None, "nodes": 0}
     cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # cleared per level (allowed changes)
-    cached = [0]  # floats held; past _CACHE_FLOATS the cache starts afresh
+    cached = 0  # floats held; past _CACHE_FLOATS the cache starts afresh
 
     def adds(i: int, prev: int, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What layer i on each type of ``a`` adds to the arcs' busy times and the longest path after
         layer i - 1 on ``prev`` (-1: none): its AllReduce and the resharding from prev (rs_busy[prev,
         prev] is 0 and so is its hop count: no self-pairs). One table per (i, prev) and level."""
+        nonlocal cached
         hit = cache.get((i, prev))
         if hit is None:
             add_l = add_ar[i][a] if add_ar[i] is not None else np.zeros((a.size, A))
@@ -170,11 +171,11 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
             if prev >= 0 and ls.act[i - 1] > 0:
                 add_l = add_l + (rs_one[prev, a] if rs_one is not None else ls.act[i - 1] * rs_busy[prev, a])
                 add_h = np.maximum(add_h, rs_hop[prev, a])
-            if cached[0] + add_l.size > _CACHE_FLOATS:
+            if cached + add_l.size > _CACHE_FLOATS:
                 cache.clear()
-                cached[0] = 0
+                cached = 0
             hit = cache[(i, prev)] = (add_l, add_h)
-            cached[0] += add_l.size
+            cached += add_l.size
         return hit
 
     def dfs(i: int, prev: int, m: int, comp: float, u_srv: np.ndarray, u_total: int, mem: np.ndarray, load: np.ndarray,
@@ -223,7 +224,7 @@ def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | N
         while m <= m_hi and m * u < state["theta"] * (1 - _FLOAT_RTOL):  # compute alone: C + 0 or max(C, 0)
             allowed = [np.flatnonzero((units_u[i] >= 0) & (units_u[i] <= m)) for i in range(L)]
             cache.clear()
-            cached[0] = 0
+            cached = 0
             if all(x.size for x in allowed):
                 least = np.array([int((units_u[i, x] * k_u[x]).min()) for i, x in enumerate(allowed)] + [0])
                 most = np.array([int(units_u[i, x].max()) for i, x in enumerate(allowed)] + [0])

@@ -57,7 +57,7 @@ from topoopt_ilp.instance import Instance
 from topoopt_ilp.solvers import ModelBuilder
 from topoopt_ilp.strategy import Strategy
 
-from .common import ExactOptions, run_model
+from .common import ExactOptions, run_model, solution_status
 from .placement_bounds import _is_circulant
 from .placement_data import TIME_UNIT_S, RoutingFractions, path_rows
 from .placement_search import _block_classes, _LocalSearch
@@ -137,10 +137,10 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
     # AllReduce
     for i in range(L):
         if ls.param[i] > 0:
+            ti = types[xt[xi == i]]
             cols = xcol[i, xt[xi == i]]
-            add_load(cols, ls.ar[types[xt[xi == i]]], ls.param[i])
-            hops = ls.ar_hop[types[xt[xi == i]]]
-            hop_rows.append((cols, None, hops))
+            add_load(cols, ls.ar[ti], ls.param[i])
+            hop_rows.append((cols, None, ls.ar_hop[ti]))
     # Resharding: the transportation rows (y = x_i x_{i+1}^T at integer x)
     for i in range(L - 1):
         if ls.act[i] <= 0:
@@ -209,19 +209,22 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
     er, ec, ev = np.concatenate(load_r), np.concatenate(load_c), np.concatenate(load_v)
     b.add_constraints(np.r_[er, np.arange(len(reps))], np.r_[ec, np.full(len(reps), Tb)],
                       np.r_[ev, -np.ones(len(reps))], ub=0.0, count=len(reps), name="load")
-    # Hops: H >= h * col (or h * (col + col2 - 1))
+    # Hops: h col - H <= 0, or h col + h col2 - H <= h (H >= h when both are on), one row per h > 0
     hr, hc, hv, hub = [], [], [], []
     row = 0
     for cols, cols2, hops in hop_rows:
         keep = np.flatnonzero(hops > 0)
-        for j in keep:
-            hr += [row, row] + ([row] if cols2 is not None else [])
-            hc += [int(cols[j]), H] + ([int(cols2)] if cols2 is not None else [])
-            hv += [float(hops[j]), -1.0] + ([float(hops[j])] if cols2 is not None else [])
-            hub.append(float(hops[j]) if cols2 is not None else 0.0)
-            row += 1
+        h, rows = hops[keep].astype(float), row + np.arange(keep.size)
+        hr += [rows, rows]
+        hc += [np.asarray(cols)[keep], np.full(keep.size, H)]
+        hv += [h, -np.ones(keep.size)]
+        if cols2 is not None:
+            hr.append(rows), hc.append(np.full(keep.size, cols2)), hv.append(h)
+        hub.append(h if cols2 is not None else np.zeros(keep.size))
+        row += keep.size
     if row:
-        b.add_constraints(hr, hc, hv, ub=np.array(hub), count=row, name="hops")
+        b.add_constraints(np.concatenate(hr), np.concatenate(hc), np.concatenate(hv), ub=np.concatenate(hub),
+                          count=row, name="hops")
     alpha = instance.cluster.hop_latency_s / unit
     if instance.objective == "comm_time":
         b.set_objective([Tb, H], [1.0, alpha])
@@ -233,14 +236,12 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
         b.set_objective([C, Tb, H], [1.0, 1.0, alpha])
     model = b.build()
     result = run_model(model, options)
-    status = str(getattr(result.status, "value", result.status))
+    status = solution_status(result)
     if result.values is None:
         return SymmetricResult(None, None, None if result.bound is None else result.bound * unit, status, p,
                                model.num_nonzeros)
     v = np.asarray(result.values)
-    chosen = xt[v[x.index] > 0.5]
-    order = np.argsort(xi[v[x.index] > 0.5])
-    ty = types[chosen[order]]
+    ty = types[xt[v[x.index] > 0.5]]  # np.nonzero listed the options layer by layer
     block_server = [0] * len(w.blocks)
     for cls, m in zip(classes, m_cols):
         counts = np.rint(v[m]).astype(int)

@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 from conftest import placed_solution
+from test_placement_bounds import circulant
 from topoopt_ilp.evaluate import evaluate
 from topoopt_ilp.instance import Cluster, Instance
 from topoopt_ilp.models.common import ExactOptions
@@ -16,14 +17,6 @@ from topoopt_ilp.strategy import Strategy, server_memory
 from topoopt_ilp.workload import Block, Layer, Workload
 
 N = 8
-
-
-def circulant(n: int, offsets) -> np.ndarray:
-    X = np.zeros((n, n), dtype=np.int64)
-    for i in range(n):
-        for o in offsets:
-            X[i, (i + o) % n] = X[i, (i - o) % n] = 1
-    return X
 
 
 def workload(blocks: int, memory: float = 1e12) -> Workload:
