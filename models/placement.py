@@ -817,7 +817,8 @@ def _export_placement(instance: Instance, X: np.ndarray, rf: RoutingFractions, m
 
 def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndarray | None = None, *,
                     max_starts: int | None = None, start: Strategy | dict | None = None,
-                    local_search_s: float | None = None, chain_bound_s: float | None = None) -> Solution:
+                    local_search_s: float | None = None, chain_bound_s: float | None = None,
+                    exact_blocks: bool = True) -> Solution:
     """Choose a config and start per layer and a server per block, minimising the iteration time.
 
     Parameters
@@ -853,6 +854,10 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         Seconds for :func:`~.placement_bounds.chain_bound`, its precomputation included (0: only
         the volume relaxation). Default: 30 % of the time limit (5 s without one). It is skipped
         when the volume relaxation already proves the gap.
+    exact_blocks : bool
+        The local search re-places every new best strategy's blocks by the exact block MILP
+        (:func:`~.block_placement.place_blocks_exactly`, always HiGHS, whatever ``options.backend``)
+        and descends again when that gains. Default on; off is the search before it (benchmarks).
 
     Returns
     -------
@@ -942,7 +947,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
             t0 = time.perf_counter()
             order = sorted(range(len(scored)), key=lambda j: scored[j][0])[:LOCAL_SEARCH_STARTS]
             incumbent = improve_strategy(instance, rf, [cands[j] for j in order], local_search_s,
-                                         seed=options.seed or 0, ls=ls)
+                                         seed=options.seed or 0, ls=ls, exact_blocks=exact_blocks)
             details["local_search_s"] = time.perf_counter() - t0
         inc_time = strategy_times(instance, rf, incumbent)["iteration_time_s"]
         details["local_search_iteration_time_s"] = inc_time
@@ -1031,7 +1036,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         if local_search_s and remaining is not None and remaining > 0.5:
             t0 = time.perf_counter()
             cand = improve_strategy(instance, rf, incumbent, remaining, seed=(options.seed or 0) + 1, max_stall=10 ** 9,
-                                    ls=ls)
+                                    ls=ls, exact_blocks=exact_blocks)
             cand_time = strategy_times(instance, rf, cand)["iteration_time_s"]
             if cand_time < inc_time:
                 incumbent, inc_time = cand, cand_time

@@ -239,6 +239,22 @@ def objective_of(instance: Instance, compute, comm):
     return np.maximum(compute, comm) if instance.workload.overlap == "full" else compute + comm
 
 
+def set_objective_of(b, instance: Instance, C: int, T: int, H: int, alpha: float) -> int | None:
+    """:func:`objective_of` as a model's objective over its columns C (compute), T (bandwidth) and H
+    (hops, ``alpha`` per hop; model units): comm_time T + alpha H, under full overlap a column Z >=
+    both (returned), else C + T + alpha H."""
+    if instance.objective == "comm_time":
+        b.set_objective([T, H], [1.0, alpha])
+        return None
+    if instance.workload.overlap == "full":
+        Z = b.add_variables(1, name="Z").index[0]
+        b.add_constraints([0, 0, 1, 1, 1], [C, Z, T, H, Z], [1.0, -1.0, 1.0, alpha, -1.0], ub=0.0, count=2, name="overlap")
+        b.set_objective([Z], [1.0])
+        return int(Z)
+    b.set_objective([C, T, H], [1.0, 1.0, alpha])
+    return None
+
+
 def strategy_times(instance: Instance, rf: RoutingFractions, strategy: Strategy) -> dict[str, float]:
     """Compute, bandwidth, latency and iteration time (seconds) of a strategy on ``rf``'s topology,
     by the evaluator's definitions (shortest-path routing, the rings of :func:`placement_routing`)."""

@@ -563,8 +563,16 @@ def _adjacent_strides(n: int, g: int, dist: np.ndarray) -> list[int]:
     return sorted(totals, key=lambda p: (totals[p], p))[:STRIDES]
 
 
+#: improve_strategy's exact block move (workloads with blocks): the last BLOCK_POLISH_SHARE of its
+#: time, at most BLOCK_POLISH_S seconds (README, Benchmarks: as a move after every new best it gained
+#: or lost by more than the run-to-run spread of the search, seed by seed; at the end, on the same
+#: layers, it always gains).
+BLOCK_POLISH_S, BLOCK_POLISH_SHARE = 3.0, 0.1
+
+
 def improve_strategy(instance: Instance, rf: RoutingFractions, start: Strategy | list[Strategy], time_limit_s: float,
-                     seed: int = 0, max_stall: int = 30, kick_top: int = 8, ls: _LocalSearch | None = None) -> Strategy:
+                     seed: int = 0, max_stall: int = 30, kick_top: int = 8, ls: _LocalSearch | None = None,
+                     exact_blocks: bool = True) -> Strategy:
     """Iterated local search for at most ``time_limit_s`` seconds. ``start`` is one memory-feasible
     strategy or several: each is first descended (:meth:`_LocalSearch.descend`, within half the
     budget shared equally; descents from different starts end in very different local optima), then
@@ -572,7 +580,13 @@ def improve_strategy(instance: Instance, rf: RoutingFractions, start: Strategy |
     for it and descend again, keeping the best. Stops early after ``max_stall`` kicks without
     improvement (small instances converge in well under a second). Never worse than any start.
     ``ls``: a scorer of ``instance`` on ``rf`` to reuse with its pattern caches (its state is
-    overwritten); else one is built, inside the time limit (0.7 s at dlrm-128-d8)."""
+    overwritten); else one is built, inside the time limit (0.7 s at dlrm-128-d8). ``exact_blocks``
+    (workloads with blocks): the last :data:`BLOCK_POLISH_SHARE` of the time, at most
+    :data:`BLOCK_POLISH_S`, re-places the best strategy's blocks by the exact block MILP
+    (:func:`.block_placement.polish_blocks`, HiGHS) and descends again from what it gains, while
+    that moves the layers (the single-block moves stop where moving several blocks at once pays)."""
+    from .block_placement import MIN_POLISH_S, polish_blocks  # imported here: it builds on this module's scorer
+
     starts = [start] if isinstance(start, Strategy) else list(start)
     t_begin = time.perf_counter()
     ls = ls or _LocalSearch(instance, rf)
@@ -588,27 +602,49 @@ def improve_strategy(instance: Instance, rf: RoutingFractions, start: Strategy |
             best, best_t, best_bs = cur, ls.t.copy(), ls.bs.copy()
     ls.t, ls.bs = best_t.copy(), best_bs.copy()
     ls.refresh()
-    stall = 0
-    while time.perf_counter() < deadline and stall < max_stall:
-        i = int(rng.integers(L))
-        j = min(L - 1, i + int(rng.integers(0, 3)))
-        it, _ = ls.segment_move(i, j)
-        it[ls.t[i]] = np.inf if i == j else it[ls.t[i]]  # moving a single layer onto itself is no kick
-        allowed = np.flatnonzero(np.isfinite(it))
-        stall += 1
-        if allowed.size == 0:
-            continue
-        if kick_top:  # a random one of the best few placements of the run: disturbs without wrecking
-            allowed = allowed[np.argsort(it[allowed])][:kick_top]
-        ls.t[i:j + 1] = int(rng.choice(allowed))
-        ls.refresh()
-        cur = ls.descend(deadline, rng)
-        if cur[0] < best[0] * (1 - 1e-9):
-            best, best_t, best_bs, stall = cur, ls.t.copy(), ls.bs.copy(), 0
-        else:
-            ls.t, ls.bs = best_t.copy(), best_bs.copy()
+    end, reserve = deadline, min(BLOCK_POLISH_S, BLOCK_POLISH_SHARE * time_limit_s)
+    polish = exact_blocks and len(instance.workload.blocks) > 0 and reserve >= MIN_POLISH_S
+    if polish:  # the exact block move's share, at the end
+        deadline -= reserve
+
+    def kicks(until: float, best, best_t, best_bs) -> bool:
+        """Kick and descend from the best (its score, types, block servers) until ``until`` or
+        ``max_stall`` kicks without improvement; ls ends at the best; True when the time ran out."""
+        stall = 0
+        while time.perf_counter() < until and stall < max_stall:
+            i = int(rng.integers(L))
+            j = min(L - 1, i + int(rng.integers(0, 3)))
+            it, _ = ls.segment_move(i, j)
+            it[ls.t[i]] = np.inf if i == j else it[ls.t[i]]  # moving a single layer onto itself is no kick
+            allowed = np.flatnonzero(np.isfinite(it))
+            stall += 1
+            if allowed.size == 0:
+                continue
+            if kick_top:  # a random one of the best few placements of the run: disturbs without wrecking
+                allowed = allowed[np.argsort(it[allowed])][:kick_top]
+            ls.t[i:j + 1] = int(rng.choice(allowed))
             ls.refresh()
-    ls.t, ls.bs = best_t, best_bs
+            cur = ls.descend(until, rng)
+            if cur[0] < best[0] * (1 - 1e-9):
+                best, best_t, best_bs, stall = cur, ls.t.copy(), ls.bs.copy(), 0
+            else:
+                ls.t, ls.bs = best_t.copy(), best_bs.copy()
+                ls.refresh()
+        ls.t, ls.bs = best_t, best_bs
+        ls.refresh()
+        return stall < max_stall
+
+    ran_out = kicks(deadline, best, best_t, best_bs)
+    if polish:
+        # the best strategy's blocks placed exactly for its layers, descended again while that moves the
+        # layers; then (unless the kicks had stalled and nothing moved) the kicks go on until the end
+        cur = gained = ls.score()
+        while (better := polish_blocks(ls, cur[0], end)) is not None:
+            cur = ls.descend(end, rng)
+            if cur[0] >= better * (1 - 1e-9):  # the layers stayed: the blocks are already placed
+                break
+        if ran_out or cur[0] < gained[0] * (1 - 1e-9):
+            kicks(end, cur, ls.t.copy(), ls.bs.copy())
     return ls.strategy()
 
 

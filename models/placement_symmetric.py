@@ -59,7 +59,7 @@ from topoopt_ilp.strategy import Strategy
 
 from .common import ExactOptions, run_model, solution_status
 from .placement_bounds import _is_circulant
-from .placement_data import TIME_UNIT_S, RoutingFractions, path_rows
+from .placement_data import TIME_UNIT_S, RoutingFractions, path_rows, set_objective_of
 from .placement_search import _block_classes, _LocalSearch
 
 __all__ = ["SymmetricResult", "symmetric_periods", "symmetric_placement"]
@@ -226,14 +226,7 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
         b.add_constraints(np.concatenate(hr), np.concatenate(hc), np.concatenate(hv), ub=np.concatenate(hub),
                           count=row, name="hops")
     alpha = instance.cluster.hop_latency_s / unit
-    if instance.objective == "comm_time":
-        b.set_objective([Tb, H], [1.0, alpha])
-    elif w.overlap == "full":
-        Z = b.add_variables(1, name="Z").index[0]
-        b.add_constraints([0, 0, 1, 1, 1], [C, Z, Tb, H, Z], [1.0, -1.0, 1.0, alpha, -1.0], ub=0.0, count=2, name="overlap")
-        b.set_objective([Z], [1.0])
-    else:
-        b.set_objective([C, Tb, H], [1.0, 1.0, alpha])
+    set_objective_of(b, instance, C, Tb, H, alpha)
     model = b.build()
     result = run_model(model, options)
     status = solution_status(result)
