@@ -64,7 +64,7 @@ def place_blocks_exactly(ls: _LocalSearch, strategy: Strategy, options: ExactOpt
     gap (None: :data:`BLOCK_GAP`); the strategy's own blocks are the warm start."""
     w, n, unit = ls.w, ls.n, TIME_UNIT_S
     ls.load_state(strategy)
-    classes = [c for c in _block_classes(w) if c]
+    classes = _block_classes(w)
     if not classes:
         return BlockResult(None, None, None, "infeasible", 0)
     # the layers' part: the state without its blocks
@@ -80,8 +80,8 @@ def place_blocks_exactly(ls: _LocalSearch, strategy: Strategy, options: ExactOpt
     C = b.add_variables(1, name="C").index[0]
     T = b.add_variables(1, name="T").index[0]
     H = b.add_variables(1, lb=float(H0), name="H").index[0]
-    comp_r, comp_c, comp_v, mem_v = [], [], [], []
-    load_r, load_c, load_v = [], [], []
+    srv_r, m_c, comp_v, mem_v = [], [], [], []  # the compute and memory rows share their (server, column) pairs
+    load_r, load_c, load_v = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
     hop_c, hop_v = [], []
     m_cols, warm = [], {}
     for cls in classes:
@@ -89,9 +89,10 @@ def place_blocks_exactly(ls: _LocalSearch, strategy: Strategy, options: ExactOpt
         N = len(cls)
         m = b.add_variables(n, ub=N, kind="integer", name="m").index
         m_cols.append(m)
-        warm.update(zip(m, np.bincount(ls.bs[cls], minlength=n)))
+        held = np.bincount(ls.bs[cls], minlength=n)
+        warm.update(zip(m, held))
         b.add_constraints(np.zeros(n), m, 1.0, lb=N, ub=N, count=1, name="count")
-        comp_r.append(np.arange(n)), comp_c.append(m)
+        srv_r.append(np.arange(n)), m_c.append(m)
         comp_v.append(np.full(n, float(blk.compute_s) / unit)), mem_v.append(np.full(n, float(blk.bytes) / ls.cap))
         if float(blk.lookup_bytes) <= 0:
             continue
@@ -105,18 +106,14 @@ def place_blocks_exactly(ls: _LocalSearch, strategy: Strategy, options: ExactOpt
                               np.r_[np.ones(far.size), -float(N) * np.ones(far.size)], ub=0.0, count=far.size,
                               name="u_on")
             hop_c.append(u), hop_v.append(hops[far].astype(float))
-            warm.update(zip(u, (np.bincount(ls.bs[cls], minlength=n)[far] > 0).astype(float)))
-    b.add_constraints(np.r_[np.concatenate(comp_r), np.arange(n)], np.r_[np.concatenate(comp_c), np.full(n, C)],
+            warm.update(zip(u, (held[far] > 0).astype(float)))
+    b.add_constraints(np.r_[np.concatenate(srv_r), np.arange(n)], np.r_[np.concatenate(m_c), np.full(n, C)],
                       np.r_[np.concatenate(comp_v), -np.ones(n)], ub=-comp0 / unit, count=n, name="compute")
     # in units of the server memory (bytes would put 1e11 in the rows: HiGHS warns of bad scaling)
-    b.add_constraints(np.concatenate(comp_r), np.concatenate(comp_c), np.concatenate(mem_v), ub=1.0 - mem0 / ls.cap,
+    b.add_constraints(np.concatenate(srv_r), np.concatenate(m_c), np.concatenate(mem_v), ub=1.0 - mem0 / ls.cap,
                       count=n, name="memory")
-    if load_r:
-        er = np.concatenate(load_r)
-        b.add_constraints(np.r_[er, np.arange(A)], np.r_[np.concatenate(load_c), np.full(A, T)],
-                          np.r_[np.concatenate(load_v), -np.ones(A)], ub=-load0 * inv_cap, count=A, name="load")
-    else:
-        b.add_constraints(np.arange(A), np.full(A, T), -1.0, ub=-load0 * inv_cap, count=A, name="load")
+    b.add_constraints(np.r_[np.concatenate(load_r), np.arange(A)], np.r_[np.concatenate(load_c), np.full(A, T)],
+                      np.r_[np.concatenate(load_v), -np.ones(A)], ub=-load0 * inv_cap, count=A, name="load")
     if hop_c:
         hc, hv = np.concatenate(hop_c), np.concatenate(hop_v)
         rows = np.arange(hc.size)
@@ -163,8 +160,8 @@ MIN_POLISH_S = 0.5
 
 def polish_blocks(ls: _LocalSearch, current_s: float, deadline: float) -> float | None:
     """The local search's exact block move: ``ls`` is at a strategy scoring ``current_s``; when the
-    block MILP (HiGHS, until ``deadline``, a ``time.perf_counter()``) places its blocks better, ``ls`` moves there and the new score is returned, else ``ls`` stays and
-    None is returned."""
+    block MILP (HiGHS, until ``deadline``, a ``time.perf_counter()``) places its blocks better,
+    ``ls`` moves there and the new score is returned, else ``ls`` stays and None is returned."""
     left = deadline - time.perf_counter()
     if left < MIN_POLISH_S:
         return None

@@ -855,9 +855,10 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         the volume relaxation). Default: 30 % of the time limit (5 s without one). It is skipped
         when the volume relaxation already proves the gap.
     exact_blocks : bool
-        The local search re-places every new best strategy's blocks by the exact block MILP
-        (:func:`~.block_placement.place_blocks_exactly`, always HiGHS, whatever ``options.backend``)
-        and descends again when that gains. Default on; off is the search before it (benchmarks).
+        Each local-search call ends by re-placing its best strategy's blocks with the exact block
+        MILP (:func:`~.block_placement.place_blocks_exactly`, always HiGHS, whatever
+        ``options.backend``; :func:`~.placement_search.improve_strategy`) and searching on from what
+        that gains. Default on; off is the search before it (benchmarks/block_placement.py).
 
     Returns
     -------
