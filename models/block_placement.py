@@ -158,14 +158,17 @@ def place_blocks_exactly(ls: _LocalSearch, strategy: Strategy, options: ExactOpt
 MIN_POLISH_S = 0.5
 
 
-def polish_blocks(ls: _LocalSearch, current_s: float, deadline: float) -> float | None:
+def polish_blocks(ls: _LocalSearch, current_s: float, deadline: float, max_nodes: int | None = None) -> float | None:
     """The local search's exact block move: ``ls`` is at a strategy scoring ``current_s``; when the
-    block MILP (HiGHS, until ``deadline``, a ``time.perf_counter()``) places its blocks better,
-    ``ls`` moves there and the new score is returned, else ``ls`` stays and None is returned."""
+    block MILP (HiGHS, until ``deadline``, a ``time.perf_counter()``, and at most ``max_nodes``
+    branch-and-bound nodes when given: a limit that, unlike the time, is the same on every machine)
+    places its blocks better, ``ls`` moves there and the new score is returned, else ``ls`` stays
+    and None is returned."""
     left = deadline - time.perf_counter()
     if left < MIN_POLISH_S:
         return None
-    result = place_blocks_exactly(ls, ls.strategy(), ExactOptions(time_limit_s=left, gap=BLOCK_GAP))
+    native = None if max_nodes is None else {"highs": {"mip_max_nodes": int(max_nodes)}}
+    result = place_blocks_exactly(ls, ls.strategy(), ExactOptions(time_limit_s=left, gap=BLOCK_GAP, native_options=native))
     if result.strategy is None or result.objective_s >= current_s * (1 - 1e-9):
         return None
     ls.load_state(result.strategy)

@@ -51,6 +51,9 @@ class ExactOptions:
     seed: int | None = None
     formulation: str | None = None  # None: the model's default (strong; auto for a workload's joint problem)
     rings: str | None = None  # the placement problem's ring policy (placement_data.RING_POLICIES); None: shortest
+    # The placement problem's local search budgeted in moves (placement_search.SearchBudget), not seconds:
+    # reproducible on any machine while the time limit does not cut it. None: by the time limit.
+    search_moves: int | None = None
     log: bool = False
     native_options: Mapping[str, Mapping[str, NativeValue]] | None = None  # {backend: {parameter: value}}
 
@@ -59,6 +62,9 @@ class ExactOptions:
             raise InputError(f"time limit must be a finite number >= 0, got {self.time_limit_s}")
         if self.gap is not None and (not math.isfinite(self.gap) or self.gap < 0):
             raise InputError(f"gap must be a finite number >= 0, got {self.gap}")
+        if self.search_moves is not None and (isinstance(self.search_moves, bool) or not isinstance(self.search_moves, int)
+                                              or self.search_moves < 1):
+            raise InputError(f"search moves must be an integer >= 1, got {self.search_moves!r}")
         if self.rings is not None:
             from .placement_data import check_ring_policy
 

@@ -831,7 +831,14 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         by default the enumeration, then the MILP when the enumeration gives up), ``rings``: how
         each AllReduce group is ringed (:data:`~.placement_data.RING_POLICIES`): ``"shortest"``
         (default) splits it equally over its TotientPerms rings of least hop total, ``"coset"`` is
-        one ring in coset order (:func:`~.placement_data.ring_strides`).
+        one ring in coset order (:func:`~.placement_data.ring_strides`). ``search_moves``: the local
+        search budgeted in moves (:class:`~.placement_search.SearchBudget`), not seconds: every
+        candidate start is scored, :data:`LOCAL_SEARCH_SHARE` of the moves go to the search before
+        the bounds and the rest, when the MILP is not run, to the search after them, each with the
+        time left as its safety net. The strategy found then depends only on the seed, not on the
+        machine, unless ``details["local_search_timed_out"]`` (the time ran out first; raise the
+        time limit or lower the moves). ``details["local_search_moves"]`` counts the moves used
+        (in both modes: a time-limited run's count is a starting point for a move budget).
     topology : numpy.ndarray, optional
         Link-count matrix X. Default: :func:`heuristic_topology` (the instance's fixed topology, else
         the TopoOpt heuristic's topology for the data-parallel start). The method layer passes its own.
@@ -904,6 +911,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         raise UnsupportedError("the topology is disconnected; the placement model needs every pair reachable")
     details: dict = {"model": "placement", "routing": "shortest_path (equal split)", "rings": rings}
     tol = options.gap if options.gap is not None else 1e-4
+    moves = options.search_moves  # None: the local search's stages share the time limit
     if options.export_model:
         # The MILP is the model of the problem, whichever stage settles it (the enumeration and the
         # bounds may return before it is built): written now, from the largest buildable restriction.
@@ -932,7 +940,9 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     if cands:
         # Scored in order (the cheap candidates first, the pipeline starts, whose count grows with
         # n, last) until CANDIDATE_SCORING_SHARE of the time limit has passed; at least one.
-        stop = math.inf if options.time_limit_s is None else started + CANDIDATE_SCORING_SHARE * options.time_limit_s
+        # (With a move budget every candidate is scored: the search's starts must not depend on the clock.)
+        timed = options.time_limit_s is not None and moves is None
+        stop = started + CANDIDATE_SCORING_SHARE * options.time_limit_s if timed else math.inf
         scored = []
         for j, st in enumerate(cands):
             if scored and time.perf_counter() > stop:
@@ -947,9 +957,15 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         if local_search_s > 0:
             t0 = time.perf_counter()
             order = sorted(range(len(scored)), key=lambda j: scored[j][0])[:LOCAL_SEARCH_STARTS]
-            incumbent = improve_strategy(instance, rf, [cands[j] for j in order], local_search_s,
-                                         seed=options.seed or 0, ls=ls, exact_blocks=exact_blocks)
-            details["local_search_s"] = time.perf_counter() - t0
+            if moves is None:
+                incumbent = improve_strategy(instance, rf, [cands[j] for j in order], local_search_s,
+                                             seed=options.seed or 0, ls=ls, exact_blocks=exact_blocks)
+            else:  # its share of the moves, the time left as the safety net
+                limit = math.inf if options.time_limit_s is None else time_left(options, started)
+                incumbent = improve_strategy(instance, rf, [cands[j] for j in order], limit, seed=options.seed or 0,
+                                             ls=ls, exact_blocks=exact_blocks, moves=max(1, int(LOCAL_SEARCH_SHARE * moves)))
+                details["local_search_timed_out"] = time.perf_counter() - t0 >= limit
+            details.update(local_search_s=time.perf_counter() - t0, local_search_moves=ls.moves_scored)
         inc_time = strategy_times(instance, rf, incumbent)["iteration_time_s"]
         details["local_search_iteration_time_s"] = inc_time
 
@@ -1030,20 +1046,29 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
                       bound=min(lb, inc_time), gap=gap_of(inc_time, lb), backend=options.backend)
 
     def without_milp(why: str) -> Solution:
-        """The incumbent, the MILP not run (``why``): the time left, when more than half a second
-        and the local search is on, goes to more local search from the incumbent."""
+        """The incumbent, the MILP not run (``why``): the time left (with a move budget: the moves
+        left, the time left as the safety net), when more than half a second and the local search
+        is on, goes to more local search from the incumbent."""
         nonlocal incumbent, inc_time
         remaining = time_left(options, started)
-        if local_search_s and remaining is not None and remaining > 0.5:
+        more = None if moves is None else moves - ls.moves_scored  # the rest of the move budget
+        if more is not None:
+            remaining = math.inf if remaining is None else remaining
+            if more > 0 and local_search_s and remaining <= 0.5:
+                details["local_search_timed_out"] = True  # moves were left, the time was not
+        if local_search_s and remaining is not None and remaining > 0.5 and (more is None or more > 0):
             t0 = time.perf_counter()
             cand = improve_strategy(instance, rf, incumbent, remaining, seed=(options.seed or 0) + 1, max_stall=10 ** 9,
-                                    ls=ls, exact_blocks=exact_blocks)
+                                    ls=ls, exact_blocks=exact_blocks, moves=more)
+            if more is not None:
+                details["local_search_timed_out"] = (details.get("local_search_timed_out", False)
+                                                     or time.perf_counter() - t0 >= remaining)
             cand_time = strategy_times(instance, rf, cand)["iteration_time_s"]
             if cand_time < inc_time:
                 incumbent, inc_time = cand, cand_time
             details.update(local_search_s=details.get("local_search_s", 0.0) + time.perf_counter() - t0,
-                           local_search_iteration_time_s=inc_time)
-            why += "; the time left went to local search"
+                           local_search_iteration_time_s=inc_time, local_search_moves=ls.moves_scored)
+            why += "; the time left went to local search" if more is None else "; the moves left went to local search"
         details["milp"] = why
         gap = gap_of(inc_time, lb)
         return placed(incumbent, status="optimal" if gap <= tol else "feasible", objective=inc_time,

@@ -20,7 +20,36 @@ from topoopt_ilp.workload import _MEM_RTOL, Workload, coset
 
 from .placement_data import RoutingFractions, _pattern_loads, objective_of, path_entries, path_floors, ring_pairs
 
-__all__ = ["improve_strategy", "pipeline_starts", "relaxation_bound"]
+__all__ = ["SearchBudget", "improve_strategy", "pipeline_starts", "relaxation_bound"]
+
+
+class SearchBudget:
+    """Where a local search stops: a wall-clock ``deadline`` (a ``time.perf_counter()``) and a number
+    of ``moves`` (one per segment, shift, block or exchange move scored; unlimited by default).
+
+    Seconds depend on the machine and on what else runs on it; moves do not. So a search that stops
+    on its moves, before its deadline, returns the same strategy for the same seed on any machine,
+    however loaded: the deadline is then only the safety net. :meth:`part` gives a tighter budget
+    that counts into the same moves (a search's phases share one count)."""
+
+    def __init__(self, deadline: float, moves: float = math.inf, _spent: list[int] | None = None) -> None:
+        self.deadline, self.moves = deadline, moves
+        self._spent = [0] if _spent is None else _spent  # shared by every part of one budget
+
+    @property
+    def used(self) -> int:
+        """Moves scored so far (by this budget and every part of it)."""
+        return self._spent[0]
+
+    def charge(self) -> None:
+        self._spent[0] += 1
+
+    def spent(self) -> bool:
+        return self._spent[0] >= self.moves or time.perf_counter() > self.deadline
+
+    def part(self, deadline: float = math.inf, moves: float = math.inf) -> SearchBudget:
+        """The same count, stopping at the earlier deadline and at the smaller move total."""
+        return SearchBudget(min(self.deadline, deadline), min(self.moves, moves), self._spent)
 
 
 def _block_classes(w: Workload) -> list[list[int]]:
@@ -63,6 +92,7 @@ class _LocalSearch:
         w = instance.workload
         n = instance.n
         self.instance, self.w, self.n, self.rf = instance, w, n, rf
+        self.moves_scored = 0  # by improve_strategy's searches on this scorer (SearchBudget moves)
         self.alpha = instance.cluster.hop_latency_s
         self.arc_inv = 1.0 / rf.cap
         self.cap = float(w.server_memory_bytes) * (1 + _MEM_RTOL)
@@ -409,13 +439,15 @@ class _LocalSearch:
                 out.append((seg, np.r_[np.full(j1 + 1 - i1, t[i2]), np.full(j2 + 1 - i2, t[i1])]))
         return out
 
-    def exchange_move(self, cur: tuple[float, float], better, deadline: float) -> tuple[float, float] | None:
-        """First improving exchange (:meth:`exchange_candidates`, scored by a full refresh each);
-        applied, and its score returned; None (state unchanged) when none improves."""
+    def exchange_move(self, cur: tuple[float, float], better, budget: SearchBudget) -> tuple[float, float] | None:
+        """First improving exchange (:meth:`exchange_candidates`, scored by a full refresh each,
+        each a move of ``budget``); applied, and its score returned; None (state unchanged) when none
+        improves."""
         t0 = self.t.copy()
         for layers, types in self.exchange_candidates():
-            if time.perf_counter() > deadline:
+            if budget.spent():
                 break
+            budget.charge()
             self.t = t0.copy()
             self.t[layers] = types
             self.refresh()
@@ -426,11 +458,12 @@ class _LocalSearch:
         self.refresh()
         return None
 
-    def descend(self, deadline: float, rng: np.random.Generator, shifts: bool = True,
+    def descend(self, budget: SearchBudget, rng: np.random.Generator, shifts: bool = True,
                 exchanges: bool = True) -> tuple[float, float]:
         """Best-improvement descent over segment, suffix-shift (``shifts``) and block moves, then
         (``exchanges``, when those are stuck) type exchanges between layers or runs, until no move
-        improves (or the deadline); returns the final (iteration time, tie-break)."""
+        improves (or ``budget`` is spent: each move scored is one of its moves); returns the final
+        (iteration time, tie-break)."""
         L = len(self.w.layers)
         cur = self.score()
         segments = [(i, j) for i in range(L) for j in range(i, L)]
@@ -440,11 +473,12 @@ class _LocalSearch:
             return a[0] < b[0] * (1 - 1e-9) or (a[0] <= b[0] * (1 + 1e-12) and a[1] < b[1] * (1 - 1e-9))
 
         improved = True
-        while improved and time.perf_counter() < deadline:
+        while improved and not budget.spent():
             improved = False
             for (i, j) in (segments[q] for q in rng.permutation(len(segments))):
-                if time.perf_counter() > deadline:
+                if budget.spent():
                     break
+                budget.charge()
                 it, sec = self.segment_move(i, j)
                 tb = int(np.lexsort((sec, it))[0])
                 if better((float(it[tb]), float(sec[tb])), cur):
@@ -453,8 +487,9 @@ class _LocalSearch:
                     cur = self.score()
                     improved = True
             for i in (1 + rng.permutation(L - 1) if shifts else ()):
-                if time.perf_counter() > deadline:
+                if budget.spent():
                     break
+                budget.charge()
                 it, sec, types = self.shift_move(int(i))
                 if it.size == 0:
                     continue
@@ -466,6 +501,9 @@ class _LocalSearch:
                     improved = True
             for members in classes:
                 for v in np.unique(self.bs[members]):
+                    if budget.spent():
+                        break
+                    budget.charge()
                     j = int(next(m for m in members if self.bs[m] == v))
                     it, sec = self.block_move(j)
                     vb = int(np.lexsort((sec, it))[0])
@@ -474,8 +512,8 @@ class _LocalSearch:
                         self.refresh()
                         cur = self.score()
                         improved = True
-            if not improved and exchanges and time.perf_counter() < deadline:
-                sc = self.exchange_move(cur, better, deadline)  # only once the cheaper moves are stuck
+            if not improved and exchanges and not budget.spent():
+                sc = self.exchange_move(cur, better, budget)  # only once the cheaper moves are stuck
                 if sc is not None:
                     cur, improved = sc, True
         return cur
@@ -564,56 +602,66 @@ def _adjacent_strides(n: int, g: int, dist: np.ndarray) -> list[int]:
 
 
 #: improve_strategy's exact block move (workloads with blocks): the last BLOCK_POLISH_SHARE of its
-#: time, at most BLOCK_POLISH_S seconds (README, Benchmarks: as a move after every new best it gained
-#: or lost by more than the run-to-run spread of the search, seed by seed; at the end, on the same
-#: layers, it always gains).
+#: time (or of its moves), at most BLOCK_POLISH_S seconds (README, Benchmarks: as a move after every
+#: new best it gained or lost by more than the run-to-run spread of the search, seed by seed; at the
+#: end, on the same layers, it always gains).
 BLOCK_POLISH_S, BLOCK_POLISH_SHARE = 3.0, 0.1
+#: With a move budget the block MILP stops at this many branch-and-bound nodes, not at a time, so that
+#: the search stays reproducible. (Measured on two dlrm-128-d8 local optima: HiGHS proved the 1e-3 gap
+#: at its first node, 1.3-1.9 s, the same placement at 1, 10, 100 and 1000 nodes.)
+BLOCK_POLISH_NODES = 1000
 
 
 def improve_strategy(instance: Instance, rf: RoutingFractions, start: Strategy | list[Strategy], time_limit_s: float,
                      seed: int = 0, max_stall: int = 30, kick_top: int = 8, ls: _LocalSearch | None = None,
-                     exact_blocks: bool = True) -> Strategy:
-    """Iterated local search for at most ``time_limit_s`` seconds. ``start`` is one memory-feasible
-    strategy or several: each is first descended (:meth:`_LocalSearch.descend`, within half the
-    budget shared equally; descents from different starts end in very different local optima), then
-    from the best, repeatedly: kick a random run of 1-3 layers onto one of the ``kick_top`` best (k, s)
-    for it and descend again, keeping the best. Stops early after ``max_stall`` kicks without
-    improvement (small instances converge in well under a second). Never worse than any start.
+                     exact_blocks: bool = True, moves: int | None = None) -> Strategy:
+    """Iterated local search for at most ``time_limit_s`` seconds and, when given, ``moves`` moves
+    (:class:`SearchBudget`: with a move budget that runs out before the time does, the result
+    depends only on the seed, not on the machine). ``start`` is one memory-feasible strategy or
+    several: each is first descended (:meth:`_LocalSearch.descend`, within half the budget shared
+    equally; descents from different starts end in very different local optima), then from the
+    best, repeatedly: kick a random run of 1-3 layers onto one of the ``kick_top`` best (k, s) for it
+    and descend again, keeping the best. Stops early after ``max_stall`` kicks without improvement
+    (small instances converge in well under a second). Never worse than any start.
     ``ls``: a scorer of ``instance`` on ``rf`` to reuse with its pattern caches (its state is
     overwritten); else one is built, inside the time limit (0.7 s at dlrm-128-d8). ``exact_blocks``
-    (workloads with blocks): the last :data:`BLOCK_POLISH_SHARE` of the time, at most
+    (workloads with blocks): the last :data:`BLOCK_POLISH_SHARE` of the budget, at most
     :data:`BLOCK_POLISH_S`, re-places the best strategy's blocks by the exact block MILP
-    (:func:`.block_placement.polish_blocks`, HiGHS) and descends again from what it gains, while
-    that moves the layers (the single-block moves stop where moving several blocks at once pays)."""
+    (:func:`.block_placement.polish_blocks`, HiGHS; with a move budget stopped at
+    :data:`BLOCK_POLISH_NODES` nodes) and descends again from what it gains, while that moves the
+    layers (the single-block moves stop where moving several blocks at once pays); then the kicks
+    go on with what is left."""
     from .block_placement import MIN_POLISH_S, polish_blocks  # imported here: it builds on this module's scorer
 
     starts = [start] if isinstance(start, Strategy) else list(start)
     t_begin = time.perf_counter()
     ls = ls or _LocalSearch(instance, rf)
-    deadline = t_begin + time_limit_s
+    total = math.inf if moves is None else moves
+    budget = SearchBudget(t_begin + time_limit_s, total)
     rng = np.random.default_rng(seed)
     L = len(instance.workload.layers)
     best = None
     for q, st in enumerate(starts):
         ls.load_state(st)
-        share = t_begin + 0.5 * time_limit_s * (q + 1) / len(starts)
-        cur = ls.descend(min(share, deadline), rng)
+        share = 0.5 * (q + 1) / len(starts)
+        cur = ls.descend(budget.part(t_begin + share * time_limit_s, share * total), rng)
         if best is None or cur[0] < best[0] * (1 - 1e-9):
             best, best_t, best_bs = cur, ls.t.copy(), ls.bs.copy()
     ls.t, ls.bs = best_t.copy(), best_bs.copy()
     ls.refresh()
-    end, reserve = deadline, min(BLOCK_POLISH_S, BLOCK_POLISH_SHARE * time_limit_s)
+    reserve = min(BLOCK_POLISH_S, BLOCK_POLISH_SHARE * time_limit_s)
     polish = exact_blocks and len(instance.workload.blocks) > 0 and reserve >= MIN_POLISH_S
-    if polish:  # the exact block move's share, at the end
-        deadline -= reserve
+    # the exact block move's share, at the end
+    before_polish = budget.part(budget.deadline - reserve, (1 - BLOCK_POLISH_SHARE) * total) if polish else budget
 
-    def kicks(until: float, best, best_t, best_bs) -> bool:
-        """Kick and descend from the best (its score, types, block servers) until ``until`` or
-        ``max_stall`` kicks without improvement; ls ends at the best; True when the time ran out."""
+    def kicks(until: SearchBudget, best, best_t, best_bs) -> bool:
+        """Kick and descend from the best (its score, types, block servers) until ``until`` is spent
+        or ``max_stall`` kicks without improvement; ls ends at the best; True when the budget ran out."""
         stall = 0
-        while time.perf_counter() < until and stall < max_stall:
+        while not until.spent() and stall < max_stall:
             i = int(rng.integers(L))
             j = min(L - 1, i + int(rng.integers(0, 3)))
+            until.charge()
             it, _ = ls.segment_move(i, j)
             it[ls.t[i]] = np.inf if i == j else it[ls.t[i]]  # moving a single layer onto itself is no kick
             allowed = np.flatnonzero(np.isfinite(it))
@@ -634,17 +682,19 @@ def improve_strategy(instance: Instance, rf: RoutingFractions, start: Strategy |
         ls.refresh()
         return stall < max_stall
 
-    ran_out = kicks(deadline, best, best_t, best_bs)
+    ran_out = kicks(before_polish, best, best_t, best_bs)
     if polish:
         # the best strategy's blocks placed exactly for its layers, descended again while that moves the
         # layers; then (unless the kicks had stalled and nothing moved) the kicks go on until the end
+        nodes = None if moves is None else BLOCK_POLISH_NODES
         cur = gained = ls.score()
-        while (better := polish_blocks(ls, cur[0], end)) is not None:
-            cur = ls.descend(end, rng)
+        while (better := polish_blocks(ls, cur[0], budget.deadline, max_nodes=nodes)) is not None:
+            cur = ls.descend(budget, rng)
             if cur[0] >= better * (1 - 1e-9):  # the layers stayed: the blocks are already placed
                 break
         if ran_out or cur[0] < gained[0] * (1 - 1e-9):
-            kicks(end, cur, ls.t.copy(), ls.bs.copy())
+            kicks(budget, cur, ls.t.copy(), ls.bs.copy())
+    ls.moves_scored += budget.used
     return ls.strategy()
 
 

@@ -147,7 +147,7 @@ def _circulant_phase(instance: Instance, placement: dict | None, select: str, se
 def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3, round_time_limit_s: float = 30.0,
                       time_limit_s: float | None = None, backend: str = "highs", select: str = "geometric",
                       mode: str = "paper", seed: int = 0, topology_method: str = "auto", rings: str = "shortest",
-                      progress: Progress | None = None) -> Solution:
+                      search_moves: int | None = None, progress: Progress | None = None) -> Solution:
     """Alternate placement and topology optimisation; return the best solution found.
 
     Parameters
@@ -161,6 +161,9 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     time_limit_s : overall budget (checked between phases; a phase is not interrupted).
     rings : the placement step's ring policy (``shortest`` or ``coset``; see
         :func:`topoopt_ilp.models.placement_data.ring_strides`). The topology step chooses its own.
+    search_moves : the placement step's local search budgeted in moves, not seconds (each step its
+        own budget; ``ExactOptions.search_moves``): with limits that do not cut it, the same seed
+        gives the same design on any machine. Default: by each step's time limit.
     progress : called with each log entry as it happens (the CLI prints them live).
     """
     from .models import ExactOptions
@@ -171,6 +174,7 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     from .strategy import stage_strategies, strategy_to_dict, validate_strategy
 
     check_ring_policy(rings)  # before anything runs
+    ExactOptions(search_moves=search_moves)  # checks it, before anything runs
     if instance.workload is None:
         raise InputError("--method alternating optimises a workload's placement; this instance has a fixed demand "
                          "(use --method heuristic or exact)")
@@ -256,7 +260,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         key = topology.matrix.tobytes()
         if key in settled_placement:
             return settled_placement[key], True
-        options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic", rings=rings)
+        options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic", rings=rings,
+                               search_moves=search_moves)
         # solve_placement itself falls back to fewer coset starts when the full model is too large
         cand = solve_placement(instance, options, topology.matrix, start=current.placement)
         if not cand.has_solution:

@@ -281,6 +281,7 @@ def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
         "seed": args.seed,
         "formulation": args.formulation,
         "rings": args.rings,
+        "search_moves": args.search_moves,
         "native_options": _native_options(args.solver_option, [backend]),
     }
 
@@ -316,7 +317,7 @@ def _native_options(given: list[str] | None, backends: list[str]) -> dict[str, d
 
 
 _EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_model", "formulation", "solver_option",
-               "rings")
+               "rings", "search_moves")
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
@@ -326,7 +327,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
     inst = load_instance(args.instance)
     for key in _EXACT_ONLY:
-        methods = ("exact", "alternating") if key in ("backend", "time_limit", "rings") else ("exact",)
+        methods = ("exact", "alternating") if key in ("backend", "time_limit", "rings", "search_moves") else ("exact",)
         if getattr(args, key) is not None and args.method not in methods:
             raise InputError(f"--{key.replace('_', '-')} applies to --method {' or '.join(methods)}, not {args.method}")
     if args.method != "alternating" and (args.rounds is not None or args.round_time_limit is not None
@@ -356,7 +357,8 @@ def _cmd_solve(args: argparse.Namespace) -> int:
             options.update(rounds=args.rounds if args.rounds is not None else 5,
                            round_time_limit_s=args.round_time_limit if args.round_time_limit is not None else 30.0,
                            time_limit_s=args.time_limit, backend=args.backend,  # None: the instance's, else default
-                           topology_method=args.topology_method or "auto", rings=args.rings or "shortest")
+                           topology_method=args.topology_method or "auto", rings=args.rings or "shortest",
+                           search_moves=args.search_moves)
             if not (args.quiet or args.json):
                 options["progress"] = _print_round
     try:
@@ -776,6 +778,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exact (a workload on a fixed topology), alternating: how the placement problem rings each "
                         "AllReduce group - shortest (default): split equally over its TotientPerms rings of least hop "
                         "total; coset: one ring in coset order")
+    s.add_argument("--search-moves", type=_pos_int, default=None, metavar="N",
+                   help="exact (a workload on a fixed topology), alternating: budget the placement's local search in moves, not "
+                        "seconds, so that the same seed finds the same strategy on any machine (the time limit stays "
+                        "the safety net; the solution's details say when it cut the search)")
     s.add_argument("--seed", type=_nonneg_int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
                    "when given with --method exact, of the solver")
     s.add_argument("--reroute", action="store_true",

@@ -11,6 +11,7 @@ import pytest
 from conftest import INSTANCES, placed_solution
 from topoopt_ilp.models import placement as pl
 from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement_search import SearchBudget
 from topoopt_ilp.models.placement import (
     RING_POLICIES,
     build_placement,
@@ -551,7 +552,7 @@ def test_exchange_moves_keep_the_cosets_and_score_by_the_evaluator():
     ls.load_state(Strategy((8, 1, 8, 1), (0, 3, 0, 6), ()))
     cur = ls.score()
     better = lambda a, b: a[0] < b[0] * (1 - 1e-9) or (a[0] <= b[0] * (1 + 1e-12) and a[1] < b[1] * (1 - 1e-9))
-    got = ls.exchange_move(cur, better, np.inf)
+    got = ls.exchange_move(cur, better, SearchBudget(np.inf))
     if got is not None:
         assert got[0] == pytest.approx(strategy_times(inst, rf, ls.strategy())["iteration_time_s"], rel=1e-9)
         assert better(got, cur)

@@ -1,0 +1,73 @@
+"""The placement's local search budgeted in seconds against moves, each alone and beside a busy core.
+
+A time-limited search does as much work as the machine allows, so its result moves with the
+machine's speed and load; budgeted in moves (``ExactOptions.search_moves``,
+:class:`~topoopt_ilp.models.placement_search.SearchBudget`) it does the same work everywhere and,
+while the time limit does not cut it, returns the same strategy for the same seed. For each
+instance: :func:`solve_placement` with ``--time-limit`` seconds, then with ``--moves`` moves (the
+time limit then ``--safety`` seconds), each once alone and once while another process keeps one core
+busy. Printed per run: wall time, iteration time of the strategy, moves scored, whether the time
+cut the search, and per mode whether the two runs returned the same strategy.
+
+    .venv/bin/python benchmarks/search_budget.py [--instances dlrm-128-d8] [--time-limit 60]
+                                                 [--moves 18000] [--safety 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import time
+from pathlib import Path
+
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement import solve_placement
+
+from topoopt_ilp import io
+from topoopt_ilp.solve import solve
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--instances", default="dlrm-128-d8")
+    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds of the time-limited runs")
+    ap.add_argument("--moves", type=int, default=18000, help="move budget of the move-limited runs")
+    ap.add_argument("--safety", type=float, default=600.0, help="time limit of the move-limited runs")
+    args = ap.parse_args()
+    print("solve_placement (HiGHS, gap 1%) on TopoOpt's heuristic topology; 'busy': another process spins on one core")
+    hdr = f"{'instance':<12} {'budget':>12} {'load':>5} {'wall_s':>7} {'iter_ms':>8} {'moves':>7} {'cut':>5}"
+    for name in args.instances.split(","):
+        inst = io.load_instance(ROOT / "instances" / "paper" / f"{name}.json")
+        X = solve(inst, method="heuristic").topology.matrix
+        print("\n" + hdr + "\n" + "-" * len(hdr))
+        for label, opts in ((f"{args.time_limit:g} s", ExactOptions(time_limit_s=args.time_limit, gap=0.01)),
+                            (f"{args.moves} mv", ExactOptions(time_limit_s=args.safety, gap=0.01, search_moves=args.moves))):
+            found = []
+            for load in ("none", "busy"):
+                spinner = mp.Process(target=_spin, daemon=True) if load == "busy" else None
+                if spinner:
+                    spinner.start()
+                try:
+                    t0 = time.perf_counter()
+                    sol = solve_placement(inst, opts, X)
+                    wall = time.perf_counter() - t0
+                finally:
+                    if spinner:
+                        spinner.terminate()
+                        spinner.join()
+                d = sol.details
+                found.append(dict(sol.placement))
+                print(f"{name:<12} {label:>12} {load:>5} {wall:7.1f} {sol.objective * 1e3:8.3f} "
+                      f"{d.get('local_search_moves', 0):>7} {str(d.get('local_search_timed_out', '-')):>5}")
+            print(f"{'':<12} {label:>12} same strategy alone and busy: {found[0] == found[1]}")
+
+
+if __name__ == "__main__":
+    main()
