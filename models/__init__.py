@@ -160,7 +160,7 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heur
                          "own rings")
     if options.search_moves is not None and (instance.workload is None or instance.fixed_topology is None):
         raise InputError("search moves budget the placement problem's local search: they apply to a workload with "
-                         "a fixed_topology; the other exact models have no local search")
+                         "a fixed_topology (and to the alternating method); the other exact models have no local search")
     if instance.workload is not None:
         if instance.fixed_topology is not None:  # only the placement is free: its model is the exact one
             from .placement import solve_placement

@@ -1,0 +1,85 @@
+"""How far the chain bound's own minimisers are from strategies: each chain its dynamic program
+returns (:func:`~topoopt_ilp.models.placement_bounds.chain_bound`, recorded on the way) scored as a
+real strategy (blocks by TopoOpt's rule) by the local search's scorer, which is the evaluator's
+definition; then the local search from the best memory-feasible ones.
+
+Where the bound is weak its chains are far from feasible-looking strategies: the busiest server and
+busiest arc of the best chains, against the bound's cell (compute threshold, bandwidth terms).
+
+    .venv/bin/python benchmarks/bound_chains.py [--instance dlrm-128-d8] [--bound-s 60] [--search-s 50] [--starts 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+from topoopt_ilp.models import placement_bounds as pb
+from topoopt_ilp.models.placement import shortest_path_fractions
+from topoopt_ilp.models.placement_search import _LocalSearch, improve_strategy
+
+from topoopt_ilp import io
+from topoopt_ilp.solve import solve
+from topoopt_ilp.strategy import Strategy, place_blocks, server_memory
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--instance", default="dlrm-128-d8")
+    ap.add_argument("--bound-s", type=float, default=60.0, help="time limit of the chain bound")
+    ap.add_argument("--search-s", type=float, default=50.0, help="seconds of local search from the best chains")
+    ap.add_argument("--starts", type=int, default=8, help="how many of the best chains start it")
+    args = ap.parse_args()
+    inst = io.load_instance(ROOT / "instances" / "paper" / f"{args.instance}.json")
+    w, n = inst.workload, inst.n
+    X = solve(inst, method="heuristic").topology.matrix
+    rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s, "shortest")
+    ls = _LocalSearch(inst, rf)
+    chains: set[tuple[int, ...]] = set()
+    dp = pb._ChainData.dp
+
+    def recording_dp(self, *a, **k):  # every minimiser the bound's DP returns, for inspection here only
+        out = dp(self, *a, **k)
+        if out[1] is not None:
+            chains.add(tuple(int(t) for t in self.last_chain))
+        return out
+
+    pb._ChainData.dp = recording_dp
+    t0 = time.perf_counter()
+    try:
+        bound, info = pb.chain_bound(inst, rf, ls, time_limit_s=args.bound_s)
+    finally:
+        pb._ChainData.dp = dp
+    cell = info["chain_bound_cell"]
+    print(f"{args.instance}: chain bound {bound * 1e3:.3f} ms in {time.perf_counter() - t0:.1f} s"
+          + ("" if cell is None else f"; its cell: compute >= {cell[0] * 1e3:.3f} ms, pair bandwidth >= "
+                                     f"{cell[1] * 1e3:.3f} ms, class-weighted bandwidth g = {cell[2] * 1e3:.3f} ms")
+          + f"; {len(chains)} distinct chains")
+    scored = []
+    for ch in chains:
+        t = np.array(ch)
+        k = tuple(int(v) for v in ls.type_k[t])
+        s = tuple(int(v) for v in ls.type_s[t])
+        st = Strategy(k, s, place_blocks(w, n, k, s))
+        ls.load_state(st)
+        fits = bool((server_memory(w, n, st) <= w.server_memory_bytes * (1 + 1e-9)).all())
+        scored.append((ls.score()[0], float(ls.comp.max()), float((ls.total_load() * ls.arc_inv).max()), fits, st))
+    scored.sort(key=lambda r: r[0])
+    print(f"{'rank':>4} {'iter_ms':>8} {'busiest_server_ms':>17} {'busiest_arc_ms':>14} {'memory_ok':>9}  degrees")
+    for r, (it, comp, bw, fits, st) in enumerate(scored[:10]):
+        print(f"{r:>4} {it * 1e3:8.3f} {comp * 1e3:17.3f} {bw * 1e3:14.3f} {fits!s:>9}  {list(st.layer_degree)}")
+    starts = [r[4] for r in scored if r[3]][:args.starts]
+    if starts:
+        t0 = time.perf_counter()
+        best = improve_strategy(inst, rf, starts, args.search_s, ls=ls)
+        ls.load_state(best)
+        print(f"local search from the best {len(starts)} memory-feasible chains: {ls.score()[0] * 1e3:.3f} ms "
+              f"in {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
