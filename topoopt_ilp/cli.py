@@ -410,8 +410,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     refusal = degree_one_refusal(inst)
     if refusal:  # every method would refuse it: bad input, not a table of error rows (exit 1)
         raise InputError(refusal, source=args.instance, field="cluster.degree")
-    rows = compare(inst, methods, backends, args.time_limit,
-                   seed=args.seed, native_options=_native_options(args.solver_option, backends))
+    rows = compare(inst, methods, backends, args.time_limit, seed=args.seed,
+                   native_options=_native_options(args.solver_option, backends), search_moves=args.search_moves)
     _print_text(format_rows(inst, rows, args.format))
     code = _rows_exit(rows)
     if code != EXIT_OK:
@@ -511,7 +511,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         try:
             rows = sweep(paths, methods, backends, args.time_limit, seed=args.seed,
                          native_options=_native_options(args.solver_option, backends), executor=executor,
-                         progress=progress, journal=args.journal)
+                         progress=progress, journal=args.journal, search_moves=args.search_moves)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop the workers now, not after their solves
             if args.dask is not None:
                 _quiet_dask_shutdown()
@@ -672,6 +672,9 @@ def _comparison_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/baseline seed (default 0)")
     p.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
                    help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
+    p.add_argument("--search-moves", type=_pos_int, default=None, metavar="N",
+                   help="budget the placement's local search (alternating; exact on a workload with a fixed "
+                        "topology) in moves, not seconds: results that do not depend on the machine or the worker")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
 
 

@@ -75,9 +75,11 @@ def check_request(instance: Instance, methods: Sequence[str] | None, backends: S
 
 def plan_runs(instance: Instance, methods: Sequence[str] | None = None, backends: Sequence[str] = ("highs",),
               time_limit_s: float | None = 60.0, seed: int = 0,
-              native_options: Mapping[str, Mapping[str, object]] | None = None) -> list[tuple[str, str, dict]]:
+              native_options: Mapping[str, Mapping[str, object]] | None = None,
+              search_moves: int | None = None) -> list[tuple[str, str, dict]]:
     """The solves of a comparison, as (method, backend, options for :func:`~topoopt_ilp.solve.solve`);
-    the backend is ``-`` for the methods that use none."""
+    the backend is ``-`` for the methods that use none. ``search_moves`` goes to the solves that have
+    the placement's local search: alternating, and exact on a workload with a fixed topology."""
     runs = []
     backends = tuple(dict.fromkeys(backends))  # as methods: a back-end named twice runs once
     for method in check_request(instance, methods, backends):
@@ -88,6 +90,10 @@ def plan_runs(instance: Instance, methods: Sequence[str] | None = None, backends
                 options = {"seed": seed, "time_limit_s": time_limit_s}
             else:
                 options = {"seed": seed}
+            placement = method == "alternating" or (method == "exact" and instance.workload is not None
+                                                    and instance.fixed_topology is not None)
+            if search_moves is not None and placement:  # only when given: earlier journals' keys stay valid
+                options["search_moves"] = search_moves
             runs.append((method, backend, options))
     return runs
 
@@ -134,11 +140,13 @@ def annotate(instance: Instance, rows: Sequence[CompareRow]) -> list[CompareRow]
 
 def compare(instance: Instance, methods: Sequence[str] | None = None, backends: Sequence[str] = ("highs",),
             time_limit_s: float | None = 60.0, seed: int = 0,
-            native_options: Mapping[str, Mapping[str, object]] | None = None) -> list[CompareRow]:
+            native_options: Mapping[str, Mapping[str, object]] | None = None,
+            search_moves: int | None = None) -> list[CompareRow]:
     """Solve ``instance`` with every method (exact: with every backend) and compare the results.
     Default methods: heuristic and exact, plus alternating for a workload. ``native_options``
-    (``{backend: {parameter: value}}``) go to the exact solves, each backend reading its own entry."""
-    runs = plan_runs(instance, methods, backends, time_limit_s, seed, native_options)
+    (``{backend: {parameter: value}}``) go to the exact solves, each backend reading its own entry;
+    ``search_moves`` to the placement's local search (:func:`plan_runs`)."""
+    runs = plan_runs(instance, methods, backends, time_limit_s, seed, native_options, search_moves)
     return annotate(instance, [run_one(instance, *run) for run in runs])
 
 

@@ -140,13 +140,14 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
           backends: Sequence[str] = ("highs",), time_limit_s: float | None = 60.0, seed: int = 0,
           native_options: Mapping[str, Mapping[str, object]] | None = None, executor: Executor | None = None,
           progress: Callable[[int, int, str, CompareRow], None] | None = None,
-          journal: str | os.PathLike | None = None) -> list[SweepRow]:
+          journal: str | os.PathLike | None = None, search_moves: int | None = None) -> list[SweepRow]:
     """Compare ``methods`` (default: :func:`~topoopt_ilp.compare.compare`'s) on every instance file
     in ``paths``. Solves run in ``executor`` when given (its workers must have this package
     installed), else here one by one; ``progress(done, total, path, row)`` is called as each ends.
     With ``journal`` (a file path) rows found in it are reused and every new row is appended to it
-    (module docstring). Raises :class:`InputError` naming the file when an instance file is bad,
-    before any solve."""
+    (module docstring). ``search_moves``: the placement's local search budgeted in moves
+    (:func:`~topoopt_ilp.compare.plan_runs`), so that a row does not depend on which worker ran it.
+    Raises :class:`InputError` naming the file when an instance file is bad, before any solve."""
     from .io import load_instance
 
     paths = [os.fspath(p) for p in paths]
@@ -154,7 +155,7 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
         raise InputError("no instance files given")
     instances: list[Instance] = [load_instance(p) for p in paths]
     tasks = [(k, j, run) for k, inst in enumerate(instances)
-             for j, run in enumerate(plan_runs(inst, methods, backends, time_limit_s, seed, native_options))]
+             for j, run in enumerate(plan_runs(inst, methods, backends, time_limit_s, seed, native_options, search_moves))]
     rows: dict[tuple[int, int], CompareRow] = {}
     keys: dict[tuple[int, int], str] = {}
     journalled: dict[str, CompareRow] = {}

@@ -123,3 +123,27 @@ def test_the_cli_checks_search_moves(tmp_path, capsys):
     assert main(["solve", str(INSTANCES / "dlrm-mini-8-fixed.json"), "--method", "exact", "--search-moves", "50",
                  "--time-limit", "30", "--out", str(out), "--quiet"]) == 0
     assert json.loads(out.read_text())["placement"]
+
+
+def test_compare_and_sweep_hand_the_budget_to_the_placement_searches_only():
+    from conftest import INSTANCES
+    from topoopt_ilp.compare import plan_runs
+
+    fixed = io.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
+    free = io.load_instance(INSTANCES / "dlrm-like-6.json")
+    runs = {m: o for m, _, o in plan_runs(fixed, ["heuristic", "exact"], search_moves=7)}
+    assert runs["exact"]["search_moves"] == 7 and "search_moves" not in runs["heuristic"]
+    runs = {m: o for m, _, o in plan_runs(free, ["heuristic", "exact", "alternating"], search_moves=7)}
+    assert runs["alternating"]["search_moves"] == 7  # the joint models have no local search: not theirs
+    assert "search_moves" not in runs["exact"] and "search_moves" not in runs["heuristic"]
+    # not given: no key at all (a sweep journal's keys of earlier runs stay the same)
+    assert all("search_moves" not in o for _, _, o in plan_runs(free, ["exact", "alternating"]))
+
+
+def test_the_cli_compares_with_a_move_budget(capsys):
+    from conftest import INSTANCES
+
+    assert main(["compare", str(INSTANCES / "dlrm-mini-8-fixed.json"), "--methods", "heuristic,exact",
+                 "--search-moves", "50", "--time-limit", "30", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["method"] for r in rows} == {"heuristic", "exact"} and all(r["status"] != "error" for r in rows)
