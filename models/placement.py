@@ -838,7 +838,8 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         time left as its safety net. The strategy found then depends only on the seed, not on the
         machine, unless ``details["local_search_timed_out"]`` (the time ran out first; raise the
         time limit or lower the moves). ``details["local_search_moves"]`` counts the moves used
-        (in both modes: a time-limited run's count is a starting point for a move budget).
+        (in both modes: a time-limited run's count is a starting point for a move budget); with a
+        move budget ``local_search_s`` only switches the first search on (> 0) or off (0).
     topology : numpy.ndarray, optional
         Link-count matrix X. Default: :func:`heuristic_topology` (the instance's fixed topology, else
         the TopoOpt heuristic's topology for the data-parallel start). The method layer passes its own.
