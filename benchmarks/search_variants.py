@@ -1,0 +1,70 @@
+"""Settings of the placement's local search compared seed by seed under one move budget.
+
+With ``ExactOptions.search_moves`` every run does the same work however loaded the machine is, so
+two settings differ only by what they search, and two runs of the same setting and seed agree (runs
+may go side by side). Per variant and seed: :func:`solve_placement`'s iteration time; per variant
+the mean. A variant sets keyword defaults of
+:func:`~topoopt_ilp.models.placement_search.improve_strategy` for both of solve_placement's calls
+(``kick_top=N``, ``max_stall=N``, ``exact_blocks=off``; ``default`` changes nothing).
+
+    .venv/bin/python benchmarks/search_variants.py [--instance dlrm-128-d8] [--moves 18000] [--seeds 0,1,2,3]
+                                                   [--variants default,kick_top=4,kick_top=16,exact_blocks=off]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from topoopt_ilp.models import placement as pl
+from topoopt_ilp.models.common import ExactOptions
+
+from topoopt_ilp import io
+from topoopt_ilp.solve import solve
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS = {"kick_top": int, "max_stall": int, "exact_blocks": lambda v: v not in ("off", "false", "0")}
+
+
+def _parse(variant: str) -> dict:
+    if variant == "default":
+        return {}
+    key, eq, value = variant.partition("=")
+    if not eq or key not in SETTINGS:
+        raise SystemExit(f"unknown variant {variant!r}; use default or {', '.join(k + '=...' for k in SETTINGS)}")
+    return {key: SETTINGS[key](value)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--instance", default="dlrm-128-d8")
+    ap.add_argument("--moves", type=int, default=18000)
+    ap.add_argument("--seeds", default="0,1,2,3")
+    ap.add_argument("--variants", default="default,kick_top=4,kick_top=16,exact_blocks=off")
+    ap.add_argument("--safety", type=float, default=900.0, help="time limit of each run (the safety net)")
+    args = ap.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    variants = [(v, _parse(v)) for v in args.variants.split(",")]
+    inst = io.load_instance(ROOT / "instances" / "paper" / f"{args.instance}.json")
+    X = solve(inst, method="heuristic").topology.matrix
+    search = pl.improve_strategy
+    print(f"{args.instance}: solve_placement, {args.moves} moves per run (time limit {args.safety:g} s as the safety net)")
+    print(f"{'variant':<18} " + " ".join(f"{'seed ' + str(s):>9}" for s in seeds) + f" {'mean':>9} {'wall_s':>7}")
+    for name, settings in variants:
+        pl.improve_strategy = lambda *a, _s=settings, **k: search(*a, **{**k, **_s})
+        got, t0, cut = [], time.perf_counter(), False
+        try:
+            for seed in seeds:
+                sol = pl.solve_placement(inst, ExactOptions(time_limit_s=args.safety, gap=0.01,
+                                                            search_moves=args.moves, seed=seed), X)
+                got.append(sol.objective * 1e3)
+                cut |= bool(sol.details.get("local_search_timed_out"))
+        finally:
+            pl.improve_strategy = search
+        print(f"{name:<18} " + " ".join(f"{v:9.3f}" for v in got) + f" {sum(got) / len(got):9.3f} "
+              f"{time.perf_counter() - t0:7.1f}" + ("  (the time limit cut a search)" if cut else ""))
+
+
+if __name__ == "__main__":
+    main()
