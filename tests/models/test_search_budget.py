@@ -46,6 +46,11 @@ def test_a_budget_counts_its_moves_into_every_part_and_stops_on_either_limit():
     assert b.part(deadline=time.perf_counter() - 1).spent() and not SearchBudget(math.inf).part(moves=1).spent()
 
 
+def _starts(inst, rf):
+    """The first four memory-feasible start candidates of solve_placement."""
+    return [c for c in pl._candidates(inst.workload, inst.n, rf) if pl._memory_feasible(inst.workload, inst.n, c)][:4]
+
+
 def _slow(monkeypatch, seconds: float) -> None:
     """Every segment move takes ``seconds`` longer: a machine that much slower (or busier)."""
     real = _LocalSearch.segment_move
@@ -60,7 +65,7 @@ def _slow(monkeypatch, seconds: float) -> None:
 def test_a_move_budget_gives_the_same_strategy_on_a_slower_machine(dlrm8, monkeypatch):
     inst, X = dlrm8
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    starts = [c for c in pl._candidates(inst.workload, inst.n, rf) if pl._memory_feasible(inst.workload, inst.n, c)][:4]
+    starts = _starts(inst, rf)
     ls = _LocalSearch(inst, rf)
     fast = improve_strategy(inst, rf, starts, 600.0, ls=ls, moves=400)
     assert ls.moves_scored == 400  # kicked on until the budget was spent (a stall would stop it short)
@@ -68,7 +73,7 @@ def test_a_move_budget_gives_the_same_strategy_on_a_slower_machine(dlrm8, monkey
     ls2 = _LocalSearch(inst, rf)
     slow = improve_strategy(inst, rf, starts, 600.0, ls=ls2, moves=400)
     assert slow == fast and ls2.moves_scored == 400
-    # a different seed searches differently (the budget fixes the work, not the path)
+    # the budget fixes the work, not the path: another seed searches its own way to a valid strategy
     other = improve_strategy(inst, rf, starts, 600.0, seed=1, moves=400)
     assert not pl.validate_strategy(inst.workload, inst.n, other)
 
@@ -76,7 +81,7 @@ def test_a_move_budget_gives_the_same_strategy_on_a_slower_machine(dlrm8, monkey
 def test_without_a_move_budget_the_search_stops_on_its_time(dlrm8):
     inst, X = dlrm8
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    starts = [c for c in pl._candidates(inst.workload, inst.n, rf) if pl._memory_feasible(inst.workload, inst.n, c)][:4]
+    starts = _starts(inst, rf)
     t0 = time.perf_counter()
     ls = _LocalSearch(inst, rf)
     improve_strategy(inst, rf, starts, 0.5, ls=ls, max_stall=10 ** 9)
