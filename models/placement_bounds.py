@@ -154,6 +154,14 @@ def _is_circulant(rf: RoutingFractions) -> bool:
 # load (a label-setting search over 8-dimensional loads did not finish one threshold in minutes;
 # the cutting planes' mixtures combine chains that differ only in their offsets, which a single chain
 # can interleave, so little is left to gain there).
+# Also measured without gain (dlrm-128-d8, HiGHS, scratch models, not kept): a MILP with each
+# server's exact compute (x over all 255 types), the pairs allowed under a threshold as flows (at the
+# 16 boundaries with at most 16,000 of them) and their exact class volumes: its LP is 10.85 ms in the
+# cell of the chain bound's threshold 8.809 ms and its bound did not move in 120 s; the exact per-arc
+# MILP inside the cell C <= 2.5 ms (5.1 M arc non-zeros, arc rows added lazily, 32 per round): bound
+# 11.05 -> 11.47 ms in six 40 s rounds, below 12.114. A chain of the first that passes every run and
+# pair threshold of 9.5 ms with C 3.95 ms evaluates at 46.6 ms (its busiest arc 42.7 ms, its largest
+# class average 11.0 ms): the pairs' loads pile onto a few arcs, which class averages cannot see.
 #
 # Precomputation. On a circulant topology (X[i, j] = X[0, j - i], TopoOpt's) rotating every server by
 # r maps shortest paths to shortest paths, arc classes to themselves, and a type (k, s) with
