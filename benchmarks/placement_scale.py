@@ -56,6 +56,17 @@ def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _is_variant(v: str) -> bool:
+    """ls=auto or ls=SECONDS (a finite number >= 0)."""
+    if not v.startswith("ls="):
+        return False
+    value = v.removeprefix("ls=")
+    try:
+        return value == "auto" or 0 <= float(value) < float("inf")
+    except ValueError:
+        return False
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve (everything included)")
@@ -67,7 +78,9 @@ def main() -> None:
     policies = args.rings.split(",")
     if unknown := set(policies) - set(RING_POLICIES):
         ap.error(f"unknown ring policy {sorted(unknown)}; choose from {', '.join(RING_POLICIES)}")
-    variants = [v.split("=", 1)[1] for v in args.variants.split(",") if v]
+    variants = [v.removeprefix("ls=") for v in args.variants.split(",") if v]
+    if bad := [v for v in args.variants.split(",") if v and not _is_variant(v)]:
+        ap.error(f"unknown variant(s) {', '.join(bad)}: give ls=0, ls=auto or ls=SECONDS")
     print(f"placement MILP, HiGHS, gap {args.gap:.0%}, time limit {args.time_limit:g} s per solve; "
           f"topology = TopoOpt heuristic for the data-parallel start; shortest-path routing")
     hdr = (f"{'instance':<12} {'rings':>8} {'variant':>8} {'status':>9} {'time_s':>7} {'iter_ms':>8} {'bound_ms':>8} {'gap':>7} "
