@@ -78,9 +78,10 @@ def main() -> None:
     policies = args.rings.split(",")
     if unknown := set(policies) - set(RING_POLICIES):
         ap.error(f"unknown ring policy {sorted(unknown)}; choose from {', '.join(RING_POLICIES)}")
-    variants = [v.removeprefix("ls=") for v in args.variants.split(",") if v]
-    if bad := [v for v in args.variants.split(",") if v and not _is_variant(v)]:
+    given = [v for v in args.variants.split(",") if v]
+    if bad := [v for v in given if not _is_variant(v)]:
         ap.error(f"unknown variant(s) {', '.join(bad)}: give ls=0, ls=auto or ls=SECONDS")
+    variants = [v.removeprefix("ls=") for v in given]
     print(f"placement MILP, HiGHS, gap {args.gap:.0%}, time limit {args.time_limit:g} s per solve; "
           f"topology = TopoOpt heuristic for the data-parallel start; shortest-path routing")
     hdr = (f"{'instance':<12} {'rings':>8} {'variant':>8} {'status':>9} {'time_s':>7} {'iter_ms':>8} {'bound_ms':>8} {'gap':>7} "

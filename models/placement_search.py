@@ -606,6 +606,11 @@ def _adjacent_strides(n: int, g: int, dist: np.ndarray) -> list[int]:
 #: new best it gained or lost by more than the run-to-run spread of the search, seed by seed; at the
 #: end, on the same layers, it always gains).
 BLOCK_POLISH_S, BLOCK_POLISH_SHARE = 3.0, 0.1
+#: With a move budget the block MILP stops at this many branch-and-bound nodes, not at a time, so that
+#: the search stays reproducible. (Measured on two dlrm-128-d8 local optima: HiGHS proved the 1e-3 gap
+#: at its first node, 1.3-1.9 s, the same placement at 1, 10, 100 and 1000 nodes.)
+BLOCK_POLISH_NODES = 1000
+
 # Measured and not adopted (dlrm-128-d8, shortest rings, a scratch prototype): an exact *window* move,
 # the MILP over the types of w consecutive layers, each among its K best single-layer moves and its
 # own, with transport columns for the resharding inside the window and every arc row exact. From the
@@ -614,11 +619,7 @@ BLOCK_POLISH_S, BLOCK_POLISH_SHARE = 3.0, 0.1
 # w = 3, K = 25 and w = 12, K = 6 found nothing on seeds 1 and 3; all 24 layers at K = 4 proved the
 # incumbent best among its candidates in 8 s (K = 10: 956k non-zeros, no better point in 60 s). Once,
 # from a 60 s time-limited result (18.044 ms), one window gave 17.261 ms. Most layers load the busiest
-# arc at once, so a window of them rarely moves it; the kicks do as well for the time.
-#: With a move budget the block MILP stops at this many branch-and-bound nodes, not at a time, so that
-#: the search stays reproducible. (Measured on two dlrm-128-d8 local optima: HiGHS proved the 1e-3 gap
-#: at its first node, 1.3-1.9 s, the same placement at 1, 10, 100 and 1000 nodes.)
-BLOCK_POLISH_NODES = 1000
+# arc at once, so a window of them rarely moves it. Not kept: 0-2 % for 6-30 s of a 60 s budget.
 
 
 def improve_strategy(instance: Instance, rf: RoutingFractions, start: Strategy | list[Strategy], time_limit_s: float,
