@@ -14,16 +14,16 @@ import statistics
 import time
 
 from joint_small import _warm_up_solver_worker
-from small_workloads import small_instances
+from small_workloads import small_instances, small_names
 from topoopt_ilp import solve
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="median of this many runs")
-    ap.add_argument("--instances", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--instances", type=small_names, default="", help="comma-separated names (default: all)")
     args = ap.parse_args()
-    wanted = {s for s in args.instances.split(",") if s}
+    wanted = set(args.instances)
     _warm_up_solver_worker()
     print(f"{'instance':<20} {'altX_ms':>9} {'altX_s':>7}")
     total = 0.0

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import argparse
 
+from _args import seconds
 from joint_small import print_joint, run
+from small_workloads import small_names
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--time-limit", type=float, default=600.0, help="seconds for each joint solve")
-    ap.add_argument("--instances", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--time-limit", type=seconds, default=600.0, help="seconds for each joint solve")
+    ap.add_argument("--instances", type=small_names, default="", help="comma-separated names (default: all)")
     args = ap.parse_args()
-    rows = run([s for s in args.instances.split(",") if s] or None, args.time_limit)
+    rows = run(args.instances or None, args.time_limit)
     print(f"\nexact runs (HiGHS, {args.time_limit:g} s limit each incl. the alternating warm start)")
     print_joint(rows)
     hdr = (f"{'instance':<20} {'opt_ms':>8} {'alt_ms':>8} {'alt/opt':>8} {'alt_s':>6} {'altX_ms':>8} {'altX/opt':>8} "

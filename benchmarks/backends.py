@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from _args import seconds
 from topoopt_ilp.solvers import guard
 
 from topoopt_ilp import Cluster, Demand, Instance, load_instance, solve
@@ -52,7 +53,7 @@ def instances():
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--limit", type=float, default=60.0)
+    ap.add_argument("--limit", type=seconds, default=60.0)
     ap.add_argument("--backends", default="highs,scip,cbc")
     ap.add_argument("--warm-start", choices=("none", "heuristic"), default="none")
     args = ap.parse_args()

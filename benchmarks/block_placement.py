@@ -19,36 +19,33 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
+from _args import int_list, load_paper, paper_names, seconds
 from topoopt_ilp.models.block_placement import place_blocks_exactly
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement import shortest_path_fractions, solve_placement
 from topoopt_ilp.models.placement_search import _LocalSearch
 
-from topoopt_ilp import io
 from topoopt_ilp.evaluate import evaluate
 from topoopt_ilp.solve import solve
 from topoopt_ilp.strategy import parse_strategy
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--instances", default="dlrm-128-d8,ncf-128-d8")
-    ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve_placement call")
+    ap.add_argument("--instances", type=paper_names, default="dlrm-128-d8,ncf-128-d8")
+    ap.add_argument("--seeds", type=int_list, default="0,1,2")
+    ap.add_argument("--time-limit", type=seconds, default=60.0, help="seconds per solve_placement call")
     args = ap.parse_args()
     print(f"solve_placement, exact block move off / on, HiGHS, {args.time_limit:g} s each; topology = TopoOpt "
           f"heuristic for the data-parallel start; shortest-path routing, shortest rings")
     print(f"{'instance':<12} {'seed':>4} {'off_ms':>8} {'on_ms':>8} {'on/off':>7} {'eval_ok':>7} {'bound_ms':>8} "
           f"{'off_s':>6} {'on_s':>6}")
-    for name in args.instances.split(","):
-        inst = io.load_instance(ROOT / "instances" / "paper" / f"{name}.json")
+    for name in args.instances:
+        inst = load_paper(name)
         X = solve(inst, method="heuristic").topology.matrix
         first_off = None
-        for seed in map(int, args.seeds.split(",")):
+        for seed in args.seeds:
             res, secs = {}, {}
             for on in (False, True):
                 t0 = time.perf_counter()

@@ -13,28 +13,25 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
+from _args import load_paper, paper_name, seconds
 from topoopt_ilp.models import placement_bounds as pb
 from topoopt_ilp.models.placement import shortest_path_fractions
 from topoopt_ilp.models.placement_search import _LocalSearch, improve_strategy
 
-from topoopt_ilp import io
 from topoopt_ilp.solve import solve
 from topoopt_ilp.strategy import Strategy, place_blocks, server_memory
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--instance", default="dlrm-128-d8")
-    ap.add_argument("--bound-s", type=float, default=60.0, help="time limit of the chain bound")
-    ap.add_argument("--search-s", type=float, default=50.0, help="seconds of local search from the best chains")
+    ap.add_argument("--instance", type=paper_name, default="dlrm-128-d8")
+    ap.add_argument("--bound-s", type=seconds, default=60.0, help="time limit of the chain bound")
+    ap.add_argument("--search-s", type=seconds, default=50.0, help="seconds of local search from the best chains")
     ap.add_argument("--starts", type=int, default=8, help="how many of the best chains start it")
     args = ap.parse_args()
-    inst = io.load_instance(ROOT / "instances" / "paper" / f"{args.instance}.json")
+    inst = load_paper(args.instance)
     w, n = inst.workload, inst.n
     X = solve(inst, method="heuristic").topology.matrix
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s, "shortest")

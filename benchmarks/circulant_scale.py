@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from _args import seconds
 from topoopt_ilp.evaluate import evaluate
 from topoopt_ilp.instance import Cluster, Demand, Instance
 from topoopt_ilp.models.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
@@ -21,7 +22,7 @@ from topoopt_ilp.models.common import ExactOptions
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--time-limit", type=seconds, default=120.0)
     ap.add_argument("--sizes", default="32,64,128,256")
     ap.add_argument("--degrees", default="4,8")
     ap.add_argument("--formulation", default="strong", choices=["strong", "basic"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from _args import seconds
 from joint_small import _warm_up_solver_worker
 from topoopt_ilp import Cluster, Demand, Instance
 from topoopt_ilp.models.common import ExactOptions
@@ -30,7 +31,7 @@ def run(instance: Instance, limit: float, use_search: bool):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--limit", type=float, default=60.0)
+    ap.add_argument("--limit", type=seconds, default=60.0)
     ap.add_argument("--sizes", default="8x3,8x4,9x3,10x4,11x4,12x4,13x4")
     ap.add_argument("--objectives", default="throughput,aspl")
     args = ap.parse_args()

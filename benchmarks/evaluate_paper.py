@@ -18,6 +18,7 @@ import os
 import sys
 import time
 
+from _args import instance_files, seconds
 from topoopt_ilp.paper import default_instance_paths, evaluate_paper, format_table, write_outputs
 
 BUDGET_S = 120.0  # issue 7: each 128-server workload under 120 s on a 2-core machine
@@ -25,15 +26,15 @@ BUDGET_S = 120.0  # issue 7: each 128-server workload under 120 s on a 2-core ma
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--instances", default=None, help="comma-separated instance files (default: the 8 paper instances)")
-    ap.add_argument("--time-limit", type=float, default=100.0, help="alternating budget per instance (s)")
+    ap.add_argument("--instances", type=instance_files, default=None, help="comma-separated instance files (default: the 8 paper instances)")
+    ap.add_argument("--time-limit", type=seconds, default=100.0, help="alternating budget per instance (s)")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--round-time-limit", type=float, default=30.0)
+    ap.add_argument("--round-time-limit", type=seconds, default=30.0)
     ap.add_argument("--rack-size", type=int, default=None)
     ap.add_argument("--out", default=None, help="directory for <stem>.csv/.json/.png")
     ap.add_argument("--stem", default="architectures")
     args = ap.parse_args()
-    paths = [p for p in args.instances.split(",") if p] if args.instances else [str(p) for p in default_instance_paths()]
+    paths = args.instances or [str(p) for p in default_instance_paths()]
     started = time.perf_counter()
     results = evaluate_paper(paths, progress=lambda m: print(m, file=sys.stderr, flush=True), time_limit_s=args.time_limit,
                              rounds=args.rounds, round_time_limit_s=args.round_time_limit, rack_size=args.rack_size)

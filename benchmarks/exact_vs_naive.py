@@ -19,6 +19,7 @@ import random
 import statistics
 import time
 
+from _args import seconds
 from joint_small import _warm_up_solver_worker
 from topoopt_ilp import Cluster, Demand, Instance, solve
 from topoopt_ilp.instance import AllReduceGroup
@@ -54,7 +55,7 @@ def median_run(instance: Instance, formulation: str, args: argparse.Namespace):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--limit", type=float, default=60.0)
+    ap.add_argument("--limit", type=seconds, default=60.0)
     ap.add_argument("--backend", default="highs")
     ap.add_argument("--sizes", default="8x2,8x3,10x2,10x3,12x2,12x4")
     ap.add_argument("--warm-start", choices=("none", "heuristic"), default="none")

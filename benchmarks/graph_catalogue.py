@@ -26,6 +26,7 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
+from _args import seconds
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +128,7 @@ def main() -> None:
     g.add_argument("--max-low-degree", type=int, default=5)
     s = sub.add_parser("search", help="run the catalogue search on all-to-all instances")
     s.add_argument("--sizes", default="8x3,8x4,10x3,10x4,12x3,12x4")
-    s.add_argument("--limit", type=float, default=60.0)
+    s.add_argument("--limit", type=seconds, default=60.0)
     args = ap.parse_args()
     if args.command == "generate":
         generate(args.max_n, args.max_low_degree)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from _args import seconds
 import numpy as np
 
 from topoopt_ilp.heuristic import circulant_stats
@@ -25,7 +26,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="16,24,32,48,64,96,128")
     ap.add_argument("--degrees", default="4,6,8")
-    ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--time-limit", type=seconds, default=120.0)
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     degrees = [int(x) for x in args.degrees.split(",")]

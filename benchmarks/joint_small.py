@@ -20,7 +20,8 @@ import json
 import time
 from dataclasses import dataclass
 
-from small_workloads import small_instances
+from _args import seconds
+from small_workloads import small_instances, small_names
 
 from topoopt_ilp.evaluate import evaluate, objective_value
 from topoopt_ilp.models import solve_exact
@@ -125,11 +126,11 @@ def print_joint(rows: list[Row]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--time-limit", type=float, default=600.0, help="seconds for each joint solve")
-    ap.add_argument("--instances", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--time-limit", type=seconds, default=600.0, help="seconds for each joint solve")
+    ap.add_argument("--instances", type=small_names, default="", help="comma-separated names (default: all)")
     ap.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args()
-    rows = run([s for s in args.instances.split(",") if s] or None, args.time_limit)
+    rows = run(args.instances or None, args.time_limit)
     print(f"\njoint MILP and default exact method (HiGHS, gap 1e-4, {args.time_limit:g} s limit each, incl. the alternating "
           "warm start) vs TopoOpt's heuristic")
     print_joint(rows)

@@ -15,6 +15,7 @@ import argparse
 import time
 from dataclasses import replace
 
+from _args import seconds
 from exact_vs_naive import skewed_mix
 from joint_small import _warm_up_solver_worker
 from topoopt_ilp.evaluate import evaluate
@@ -26,7 +27,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="8x2,8x3,10x2")
     ap.add_argument("--latency-us", type=float, default=1.0)
-    ap.add_argument("--limit", type=float, default=120.0)
+    ap.add_argument("--limit", type=seconds, default=120.0)
     args = ap.parse_args()
     print(f"HiGHS, no warm start, hop latency {args.latency_us:g} us, time limit {args.limit:g} s per solve")
     print(f"{'instance':<14} {'bandwidth optimum only':>34} {'latency settled':>46} {'time ratio':>10}")

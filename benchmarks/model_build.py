@@ -22,8 +22,8 @@ Run: python benchmarks/model_build.py [n]
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 import time
 
 import numpy as np
@@ -111,7 +111,11 @@ def best_of(fn, *args) -> tuple[float, object]:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 24
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("n", nargs="?", type=int, default=24, help="nodes of the complete digraph, 2..40 (default 24)")
+    n = ap.parse_args().n
+    if not 2 <= n <= 40:  # n**4 flow variables: 40 is 2.5 M already
+        ap.error(f"n must be 2..40, not {n}")
     print(f"multi-commodity flow, complete digraph n={n}; {os.cpu_count()} cores; min of {REPEATS} runs")
     t_raw, (h_raw, _) = best_of(build_raw, n)
     t_neu, (h_neu, model) = best_of(build_neutral, n)

@@ -39,17 +39,14 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
+from _args import load_paper, paper_names, seconds
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement import RING_POLICIES, shortest_path_fractions, solve_placement, strategy_times
 
-from topoopt_ilp import io
 from topoopt_ilp.evaluate import evaluate
 from topoopt_ilp.solve import solve, start_placement
 from topoopt_ilp.strategy import parse_strategy
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _fmt(v, spec: str) -> str:
@@ -69,9 +66,9 @@ def _is_variant(v: str) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve (everything included)")
+    ap.add_argument("--time-limit", type=seconds, default=60.0, help="seconds per solve (everything included)")
     ap.add_argument("--variants", default="ls=0,ls=auto", help="comma list of ls=0 | ls=auto | ls=SECONDS")
-    ap.add_argument("--instances", default="dlrm-128-d8,bert-128-d8")
+    ap.add_argument("--instances", type=paper_names, default="dlrm-128-d8,bert-128-d8")
     ap.add_argument("--gap", type=float, default=0.01)
     ap.add_argument("--rings", default=",".join(RING_POLICIES), help="comma list of ring policies")
     args = ap.parse_args()
@@ -86,8 +83,8 @@ def main() -> None:
           f"topology = TopoOpt heuristic for the data-parallel start; shortest-path routing")
     hdr = (f"{'instance':<12} {'rings':>8} {'variant':>8} {'status':>9} {'time_s':>7} {'iter_ms':>8} {'bound_ms':>8} {'gap':>7} "
            f"{'vs_dp':>6} {'eval_ok':>7} {'ls_ms':>7} {'ls_s':>5} {'relax_ms':>8} {'bnd_s':>5} {'model':>9} {'nnz':>9}")
-    for name in args.instances.split(","):
-        inst = io.load_instance(ROOT / "instances" / "paper" / f"{name}.json")
+    for name in args.instances:
+        inst = load_paper(name)
         X = solve(inst, method="heuristic").topology.matrix
         start = parse_strategy(start_placement(inst), inst.workload, inst.n)
         dp = {r: strategy_times(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s, r), start)["iteration_time_s"]

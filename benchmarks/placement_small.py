@@ -17,6 +17,7 @@ import argparse
 import time
 from pathlib import Path
 
+from _args import seconds
 from joint_small import _warm_up_solver_worker
 from small_workloads import small_instances
 
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds for each solve")
+    ap.add_argument("--time-limit", type=seconds, default=60.0, help="seconds for each solve")
     args = ap.parse_args()
     _warm_up_solver_worker()
     instances = dict(small_instances())

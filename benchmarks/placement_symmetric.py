@@ -18,31 +18,28 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
+from _args import load_paper, paper_names, seconds
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement import shortest_path_fractions, solve_placement, strategy_times
 from topoopt_ilp.models.placement_search import _LocalSearch
 from topoopt_ilp.models.placement_symmetric import symmetric_periods, symmetric_placement
 
-from topoopt_ilp import io
 from topoopt_ilp.solve import solve
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--instances", default="dlrm-128-d8")
+    ap.add_argument("--instances", type=paper_names, default="dlrm-128-d8")
     ap.add_argument("--periods", default="8", help="comma list of periods (those that do not apply are skipped)")
-    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve, each side")
+    ap.add_argument("--time-limit", type=seconds, default=60.0, help="seconds per solve, each side")
     args = ap.parse_args()
     print(f"symmetric placement MILP vs solve_placement, HiGHS, {args.time_limit:g} s each; topology = TopoOpt "
           f"heuristic for the data-parallel start; shortest-path routing, shortest rings")
     print(f"{'instance':<14} {'p':>3} {'status':>9} {'time_s':>7} {'model_ms':>9} {'eval_ms':>9} {'inv_bound':>9} "
           f"{'nnz':>8} | {'place_ms':>9} {'bound_ms':>9} {'time_s':>7} | {'sym/place':>9}")
-    for name in args.instances.split(","):
-        inst = io.load_instance(ROOT / "instances" / "paper" / f"{name}.json")
+    for name in args.instances:
+        inst = load_paper(name)
         X = solve(inst, method="heuristic").topology.matrix
         rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
         ls = _LocalSearch(inst, rf)

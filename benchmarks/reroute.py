@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _args import seconds  # noqa: E402
 from topoopt_ilp.errors import UnsupportedError  # noqa: E402
 from topoopt_ilp.evaluate import evaluate  # noqa: E402
 from topoopt_ilp.io import load_instance  # noqa: E402
@@ -48,8 +49,8 @@ def _ms(v: float) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=CASES)
-    ap.add_argument("--time-limit", type=float, default=60.0, help="alternating/exact budget, and the routing LP's")
-    ap.add_argument("--arc-limit", type=float, default=120.0,
+    ap.add_argument("--time-limit", type=seconds, default=60.0, help="alternating/exact budget, and the routing LP's")
+    ap.add_argument("--arc-limit", type=seconds, default=120.0,
                     help="skip the arc-flow LP where the column generation took longer than this")
     args = ap.parse_args()
     print(f"{'case':<28} {'bw ms':>8} {'-> ms':>8} {'iter ms':>8} {'-> ms':>8} {'ratio':>6} {'bound ms':>8} "

@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _args import instance_file, seconds  # noqa: E402
 from topoopt_ilp.errors import InputError  # noqa: E402
 from topoopt_ilp.evaluate import evaluate  # noqa: E402
 from topoopt_ilp.io import load_instance  # noqa: E402
@@ -49,8 +50,8 @@ def _ms(v: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--instances", nargs="+", default=DEFAULT)
-    ap.add_argument("--time-limit", type=float, default=30.0, help="CP-SAT limit per design (default 30 s)")
+    ap.add_argument("--instances", nargs="+", type=instance_file, default=DEFAULT)
+    ap.add_argument("--time-limit", type=seconds, default=30.0, help="CP-SAT limit per design (default 30 s)")
     ap.add_argument("--stages", type=int, default=3, help="pipeline strategies per instance (default 3)")
     ap.add_argument("--random", type=int, default=0, help="random hybrid strategies per instance (default 0)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random strategies (default 0)")

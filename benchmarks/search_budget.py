@@ -18,15 +18,12 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import time
-from pathlib import Path
 
+from _args import load_paper, paper_names, seconds
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement import solve_placement
 
-from topoopt_ilp import io
 from topoopt_ilp.solve import solve
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _spin() -> None:
@@ -36,15 +33,15 @@ def _spin() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--instances", default="dlrm-128-d8")
-    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds of the time-limited runs")
+    ap.add_argument("--instances", type=paper_names, default="dlrm-128-d8")
+    ap.add_argument("--time-limit", type=seconds, default=60.0, help="seconds of the time-limited runs")
     ap.add_argument("--moves", type=int, default=18000, help="move budget of the move-limited runs")
-    ap.add_argument("--safety", type=float, default=600.0, help="time limit of the move-limited runs")
+    ap.add_argument("--safety", type=seconds, default=600.0, help="time limit of the move-limited runs")
     args = ap.parse_args()
     print("solve_placement (HiGHS, gap 1%) on TopoOpt's heuristic topology; 'busy': another process spins on one core")
     hdr = f"{'instance':<12} {'budget':>12} {'load':>5} {'wall_s':>7} {'iter_ms':>8} {'moves':>7} {'cut':>5}"
-    for name in args.instances.split(","):
-        inst = io.load_instance(ROOT / "instances" / "paper" / f"{name}.json")
+    for name in args.instances:
+        inst = load_paper(name)
         X = solve(inst, method="heuristic").topology.matrix
         print("\n" + hdr + "\n" + "-" * len(hdr))
         for label, opts in ((f"{args.time_limit:g} s", ExactOptions(time_limit_s=args.time_limit, gap=0.01)),

@@ -15,38 +15,44 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
+from _args import int_list, load_paper, paper_name, seconds
 from topoopt_ilp.models import placement as pl
 from topoopt_ilp.models.common import ExactOptions
 
-from topoopt_ilp import io
 from topoopt_ilp.solve import solve
 
-ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {"kick_top": int, "max_stall": int, "exact_blocks": lambda v: v not in ("off", "false", "0")}
 
 
-def _parse(variant: str) -> dict:
+def _variant(variant: str) -> tuple[str, dict]:
+    """``default`` or ``KEY=VALUE`` of :data:`SETTINGS`: the name and the keyword arguments it sets."""
     if variant == "default":
-        return {}
+        return variant, {}
     key, eq, value = variant.partition("=")
     if not eq or key not in SETTINGS:
-        raise SystemExit(f"unknown variant {variant!r}; use default or {', '.join(k + '=...' for k in SETTINGS)}")
-    return {key: SETTINGS[key](value)}
+        raise argparse.ArgumentTypeError(f"unknown variant {variant!r}; use default or "
+                                         f"{', '.join(k + '=...' for k in SETTINGS)}")
+    try:
+        return variant, {key: SETTINGS[key](value)}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"variant {variant!r}: {value!r} is not a value of {key}") from None
+
+
+def _variants(text: str) -> list[tuple[str, dict]]:
+    return [_variant(v) for v in text.split(",") if v]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--instance", default="dlrm-128-d8")
+    ap.add_argument("--instance", type=paper_name, default="dlrm-128-d8")
     ap.add_argument("--moves", type=int, default=18000)
-    ap.add_argument("--seeds", default="0,1,2,3")
-    ap.add_argument("--variants", default="default,kick_top=4,kick_top=16,exact_blocks=off")
-    ap.add_argument("--safety", type=float, default=900.0, help="time limit of each run (the safety net)")
+    ap.add_argument("--seeds", type=int_list, default="0,1,2,3")
+    ap.add_argument("--variants", type=_variants, default="default,kick_top=4,kick_top=16,exact_blocks=off")
+    ap.add_argument("--safety", type=seconds, default=900.0, help="time limit of each run (the safety net)")
     args = ap.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
-    variants = [(v, _parse(v)) for v in args.variants.split(",")]
-    inst = io.load_instance(ROOT / "instances" / "paper" / f"{args.instance}.json")
+    seeds, variants = args.seeds, args.variants
+    inst = load_paper(args.instance)
     X = solve(inst, method="heuristic").topology.matrix
     search = pl.improve_strategy
     print(f"{args.instance}: solve_placement, {args.moves} moves per run (time limit {args.safety:g} s as the safety net)")

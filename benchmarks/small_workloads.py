@@ -13,6 +13,7 @@ All at 100 Gbps per link, 1 us per hop, 160 GB per server, ``overlap: none``.
 
 from __future__ import annotations
 
+from _args import names_from
 from topoopt_ilp import io, zoo
 from topoopt_ilp.instance import Instance
 
@@ -78,3 +79,8 @@ def small_instances() -> dict[str, Instance]:
         inst = _zoo(model, n, d)
         out[inst.name] = inst
     return out
+
+
+def small_names(text: str) -> list[str]:
+    """The argparse type of ``--instances``: a comma list of names of :func:`small_instances` (none: all)."""
+    return names_from(list(small_instances()), "instance")(text)

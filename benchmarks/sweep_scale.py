@@ -19,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from _args import seconds
 from exact_vs_naive import skewed_mix
 from topoopt_ilp import io
 from topoopt_ilp.sweep import sweep
@@ -34,7 +35,7 @@ def run(paths: list[str], args: argparse.Namespace, executor) -> tuple[float, li
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--time-limit", type=float, default=30.0)
+    ap.add_argument("--time-limit", type=seconds, default=30.0)
     ap.add_argument("--sizes", default="8x2,8x3,8x4,10x2,10x3,10x4,12x2")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
