@@ -162,6 +162,15 @@ def _is_circulant(rf: RoutingFractions) -> bool:
 # 11.05 -> 11.47 ms in six 40 s rounds, below 12.114. A chain of the first that passes every run and
 # pair threshold of 9.5 ms with C 3.95 ms evaluates at 46.6 ms (its busiest arc 42.7 ms, its largest
 # class average 11.0 ms): the pairs' loads pile onto a few arcs, which class averages cannot see.
+# The minimisers of the binding cell return to cosets they left (A-B-A-B between two 16-server
+# cosets, a one-layer detour splitting a run), so compute, AllReduce and resharding stack where the
+# run and pair terms see each visit alone. Measured (scratch, not kept): the DP's state extended by
+# the previous run's type, a return to it allowed only when the two layers around the detour fit
+# the cell's compute threshold together and their AllReduce and both reshardings fit its
+# bandwidth threshold. In the binding cell g rose from 8.794 to 8.801 ms, which is still below
+# that cell's pair threshold of 8.809 ms. So the bound stayed at 12.114 ms. The chains turned to
+# returns after two runs (A-B-C-A), which one remembered type cannot see, and each DP call took
+# about 70x longer.
 #
 # Precomputation. On a circulant topology (X[i, j] = X[0, j - i], TopoOpt's) rotating every server by
 # r maps shortest paths to shortest paths, arc classes to themselves, and a type (k, s) with
