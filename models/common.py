@@ -107,6 +107,8 @@ def check_start(instance, sol, source: str) -> None:
 
     from topoopt_ilp.verify import verify
 
+    if sol.status not in ("optimal", "feasible"):  # verify refuses such a file whatever it carries
+        raise InputError(f"{source}: its status is {sol.status}, so it holds no design to start from")
     report = verify(instance, replace(sol, status="feasible", bound=None, gap=None), check_metrics=False)
     if not report.valid:
         raise InputError(f"{source}: not a feasible design for this instance, so no start: {report.violations[0]}")

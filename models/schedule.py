@@ -437,8 +437,7 @@ SCHEDULE_VERSION = 2
 _FILE_KEYS = {"format", "version", "instance", "instance_sha256", "solution", "solution_sha256", "status", "method",
               "makespan_s", "bound_s", "gap", "time_unit_s", "wall_time_s", "forward_fraction", "routing",
               "micro_batches", "tasks", "summary"}
-_FILE_REQUIRED = {"format", "version", "instance_sha256", "solution_sha256", "status", "method", "makespan_s",
-                  "time_unit_s", "forward_fraction", "routing", "micro_batches", "tasks"}
+_FILE_REQUIRED = _FILE_KEYS - {"summary"}  # every key schedule_to_dict writes (the summary is the CLI's)
 _TASK_KEYS = {"name", "kind", "start_s", "end_s", "duration_s", "server", "path", "bytes", "latency_s"}
 _SHA256_HEX = frozenset("0123456789abcdef")
 
@@ -552,6 +551,8 @@ def _number(v: Any, field: str, *, low: float = 0.0, positive: bool = False, nul
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise InputError(f"expected a number{' or null' if null else ''}, got {_type_name(v)}", field=field)
+    if not math.isfinite(v):  # JSON's 1e999 reads as infinity
+        raise InputError(f"must be a finite number, got {v!r}", field=field)
     if v < low or (positive and v <= low):
         raise InputError(f"must be {'>' if positive else '>='} {low:g}, got {v!r}", field=field)
     return float(v)
@@ -563,6 +564,22 @@ def _sha(v: Any, field: str) -> str | None:
     return v
 
 
+def _task_values(row: Mapping[str, Any], field: str) -> None:
+    """The types of a task's descriptive values (``field % key`` names one); whether they are the
+    task graph's is :func:`claim_violations`' question."""
+    if not isinstance(row["kind"], str):
+        raise InputError(f"expected a task kind, got {_type_name(row['kind'])}", field=field % "kind")
+    for key in ("duration_s", "bytes", "latency_s"):
+        if key in row:
+            _number(row[key], field % key)
+    server = row.get("server", 0)
+    if isinstance(server, bool) or not isinstance(server, int) or server < 0:
+        raise InputError(f"expected a server index >= 0, got {server!r}", field=field % "server")
+    path = row.get("path", [])
+    if not isinstance(path, list) or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in path):
+        raise InputError("expected a list of server indices", field=field % "path")
+
+
 def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
     """A schedule file's JSON (``schedule_to_dict``'s form), checked strictly: the format and version,
     no unknown or missing key (at the top and in each task), each value's type and range, task names
@@ -572,7 +589,7 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
     top = _obj(data, "", _FILE_KEYS, _FILE_REQUIRED, err=E)
     if top["format"] != SCHEDULE_FORMAT:
         raise E(f"expected {SCHEDULE_FORMAT!r}, got {top['format']!r}", field="format")
-    if top["version"] != SCHEDULE_VERSION:
+    if isinstance(top["version"], bool) or not isinstance(top["version"], int) or top["version"] != SCHEDULE_VERSION:
         hint = " (files of earlier releases do not say what they were made from: schedule again with --out)" \
             if top["version"] == 1 else ""
         raise E(f"unsupported version {top['version']!r}; this release reads version {SCHEDULE_VERSION}{hint}", field="version")
@@ -597,7 +614,7 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
     seen: set[str] = set()
     for k, row in enumerate(tasks):
         f = f"tasks[{k}]"
-        row = _obj(row, f, _TASK_KEYS, {"name", "start_s", "end_s"}, err=E)
+        row = _obj(row, f, _TASK_KEYS, {"name", "kind", "start_s", "end_s", "duration_s"}, err=E)
         name = row["name"]
         if not isinstance(name, str):
             raise E(f"expected a task name, got {_type_name(name)}", field=f + ".name")
@@ -609,6 +626,7 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
         ends[k] = _number(row["end_s"], f"{f}.end_s ({name})")
         if ends[k] < starts[k]:
             raise E(f"ends at {ends[k]:.9g} s, before its start {starts[k]:.9g} s", field=f"{f}.end_s ({name})")
+        _task_values(row, f"{f}.%s ({name})")
         described.append(MappingProxyType({key: v for key, v in row.items() if key not in ("name", "start_s", "end_s")}))
     starts.setflags(write=False)
     ends.setflags(write=False)
@@ -638,8 +656,9 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
     out: list[str] = []
     unit = sf.time_unit_s
     for label, times in (("start", sf.start_s), ("end", sf.end_s)):
-        units = times / unit
-        off = np.flatnonzero(np.abs(units - np.rint(units)) > 1e-6 * np.maximum(1.0, np.abs(units)))
+        # relative to the time itself (a grid time k * unit is that up to float rounding): a tolerance
+        # in units lets every time pass once the unit dwarfs them (1e4 s: times of ms are ~0 units)
+        off = np.flatnonzero(np.abs(times - np.rint(times / unit) * unit) > 1e-9 * np.abs(times))
         if off.size:
             k = int(off[0])
             out.append(f"task {sf.names[k]}: {label} {times[k]:.9g} s is not a whole number of time units of {unit:.3g} s")
@@ -649,6 +668,12 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
         said = sf.described[pos[t.name]] if sf.described and t.name in pos else {}
         truth = {"kind": t.kind, "duration_s": t.duration_s, "server": t.server, "path": list(t.path), "bytes": t.bytes,
                  "latency_s": t.latency_s}
+        written = ("path", "bytes", "latency_s") if t.is_flow else ("server",) if t.is_compute else ()
+        if sf.described and t.name in pos and (omitted := [key for key in written if key not in said]):
+            out.append(f"task {t.name}: the file omits its {omitted[0]} (the task graph's is {truth[omitted[0]]!r})")
+            if len(out) >= 20:
+                break
+            continue
         for key, value in said.items():
             real = truth[key]
             same = (value == real if isinstance(real, (str, list)) or key == "server" else

@@ -504,3 +504,93 @@ def test_every_writing_command_takes_o_and_out(tmp_path, capsys):
     assert main(["sweep", TESTBED, "--methods", "heuristic", "--format", "csv", "-o", str(rows), "--quiet"]) == 0
     assert rows.read_text().startswith("instance,")
     capsys.readouterr()
+
+
+# Found by an audit of the output guards (each case once lost a file or said nothing).
+def test_a_trailing_slash_never_writes_over_the_file_it_names(tmp_path, capsys):
+    inst = tmp_path / "in.json"
+    inst.write_text((INSTANCES / "mix-8.json").read_text())
+    before = inst.read_text()
+    assert main(["solve", str(inst), "--quiet", "--out", f"{inst}/"]) == 2
+    assert "names a directory" in capsys.readouterr().err and inst.read_text() == before
+    assert main(["solve", str(inst), "--quiet", "--out", f"{tmp_path / 'sub'}/"]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "sub").exists()
+
+
+def test_sweep_and_draw_never_write_over_their_inputs(tmp_path, capsys):
+    inst = tmp_path / "in.json"
+    inst.write_text((INSTANCES / "mix-8.json").read_text())
+    before = inst.read_text()
+    assert main(["sweep", str(tmp_path), "--methods", "heuristic", "--quiet", "--out", str(inst)]) == 2
+    assert "is the instance file itself" in capsys.readouterr().err and inst.read_text() == before
+    sol = tmp_path / "sol.png"  # a solution file under a drawing's name
+    assert main(["solve", str(inst), "--quiet", "--out", str(sol)]) == 0
+    kept = sol.read_text()
+    assert main(["draw", str(sol), "-o", str(sol)]) == 2
+    assert "is the solution file itself" in capsys.readouterr().err and sol.read_text() == kept
+
+
+def test_a_device_or_fifo_is_written_into_not_replaced(tmp_path, capsys):
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    assert main(["solve", str(INSTANCES / "mix-8.json"), "--quiet", "--out", str(fifo)]) == 0
+    reader.join(30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and json.loads(got[0])["format"] == "topoopt-solution"
+    assert main(["generate", "bert", "--servers", "8", "--degree", "2", "--bandwidth", "100", "-o", os.devnull]) == 0
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_a_run_without_a_solution_keeps_an_existing_out_file(tmp_path, capsys):
+    out = tmp_path / "keep.json"
+    assert main(["solve", str(INSTANCES / "mix-8.json"), "--quiet", "--out", str(out)]) == 0
+    kept = out.read_text()
+    assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--time-limit", "0", "--quiet",
+                 "--out", str(out)]) == 4
+    assert "not replaced" in capsys.readouterr().err and out.read_text() == kept
+    fresh = tmp_path / "fresh.json"  # with nothing to keep, the record is written
+    assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--time-limit", "0", "--quiet",
+                 "--out", str(fresh)]) == 4
+    assert json.loads(fresh.read_text())["status"] == "no_solution"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--baseline", "torus"], "--baseline applies to --method baseline, not heuristic"),
+    (["--method", "exact", "--select", "best"], "--select and --mode apply to --method heuristic or alternating"),
+    (["--method", "exact", "--threads", "2000"], "--threads must be an integer in 1..1024"),
+])
+def test_an_option_of_another_method_or_out_of_range_is_refused(args, message, capsys):
+    try:
+        code = main(["solve", str(INSTANCES / "mix-8.json"), *args])
+    except SystemExit as exc:  # argparse's own refusal
+        code = exc.code
+    assert code == 2 and message in capsys.readouterr().err
+
+
+def test_a_start_file_that_says_it_holds_nothing_is_refused(tmp_path, capsys):
+    sol = tmp_path / "s.json"
+    assert main(["solve", str(INSTANCES / "mix-8.json"), "--quiet", "--out", str(sol)]) == 0
+    data = json.loads(sol.read_text())
+    data["status"] = "no_solution"
+    sol.write_text(json.dumps(data))
+    assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--warm-start", str(sol),
+                 "--time-limit", "5"]) == 2
+    assert "its status is no_solution, so it holds no design to start from" in capsys.readouterr().err
+    assert main(["draw", str(sol), "-o", str(tmp_path / "d.png")]) == 2
+    assert "holds no design (status no_solution)" in capsys.readouterr().err
+
+
+def test_empty_output_names_are_refused(capsys):
+    assert main(["evaluate-paper", "--out", ""]) == 2
+    assert "--out needs a directory name" in capsys.readouterr().err
+    dlrm = str(INSTANCES / "dlrm-mini-6.json")
+    assert main(["schedule", dlrm, dlrm, "--out", ""]) == 2
+    assert "--out needs a file name" in capsys.readouterr().err
+    assert main(["schedule", dlrm, dlrm, "--check", ""]) == 2
+    assert "--check needs a schedule file name" in capsys.readouterr().err

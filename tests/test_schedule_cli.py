@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -266,7 +268,14 @@ def test_check_refuses_a_list_schedule_that_claims_optimal(solution_file, tmp_pa
     (lambda d: d["tasks"][3].update(colour="red"), "tasks[3]: unknown key 'colour'"),
     (lambda d: d["tasks"][3].pop("start_s"), "tasks[3]: missing required key 'start_s'"),
     (lambda d: d["tasks"].pop(3), "is missing from the schedule"),
-    (lambda d: d["tasks"].append({"name": "fwd L9 r0", "start_s": 0, "end_s": 0}), "'fwd L9 r0' is not in the iteration graph"),
+    (lambda d: d["tasks"].append({"name": "fwd L9 r0", "kind": "compute", "start_s": 0, "end_s": 0, "duration_s": 0}),
+     "'fwd L9 r0' is not in the iteration graph"),
+    # every key the tool writes is required (the summary only comes from the CLI), and values are typed
+    (lambda d: d.pop("bound_s"), "missing required key 'bound_s'"),
+    (lambda d: d.pop("wall_time_s"), "missing required key 'wall_time_s'"),
+    (lambda d: d["tasks"][3].pop("kind"), "tasks[3]: missing required key 'kind'"),
+    (lambda d: d.update(version=2.0), "version: unsupported version 2.0"),
+    (lambda d: d["tasks"][0].update(server="0"), "tasks[0].server (block B0 mb0): expected a server index >= 0"),
     (lambda d: d["tasks"].append(dict(d["tasks"][0])), "appears twice"),
     (lambda d: d.update(instance_sha256="0" * 64), "made from another instance file"),
     (lambda d: d.update(solution_sha256=None), "records no SHA-256 of its solution file"),
@@ -276,6 +285,16 @@ def test_a_bad_schedule_file_is_one_line_exit_2(schedule_file, solution_file, tm
     assert main(["schedule", DLRM, solution_file, "--check", path]) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1 and err.startswith(f"error: {path}"), err
+
+
+def test_a_number_that_overflows_to_infinity_is_refused(schedule_file, solution_file, tmp_path, capsys):
+    """JSON's Infinity is malformed, but 1e999 is valid JSON that reads as infinity."""
+    for key in ("makespan_s", "wall_time_s", "time_unit_s"):
+        path = tmp_path / f"{key}.json"
+        path.write_text(re.sub(rf'"{key}": [^,]+,', f'"{key}": 1e999,', Path(schedule_file).read_text(), count=1))
+        assert main(["schedule", DLRM, solution_file, "--check", str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"{key}: must be a finite number, got inf" in err and len(err.splitlines()) == 1, err
 
 
 def test_check_against_other_files_or_malformed_json_exits_2(schedule_file, solution_file, tmp_path, capsys):

@@ -75,6 +75,15 @@ def _pos_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+def _threads(text: str) -> int:
+    from .instance import MAX_THREADS
+
+    v = _int_at_least(text, 1)
+    if v > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"must be an integer in 1..{MAX_THREADS}, got {v}")
+    return v
+
+
 # ----------------------------------------------------------------------------------------------
 # Output helpers
 # ----------------------------------------------------------------------------------------------
@@ -230,6 +239,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if report is not None and not report.valid:
             raise InputError(f"the solution does not match the instance: {report.violations[0]}", source=args.solution) from None
         raise InputError(f"cannot be scored: {exc.reason} (see topoopt verify)", source=args.solution or args.instance) from None
+    except InputError as exc:  # after RoutingError, one of them
+        if exc.source is not None:
+            raise
+        # about the solution's contents (its placement, a ring): name its file
+        raise type(exc)(exc.reason, source=args.solution or args.instance, field=exc.field) from None
     if not args.solution and not math.isfinite(metrics["iteration_time_s"]):
         unreachable = verify_reachability(inst, target.matrix)
         if unreachable:  # scored (infinite), and why
@@ -253,14 +267,24 @@ def _cmd_evaluate_paper(args: argparse.Namespace) -> int:
     paths = _split(args.instances) if args.instances else [str(p) for p in default_instance_paths()]
     if not paths:
         raise InputError("--instances lists no instance file")
-    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise InputError("--out must be a directory", source=args.out)
+    if args.out is not None:  # made and probed now: a bad directory must not cost the whole comparison
+        from .io import check_writable
+
+        if not args.out.strip():
+            raise InputError(f"--out needs a directory name, got {args.out!r}")
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise InputError("--out must be a directory", source=args.out)
+        try:
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot make directory {args.out}: {exc.strerror or exc}") from None
+        check_writable(os.path.join(args.out, "architectures.csv"), "--out")
     progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     results = evaluate_paper(paths, progress=progress, time_limit_s=args.time_limit, rounds=args.rounds,
                              round_time_limit_s=args.round_time_limit, rack_size=args.rack_size, seed=args.seed)
     if not args.quiet:
         print(format_table(results, args.format))
-    if args.out:
+    if args.out is not None:
         for path in write_outputs(results, args.out, title=args.title):
             if not args.quiet:
                 print(f"wrote {path}", file=sys.stderr)
@@ -333,6 +357,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     if args.method != "alternating" and (args.rounds is not None or args.round_time_limit is not None
                                          or args.topology_method is not None):
         raise InputError("--rounds, --round-time-limit and --topology-method apply to --method alternating only")
+    if args.method not in ("heuristic", "alternating") and (args.select is not None or args.mode is not None):
+        raise InputError(f"--select and --mode apply to --method heuristic or alternating, not {args.method}")
+    if args.method != "baseline" and args.baseline is not None:
+        raise InputError(f"--baseline applies to --method baseline, not {args.method}")
     ws = args.warm_start
     if ws is not None and ws not in ("heuristic", "none") and ("/" in ws or os.sep in ws or os.path.splitext(ws)[1]):
         # It names a file (a path or a file name with an extension): say what is wrong with it.
@@ -350,9 +378,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     else:
         options = {"seed": args.seed if args.seed is not None else 0}
         if args.method in ("heuristic", "alternating"):
-            options.update(select=args.select, mode=args.mode)
+            options.update(select=args.select or "geometric", mode=args.mode or "paper")
         if args.method == "baseline":
-            options.update(baseline=args.baseline)
+            options.update(baseline=args.baseline or "expander")
         if args.method == "alternating":
             options.update(rounds=args.rounds if args.rounds is not None else 5,
                            round_time_limit_s=args.round_time_limit if args.round_time_limit is not None else 30.0,
@@ -373,8 +401,13 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
         sol = route(inst, sol, time_limit_s=DEFAULT_TIME_LIMIT_S)
     report = verify(inst, sol) if sol.has_solution else None
-    if args.out is not None and (sol.has_solution or sol.status in ("infeasible", "no_solution")):
+    # a run that found nothing does not replace a file that holds something (a design, an earlier record)
+    kept = args.out is not None and sol.status == "no_solution" and os.path.exists(args.out)
+    if args.out is not None and not kept and (sol.has_solution or sol.status in ("infeasible", "no_solution")):
         save_solution(sol, args.out, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance))
+    if kept:
+        print(f"{args.out}: not replaced, no solution was found; it keeps what it held", file=sys.stderr)
+        args.out = None  # nothing written: the summary must not say it was
     if args.json:
         from .io import solution_to_dict
 
@@ -467,9 +500,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     paths = expand_paths(args.paths)
     methods, backends = _methods_and_backends(args)
     if args.out is not None:
-        check_writable(args.out, "--out")
+        check_writable(args.out, "--out", {"instance": paths}, "the results")
     if args.journal is not None:
-        check_writable(args.journal, "--journal")
+        check_writable(args.journal, "--journal", {"instance": paths}, "the journal")
         if args.out is not None and os.path.realpath(args.out) == os.path.realpath(args.journal):
             raise InputError("--out and --journal name the same file; the results would overwrite the journal")
         if not args.quiet and os.path.exists(args.journal):
@@ -585,7 +618,7 @@ def _cmd_draw(args: argparse.Namespace) -> int:
 
     if os.path.splitext(args.output)[1].lower() not in (".png", ".svg", ".pdf"):
         raise InputError(f"-o needs a .png, .svg or .pdf file name, got {args.output!r}")
-    check_writable(args.output, "-o")
+    check_writable(args.output, "-o", {"solution": args.solution}, "the drawing")
     sol = load_solution(args.solution)
     if args.what == "convergence":
         from .draw import draw_convergence
@@ -597,6 +630,8 @@ def _cmd_draw(args: argparse.Namespace) -> int:
         return EXIT_OK
     if sol.topology is None:
         raise InputError("the solution has no topology to draw", source=args.solution)
+    if sol.status not in ("optimal", "feasible"):  # as verify: a file that says so holds no design
+        raise InputError(f"the solution holds no design (status {sol.status}): nothing to draw", source=args.solution)
     jumps = sol.topology.jumps
     if jumps is None and isinstance(sol.details.get("jumps_by_group_size"), dict):
         jumps = sorted({int(j) for js in sol.details["jumps_by_group_size"].values() for j in js})
@@ -757,17 +792,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--topology-method", default=None, choices=("auto", "finder", "exact"),
                    help="alternating: topology step by TopoOpt's TopologyFinder or the exact topology + routing "
                         "MILP (at most 32 servers); auto (default): exact up to 12 servers, else TopologyFinder")
-    s.add_argument("--select", default="geometric", choices=("geometric", "best"),
+    s.add_argument("--select", default=None, choices=("geometric", "best"),
                    help="heuristic: SelectPermutations rule (default geometric, TopoOpt's)")
-    s.add_argument("--mode", default="paper", choices=("paper", "authors"),
+    s.add_argument("--mode", default=None, choices=("paper", "authors"),
                    help="heuristic: follow the paper (default) or the authors' published code")
-    s.add_argument("--baseline", default="expander", choices=("expander", "demand_greedy", "torus"),
+    s.add_argument("--baseline", default=None, choices=("expander", "demand_greedy", "torus"),
                    help="baseline: which reference topology (default expander)")
     s.add_argument("--backend", default=None, help="exact, alternating: solver back-end (highs, scip, cpsat, cbc; default highs)")
     s.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S",
                    help="exact: time limit in seconds; alternating: overall budget")
-    s.add_argument("--gap", type=_nonneg_float, default=None, metavar="G", help="exact: relative optimality gap")
-    s.add_argument("--threads", type=_pos_int, default=None, metavar="T", help="exact: solver threads")
+    s.add_argument("--gap", type=_nonneg_float, default=None, metavar="G", help="exact: relative gap at which the solver may stop (optimal still means within 1e-4; above it the result is feasible)")
+    s.add_argument("--threads", type=_threads, default=None, metavar="T", help="exact: solver threads")
     s.add_argument("--warm-start", default=None, metavar="heuristic|none|FILE", help="exact: warm start (default heuristic)")
     s.add_argument("--export-model", default=None, metavar="FILE.mps|FILE.lp", help="exact: also write the model")
     s.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
@@ -825,7 +860,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Generate a workload instance at the sizes TopoOpt evaluated; each file says where its "
                                    "numbers come from.")
     g.add_argument("model", choices=sorted(MODELS), metavar="MODEL", help=", ".join(sorted(MODELS)))
-    g.add_argument("--servers", type=_pos_int, required=True)
+    g.add_argument("--servers", type=lambda text: _int_at_least(text, 2), required=True)
     g.add_argument("--degree", type=_pos_int, required=True)
     g.add_argument("--bandwidth", type=_pos_float, required=True, metavar="GBPS")
     g.add_argument("--batch", type=_pos_int, default=None, help="global batch (default: the model's paper setting)")
@@ -859,6 +894,9 @@ def _terminate(signum, frame) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a name the terminal's encoding lacks is escaped, not a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     in_main = threading.current_thread() is threading.main_thread()

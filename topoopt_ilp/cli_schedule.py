@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from .cli import _fmt_time as fmt_time
-from .cli import _nonneg_float, _pos_float, _pos_int
+from .cli import _nonneg_float, _pos_float, _threads
 from .errors import EXIT_ERROR, EXIT_NO_SOLUTION, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run_schedule"]
@@ -60,7 +60,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--routing", choices=("given", "shortest_path"), default=None,
                    help="given: the solution's routes (shortest paths when it has none; default); shortest_path: "
                         "every pair split equally over its shortest paths (the evaluator's modes)")
-    p.add_argument("--threads", type=_pos_int, default=None, metavar="T", help="exact: CP-SAT workers (default 2)")
+    p.add_argument("--threads", type=_threads, default=None, metavar="T", help="exact: CP-SAT workers (default 2)")
     p.add_argument("--micro-batches", default=None, metavar="M",
                    help="split the batch into M micro-batches (GPipe): every compute task and every flow but the "
                         "AllReduce becomes M of 1/M each (default 1)")
@@ -122,6 +122,8 @@ def run_schedule(args: argparse.Namespace) -> int:
     from .models.schedule import file_sha256, list_schedule, solve_schedule, write_schedule
 
     if args.check is not None:
+        if not args.check.strip():
+            raise InputError(f"--check needs a schedule file name, got {args.check!r}")
         given = [f"--{k.replace('_', '-')}" for k in _SCHEDULING_OPTIONS if getattr(args, k) is not None]
         if given:
             raise InputError(f"{given[0]} does not go with --check (the schedule file says how it was made)")
@@ -130,10 +132,10 @@ def run_schedule(args: argparse.Namespace) -> int:
     if method == "heuristic" and (args.time_limit is not None or args.threads is not None):
         raise InputError("--time-limit and --threads go with --method exact (list scheduling takes neither)")
     micro_batches = _micro_batches(args.micro_batches)
-    if args.out:
+    if args.out is not None:
         check_writable(args.out, "--out", {"instance": args.instance, "solution": args.solution}, "the schedule")
     inst, sol = _load_design(args)
-    hashes = (file_sha256(args.instance), file_sha256(args.solution)) if args.out else (None, None)
+    hashes = (file_sha256(args.instance), file_sha256(args.solution)) if args.out is not None else (None, None)
     ff = DEFAULT_FORWARD_FRACTION if args.forward_fraction is None else args.forward_fraction
     routing = args.routing or "given"
     graph = graph_from_solution(inst, sol, routing=routing, forward_fraction=ff, micro_batches=micro_batches)
@@ -161,7 +163,7 @@ def run_schedule(args: argparse.Namespace) -> int:
         "time_unit_s": unit, "routing": graph.routing, "forward_fraction": graph.forward_fraction,
         "micro_batches": graph.micro_batches,
     }
-    if sched.has_schedule and args.out:
+    if sched.has_schedule and args.out is not None:
         write_schedule(args.out, graph, sched, summary=summary, instance=args.instance, instance_sha256=hashes[0],
                        solution=args.solution, solution_sha256=hashes[1])
     if args.json:
@@ -195,7 +197,7 @@ def run_schedule(args: argparse.Namespace) -> int:
               f"time unit {_fmt(unit)}, routing {graph.routing}, "
               + (f"{graph.micro_batches} micro-batches, " if graph.micro_batches > 1 else "")
               + f"solve {sched.wall_time_s:.3g} s")
-        if args.out and sched.has_schedule:
+        if args.out is not None and sched.has_schedule:
             print(f"  wrote              {args.out}")
     if not sched.has_schedule:
         print("error: no_solution: no schedule within the time limit (--method heuristic always gives one)", file=sys.stderr)

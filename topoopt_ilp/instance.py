@@ -37,6 +37,8 @@ DIRECT_FABRICS = ("patch_panel", "ocs")  # what joins the direct-connect interfa
 # The evaluator keeps n x n matrices; past this size they no longer fit a 24 GiB machine comfortably.
 MAX_SERVERS = 8192
 MAX_DEGREE = 1024
+#: Solver threads a file or the command line may ask for (CP-SAT refuses its model above 10,000 workers).
+MAX_THREADS = 1024
 #: Upper limits of physical quantities: far beyond any real cluster, and low enough that products of
 #: them stay finite in float64 (1e308 Gbps made the evaluator's loads overflow into NaN).
 MAX_LINK_GBPS = 1e6
@@ -544,7 +546,7 @@ def _check_solver(solver: SolverDefaults) -> None:
     if solver.gap is not None:
         _number(solver.gap, "solver.gap", nonnegative=True)
     if solver.threads is not None:
-        _int(solver.threads, "solver.threads", low=1, high=1024)
+        _int(solver.threads, "solver.threads", low=1, high=MAX_THREADS)
 
 
 def _check_price_table(table: Any, path: str) -> None:

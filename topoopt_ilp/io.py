@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -527,6 +529,10 @@ def _output_problem(path: str | os.PathLike) -> str | None:
     target = Path(text)
     if target.is_dir():
         return "is a directory"
+    if text.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):
+        # Path() drops a trailing separator: "out.json/" would write (or replace) "out.json"
+        return (f"the name ends in {text[-1]}, so it names a directory, and {target} is a file" if target.exists()
+                else f"directory {target} does not exist")
     directory = target.parent
     if not directory.exists():
         return f"directory {directory} does not exist"
@@ -536,21 +542,28 @@ def _output_problem(path: str | os.PathLike) -> str | None:
 
 
 def check_writable(path: str | os.PathLike, option: str = "--out",
-                   inputs: Mapping[str, str | os.PathLike | None] | None = None, what: str = "the output") -> None:
+                   inputs: Mapping[str, str | os.PathLike | Sequence[str | os.PathLike] | None] | None = None,
+                   what: str = "the output") -> None:
     """Raise :class:`InputError` (exit 2) when ``path`` cannot be written, or is one of the
-    command's ``inputs`` (role -> path, e.g. ``{"instance": ...}``; ``what`` would overwrite it):
+    command's ``inputs`` (role -> path or paths, e.g. ``{"instance": ...}``; ``what`` would overwrite it):
     called before a long computation, so that a typo in an output path costs nothing. Probes the
     directory with a temporary file (permission bits alone do not tell, e.g. for root or on /proc)."""
     text = os.fspath(path)
     if not str(text).strip():
         raise InputError(f"{option} needs a file name, got {text!r}")
     for role, given in (inputs or {}).items():
-        if given is not None and os.path.exists(text) and os.path.exists(given) and os.path.samefile(text, given):
-            raise InputError(f"{option} {text} is the {role} file itself: {what} would overwrite it")
+        for one in ([] if given is None else [given] if isinstance(given, (str, os.PathLike)) else given):
+            if os.path.exists(text) and os.path.exists(one) and os.path.samefile(text, one):
+                name = text if os.fspath(one) == text else f"{text} ({one})"
+                raise InputError(f"{option} {name} is the {role} file itself: {what} would overwrite it")
     problem = _output_problem(path)
     if problem:
         raise InputError(f"cannot write {text}: {problem}")
     target = Path(text)
+    if _is_special(text):  # written into, not replaced (write_atomic): its own permission decides
+        if not os.access(text, os.W_OK):
+            raise InputError(f"cannot write {text}: permission denied")
+        return
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=target.parent)
     except OSError as exc:
@@ -559,17 +572,37 @@ def check_writable(path: str | os.PathLike, option: str = "--out",
     os.unlink(probe)
 
 
+def _is_special(path: str | os.PathLike) -> bool:
+    """Does ``path`` (through links) exist as something other than a regular file or a directory: a
+    device such as /dev/null, a FIFO, a socket?"""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def write_atomic(path: str | os.PathLike, render: Callable[[str], None]) -> None:
     """Let ``render`` write a temporary file beside ``path`` (same extension, so matplotlib picks the
     format) and rename it into place: a failed or interrupted run never leaves a partial file. A
-    symbolic link is written through (its target replaced, the link kept)."""
+    symbolic link is written through (its target replaced, the link kept); a device or FIFO (e.g.
+    /dev/null) is written into once the whole output is rendered, never replaced by a file."""
     problem = _output_problem(path)
     if problem:
         raise InputError(f"cannot write {os.fspath(path)}: {problem}")
+    if _is_special(path):
+        with tempfile.TemporaryDirectory() as scratch:
+            tmp = os.path.join(scratch, "output" + Path(path).suffix)
+            render(tmp)
+            with open(tmp, "rb") as src, open(path, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        return
     target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=target.suffix or ".tmp", dir=directory)
+        # the suffix as given (a link's target may have another): matplotlib picks the format by it
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=Path(path).suffix or target.suffix or ".tmp",
+                                   dir=directory)
     except OSError as exc:
         raise InputError(f"cannot write {os.fspath(path)}: directory {directory} is not writable ({exc.strerror or exc})") from None
     os.close(fd)

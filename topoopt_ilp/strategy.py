@@ -335,5 +335,5 @@ def parse_strategy(data: Any, workload: Workload, n: int, path: str = "placement
     strategy = Strategy(**values)
     bad = validate_strategy(workload, n, strategy)
     if bad:
-        raise InstanceError(bad[0] + (f" (and {len(bad) - 1} more violations)" if len(bad) > 1 else ""), field=path)
+        raise InstanceError(bad[0] + (f" (and {len(bad) - 1} more problem(s) of the placement)" if len(bad) > 1 else ""), field=path)
     return strategy

@@ -9,7 +9,7 @@ import pytest
 
 import solvers_cases as cases
 from topoopt_ilp.solvers import SolveOptions, SolveStatus
-from topoopt_ilp.solvers.cbc import _bound
+from topoopt_ilp.solvers.cbc import _bound, stopped_on_limit
 from topoopt_ilp.solvers.result import finish, relative_gap
 
 KNAP = cases.knapsack()  # maximise, optimum 53
@@ -84,3 +84,11 @@ def test_cbc_bound_from_log_in_model_sense_and_offset():
     minimise = cases.assignment().model  # minimisation with offset 10, which CBC never sees
     assert _bound(CBC_MIN_NO_INCUMBENT_LOG, minimise, None) == pytest.approx(14.5)
     assert _bound("nothing useful", minimise, None) is None
+
+
+def test_cbc_log_of_a_stopped_search_is_never_a_proof():
+    """CBC may write "Optimal" after its time limit stopped the search (coin-or/Cbc#364): the log decides."""
+    assert stopped_on_limit(CBC_MAX_LOG) and stopped_on_limit(CBC_MIN_NO_INCUMBENT_LOG)
+    assert stopped_on_limit("Cbc0020I Exiting on maximum time\nResult - Optimal solution found\n")
+    assert not stopped_on_limit("Cbc0012I Integer solution of 3\nResult - Optimal solution found\n")
+    assert not stopped_on_limit(None) and not stopped_on_limit("")
