@@ -14,7 +14,8 @@ from topoopt_ilp import io
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.instance import Instance
 
-PAPER = Path(__file__).resolve().parent.parent / "instances" / "paper"
+ROOT = Path(__file__).resolve().parent.parent
+PAPER = ROOT / "instances" / "paper"
 
 
 def _items(text: str) -> list[str]:
@@ -53,7 +54,7 @@ def load_paper(name: str) -> Instance:
 
 def instance_file(text: str) -> str:
     """The absolute path of an instance file that loads, given absolute or from the project root."""
-    path = PAPER.parent.parent / text
+    path = ROOT / text
     try:
         io.load_instance(path)
     except InstanceError as exc:

@@ -57,11 +57,13 @@ def _pos_float(text: str) -> float:
     return _finite_float(text, positive=True)
 
 
-def _int_at_least(text: str, low: int) -> int:
+def _int_at_least(text: str, low: int, high: int | None = None) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if high is not None and not low <= v <= high:
+        raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, got {v}")
     if v < low:
         raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {v}")
     return v
@@ -78,10 +80,7 @@ def _pos_int(text: str) -> int:
 def _threads(text: str) -> int:
     from .instance import MAX_THREADS
 
-    v = _int_at_least(text, 1)
-    if v > MAX_THREADS:
-        raise argparse.ArgumentTypeError(f"must be an integer in 1..{MAX_THREADS}, got {v}")
-    return v
+    return _int_at_least(text, 1, MAX_THREADS)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -403,17 +402,17 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     report = verify(inst, sol) if sol.has_solution else None
     # a run that found nothing does not replace a file that holds something (a design, an earlier record)
     kept = args.out is not None and sol.status == "no_solution" and os.path.exists(args.out)
-    if args.out is not None and not kept and (sol.has_solution or sol.status in ("infeasible", "no_solution")):
+    written = args.out is not None and not kept and (sol.has_solution or sol.status in ("infeasible", "no_solution"))
+    if written:
         save_solution(sol, args.out, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance))
     if kept:
         print(f"{args.out}: not replaced, no solution was found; it keeps what it held", file=sys.stderr)
-        args.out = None  # nothing written: the summary must not say it was
     if args.json:
         from .io import solution_to_dict
 
         _print_json(solution_to_dict(sol, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance)))
     elif not args.quiet:
-        _print_solution(args, inst, sol, report)
+        _print_solution(args, inst, sol, report, written)
     if report is not None and not report.valid:
         print(f"error: the solution failed verification: {report.violations[0]}", file=sys.stderr)
         return EXIT_ERROR
@@ -630,7 +629,7 @@ def _cmd_draw(args: argparse.Namespace) -> int:
         return EXIT_OK
     if sol.topology is None:
         raise InputError("the solution has no topology to draw", source=args.solution)
-    if sol.status not in ("optimal", "feasible"):  # as verify: a file that says so holds no design
+    if not sol.has_solution:  # a topology, but a status that says there is no design (verify refuses it)
         raise InputError(f"the solution holds no design (status {sol.status}): nothing to draw", source=args.solution)
     jumps = sol.topology.jumps
     if jumps is None and isinstance(sol.details.get("jumps_by_group_size"), dict):
@@ -661,7 +660,7 @@ def _print_round(entry: dict[str, Any]) -> None:
           f"[{entry['wall_time_s']:.1f} s]", file=sys.stderr, flush=True)
 
 
-def _print_solution(args, inst, sol, report) -> None:
+def _print_solution(args, inst, sol, report, written: bool) -> None:
     c = inst.cluster
     name = inst.name or os.path.basename(args.instance)
     head = f"{name}: {c.servers} servers x {c.degree} x {c.link_bandwidth_gbps:g} Gbps ({c.links})"
@@ -691,7 +690,7 @@ def _print_solution(args, inst, sol, report) -> None:
         print("\n".join(_metrics_lines(sol.metrics)))
     if report is not None:
         print(f"  verified           {'yes' if report.valid else 'NO: ' + report.violations[0]}")
-    if args.out:
+    if written:
         print(f"  written            {args.out}")
 
 
