@@ -62,10 +62,10 @@ def _int_at_least(text: str, low: int, high: int | None = None) -> int:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if high is not None and not low <= v <= high:
-        raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, got {v}")
     if v < low:
         raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {v}")
+    if high is not None and v > high:
+        raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, got {v}")
     return v
 
 
