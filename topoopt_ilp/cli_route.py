@@ -85,7 +85,7 @@ def run_route(args: argparse.Namespace) -> int:
         print(json.dumps(solution_to_dict(result, directed=inst.cluster.directed, instance_name=name), indent=1))
     elif not args.quiet:
         print(f"route {args.solution}: {reroute_line(result.details)}")
-        _print_solution(args, inst, result, report)
+        _print_solution(args, inst, result, report, written=args.out is not None)
     if not report.valid:
         print(f"error: the solution failed verification: {report.violations[0]}", file=sys.stderr)
         return EXIT_ERROR
