@@ -163,6 +163,21 @@ def test_every_method_at_its_limit_without_a_solution_exits_4(capsys):
     assert _rows_exit([limit, replace(limit, status="feasible", verified=True)]) == 0
 
 
+def test_every_method_in_error_is_not_called_a_verification_failure(capsys):
+    """compare and sweep said 'no method found a solution that passes verification' when the only
+    row was an error (exact on an instance that fixes the topology): nothing had been verified."""
+    fixed = str(INSTANCES / "fixed-ring-8.json")
+    for argv in (["compare", fixed, "--methods", "exact"], ["sweep", fixed, "--methods", "exact", "--quiet"]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert "every method stopped with an error" in err and "verification" not in err, argv
+    from topoopt_ilp.cli import _no_solution_reason
+
+    error = CompareRow.failed("exact", "highs", "refused")
+    unverified = CompareRow("heuristic", "-", "feasible", 1.0, None, None, 0.0, False)
+    assert "passes verification" in _no_solution_reason(1, [error, unverified])
+
+
 def test_an_optimum_among_candidate_rings_is_a_note_in_compare_and_solve(tmp_path, capsys):
     """An AllReduce over 8 servers has more members than every ring order is tried for: the exact
     row's status and bound hold among its candidate rings, which the table's note and solve say."""

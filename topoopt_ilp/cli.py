@@ -447,14 +447,18 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _print_text(format_rows(inst, rows, args.format))
     code = _rows_exit(rows)
     if code != EXIT_OK:
-        print(f"error: {_no_solution_reason(code)}", file=sys.stderr)
+        print(f"error: {_no_solution_reason(code, rows)}", file=sys.stderr)
     return code
 
 
-def _no_solution_reason(code: int) -> str:
-    """What compare or one instance of a sweep says when it exits non-zero."""
+def _no_solution_reason(code: int, rows: list[Any]) -> str:
+    """What compare or one instance of a sweep says when it exits non-zero (``code`` from
+    :func:`_rows_exit` of ``rows``): a run where every method stopped with an error says so, rather
+    than that its solutions failed verification."""
     if code == EXIT_NO_SOLUTION:
         return "no method found a solution within its limits"
+    if code == EXIT_ERROR and rows and all(r.status == "error" for r in rows):
+        return "every method stopped with an error (the rows' notes say why)"
     return "no method found a solution that passes verification" + (" (proven infeasible)" if code == EXIT_INFEASIBLE else "")
 
 
@@ -559,10 +563,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(f"wrote {args.out}", file=sys.stderr)
     else:
         _print_text(text)
-    codes = {p: _rows_exit([r.row for r in rows if r.instance == p]) for p in paths}
+    rows_of = {p: [r.row for r in rows if r.instance == p] for p in paths}
+    codes = {p: _rows_exit(rows_of[p]) for p in paths}
     for p, code in codes.items():
         if code != EXIT_OK:
-            print(f"error: {p}: {_no_solution_reason(code)}", file=sys.stderr)
+            print(f"error: {p}: {_no_solution_reason(code, rows_of[p])}", file=sys.stderr)
     return max(codes.values(), key=lambda c: (c != EXIT_OK, c == EXIT_ERROR, c == EXIT_INFEASIBLE))  # 1, 3, 4, 0
 
 
