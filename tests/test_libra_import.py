@@ -134,8 +134,16 @@ def test_out_may_not_overwrite_an_input(tmp_path, capsys, which):
     ("net.yml", lambda t: t.replace("NpusCount: [ 4, 8,", "NpusCount: [ 4, 8.5,"), r"net.yml: NpusCount\[1\]: expected an integer"),
     ("comm.yml", lambda t: t.replace("Forward: [4, 4, -1, -1]", "Forward: [4, 4, -1]"), r"comm.yml: Forward: has 3 entries"),
     ("work.txt", lambda t: t.replace("Q1 -1 9375000.0", "Q1 -1 -100", 1),
-     r"work.txt: line 1, forward compute \(cycles, here converted to microseconds\): must be >= 0"),
+     r"work.txt: line 1, forward compute cycles: must be a finite number >= 0, got -100"),
     ("cost.yml", lambda t: t.replace("Link: 2.0", "Link: -3", 1), r"cost.yml: chiplet.Link: must be > 0"),
+    # accepted before this release: a dimension named None, a key given twice (the last kept), bytes
+    # of -7 in a phase without a collective, an unknown price element, a NaN price a ring does not pay
+    ("net.yml", lambda t: t.replace("CostDimension: [ chiplet,", "CostDimension: [ null,"),
+     r"net.yml: CostDimension\[0\]: expected a name"),
+    ("net.yml", lambda t: t + "NpusCount: [ 2, 2, 2, 2 ]\n", r"net.yml: .*key 'NpusCount' is given twice \(line 5\)"),
+    ("work.txt", lambda t: t.replace("NONE 0", "NONE -7", 1), r"work.txt: line 1, forward collective bytes: must be a finite number >= 0, got -7"),
+    ("cost.yml", lambda t: t.replace("Link: 2.0", "Link: 2.0\n  Cable: 3", 1), r"cost.yml: chiplet: unknown element 'Cable'"),
+    ("cost.yml", lambda t: t.replace("Switch: 13.0", "Switch: .nan", 1), r"cost.yml: chiplet.Switch: must be a finite number"),
 ])
 def test_problems_are_named_in_libra_terms(tmp_path, which, edit, match):
     """A value the topoopt-libra parser refuses is reported with the LIBRA file and key it came from."""
@@ -143,6 +151,19 @@ def test_problems_are_named_in_libra_terms(tmp_path, which, edit, match):
     (tmp_path / which).write_text(edit((tmp_path / which).read_text()))
     with pytest.raises(InstanceError, match=match):
         import_libra(*files, total_bandwidth_gbps=1000.0)
+
+
+def test_name_option_and_exponent_prices(tmp_path, capsys):
+    """--name was overwritten by the last dimension's name ("pod"); a price written 2e0 (YAML 1.1 wants a
+    dot) was a string, refused as 'expected a number'."""
+    net, work, comm, cost = libra_files(tmp_path)
+    (tmp_path / "cost.yml").write_text((tmp_path / "cost.yml").read_text().replace("Link: 2.0", "Link: 2e0", 1))
+    out = tmp_path / "gpt3.json"
+    assert main(["import-libra", "--network", net, "--workload", work, "--communicator", comm, "--cost-model", cost,
+                 "--total-bandwidth", "1000", "--name", "gpt3", "-o", str(out)]) == 0
+    problem = load_hierarchy(out)
+    assert problem.name == "gpt3" and dict(problem.dimensions[0].prices_usd_per_gbps)["link"] == 2.0
+    assert import_libra(net, work, comm, cost, total_bandwidth_gbps=1000.0).name == ""
 
 
 def test_a_cost_budget_without_prices_says_give_the_cost_model(tmp_path):

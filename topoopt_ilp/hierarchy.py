@@ -173,6 +173,32 @@ class Dimension:
         return float(sum(v for _, v in self.prices_usd_per_gbps))
 
 
+def _communicator_entries(comm: Any) -> tuple[int, ...]:
+    """A communicator's entries checked one by one: -1 (dimension unused) or a size >= 1 (errors
+    name the entry as ``[i]``). Whether they fit the dimensions is :func:`_check_communicator`'s."""
+    if isinstance(comm, np.ndarray):
+        comm = comm.tolist()
+    if not isinstance(comm, (list, tuple)):
+        raise InstanceError(f"expected a list, got {_type_name(comm)}")
+    out = []
+    for i, c in enumerate(comm):
+        c = _int(c, f"[{i}]")
+        if c == 0 or c < -1:
+            raise InstanceError(f"must be -1 (dimension unused) or a size >= 1, got {c}", field=f"[{i}]")
+        out.append(c)
+    return tuple(out)
+
+
+def _check_communicator(comm: tuple[int, ...], dims: tuple, path: str) -> None:
+    """One entry per dimension, none larger than its dimension (``path``: where the communicator is written)."""
+    if len(comm) != len(dims):
+        raise InstanceError(f"has {len(comm)} entries, one per dimension expected ({len(dims)})", field=path)
+    for di, c in enumerate(comm):
+        if c > dims[di].size:
+            raise InstanceError(f"communicator size {c} is larger than dimension {dims[di].name!r} "
+                                f"(size {dims[di].size})", field=f"{path}[{di}]")
+
+
 @dataclass(frozen=True)
 class Collective:
     """A collective of ``bytes`` (see the module docstring for what ``S`` means per ``type``) over
@@ -187,18 +213,7 @@ class Collective:
     def __post_init__(self) -> None:
         _choice(self.type, "type", COLLECTIVES)
         object.__setattr__(self, "bytes", _number(self.bytes, "bytes", nonnegative=True, high=MAX_BYTES))
-        comm = self.communicator
-        if isinstance(comm, np.ndarray):
-            comm = comm.tolist()
-        if not isinstance(comm, (list, tuple)):
-            raise InstanceError(f"expected a list, got {_type_name(comm)}", field="communicator")
-        out = []
-        for i, c in enumerate(comm):
-            c = _int(c, f"communicator[{i}]")
-            if c == 0 or c < -1:
-                raise InstanceError(f"must be -1 (dimension unused) or a size >= 1, got {c}", field=f"communicator[{i}]")
-            out.append(c)
-        object.__setattr__(self, "communicator", tuple(out))
+        object.__setattr__(self, "communicator", _at("communicator", lambda: _communicator_entries(self.communicator)))
 
     def used(self) -> tuple[int, ...]:
         """Indices of the dimensions that move data (communicator size >= 2)."""
@@ -340,15 +355,7 @@ class HierarchyProblem:
         dims, layers = tuple(self.dimensions), tuple(self.layers)
         object.__setattr__(self, "dimensions", dims)
         object.__setattr__(self, "layers", layers)
-        if not 1 <= len(dims) <= MAX_DIMENSIONS:
-            raise InstanceError(f"needs 1 to {MAX_DIMENSIONS} dimensions, got {len(dims)}", field="dimensions")
-        names = set()
-        for i, d in enumerate(dims):
-            if not isinstance(d, Dimension):
-                raise InstanceError(f"expected a Dimension, got {_type_name(d)}", field=f"dimensions[{i}]")
-            if d.name in names:
-                raise InstanceError(f"dimension name {d.name!r} is used twice", field=f"dimensions[{i}].name")
-            names.add(d.name)
+        names = _check_dimension_list(dims)
         if math.prod(d.size for d in dims) > MAX_NPUS:
             raise InstanceError(f"the dimensions hold more than {MAX_NPUS} NPUs", field="dimensions")
         if not layers:
@@ -360,14 +367,7 @@ class HierarchyProblem:
                 coll = layer.phase(p).collective
                 if coll is None:
                     continue
-                path = f"workload.layers[{li}].{p}.collective.communicator"
-                if len(coll.communicator) != len(dims):
-                    raise InstanceError(f"has {len(coll.communicator)} entries, one per dimension expected ({len(dims)})",
-                                        field=path)
-                for di, c in enumerate(coll.communicator):
-                    if c > dims[di].size:
-                        raise InstanceError(f"communicator size {c} is larger than dimension {dims[di].name!r} "
-                                            f"(size {dims[di].size})", field=f"{path}[{di}]")
+                _check_communicator(coll.communicator, dims, f"workload.layers[{li}].{p}.collective.communicator")
         if not isinstance(self.budget, Budget):
             raise InstanceError(f"expected a Budget, got {_type_name(self.budget)}", field="budget")
         if not isinstance(self.constraints, Constraints):
@@ -686,6 +686,22 @@ def load_hierarchy(path: str | os.PathLike) -> HierarchyProblem:
     return _with_source(lambda: parse_hierarchy(data), str(path), InstanceError)
 
 
+def _check_dimension_list(dims: tuple) -> set[str]:
+    """1 to MAX_DIMENSIONS dimensions with distinct names (checked by the problem, and by the parser
+    before it resolves communicators by dimension name, so an empty list or a repeated name is said
+    as such rather than as an unknown dimension)."""
+    if not 1 <= len(dims) <= MAX_DIMENSIONS:
+        raise InstanceError(f"needs 1 to {MAX_DIMENSIONS} dimensions, got {len(dims)}", field="dimensions")
+    names = set()
+    for i, d in enumerate(dims):
+        if not isinstance(d, Dimension):
+            raise InstanceError(f"expected a Dimension, got {_type_name(d)}", field=f"dimensions[{i}]")
+        if d.name in names:
+            raise InstanceError(f"dimension name {d.name!r} is used twice", field=f"dimensions[{i}].name")
+        names.add(d.name)
+    return names
+
+
 def parse_hierarchy(data: Any) -> HierarchyProblem:
     """Build a :class:`HierarchyProblem` from decoded JSON (a dict)."""
     if isinstance(data, dict) and "format" in data and data["format"] != LIBRA_FORMAT:
@@ -702,12 +718,16 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
             _obj(prices, f"{path}.prices_usd_per_gbps", set(PRICE_ELEMENTS))
         dims.append(_at(path, lambda d=d, i=i: Dimension(d.get("name", f"dim{i + 1}"), d["kind"], d["size"], prices,
                                                          d.get("unit_cost_usd_per_gbps"))))
+    _check_dimension_list(tuple(dims))
     work = _obj(top["workload"], "workload", {"layers", "communicators"}, {"layers"})
     named = {}
     for key, value in _mapping(work.get("communicators", {}), "workload.communicators").items():
         path = f"workload.communicators.{key}"
-        named[key] = (_named_communicator(value, path, [d.name for d in dims]) if isinstance(value, dict)
-                      else _list(value, path, max_len=MAX_DIMENSIONS))
+        comm = (_named_communicator(value, path, [d.name for d in dims]) if isinstance(value, dict)
+                else _list(value, path, max_len=MAX_DIMENSIONS))
+        # checked here whether or not a layer uses it (a typo in an unused one is still a typo)
+        named[key] = _at(path, lambda comm=comm: _communicator_entries(comm))
+        _check_communicator(named[key], tuple(dims), path)
     layers = []
     for li, raw in enumerate(_list(work["layers"], "workload.layers", max_len=MAX_LAYERS)):
         path = f"workload.layers[{li}]"

@@ -61,17 +61,22 @@ def _int(value: Any, path: str, *, low: int | None = None, high: int | None = No
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InstanceError(f"expected an integer, got {_type_name(value)}", field=path)
     value = int(value)
+    shown = value if abs(value) < 10 ** 30 else f"an integer of {len(str(abs(value)))} digits"  # one readable line
     if low is not None and value < low:
-        raise InstanceError(f"must be >= {low}, got {value}", field=path)
+        raise InstanceError(f"must be >= {low}, got {shown}", field=path)
     if high is not None and value > high:
-        raise InstanceError(f"must be <= {high}, got {value}", field=path)
+        raise InstanceError(f"must be <= {high}, got {shown}", field=path)
     return value
 
 
 def _number(value: Any, path: str, *, positive: bool = False, nonnegative: bool = False, high: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InstanceError(f"expected a number, got {_type_name(value)}", field=path)
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # a JSON integer literal beyond the float range (1 followed by 400 zeros)
+        raise InstanceError(f"must be a finite number, got an integer of {len(str(abs(int(value))))} digits",
+                            field=path) from None
     if not math.isfinite(value):
         raise InstanceError(f"must be a finite number, got {value}", field=path)
     if positive and value <= 0:

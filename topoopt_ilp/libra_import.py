@@ -24,12 +24,14 @@ the written file.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from typing import Any
 
 from .errors import InstanceError
 from .hierarchy import HierarchyProblem, parse_hierarchy
+from .instance import _number
 
 __all__ = ["import_libra", "read_libra_workload"]
 
@@ -40,15 +42,34 @@ _PHASES = (("forward", "Forward"), ("input_grad", "InputGrad"), ("weight_grad", 
 _PRICES = {"Link": "link", "Switch": "switch", "Nic": "nic"}
 
 
+#: Floats in exponent form without a dot (1e30, -2E-3), which YAML 1.1 (PyYAML) reads as strings.
+_YAML_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+
+
 def _yaml(path: str | os.PathLike) -> Any:
     try:
         import yaml
     except ImportError:  # pragma: no cover - pyyaml comes with the libra extra
         raise InstanceError("reading LIBRA's YAML files needs PyYAML: pip install 'topoopt-ilp[libra]'",
                             source=os.fspath(path)) from None
+    class StrictLoader(yaml.SafeLoader):
+        """PyYAML's safe loader, but a key given twice is an error (PyYAML keeps the last silently,
+        and JSON input refuses it), and 1e30 is a number (YAML 1.1 wants a dot: 1.0e+30)."""
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice (line {key_node.start_mark.line + 1})",
+                                                            key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_EXPONENT_FLOAT, list("-+0123456789."))
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            return yaml.load(fh, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except OSError as exc:
         raise InstanceError(f"cannot read file: {exc.strerror or exc}", source=os.fspath(path)) from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
@@ -92,6 +113,10 @@ def _workload_lines(path: str | os.PathLike, clock_ghz: float) -> list[tuple[int
             except ValueError:
                 raise InstanceError(f"line {number}: compute cycles and bytes must be numbers, got {cycles!r} and {size!r}",
                                     source=source) from None
+            for what, value in (("compute cycles", cycles_f), ("collective bytes", size_f)):  # whatever the collective
+                if not (math.isfinite(value) and value >= 0):
+                    raise InstanceError(f"must be a finite number >= 0, got {value:g}", source=source,
+                                        field=f"line {number}, {_PHASES[p][0].replace('_', ' ')} {what}")
             kind_l = kind.lower()
             if kind_l != "none" and kind_l not in _COLLECTIVES:
                 raise InstanceError(f"line {number}: unknown collective {kind!r} (NONE, ALLREDUCE, REDUCESCATTER, "
@@ -129,17 +154,29 @@ def import_libra(network: str | os.PathLike, workload: str | os.PathLike, commun
         d = ours.index(None)
         raise InstanceError(f"Topology[{d}]: unknown building block {kinds[d]!r} (Ring, FullyConnected, Switch)",
                             source=os.fspath(network))
+    for d, cost_dim in enumerate(cost_dims):  # a name: YAML's null, lists and maps are not
+        if not isinstance(cost_dim, (str, int)) or isinstance(cost_dim, bool) or not str(cost_dim).strip():
+            raise InstanceError(f"expected a name (such as InterChiplet), got {cost_dim!r}", source=os.fspath(network),
+                                field=f"CostDimension[{d}]")
     dims = []
     repeated = {c for c in map(str, cost_dims) if list(map(str, cost_dims)).count(c) > 1}
     for d, (k, size, cost_dim) in enumerate(zip(ours, sizes, cost_dims)):
         # CostDimension is a price class that dimensions may share; the dimension names must be unique
-        name = f"{cost_dim}-{d + 1}" if str(cost_dim) in repeated else str(cost_dim)
-        dim: dict[str, Any] = {"name": name, "kind": k, "size": size}
+        dim_name = f"{cost_dim}-{d + 1}" if str(cost_dim) in repeated else str(cost_dim)
+        dim: dict[str, Any] = {"name": dim_name, "kind": k, "size": size}
         if cost_model is not None:
             elements = prices_by_dim.get(cost_dim)
             if not isinstance(elements, dict):
                 raise InstanceError(f"no prices for cost dimension {cost_dim!r}", source=os.fspath(cost_model))
+            unknown = [e for e in elements if e not in _PRICES]
+            if unknown:
+                raise InstanceError(f"{cost_dim}: unknown element {unknown[0]!r} (Link, Switch, Nic)", source=os.fspath(cost_model))
             used = ("Link", "Switch", "Nic") if k == "switch" else ("Link",)
+            for e in sorted(set(elements) - set(used)):  # not paid for by this kind, but a price all the same
+                try:
+                    _number(elements[e], f"{cost_dim}.{e}", nonnegative=True)
+                except InstanceError as exc:
+                    raise InstanceError(exc.reason, source=os.fspath(cost_model), field=exc.field) from None
             missing = [e for e in used if e not in elements]
             if missing:
                 raise InstanceError(f"{cost_dim}: missing {', '.join(missing)} (a {k} dimension pays for "
@@ -205,6 +242,8 @@ def _in_libra_terms(exc: InstanceError, files: dict[str, Any], cost_dims: list[s
         what = {"compute_us": "compute (cycles, here converted to microseconds)", "collective.bytes": "collective bytes",
                 "collective.type": "collective"}.get(m[3] or "", m[3] or "")
         return InstanceError(reason, source=os.fspath(files["workload"]), field=where + (f" {what}" if what else ""))
+    if field == "dimensions":  # the network's lists (empty, or too many dimensions)
+        return InstanceError(reason, source=os.fspath(files["network"]), field="NpusCount")
     if field.startswith("budget"):
         return InstanceError(f"budget (--total-bandwidth / --cost): {reason}")
     return exc

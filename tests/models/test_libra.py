@@ -27,6 +27,7 @@ from topoopt_ilp.hierarchy import (
     phase_messages,
 )
 from topoopt_ilp.models.libra import (
+    OPTIMAL_GAP,
     build_lp,
     equal_split,
     libra_data,
@@ -115,6 +116,23 @@ def test_one_collective_total_bandwidth_closed_form(kind):
     assert sol.objective == pytest.approx(expected_T, rel=2e-6)
     assert sol.bound <= expected_T * (1 + 1e-9)
     assert np.array(sol.bandwidths_gbps) == pytest.approx(900.0 * m / m.sum(), rel=1e-4)
+
+
+@pytest.mark.parametrize("backend", LP_BACKENDS)
+@pytest.mark.parametrize("sizes", [(4096, 2), (2,) * 12])
+def test_closed_form_when_the_dimensions_carry_very_different_traffic(backend, sizes):
+    """B_d = beta m_d / sum m also when one dimension carries 1e-4 of the traffic of another (Ring(4096)
+    x Ring(2); twelve Ring(2), each carrying half the one before). The LP put that dimension at B = 0
+    below every initial tangent, and the cut added there (at a fixed fraction of the least tangent
+    point) did not cut the point off: 'the cutting planes stalled', status error, exit 1."""
+    p = problem([("ring", k, None) for k in sizes], [one_collective("all_reduce", 1e9, sizes)],
+                budget=("total_bandwidth", 100.0))
+    m = np.array(phase_messages(Collective("all_reduce", 1e9, sizes), len(sizes)))
+    assert m.max() / m.min() > 1e3
+    sol = solve_bandwidth(p, backend=backend)
+    assert sol.status == "optimal", sol.message
+    assert sol.objective == pytest.approx(m.sum() / (100.0 * 1e9), rel=1e-5)
+    assert np.array(sol.bandwidths_gbps) == pytest.approx(100.0 * m / m.sum(), rel=1e-3, abs=1e-6)
 
 
 def test_one_collective_cost_budget_closed_form():
@@ -375,10 +393,20 @@ def test_tiny_time_limit_is_never_optimal():
 
 
 def test_gap_zero_still_terminates_with_an_honest_status():
+    """gap 0 cannot be reached through the LP solver's tolerance: the cuts stall, and the result is
+    optimal only within what optimal means (OPTIMAL_GAP, as for solve), else feasible."""
     p = load_hierarchy(LIBRA_DIR / "small-2d.json")
     sol = solve_bandwidth(p, gap=0.0)
-    assert sol.status in ("optimal", "feasible")
-    assert sol.status != "optimal" or sol.objective <= sol.bound
+    assert sol.status in ("optimal", "feasible") and sol.bound <= sol.objective * (1 + 1e-12)
+    assert sol.status != "optimal" or sol.gap <= OPTIMAL_GAP
+
+
+def test_a_requested_gap_above_the_optimal_tolerance_is_feasible():
+    """--gap 5 stopped the cuts after one round and was reported optimal at a 5 % gap."""
+    p = load_hierarchy(LIBRA_DIR / "small-2d.json")
+    loose = solve_bandwidth(p, gap=5.0)
+    assert loose.status == "feasible" and loose.gap > OPTIMAL_GAP and "requested gap" in loose.message
+    assert solve_bandwidth(p).status == "optimal"
 
 
 @pytest.mark.parametrize("constraints,budget,match", [
@@ -407,7 +435,7 @@ def _gpt3_data():
     (lambda d: d["constraints"].update(fixed_gbps={"pod": -5}), "constraints.fixed_gbps.pod", "must be >= 0"),
     (lambda d: d["constraints"].update(min_gbps={"pod": -1}), "constraints.min_gbps.pod", "must be >= 0"),
     (lambda d: d["workload"]["communicators"].update(dp=[-1, 2, 4, 64]),
-     "workload.layers[0].weight_grad.collective.communicator[3]", "larger than dimension 'pod'"),
+     "workload.communicators.dp[3]", "larger than dimension 'pod'"),
     (lambda d: d["dimensions"][0].update(kind="torus"), "dimensions[0].kind", "must be one of"),
     (lambda d: d["dimensions"][1].update(size=1), "dimensions[1].size", "must be >= 2"),
     (lambda d: d["budget"].update(total_bandwidth_gbps=0), "budget.total_bandwidth_gbps", "must be > 0"),
@@ -429,6 +457,13 @@ def _gpt3_data():
     (lambda d: d.update(version=2), "version", "unsupported version"),
     (lambda d: d.update(objective="throughput"), "objective", "must be one of"),
     (lambda d: d.update(extra=1), None, "unknown key 'extra'"),
+    # a communicator no layer uses is checked too (it was accepted with any entries)
+    (lambda d: d["workload"]["communicators"].update(spare=[0, "x"]), "workload.communicators.spare[0]", "must be -1"),
+    (lambda d: d["workload"]["communicators"].update(spare=[4, 4]), "workload.communicators.spare", "one per dimension"),
+    # an empty or repeated dimension list is said as such (it was 'unknown dimension' from a named communicator)
+    (lambda d: d.update(dimensions=[]), "dimensions", "needs 1 to 16 dimensions, got 0"),
+    (lambda d: d["dimensions"][1].update(name="chiplet"), "dimensions[1].name", "'chiplet' is used twice"),
+    (lambda d: d["budget"].update(total_bandwidth_gbps=10 ** 400), "budget.total_bandwidth_gbps", "integer of 401 digits"),
 ])
 def test_bad_input_names_the_field(edit, field, match):
     data = _gpt3_data()
