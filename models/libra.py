@@ -43,6 +43,9 @@ DEFAULT_GAP = 1e-6
 #: ``solve`` uses (solvers.options.DEFAULT_REL_GAP). With a looser ``gap`` the result is ``feasible``.
 OPTIMAL_GAP = DEFAULT_REL_GAP
 SOLUTION_FORMAT = "topoopt-libra-solution"
+#: The least tangent point of the cuts i_d >= 1 / b_d, b_d = B_d / s (s: the largest B_d any
+#: dimension may get): B_d below 1e-9 of that is not resolved (solve_bandwidth's cut loop).
+MIN_TANGENT = 1e-9
 #: Hard cap on cutting-plane rounds (a safety net: the 1-D cuts close the gap in tens of rounds).
 MAX_ROUNDS = 2000
 _US_PER_S = 1e6
@@ -646,6 +649,9 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
                 bd, id_ = float(x[lp.b[d]]), float(x[lp.i[d]])
                 if bd <= 0:  # the tangent at 1 / (2 i_d) is 4 i_d at b_d = 0: it cuts the point off
                     bd = 1.0 / (2.0 * id_) if id_ > 0 else min(pts) / 4
+                # a tangent at b0 has the coefficient 1 / b0^2: below MIN_TANGENT SCIP refuses it (> 1e20)
+                # and the other solvers lose precision; no allocation needs a B_d that small
+                bd = max(bd, MIN_TANGENT)
                 if id_ < (1.0 / bd) * (1 - 1e-12) and all(abs(bd - p) > 1e-15 * max(1.0, p) for p in pts):
                     pts.append(bd)
                     added = True

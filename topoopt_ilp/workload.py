@@ -87,7 +87,9 @@ general is a bin-packing question that the placement model decides). Let ``C`` b
 2. every block has ``bytes <= C`` (else it fits on no server) and ``bytes <= C - F``;
 3. every other layer has a config with ``memory_bytes + activation_bytes / k <= C - F``;
 4. aggregate: ``sum over layers of min over those configs of (k * memory_bytes + activation_bytes)
-   + sum of block bytes <= n * C`` (the least memory each layer can occupy cluster-wide).
+   + sum of block bytes <= n * C`` (the least memory each layer can occupy cluster-wide);
+5. pigeonhole: a server holds at most ``q`` blocks of more than ``(C - F) / (q + 1)`` bytes each,
+   so for q = 1, 2, ... at most ``q * n`` blocks are that large.
 """
 
 from __future__ import annotations
@@ -418,7 +420,7 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
 
 
 def _check_memory(w: Workload, n: int, cap: float, path: str) -> None:
-    """The necessary feasibility conditions 1-4 of the module docstring."""
+    """The necessary feasibility conditions 1-5 of the module docstring."""
     slack = cap * (1 + _MEM_RTOL)
     forced = [i for i, layer in enumerate(w.layers) if tuple(layer.configs) == (n,)]
     fixed = sum(w.layers[i].replica_memory(n) for i in forced)
@@ -461,6 +463,15 @@ def _check_memory(w: Workload, n: int, cap: float, path: str) -> None:
             f"{total:.4g} bytes in all, more than {n} servers x {cap:.4g} bytes",
             field=path,
         )
+    sizes = sorted((float(block.bytes) for block in w.blocks), reverse=True)
+    for q in range(1, (len(sizes) - 1) // n + 1):  # the (q n + 1)-th largest block decides level q
+        if sizes[q * n] > room / (q + 1) * (1 + _MEM_RTOL):
+            beside = f" beside the {fixed:.4g} of the layers on every server" if fixed else ""
+            raise InstanceError(
+                f"no feasible placement: {q * n + 1} blocks of more than {room / (q + 1):.4g} bytes each, but a server "
+                f"holds at most {q} of them ({room:.4g} bytes free per server{beside})",
+                field=f"{path}.blocks",
+            )
 
 
 def workload_to_dict(w: Workload) -> dict:

@@ -174,9 +174,11 @@ def test_refusals_and_limits(tmp_path, capsys):
 
 
 def test_memory_infeasible_exits_3(tmp_path, capsys):
-    # 5 tables of 0.6 C on 4 servers: the aggregate fits (3 C <= 4 C), no packing does.
-    inst = make(4, 2, [L("l", 1e-3, 1e6, 1e6, [1, 2, 4])], [Block(name=f"t{j}", bytes=6e8, lookup_bytes=1e6) for j in range(5)],
-                memory=1e9)
+    # 3 tables of 0.6 C and 3 of 0.45 C on 4 servers: the aggregate fits (3.15 C <= 4 C), at most 4 are
+    # above C/2 and 8 above C/3 (the checks before solving), but no packing does: the 0.6 ones take a
+    # server each with 0.4 C left, and the fourth takes two of the 0.45 ones.
+    tables = [Block(name=f"t{j}", bytes=b, lookup_bytes=1e6) for j, b in enumerate([6e8] * 3 + [4.5e8] * 3)]
+    inst = make(4, 2, [L("l", 1e-3, 1e6, 1e6, [1, 2, 4])], tables, memory=1e9)
     sol = solve_joint(inst, OPTS)
     assert sol.status == "infeasible" and "memory" in sol.details["infeasible"]
     path = tmp_path / "inf.json"

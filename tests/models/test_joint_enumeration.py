@@ -207,9 +207,10 @@ def test_time_limit_zero_and_memory_infeasibility():
     from topoopt_ilp.models.common import ExactOptions
 
     assert solve_joint_enumeration(inst, ExactOptions(time_limit_s=0)).status == "no_solution"
-    # 5 tables of 0.6 C on 4 servers: the aggregate fits (3 C <= 4 C), no packing does
+    # 3 tables of 0.6 C and 3 of 0.45 C on 4 servers: the checks before solving pass, no packing does
     tight = make(4, 2, [L("l", 1e-3, 1e6, 1e6, [1, 2, 4])],
-                 [Block(name=f"t{j}", bytes=6e8, lookup_bytes=1e6) for j in range(5)], memory=1e9)
+                 [Block(name=f"t{j}", bytes=b, lookup_bytes=1e6) for j, b in enumerate([6e8] * 3 + [4.5e8] * 3)],
+                 memory=1e9)
     sol = solve_joint_enumeration(tight, OPTS)
     assert sol.status == "infeasible" and "memory" in sol.details["infeasible"]
 

@@ -147,9 +147,10 @@ def test_comm_time_objective_against_brute_force(opts):
 
 @BOTH
 def test_memory_infeasible_is_reported(opts):
-    # 5 tables of 0.6 C on 4 servers: the aggregate fits (3 C <= 4 C), no packing does.
+    # 3 tables of 0.6 C and 3 of 0.45 C on 4 servers: the aggregate and pigeonhole checks before
+    # solving pass (3.15 C <= 4 C; 3 above C/2, 6 above C/3), no packing does.
     layers = [L("l", 1e-3, 1e6, 1e6, [1, 2, 4], memory=1e6)]
-    blocks = [Block(name=f"t{j}", bytes=6e8, lookup_bytes=1e6) for j in range(5)]
+    blocks = [Block(name=f"t{j}", bytes=b, lookup_bytes=1e6) for j, b in enumerate([6e8] * 3 + [4.5e8] * 3)]
     inst, X = make(4, 2, layers, blocks, memory=1e9)
     sol = solve_placement(inst, opts, X)
     assert sol.status == "infeasible" and sol.details["algorithm"] == opts.formulation

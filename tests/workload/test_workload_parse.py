@@ -209,6 +209,23 @@ def test_aggregate_memory_condition_is_exact_at_the_boundary():
     assert e.field == "workload" and "no feasible placement" in e.reason and "4004" in e.reason
 
 
+def test_pigeonhole_memory_condition():
+    """Condition 5: a server holds at most q blocks of more than C/(q+1). Five tables of 600 bytes on
+    4 servers of 1000 pass the aggregate (3000 + layers <= 4000) but no two share a server; the
+    model had to prove it (exit 3) where the file can be refused before solving (exit 2)."""
+    def make(sizes):
+        data = small()
+        data["blocks"] = [{"name": f"t{i}", "bytes": b, "lookup_bytes": 0} for i, b in enumerate(sizes)]
+        return data
+    parse_workload(make([600] * 4), 4)  # one each: fits
+    e = error(make([600] * 5))
+    assert e.field == "workload.blocks" and "5 blocks of more than 500 bytes" in e.reason and "at most 1" in e.reason
+    parse_workload(make([370] * 8), 4)  # level 2: two per server
+    e = error(make([340] * 9))
+    assert "9 blocks of more than 333.3 bytes" in e.reason and "at most 2" in e.reason
+    parse_workload(make([500] * 5), 4)  # exactly C/2 is allowed: two share a server
+
+
 def test_workload_built_in_code_is_checked_alike():
     layer = Layer(name="a", compute_s=1.0, param_bytes=8, activation_bytes=4, configs=[3])
     w = Workload(layers=[layer], batch_size=4, server_memory_bytes=100)
