@@ -45,7 +45,7 @@ OPTIMAL_GAP = DEFAULT_REL_GAP
 SOLUTION_FORMAT = "topoopt-libra-solution"
 #: The least tangent point of the cuts i_d >= 1 / b_d, b_d = B_d / s (s: the largest B_d any
 #: dimension may get): B_d below 1e-9 of that is not resolved (solve_bandwidth's cut loop).
-MIN_TANGENT = 1e-9
+MIN_TANGENT = 1e-6
 #: Hard cap on cutting-plane rounds (a safety net: the 1-D cuts close the gap in tens of rounds).
 MAX_ROUNDS = 2000
 _US_PER_S = 1e6
@@ -267,11 +267,12 @@ def build_lp(data: LibraData, objective: str, scale: float, *, c_ref: float | No
         bld.add_constraints(np.zeros(D, dtype=np.int64), b, s * data.cost_w / c_ref, lb=1.0, ub=1.0, count=1, name="norm")
     if b_objective is None:
         pts = [(d, b0) for d in used for b0 in (b_cuts or {}).get(int(d), [])]
-        if pts:  # epigraph cuts: i_d + b_d / b0^2 >= 2 / b0
+        if pts:  # epigraph cuts: i_d + b_d / b0^2 >= 2 / b0, written times b0 (b0 i_d + b_d / b0 >= 2: the
+            # coefficients within [MIN_TANGENT, 1 / MIN_TANGENT]; unscaled, SCIP refused a model, error -6)
             d_arr, b0 = np.array([p[0] for p in pts]), np.array([p[1] for p in pts], dtype=float)
             r = np.arange(b0.size)
             bld.add_constraints(np.concatenate([r, r]), np.concatenate([i_cols[d_arr], b[d_arr]]),
-                                np.concatenate([np.ones(r.size), 1.0 / b0 ** 2]), lb=2.0 / b0, count=r.size, name="cut_i")
+                                np.concatenate([b0, 1.0 / b0]), lb=2.0, count=r.size, name="cut_i")
         if ppc and mu_cuts:  # nu + mu / mu0^2 >= 2 / mu0
             m0 = np.asarray(mu_cuts, dtype=float)
             r = np.arange(m0.size)
@@ -330,6 +331,20 @@ def _exact_value(data: LibraData, objective: str, B: np.ndarray) -> float:
     t = data.compute_us + float(data.W @ per.max(axis=1, initial=0.0)) if data.W.size else data.compute_us
     t /= _US_PER_S
     return t if objective == "iteration_time" else t * float(data.cost_w @ B)
+
+
+def _repaired(data: LibraData, objective: str, B: np.ndarray, interior: np.ndarray) -> tuple[np.ndarray, float]:
+    """An LP point may put a dimension that carries a little traffic at B_d = 0 (an infinite time):
+    when its time hardly moves the objective, the LP solver may stop there within its tolerances,
+    and SCIP did. The best of ``(1 - theta) B + theta interior`` over a few small theta: points of P
+    (both ends are, and P is convex) with every used B_d > 0."""
+    best = (B, math.inf)
+    for theta in 10.0 ** -np.arange(1, 8):
+        cand = (1 - theta) * B + theta * interior
+        value = _exact_value(data, objective, cand)
+        if value < best[1]:
+            best = (cand, value)
+    return best
 
 
 # ----------------------------------------------------------------------------------------------
@@ -578,12 +593,14 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
         probe_scale = max(1.0, float(np.max(np.where(np.isfinite(data.hi), data.hi, 0.0), initial=0.0)),
                           data.budget / float(np.min(data.budget_w)))  # the largest B_d the budget allows
         bmax = np.zeros(D)
+        probes = []  # allocations in P, each with its own b_d at its largest
         for d in np.flatnonzero(data.used):
             c = np.zeros(D)
             c[d] = -1.0
             lp0 = build_lp(data, "iteration_time", probe_scale, b_objective=c)
             res = _run(lp0, backend, clock)
             bmax[d] = probe_scale * res.values[lp0.b[d]]
+            probes.append(np.clip(probe_scale * res.values[lp0.b], data.lo, data.hi))
             if bmax[d] <= 1e-12 * probe_scale:
                 raise _Stop("infeasible", f"dimension {problem.dimension_names[d]!r} carries traffic but the constraints "
                                           f"force its bandwidth to 0: no finite iteration time")
@@ -621,6 +638,8 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
         offset = 0.0
         if objective == "iteration_time":
             offset, data = data.compute_us / _US_PER_S, dataclasses.replace(data, compute_us=0.0)
+        # Every used b_d > 0 in the probes' mean (P is convex): it repairs an LP point at b_d = 0 (_repaired).
+        interior = np.mean(probes, axis=0)
         # Initial tangent points: b_d at its largest value and a few halvings, and at the equal split.
         b_cuts: dict[int, list[float]] = {}
         for d in np.flatnonzero(data.used):
@@ -636,6 +655,8 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             lb = max(lb, _to_units(lp, float(res.objective)))
             B = np.clip(_bandwidths(lp, x), data.lo, data.hi)
             ub = _exact_value(data, objective, B)
+            if not math.isfinite(ub):
+                B, ub = _repaired(data, objective, B, interior)
             if ub < best_ub:
                 best_ub, best_B = ub, B
             if math.isfinite(best_ub) and best_ub - lb <= gap * abs(best_ub):
