@@ -45,7 +45,7 @@ OPTIMAL_GAP = DEFAULT_REL_GAP
 SOLUTION_FORMAT = "topoopt-libra-solution"
 #: The least tangent point of the cuts i_d >= 1 / b_d, b_d = B_d / s (s: the largest B_d any
 #: dimension may get): B_d below 1e-9 of that is not resolved (solve_bandwidth's cut loop).
-MIN_TANGENT = 1e-6
+MIN_TANGENT = 1e-9
 #: Hard cap on cutting-plane rounds (a safety net: the 1-D cuts close the gap in tens of rounds).
 MAX_ROUNDS = 2000
 _US_PER_S = 1e6
@@ -147,16 +147,18 @@ def libra_data(problem: HierarchyProblem) -> LibraData:
 # convex, and P is a polytope: a convex program. LIBRA's inverse I_d = 1/B_d makes the time linear;
 # we keep B (so the budget, bounds and orderings stay linear) and RELAX the equality to I_d >= 1/B_d:
 #
-# Variables: b_d = B_d / s >= 0 (a common scale s, the largest bandwidth P allows), mu > 0 (fixed to
-#            1 here), i_d >= 0 for d in U (i_d = s * I_d), t_p >= 0 (collective p's time, us; the
-#            LP holds t'_p = t_p / tau_p with tau_p = max_d M_pd / s, so every row is of order 1).
+# Variables: b_d = B_d / s_d >= 0 (scales s_d: in the first round the largest bandwidth P allows, for
+#            every d; then the best allocation's B_d, so that a dimension with 1e-5 of another's
+#            bandwidth keeps its columns and cuts of order 1), mu > 0 (fixed to 1 here), i_d >= 0 for
+#            d in U (i_d = s_d * I_d), t_p >= 0 (collective p's time, us; the LP holds t'_p = t_p / tau_p
+#            with tau_p = max_d M_pd / s_d, so every row is of order 1).
 # Constraints:
-#   time:      t_p - (M_pd / s) * i_d >= 0              for every (p, d) with M_pd > 0
+#   time:      t_p - (M_pd / s_d) * i_d >= 0            for every (p, d) with M_pd > 0
 #   epigraph:  i_d >= 1 / b_d                           (convex; outer-approximated, see below)
-#   bounds:    b_d - (lo_d / s) * mu >= 0,  b_d - (hi_d / s) * mu <= 0
-#   order:     b_i - b_j >= 0                           for (i, j) in O
-#   linear:    (s G_r @ b - h_r * mu) / n_r  (<=, >=, ==)  0   (n_r = max(s max|G_r|, |h_r|): rows of order 1)
-#   budget:    (s / beta) * a @ b - mu <= 0             (== 0 with spend_all)
+#   bounds:    b_d - (lo_d / s_d) * mu >= 0,  b_d - (hi_d / s_d) * mu <= 0
+#   order:     s_i b_i - s_j b_j >= 0                   for (i, j) in O
+#   linear:    (G_r @ (s * b) - h_r * mu) / n_r  (<=, >=, ==)  0   (n_r = max(max|G_r s|, |h_r|): rows of order 1)
+#   budget:    (1 / beta) * a @ (s * b) - mu <= 0       (== 0 with spend_all)
 # Objective: minimise C * nu + sum_p W_p t_p            (nu = 1/mu = 1 here: the constant C;
 #                                                         the LP's objective is this / T_ref, T_ref =
 #                                                         C + sum_p W_p tau_p, for the same reason)
@@ -168,14 +170,16 @@ def libra_data(problem: HierarchyProblem) -> LibraData:
 # each cut keeps every feasible point). Each round solves the LP with the cuts so far:
 #   * its optimum is a LOWER bound (a relaxation of the convex program);
 #   * its b is a point of P (the constraints on b are exact, not approximated), so the time of
-#     B = s * b / mu, computed exactly, is an UPPER bound;
+#     B = s * b / mu, computed exactly, is an UPPER bound (a point with B_d = 0 where d carries
+#     traffic is first moved a little towards an interior point of P: _repaired);
 #   * a tangent is added at each b_d whose i_d lies below 1/b_d. The cuts are one-dimensional, so
 #     the LP's i_d converges to 1/b_d and the bounds meet: stop at (UB - LB) / UB <= gap.
 # "optimal" is reported only with the gap closed; a time limit gives "feasible" with its gap. The
 # bounds hold up to the LP solver's tolerances (HiGHS: 1e-7; SCIP's 1e-6 can stall the proof near a
 # gap of 2e-6, reported as "feasible" with that gap). P is bounded (the budget has positive weights),
-# and s is the largest B_d over P (one small LP per dimension with traffic; 0 there means no finite
-# time: infeasible). Initial tangents at b = 1, 1/2, ..., 1/64 and at the equal split.
+# and the first scale is the largest B_d over P (one small LP per dimension with traffic; 0 there
+# means no finite time: infeasible). Initial tangents at that B_d, its halvings down to 1/64, and the
+# equal split; the tangent points are kept in GB/s, so a change of scale keeps every cut.
 #
 # Problem (perf_per_cost):    minimise  (C + sum_p W_p max_d M_pd / B_d) * (u @ B)   over B in P.
 # A product of a convex and a linear function is not convex, but the perspective (Charnes-Cooper)
@@ -196,7 +200,7 @@ class LibraLP:
     """A built LP: the model and where its columns are."""
 
     model: LinearModel
-    scale: float  # s: b = B~ / s
+    scale: np.ndarray  # (D,) s_d: b_d = B~_d / s_d
     c_ref: float | None  # perf_per_cost: u @ B~ = c_ref
     b: np.ndarray  # (D,) column indices
     mu: int
@@ -207,14 +211,15 @@ class LibraLP:
     obj_scale: float  # T_ref: the LP objective is the time (us) divided by T_ref
 
 
-def build_lp(data: LibraData, objective: str, scale: float, *, c_ref: float | None = None,
+def build_lp(data: LibraData, objective: str, scale: float | np.ndarray, *, c_ref: float | None = None,
              mu_bounds: tuple[float, float] = (1.0, 1.0), b_cuts: dict[int, list[float]] | None = None,
              mu_cuts: list[float] | None = None, b_objective: np.ndarray | None = None) -> LibraLP:
     """Build the LP of the comment block above (``b_cuts[d]``: tangent points b0 of i_d >= 1/b_d;
     ``mu_cuts``: tangent points mu0 of nu >= 1/mu). ``b_objective`` replaces the objective by
-    ``b_objective @ b`` (used for the bounding LPs: least / largest cost, largest B_d)."""
+    ``b_objective @ b`` (used for the bounding LPs: least / largest cost, largest B_d). ``scale``: s,
+    one for all dimensions or one per dimension (b_d = B~_d / s_d)."""
     D, P = data.problem.num_dimensions, data.W.size
-    s, ppc = float(scale), objective == "perf_per_cost"
+    s, ppc = np.broadcast_to(np.asarray(scale, dtype=float), (D,)).copy(), objective == "perf_per_cost"
     bld = ModelBuilder(name=f"libra_{objective}")
     b = bld.add_variables(D, name="b").index
     mu = bld.add_variables(1, lb=mu_bounds[0], ub=mu_bounds[1], name="mu").index[0]
@@ -227,35 +232,37 @@ def build_lp(data: LibraData, objective: str, scale: float, *, c_ref: float | No
 
     # Row and objective scaling (CBC and SCIP keep ~1e-9 relative precision only): t_p = tau_p t'_p with
     # tau_p = max_d M_pd / s, and the objective divided by T_ref = C + sum_p W_p tau_p.
-    tau = data.M.max(axis=1) / s if P else np.zeros(0)
+    tau = (data.M / s[None, :]).max(axis=1) if P else np.zeros(0)
     t_ref = float(data.compute_us + data.W @ tau) or 1.0
-    if b_objective is None and P:  # time: t'_p - (M_pd / (s tau_p)) i_d >= 0
+    if b_objective is None and P:  # time: t'_p - (M_pd / (s_d tau_p)) i_d >= 0
         p_idx, d_idx = np.nonzero(data.M > 0)
         r = np.arange(p_idx.size)
         bld.add_constraints(np.concatenate([r, r]), np.concatenate([t[p_idx], i_cols[d_idx]]),
-                            np.concatenate([np.ones(r.size), -data.M[p_idx, d_idx] / (s * tau[p_idx])]), lb=0.0, count=r.size,
+                            np.concatenate([np.ones(r.size), -data.M[p_idx, d_idx] / (s[d_idx] * tau[p_idx])]), lb=0.0, count=r.size,
                             name="time")
     has_lo = np.flatnonzero(data.lo > 0)  # bounds (homogenised with mu)
     if has_lo.size:
         r = np.arange(has_lo.size)
         bld.add_constraints(np.concatenate([r, r]), np.concatenate([b[has_lo], np.full(r.size, mu)]),
-                            np.concatenate([np.ones(r.size), -data.lo[has_lo] / s]), lb=0.0, count=r.size, name="lower")
+                            np.concatenate([np.ones(r.size), -data.lo[has_lo] / s[has_lo]]), lb=0.0, count=r.size, name="lower")
     has_hi = np.flatnonzero(np.isfinite(data.hi))
     if has_hi.size:
         r = np.arange(has_hi.size)
         bld.add_constraints(np.concatenate([r, r]), np.concatenate([b[has_hi], np.full(r.size, mu)]),
-                            np.concatenate([np.ones(r.size), -data.hi[has_hi] / s]), ub=0.0, count=r.size, name="upper")
+                            np.concatenate([np.ones(r.size), -data.hi[has_hi] / s[has_hi]]), ub=0.0, count=r.size, name="upper")
     if data.order.shape[0]:
         K = data.order.shape[0]
         r = np.arange(K)
+        hi_s, lo_s = s[data.order[:, 0]], s[data.order[:, 1]]  # s_i b_i - s_j b_j >= 0, divided by the larger s
+        top = np.maximum(hi_s, lo_s)
         bld.add_constraints(np.concatenate([r, r]), np.concatenate([b[data.order[:, 0]], b[data.order[:, 1]]]),
-                            np.concatenate([np.ones(K), -np.ones(K)]), lb=0.0, count=K, name="order")
+                            np.concatenate([hi_s / top, -lo_s / top]), lb=0.0, count=K, name="order")
     if data.h.size:  # linear: (s G b - h mu) / n <= / >= / == 0
         R, Dn = data.G.shape
-        norm = np.maximum(np.maximum(s * np.abs(data.G).max(axis=1), np.abs(data.h)), 1e-300)
+        norm = np.maximum(np.maximum(np.abs(data.G * s[None, :]).max(axis=1), np.abs(data.h)), 1e-300)
         rows = np.repeat(np.arange(R), Dn + 1)
         cols = np.tile(np.append(b, mu), R)
-        vals = np.hstack([s * data.G, -data.h[:, None]]).ravel() / np.repeat(norm, Dn + 1)
+        vals = np.hstack([data.G * s[None, :], -data.h[:, None]]).ravel() / np.repeat(norm, Dn + 1)
         keep = vals != 0
         lower = np.where(data.sense == "<=", -np.inf, 0.0).astype(float)
         upper = np.where(data.sense == ">=", np.inf, 0.0).astype(float)
@@ -267,12 +274,11 @@ def build_lp(data: LibraData, objective: str, scale: float, *, c_ref: float | No
         bld.add_constraints(np.zeros(D, dtype=np.int64), b, s * data.cost_w / c_ref, lb=1.0, ub=1.0, count=1, name="norm")
     if b_objective is None:
         pts = [(d, b0) for d in used for b0 in (b_cuts or {}).get(int(d), [])]
-        if pts:  # epigraph cuts: i_d + b_d / b0^2 >= 2 / b0, written times b0 (b0 i_d + b_d / b0 >= 2: the
-            # coefficients within [MIN_TANGENT, 1 / MIN_TANGENT]; unscaled, SCIP refused a model, error -6)
+        if pts:  # epigraph cuts: i_d + b_d / b0^2 >= 2 / b0
             d_arr, b0 = np.array([p[0] for p in pts]), np.array([p[1] for p in pts], dtype=float)
             r = np.arange(b0.size)
             bld.add_constraints(np.concatenate([r, r]), np.concatenate([i_cols[d_arr], b[d_arr]]),
-                                np.concatenate([b0, 1.0 / b0]), lb=2.0, count=r.size, name="cut_i")
+                                np.concatenate([np.ones(r.size), 1.0 / b0 ** 2]), lb=2.0 / b0, count=r.size, name="cut_i")
         if ppc and mu_cuts:  # nu + mu / mu0^2 >= 2 / mu0
             m0 = np.asarray(mu_cuts, dtype=float)
             r = np.arange(m0.size)
@@ -309,7 +315,8 @@ def lp_point(lp: LibraLP, data: LibraData, B: np.ndarray) -> np.ndarray:
         full_i = np.zeros(data.M.shape[1])
         full_i[used] = x[lp.i[used]]
         with np.errstate(invalid="ignore"):
-            x[lp.t] = np.where(data.M > 0, data.M / (lp.scale * lp.t_scale[:, None]) * full_i[None, :], 0.0).max(axis=1)
+            x[lp.t] = np.where(data.M > 0, data.M / (lp.scale[None, :] * lp.t_scale[:, None]) * full_i[None, :],
+                               0.0).max(axis=1)
     return x
 
 
@@ -640,15 +647,21 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             offset, data = data.compute_us / _US_PER_S, dataclasses.replace(data, compute_us=0.0)
         # Every used b_d > 0 in the probes' mean (P is convex): it repairs an LP point at b_d = 0 (_repaired).
         interior = np.mean(probes, axis=0)
-        # Initial tangent points: b_d at its largest value and a few halvings, and at the equal split.
-        b_cuts: dict[int, list[float]] = {}
+        # Initial tangent points: B~_d at its largest value and a few halvings, and at the equal split.
+        # They are kept in B~ units (GB/s): each round's LP has its own scales (below).
+        tangents: dict[int, list[float]] = {}
         for d in np.flatnonzero(data.used):
-            pts = list(bmax[d] / scale * 0.5 ** np.arange(7))
+            pts = list(bmax[d] * 0.5 ** np.arange(7))
             if eq[d] > 0:
-                pts.append(min(eq[d], bmax[d]) / scale)
-            b_cuts[int(d)] = pts
+                pts.append(min(eq[d], bmax[d]))
+            tangents[int(d)] = pts
+        # Per-dimension scales s_d, from the best allocation so far: a dimension whose bandwidth is 1e-5
+        # of another's keeps its b_d, i_d and cut coefficients of order 1 (with one scale for all, SCIP's
+        # LPs stopped at points 2.6e-4 above their optimum, or gave up on numerical trouble).
+        scales = np.full(D, scale)
         while rounds < MAX_ROUNDS:
-            lp = build_lp(data, objective, scale, c_ref=c_ref, mu_bounds=mu_bounds, b_cuts=b_cuts, mu_cuts=mu_cuts)
+            b_cuts = {d: [p / scales[d] for p in pts] for d, pts in tangents.items()}
+            lp = build_lp(data, objective, scales, c_ref=c_ref, mu_bounds=mu_bounds, b_cuts=b_cuts, mu_cuts=mu_cuts)
             res = _run(lp, backend, clock)
             rounds += 1
             x = res.values
@@ -668,14 +681,20 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             added = False
             for d, pts in b_cuts.items():
                 bd, id_ = float(x[lp.b[d]]), float(x[lp.i[d]])
-                if bd <= 0:  # the tangent at 1 / (2 i_d) is 4 i_d at b_d = 0: it cuts the point off
+                if bd <= MIN_TANGENT:  # b_d = 0 (or the LP's noise around it, 1e-14): the tangent at 1 / (2 i_d),
+                    # 4 i_d at b_d = 0, cuts the point off; the tangent at b_d, Kelley's, would have a coefficient
+                    # 1 / b_d^2 beyond every solver's precision and only double b_d per round
                     bd = 1.0 / (2.0 * id_) if id_ > 0 else min(pts) / 4
-                # a tangent at b0 has the coefficient 1 / b0^2: below MIN_TANGENT SCIP refuses it (> 1e20)
-                # and the other solvers lose precision; no allocation needs a B_d that small
-                bd = max(bd, MIN_TANGENT)
-                if id_ < (1.0 / bd) * (1 - 1e-12) and all(abs(bd - p) > 1e-15 * max(1.0, p) for p in pts):
-                    pts.append(bd)
+                # no tangent below MIN_TANGENT of the largest B_d: its coefficients (1 / b0^2) would defeat
+                # every solver's precision (SCIP refuses them above 1e20), and no allocation needs B_d that small
+                bd = max(bd, MIN_TANGENT * scale / scales[d])
+                if id_ < (1.0 / bd) * (1 - 1e-12) and all(abs(bd - p) > 1e-12 * p for p in pts):
+                    tangents[d].append(bd * scales[d])
                     added = True
+            if best_B is not None:  # B~ = mu B (mu = c_ref / cost for perf_per_cost, else 1)
+                mu_best = 1.0 if c_ref is None else c_ref / float(data.cost_w @ best_B)
+                used_d = np.flatnonzero(data.used)
+                scales[used_d] = np.maximum(mu_best * best_B[used_d], MIN_TANGENT * scale)
             if mu_cuts is not None:
                 m, nu = float(x[lp.mu]), float(x[lp.nu])
                 if nu < (1.0 / m) * (1 - 1e-12) and all(abs(m - p) > 1e-15 for p in mu_cuts):
