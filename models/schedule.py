@@ -89,9 +89,10 @@ MAX_MODEL_SIZE = 100_000
 MAX_TIME_UNITS = 2 ** 40
 
 
-def _units(g: IterationGraph, unit: float) -> tuple[list[int], list[int]]:
+def _units(g: IterationGraph, unit: float, *, any_coarseness: bool = False) -> tuple[list[int], list[int]]:
     """Durations and latencies in whole units, rounded up (a tiny slack absorbs float noise such as
-    1e-6 / 1e-6 = 1.0000000000000002)."""
+    1e-6 / 1e-6 = 1.0000000000000002). A unit coarser than the longest task is refused unless
+    ``any_coarseness`` (the checker reads a file's unit as it is and judges the times it states)."""
     if not (isinstance(unit, (int, float)) and math.isfinite(unit) and unit > 0):
         raise InputError(f"time unit must be a positive number of seconds, got {unit!r}")
 
@@ -99,6 +100,10 @@ def _units(g: IterationGraph, unit: float) -> tuple[list[int], list[int]]:
         return int(math.ceil(v / unit * (1 - 1e-12))) if v > 0 else 0
 
     total = sum(t.duration_s + t.latency_s for t in g.tasks)
+    longest = max((t.duration_s + t.latency_s for t in g.tasks), default=0.0)
+    if not any_coarseness and longest > 0 and unit > longest * (1 + 1e-9):  # every task one unit: no times
+        raise InputError(f"a time unit of {unit:.3g} s is coarser than the longest task ({longest:.3g} s): every task "
+                         "would last one unit and the makespan count tasks, not time; use a finer unit")
     if total / unit > MAX_TIME_UNITS:
         raise InputError(f"a time unit of {unit:.3g} s is too fine for this iteration ({total:.3g} s of tasks in all): "
                          f"the schedule would count more than {MAX_TIME_UNITS:.3g} units; use a coarser unit")
@@ -683,7 +688,7 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
                 break
         if len(out) >= 20:
             break
-    dur, lat = _units(g, unit)
+    dur, lat = _units(g, unit, any_coarseness=True)
     order = g.topological_order()
     floor = min(_unit_bound(g, dur, lat, order, _tails(g, dur, lat, order, g.successors())) * unit, sf.makespan_s)
     tol = 1e-9 * max(1.0, sf.makespan_s) + 1e-12

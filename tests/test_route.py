@@ -45,6 +45,13 @@ def test_a_solution_without_a_design_or_for_another_instance_is_refused():
     sol = solve(inst, method="heuristic")
     with pytest.raises(InputError, match="does not fit the instance"):
         route(load_instance(INSTANCES / "mix-8.json"), sol)
+    # the same design scored for another objective: refused up front (it was kept, printed, then
+    # failed the output's verification with exit 1)
+    from dataclasses import replace
+
+    mix = load_instance(INSTANCES / "mix-8.json")
+    with pytest.raises(InputError, match="the evaluator gives"):
+        route(replace(mix, objective="aspl"), solve(mix, method="heuristic"))
 
 
 def test_cli_route_and_solve_reroute(tmp_path, capsys):

@@ -101,6 +101,14 @@ def test_a_unit_too_fine_is_bad_input(solution_file, capsys):
     assert "too fine" in capsys.readouterr().err
 
 
+def test_a_unit_coarser_than_every_task_is_bad_input(solution_file, capsys):
+    """--time-unit-us 1e12 made every task one unit: "optimal, makespan 1.9e+07 s" for a 10 ms
+    iteration, which --check then accepted (a stress run's report)."""
+    assert main(["schedule", DLRM, solution_file, "--time-unit-us", "1e12"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "coarser than the longest task" in err
+
+
 def test_out_may_not_overwrite_the_inputs(solution_file, tmp_path, capsys):
     import shutil
 

@@ -54,7 +54,8 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S",
                    help="exact: CP-SAT's time limit in seconds (default: none; the result is then proven optimal)")
     p.add_argument("--time-unit-us", type=_pos_float, default=None, metavar="U",
-                   help="time resolution: durations are rounded up to multiples of U microseconds (default 1)")
+                   help="time resolution: durations are rounded up to multiples of U microseconds (default 1; "
+                        "at most the longest task)")
     p.add_argument("--forward-fraction", type=_fraction, default=None, metavar="F",
                    help="share of a layer's time spent in its forward pass (default 1/3: backward = 2 x forward)")
     p.add_argument("--routing", choices=("given", "shortest_path"), default=None,

@@ -52,7 +52,9 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
         raise InputError(f"time limit must be a finite number >= 0 or None, got {time_limit_s!r}", field="time_limit_s")
     if not solution.has_solution:
         raise InputError(f"the solution holds no design (status {solution.status}): nothing to route")
-    report = verify(instance, solution, check_metrics=False)
+    # the recorded objective and metrics too: a solution kept as it is must still verify afterwards
+    # (one scored for another objective used to print its summary, then fail verification with exit 1)
+    report = verify(instance, solution)
     if not report.valid:
         raise InputError(f"the solution does not fit the instance ({len(report.violations)} violation(s), first: "
                          f"{report.violations[0]}; see topoopt verify)")
