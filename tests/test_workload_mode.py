@@ -80,14 +80,16 @@ def test_exact_on_a_workload_is_the_joint_model(tmp_path, capsys):
 
 
 def test_a_start_that_breaks_memory_is_said_plainly(tmp_path, capsys):
-    """Seven 550 MB tables on six 1 GB servers: no simple rule packs them (and no placement exists).
+    """Five 600 MB and three 450 MB tables on six 1 GB servers: no simple rule packs them and no
+    placement exists (no pair of the first five shares a server, nor three of the others), which the
+    checks before solving do not see (aggregate 4.35 GB; 5 above C/2, 8 above C/3).
     The heuristic and alternating said "placement: server 0: memory ... exceeds" with exit 2, as if the
     user had given a bad placement; now they say their start does not fit (exit 1), and compare shows
     the exact method's proof of infeasibility (exit 3)."""
     from topoopt_ilp.errors import StartInfeasibleError
 
     layers = [{"name": "l0", "compute_s": 0.003, "param_bytes": 1e7, "activation_bytes": 1e6, "configs": [1, 2, 3, 6]}]
-    blocks = [{"name": f"t{i}", "bytes": 5.5e8, "lookup_bytes": 1e6, "consumer": 0} for i in range(7)]
+    blocks = [{"name": f"t{i}", "bytes": b, "lookup_bytes": 1e6, "consumer": 0} for i, b in enumerate([6e8] * 5 + [4.5e8] * 3)]
     path = tmp_path / "binpack.json"
     path.write_text(json.dumps({"format": "topoopt-instance", "version": 1,
                                 "cluster": {"servers": 6, "degree": 2, "link_bandwidth_gbps": 100},
