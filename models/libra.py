@@ -666,6 +666,12 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
         # of another's keeps its b_d, i_d and cut coefficients of order 1 (with one scale for all, SCIP's
         # LPs stopped at points 2.6e-4 above their optimum, or gave up on numerical trouble).
         scales = np.full(D, scale)
+
+        def closed(status: str, note: str) -> BandwidthSolution:
+            """The bounds met (to the requested gap, or to the LP solver's tolerance): the best
+            allocation with its idle dimensions' bandwidth spent least, and the bound."""
+            return result(status, note, rounds, _least_idle(data, best_B, backend, clock), offset + min(lb, best_ub))
+
         while rounds < MAX_ROUNDS:
             b_cuts = {d: [p / scales[d] for p in pts] for d, pts in tangents.items()}
             lp = build_lp(data, objective, scales, c_ref=c_ref, mu_bounds=mu_bounds, b_cuts=b_cuts, mu_cuts=mu_cuts)
@@ -682,9 +688,8 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             if math.isfinite(best_ub) and best_ub - lb <= gap * abs(best_ub):
                 # "optimal" means within OPTIMAL_GAP, as for solve; a looser requested gap is feasible
                 proven = best_ub - lb <= OPTIMAL_GAP * abs(best_ub)
-                note = "" if proven else f"stopped at the requested gap {gap:g}; optimal means within {OPTIMAL_GAP:g}"
-                return result("optimal" if proven else "feasible", note, rounds, _least_idle(data, best_B, backend, clock),
-                              offset + min(lb, best_ub))
+                return closed("optimal" if proven else "feasible",
+                              "" if proven else f"stopped at the requested gap {gap:g}; optimal means within {OPTIMAL_GAP:g}")
             added = False
             for d, pts in b_cuts.items():
                 bd, id_ = float(x[lp.b[d]]), float(x[lp.i[d]])
@@ -715,9 +720,8 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
                     return result("error", "the cutting planes stalled before finding a finite allocation", rounds)
                 stalled = (best_ub - lb) / best_ub
                 if stalled <= OPTIMAL_GAP:  # short of a tighter requested gap, but within what optimal means
-                    return result("optimal", f"the cuts stalled at a gap of {stalled:.3g} of the communication time "
-                                  f"(the LP solver's tolerance), within {OPTIMAL_GAP:g}", rounds,
-                                  _least_idle(data, best_B, backend, clock), offset + min(lb, best_ub))
+                    return closed("optimal", f"the cuts stalled at a gap of {stalled:.3g} of the communication time "
+                                             f"(the LP solver's tolerance), within {OPTIMAL_GAP:g}")
                 return result("feasible", f"the cuts stalled at a gap of {stalled:.3g} of the communication time: the LP "
                               f"solver's tolerance limits the bound (HiGHS is the most precise; or ask for a larger gap)",
                               rounds, best_B, offset + lb)

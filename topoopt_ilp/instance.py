@@ -57,11 +57,16 @@ def _type_name(value: Any) -> str:
     )
 
 
+def _many_digits(value: int) -> str:
+    """A huge integer as a message shows it: its length, not its 400 digits (one readable line)."""
+    return f"an integer of {len(str(abs(int(value))))} digits"
+
+
 def _int(value: Any, path: str, *, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InstanceError(f"expected an integer, got {_type_name(value)}", field=path)
     value = int(value)
-    shown = value if abs(value) < 10 ** 30 else f"an integer of {len(str(abs(value)))} digits"  # one readable line
+    shown = value if abs(value) < 10 ** 30 else _many_digits(value)
     if low is not None and value < low:
         raise InstanceError(f"must be >= {low}, got {shown}", field=path)
     if high is not None and value > high:
@@ -75,8 +80,7 @@ def _number(value: Any, path: str, *, positive: bool = False, nonnegative: bool 
     try:
         value = float(value)
     except OverflowError:  # a JSON integer literal beyond the float range (1 followed by 400 zeros)
-        raise InstanceError(f"must be a finite number, got an integer of {len(str(abs(int(value))))} digits",
-                            field=path) from None
+        raise InstanceError(f"must be a finite number, got {_many_digits(value)}", field=path) from None
     if not math.isfinite(value):
         raise InstanceError(f"must be a finite number, got {value}", field=path)
     if positive and value <= 0:
