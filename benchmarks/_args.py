@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from topoopt_ilp import io
+from topoopt_ilp.files import io
 from topoopt_ilp.errors import InstanceError
-from topoopt_ilp.instance import Instance
+from topoopt_ilp.core.instance import Instance
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "instances" / "paper"

@@ -34,7 +34,7 @@ from _args import seconds
 from topoopt_ilp.solvers import guard
 
 from topoopt_ilp import Cluster, Demand, Instance, load_instance, solve
-from topoopt_ilp.instance import AllReduceGroup
+from topoopt_ilp.core.instance import AllReduceGroup
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))

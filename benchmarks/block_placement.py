@@ -1,10 +1,10 @@
 """The local search with and without the exact block move, side by side, same time limit.
 
 For each instance with blocks (DLRM's and NCF's embedding tables), on TopoOpt's heuristic topology
-for the data-parallel start: :func:`~topoopt_ilp.models.placement.solve_placement` (1 % gap asked,
+for the data-parallel start: :func:`~topoopt_ilp.models.placement.milp.solve_placement` (1 % gap asked,
 ``--time-limit`` in all) with ``exact_blocks`` off (the single-block moves only, the search before
 session 22) and on (each local-search call ends by re-placing its best strategy's blocks with
-:func:`~topoopt_ilp.models.block_placement.place_blocks_exactly` and descending again), for each
+:func:`~topoopt_ilp.models.placement.blocks.place_blocks_exactly` and descending again), for each
 seed of ``--seeds``. The search's result moves by several per cent with the clock alone (its
 phases share time by the clock), so compare the columns over seeds, not row by row. Printed: iteration time of each (``eval_ok``: equal to the independent
 evaluator's), the ratio on / off, and the bound (the same for both: the relaxation bounds). Then
@@ -21,14 +21,14 @@ import argparse
 import time
 
 from _args import int_list, load_paper, paper_names, seconds
-from topoopt_ilp.models.block_placement import place_blocks_exactly
+from topoopt_ilp.models.placement.blocks import place_blocks_exactly
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement import shortest_path_fractions, solve_placement
-from topoopt_ilp.models.placement_search import _LocalSearch
+from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement
+from topoopt_ilp.models.placement.local_search import _LocalSearch
 
-from topoopt_ilp.evaluate import evaluate
-from topoopt_ilp.solve import solve
-from topoopt_ilp.strategy import parse_strategy
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.methods import solve
+from topoopt_ilp.core.strategy import parse_strategy
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """How far the chain bound's own minimisers are from strategies: each chain its dynamic program
-returns (:func:`~topoopt_ilp.models.placement_bounds.chain_bound`, recorded on the way) scored as a
+returns (:func:`~topoopt_ilp.models.placement.bounds.chain_bound`, recorded on the way) scored as a
 real strategy (blocks by TopoOpt's rule) by the local search's scorer, which is the evaluator's
 definition; then the local search from the best memory-feasible ones.
 
@@ -16,12 +16,12 @@ import time
 
 import numpy as np
 from _args import load_paper, paper_name, seconds
-from topoopt_ilp.models import placement_bounds as pb
-from topoopt_ilp.models.placement import shortest_path_fractions
-from topoopt_ilp.models.placement_search import _LocalSearch, improve_strategy
+from topoopt_ilp.models.placement import bounds as pb
+from topoopt_ilp.models.placement.milp import shortest_path_fractions
+from topoopt_ilp.models.placement.local_search import _LocalSearch, improve_strategy
 
-from topoopt_ilp.solve import solve
-from topoopt_ilp.strategy import Strategy, place_blocks, server_memory
+from topoopt_ilp.methods import solve
+from topoopt_ilp.core.strategy import Strategy, place_blocks, server_memory
 
 
 def main() -> None:

@@ -14,9 +14,9 @@ import argparse
 import time
 
 from _args import seconds
-from topoopt_ilp.evaluate import evaluate
-from topoopt_ilp.instance import Cluster, Demand, Instance
-from topoopt_ilp.models.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.core.instance import Cluster, Demand, Instance
+from topoopt_ilp.models.topology.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
 from topoopt_ilp.models.common import ExactOptions
 
 

@@ -1,6 +1,6 @@
 """Directed links, uniform all-to-all: the Moore circulant search vs the topology MILP, side by side.
 
-For each size and objective, the exact method as shipped (the search of models/moore_circulant.py
+For each size and objective, the exact method as shipped (the search of models/topology/moore_circulant.py
 first; the MILP with the time left when it proves nothing) and the MILP alone (``use_catalogue=False``),
 one after the other on the same backend, no warm start. The ratio MILP/search is the result; a '>'
 marks a MILP that hit the time limit.
@@ -18,7 +18,7 @@ from _args import seconds
 from joint_small import _warm_up_solver_worker
 from topoopt_ilp import Cluster, Demand, Instance
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.topology_routing import solve_topology_routing
+from topoopt_ilp.models.topology.milp import solve_topology_routing
 
 
 def run(instance: Instance, limit: float, use_search: bool):

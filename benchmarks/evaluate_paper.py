@@ -1,8 +1,8 @@
-"""TopoOpt's 128-server architecture comparison (NSDI'23 Fig. 11 style), through ``topoopt_ilp.paper``.
+"""TopoOpt's 128-server architecture comparison (NSDI'23 Fig. 11 style), through ``topoopt_ilp.experiments.paper``.
 
 Runs, for DLRM, BERT, CANDLE-Uno and VGG16 at 128 servers with d = 4 and 8 (B = 100 Gbps): TopoOpt's
 rule (authors' mode), the alternating method, a random expander, the ideal switch with d x B per server,
-and equal-cost Fat-trees 1:1, 1:2, 1:4 (cost model: ``topoopt_ilp.cost``). Prints the iteration times,
+and equal-cost Fat-trees 1:1, 1:2, 1:4 (cost model: ``topoopt_ilp.evaluation.cost``). Prints the iteration times,
 the speedups over each Fat-tree, and the issue's two targets measured side by side: each alternating
 run's wall time against the 120 s budget, and its iteration time against TopoOpt's rule on the same
 (data-parallel) strategy. The same as ``topoopt evaluate-paper``; this script adds the target check.
@@ -19,7 +19,7 @@ import sys
 import time
 
 from _args import instance_files, seconds
-from topoopt_ilp.paper import default_instance_paths, evaluate_paper, format_table, write_outputs
+from topoopt_ilp.experiments.paper import default_instance_paths, evaluate_paper, format_table, write_outputs
 
 BUDGET_S = 120.0  # issue 7: each 128-server workload under 120 s on a 2-core machine
 

@@ -22,7 +22,7 @@ import time
 from _args import seconds
 from joint_small import _warm_up_solver_worker
 from topoopt_ilp import Cluster, Demand, Instance, solve
-from topoopt_ilp.instance import AllReduceGroup
+from topoopt_ilp.core.instance import AllReduceGroup
 
 
 def all_to_all(n: int, d: int) -> Instance:

@@ -1,4 +1,4 @@
-"""Generate the shipped catalogues of regular graphs (``models/data/regular_graphs/n{n:02d}_d{d}.g6``).
+"""Generate the shipped catalogues of regular graphs (``models/topology/data/regular_graphs/n{n:02d}_d{d}.g6``).
 
 Dev-only tool: it needs ``python-igraph`` (BLISS canonical forms), which is NOT a dependency of the
 package. The package only reads the files; ``tests/models/test_graph_catalogue.py`` proves them

@@ -17,8 +17,8 @@ from _args import seconds
 import numpy as np
 
 from topoopt_ilp.heuristic import circulant_stats
-from topoopt_ilp.instance import Cluster, Demand, Instance
-from topoopt_ilp.models.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
+from topoopt_ilp.core.instance import Cluster, Demand, Instance
+from topoopt_ilp.models.topology.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
 from topoopt_ilp.models.common import ExactOptions
 
 

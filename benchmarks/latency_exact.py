@@ -3,7 +3,7 @@
 On the skewed AllReduce + MP mixes of ``exact_vs_naive.py`` with objective ``comm_time`` and a hop
 latency (default 1 us), side by side in one run: ``solve_topology_routing(..., latency=False)`` (the
 bandwidth-optimal design, scored by the evaluator, the latency term only bounded) and the default
-(the hop-limited models of :func:`~topoopt_ilp.models.topology_routing.optimise_latency` after it).
+(the hop-limited models of :func:`~topoopt_ilp.models.topology.milp.optimise_latency` after it).
 Printed: status, comm time, bound, wall time, the hop-limited models solved and the ratio of times.
 
     python benchmarks/latency_exact.py [--sizes 8x2,8x3,10x2] [--latency-us 1] [--limit 120]
@@ -18,9 +18,9 @@ from dataclasses import replace
 from _args import seconds
 from exact_vs_naive import skewed_mix
 from joint_small import _warm_up_solver_worker
-from topoopt_ilp.evaluate import evaluate
+from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.models import ExactOptions
-from topoopt_ilp.models.topology_routing import solve_topology_routing
+from topoopt_ilp.models.topology.milp import solve_topology_routing
 
 
 def main() -> None:

@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.hierarchy import (Budget, Collective, Constraints, Dimension, HierarchyProblem, Layer, Phase,
-                                   load_hierarchy)
+from topoopt_ilp.libra.problem import Budget, Collective, Constraints, Dimension, HierarchyProblem, Layer, Phase, load_hierarchy
 from topoopt_ilp.models.libra import solve_bandwidth
 
 ROOT = Path(__file__).resolve().parent.parent

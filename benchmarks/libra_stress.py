@@ -20,7 +20,7 @@ import numpy as np
 from _args import int_list
 
 from topoopt_ilp.errors import InstanceError
-from topoopt_ilp.hierarchy import Budget, Collective, Constraints, Dimension, HierarchyProblem, Layer, Phase
+from topoopt_ilp.libra.problem import Budget, Collective, Constraints, Dimension, HierarchyProblem, Layer, Phase
 from topoopt_ilp.models.libra import OPTIMAL_GAP, solve_bandwidth
 
 KINDS = ("ring", "fully_connected", "switch")

@@ -17,13 +17,13 @@ scored with the same rings.
 
 The MILP is the unrestricted model when it can be built, else the largest restriction to evenly
 spaced coset starts (plus the incumbent's) that can (column ``model``: ``all`` or ``starts=S``);
-when that model has more than :data:`~topoopt_ilp.models.placement.MILP_SEARCH_NONZEROS` non-zeros
+when that model has more than :data:`~topoopt_ilp.models.placement.milp.MILP_SEARCH_NONZEROS` non-zeros
 it is not solved and the time left goes to local search (``ls:all`` / ``ls:starts=S``, ``nnz`` the
 model's size, ``ls_s`` all local-search seconds).
 ``bound`` is always valid for the unrestricted problem: the larger of the solver's bound of the
 unrestricted model and the relaxation bounds (``relax_ms``: the volume relaxation
-:func:`~topoopt_ilp.models.placement_search.relaxation_bound` and the chain bound
-:func:`~topoopt_ilp.models.placement_bounds.chain_bound`, which took ``bnd_s`` seconds).
+:func:`~topoopt_ilp.models.placement.local_search.relaxation_bound` and the chain bound
+:func:`~topoopt_ilp.models.placement.bounds.chain_bound`, which took ``bnd_s`` seconds).
 Printed per variant: status, wall time (= time to the 1% gap when the status is optimal), iteration
 time of the returned strategy (``eval_ok``: equal to the independent evaluator's), bound, gap, ratio
 to the data-parallel start, the local-search result and its time, the relaxation bounds and their
@@ -42,11 +42,11 @@ import time
 
 from _args import load_paper, paper_names, seconds
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement import RING_POLICIES, shortest_path_fractions, solve_placement, strategy_times
+from topoopt_ilp.models.placement.milp import RING_POLICIES, shortest_path_fractions, solve_placement, strategy_times
 
-from topoopt_ilp.evaluate import evaluate
-from topoopt_ilp.solve import solve, start_placement
-from topoopt_ilp.strategy import parse_strategy
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.methods import solve, start_placement
+from topoopt_ilp.core.strategy import parse_strategy
 
 
 def _fmt(v, spec: str) -> str:

@@ -21,11 +21,11 @@ from _args import seconds
 from joint_small import _warm_up_solver_worker
 from small_workloads import small_instances
 
-from topoopt_ilp import io
-from topoopt_ilp.evaluate import evaluate
+from topoopt_ilp.files import io
+from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement import solve_placement
-from topoopt_ilp.solve import METHODS
+from topoopt_ilp.models.placement.milp import solve_placement
+from topoopt_ilp.methods import METHODS
 
 ROOT = Path(__file__).resolve().parent.parent
 

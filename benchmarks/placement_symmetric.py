@@ -1,9 +1,9 @@
 """The period-invariant placement MILP against ``solve_placement``, side by side, same time limit.
 
 For each instance, on TopoOpt's heuristic topology for the data-parallel start (circulant), and each
-period p of ``--periods`` that applies (:func:`~topoopt_ilp.models.placement_symmetric.symmetric_periods`):
-:func:`~topoopt_ilp.models.placement_symmetric.symmetric_placement` (HiGHS) with ``--time-limit``,
-then :func:`~topoopt_ilp.models.placement.solve_placement` (1 % gap asked) with the same limit.
+period p of ``--periods`` that applies (:func:`~topoopt_ilp.models.placement.symmetric.symmetric_periods`):
+:func:`~topoopt_ilp.models.placement.symmetric.symmetric_placement` (HiGHS) with ``--time-limit``,
+then :func:`~topoopt_ilp.models.placement.milp.solve_placement` (1 % gap asked) with the same limit.
 Printed: the MILP's status, iteration time of its strategy (``eval_ms``: the evaluator's, which
 must equal ``model_ms``), its bound - valid for the invariant strategies only, not for the problem -
 and size; the placement's iteration time and bound (valid for every strategy); the ratio
@@ -21,11 +21,11 @@ import time
 
 from _args import load_paper, paper_names, seconds
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement import shortest_path_fractions, solve_placement, strategy_times
-from topoopt_ilp.models.placement_search import _LocalSearch
-from topoopt_ilp.models.placement_symmetric import symmetric_periods, symmetric_placement
+from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times
+from topoopt_ilp.models.placement.local_search import _LocalSearch
+from topoopt_ilp.models.placement.symmetric import symmetric_periods, symmetric_placement
 
-from topoopt_ilp.solve import solve
+from topoopt_ilp.methods import solve
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 For each instance and method, side by side in one run: the design's bandwidth term and iteration time
 with its own routing (shortest paths split equally, or the heuristic's), after
-:func:`topoopt_ilp.route.route` (the column-generation LP of :mod:`topoopt_ilp.models.routing`), the
+:func:`topoopt_ilp.methods.reroute.route` (the column-generation LP of :mod:`topoopt_ilp.models.reroute`), the
 ratio, the LP's bound and time, and the time of the evaluator's arc-flow LP (``evaluate(...,
 routing="optimal")``, one commodity per source) on the same design, with its bandwidth term as an
 independent check (``-`` where that LP is beyond the evaluator's size limit or ``--arc-limit``).
@@ -26,10 +26,10 @@ sys.path.insert(0, str(ROOT))
 
 from _args import seconds  # noqa: E402
 from topoopt_ilp.errors import UnsupportedError  # noqa: E402
-from topoopt_ilp.evaluate import evaluate  # noqa: E402
-from topoopt_ilp.io import load_instance  # noqa: E402
-from topoopt_ilp.route import route  # noqa: E402
-from topoopt_ilp.solve import solve  # noqa: E402
+from topoopt_ilp.evaluation.evaluate import evaluate  # noqa: E402
+from topoopt_ilp.files.io import load_instance  # noqa: E402
+from topoopt_ilp.methods.reroute import route  # noqa: E402
+from topoopt_ilp.methods import solve  # noqa: E402
 
 CASES = ("dlrm-mini-8-fixed:heuristic,dlrm-mini-8-fixed:exact,mix-16:heuristic,testbed-12:heuristic,"
          "dlrm-mini-6:alternating,dlrm-128-d8:alternating,bert-128-d8:alternating")

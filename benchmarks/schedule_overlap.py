@@ -3,13 +3,13 @@
 For each small shipped workload instance: the design ``solve(inst, method="heuristic")`` returns
 (TopoOpt's data-parallel start and TopologyFinder), and, to show what precedence costs a pipeline,
 the first ``--stages`` pipeline-of-data-parallel-groups strategies of
-:func:`topoopt_ilp.strategy.stage_strategies`, each on TopologyFinder's topology for its traffic.
+:func:`topoopt_ilp.core.strategy.stage_strategies`, each on TopologyFinder's topology for its traffic.
 With ``--random K``, also K hybrid strategies per instance drawn at random (seeded: a degree among each
 layer's configs and a coset start per layer, blocks by ``place_blocks``), where resharding traffic and
 mixed groups make the schedule harder. Per design, side by side in one run: the evaluator's iteration time with ``overlap: none``
 (T_compute + T_comm) and ``full`` (max of the two), the list schedule's makespan, CP-SAT's makespan,
 its bound and status, and the solve times. Every schedule is re-checked by
-:func:`topoopt_ilp.iteration_graph.check_schedule`. With ``--micro-batches M ...``, each design is
+:func:`topoopt_ilp.schedule.iteration_graph.check_schedule`. With ``--micro-batches M ...``, each design is
 scheduled once per M (GPipe micro-batches, ``topoopt schedule --micro-batches``), labelled ``M=..``;
 the evaluator's figures do not depend on M. The default (1 only) prints the table without labels.
 
@@ -33,12 +33,12 @@ sys.path.insert(0, str(ROOT))
 
 from _args import instance_file, seconds  # noqa: E402
 from topoopt_ilp.errors import InputError  # noqa: E402
-from topoopt_ilp.evaluate import evaluate  # noqa: E402
-from topoopt_ilp.io import load_instance  # noqa: E402
-from topoopt_ilp.iteration_graph import check_schedule, graph_from_solution  # noqa: E402
+from topoopt_ilp.evaluation.evaluate import evaluate  # noqa: E402
+from topoopt_ilp.files.io import load_instance  # noqa: E402
+from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution  # noqa: E402
 from topoopt_ilp.models.schedule import list_schedule, solve_schedule  # noqa: E402
-from topoopt_ilp.solve import heuristic_for_placement, solve  # noqa: E402
-from topoopt_ilp.strategy import Strategy, place_blocks, stage_strategies, strategy_to_dict, validate_strategy  # noqa: E402
+from topoopt_ilp.methods import heuristic_for_placement, solve  # noqa: E402
+from topoopt_ilp.core.strategy import Strategy, place_blocks, stage_strategies, strategy_to_dict, validate_strategy  # noqa: E402
 
 DEFAULT = ["instances/dlrm-mini-6.json", "instances/dlrm-like-6.json", *sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "instances" / "paper").glob("*testbed-12*.json"))]

@@ -2,7 +2,7 @@
 
 A time-limited search does as much work as the machine allows, so its result moves with the
 machine's speed and load; budgeted in moves (``ExactOptions.search_moves``,
-:class:`~topoopt_ilp.models.placement_search.SearchBudget`) it does the same work everywhere and,
+:class:`~topoopt_ilp.models.placement.local_search.SearchBudget`) it does the same work everywhere and,
 while the time limit does not cut it, returns the same strategy for the same seed. For each
 instance: :func:`solve_placement` with ``--time-limit`` seconds, then with ``--moves`` moves (the
 time limit then ``--safety`` seconds), each once alone and once while another process keeps one core
@@ -21,9 +21,9 @@ import time
 
 from _args import load_paper, paper_names, seconds
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement import solve_placement
+from topoopt_ilp.models.placement.milp import solve_placement
 
-from topoopt_ilp.solve import solve
+from topoopt_ilp.methods import solve
 
 
 def _spin() -> None:

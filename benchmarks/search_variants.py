@@ -4,7 +4,7 @@ With ``ExactOptions.search_moves`` every run does the same work however loaded t
 two settings differ only by what they search, and two runs of the same setting and seed agree (runs
 may go side by side). Per variant and seed: :func:`solve_placement`'s iteration time; per variant
 the mean. A variant sets keyword defaults of
-:func:`~topoopt_ilp.models.placement_search.improve_strategy` for both of solve_placement's calls
+:func:`~topoopt_ilp.models.placement.local_search.improve_strategy` for both of solve_placement's calls
 (``kick_top=N``, ``max_stall=N``, ``exact_blocks=off``; ``default`` changes nothing).
 
     .venv/bin/python benchmarks/search_variants.py [--instance dlrm-128-d8] [--moves 18000] [--seeds 0,1,2,3]
@@ -17,10 +17,10 @@ import argparse
 import time
 
 from _args import int_list, load_paper, paper_name, seconds
-from topoopt_ilp.models import placement as pl
+from topoopt_ilp.models.placement import milp as pl
 from topoopt_ilp.models.common import ExactOptions
 
-from topoopt_ilp.solve import solve
+from topoopt_ilp.methods import solve
 
 SETTINGS = {"kick_top": int, "max_stall": int, "exact_blocks": lambda v: v not in ("off", "false", "0")}
 

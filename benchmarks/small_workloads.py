@@ -2,7 +2,7 @@
 
 Shared by ``joint_small.py`` and ``alternating_quality.py``. Two kinds:
 
-* zoo models generated at small n (``topoopt_ilp.zoo``): ResNet-50 (6 stages) and the BERT-like
+* zoo models generated at small n (``topoopt_ilp.files.zoo``): ResNet-50 (6 stages) and the BERT-like
   Transformer (12 layers), with the paper's per-layer sizes;
 * three hand-made jobs with the same shapes at a size the MILP can settle: a 4-layer Transformer
   (heavy parameters, pipelining pays), a DLRM-like job (bottom MLP, an interaction layer reading 4
@@ -14,8 +14,8 @@ All at 100 Gbps per link, 1 us per hop, 160 GB per server, ``overlap: none``.
 from __future__ import annotations
 
 from _args import names_from
-from topoopt_ilp import io, zoo
-from topoopt_ilp.instance import Instance
+from topoopt_ilp.files import io, zoo
+from topoopt_ilp.core.instance import Instance
 
 GB = 1e9
 

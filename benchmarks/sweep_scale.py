@@ -1,7 +1,7 @@
 """A sweep one solve at a time vs in worker processes vs on a local Dask cluster, side by side.
 
 The instances are the skewed AllReduce + MP mixes of ``exact_vs_naive.py`` (n = 8..10, d = 2..4),
-written to a temporary directory; every variant runs ``topoopt_ilp.sweep.sweep`` on the same files
+written to a temporary directory; every variant runs ``topoopt_ilp.experiments.sweep.sweep`` on the same files
 with the heuristic and the exact method (HiGHS, ``--time-limit`` per solve, one solver thread so that
 the workers do not share cores). Printed: wall time per variant, its speed-up over the serial run,
 and whether every variant found the same objectives (the statuses and values must not depend on the
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from _args import seconds
 from exact_vs_naive import skewed_mix
-from topoopt_ilp import io
-from topoopt_ilp.sweep import sweep
+from topoopt_ilp.files import io
+from topoopt_ilp.experiments.sweep import sweep
 
 
 def run(paths: list[str], args: argparse.Namespace, executor) -> tuple[float, list]:

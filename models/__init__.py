@@ -22,29 +22,29 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from topoopt_ilp.errors import InputError, UnsupportedError
-from topoopt_ilp.instance import Instance
-from topoopt_ilp.solution import Solution
+from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.solution import Solution
 
-from .common import ExactOptions, check_start
+from topoopt_ilp.models.common import ExactOptions, check_start
 
 if TYPE_CHECKING:
-    from .joint import Incumbent
+    from topoopt_ilp.models.joint.milp import Incumbent
 
 __all__ = ["JOINT_FORMULATIONS", "ExactOptions", "solve_exact"]
 
 #: ``formulation`` of a workload's joint problem: ``auto`` (default: the enumeration when its bounds
-#: leave few strategies, else the MILP), ``milp`` (models/joint.py), ``enumeration``.
+#: leave few strategies, else the MILP), ``milp`` (models/joint/milp.py), ``enumeration``.
 JOINT_FORMULATIONS = ("auto", "milp", "enumeration")
 
 
-#: A method that solves an instance on its own, e.g. TopoOpt's heuristic (``topoopt_ilp.solve``
+#: A method that solves an instance on its own, e.g. TopoOpt's heuristic (``topoopt_ilp.methods``
 #: passes its ``METHODS["heuristic"]``): ``heuristic(instance) -> Solution``.
 Heuristic = Callable[[Instance], Solution]
 
 
 def _warm_start(instance: Instance, options: ExactOptions, heuristic: Heuristic | None = None) -> Solution | None:
     """The solution to start from: the heuristic's (``heuristic(instance)``; without one, TopoOpt's
-    TopologyFinder, :func:`topoopt_ilp.heuristic_design.heuristic_for_placement`), a solution
+    TopologyFinder, :func:`topoopt_ilp.heuristic.design.heuristic_for_placement`), a solution
     file's, or none."""
     choice = options.warm_start
     if choice in (None, "none"):
@@ -52,12 +52,12 @@ def _warm_start(instance: Instance, options: ExactOptions, heuristic: Heuristic 
     if choice == "heuristic":
         if heuristic is not None:
             return heuristic(instance)
-        from topoopt_ilp.heuristic_design import heuristic_for_placement
+        from topoopt_ilp.heuristic.design import heuristic_for_placement
 
         return heuristic_for_placement(instance, None)
     if not os.path.exists(choice):
         raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
-    from topoopt_ilp.io import load_solution
+    from topoopt_ilp.files.io import load_solution
 
     sol = load_solution(choice, directed=instance.cluster.directed)
     if sol.topology is None or sol.topology.n != instance.n:
@@ -69,8 +69,8 @@ def _warm_start(instance: Instance, options: ExactOptions, heuristic: Heuristic 
 def _score(instance: Instance, sol: Solution) -> float | None:
     """The evaluator's objective of ``sol`` as a value to minimise (None when it cannot be scored,
     or when it breaks the instance's rules: such a start is never returned, however it scores)."""
-    from topoopt_ilp.evaluate import RoutingError, evaluate, objective_value
-    from topoopt_ilp.verify import verify
+    from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate, objective_value
+    from topoopt_ilp.evaluation.verify import verify
 
     if not sol.has_solution or not verify(instance, sol, check_metrics=False).valid:
         return None
@@ -143,13 +143,13 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heur
 
     heuristic : ``heuristic(instance) -> Solution``, optional
         The warm start of the general-topology model when ``options.warm_start`` is ``"heuristic"``
-        (``topoopt_ilp.solve`` passes TopoOpt's heuristic method). Default: TopoOpt's TopologyFinder
-        from the core heuristic modules (:func:`topoopt_ilp.heuristic_design.heuristic_for_placement`), the same links and
+        (``topoopt_ilp.methods`` passes TopoOpt's heuristic method). Default: TopoOpt's TopologyFinder
+        from the core heuristic modules (:func:`topoopt_ilp.heuristic.design.heuristic_for_placement`), the same links and
         routing.
     incumbent : ``incumbent(instance, options, budget_s) -> Solution | None``, optional
         The incumbent of a workload's joint problem when ``options.warm_start`` is ``"heuristic"``
-        (``topoopt_ilp.solve`` passes the alternating decomposition,
-        ``topoopt_ilp.alternating.alternating_incumbent``). Default: TopoOpt's data-parallel start
+        (``topoopt_ilp.methods`` passes the alternating decomposition,
+        ``topoopt_ilp.methods.alternating.alternating_incumbent``). Default: TopoOpt's data-parallel start
         with its TopologyFinder topology (:func:`.joint.heuristic_incumbent`), the alternating
         decomposition's first step.
     """
@@ -163,7 +163,7 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heur
                          "a fixed_topology (and to the alternating method); the other exact models have no local search")
     if instance.workload is not None:
         if instance.fixed_topology is not None:  # only the placement is free: its model is the exact one
-            from .placement import solve_placement
+            from topoopt_ilp.models.placement.milp import solve_placement
 
             return solve_placement(instance, options)
         formulation = options.formulation or "auto"
@@ -171,24 +171,24 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heur
             raise InputError(f"unknown formulation {formulation!r} for a workload's joint problem; choose one of "
                              f"{', '.join(JOINT_FORMULATIONS)}")
         if formulation == "milp":
-            from .joint import solve_joint
+            from topoopt_ilp.models.joint.milp import solve_joint
 
             return solve_joint(instance, options, incumbent=incumbent)
-        from .joint_enumeration import solve_joint_enumeration
+        from topoopt_ilp.models.joint.enumeration import solve_joint_enumeration
 
         return solve_joint_enumeration(instance, options, fallback_to_milp=formulation == "auto", incumbent=incumbent)
     if instance.fixed_topology is not None:
         raise UnsupportedError("the instance fixes the topology; there is no topology to optimise exactly "
                                "(score it with 'topoopt evaluate INSTANCE SOLUTION --routing optimal')")
     if instance.topology_family == "any":
-        from .topology_routing import solve_topology_routing
+        from topoopt_ilp.models.topology.milp import solve_topology_routing
 
         start = _warm_start(instance, options, heuristic)
         sol = solve_topology_routing(instance, options, None if start is None else start.topology.matrix)
         sol = _not_worse_than_start(instance, sol, start, options.time_limit_s)
     else:
         try:
-            from .circulant import solve_circulant
+            from topoopt_ilp.models.topology.circulant import solve_circulant
         except ImportError:
             raise UnsupportedError("the exact circulant model is not available in this version") from None
         sol = solve_circulant(instance, options)

@@ -17,17 +17,7 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
-from topoopt_ilp.solvers import (
-    BackendCapabilityError,
-    BackendUnavailableError,
-    LinearModel,
-    NativeOptionError,
-    SolveOptions,
-    SolveResult,
-    UnknownBackendError,
-    get_backend,
-    write_model,
-)
+from topoopt_ilp.solvers import BackendCapabilityError, BackendUnavailableError, LinearModel, NativeOptionError, SolveOptions, SolveResult, UnknownBackendError, get_backend, write_model
 from topoopt_ilp.solvers import solve as solver_solve
 from topoopt_ilp.solvers.options import NativeValue
 
@@ -66,7 +56,7 @@ class ExactOptions:
                                               or self.search_moves < 1):
             raise InputError(f"search moves must be an integer >= 1, got {self.search_moves!r}")
         if self.rings is not None:
-            from .placement_data import check_ring_policy
+            from topoopt_ilp.models.placement.data import check_ring_policy
 
             check_ring_policy(self.rings)
         if self.export_model is not None and Path(self.export_model).suffix.lower() not in (".mps", ".lp"):
@@ -105,7 +95,7 @@ def check_start(instance, sol, source: str) -> None:
     violation: a solver would drop such a start without a word."""
     from dataclasses import replace
 
-    from topoopt_ilp.verify import verify
+    from topoopt_ilp.evaluation.verify import verify
 
     if sol.status not in ("optimal", "feasible"):  # verify refuses such a file whatever it carries
         raise InputError(f"{source}: its status is {sol.status}, so it holds no design to start from")

@@ -123,7 +123,7 @@ def without_loops(walk: list[int]) -> list[int]:
 def shortest_path(X: np.ndarray, s: int, t: int) -> list[int]:
     """One shortest path s -> t on link-count matrix ``X`` (for pairs whose decoded flow was noise)."""
     from topoopt_ilp.errors import UnsupportedError
-    from topoopt_ilp.graph import hop_distances
+    from topoopt_ilp.core.graph import hop_distances
 
     dist, _ = hop_distances(X)
     if dist[s, t] < 0:
@@ -149,7 +149,7 @@ def paths_on_links(X: np.ndarray, decoded: dict[tuple[int, int], list[tuple[list
              if (kept := [(p, a) for p, a in plist if all(X[u, v] > 0 for u, v in zip(p, p[1:]))])}
     missing = [pair for pair in wanted if pair not in paths]
     if missing:  # rare (solver noise): only then are the hop distances computed
-        from topoopt_ilp.graph import hop_distances
+        from topoopt_ilp.core.graph import hop_distances
 
         dist = hop_distances(X)[0]
         for pair in missing:

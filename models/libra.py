@@ -2,7 +2,7 @@
 
 LIBRA (Won et al., ISPASS 2024) chooses the bandwidth ``B_d`` (GB/s per NPU) of every dimension of
 a fixed hierarchical network to minimise the iteration time, or time x network cost, of a workload
-(the problem, its message split and cost model: :mod:`topoopt_ilp.hierarchy`). LIBRA's code adds
+(the problem, its message split and cost model: :mod:`topoopt_ilp.libra.problem`). LIBRA's code adds
 ``I_d`` with the bilinear equality ``B_d * I_d = 1`` and needs Gurobi's non-convex solver. Both of
 its objectives are convex programs in the right variables, so a cutting-plane method over LPs, each
 solved through :mod:`topoopt_ilp.solvers` (HiGHS by default; SCIP, CBC too), proves the optimum to
@@ -23,15 +23,8 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.hierarchy import PHASES, HierarchyProblem, evaluate_bandwidths
-from topoopt_ilp.solvers import (
-    BackendUnavailableError,
-    Capability,
-    LinearModel,
-    ModelBuilder,
-    UnknownBackendError,
-    get_backend,
-)
+from topoopt_ilp.libra.problem import PHASES, HierarchyProblem, evaluate_bandwidths
+from topoopt_ilp.solvers import BackendUnavailableError, Capability, LinearModel, ModelBuilder, UnknownBackendError, get_backend
 from topoopt_ilp.solvers import solve as solver_solve
 from topoopt_ilp.solvers.options import DEFAULT_REL_GAP
 

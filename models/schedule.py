@@ -1,6 +1,6 @@
 """Scheduling one training iteration: an RCPSP over compute tasks and flows (TOPO-X's view), by CP-SAT.
 
-Given the task graph of :mod:`topoopt_ilp.iteration_graph` (forward/backward per layer replica, block
+Given the task graph of :mod:`topoopt_ilp.schedule.iteration_graph` (forward/backward per layer replica, block
 lookups, resharding, lookup and AllReduce flows split into path pieces, with their precedence), find
 start times that minimise the **makespan** (the end of the iteration), subject to: precedence (with
 each flow piece's hop latency as a lag), one compute task at a time per server, and at most ``X[u, v]``
@@ -36,7 +36,7 @@ Time is integer: one unit is ``time_unit_s`` (default 1 us); every duration and 
   optimal exact schedule by ``3 h u`` (h = tasks of the longest such chain ending before it) and
   round its start up to a unit: precedence and "one after the other" survive; tasks that ran at a
   common time still share one (intervals: Helly), so capacities hold; the makespan grows by < 3 K u.
-* ``bound_s`` is CP-SAT's bound for the rounded problem; :func:`topoopt_ilp.iteration_graph.lower_bounds`
+* ``bound_s`` is CP-SAT's bound for the rounded problem; :func:`topoopt_ilp.schedule.iteration_graph.lower_bounds`
   gives bounds that hold for the exact durations (reported as ``details["lower_bounds"]``).
 
 Micro-batches change only the graph (``micro_batches`` of the graph builder), not the methods.
@@ -68,10 +68,9 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
-from topoopt_ilp.instance import _type_name
-from topoopt_ilp.io import (MAX_SOLUTION_BYTES, _check_format, _list, _obj, _read_json, _with_source, json_safe,
-                            write_json_atomic)
-from topoopt_ilp.iteration_graph import IterationGraph, Schedule, lower_bounds
+from topoopt_ilp.core.instance import _type_name
+from topoopt_ilp.files.io import MAX_SOLUTION_BYTES, _check_format, _list, _obj, _read_json, _with_source, json_safe, write_json_atomic
+from topoopt_ilp.schedule.iteration_graph import IterationGraph, Schedule, lower_bounds
 
 __all__ = ["list_schedule", "solve_schedule", "build_schedule_model", "model_size", "schedule_to_dict",
            "ScheduleFile", "read_schedule", "parse_schedule", "write_schedule", "file_sha256",
@@ -214,7 +213,7 @@ def list_schedule(g: IterationGraph, *, time_unit_s: float = DEFAULT_TIME_UNIT_S
     possible, then forwards again, earliest-starting first; a round is kept only when it shortens
     the schedule. Defaults: ``best`` and :data:`JUSTIFY_ROUNDS` rounds; above
     :data:`LARGE_GRAPH_TASKS` tasks, ``tail`` and none. Status ``feasible``; ``bound_s`` is the best of
-    :func:`~topoopt_ilp.iteration_graph.lower_bounds` for the rounded durations."""
+    :func:`~topoopt_ilp.schedule.iteration_graph.lower_bounds` for the rounded durations."""
     started = time.perf_counter()
     large = len(g.tasks) > LARGE_GRAPH_TASKS
     priority = ("tail" if large else "best") if priority is None else priority
@@ -504,7 +503,7 @@ class ScheduleFile:
     """A schedule file as :func:`read_schedule` read it: the parameters that rebuild its task graph,
     the SHA-256 of the files it was made from (None: not made from files), its claims (status,
     makespan, bound) and each task's times by task name, in the file's order. :meth:`schedule` lines
-    the times up with a rebuilt graph for :func:`~topoopt_ilp.iteration_graph.check_schedule`."""
+    the times up with a rebuilt graph for :func:`~topoopt_ilp.schedule.iteration_graph.check_schedule`."""
 
     source: str | None
     status: str
@@ -647,7 +646,7 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
 
 def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
     """What a schedule file claims beyond its task times, checked against the rebuilt graph ``g``
-    (:func:`~topoopt_ilp.iteration_graph.check_schedule` checks the times themselves):
+    (:func:`~topoopt_ilp.schedule.iteration_graph.check_schedule` checks the times themselves):
 
     * every start and end lies on the file's time grid (the schedules are computed in whole units,
       and the check's makespan tolerance is one unit: a coarser unit written into the file would
@@ -710,7 +709,7 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
 
 def read_schedule(path: str | os.PathLike) -> ScheduleFile:
     """Read a schedule file (:func:`parse_schedule`; malformed JSON, an oversized file, a NaN are refused
-    as for solution files: ``topoopt_ilp.io``'s reader). A file the CLI wrote is always read back."""
+    as for solution files: ``topoopt_ilp.files.io``'s reader). A file the CLI wrote is always read back."""
     data = _read_json(path, InputError, MAX_SOLUTION_BYTES)
     return _with_source(lambda: parse_schedule(data, str(path)), str(path), InputError)
 

@@ -22,28 +22,12 @@ the solve runs in a guarded worker process by default (see :func:`solve` and :mo
 
 from __future__ import annotations
 
-from .errors import (
-    BackendCapabilityError,
-    BackendUnavailableError,
-    ModelError,
-    NativeOptionError,
-    SolverError,
-    UnknownBackendError,
-)
-from .export import write_model
-from .model import LinearModel, ModelBuilder, RowBlock, Sense, VarBlock, VarKind
-from .options import SolveOptions
-from .registry import (
-    BACKENDS,
-    DEFAULT_BACKEND,
-    BackendInfo,
-    Capability,
-    available_backends,
-    backends_supporting,
-    get_backend,
-    solve,
-)
-from .result import SolveResult, SolveStatus
+from topoopt_ilp.solvers.errors import BackendCapabilityError, BackendUnavailableError, ModelError, NativeOptionError, SolverError, UnknownBackendError
+from topoopt_ilp.solvers.export import write_model
+from topoopt_ilp.solvers.model import LinearModel, ModelBuilder, RowBlock, Sense, VarBlock, VarKind
+from topoopt_ilp.solvers.options import SolveOptions
+from topoopt_ilp.solvers.registry import BACKENDS, DEFAULT_BACKEND, BackendInfo, Capability, available_backends, backends_supporting, get_backend, solve
+from topoopt_ilp.solvers.result import SolveResult, SolveStatus
 
 __all__ = [
     "BACKENDS",

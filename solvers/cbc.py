@@ -37,11 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from .errors import NativeOptionError
-from .model import LinearModel, Sense
-from .options import SolveOptions
-from .registry import complete
-from .result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
+from topoopt_ilp.solvers.errors import NativeOptionError
+from topoopt_ilp.solvers.model import LinearModel, Sense
+from topoopt_ilp.solvers.options import SolveOptions
+from topoopt_ilp.solvers.registry import complete
+from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
 
 __all__ = ["solve", "solve_raw", "build_problem", "stopped_on_limit", "version"]
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"

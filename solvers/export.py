@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import BackendUnavailableError, ModelError
-from .model import LinearModel
+from topoopt_ilp.solvers.errors import BackendUnavailableError, ModelError
+from topoopt_ilp.solvers.model import LinearModel
 
 __all__ = ["write_model", "FORMATS"]
 
@@ -45,7 +45,7 @@ def write_model(model: LinearModel, path: str | os.PathLike[str]) -> Path:
         import highspy
     except ImportError:
         raise BackendUnavailableError("writing MPS/LP files needs highspy: pip install highspy") from None
-    from .highs import load
+    from topoopt_ilp.solvers.highs import load
 
     h = load(model)
     for j, name in enumerate(_safe(model.column_names(), "x")):

@@ -30,9 +30,9 @@ import threading
 import time
 from typing import Any, BinaryIO
 
-from .model import LinearModel
-from .options import SolveOptions
-from .result import SolveResult, SolveStatus, finish
+from topoopt_ilp.solvers.model import LinearModel
+from topoopt_ilp.solvers.options import SolveOptions
+from topoopt_ilp.solvers.result import SolveResult, SolveStatus, finish
 
 __all__ = ["solve_isolated", "grace_period", "prestart", "STARTUP_ALLOWANCE_S"]
 

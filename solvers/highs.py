@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 
-from .errors import NativeOptionError
-from .model import LinearModel, Sense
-from .options import SolveOptions
-from .registry import complete
-from .result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
+from topoopt_ilp.solvers.errors import NativeOptionError
+from topoopt_ilp.solvers.model import LinearModel, Sense
+from topoopt_ilp.solvers.options import SolveOptions
+from topoopt_ilp.solvers.registry import complete
+from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
 
 __all__ = ["solve", "solve_raw", "load", "new_highs", "version"]
 

@@ -31,10 +31,10 @@ from datetime import timedelta
 
 import numpy as np
 
-from .model import LinearModel, Sense
-from .options import SolveOptions
-from .registry import complete
-from .result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
+from topoopt_ilp.solvers.model import LinearModel, Sense
+from topoopt_ilp.solvers.options import SolveOptions
+from topoopt_ilp.solvers.registry import complete
+from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
 
 __all__ = ["solve_scip", "solve_cpsat", "solve_raw", "to_model_proto", "version"]
 

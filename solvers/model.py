@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
-from .errors import ModelError
+from topoopt_ilp.solvers.errors import ModelError
 
 __all__ = [
     "VarKind",

@@ -11,7 +11,7 @@ from typing import Union
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .errors import ModelError, NativeOptionError
+from topoopt_ilp.solvers.errors import ModelError, NativeOptionError
 
 __all__ = ["SolveOptions", "WarmStart", "NativeValue", "DEFAULT_REL_GAP", "DEFAULT_ABS_GAP"]
 
@@ -143,7 +143,7 @@ RESERVED_NATIVE: dict[str, dict[str, str]] = {
 def _checked_native(given: object) -> dict[str, dict[str, NativeValue]]:
     """A private copy of ``native_options`` (the caller's dicts may change later), checked: known
     backend names, parameter names as strings, scalar values."""
-    from .registry import BACKENDS  # the registry imports this module
+    from topoopt_ilp.solvers.registry import BACKENDS  # the registry imports this module
 
     if not isinstance(given, Mapping):
         raise NativeOptionError(f"native_options must map backend names to parameter mappings, got {type(given).__name__}")

@@ -38,10 +38,10 @@ import importlib.util
 import time
 from dataclasses import dataclass
 
-from .errors import BackendCapabilityError, BackendUnavailableError, UnknownBackendError
-from .model import LinearModel
-from .options import DEFAULT_ABS_GAP, DEFAULT_REL_GAP, SolveOptions
-from .result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus, finish
+from topoopt_ilp.solvers.errors import BackendCapabilityError, BackendUnavailableError, UnknownBackendError
+from topoopt_ilp.solvers.model import LinearModel
+from topoopt_ilp.solvers.options import DEFAULT_ABS_GAP, DEFAULT_REL_GAP, SolveOptions
+from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus, finish
 
 __all__ = [
     "Capability",
@@ -173,7 +173,7 @@ class BackendInfo:
         deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
         isolate = opts.isolate if opts.isolate is not None else deadline is not None
         if isolate:
-            from .guard import solve_isolated
+            from topoopt_ilp.solvers.guard import solve_isolated
 
             res = solve_isolated(self.name, self.module_path, self.function, model, opts, t0)
         else:

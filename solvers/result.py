@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import LinearModel, Sense
-from .options import SolveOptions
+from topoopt_ilp.solvers.model import LinearModel, Sense
+from topoopt_ilp.solvers.options import SolveOptions
 
 __all__ = ["SolveStatus", "SolveResult", "RawOutcome", "INFEASIBLE_OR_UNBOUNDED", "relative_gap", "finish"]
 

@@ -85,9 +85,9 @@ def placed_solution(inst, X, strategy, rings: str = "shortest"):
 
     import networkx as nx
     import numpy as np
-    from topoopt_ilp.routing import RingSet, Routing
-    from topoopt_ilp.solution import Solution, Topology
-    from topoopt_ilp.strategy import strategy_demand, strategy_to_dict
+    from topoopt_ilp.core.routes import RingSet, Routing
+    from topoopt_ilp.core.solution import Solution, Topology
+    from topoopt_ilp.core.strategy import strategy_demand, strategy_to_dict
 
     X = np.asarray(X)
     dist = dict(nx.all_pairs_shortest_path_length(nx.from_numpy_array((X > 0).astype(int), create_using=nx.DiGraph)))

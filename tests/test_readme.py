@@ -28,7 +28,7 @@ def test_readme_python_blocks_run(capsys):
 def test_readme_instance_example_is_valid():
     import json
 
-    from topoopt_ilp import io
+    from topoopt_ilp.files import io
 
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import shortest_path
 
 from topoopt_ilp.heuristic import circulant_matrix, circulant_stats, topology_finder
-from topoopt_ilp.routing import Routing
+from topoopt_ilp.core.routes import Routing
 
 
 def _check_routing(res, groups, mp):
@@ -276,7 +276,7 @@ def test_odd_ports_without_regularity(n, d, groups):
 
 def test_odd_ports_end_to_end():
     from topoopt_ilp import Cluster, Demand, Instance, solve
-    from topoopt_ilp.verify import verify
+    from topoopt_ilp.evaluation.verify import verify
 
     inst = Instance(Cluster(7, 3, 100.0, regular=False), Demand(all_to_all=1e6), objective="throughput")
     for method in ("heuristic", "exact"):
@@ -291,8 +291,8 @@ def test_circulant_family_heuristic_rings_on_its_jumps():
     from dataclasses import replace
 
     from topoopt_ilp import Cluster, Demand, Instance, solve
-    from topoopt_ilp.instance import AllReduceGroup
-    from topoopt_ilp.verify import verify
+    from topoopt_ilp.core.instance import AllReduceGroup
+    from topoopt_ilp.evaluation.verify import verify
 
     base = Instance(Cluster(10, 4, 100.0), Demand(allreduce=(AllReduceGroup(tuple(range(10)), 1e7),),
                                                  mp=((0, 1, 5e6), (2, 4, 3e6))))

@@ -15,7 +15,7 @@ import networkx as nx
 import numpy as np
 from scipy.sparse.csgraph import connected_components
 
-from topoopt_ilp.graph import split_link
+from topoopt_ilp.core.graph import split_link
 
 __all__ = ["random_expander", "demand_greedy", "torus", "connect_components"]
 

@@ -3,7 +3,7 @@
 A circulant (Cayley graph of Z_n) is vertex-transitive, so the distances from node 0 to every
 residue give every distance: ``dist(a, b) = dist0[(b - a) mod n]``. One BFS over ``n`` residues
 replaces an all-pairs computation. Kept local to the heuristic (no dependency on
-``topoopt_ilp.graph``).
+``topoopt_ilp.core.graph``).
 """
 
 from __future__ import annotations

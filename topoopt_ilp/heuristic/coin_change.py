@@ -15,9 +15,9 @@ from typing import Iterable
 
 import numpy as np
 
-from topoopt_ilp.routing import OffsetRoutes
+from topoopt_ilp.core.routes import OffsetRoutes
 
-from .circulant import coin_set
+from topoopt_ilp.heuristic.circulant import coin_set
 
 __all__ = ["coin_change_mod", "DEFAULT_MAX_ROUTES"]
 

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
-from topoopt_ilp.routing import PathSet
+from topoopt_ilp.core.routes import PathSet
 
 try:  # scipy's C BFS kernel without the per-call graph validation of breadth_first_order
     from scipy.sparse.csgraph._traversal import _breadth_first_directed as _BFS_KERNEL

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .circulant import circulant_stats_batch
+from topoopt_ilp.heuristic.circulant import circulant_stats_batch
 
 __all__ = [
     "SelectRule",

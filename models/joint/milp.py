@@ -1,0 +1,769 @@
+"""``joint``: placement + topology + routing in one MILP, for small clusters (design §3-4, issue 6).
+
+The exact reference the alternating decomposition is measured against. For a workload instance with
+``topology_family: any`` and no fixed topology, it chooses at once
+
+* per layer a data-parallel degree k and coset start s, per block a server (the strategy),
+* the integer link-count matrix X (undirected or directed, regular or not, multi-links if allowed),
+* for every AllReduce group a split of its bytes over ring orders of its coset: every order for
+  groups of up to :data:`ALL_RINGS_UP_TO` members, TotientPerms' rings ``m_r -> m_{r+p mod k}``,
+  gcd(p, k) = 1 (members in coset order) for larger ones - so for larger groups the optimum and
+  bound are those of the TotientPerms ring space (design §3), as ``details["ring_space"]`` says,
+* a multi-commodity flow routing of all the traffic the strategy induces, on any paths,
+
+minimising the evaluator's iteration time: the busiest server's compute (or, with ``compute_model:
+critical_path``, the larger of that and the critical path of one micro-batch) + max arc load /
+capacity + hop latency x the longest used path (or max of compute and comm for ``overlap: full``; comm alone for
+objective ``comm_time``). Every strategy, topology, ring split and routing of that space is a point of
+the model with the evaluator's value, and every point decodes to one whose evaluator value is no
+worse, so the model's bound is a bound for the problem and its optimum is the optimum.
+
+Its size grows like n^4 (hop-layered flows) times the options, so it is for n up to about a dozen
+servers; larger instances get a message suggesting ``--method alternating``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.routes import PathSet, RingSet, Routing
+from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.solvers import LinearModel, ModelBuilder
+from topoopt_ilp.core.strategy import Strategy, _unit_servers, strategy_to_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.core.traffic import traffic_matrix
+from topoopt_ilp.core.workload import _MEM_RTOL, Workload, coset
+
+from topoopt_ilp.models.common import ExactOptions, check_backend, check_start, run_model, solution_status
+from topoopt_ilp.models.flow_decomposition import decompose_layered_flow, layered_arcs, paths_on_links
+from topoopt_ilp.models.placement.data import layer_options, path_rows
+from topoopt_ilp.models.topology.milp import ALL_RINGS_UP_TO, _arcs, _degree_rows, _edges  # one ring-space threshold for every model
+
+__all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "decode_point", "fix_strategy",
+           "solve_joint", "joint_size"]
+
+#: Above this many servers the joint model is refused before it is built (suggesting alternating):
+#: its hop-layered flows alone have n (n-1)^2 (n-2) columns, and measured solves already take
+#: minutes at n = 10 (see ``benchmarks/joint_small.py``).
+MAX_JOINT_SERVERS = 12
+#: Refuse a model whose estimated constraint non-zeros exceed this (a workload with many layers or
+#: blocks can be too large even at small n).
+MAX_JOINT_NONZEROS = 3_000_000
+#: Internal time unit (microseconds), as in the placement model: hop latencies stay far above
+#: solver tolerances. Flows are measured in link-microseconds (bytes / (B * 1 us)).
+TIME_UNIT_S = 1e-6
+#: Ring fractions below this are treated as solver noise when decoding.
+_RING_TOL = 1e-7
+
+
+# ------------------------------------------------------------------------------------------------
+# Data
+#   n servers, degree d, B bytes/s per link, alpha hop latency (us); m = d if multi-links else 1.
+#   Options o = (i, k, s) of layer i (k in configs_i, s < n/k, replica memory fits): lt_o per-server
+#     time, mem_o replica memory, cov_o[v] = [v in coset(k, s)].
+#   Types t = (k, s) with k >= 2 and their candidate rings p (every order of coset(k, s) when k <= 6,
+#     else TotientPerms): RING_{t,p}[u, v] = 2(k-1)/k for consecutive u -> v on ring p;
+#     param_o bytes AllReduced by option o.
+#   Pairs (o, o') of consecutive layers i, i+1 with activation bytes: RESH_{o,o'}[u, v] bytes of
+#     resharding (zero when (k, s) = (k', s')). Consumers c with lookups, servers v, options o of c:
+#     LOOK_{v,o}[u, w] bytes of one unit of lookup traffic of a block on v (Lam_c = total lookups of c).
+#   All bytes are in link-microseconds: divided by B * 1e-6.
+# Variables
+#   a[o] binary, b[j, v] binary                       the strategy
+#   w[o, o'] in [0, 1], q[c, v, o] in [0, 1]          products a[o] a[o'] and (lookup share on v) a[o]
+#   g[t, p] >= 0                                      AllReduce bytes of coset t sent on ring p
+#   x[e] integer in [0, m],  z[e, l] binary           link counts and their binary expansion x = sum 2^l z
+#   y[e, l] in [0, U]                                 y = z Tbw (McCormick; U >= the optimal Tbw)
+#   f[s, h, (u, v)] >= 0                              flow from source s whose h-th hop is u -> v
+#                                                     (h = 1: u = s; h >= 2: u, v != s), h <= n - 1
+#   u[h] binary                                       some flow takes an h-th hop
+#   C, Tbw >= 0 (and T for overlap full)
+# Constraints
+#   choice     sum_{o of i} a[o] = 1;  sum_v b[j, v] = 1
+#   transport  sum_{o'} w[o, o'] = a[o];  sum_o w[o, o'] = a[o']     (exact product for binary a)
+#   lookups    sum_o q[c, v, o] = sum_{j of c} lookup_j / Lam_c b[j, v];  q[c, v, o] <= a[o]
+#   rings      sum_p g[t, p] = sum_{o of type t} param_o a[o]
+#   demand     D[s, v] = sum RING g + sum RESH w + sum Lam_c LOOK q      (linear in the variables)
+#   flow       in_h(v) - out_{h+1}(v) >= 0 (what reaches v at hop h is delivered or forwarded);
+#              sum_h in_h(v) - sum_{h>=2} out_h(v) = D[s, v]               for every s, v != s
+#   topology   x[e] = sum_l 2^l z[e, l]; degree rows (= d if regular, else <= d)
+#   capacity   sum_{s,h} f[s, h, (u, v)] <= sum_l 2^l y[e(u,v), l];  y <= U z;  y <= Tbw
+#   cuts       sum_{out-arcs of v} flow <= d Tbw;  same for in-arcs;  all flow <= (n d) Tbw   (valid:
+#              the arcs of v carry at most d links' worth; the LP of the McCormick rows alone does not
+#              see the degree)
+#   hops       sum_{s, arcs} f[s, h, .] <= M u[h];  u[h] <= u[h-1]       (M: the most bytes possible)
+#   compute    sum_o lt_o cov_o[v] a[o] + sum_j compute_j b[j, v] <= C   for every v
+#              sum_{o of i} lt_o a[o] <= C per layer; sum comp_{o,o'} w[o, o'] <= C per layer pair
+#              (comp = both times if the two cosets meet, else the larger; valid, tightens the LP)
+#   path       (compute_model critical_path only) sum_{o of layers i >= c} lt_o a[o] + e_c <= C for c = 0
+#              and every undominated entry layer c (placement_data.path_rows, as in the placement
+#              model): at an integer point C >= P, the chain of one micro-batch, so C = max(busiest server, P)
+#   ports      sum_o out_o a[o] <= d Tbw per layer, sum out_{o,o'} w[o, o'] <= d Tbw per layer pair
+#              (out = the most bytes one server sends or receives in the ring(s) and resharding)
+#   memory     sum_o mem_o cov_o[v] a[o] + sum_j bytes_j b[j, v] <= capacity
+# Objective
+#   minimize C + Tbw + alpha sum_h u[h]  (overlap none);  T >= C, T >= Tbw + alpha sum_h u[h]
+#   (overlap full);  Tbw + alpha sum_h u[h] (objective comm_time).
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class JointModel:
+    """A built joint model and the column maps that decoding and warm-starting need."""
+
+    model: LinearModel
+    n: int
+    opt_layer: np.ndarray
+    opt_k: np.ndarray
+    opt_s: np.ndarray
+    a_cols: np.ndarray
+    b_cols: np.ndarray  # (blocks, n)
+    ring_type: np.ndarray  # (R,) index into types
+    ring_order: list[tuple[int, ...]]  # (R,) positions in the coset, in ring order
+    g_cols: np.ndarray
+    type_k: np.ndarray
+    type_s: np.ndarray
+    edges: np.ndarray
+    x_cols: np.ndarray
+    z_cols: np.ndarray  # (E, bits)
+    f_src: np.ndarray
+    f_hop: np.ndarray
+    f_tail: np.ndarray
+    f_head: np.ndarray
+    f_cols: np.ndarray
+    u_cols: np.ndarray  # (Hmax,)
+    demand_pairs: np.ndarray  # (P, 2) pairs (s, v) of the delivery rows
+    C: int
+    Tbw: int
+    T: int
+    flow_scale: float  # bytes per link-microsecond
+    stats: dict
+
+
+def ring_orders(k: int) -> list[tuple[int, ...]]:
+    """Candidate ring orders of a k-member group, as positions 0..k-1 starting at 0: all of them for
+    k <= :data:`ALL_RINGS_UP_TO`, else the TotientPerms rings."""
+    if k <= ALL_RINGS_UP_TO:
+        return [(0,) + rest for rest in itertools.permutations(range(1, k))]
+    return [tuple((j * p) % k for j in range(k)) for p in range(1, k) if math.gcd(p, k) == 1]
+
+
+def joint_size(instance: Instance) -> dict[str, int]:
+    """Estimated columns and non-zeros of the joint model (to refuse before building)."""
+    n, w = instance.n, instance.workload
+    hmax = max(1, n - 1)
+    flows = n * (n - 1) + (hmax - 1) * n * (n - 1) * (n - 2)
+    per_layer = [sum(n // k for k in layer.configs) for layer in w.layers]
+    pairs = sum(per_layer[i] * per_layer[i + 1] for i in range(len(w.layers) - 1)
+                if float(w.layers[i].activation_bytes) > 0)
+    consumers = {b.consumer for b in w.blocks if float(b.lookup_bytes) > 0}
+    lookups = sum(n * per_layer[c] for c in consumers)
+    cols = flows + pairs + lookups + sum(per_layer) + n * len(w.blocks)
+    nnz = 4 * flows + pairs * (2 + 2 * n) + lookups * (2 + 2 * n) + sum(per_layer) * (2 + 2 * n)
+    return {"columns": int(cols), "nonzeros": int(nnz), "flow_columns": int(flows)}
+
+
+def _check_size(instance: Instance) -> None:
+    n = instance.n
+    hint = "use --method alternating (placement MILP <-> TopologyFinder), or --method heuristic"
+    if n > MAX_JOINT_SERVERS:
+        raise UnsupportedError(f"the joint placement + topology MILP is for at most {MAX_JOINT_SERVERS} servers "
+                               f"(this instance has {n}); {hint}")
+    size = joint_size(instance)
+    if size["nonzeros"] > MAX_JOINT_NONZEROS:
+        raise UnsupportedError(f"the joint MILP would have about {size['nonzeros']:,} non-zeros (limit "
+                               f"{MAX_JOINT_NONZEROS:,}); {hint}")
+
+
+def check_request(instance: Instance, options: ExactOptions) -> None:
+    """Refuse, before anything is built, what the joint problem (either algorithm) cannot take."""
+    if instance.workload is None:
+        raise InputError("the joint model needs a workload instance; this instance has a fixed demand")
+    if instance.objective not in ("iteration_time", "comm_time"):
+        raise InputError(f"the joint model minimises iteration_time or comm_time, not {instance.objective!r}")
+    if instance.fixed_topology is not None:
+        raise InputError("the instance fixes the topology: the placement model is the exact model for it")
+    if instance.topology_family != "any":
+        raise UnsupportedError(f"the joint model chooses any topology; topology_family {instance.topology_family!r} "
+                               "is not supported by it (use --method alternating)")
+    check_backend(options)
+    _check_size(instance)
+
+
+def _max_bytes(w: Workload, n: int) -> float:
+    """Most bytes any strategy can put on the network per iteration (big-M of the hop rows)."""
+    total = 0.0
+    for i, layer in enumerate(w.layers):
+        total += 2.0 * (max(layer.configs) - 1) * float(layer.param_bytes)
+        if i + 1 < len(w.layers):
+            total += 2.0 * float(layer.activation_bytes)
+    total += sum(2.0 * float(b.lookup_bytes) for b in w.blocks)
+    return total
+
+
+def formula_upper_bound(instance: Instance) -> float:
+    """An iteration time no optimal design exceeds (the McCormick U when there is no incumbent): any
+    strategy's busiest server computes at most everything, and on a connected topology its traffic
+    crosses any arc at most once per byte."""
+    w = instance.workload
+    return (sum(max(w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
+            + sum(float(x.compute_s) for x in w.blocks) + _max_bytes(w, instance.n) / instance.cluster.link_bytes_per_s
+            + instance.n * instance.cluster.hop_latency_s)
+
+
+def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
+    """Build the joint MILP (math in the comment block above).
+
+    ``upper_bound_s`` must be at least the optimal bandwidth term (any feasible iteration time is):
+    it is the McCormick bound U of ``y = z Tbw``.
+    """
+    w = instance.workload
+    c = instance.cluster
+    n, d = c.servers, c.degree
+    us = 1.0 / TIME_UNIT_S
+    flow_scale = c.link_bytes_per_s * TIME_UNIT_S  # bytes per link-microsecond
+    alpha = c.hop_latency_s * us
+    U = max(float(upper_bound_s) * us, 1e-6) * (1 + 1e-6)
+    hmax = max(1, n - 1)
+    b = ModelBuilder(name="joint")
+
+    # ---- strategy ------------------------------------------------------------------------------
+    opt_layer, opt_k, opt_s = layer_options(w, n)
+    L, nb, NO = len(w.layers), len(w.blocks), len(opt_layer)
+    for i in range(L):
+        if not (opt_layer == i).any():
+            raise InputError(f"layer {i} ({w.layers[i].name}) has no config whose replica fits in server memory")
+    a = b.add_variables(NO, kind="binary", name="a")
+    bb = b.add_variables((nb, n), kind="binary", name="b")
+    b_cols = bb.index.reshape(nb, n) if nb else np.zeros((0, n), dtype=np.int64)
+    b.add_constraints(opt_layer, a.index, 1.0, lb=1.0, ub=1.0, count=L, name="choice")
+    if nb:
+        b.add_constraints(np.repeat(np.arange(nb), n), b_cols.ravel(), 1.0, lb=1.0, ub=1.0, count=nb, name="block_choice")
+
+    cov = np.zeros((NO, n))
+    for o in range(NO):
+        cov[o, list(coset(n, int(opt_k[o]), int(opt_s[o])))] = 1.0
+    lt = np.array([w.layer_time(int(i), int(k)) for i, k in zip(opt_layer, opt_k)]) * us
+    mem = np.array([w.layers[int(i)].replica_memory(int(k)) for i, k in zip(opt_layer, opt_k)])
+    Cv = b.add_variables(1, name="C")
+    Tbw = b.add_variables(1, ub=U, name="Tbw")
+    C, TB = int(Cv.index[0]), int(Tbw.index[0])
+    # compute and memory per server
+    oo, vv = np.nonzero(cov)
+    blk_comp = np.array([float(x.compute_s) for x in w.blocks]) * us
+    blk_mem = np.array([float(x.bytes) for x in w.blocks])
+    jj, bv = np.divmod(np.arange(nb * n), n)
+    b.add_constraints(np.concatenate([vv, bv, np.arange(n)]), np.concatenate([a.index[oo], b_cols.ravel(), np.full(n, C)]),
+                      np.concatenate([lt[oo], blk_comp[jj], -np.ones(n)]), ub=0.0, count=n, name="compute")
+    # valid: the servers of a layer run at least its per-server time (tightens the LP, whose
+    # fractional a could otherwise spread a degree-1 layer over all servers at no traffic)
+    b.add_constraints(np.concatenate([opt_layer, np.arange(L)]), np.concatenate([a.index, np.full(L, C)]),
+                      np.concatenate([lt, -np.ones(L)]), ub=0.0, count=L, name="layer_compute")
+    if instance.objective != "comm_time" and w.compute_model == "critical_path":
+        rows, cols, vals, ubs = path_rows(w, opt_layer, lt, a.index, C)
+        b.add_constraints(rows, cols, vals, ub=ubs * us, count=len(ubs), name="path")
+    capm = float(w.server_memory_bytes)
+    b.add_constraints(np.concatenate([vv, bv]), np.concatenate([a.index[oo], b_cols.ravel()]),
+                      np.concatenate([mem[oo] / capm, blk_mem[jj] / capm]), ub=1.0 + _MEM_RTOL, count=n, name="memory")
+
+    # Demand terms: (pair row s*n+v, column, link-microseconds).
+    d_row: list[np.ndarray] = []
+    d_col: list[np.ndarray] = []
+    d_val: list[np.ndarray] = []
+
+    def add_pattern(col: int, src: np.ndarray, dst: np.ndarray, amount: np.ndarray | float) -> None:
+        amount = np.broadcast_to(np.asarray(amount, dtype=float), src.shape)
+        keep = src != dst
+        d_row.append(src[keep] * n + dst[keep])
+        d_col.append(np.full(int(keep.sum()), col, dtype=np.int64))
+        d_val.append(amount[keep] / flow_scale)
+
+    # AllReduce: rings per coset type.
+    param = np.array([float(w.layers[int(i)].param_bytes) for i in opt_layer])
+    has_ar = (opt_k >= 2) & (param > 0)
+    type_key = opt_k * n + opt_s
+    types = np.unique(type_key[has_ar])
+    type_k, type_s = types // n, types % n
+    ring_type, ring_order = [], []
+    for t, k in enumerate(type_k):
+        for order in ring_orders(int(k)):
+            ring_type.append(t), ring_order.append(order)
+    ring_type = np.array(ring_type, dtype=np.int64)
+    g = b.add_variables(len(ring_type), name="g")
+    for r in range(len(ring_type)):
+        k, s = int(type_k[ring_type[r]]), int(type_s[ring_type[r]])
+        m = np.array(coset(n, k, s))[list(ring_order[r])]
+        add_pattern(int(g.index[r]), m, np.roll(m, -1), 2.0 * (k - 1) / k * flow_scale)  # g is in link-us already
+    if len(types):
+        o_t = np.flatnonzero(has_ar)
+        t_of = np.searchsorted(types, type_key[o_t])
+        b.add_constraints(np.concatenate([ring_type, t_of]), np.concatenate([g.index, a.index[o_t]]),
+                          np.concatenate([np.ones(len(ring_type)), -param[o_t] / flow_scale]), lb=0.0, ub=0.0,
+                          count=len(types), name="rings")
+
+    # valid: a server sends (and receives) at most d links' worth per unit of Tbw, and a ring
+    # member sends 2(k-1)/k of the layer's parameters whatever the ring
+    ar_out = cov * np.where(has_ar, 2.0 * (opt_k - 1) / opt_k * param, 0.0)[:, None]  # (NO, n) bytes
+    b.add_constraints(np.concatenate([opt_layer, np.arange(L)]), np.concatenate([a.index, np.full(L, TB)]),
+                      np.concatenate([ar_out.max(axis=1) / (d * flow_scale), -np.ones(L)]), ub=0.0, count=L,
+                      name="layer_ports")
+
+    # Resharding between consecutive layers: transport products w.
+    units = {}
+
+    def unit_servers(o: int) -> np.ndarray:
+        key = (int(opt_k[o]), int(opt_s[o]))
+        if key not in units:
+            units[key] = _unit_servers(n, *key)
+        return units[key]
+
+    n_pairs = 0
+    for i in range(L - 1):
+        act = float(w.layers[i].activation_bytes)
+        if act == 0:
+            continue
+        O1, O2 = np.flatnonzero(opt_layer == i), np.flatnonzero(opt_layer == i + 1)
+        P1, P2 = np.repeat(O1, len(O2)), np.tile(O2, len(O1))
+        wv = b.add_variables(len(P1), ub=1.0, name=f"w{i}")
+        n_pairs += len(P1)
+        r1 = np.searchsorted(O1, P1)
+        r2 = len(O1) + np.searchsorted(O2, P2)
+        b.add_constraints(np.concatenate([r1, r2, np.arange(len(O1)), len(O1) + np.arange(len(O2))]),
+                          np.concatenate([wv.index, wv.index, a.index[O1], a.index[O2]]),
+                          np.concatenate([np.ones(2 * len(P1)), -np.ones(len(O1) + len(O2))]),
+                          lb=0.0, ub=0.0, count=len(O1) + len(O2), name=f"transport{i}")
+        # valid: a server hosting both layers (their cosets meet) runs both
+        meet = (opt_s[P1] - opt_s[P2]) % np.gcd(n // opt_k[P1], n // opt_k[P2]) == 0
+        comp = np.where(meet, lt[P1] + lt[P2], np.maximum(lt[P1], lt[P2]))
+        b.add_constraints(np.zeros(len(P1) + 1, dtype=np.int64), np.concatenate([wv.index, [C]]),
+                          np.concatenate([comp, [-1.0]]), ub=0.0, count=1, name=f"pair_compute{i}")
+        port = np.zeros(len(P1))
+        for r, (col, o1, o2) in enumerate(zip(wv.index, P1, P2)):
+            out = ar_out[o1] + ar_out[o2]  # ring sends of both layers; a ring carries as much in as out
+            if (opt_k[o1], opt_s[o1]) != (opt_k[o2], opt_s[o2]):
+                src, dst = unit_servers(o1), unit_servers(o2)
+                add_pattern(int(col), np.concatenate([src, dst]), np.concatenate([dst, src]), act / n)
+                moved = src != dst  # resharding is symmetric: each server sends what it receives
+                out = out + np.bincount(src[moved], minlength=n) * (act / n) + np.bincount(dst[moved], minlength=n) * (act / n)
+            port[r] = out.max() / (d * flow_scale)
+        b.add_constraints(np.zeros(len(P1) + 1, dtype=np.int64), np.concatenate([wv.index, [TB]]),
+                          np.concatenate([port, [-1.0]]), ub=0.0, count=1, name=f"pair_ports{i}")
+
+    # Embedding lookups, aggregated per consumer layer.
+    n_q = 0
+    consumers = sorted({int(x.consumer) for x in w.blocks if float(x.lookup_bytes) > 0})
+    for cns in consumers:
+        blocks_c = [j for j, x in enumerate(w.blocks) if int(x.consumer) == cns and float(x.lookup_bytes) > 0]
+        lam = sum(float(w.blocks[j].lookup_bytes) for j in blocks_c)
+        Oc = np.flatnonzero(opt_layer == cns)
+        q = b.add_variables((n, len(Oc)), ub=1.0, name=f"q{cns}")
+        qc = q.index.reshape(n, len(Oc))
+        n_q += qc.size
+        share = np.array([float(w.blocks[j].lookup_bytes) / lam for j in blocks_c])
+        # b_cols[blocks_c].T is (n, blocks of c): raveled server by server, blocks fastest.
+        rows = [np.repeat(np.arange(n), len(Oc)), np.repeat(np.arange(n), len(blocks_c))]
+        cols = [qc.ravel(), b_cols[blocks_c].T.ravel()]
+        vals = [np.ones(qc.size), -np.tile(share, n)]
+        b.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=0.0, ub=0.0, count=n,
+                          name=f"lookup{cns}")
+        V, Oi = np.divmod(np.arange(qc.size), len(Oc))
+        b.add_constraints(np.concatenate([np.arange(qc.size)] * 2), np.concatenate([qc.ravel(), a.index[Oc[Oi]]]),
+                          np.concatenate([np.ones(qc.size), -np.ones(qc.size)]), ub=0.0, count=qc.size, name=f"lookup_le_a{cns}")
+        for v in range(n):
+            for oi, o in enumerate(Oc):
+                dst = unit_servers(int(o))
+                src = np.full(n, v)
+                add_pattern(int(qc[v, oi]), np.concatenate([src, dst]), np.concatenate([dst, src]), lam / n)
+
+    # ---- topology ------------------------------------------------------------------------------
+    tail, head = _arcs(n)
+    edges, arc_edge = _edges(n, c.directed, tail, head)
+    E = len(edges)
+    mult = d if c.multi_links else 1
+    bits = max(1, int(mult).bit_length())
+    x = b.add_variables(E, lb=0, ub=mult, kind="integer", name="x")
+    _degree_rows(b, x, edges, n, d, c.directed, c.regular)
+    z = b.add_variables((E, bits), kind="binary", name="z")
+    zc = z.index.reshape(E, bits)
+    pw = 2.0 ** np.arange(bits)
+    b.add_constraints(np.concatenate([np.arange(E), np.repeat(np.arange(E), bits)]),
+                      np.concatenate([x.index, zc.ravel()]), np.concatenate([np.ones(E), -np.tile(pw, E)]),
+                      lb=0.0, ub=0.0, count=E, name="expansion")
+    y = b.add_variables((E, bits), ub=U, name="y")
+    yc = y.index.reshape(E, bits)
+    m_ = E * bits
+    b.add_constraints(np.concatenate([np.arange(m_)] * 2), np.concatenate([yc.ravel(), zc.ravel()]),
+                      np.concatenate([np.ones(m_), -U * np.ones(m_)]), ub=0.0, count=m_, name="mccormick_z")
+    b.add_constraints(np.concatenate([np.arange(m_)] * 2), np.concatenate([yc.ravel(), np.full(m_, TB)]),
+                      np.concatenate([np.ones(m_), -np.ones(m_)]), ub=0.0, count=m_, name="mccormick_t")
+
+    # ---- hop-layered flows -----------------------------------------------------------------------
+    f_src, f_hop, f_tail, f_head = layered_arcs(n, np.arange(n), hmax)
+    NF = len(f_src)
+    f = b.add_variables(NF, name="f")
+    fcols = f.index
+    # delivery rows, one per (s, v), v != s: row id s*n + v (the diagonal rows stay empty: 0 = 0)
+    dr = np.concatenate(d_row) if d_row else np.zeros(0, np.int64)
+    dc = np.concatenate(d_col) if d_col else np.zeros(0, np.int64)
+    dv = np.concatenate(d_val) if d_val else np.zeros(0)
+    later = f_hop >= 2
+    b.add_constraints(np.concatenate([f_src * n + f_head, f_src[later] * n + f_tail[later], dr]),
+                      np.concatenate([fcols, fcols[later], dc]),
+                      np.concatenate([np.ones(NF), -np.ones(int(later.sum())), -dv]),
+                      lb=0.0, ub=0.0, count=n * n, name="delivery")
+    if hmax >= 2:
+        # forward rows (s, v, h), h = 1..hmax-1: in_h(v) - out_{h+1}(v) >= 0; row id (s*hmax + h-1)*n + v
+        into = f_hop <= hmax - 1
+        b.add_constraints(np.concatenate([(f_src[into] * hmax + f_hop[into] - 1) * n + f_head[into],
+                                          (f_src[later] * hmax + f_hop[later] - 2) * n + f_tail[later]]),
+                          np.concatenate([fcols[into], fcols[later]]),
+                          np.concatenate([np.ones(int(into.sum())), -np.ones(int(later.sum()))]),
+                          lb=0.0, count=n * hmax * n, name="forward")
+    # capacity per arc (u, v): flows <= sum_l 2^l y[e, l]
+    arc_id = np.full((n, n), -1, dtype=np.int64)
+    arc_id[tail, head] = np.arange(len(tail))
+    fa = arc_id[f_tail, f_head]
+    A = len(tail)
+    b.add_constraints(np.concatenate([fa, np.repeat(np.arange(A), bits)]),
+                      np.concatenate([fcols, yc[arc_edge].ravel()]),
+                      np.concatenate([np.ones(NF), -np.tile(pw, A)]), ub=0.0, count=A, name="capacity")
+    # degree cuts: out- and in-flow of every server <= d Tbw; all flow <= n d Tbw
+    b.add_constraints(np.concatenate([f_tail, np.arange(n)]), np.concatenate([fcols, np.full(n, TB)]),
+                      np.concatenate([np.ones(NF), -float(d) * np.ones(n)]), ub=0.0, count=n, name="out_cut")
+    b.add_constraints(np.concatenate([f_head, np.arange(n)]), np.concatenate([fcols, np.full(n, TB)]),
+                      np.concatenate([np.ones(NF), -float(d) * np.ones(n)]), ub=0.0, count=n, name="in_cut")
+    b.add_constraints(np.zeros(NF + 1, dtype=np.int64), np.concatenate([fcols, [TB]]),
+                      np.concatenate([np.ones(NF), [-float(n * d)]]), ub=0.0, count=1, name="total_cut")
+    # hop indicators
+    u = b.add_variables(hmax, kind="binary", name="u")
+    M = _max_bytes(w, n) / flow_scale * (1 + 1e-6) + 1e-9
+    b.add_constraints(np.concatenate([f_hop - 1, np.arange(hmax)]), np.concatenate([fcols, u.index]),
+                      np.concatenate([np.ones(NF), -M * np.ones(hmax)]), ub=0.0, count=hmax, name="hop_used")
+    if hmax >= 2:
+        h_ = np.arange(hmax - 1)
+        b.add_constraints(np.concatenate([h_, h_]), np.concatenate([u.index[1:], u.index[:-1]]),
+                          np.concatenate([np.ones(hmax - 1), -np.ones(hmax - 1)]), ub=0.0, count=hmax - 1, name="hop_order")
+
+    # ---- objective -----------------------------------------------------------------------------
+    T = -1
+    lat_cols, lat_vals = u.index, np.full(hmax, alpha)
+    if instance.objective == "comm_time":
+        b.set_objective(np.concatenate([[TB], lat_cols]), np.concatenate([[1.0], lat_vals]))
+    elif w.overlap == "full":
+        Tv = b.add_variables(1, name="T")
+        T = int(Tv.index[0])
+        b.add_constraints([0, 0], [C, T], [1.0, -1.0], ub=0.0, count=1, name="T_compute")
+        b.add_constraints(np.zeros(hmax + 2, dtype=np.int64), np.concatenate([[TB, T], lat_cols]),
+                          np.concatenate([[1.0, -1.0], lat_vals]), ub=0.0, count=1, name="T_comm")
+        b.set_objective([T], [1.0])
+    else:
+        b.set_objective(np.concatenate([[C, TB], lat_cols]), np.concatenate([[1.0, 1.0], lat_vals]))
+
+    model = b.build()
+    stats = {"options": NO, "pairs": n_pairs, "lookup_columns": n_q, "rings": len(ring_type), "flow_columns": NF,
+             "max_hops_modelled": hmax}
+    return JointModel(model=model, n=n, opt_layer=opt_layer, opt_k=opt_k, opt_s=opt_s, a_cols=a.index, b_cols=b_cols,
+                      ring_type=ring_type, ring_order=ring_order, g_cols=g.index, type_k=type_k, type_s=type_s, edges=edges,
+                      x_cols=x.index, z_cols=zc, f_src=f_src, f_hop=f_hop, f_tail=f_tail, f_head=f_head, f_cols=fcols,
+                      u_cols=u.index, demand_pairs=np.stack(np.nonzero(~np.eye(n, dtype=bool)), axis=1), C=C, Tbw=TB, T=T,
+                      flow_scale=flow_scale, stats=stats)
+
+
+# ------------------------------------------------------------------------------------------------
+# Decoding and warm start
+# ------------------------------------------------------------------------------------------------
+def _decode_strategy(jm: JointModel, values: np.ndarray, L: int) -> Strategy:
+    av = values[jm.a_cols]
+    deg, start = [], []
+    for i in range(L):
+        o = np.flatnonzero(jm.opt_layer == i)
+        best = o[int(np.argmax(av[o]))]
+        deg.append(int(jm.opt_k[best])), start.append(int(jm.opt_s[best]))
+    blocks = tuple(int(np.argmax(values[row])) for row in jm.b_cols)
+    return Strategy(tuple(deg), tuple(start), blocks)
+
+
+def _decode_rings(jm: JointModel, values: np.ndarray, groups) -> RingSet:
+    """Ring split of every AllReduce group of the decoded strategy, from the g columns."""
+    n = jm.n
+    gv = np.maximum(values[jm.g_cols], 0.0)
+    out = []
+    for gi, group in enumerate(groups):
+        m = list(group.members)
+        k, s = len(m), m[0]
+        t = np.flatnonzero((jm.type_k == k) & (jm.type_s == s % (n // k)))
+        rings = np.flatnonzero(jm.ring_type == t[0]) if t.size else np.zeros(0, dtype=np.int64)
+        amounts = gv[rings]
+        keep = amounts > _RING_TOL * max(float(amounts.sum()), 1e-300)
+        if not keep.any():
+            out.append((gi, m, 1.0))
+            continue
+        frac = amounts[keep] / amounts[keep].sum()
+        for r, fr in zip(rings[keep], frac):
+            out.append((gi, [m[j] for j in jm.ring_order[r]], float(fr)))
+    return RingSet.from_lists(out) if out else RingSet.empty()
+
+
+def _decode_paths(jm: JointModel, values: np.ndarray) -> list[tuple[list[int], float]]:
+    """Paths per source from the hop-layered flows (decomposed in the layered graph, so a path
+    never has more hops than the layers the model counted)."""
+    fv = np.maximum(values[jm.f_cols], 0.0)
+    paths: list[tuple[list[int], float]] = []
+    for s in range(jm.n):
+        sel = jm.f_src == s
+        paths += decompose_layered_flow(jm.n, s, jm.f_hop[sel], jm.f_tail[sel], jm.f_head[sel], fv[sel])
+    return paths
+
+
+def _routing(instance: Instance, jm: JointModel, values: np.ndarray, X: np.ndarray, strategy: Strategy) -> Routing:
+    n = instance.n
+    dm = strategy_to_demand(instance.workload, n, strategy)
+    rings = _decode_rings(jm, values, dm.allreduce)
+    demand = traffic_matrix(instance, rings, dm)  # the bytes of every pair under these rings
+    decoded: dict[tuple[int, int], list[tuple[list[int], float]]] = {}
+    for p, amount in _decode_paths(jm, values):
+        if demand[p[0], p[-1]] > 0:
+            decoded.setdefault((p[0], p[-1]), []).append((p, amount))
+    wanted = [(int(s), int(t)) for s, t in zip(*np.nonzero(demand > 0)) if s != t]
+    paths = paths_on_links(X, decoded, wanted, keep_unconnected=False)
+    return Routing(rings=rings, paths=PathSet.from_lists(paths) if paths else PathSet.empty())
+
+
+def decode_point(instance: Instance, jm: JointModel, values: np.ndarray) -> tuple[Strategy, np.ndarray, Routing]:
+    """The strategy, link-count matrix and routing (explicit rings and paths) of a model point.
+    Raises UnsupportedError when rounding left a pair with traffic unconnected."""
+    strategy = _decode_strategy(jm, values, len(instance.workload.layers))
+    bad = validate_strategy(instance.workload, instance.n, strategy)
+    if bad:
+        raise RuntimeError("joint model returned an invalid strategy: " + "; ".join(bad[:3]))
+    counts = np.rint(values[jm.x_cols]).astype(np.int64)
+    X = np.zeros((instance.n, instance.n), dtype=np.int64)
+    X[jm.edges[:, 0], jm.edges[:, 1]] = counts
+    if not instance.cluster.directed:
+        X[jm.edges[:, 1], jm.edges[:, 0]] = counts
+    return strategy, X, _routing(instance, jm, values, X, strategy)
+
+
+def _partial_point(jm: JointModel, strategy: Strategy, X: np.ndarray | None = None) -> np.ndarray | None:
+    """The model's columns that ``strategy`` (and the link counts ``X``) determine, NaN elsewhere.
+    None when the model has no option for one of its layers (a replica that never fits in memory)
+    or cannot express ``X``."""
+    x = np.full(jm.model.num_vars, np.nan)
+    x[jm.a_cols] = 0.0
+    for i, (k, s) in enumerate(zip(strategy.layer_degree, strategy.layer_start)):
+        o = np.flatnonzero((jm.opt_layer == i) & (jm.opt_k == k) & (jm.opt_s == s))
+        if not o.size:
+            return None
+        x[jm.a_cols[o[0]]] = 1.0
+    if jm.b_cols.size:
+        x[jm.b_cols.ravel()] = 0.0
+        x[jm.b_cols[np.arange(len(strategy.block_server)), list(strategy.block_server)]] = 1.0
+    if X is not None:
+        counts = X[jm.edges[:, 0], jm.edges[:, 1]]
+        bits = jm.z_cols.shape[1]
+        if counts.max(initial=0) >= 2 ** bits or (counts > jm.model.col_upper[jm.x_cols]).any():
+            return None
+        x[jm.x_cols] = counts
+        x[jm.z_cols] = (counts[:, None] >> np.arange(bits)[None, :]) & 1
+    return x
+
+
+def _fixed_at(model: LinearModel, partial: np.ndarray) -> LinearModel:
+    """``model`` with the columns ``partial`` gives (not NaN) fixed at those values."""
+    known = ~np.isnan(partial)
+    lower, upper = model.col_lower.copy(), model.col_upper.copy()
+    lower[known] = upper[known] = partial[known]
+    return replace(model, col_lower=lower, col_upper=upper)
+
+
+def fix_strategy(jm: JointModel, strategy: Strategy, X: np.ndarray | None = None) -> LinearModel | None:
+    """The joint model with ``strategy``'s columns fixed: what is left is the topology + routing problem
+    of that strategy's traffic, with the same ring space, routing and objective (and, given the link
+    counts ``X`` too, the ring split and routing problem on that topology: an LP but for the hop
+    indicators). None when :func:`_partial_point` is."""
+    partial = _partial_point(jm, strategy, X)
+    return None if partial is None else _fixed_at(jm.model, partial)
+
+
+def _warm_point(jm: JointModel, instance: Instance, sol: Solution) -> np.ndarray | None:
+    """A partial start (strategy and links; the solver completes rings, flows and times)."""
+    if sol.placement is None or sol.topology is None:
+        return None
+    st = Strategy(tuple(sol.placement["layer_degree"]), tuple(sol.placement["layer_start"]),
+                  tuple(sol.placement.get("block_server", ())))
+    return _partial_point(jm, st, sol.topology.matrix)  # None: the start uses an option the model lacks (memory)
+
+
+def _complete_start(model: LinearModel, partial: np.ndarray, time_limit_s: float) -> np.ndarray:
+    """A full start from a partial one: the model with the given columns fixed (what is left is an
+    LP plus the few hop indicators), solved by HiGHS. Handing the solver a full point spares it
+    completing a partial one itself, which it does with a sub-MIP that may overrun the time limit.
+    Returns ``partial`` unchanged when the fixed model finds nothing in time."""
+    from topoopt_ilp.solvers import solve as solver_solve
+
+    result = solver_solve(_fixed_at(model, partial), backend="highs", time_limit_s=time_limit_s)
+    return result.values if result.values is not None else partial
+
+
+#: What produces a joint model's incumbent: ``incumbent(instance, options, budget_s)`` returns a
+#: solution with a placement and a topology, or None when it has none (e.g. TopoOpt's start breaks
+#: the memory limit). ``budget_s``: its share of the time limit (a fifth, at most 60 s). The method layer
+#: passes the alternating decomposition (``topoopt_ilp.methods.alternating.alternating_incumbent``).
+Incumbent = Callable[[Instance, ExactOptions, float], Solution | None]
+
+
+def heuristic_incumbent(instance: Instance, options: ExactOptions, budget_s: float = 60.0) -> Solution | None:
+    """The default :data:`Incumbent` of the model layer: TopoOpt's data-parallel start with its
+    TopologyFinder topology and routing (the alternating decomposition's first step, from the core
+    heuristic design: :mod:`topoopt_ilp.heuristic.design`); None when that start breaks server memory.
+    It ignores ``options`` and ``budget_s`` (it takes milliseconds)."""
+    from topoopt_ilp.errors import InstanceError, StartInfeasibleError
+
+    from topoopt_ilp.heuristic.design import fitting_start_placement, heuristic_for_placement
+
+    try:
+        return heuristic_for_placement(instance, fitting_start_placement(instance))
+    except (InstanceError, StartInfeasibleError):
+        return None
+
+
+def _start_solution(instance: Instance, options: ExactOptions, budget_s: float | None,
+                    incumbent: Incumbent | None = None) -> Solution | None:
+    """The incumbent: a solution file, or ``incumbent(instance, options, budget_s)`` (the method layer
+    passes the alternating decomposition, which starts from TopoOpt's heuristic for the data-parallel
+    strategy and never returns anything worse; default :func:`heuristic_incumbent`), within ``budget_s``."""
+    choice = options.warm_start
+    if choice in (None, "none"):
+        return None  # no start at all: the model is bounded by a formula instead (see solve_joint)
+    if choice != "heuristic":
+        import os
+
+        from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
+        from topoopt_ilp.files.io import load_solution
+
+        if not os.path.exists(choice):
+            raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
+        sol = load_solution(choice, directed=instance.cluster.directed)
+        if sol.placement is None or sol.topology is None or sol.topology.n != instance.n:
+            raise InputError(f"{choice}: the solution needs a placement and a topology for {instance.n} servers")
+        check_start(instance, sol, choice)
+        if not sol.has_solution:
+            return sol
+        metrics = evaluate(instance, sol)  # the evaluator's metrics and objective, as the method layer's finalize
+        return replace(sol, metrics=metrics.as_dict(),
+                       objective=sol.objective if sol.objective is not None else objective_value(instance, metrics))
+    return (incumbent or heuristic_incumbent)(instance, options, 60.0 if budget_s is None else budget_s)
+
+
+def _as_exact(start: Solution, objective: float, bound: float | None, backend: str | None, wall: float,
+              details: dict, rel_gap: float | None) -> Solution:
+    """The start solution reported as the exact method's answer, with the model's bound: optimal when
+    that bound proves it within the requested gap, else feasible."""
+    gap = max(0.0, (objective - bound) / objective) if bound is not None and objective > 0 else None
+    proven = gap is not None and gap <= (1e-4 if rel_gap is None else rel_gap) + 1e-9
+    return Solution(status="optimal" if proven else "feasible", method="exact", topology=start.topology, routing=start.routing,
+                    placement=start.placement, objective=objective, bound=bound, gap=gap, backend=backend,
+                    wall_time_s=wall, details=details)
+
+
+def solve_joint(instance: Instance, options: ExactOptions, start: Solution | None = None, *,
+                incumbent: Incumbent | None = None) -> Solution:
+    """Solve placement + topology + routing exactly (the model above) for a small workload instance.
+
+    The incumbent (and McCormick bound) comes from the alternating decomposition (``warm_start=
+    "heuristic"``, the default: TopoOpt's heuristic improved by alternating, a fifth of the time
+    limit), or from the solution file given as ``warm_start``; with ``warm_start="none"`` there is no
+    start and the bound comes from a formula (everything computed on one server plus every byte
+    over one link). ``start``: an incumbent already computed (used instead of running the warm
+    start). ``incumbent``: what computes the incumbent for ``warm_start="heuristic"`` (see
+    :data:`Incumbent`; the method layer passes the alternating decomposition; default
+    :func:`heuristic_incumbent`, TopoOpt's start alone). The returned solution carries explicit rings and paths; its ``objective`` is the
+    evaluator's iteration time of the decoded solution (never above the model's objective), the
+    model's own in ``details["model_objective_s"]``.
+    """
+    started = time.perf_counter()
+    check_request(instance, options)
+    limit = options.time_limit_s
+    if limit is not None and limit <= 0:  # nothing may run: the caller's start, else no_solution at once
+        if start is not None:  # e.g. the enumeration's probe used the time: its incumbent still stands
+            from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
+
+            ub = objective_value(instance, evaluate(instance, start))
+            if math.isfinite(ub):
+                return _as_exact(start, ub, None, options.backend, time.perf_counter() - started,
+                                 {"model": "joint", "start_method": start.method, "start_objective_s": ub,
+                                  "note": "no time was left for the MILP; this is its start"}, options.gap)
+        result = run_model(build_joint(instance, 1.0).model, options)
+        return Solution(status=solution_status(result), method="exact", topology=None, backend=result.backend,
+                        wall_time_s=time.perf_counter() - started, details={"model": "joint"})
+    # The start gets a fifth of the time limit (at most a minute); the MILP the rest.
+    from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
+
+    incumbent = start if start is not None else _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit),
+                                                                     incumbent)
+    ub = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
+    if limit is not None:
+        options = replace(options, time_limit_s=max(0.0, limit - (time.perf_counter() - started)))
+    if not math.isfinite(ub):
+        incumbent = None
+        ub = formula_upper_bound(instance)
+    jm = build_joint(instance, ub)
+    point = _warm_point(jm, instance, incumbent) if incumbent is not None and options.warm_start not in (None, "none") else None
+    if point is not None:
+        budget = 30.0 if options.time_limit_s is None else max(1.0, 0.1 * options.time_limit_s)
+        point = _complete_start(jm.model, point, budget)
+        if limit is not None:
+            options = replace(options, time_limit_s=max(0.0, limit - (time.perf_counter() - started)))
+    result = run_model(jm.model, options, point)
+    status = solution_status(result)
+    details = {"model": "joint", "start_method": incumbent.method if incumbent else None, "variables": jm.model.num_vars, "constraints": jm.model.num_rows,
+               "nonzeros": jm.model.num_nonzeros, **jm.stats, "start_objective_s": ub if incumbent else None,
+               "routing": "hop-layered multi-commodity flow; AllReduce split over ring orders of each coset",
+               "ring_space": f"every ring order for groups of up to {ALL_RINGS_UP_TO} members, TotientPerms rings above"}
+    if result.message:
+        details["solver_message"] = result.message
+    if options.warm_start not in (None, "none"):
+        details["warm_start"] = options.warm_start
+    bound = result.bound * TIME_UNIT_S if result.bound is not None and math.isfinite(result.bound) else None
+    wall = time.perf_counter() - started
+    if status == "infeasible" and incumbent is None:
+        details["infeasible"] = ("memory: no assignment of layer configs and block servers keeps every server within "
+                                 "server_memory_bytes (every other constraint family admits some point)")
+        return Solution(status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall,
+                        details=details)
+    if result.values is None or status not in ("optimal", "feasible"):
+        if incumbent is None:
+            return Solution(status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall,
+                            bound=bound, details=details)
+        if status == "infeasible":  # the start lies outside the model's ring space and beats all of it
+            bound = None
+            details["note"] = "the model has no point as good as its start (rings outside its ring space); this is the start"
+        else:  # a limit hit before the solver reported a point: the start is still a valid incumbent
+            details["note"] = f"the MILP returned no point ({status}); this is its start, unimproved"
+        return _as_exact(incumbent, ub, bound, result.backend, wall, details, options.gap)
+    values = result.values
+    try:
+        strategy, X, routing = decode_point(instance, jm, values)
+    except UnsupportedError as exc:  # rounding disconnected a pair the flows carried
+        if incumbent is None:
+            raise
+        details["note"] = f"the MILP's point could not be decoded ({exc}); this is its start"
+        return _as_exact(incumbent, ub, bound, result.backend, time.perf_counter() - started, details, options.gap)
+    sol = Solution(status=status, method="exact", topology=Topology(X), routing=routing,
+                   placement=strategy_to_dict(strategy), backend=result.backend, wall_time_s=wall, details=details)
+    objective = objective_value(instance, evaluate(instance, sol))
+    details["model_objective_s"] = result.objective * TIME_UNIT_S if result.objective is not None else None
+    if incumbent is not None and objective > ub * (1 + 1e-9):  # e.g. a time-limited solve that dropped its start
+        details["note"] = f"the MILP's point scored {objective:.6g} s, worse than its start: this is the start"
+        return _as_exact(incumbent, ub, bound, result.backend, time.perf_counter() - started, details, options.gap)
+    gap = max(0.0, (objective - bound) / objective) if bound is not None and objective > 0 else None
+    if status == "optimal" and gap is not None and gap > (1e-4 if options.gap is None else options.gap) + 1e-9:
+        status = "feasible"  # the decoded point scores a little above the model's (solver tolerances)
+    return Solution(status=status, method="exact", topology=Topology(X), routing=routing,
+                    placement=strategy_to_dict(strategy), objective=objective, bound=bound, gap=gap,
+                    backend=result.backend, wall_time_s=time.perf_counter() - started, details=details)

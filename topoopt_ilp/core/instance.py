@@ -1,0 +1,591 @@
+"""The canonical problem instance (design §3) as frozen, validated dataclasses.
+
+An :class:`Instance` is valid as soon as it exists: every dataclass checks its own fields in
+``__post_init__`` and the :class:`Instance` checks what needs the whole (member ids against the
+number of servers, a fixed topology against the degree). Errors are :class:`InstanceError` with the
+field path of the offending value (``demand.allreduce[2].members[5]``), so a file loader only has to
+add the file name. Instances are data only: building one executes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from topoopt_ilp.errors import InstanceError
+
+__all__ = [
+    "Cluster",
+    "AllReduceGroup",
+    "Demand",
+    "FixedTopology",
+    "SolverDefaults",
+    "CostModel",
+    "Instance",
+    "OBJECTIVES",
+    "FAMILIES",
+    "MAX_SERVERS",
+]
+
+OBJECTIVES = ("iteration_time", "comm_time", "throughput", "diameter", "aspl")
+FAMILIES = ("any", "circulant", "coprime_circulant")
+LINK_KINDS = ("undirected", "directed")
+DIRECT_FABRICS = ("patch_panel", "ocs")  # what joins the direct-connect interfaces (cost model)
+# The evaluator keeps n x n matrices; past this size they no longer fit a 24 GiB machine comfortably.
+MAX_SERVERS = 8192
+MAX_DEGREE = 1024
+#: Solver threads a file or the command line may ask for (CP-SAT refuses its model above 10,000 workers).
+MAX_THREADS = 1024
+#: Upper limits of physical quantities: far beyond any real cluster, and low enough that products of
+#: them stay finite in float64 (1e308 Gbps made the evaluator's loads overflow into NaN).
+MAX_LINK_GBPS = 1e6
+MAX_LATENCY_US = 1e9
+MAX_BYTES = 1e18
+
+LinkKind = Literal["undirected", "directed"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Value checks shared by every dataclass: one place decides what an integer or a size is.
+# ----------------------------------------------------------------------------------------------
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", str: "a string", list: "a list", dict: "an object", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _many_digits(value: int) -> str:
+    """A huge integer as a message shows it: its length, not its 400 digits (one readable line)."""
+    return f"an integer of {len(str(abs(int(value))))} digits"
+
+
+def _int(value: Any, path: str, *, low: int | None = None, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InstanceError(f"expected an integer, got {_type_name(value)}", field=path)
+    value = int(value)
+    shown = value if abs(value) < 10 ** 30 else _many_digits(value)
+    if low is not None and value < low:
+        raise InstanceError(f"must be >= {low}, got {shown}", field=path)
+    if high is not None and value > high:
+        raise InstanceError(f"must be <= {high}, got {shown}", field=path)
+    return value
+
+
+def _number(value: Any, path: str, *, positive: bool = False, nonnegative: bool = False, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InstanceError(f"expected a number, got {_type_name(value)}", field=path)
+    try:
+        value = float(value)
+    except OverflowError:  # a JSON integer literal beyond the float range (1 followed by 400 zeros)
+        raise InstanceError(f"must be a finite number, got {_many_digits(value)}", field=path) from None
+    if not math.isfinite(value):
+        raise InstanceError(f"must be a finite number, got {value}", field=path)
+    if positive and value <= 0:
+        raise InstanceError(f"must be > 0, got {value:g}", field=path)
+    if nonnegative and value < 0:
+        raise InstanceError(f"must be >= 0, got {value:g}", field=path)
+    if high is not None and value > high:
+        raise InstanceError(f"must be at most {high:g}, got {value:g}", field=path)
+    return value
+
+
+def _choice(value: Any, path: str, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        shown = repr(value) if isinstance(value, str) else _type_name(value)
+        raise InstanceError(f"must be one of {', '.join(choices)}; got {shown}", field=path)
+    return value
+
+
+def _bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise InstanceError(f"expected true or false, got {_type_name(value)}", field=path)
+    return value
+
+
+def _str(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise InstanceError(f"expected a string, got {_type_name(value)}", field=path)
+    return value
+
+
+def _as_tuple(value: Any, depth: int = 1) -> Any:
+    """``value`` as a tuple when code passed a list (or a range, or a NumPy array): the dataclasses
+    are frozen, and a list inside one could be mutated afterwards and cannot be hashed. ``depth`` 2
+    converts the items too (``[(i, j, c), ...]``). Anything else is left for the checks to refuse."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple, range)):
+        return value
+    if depth > 1:
+        return tuple(_as_tuple(v, depth - 1) for v in value)
+    return tuple(value)
+
+
+def _normalise(obj: Any, depths: dict[str, int]) -> None:
+    for name, depth in depths.items():
+        value = getattr(obj, name)
+        converted = _as_tuple(value, depth)
+        if converted is not value:
+            object.__setattr__(obj, name, converted)
+
+
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cluster:
+    """``servers`` servers with ``degree`` interfaces of ``link_bandwidth_gbps`` each.
+
+    ``links``: ``undirected`` (a link takes one interface at each end, full duplex) or ``directed``
+    (separate TX/RX ports: out- and in-degree ``degree``). ``regular``: every interface must be used.
+    ``multi_links``: parallel links between one pair are allowed (TopoOpt's topologies are multigraphs).
+    """
+
+    servers: int
+    degree: int
+    link_bandwidth_gbps: float
+    hop_latency_us: float = 1.0
+    links: LinkKind = "undirected"
+    regular: bool = True
+    multi_links: bool = True
+
+    def __post_init__(self) -> None:
+        n = _int(self.servers, "cluster.servers", low=2, high=MAX_SERVERS)
+        d = _int(self.degree, "cluster.degree", low=1, high=MAX_DEGREE)
+        _number(self.link_bandwidth_gbps, "cluster.link_bandwidth_gbps", positive=True, high=MAX_LINK_GBPS)
+        _number(self.hop_latency_us, "cluster.hop_latency_us", nonnegative=True, high=MAX_LATENCY_US)
+        _choice(self.links, "cluster.links", LINK_KINDS)
+        _bool(self.regular, "cluster.regular")
+        _bool(self.multi_links, "cluster.multi_links")
+        if not self.multi_links and d > n - 1:
+            raise InstanceError(
+                f"degree {d} needs parallel links on {n} servers (at most {n - 1} distinct neighbours); "
+                "set cluster.multi_links to true or lower the degree",
+                field="cluster.degree",
+            )
+        if self.links == "undirected" and self.regular and (n * d) % 2:
+            raise InstanceError(
+                f"no {d}-regular undirected topology on {n} servers exists (servers*degree = {n * d} is odd); "
+                "set cluster.regular to false, use directed links, or change the degree",
+                field="cluster.degree",
+            )
+
+    @property
+    def directed(self) -> bool:
+        return self.links == "directed"
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        """Capacity of one link in one direction, bytes per second."""
+        return self.link_bandwidth_gbps * 1e9 / 8.0
+
+    @property
+    def hop_latency_s(self) -> float:
+        return self.hop_latency_us * 1e-6
+
+
+@dataclass(frozen=True)
+class AllReduceGroup:
+    """A ring AllReduce of ``bytes`` bytes per member over ``members`` (server ids)."""
+
+    members: tuple[int, ...]
+    bytes: float
+
+    def __post_init__(self) -> None:
+        # Values are checked by the Demand (which knows the group's index and the number of servers).
+        _normalise(self, {"members": 1})
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    def bytes_per_member(self) -> float:
+        """Bytes each member sends to its ring successor: 2(k-1)/k * S (design §3)."""
+        k = self.size
+        return 2.0 * (k - 1) / k * self.bytes
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Traffic of one training iteration: AllReduce groups plus model-parallel bytes.
+
+    ``mp`` lists ``(src, dst, bytes)``; repeated pairs add up. ``all_to_all`` adds that many bytes
+    for every ordered pair of distinct servers.
+    """
+
+    allreduce: tuple[AllReduceGroup, ...] = ()
+    mp: tuple[tuple[int, int, float], ...] = ()
+    all_to_all: float = 0.0
+
+    def __post_init__(self) -> None:
+        _normalise(self, {"allreduce": 1, "mp": 2})  # values are checked by the Instance
+
+    def mp_matrix(self, n: int) -> np.ndarray:
+        """The model-parallel traffic (including ``all_to_all``) as a dense n x n byte matrix."""
+        m = np.zeros((n, n))
+        if self.mp:
+            arr = np.asarray(self.mp, dtype=float)
+            np.add.at(m, (arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)), arr[:, 2])
+        if self.all_to_all:
+            m += self.all_to_all
+            np.fill_diagonal(m, 0.0)
+        return m
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.allreduce and not self.mp and not self.all_to_all
+
+
+@dataclass(frozen=True)
+class FixedTopology:
+    """A given topology: explicit ``links`` ``(i, j, count)`` or a circulant jump set ``jumps``."""
+
+    links: tuple[tuple[int, int, int], ...] | None = None
+    jumps: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        _normalise(self, {"links": 2, "jumps": 1})  # values are checked by the Instance
+
+
+@dataclass(frozen=True)
+class SolverDefaults:
+    """Defaults for ``topoopt solve`` taken from the instance; command-line options override them."""
+
+    backend: str | None = None
+    time_limit_s: float | None = None
+    gap: float | None = None
+    threads: int | None = None
+
+
+PriceTable = tuple[tuple[float, float], ...]  # (port rate in Gbps, USD per port), rates increasing
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Per-port prices the instance sets for the cost model (``topoopt_ilp.evaluation.cost``); None keeps the
+    documented default. Rate-dependent prices are tables ``((rate_gbps, usd), ...)`` with increasing
+    rates and non-decreasing prices: a faster port never costs less, which keeps "equal cost" unique."""
+
+    transceiver_usd: PriceTable | None = None
+    nic_port_usd: PriceTable | None = None
+    switch_port_usd: PriceTable | None = None
+    patch_panel_port_usd: float | None = None
+    ocs_port_usd: float | None = None
+    fabric: str | None = None  # patch_panel | ocs
+
+    def __post_init__(self) -> None:
+        _normalise(self, {"transceiver_usd": 2, "nic_port_usd": 2, "switch_port_usd": 2})
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One problem: a cluster, its demand (or workload), the objective and the topology family."""
+
+    cluster: Cluster
+    demand: Demand | None = None
+    workload: Any = None  # a topoopt_ilp.core.workload.Workload
+    objective: str = "iteration_time"
+    topology_family: str = "any"
+    fixed_topology: FixedTopology | None = None
+    solver: SolverDefaults = field(default_factory=SolverDefaults)
+    name: str = ""
+    description: str = ""
+    cost: CostModel | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cluster, Cluster):
+            raise InstanceError(f"expected a Cluster, got {type(self.cluster).__name__}", field="cluster")
+        for name, kind in (("demand", Demand), ("fixed_topology", FixedTopology)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise InstanceError(f"expected a {kind.__name__} or None, got {type(value).__name__}", field=name)
+        if not isinstance(self.solver, SolverDefaults):
+            raise InstanceError(f"expected a SolverDefaults, got {type(self.solver).__name__}", field="solver")
+        if self.cost is not None and not isinstance(self.cost, CostModel):
+            raise InstanceError(f"expected a CostModel or None, got {type(self.cost).__name__}", field="cost")
+        _str(self.name, "name")  # as the file parser does: save_instance writes them, load_instance reads them back
+        _str(self.description, "description")
+        _choice(self.objective, "objective", OBJECTIVES)
+        _choice(self.topology_family, "topology_family", FAMILIES)
+        if (self.demand is None) == (self.workload is None):
+            raise InstanceError(
+                "an instance needs exactly one of 'demand' and 'workload'"
+                + (" (it has both)" if self.demand is not None else " (it has neither)")
+            )
+        if self.workload is not None:
+            from topoopt_ilp.core.workload import Workload, check_workload  # workload.py builds on this module
+
+            if not isinstance(self.workload, Workload):
+                raise InstanceError(f"expected a Workload or None, got {type(self.workload).__name__}", field="workload")
+            check_workload(self.workload, self.cluster.servers)
+        if self.demand is not None:
+            _check_demand(self.demand, self.cluster.servers)
+        if self.fixed_topology is not None:
+            _check_fixed_topology(self.fixed_topology, self.cluster, self.topology_family)
+        elif self.topology_family != "any" and self.cluster.regular:
+            _check_family_degree(self.cluster, self.topology_family)
+        _check_solver(self.solver)
+        if self.cost is not None:
+            _check_cost(self.cost)
+
+    # Convenience views -------------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return self.cluster.servers
+
+    @property
+    def d(self) -> int:
+        return self.cluster.degree
+
+    def fixed_topology_matrix(self) -> np.ndarray | None:
+        """The fixed topology as an n x n link-count matrix, or None when the instance has none."""
+        if self.fixed_topology is None:
+            return None
+        return _fixed_matrix(self.fixed_topology, self.cluster)
+
+
+# ----------------------------------------------------------------------------------------------
+def degree_one_problem(demand: Demand, cluster: Cluster) -> str | None:
+    """Why no direct-connect topology carries ``demand``, or None: undirected links at degree 1 join
+    servers in pairs, so a demand that connects three or more servers (all-to-all, an AllReduce
+    group, a chain of MP pairs) cannot be carried. (A valid instance all the same: a switched
+    network with one port per server, ``topoopt evaluate --architecture``, carries it.)"""
+    n = cluster.servers
+    if cluster.directed or cluster.degree != 1 or n <= 2:
+        return None
+    why = None
+    if demand.all_to_all:
+        why = f"all-to-all traffic connects all {n} servers"
+    else:
+        big = next((g for g, grp in enumerate(demand.allreduce) if len(grp.members) > 2), None)
+        if big is not None:
+            why = f"AllReduce group {big} connects {len(demand.allreduce[big].members)} servers"
+        else:  # AllReduce groups of two and MP pairs: the components of the pairs they join
+            from scipy.sparse import coo_matrix
+            from scipy.sparse.csgraph import connected_components
+
+            pairs = [(int(g.members[0]), int(g.members[1])) for g in demand.allreduce] + [(int(a), int(b)) for a, b, _ in demand.mp]
+            rows, cols = (list(x) for x in zip(*pairs)) if pairs else ([], [])
+            labels = connected_components(coo_matrix(([1] * len(rows), (rows, cols)), shape=(n, n)), directed=False)[1]
+            sizes = np.bincount(labels)
+            if sizes.max() > 2:
+                why = f"the demand's pairs chain {int(sizes.max())} servers together"
+    if why:
+        return (f"degree 1 with undirected links joins servers in pairs, but {why}: no topology carries it "
+                f"(use degree >= 2 or directed links)")
+    return None
+
+
+def degree_one_refusal(instance: "Instance") -> str | None:
+    """Why the design methods refuse ``instance`` at undirected degree 1 (links join servers in
+    pairs), or None: a demand that connects three or more servers (:func:`degree_one_problem`), or a
+    workload on more than two servers (every method starts from, or passes through, a data-parallel
+    placement over all of them). A fixed topology has nothing to design: None."""
+    c = instance.cluster
+    if instance.fixed_topology is not None or c.directed or c.degree != 1:
+        return None
+    if instance.demand is not None:
+        return degree_one_problem(instance.demand, c)
+    if instance.workload is not None and c.servers > 2:
+        return (f"degree 1 with undirected links joins servers in pairs; the workload methods place layers across "
+                f"all {c.servers} servers, which no such topology connects (use degree >= 2 or directed links)")
+    return None
+
+
+def _check_demand(demand: Demand, n: int) -> None:
+    for name in ("allreduce", "mp"):
+        value = getattr(demand, name)
+        if not isinstance(value, tuple):
+            raise InstanceError(f"expected a list, got {_type_name(value)}", field=f"demand.{name}")
+    for g, group in enumerate(demand.allreduce):
+        path = f"demand.allreduce[{g}]"
+        if not isinstance(group, AllReduceGroup):
+            raise InstanceError(f"expected an AllReduceGroup, got {type(group).__name__}", field=path)
+        _number(group.bytes, f"{path}.bytes", positive=True, high=MAX_BYTES)
+        if not isinstance(group.members, tuple):
+            raise InstanceError(f"expected a list of server ids, got {_type_name(group.members)}", field=f"{path}.members")
+        if len(group.members) < 2:
+            raise InstanceError(f"an AllReduce needs at least 2 members, got {len(group.members)}", field=f"{path}.members")
+        seen: set[int] = set()
+        for m, member in enumerate(group.members):
+            mpath = f"{path}.members[{m}]"
+            v = _int(member, mpath)
+            if not 0 <= v < n:
+                raise InstanceError(f"server {v} out of range 0..{n - 1}", field=mpath)
+            if v in seen:
+                raise InstanceError(f"server {v} is listed twice", field=mpath)
+            seen.add(v)
+    for p, pair in enumerate(demand.mp):
+        path = f"demand.mp.pairs[{p}]"
+        if not isinstance(pair, tuple) or len(pair) != 3:
+            raise InstanceError("expected [src, dst, bytes]", field=path)
+        s = _int(pair[0], f"{path}[0]")
+        t = _int(pair[1], f"{path}[1]")
+        for idx, v in ((0, s), (1, t)):
+            if not 0 <= v < n:
+                raise InstanceError(f"server {v} out of range 0..{n - 1}", field=f"{path}[{idx}]")
+        if s == t:
+            raise InstanceError(f"source and destination are both server {s}", field=path)
+        _number(pair[2], f"{path}[2]", positive=True, high=MAX_BYTES)
+    _number(demand.all_to_all, "demand.all_to_all", nonnegative=True, high=MAX_BYTES)
+    if demand.is_empty:
+        raise InstanceError("the demand is empty: give allreduce groups, mp traffic or all_to_all", field="demand")
+
+
+def _check_family_degree(c: Cluster, family: str) -> None:
+    """A regular topology of a circulant family uses every port: some set of distinct jumps must
+    take exactly d ports (undirected: a jump j != n/2 takes 2, n/2 takes 1; directed: 1 each)."""
+    n, d = c.servers, c.degree
+    top = n if c.directed else n // 2 + 1
+    jumps = [j for j in range(1, top) if family == "circulant" or math.gcd(j, n) == 1]
+    if c.directed:
+        if d <= len(jumps):
+            return
+        why = f"the family has only {len(jumps)} jump(s)"
+    else:
+        half = any(2 * j == n for j in jumps)
+        twos = len(jumps) - half
+        if (d % 2 == 0 and d // 2 <= twos) or (d % 2 == 1 and half and (d - 1) // 2 <= twos):
+            return
+        if d % 2 == 1 and not half:
+            why = "an odd degree needs the jump n/2, which " + ("does not exist for odd n" if n % 2 else f"is not coprime with n = {n}")
+        else:
+            why = f"the family has only {len(jumps)} jump class(es) ({2 * twos + half} ports)"
+    raise InstanceError(f"no {family} jump set on {n} servers has degree exactly {d}: {why}; "
+                        "use topology_family any or change the degree", field="cluster.degree")
+
+
+def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -> None:
+    if (fixed.links is None) == (fixed.jumps is None):
+        raise InstanceError("give exactly one of 'links' and 'jumps'", field="fixed_topology")
+    n = cluster.servers
+    for name in ("links", "jumps"):
+        value = getattr(fixed, name)
+        if value is not None and not isinstance(value, tuple):
+            raise InstanceError(f"expected a list, got {_type_name(value)}", field=f"fixed_topology.{name}")
+    if fixed.jumps is not None:
+        seen: set[int] = set()
+        for k, j in enumerate(fixed.jumps):
+            path = f"fixed_topology.jumps[{k}]"
+            j = _int(j, path, low=1, high=n - 1)
+            key = j if cluster.directed else min(j, n - j)
+            if key in seen:
+                raise InstanceError(
+                    f"jump {j} repeats an earlier jump" + ("" if cluster.directed else f" (jumps {j} and {n - j} are the same undirected jump)"),
+                    field=path,
+                )
+            seen.add(key)
+            if family == "coprime_circulant" and math.gcd(j, n) != 1:
+                raise InstanceError(f"jump {j} is not coprime with {n} servers (topology_family is coprime_circulant)", field=path)
+    else:
+        if family != "any":
+            raise InstanceError(f"topology_family {family} needs 'jumps', not 'links'", field="fixed_topology")
+        for k, link in enumerate(fixed.links):
+            path = f"fixed_topology.links[{k}]"
+            if not isinstance(link, tuple) or len(link) != 3:
+                raise InstanceError("expected [i, j, count]", field=path)
+            i = _int(link[0], f"{path}[0]", low=0, high=n - 1)
+            j = _int(link[1], f"{path}[1]", low=0, high=n - 1)
+            _int(link[2], f"{path}[2]", low=1, high=MAX_DEGREE)
+            if i == j:
+                raise InstanceError(f"a link from server {i} to itself", field=path)
+    _check_fixed_degrees(fixed, cluster)
+
+
+def _fixed_matrix(fixed: FixedTopology, cluster: Cluster) -> np.ndarray:
+    """Called only after the jumps or links were checked (no repeated jumps, ids in range)."""
+    from topoopt_ilp.core.graph import circulant
+    from topoopt_ilp.core.solution import Topology
+
+    if fixed.jumps is not None:
+        return circulant(cluster.servers, fixed.jumps, cluster.directed)
+    return Topology.from_links(cluster.servers, fixed.links, cluster.directed).matrix.copy()
+
+
+def _check_fixed_degrees(fixed: FixedTopology, cluster: Cluster) -> None:
+    """:func:`_check_degrees` of the fixed topology without its dense n x n matrix (an instance may
+    have 8192 servers: the matrix would be 512 MB, built for a check that needs only the links)."""
+    n = cluster.servers
+    if fixed.jumps is not None:
+        # Every server has the same degree; checked jumps never repeat, so no pair has 2 links.
+        per = sum(1 if cluster.directed or 2 * int(j) == n else 2 for j in fixed.jumps)
+        used = np.full(n, per, dtype=np.int64)
+        _check_degrees(used, used, cluster, "fixed_topology")
+        return
+    arr = np.array([[int(v) for v in link] for link in fixed.links], dtype=np.int64).reshape(-1, 3)
+    tail, head, count = arr[:, 0], arr[:, 1], arr[:, 2]
+    if not cluster.directed:  # both directions, as in the matrix
+        tail, head, count = np.concatenate([tail, head]), np.concatenate([head, tail]), np.concatenate([count, count])
+    out = np.bincount(tail, weights=count, minlength=n).astype(np.int64)
+    into = np.bincount(head, weights=count, minlength=n).astype(np.int64)
+    keys, inverse = np.unique(tail * n + head, return_inverse=True)
+    per_pair = np.bincount(inverse.ravel(), weights=count, minlength=keys.size).astype(np.int64)
+    _check_degrees(out, into, cluster, "fixed_topology", keys=keys, per_pair=per_pair)
+
+
+def _check_degrees(out: np.ndarray, into: np.ndarray, cluster: Cluster, path: str, *,
+                   keys: np.ndarray | None = None, per_pair: np.ndarray | None = None) -> None:
+    """Ports used per server against the degree: out-degree always, in-degree for directed links;
+    then (``keys``: the pairs ``i * n + j`` with links, sorted; ``per_pair``: their link counts)
+    parallel links against ``cluster.multi_links``."""
+    d = cluster.degree
+    sums = [("out", out)] + ([("in", into)] if cluster.directed else [])
+    for kind, used in sums:
+        label = f"{kind}-degree " if cluster.directed else ""
+        bad = np.flatnonzero(used > d) if not cluster.regular else np.flatnonzero(used != d)
+        if bad.size:
+            v = int(bad[0])
+            rule = f"at most {d}" if not cluster.regular else f"exactly {d} (cluster.regular)"
+            raise InstanceError(f"server {v} has {label}{int(used[v])} links, needs {rule}", field=path)
+    if not cluster.multi_links and per_pair is not None and keys is not None and (per_pair > 1).any():
+        first = int(np.flatnonzero(per_pair > 1)[0])  # the first in row-major order, as np.argwhere gives
+        i, j = divmod(int(keys[first]), cluster.servers)
+        raise InstanceError(f"{int(per_pair[first])} parallel links between {i} and {j} but cluster.multi_links is false", field=path)
+
+
+def _check_solver(solver: SolverDefaults) -> None:
+    if solver.backend is not None:
+        # Known names, whether or not installed (an unavailable backend fails when it solves).
+        from topoopt_ilp.solvers.registry import BACKENDS
+
+        _choice(solver.backend, "solver.backend", tuple(sorted(BACKENDS)))
+    if solver.time_limit_s is not None:
+        _number(solver.time_limit_s, "solver.time_limit_s", nonnegative=True)
+    if solver.gap is not None:
+        _number(solver.gap, "solver.gap", nonnegative=True)
+    if solver.threads is not None:
+        _int(solver.threads, "solver.threads", low=1, high=MAX_THREADS)
+
+
+def _check_price_table(table: Any, path: str) -> None:
+    if not isinstance(table, tuple) or not table:
+        raise InstanceError("expected a non-empty table of {rate_gbps: usd}", field=path)
+    last_rate, last_usd = 0.0, 0.0
+    for k, entry in enumerate(table):
+        if not isinstance(entry, tuple) or len(entry) != 2:
+            raise InstanceError("expected a (rate_gbps, usd) pair", field=f"{path}[{k}]")
+        r = _number(entry[0], f"{path}[{k}]", positive=True)
+        u = _number(entry[1], f'{path}["{r:g}"]', nonnegative=True)  # named by its rate, as in the file
+        if r <= last_rate:
+            raise InstanceError(f"rates must increase, got {r:g} Gbps after {last_rate:g}", field=path)
+        if u < last_usd:
+            # a cheaper faster port would make the cost of a Fat-tree fall with its bandwidth
+            raise InstanceError(f"a {r:g} Gbps port costs {u:g} USD, less than the {last_usd:g} USD of a "
+                                f"{last_rate:g} Gbps one; prices must not fall with the rate", field=path)
+        last_rate, last_usd = r, u
+
+
+def _check_cost(cost: CostModel) -> None:
+    if not isinstance(cost, CostModel):
+        raise InstanceError("expected a CostModel", field="cost")
+    for name in ("transceiver_usd", "nic_port_usd", "switch_port_usd"):
+        value = getattr(cost, name)
+        if value is not None:
+            _check_price_table(value, f"cost.{name}")
+    for name in ("patch_panel_port_usd", "ocs_port_usd"):
+        value = getattr(cost, name)
+        if value is not None:
+            _number(value, f"cost.{name}", nonnegative=True)
+    if cost.fabric is not None:
+        _choice(cost.fabric, "cost.fabric", DIRECT_FABRICS)

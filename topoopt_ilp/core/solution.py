@@ -1,0 +1,134 @@
+"""The result of any method (design §6): a frozen :class:`Solution` with its topology and routing."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.core.routes import Routing
+
+__all__ = ["Topology", "Solution", "STATUSES", "METHODS"]
+
+STATUSES = ("optimal", "feasible", "infeasible", "unbounded", "no_solution", "error")
+METHODS = ("heuristic", "exact", "alternating", "baseline", "given")
+
+#: How far a link count may be from an integer (a float matrix from a solver) before it is refused.
+INTEGER_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """A link-count matrix ``matrix[i, j]`` (links i -> j; symmetric when undirected), plus the
+    circulant jump set that generated it, when there is one. ``stated_directed``: what the solution
+    file it was read from said about its links (``topology.directed``; None when not read from a
+    file or not stated). The instance decides how links are read; the verifier compares the two."""
+
+    matrix: np.ndarray
+    jumps: tuple[int, ...] | None = None
+    stated_directed: bool | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "matrix", _link_counts(self.matrix))
+        if self.jumps is not None:
+            jumps = self.jumps.tolist() if isinstance(self.jumps, np.ndarray) else self.jumps
+            if isinstance(jumps, (str, bytes)) or not isinstance(jumps, (list, tuple, range)) or any(
+                    isinstance(j, bool) or not isinstance(j, (int, np.integer)) for j in jumps):
+                raise InputError("expected a sequence of integers or None", field="topology.jumps")
+            object.__setattr__(self, "jumps", tuple(int(j) for j in jumps))
+
+    @property
+    def n(self) -> int:
+        return int(self.matrix.shape[0])
+
+    def links(self, directed: bool) -> list[tuple[int, int, int]]:
+        """``[(i, j, count)]``; undirected topologies list each pair once, with i < j."""
+        m = self.matrix if directed else np.triu(self.matrix, 1)
+        i, j = np.nonzero(m)
+        return [(int(a), int(b), int(c)) for a, b, c in zip(i, j, m[i, j])]
+
+    @classmethod
+    def from_links(cls, n: int, links, directed: bool, jumps=None) -> "Topology":
+        m = np.zeros((n, n), dtype=np.int64)
+        for i, j, c in links:
+            m[i, j] += c
+            if not directed:
+                m[j, i] += c
+        return cls(m, jumps)
+
+
+def _link_counts(matrix: object) -> np.ndarray:
+    """``matrix`` as a read-only square int64 array of link counts >= 0. A float matrix is accepted
+    when every value is within :data:`INTEGER_TOLERANCE` of an integer (and rounded, not truncated)."""
+    field_ = "topology.matrix"
+    try:
+        a = np.asarray(matrix)
+    except (TypeError, ValueError) as exc:  # e.g. ragged rows
+        raise InputError(f"expected a square matrix of link counts: {exc}", field=field_) from None
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise InputError(f"a topology matrix must be square, got shape {a.shape}", field=field_)
+    if a.dtype == bool or np.issubdtype(a.dtype, np.integer):
+        m = a.astype(np.int64)
+    elif np.issubdtype(a.dtype, np.floating):
+        bad = np.argwhere(~np.isfinite(a) | (np.abs(a - np.round(a)) > INTEGER_TOLERANCE))
+        if bad.size:
+            i, j = map(int, bad[0])
+            raise InputError(f"link counts must be integers, got {float(a[i, j])!r} at [{i}, {j}]", field=field_)
+        m = np.round(a).astype(np.int64)
+    else:
+        raise InputError(f"expected a matrix of integer link counts, got dtype {a.dtype}", field=field_)
+    if m.size and m.min() < 0:
+        i, j = map(int, np.argwhere(m < 0)[0])
+        raise InputError(f"link counts must be >= 0, got {m[i, j]} at [{i}, {j}]", field=field_)
+    m.setflags(write=False)
+    return m
+
+
+@dataclass(frozen=True, eq=False)
+class Solution:
+    """What a method produced. ``metrics`` are the evaluator's, never the method's own claims."""
+
+    status: str
+    method: str
+    topology: Topology | None
+    routing: Routing = field(default_factory=Routing)
+    placement: dict[str, Any] | None = None
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    wall_time_s: float = 0.0
+    backend: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, str) or self.status not in STATUSES:
+            raise InputError(f"unknown status {self.status!r}; choose one of {', '.join(STATUSES)}", field="status")
+        if not isinstance(self.method, str) or not self.method.strip():
+            raise InputError(f"expected a method name (a non-empty string), got {self.method!r}", field="method")
+        if self.topology is not None and not isinstance(self.topology, Topology):
+            raise InputError(f"expected a Topology or None, got {type(self.topology).__name__}", field="topology")
+        for name in ("objective", "bound", "gap"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise InputError(f"must be a number or None, got {type(v).__name__}", field=name)
+            if isinstance(v, float) and math.isnan(v):
+                object.__setattr__(self, name, None)
+        for name in ("metrics", "details", "placement"):  # frozen like the dataclass (a copy: the caller's stays theirs)
+            v = getattr(self, name)
+            if v is not None:
+                if not isinstance(v, Mapping):
+                    raise InputError(f"expected a mapping, got {type(v).__name__}", field=name)
+                object.__setattr__(self, name, MappingProxyType(dict(v)))
+
+    @property
+    def has_solution(self) -> bool:
+        return self.status in ("optimal", "feasible") and self.topology is not None
+
+    def with_metrics(self, metrics: dict[str, Any]) -> "Solution":
+        return replace(self, metrics=dict(metrics))

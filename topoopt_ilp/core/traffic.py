@@ -1,0 +1,85 @@
+"""From an instance's demand (and a choice of AllReduce rings) to byte matrices.
+
+Ring AllReduce over k members sends ``2(k-1)/k * S`` bytes from each member to its ring successor
+(design §3). AllReduce is mutable: which ring (member order) and how the bytes split over several
+rings is a decision, recorded in a :class:`~topoopt_ilp.core.routes.RingSet`. Without one, every group
+uses a single ring in the order its members are listed.
+
+A workload instance has no fixed demand: its demand (and compute time per server) follows from a
+placement, see :func:`effective_demand`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.core.instance import Demand, Instance
+from topoopt_ilp.core.routes import RingSet
+
+__all__ = ["effective_demand", "default_rings", "ring_traffic", "traffic_matrix", "group_traffic"]
+
+
+def effective_demand(instance: Instance, placement: Any = None) -> tuple[Demand, np.ndarray]:
+    """The demand to route and the compute seconds per server.
+
+    A demand instance returns its demand and zero compute. A workload instance derives both from
+    ``placement`` (a strategy dict as in solution files; default: TopoOpt's data-parallel start).
+    Raises :class:`~topoopt_ilp.errors.InstanceError` for a malformed placement.
+    """
+    n = instance.n
+    if instance.workload is None:
+        return instance.demand, np.zeros(n)
+    from topoopt_ilp.core.strategy import data_parallel, parse_strategy, strategy_demand
+
+    w = instance.workload
+    strategy = data_parallel(w, n) if placement is None else parse_strategy(placement, w, n)
+    groups, mp, compute = strategy_demand(w, n, strategy)
+    s_idx, t_idx = np.nonzero(mp)
+    pairs = tuple((int(a), int(b), float(v)) for a, b, v in zip(s_idx, t_idx, mp[s_idx, t_idx]))
+    return Demand(allreduce=tuple(groups), mp=pairs), compute
+
+
+def _demand(instance: Instance, demand: Demand | None) -> Demand:
+    return demand if demand is not None else instance.demand
+
+
+def default_rings(instance: Instance, demand: Demand | None = None) -> RingSet:
+    """One ring per AllReduce group, in the order its members are listed."""
+    groups = _demand(instance, demand).allreduce
+    return RingSet.from_lists((g, group.members, 1.0) for g, group in enumerate(groups)) if groups else RingSet.empty()
+
+
+def ring_traffic(instance: Instance, rings: RingSet, only_group: int | None = None, demand: Demand | None = None) -> np.ndarray:
+    """Bytes each ring member sends to its successor, summed over rings (n x n)."""
+    n = instance.n
+    out = np.zeros((n, n))
+    groups = _demand(instance, demand).allreduce
+    for r in range(len(rings)):
+        g = int(rings.group[r])
+        if only_group is not None and g != only_group:
+            continue
+        if not 0 <= g < len(groups):
+            raise InputError(f"ring {r} names AllReduce group {g}, the demand has {len(groups)} group(s)")
+        order = rings.order[r][rings.order[r] >= 0]
+        amount = rings.fraction[r] * groups[g].bytes_per_member()
+        np.add.at(out, (order, np.roll(order, -1)), amount)
+    return out
+
+
+def traffic_matrix(instance: Instance, rings: RingSet | None = None, demand: Demand | None = None) -> np.ndarray:
+    """All bytes ``D[i, j]`` that server i sends to server j in one iteration."""
+    dm = _demand(instance, demand)
+    if rings is None or len(rings) == 0:
+        rings = default_rings(instance, dm)
+    return ring_traffic(instance, rings, demand=dm) + dm.mp_matrix(instance.n)
+
+
+def group_traffic(instance: Instance, rings: RingSet | None, group: int, demand: Demand | None = None) -> np.ndarray:
+    """The traffic of one AllReduce group alone."""
+    dm = _demand(instance, demand)
+    if rings is None or len(rings) == 0:
+        rings = default_rings(instance, dm)
+    return ring_traffic(instance, rings, only_group=group, demand=dm)

@@ -1,0 +1,1 @@
+"""The independent evaluator and verifier, the switched baselines and the cost model; they share no code with any method."""

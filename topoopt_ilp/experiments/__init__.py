@@ -1,0 +1,1 @@
+"""Many solves at once: compare methods, sweep instance grids, the paper's comparison."""

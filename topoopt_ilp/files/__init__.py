@@ -1,0 +1,1 @@
+"""Strict JSON in, atomic JSON out: instance and solution files, the training-job zoo."""

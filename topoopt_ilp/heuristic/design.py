@@ -1,0 +1,153 @@
+"""TopoOpt's heuristic applied to an instance: its start placement and its TopologyFinder design.
+
+Core (design §2): the method layer (:mod:`topoopt_ilp.methods`, ``--method heuristic``) and the model
+layer (the models' default start and topology when their caller hands them none) both call these, so
+the two never drift apart and models never import the method layer. :mod:`topoopt_ilp.heuristic` is
+imported inside the functions, so the CLI's start-up does not pay for it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from topoopt_ilp.errors import InputError, StartInfeasibleError
+from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.routes import Routing
+from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.core.traffic import effective_demand
+
+__all__ = ["fitting_start_placement", "heuristic_circulant", "heuristic_design", "heuristic_for_placement", "start_placement"]
+
+
+def start_placement(instance: Instance) -> dict | None:
+    """TopoOpt's initial strategy for a workload (every layer data-parallel at its largest degree,
+    blocks round-robin); None for a demand instance."""
+    if instance.workload is None:
+        return None
+    from topoopt_ilp.core.strategy import data_parallel, strategy_to_dict
+
+    return strategy_to_dict(data_parallel(instance.workload, instance.n))
+
+
+def fitting_start_placement(instance: Instance) -> dict | None:
+    """:func:`start_placement`, or, when it breaks server memory (blocks that no simple rule packs),
+    a :class:`~topoopt_ilp.errors.StartInfeasibleError` (exit 1) that says so: the instance may still
+    have a feasible placement, which only the exact method can decide."""
+    if instance.workload is None:
+        return None
+    from topoopt_ilp.core.strategy import data_parallel, strategy_to_dict, validate_strategy
+
+    strategy = data_parallel(instance.workload, instance.n)
+    bad = [v for v in validate_strategy(instance.workload, instance.n, strategy) if "memory" in v]
+    if bad:
+        raise StartInfeasibleError(f"TopoOpt's start (every layer data-parallel, blocks round robin, else largest first "
+                                   f"on the server with the most memory left) does not fit server memory ({bad[0]}); "
+                                   f"--method exact decides whether any placement fits")
+    return strategy_to_dict(strategy)
+
+
+def heuristic_for_placement(instance: Instance, placement: dict | None, *, select: str = "geometric", mode: str = "paper",
+                            seed: int = 0) -> Solution:
+    """TopologyFinder for the traffic of ``placement`` (a workload's strategy; None for a demand) on a
+    general topology."""
+    from topoopt_ilp import heuristic as h  # imported lazily: the CLI's start-up stays fast
+
+    started = time.perf_counter()
+    n, d, directed = instance.n, instance.d, instance.cluster.directed
+    demand, _ = effective_demand(instance, placement)
+    groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
+    multi = instance.cluster.multi_links
+    try:
+        res = h.topology_finder(n, d, groups, demand.mp_matrix(n), directed=directed, select=select, mode=mode, seed=seed,
+                                multi_links=multi, regular=instance.cluster.regular)
+    except ValueError as exc:  # what the instance asks for is beyond the heuristic (its message says why)
+        if not any(why in str(exc) for why in ("multi_links", "without a link")):
+            raise
+        raise InputError(f"heuristic: {exc}") from None
+    circulant_only = res.d_mp == 0 and len(res.jumps) == 1
+    jumps = next(iter(res.jumps.values())) if circulant_only else None
+    if jumps is not None and not np.array_equal(h.circulant_matrix(n, jumps, directed), res.X):
+        jumps = None  # repeated jumps (authors' duplicate quirk) make parallel rings, not a jump set
+    details = {
+        "select": select, "mode": mode, "split": res.split, "d_allreduce": res.d_allreduce, "d_mp": res.d_mp,
+        "jumps_by_group_size": {str(k): list(v) for k, v in res.jumps.items()},
+        "virtual_jumps": {str(k): list(v) for k, v in res.virtual_jumps.items()},
+        "group_kind": list(res.group_kind), "notes": list(res.notes),
+        "mp_links": Topology(res.mp_matrix).links(directed),
+    }
+    if not multi:
+        details["multi_links"] = {"rewired_swaps": res.rewired, "links_rewired": 2 * res.rewired,
+                                  "routing_jumps": None if res.routing_jumps is None else list(res.routing_jumps)}
+    return Solution(status="feasible", method="heuristic", topology=Topology(res.X, jumps), routing=res.routing,
+                    placement=placement, wall_time_s=time.perf_counter() - started, details=details)
+
+
+def heuristic_design(instance: Instance, *, select: str = "geometric", mode: str = "paper", seed: int = 0) -> Solution:
+    """TopoOpt's design for an instance whose topology is free: the jump-set heuristic for a circulant
+    family, else TopologyFinder for the data-parallel start (raises StartInfeasibleError when that
+    start breaks server memory)."""
+    if instance.topology_family != "any":
+        return heuristic_circulant(instance, start_placement(instance), select=select, mode=mode, seed=seed)
+    return heuristic_for_placement(instance, fitting_start_placement(instance), select=select, mode=mode, seed=seed)
+
+
+def heuristic_circulant(instance: Instance, placement: dict | None, *, select: str = "geometric", mode: str = "paper",
+                        seed: int = 0) -> Solution:
+    """SelectPermutations' jump set for an instance of a circulant family (its topology must be a pure
+    jump set, whatever the traffic), CoinChangeMod routes and TopologyFinder's rings for the traffic
+    of ``placement``."""
+    from topoopt_ilp import heuristic as h
+
+    started = time.perf_counter()
+    n, d, directed = instance.n, instance.d, instance.cluster.directed
+    if instance.topology_family == "coprime_circulant":
+        candidates = h.totient_perms(n, n)
+    else:
+        candidates = np.arange(1, n)
+    # Undirected: each jump uses 2 ports, except n/2 which uses 1; an odd degree needs the n/2 jump
+    # (without it, a topology that need not be regular leaves one port of each server unused).
+    fixed: tuple[int, ...] = ()
+    m = d
+    if not directed:
+        half_jump = n % 2 == 0 and (instance.topology_family == "circulant" or n == 2)
+        if d % 2 and (half_jump or instance.cluster.regular):
+            if not half_jump:
+                raise InputError(f"an undirected {instance.topology_family} topology of odd degree {d} needs the jump n/2, "
+                                 f"which {'does not exist' if n % 2 else 'is not coprime with n'} for n = {n}")
+            fixed = (n // 2,)
+        m = d // 2
+    if m > 0:
+        pool = [int(c) for c in candidates if c not in fixed and (directed or 2 * c != n)]
+        rule = select if callable(select) else h.SELECT_RULES[select]
+        chosen = h.select_permutations(pool, m, n=n, rule=rule, mode="paper", directed=directed, fixed=fixed, seed=seed)
+    else:
+        chosen = ()
+    jumps = tuple(sorted(set(chosen))) + fixed
+    if len(jumps) != m + len(fixed):
+        raise InputError(f"not enough distinct jumps for degree {d} in the {instance.topology_family} family on {n} servers")
+    x = h.circulant_matrix(n, jumps, directed)
+    dist, offset_routes = h.coin_change_mod(n, jumps, directed=directed)
+    rings = _rings_on_jumps(h, effective_demand(instance, placement)[0], n, jumps, dist, directed)
+    return Solution(status="feasible", method="heuristic", topology=Topology(x, jumps), placement=placement,
+                    routing=Routing(rings=rings, offset_routes=offset_routes), wall_time_s=time.perf_counter() - started,
+                    details={"select": select if isinstance(select, str) else getattr(select, "__name__", "custom"),
+                             "family": instance.topology_family, "jumps": list(jumps),
+                             "mode": "paper (a jump set cannot repeat a jump, so the authors' duplicate quirk does not apply)"})
+
+
+def _rings_on_jumps(h, demand, n: int, jumps: tuple[int, ...], dist: np.ndarray, directed: bool):
+    """TopologyFinder's AllReduce rings on a given jump set: a coset group of size k rings on the
+    jumps that step within its coset (TotientPerms' candidates for k; both directions undirected),
+    else on multi-hop ones; other groups in member order (:func:`~.heuristic.group_rings`). Without
+    them the evaluator would ring each group once, in member order, over one link direction."""
+    kinds, cosets, members = h.classify_groups([(g.members, g.bytes) for g in demand.allreduce], n)
+    by_size: dict[int, tuple[int, ...]] = {}
+    for c in cosets:
+        if c and c[0] not in by_size:
+            cands = {int(j) for j in h.totient_perms(n, c[0])}
+            own = tuple(j for j in jumps if j in cands or (not directed and (n - j) % n in cands))
+            if own:
+                by_size[c[0]] = own
+    return h.group_rings(n, kinds, cosets, members, by_size, dist, directed, [])[0]

@@ -1,0 +1,1 @@
+"""LIBRA's problem: bandwidth per dimension of a hierarchical network, its files and its importer."""

@@ -1,0 +1,1 @@
+"""One training iteration as a task graph, schedule files and schedule checks."""
