@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.instance import Instance
 
@@ -49,14 +49,14 @@ def paper_name(text: str) -> str:
 
 
 def load_paper(name: str) -> Instance:
-    return io.load_instance(PAPER / f"{name}.json")
+    return files.load_instance(PAPER / f"{name}.json")
 
 
 def instance_file(text: str) -> str:
     """The absolute path of an instance file that loads, given absolute or from the project root."""
     path = ROOT / text
     try:
-        io.load_instance(path)
+        files.load_instance(path)
     except InstanceError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return str(path)

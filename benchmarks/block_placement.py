@@ -24,7 +24,7 @@ from _args import int_list, load_paper, paper_names, seconds
 from topoopt_ilp.models.placement.blocks import place_blocks_exactly
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement
-from topoopt_ilp.models.placement.local_search import _LocalSearch
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.methods import solve
@@ -59,7 +59,7 @@ def main() -> None:
                   f"{res[True].objective / res[False].objective:7.4f} {ok!s:>7} {res[True].bound * 1e3:8.3f} "
                   f"{secs[False]:6.1f} {secs[True]:6.1f}")
         rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-        ls = _LocalSearch(inst, rf)
+        ls = StrategyScorer(inst, rf)
         st = parse_strategy(first_off.placement, inst.workload, inst.n)
         ls.lookup_per_server(ls.type_of[(st.layer_degree[inst.workload.blocks[0].consumer],
                                          st.layer_start[inst.workload.blocks[0].consumer])])  # its table, not timed

@@ -18,7 +18,8 @@ import numpy as np
 from _args import load_paper, paper_name, seconds
 from topoopt_ilp.models.placement import bounds as pb
 from topoopt_ilp.models.placement.milp import shortest_path_fractions
-from topoopt_ilp.models.placement.local_search import _LocalSearch, improve_strategy
+from topoopt_ilp.models.placement.scoring import StrategyScorer
+from topoopt_ilp.models.placement.local_search import improve_strategy
 
 from topoopt_ilp.methods import solve
 from topoopt_ilp.core.strategy import Strategy, place_blocks, server_memory
@@ -35,7 +36,7 @@ def main() -> None:
     w, n = inst.workload, inst.n
     X = solve(inst, method="heuristic").topology.matrix
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s, "shortest")
-    ls = _LocalSearch(inst, rf)
+    ls = StrategyScorer(inst, rf)
     chains: set[tuple[int, ...]] = set()
     dp = pb._ChainData.dp
 

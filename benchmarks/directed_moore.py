@@ -18,7 +18,7 @@ from _args import seconds
 from joint_small import _warm_up_solver_worker
 from topoopt_ilp import Cluster, Demand, Instance
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.topology.milp import solve_topology_routing
+from topoopt_ilp.models.topology.solve import solve_topology_routing
 
 
 def run(instance: Instance, limit: float, use_search: bool):

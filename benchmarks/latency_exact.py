@@ -20,7 +20,7 @@ from exact_vs_naive import skewed_mix
 from joint_small import _warm_up_solver_worker
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.models import ExactOptions
-from topoopt_ilp.models.topology.milp import solve_topology_routing
+from topoopt_ilp.models.topology.solve import solve_topology_routing
 
 
 def main() -> None:

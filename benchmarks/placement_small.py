@@ -21,7 +21,7 @@ from _args import seconds
 from joint_small import _warm_up_solver_worker
 from small_workloads import small_instances
 
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement.milp import solve_placement
@@ -37,7 +37,7 @@ def main() -> None:
     _warm_up_solver_worker()
     instances = dict(small_instances())
     for path in sorted((ROOT / "instances" / "paper").glob("*testbed-12-d4.json")):
-        inst = io.load_instance(path)
+        inst = files.load_instance(path)
         instances[inst.name or path.stem] = inst
     hdr = (f"{'instance':<24} {'n':>3} {'enum_ms':>9} {'enum_s':>7} {'milp_ms':>9} {'milp_s':>7} {'milp/enum':>9} "
            f"{'settled by':>10}  same optimum")

@@ -22,7 +22,7 @@ import time
 from _args import load_paper, paper_names, seconds
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times
-from topoopt_ilp.models.placement.local_search import _LocalSearch
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 from topoopt_ilp.models.placement.symmetric import symmetric_periods, symmetric_placement
 
 from topoopt_ilp.methods import solve
@@ -42,7 +42,7 @@ def main() -> None:
         inst = load_paper(name)
         X = solve(inst, method="heuristic").topology.matrix
         rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-        ls = _LocalSearch(inst, rf)
+        ls = StrategyScorer(inst, rf)
         periods = [p for p in map(int, args.periods.split(",")) if p in symmetric_periods(inst, rf)]
         if not periods:
             print(f"{name:<14} no period of {args.periods} applies (periods: {symmetric_periods(inst, rf)})")

@@ -16,7 +16,7 @@ import functools
 import statistics
 import time
 
-import topoopt_ilp.models.topology.milp as tr
+import topoopt_ilp.models.topology.solve as tr
 from exact_vs_naive import skewed_mix
 from joint_small import _warm_up_solver_worker
 from topoopt_ilp import solve

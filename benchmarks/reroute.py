@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from _args import seconds  # noqa: E402
 from topoopt_ilp.errors import UnsupportedError  # noqa: E402
 from topoopt_ilp.evaluation.evaluate import evaluate  # noqa: E402
-from topoopt_ilp.files.io import load_instance  # noqa: E402
+from topoopt_ilp.files import load_instance  # noqa: E402
 from topoopt_ilp.methods.reroute import route  # noqa: E402
 from topoopt_ilp.methods import solve  # noqa: E402
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from _args import instance_file, seconds  # noqa: E402
 from topoopt_ilp.errors import InputError  # noqa: E402
 from topoopt_ilp.evaluation.evaluate import evaluate  # noqa: E402
-from topoopt_ilp.files.io import load_instance  # noqa: E402
+from topoopt_ilp.files import load_instance  # noqa: E402
 from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution  # noqa: E402
 from topoopt_ilp.models.schedule import list_schedule, solve_schedule  # noqa: E402
 from topoopt_ilp.methods import heuristic_for_placement, solve  # noqa: E402

@@ -14,7 +14,8 @@ All at 100 Gbps per link, 1 us per hop, 160 GB per server, ``overlap: none``.
 from __future__ import annotations
 
 from _args import names_from
-from topoopt_ilp.files import io, zoo
+from topoopt_ilp import files
+from topoopt_ilp.files import zoo
 from topoopt_ilp.core.instance import Instance
 
 GB = 1e9
@@ -27,7 +28,7 @@ def _instance(name: str, n: int, d: int, layers: list[dict], blocks: list[dict] 
         "workload": {"batch_size": 64 * n, "server_memory_bytes": 160 * GB, "layers": layers, **({"blocks": blocks} if blocks else {})},
         "objective": "iteration_time",
     }
-    return io.parse_instance(data)
+    return files.parse_instance(data)
 
 
 def _divisors(n: int) -> list[int]:
@@ -65,7 +66,7 @@ def skewed_mlp(n: int, d: int) -> Instance:
 
 
 def _zoo(model: str, n: int, d: int) -> Instance:
-    return io.parse_instance(zoo.generate(model, n, d, 100.0))
+    return files.parse_instance(zoo.generate(model, n, d, 100.0))
 
 
 def small_instances() -> dict[str, Instance]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from _args import seconds
 from exact_vs_naive import skewed_mix
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.experiments.sweep import sweep
 
 
@@ -43,7 +43,7 @@ def main() -> None:
         for size in args.sizes.split(","):
             n, d = map(int, size.split("x"))
             path = Path(tmp) / f"mix-{n}x{d}.json"
-            io.save_instance(skewed_mix(n, d), path)
+            files.save_instance(skewed_mix(n, d), path)
             paths.append(str(path))
         variants = [("serial (one by one)", lambda: None)]
         variants.append((f"process pool, {args.jobs} workers",

@@ -57,7 +57,7 @@ def _warm_start(instance: Instance, options: ExactOptions, heuristic: Heuristic 
         return heuristic_for_placement(instance, None)
     if not os.path.exists(choice):
         raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
-    from topoopt_ilp.files.io import load_solution
+    from topoopt_ilp.files import load_solution
 
     sol = load_solution(choice, directed=instance.cluster.directed)
     if sol.topology is None or sol.topology.n != instance.n:
@@ -181,7 +181,7 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heur
         raise UnsupportedError("the instance fixes the topology; there is no topology to optimise exactly "
                                "(score it with 'topoopt evaluate INSTANCE SOLUTION --routing optimal')")
     if instance.topology_family == "any":
-        from topoopt_ilp.models.topology.milp import solve_topology_routing
+        from topoopt_ilp.models.topology.solve import solve_topology_routing
 
         start = _warm_start(instance, options, heuristic)
         sol = solve_topology_routing(instance, options, None if start is None else start.topology.matrix)

@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
-from topoopt_ilp.solvers import BackendCapabilityError, BackendUnavailableError, LinearModel, NativeOptionError, SolveOptions, SolveResult, UnknownBackendError, get_backend, write_model
+from topoopt_ilp.solvers import BackendCapabilityError, BackendUnavailableError, LinearModel, NativeOptionError, NativeValue, SolveOptions, SolveResult, UnknownBackendError, check_native_backends, get_backend, write_model
 from topoopt_ilp.solvers import solve as solver_solve
-from topoopt_ilp.solvers.options import NativeValue
 
 __all__ = ["ExactOptions", "run_model", "time_left", "native_options", "export_model", "check_backend", "check_start", "solution_status", "MAX_MODEL_NONZEROS"]
 
@@ -62,8 +61,9 @@ class ExactOptions:
         if self.export_model is not None and Path(self.export_model).suffix.lower() not in (".mps", ".lp"):
             raise InputError(f"--export-model needs a .mps or .lp file name, got {self.export_model!r}")
         if self.native_options is not None:
-            try:  # SolveOptions checks the backend names and types, and keeps a private copy
+            try:  # SolveOptions checks the types and keeps a private copy; the registry knows the backends
                 native = SolveOptions(native_options=self.native_options).native_options
+                check_native_backends(native)
             except NativeOptionError as exc:
                 raise InputError(str(exc)) from None
             object.__setattr__(self, "native_options", native)

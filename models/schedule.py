@@ -68,8 +68,9 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
-from topoopt_ilp.core.instance import _type_name
-from topoopt_ilp.files.io import MAX_SOLUTION_BYTES, _check_format, _list, _obj, _read_json, _with_source, json_safe, write_json_atomic
+from topoopt_ilp.core.checks import type_name
+from topoopt_ilp.files.jsonio import check_format, json_list, json_object, read_json, with_source
+from topoopt_ilp.files import MAX_SOLUTION_BYTES, json_safe, write_json_atomic
 from topoopt_ilp.schedule.iteration_graph import IterationGraph, Schedule, lower_bounds
 
 __all__ = ["list_schedule", "solve_schedule", "build_schedule_model", "model_size", "schedule_to_dict",
@@ -554,7 +555,7 @@ def _number(v: Any, field: str, *, low: float = 0.0, positive: bool = False, nul
     if v is None and null:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise InputError(f"expected a number{' or null' if null else ''}, got {_type_name(v)}", field=field)
+        raise InputError(f"expected a number{' or null' if null else ''}, got {type_name(v)}", field=field)
     if not math.isfinite(v):  # JSON's 1e999 reads as infinity
         raise InputError(f"must be a finite number, got {v!r}", field=field)
     if v < low or (positive and v <= low):
@@ -572,7 +573,7 @@ def _task_values(row: Mapping[str, Any], field: str) -> None:
     """The types of a task's descriptive values (``field % key`` names one); whether they are the
     task graph's is :func:`claim_violations`' question."""
     if not isinstance(row["kind"], str):
-        raise InputError(f"expected a task kind, got {_type_name(row['kind'])}", field=field % "kind")
+        raise InputError(f"expected a task kind, got {type_name(row['kind'])}", field=field % "kind")
     for key in ("duration_s", "bytes", "latency_s"):
         if key in row:
             _number(row[key], field % key)
@@ -589,8 +590,8 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
     no unknown or missing key (at the top and in each task), each value's type and range, task names
     unique. Every problem is one InputError naming the field (``tasks[12].start_s``)."""
     E = InputError
-    _check_format(data, SCHEDULE_FORMAT, E)
-    top = _obj(data, "", _FILE_KEYS, _FILE_REQUIRED, err=E)
+    check_format(data, SCHEDULE_FORMAT, E)
+    top = json_object(data, "", _FILE_KEYS, _FILE_REQUIRED, err=E)
     if top["format"] != SCHEDULE_FORMAT:
         raise E(f"expected {SCHEDULE_FORMAT!r}, got {top['format']!r}", field="format")
     if isinstance(top["version"], bool) or not isinstance(top["version"], int) or top["version"] != SCHEDULE_VERSION:
@@ -611,17 +612,17 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
         raise E(f"must be <= 1, got {ff!r}", field="forward_fraction")
     for key in ("instance", "solution"):
         if top.get(key) is not None and not isinstance(top[key], str):
-            raise E(f"expected a file name or null, got {_type_name(top[key])}", field=key)
-    tasks = _list(top["tasks"], "tasks", err=E)
+            raise E(f"expected a file name or null, got {type_name(top[key])}", field=key)
+    tasks = json_list(top["tasks"], "tasks", err=E)
     names, starts, ends = [], np.empty(len(tasks)), np.empty(len(tasks))
     described: list[Mapping[str, Any]] = []
     seen: set[str] = set()
     for k, row in enumerate(tasks):
         f = f"tasks[{k}]"
-        row = _obj(row, f, _TASK_KEYS, {"name", "kind", "start_s", "end_s", "duration_s"}, err=E)
+        row = json_object(row, f, _TASK_KEYS, {"name", "kind", "start_s", "end_s", "duration_s"}, err=E)
         name = row["name"]
         if not isinstance(name, str):
-            raise E(f"expected a task name, got {_type_name(name)}", field=f + ".name")
+            raise E(f"expected a task name, got {type_name(name)}", field=f + ".name")
         if name in seen:
             raise E(f"task {name!r} appears twice", field=f + ".name")
         seen.add(name)
@@ -709,9 +710,9 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
 
 def read_schedule(path: str | os.PathLike) -> ScheduleFile:
     """Read a schedule file (:func:`parse_schedule`; malformed JSON, an oversized file, a NaN are refused
-    as for solution files: ``topoopt_ilp.files.io``'s reader). A file the CLI wrote is always read back."""
-    data = _read_json(path, InputError, MAX_SOLUTION_BYTES)
-    return _with_source(lambda: parse_schedule(data, str(path)), str(path), InputError)
+    as for solution files: ``topoopt_ilp.files.jsonio``'s reader). A file the CLI wrote is always read back."""
+    data = read_json(path, InputError, MAX_SOLUTION_BYTES)
+    return with_source(lambda: parse_schedule(data, str(path)), str(path), InputError)
 
 
 def write_schedule(path: str | os.PathLike, g: IterationGraph, sched: Schedule, *, summary: dict[str, Any] | None = None,

@@ -40,8 +40,7 @@ import numpy as np
 from topoopt_ilp.solvers.errors import NativeOptionError
 from topoopt_ilp.solvers.model import LinearModel, Sense
 from topoopt_ilp.solvers.options import SolveOptions
-from topoopt_ilp.solvers.registry import complete
-from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
+from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus, complete
 
 __all__ = ["solve", "solve_raw", "build_problem", "stopped_on_limit", "version"]
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -134,7 +133,7 @@ def build_problem(model: LinearModel) -> tuple[Any, list[Any]]:
 
 def solve(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
     """Solve ``model`` with CBC. Capabilities are checked by the registry, not here."""
-    return complete("cbc", model, options, deadline, solve_raw(model, options, deadline=deadline))
+    return complete("cbc", model, options, deadline, solve_raw(model, options, deadline=deadline), solve)
 
 
 def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> RawOutcome:

@@ -2,7 +2,7 @@
 
 Status mapping (``HighsModelStatus``): ``kOptimal`` -> optimal (then checked against the requested
 gap), ``kInfeasible`` -> infeasible, ``kUnbounded`` -> unbounded, ``kUnboundedOrInfeasible`` ->
-decided by a zero-objective re-solve (see :func:`topoopt_ilp.solvers.registry.complete`),
+decided by a zero-objective re-solve (see :func:`topoopt_ilp.solvers.result.complete`),
 time/iteration/node/solution limits and interrupts -> feasible when HiGHS holds a feasible
 primal solution, else no_solution; load/solve errors -> error.
 
@@ -25,8 +25,7 @@ import numpy as np
 from topoopt_ilp.solvers.errors import NativeOptionError
 from topoopt_ilp.solvers.model import LinearModel, Sense
 from topoopt_ilp.solvers.options import SolveOptions
-from topoopt_ilp.solvers.registry import complete
-from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
+from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus, complete
 
 __all__ = ["solve", "solve_raw", "load", "new_highs", "version"]
 
@@ -117,7 +116,7 @@ def solve(model: LinearModel, options: SolveOptions, *, deadline: float | None =
 
     ``deadline`` is an absolute ``time.monotonic()`` instant; the solver gets what is left of it.
     """
-    return complete("highs", model, options, deadline, solve_raw(model, options, deadline=deadline))
+    return complete("highs", model, options, deadline, solve_raw(model, options, deadline=deadline), solve)
 
 
 def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> RawOutcome:

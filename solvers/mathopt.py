@@ -33,8 +33,7 @@ import numpy as np
 
 from topoopt_ilp.solvers.model import LinearModel, Sense
 from topoopt_ilp.solvers.options import SolveOptions
-from topoopt_ilp.solvers.registry import complete
-from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus
+from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus, complete
 
 __all__ = ["solve_scip", "solve_cpsat", "solve_raw", "to_model_proto", "version"]
 
@@ -77,12 +76,12 @@ def to_model_proto(model: LinearModel) -> object:
 
 def solve_scip(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
     """Solve with SCIP (MathOpt ``SolverType.GSCIP``)."""
-    return complete("scip", model, options, deadline, solve_raw("scip", model, options, deadline=deadline))
+    return complete("scip", model, options, deadline, solve_raw("scip", model, options, deadline=deadline), solve_scip)
 
 
 def solve_cpsat(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
     """Solve an all-integer model with CP-SAT (MathOpt ``SolverType.CP_SAT``)."""
-    return complete("cpsat", model, options, deadline, solve_raw("cpsat", model, options, deadline=deadline))
+    return complete("cpsat", model, options, deadline, solve_raw("cpsat", model, options, deadline=deadline), solve_cpsat)
 
 
 def solve_raw(backend: str, model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> RawOutcome:

@@ -141,15 +141,11 @@ RESERVED_NATIVE: dict[str, dict[str, str]] = {
 
 
 def _checked_native(given: object) -> dict[str, dict[str, NativeValue]]:
-    """A private copy of ``native_options`` (the caller's dicts may change later), checked: known
-    backend names, parameter names as strings, scalar values."""
-    from topoopt_ilp.solvers.registry import BACKENDS  # the registry imports this module
-
+    """A private copy of ``native_options`` (the caller's dicts may change later), checked:
+    parameter names as strings, scalar values. The backend names are the registry's to check
+    (:func:`topoopt_ilp.solvers.registry.check_native_backends`): this module sits below it."""
     if not isinstance(given, Mapping):
         raise NativeOptionError(f"native_options must map backend names to parameter mappings, got {type(given).__name__}")
-    unknown = sorted(set(given) - set(BACKENDS), key=str)
-    if unknown:
-        raise NativeOptionError(f"native_options names unknown backend(s) {unknown}; known: {sorted(BACKENDS)}")
     out: dict[str, dict[str, NativeValue]] = {}
     for backend, params in given.items():
         if not isinstance(backend, str) or not isinstance(params, Mapping):

@@ -38,10 +38,10 @@ import importlib.util
 import time
 from dataclasses import dataclass
 
-from topoopt_ilp.solvers.errors import BackendCapabilityError, BackendUnavailableError, UnknownBackendError
+from topoopt_ilp.solvers.errors import BackendCapabilityError, BackendUnavailableError, NativeOptionError, UnknownBackendError
 from topoopt_ilp.solvers.model import LinearModel
 from topoopt_ilp.solvers.options import DEFAULT_ABS_GAP, DEFAULT_REL_GAP, SolveOptions
-from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus, finish
+from topoopt_ilp.solvers.result import SolveResult, SolveStatus, finish
 
 __all__ = [
     "Capability",
@@ -52,7 +52,7 @@ __all__ = [
     "get_backend",
     "backends_supporting",
     "solve",
-    "complete",
+    "check_native_backends",
 ]
 
 
@@ -125,6 +125,7 @@ class BackendInfo:
         BackendCapabilityError
             A requested feature is not in :attr:`capabilities`.
         """
+        check_native_backends(options.native_options)
         if not self.is_available():
             raise BackendUnavailableError(
                 f"backend {self.name!r} needs the Python package {self.package!r}: pip install {self.pip_name}"
@@ -267,35 +268,12 @@ def solve(
     return get_backend(backend).solve(model, options, **kwargs)
 
 
-def complete(
-    backend: str, model: LinearModel, options: SolveOptions, deadline: float | None, raw: RawOutcome
-) -> SolveResult:
-    """Turn an adapter's :class:`RawOutcome` into a :class:`SolveResult` the same way for every backend.
+def check_native_backends(native_options: object) -> None:
+    """Raise :class:`NativeOptionError` when ``native_options`` names a backend the registry does not know.
 
-    A solver's "infeasible or unbounded" is settled by solving the zero-objective problem with
-    the same backend: feasible then means unbounded (the solver proved one of the two),
-    infeasible means infeasible; if that second solve cannot decide (limit), the status is
-    ``no_solution`` with a message saying so. Everything else goes through :func:`finish`.
+    One call may carry settings for several backends (only the running one's are read), so every
+    name is checked, not just the one that solves.
     """
-    if raw.status != INFEASIBLE_OR_UNBOUNDED:
-        return finish(
-            model, options, status=SolveStatus(raw.status), backend=backend, wall_time_s=raw.wall_time_s,
-            values=raw.values, bound=raw.bound, solver_version=raw.solver_version, log=raw.log, message=raw.message,
-        )
-    info = get_backend(backend)
-    t0 = time.monotonic()
-    second_opts = dataclasses.replace(options, warm_start=None, node_limit=None, isolate=False)
-    fn = getattr(importlib.import_module(info.module_path), info.function)
-    feas = fn(model.with_objective(None), second_opts, deadline=deadline)
-    base = "solver reported infeasible-or-unbounded; the zero-objective problem is "
-    if feas.status is SolveStatus.INFEASIBLE:
-        status, note = SolveStatus.INFEASIBLE, base + "infeasible"
-    elif feas.has_solution:
-        status, note = SolveStatus.UNBOUNDED, base + "feasible, so the model is unbounded"
-    else:
-        status, note = SolveStatus.NO_SOLUTION, base + f"undecided ({feas.status.value}: {feas.message})"
-    logs = [t for t in (raw.log, feas.log) if t]
-    return finish(
-        model, options, status=status, backend=backend, wall_time_s=raw.wall_time_s + time.monotonic() - t0,
-        solver_version=raw.solver_version or feas.solver_version, log="\n".join(logs) if logs else None, message=note,
-    )
+    unknown = sorted(set(native_options or {}) - set(BACKENDS), key=str)
+    if unknown:
+        raise NativeOptionError(f"native_options names unknown backend(s) {unknown}; known: {sorted(BACKENDS)}")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,10 +14,10 @@ import numpy as np
 from topoopt_ilp.solvers.model import LinearModel, Sense
 from topoopt_ilp.solvers.options import SolveOptions
 
-__all__ = ["SolveStatus", "SolveResult", "RawOutcome", "INFEASIBLE_OR_UNBOUNDED", "relative_gap", "finish"]
+__all__ = ["SolveStatus", "SolveResult", "RawOutcome", "INFEASIBLE_OR_UNBOUNDED", "relative_gap", "finish", "complete"]
 
 #: Raw status of a solver that proved "infeasible or unbounded" without saying which
-#: (settled by :func:`topoopt_ilp.solvers.registry.complete`, never shown to users).
+#: (settled by :func:`complete`, never shown to users).
 INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
 
 
@@ -183,4 +186,38 @@ def finish(
         solver_version=solver_version,
         log=log if options.log else None,
         message="; ".join(notes),
+    )
+
+
+def complete(
+    backend: str, model: LinearModel, options: SolveOptions, deadline: float | None, raw: RawOutcome,
+    solve_again: Callable[..., SolveResult],
+) -> SolveResult:
+    """Turn an adapter's :class:`RawOutcome` into a :class:`SolveResult` the same way for every backend.
+
+    A solver's "infeasible or unbounded" is settled by solving the zero-objective problem with
+    the same backend (``solve_again``, the adapter's own solve function, called as
+    ``solve_again(model, options, deadline=deadline)``): feasible then means unbounded (the solver proved one of the two),
+    infeasible means infeasible; if that second solve cannot decide (limit), the status is
+    ``no_solution`` with a message saying so. Everything else goes through :func:`finish`.
+    """
+    if raw.status != INFEASIBLE_OR_UNBOUNDED:
+        return finish(
+            model, options, status=SolveStatus(raw.status), backend=backend, wall_time_s=raw.wall_time_s,
+            values=raw.values, bound=raw.bound, solver_version=raw.solver_version, log=raw.log, message=raw.message,
+        )
+    t0 = time.monotonic()
+    second_opts = dataclasses.replace(options, warm_start=None, node_limit=None, isolate=False)
+    feas = solve_again(model.with_objective(None), second_opts, deadline=deadline)
+    base = "solver reported infeasible-or-unbounded; the zero-objective problem is "
+    if feas.status is SolveStatus.INFEASIBLE:
+        status, note = SolveStatus.INFEASIBLE, base + "infeasible"
+    elif feas.has_solution:
+        status, note = SolveStatus.UNBOUNDED, base + "feasible, so the model is unbounded"
+    else:
+        status, note = SolveStatus.NO_SOLUTION, base + f"undecided ({feas.status.value}: {feas.message})"
+    logs = [t for t in (raw.log, feas.log) if t]
+    return finish(
+        model, options, status=status, backend=backend, wall_time_s=raw.wall_time_s + time.monotonic() - t0,
+        solver_version=raw.solver_version or feas.solver_version, log="\n".join(logs) if logs else None, message=note,
     )

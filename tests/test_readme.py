@@ -28,11 +28,11 @@ def test_readme_python_blocks_run(capsys):
 def test_readme_instance_example_is_valid():
     import json
 
-    from topoopt_ilp.files import io
+    from topoopt_ilp import files
 
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
     assert blocks
     for block in blocks:
-        inst = io.parse_instance(json.loads(block))
+        inst = files.parse_instance(json.loads(block))
         assert inst.fixed_topology_matrix().sum(axis=1).tolist() == [inst.d] * inst.n

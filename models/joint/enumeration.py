@@ -67,15 +67,15 @@ import numpy as np
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.core.strategy import Strategy, _unit_servers, strategy_demand, strategy_to_demand, strategy_to_dict, validate_strategy
-from topoopt_ilp.core.workload import _MEM_RTOL
+from topoopt_ilp.core.strategy import Strategy, unit_servers, strategy_demand, strategy_to_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.core.workload import MEMORY_RTOL
 
 from topoopt_ilp.models.common import ExactOptions, export_model, run_model, solution_status
 from topoopt_ilp.models.joint.cycle_cuts import CycleCutBound
 from topoopt_ilp.models.joint.cycle_cuts import applies as cycle_cuts_apply
-from topoopt_ilp.models.joint.milp import ALL_RINGS_UP_TO, TIME_UNIT_S, Incumbent, _start_solution, build_joint, check_request, decode_point, fix_strategy, formula_upper_bound
+from topoopt_ilp.models.joint.milp import ALL_RINGS_UP_TO, TIME_UNIT_S, Incumbent, start_solution, build_joint, check_request, decode_point, fix_strategy, formula_upper_bound
 from topoopt_ilp.models.placement.data import critical_path, layer_options, objective_of, path_entries, path_floors
-from topoopt_ilp.models.placement.local_search import _block_classes
+from topoopt_ilp.models.placement.scoring import block_classes
 from topoopt_ilp.models.joint.symmetry import strategy_symmetries
 from topoopt_ilp.models.topology.milp import moore_layer_hops
 
@@ -127,14 +127,14 @@ class _Search:
         self.n, self.d, self.L, self.nb = n, inst.cluster.degree, len(w.layers), len(w.blocks)
         self.B, self.alpha = inst.cluster.link_bytes_per_s, inst.cluster.hop_latency_s
         self.directed = inst.cluster.directed
-        self.cap = float(w.server_memory_bytes) * (1 + _MEM_RTOL)
+        self.cap = float(w.server_memory_bytes) * (1 + MEMORY_RTOL)
         self.by_layer = [np.flatnonzero(self.opt_layer == i) for i in range(self.L)]
         self.time = np.array([w.layer_time(int(i), int(k)) for i, k in zip(self.opt_layer, self.opt_k)])
         self.mem = np.array([w.layers[int(i)].replica_memory(int(k)) for i, k in zip(self.opt_layer, self.opt_k)])
         param = np.array([float(w.layers[int(i)].param_bytes) for i in self.opt_layer])
         self.ring = np.where(self.opt_k >= 2, 2.0 * (self.opt_k - 1) / self.opt_k * param, 0.0)
         self.members = [np.arange(int(s), n, n // int(k)) for k, s in zip(self.opt_k, self.opt_s)]
-        self.units = [_unit_servers(n, int(k), int(s)) for k, s in zip(self.opt_k, self.opt_s)]
+        self.units = [unit_servers(n, int(k), int(s)) for k, s in zip(self.opt_k, self.opt_s)]
         # least total compute each layer (block) still to place adds, summed over what follows
         least = [min(self.time[o] * self.opt_k[o] for o in self.by_layer[i]) for i in range(self.L)]
         least += [float(b.compute_s) for b in w.blocks]
@@ -150,7 +150,7 @@ class _Search:
             self.opt_ring_cross = np.stack([r * self.cuts.group_split(m) for r, m in zip(self.ring, self.members)]) \
                 if len(self.ring) else np.zeros((0, 1 << n))
         self.block_class = {}
-        self.block_classes = _block_classes(w)
+        self.block_classes = block_classes(w)
         for cls in self.block_classes:
             for prev, j in zip(cls, cls[1:]):
                 self.block_class[j] = prev  # identical blocks take non-decreasing servers
@@ -432,7 +432,7 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
     """Pass 1 on one leaf (updates it in place)."""
     from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
 
-    from topoopt_ilp.models.topology.milp import STRONG_TUNING, _to_solution, _topology, build_topology_routing
+    from topoopt_ilp.models.topology.milp import STRONG_TUNING, to_solution, decoded_topology, build_topology_routing
 
     w, c = instance.workload, instance.cluster
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
@@ -454,8 +454,8 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
             leaf.settled = True
             return
         if result.values is not None and solution_status(result) in ("optimal", "feasible"):
-            X = _topology(tm, result.values)
-            leaf.traffic, leaf.bandwidth = traffic, _to_solution(traffic, tm, result, result.wall_time_s)
+            X = decoded_topology(tm, result.values)
+            leaf.traffic, leaf.bandwidth = traffic, to_solution(traffic, tm, result, result.wall_time_s)
     jm = _leaf_model(instance, leaf.compute, best)
     fixed = fix_strategy(jm, leaf.strategy, X) if X is not None else fix_strategy(jm, leaf.strategy)
     if fixed is None:
@@ -474,7 +474,7 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
 def _latency_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, deadline: float | None, counts: dict) -> None:
     """Pass 2 on one open leaf whose pass 1 found a design: the hop-limited models settle its comm
     time (updates it in place)."""
-    from topoopt_ilp.models.topology.milp import optimise_latency
+    from topoopt_ilp.models.topology.solve import optimise_latency
 
     counts["latency_leaf_models"] += 1
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
@@ -543,7 +543,7 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
     if limit is not None and limit <= 0:
         return Solution(status="no_solution", method="exact", topology=None, backend=options.backend,
                         wall_time_s=time.perf_counter() - started, details=details)
-    incumbent = _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit), incumbent)
+    incumbent = start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit), incumbent)
     best = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
     details["start_method"] = incumbent.method if incumbent is not None else None
     details["start_objective_s"] = best if incumbent is not None else None

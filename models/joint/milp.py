@@ -37,14 +37,14 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.solvers import LinearModel, ModelBuilder
-from topoopt_ilp.core.strategy import Strategy, _unit_servers, strategy_to_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.core.strategy import Strategy, unit_servers, strategy_to_demand, strategy_to_dict, validate_strategy
 from topoopt_ilp.core.traffic import traffic_matrix
-from topoopt_ilp.core.workload import _MEM_RTOL, Workload, coset
+from topoopt_ilp.core.workload import MEMORY_RTOL, Workload, coset
 
 from topoopt_ilp.models.common import ExactOptions, check_backend, check_start, run_model, solution_status
 from topoopt_ilp.models.flow_decomposition import decompose_layered_flow, layered_arcs, paths_on_links
 from topoopt_ilp.models.placement.data import layer_options, path_rows
-from topoopt_ilp.models.topology.milp import ALL_RINGS_UP_TO, _arcs, _degree_rows, _edges  # one ring-space threshold for every model
+from topoopt_ilp.models.topology.milp import ALL_RINGS_UP_TO, arc_index, degree_rows, edge_index  # one ring-space threshold for every model
 
 __all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "decode_point", "fix_strategy",
            "solve_joint", "joint_size"]
@@ -269,7 +269,7 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
         b.add_constraints(rows, cols, vals, ub=ubs * us, count=len(ubs), name="path")
     capm = float(w.server_memory_bytes)
     b.add_constraints(np.concatenate([vv, bv]), np.concatenate([a.index[oo], b_cols.ravel()]),
-                      np.concatenate([mem[oo] / capm, blk_mem[jj] / capm]), ub=1.0 + _MEM_RTOL, count=n, name="memory")
+                      np.concatenate([mem[oo] / capm, blk_mem[jj] / capm]), ub=1.0 + MEMORY_RTOL, count=n, name="memory")
 
     # Demand terms: (pair row s*n+v, column, link-microseconds).
     d_row: list[np.ndarray] = []
@@ -316,10 +316,10 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     # Resharding between consecutive layers: transport products w.
     units = {}
 
-    def unit_servers(o: int) -> np.ndarray:
+    def option_servers(o: int) -> np.ndarray:
         key = (int(opt_k[o]), int(opt_s[o]))
         if key not in units:
-            units[key] = _unit_servers(n, *key)
+            units[key] = unit_servers(n, *key)
         return units[key]
 
     n_pairs = 0
@@ -346,7 +346,7 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
         for r, (col, o1, o2) in enumerate(zip(wv.index, P1, P2)):
             out = ar_out[o1] + ar_out[o2]  # ring sends of both layers; a ring carries as much in as out
             if (opt_k[o1], opt_s[o1]) != (opt_k[o2], opt_s[o2]):
-                src, dst = unit_servers(o1), unit_servers(o2)
+                src, dst = option_servers(o1), option_servers(o2)
                 add_pattern(int(col), np.concatenate([src, dst]), np.concatenate([dst, src]), act / n)
                 moved = src != dst  # resharding is symmetric: each server sends what it receives
                 out = out + np.bincount(src[moved], minlength=n) * (act / n) + np.bincount(dst[moved], minlength=n) * (act / n)
@@ -376,18 +376,18 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
                           np.concatenate([np.ones(qc.size), -np.ones(qc.size)]), ub=0.0, count=qc.size, name=f"lookup_le_a{cns}")
         for v in range(n):
             for oi, o in enumerate(Oc):
-                dst = unit_servers(int(o))
+                dst = option_servers(int(o))
                 src = np.full(n, v)
                 add_pattern(int(qc[v, oi]), np.concatenate([src, dst]), np.concatenate([dst, src]), lam / n)
 
     # ---- topology ------------------------------------------------------------------------------
-    tail, head = _arcs(n)
-    edges, arc_edge = _edges(n, c.directed, tail, head)
+    tail, head = arc_index(n)
+    edges, arc_edge = edge_index(n, c.directed, tail, head)
     E = len(edges)
     mult = d if c.multi_links else 1
     bits = max(1, int(mult).bit_length())
     x = b.add_variables(E, lb=0, ub=mult, kind="integer", name="x")
-    _degree_rows(b, x, edges, n, d, c.directed, c.regular)
+    degree_rows(b, x, edges, n, d, c.directed, c.regular)
     z = b.add_variables((E, bits), kind="binary", name="z")
     zc = z.index.reshape(E, bits)
     pw = 2.0 ** np.arange(bits)
@@ -632,7 +632,7 @@ def heuristic_incumbent(instance: Instance, options: ExactOptions, budget_s: flo
         return None
 
 
-def _start_solution(instance: Instance, options: ExactOptions, budget_s: float | None,
+def start_solution(instance: Instance, options: ExactOptions, budget_s: float | None,
                     incumbent: Incumbent | None = None) -> Solution | None:
     """The incumbent: a solution file, or ``incumbent(instance, options, budget_s)`` (the method layer
     passes the alternating decomposition, which starts from TopoOpt's heuristic for the data-parallel
@@ -644,7 +644,7 @@ def _start_solution(instance: Instance, options: ExactOptions, budget_s: float |
         import os
 
         from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
-        from topoopt_ilp.files.io import load_solution
+        from topoopt_ilp.files import load_solution
 
         if not os.path.exists(choice):
             raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
@@ -704,7 +704,7 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
     # The start gets a fifth of the time limit (at most a minute); the MILP the rest.
     from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
 
-    incumbent = start if start is not None else _start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit),
+    incumbent = start if start is not None else start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit),
                                                                      incumbent)
     ub = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
     if limit is not None:

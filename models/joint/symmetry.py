@@ -7,7 +7,7 @@ strategy space* when for every layer option (k, s) there is an option (k, s') of
 
     pi(a_{k,s}(t)) = a_{k,s'}(pi(t))   for every batch unit t,                                (1)
 
-a_{k,s}(t) being the server of unit t (:func:`topoopt_ilp.core.strategy._unit_servers`). Then the strategy
+a_{k,s}(t) being the server of unit t (:func:`topoopt_ilp.core.strategy.unit_servers`). Then the strategy
 pi(S) (every layer's option mapped by (1), every block on pi of its server) has
 
 * resharding i -> i+1: sum_t [a_i(t) -> a_{i+1}(t)] mapped by pi is sum_t [a'_i(pi t) -> a'_{i+1}(pi t)],
@@ -50,7 +50,7 @@ import itertools
 
 import numpy as np
 
-from topoopt_ilp.core.strategy import _unit_servers
+from topoopt_ilp.core.strategy import unit_servers
 
 __all__ = ["MAX_SERVERS", "strategy_symmetries"]
 
@@ -83,10 +83,10 @@ def strategy_symmetries(n: int, opt_layer: np.ndarray, opt_k: np.ndarray, opt_s:
     keep = np.ones(len(perms), dtype=bool)
     rows = np.arange(len(perms))[:, None]
     for o in range(n_opt):
-        units = _unit_servers(n, int(opt_k[o]), int(opt_s[o]))
+        units = unit_servers(n, int(opt_k[o]), int(opt_s[o]))
         conjugated = perms[rows, units[inverse]]  # pi(a(pi^-1(u))) for every unit u
         same_kind = np.flatnonzero((opt_layer == opt_layer[o]) & (opt_k == opt_k[o]))
-        codes = np.array([_unit_servers(n, int(opt_k[q]), int(opt_s[q])) @ weights for q in same_kind])
+        codes = np.array([unit_servers(n, int(opt_k[q]), int(opt_s[q])) @ weights for q in same_kind])
         found = conjugated @ weights
         match = found[:, None] == codes[None, :]
         keep &= match.any(axis=1)

@@ -36,7 +36,7 @@ from topoopt_ilp.core.strategy import Strategy
 
 from topoopt_ilp.models.common import ExactOptions, run_model, solution_status
 from topoopt_ilp.models.placement.data import TIME_UNIT_S, set_objective_of
-from topoopt_ilp.models.placement.local_search import _block_classes, _LocalSearch  # placement_search imports this module lazily
+from topoopt_ilp.models.placement.scoring import StrategyScorer, block_classes
 
 __all__ = ["BLOCK_GAP", "MIN_POLISH_S", "BlockResult", "place_blocks_exactly", "polish_blocks"]
 
@@ -58,13 +58,13 @@ class BlockResult:
     nonzeros: int
 
 
-def place_blocks_exactly(ls: _LocalSearch, strategy: Strategy, options: ExactOptions) -> BlockResult:
+def place_blocks_exactly(ls: StrategyScorer, strategy: Strategy, options: ExactOptions) -> BlockResult:
     """Re-place ``strategy``'s blocks optimally for its layers (module docstring) on ``ls``'s
     topology; ``ls``'s state is left at ``strategy``. ``options`` gives the backend, time limit and
     gap (None: :data:`BLOCK_GAP`); the strategy's own blocks are the warm start."""
     w, n, unit = ls.w, ls.n, TIME_UNIT_S
     ls.load_state(strategy)
-    classes = _block_classes(w)
+    classes = block_classes(w)
     if not classes:
         return BlockResult(None, None, None, "infeasible", 0)
     # the layers' part: the state without its blocks
@@ -158,7 +158,7 @@ def place_blocks_exactly(ls: _LocalSearch, strategy: Strategy, options: ExactOpt
 MIN_POLISH_S = 0.5
 
 
-def polish_blocks(ls: _LocalSearch, current_s: float, deadline: float, max_nodes: int | None = None) -> float | None:
+def polish_blocks(ls: StrategyScorer, current_s: float, deadline: float, max_nodes: int | None = None) -> float | None:
     """The local search's exact block move: ``ls`` is at a strategy scoring ``current_s``; when the
     block MILP (HiGHS, until ``deadline``, a ``time.perf_counter()``, and at most ``max_nodes``
     branch-and-bound nodes when given: a limit that, unlike the time, is the same on every machine)

@@ -35,7 +35,7 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.solvers.highs import new_highs
 
 from topoopt_ilp.models.placement.data import RoutingFractions, objective_of, path_entries, path_floors
-from topoopt_ilp.models.placement.local_search import _LocalSearch
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 
 __all__ = ["MAX_CHAIN_TYPES", "PACKING_LEVELS", "RUN_PAIR_LAYERS", "arc_classes", "chain_bound", "packing_weights"]
 
@@ -75,7 +75,7 @@ def packing_weights(lt: np.ndarray, type_k: np.ndarray, X: float, levels: np.nda
                     np.asarray(type_k, dtype=float)[None, None, :], 0.0)
 
 
-def _is_circulant(rf: RoutingFractions) -> bool:
+def is_circulant(rf: RoutingFractions) -> bool:
     """Is the capacity matrix invariant under the rotation s -> s + 1 (X[i, j] = X[0, j - i])?"""
     n = rf.n
     C = np.zeros((n, n))
@@ -183,7 +183,7 @@ def _is_circulant(rf: RoutingFractions) -> bool:
 class _ChainData:
     """Per-type and per-pair data of the chain bound (see the comment block above)."""
 
-    def __init__(self, instance: Instance, rf: RoutingFractions, ls: _LocalSearch, classes: np.ndarray,
+    def __init__(self, instance: Instance, rf: RoutingFractions, ls: StrategyScorer, classes: np.ndarray,
                  run_pair_layers: int = RUN_PAIR_LAYERS) -> None:
         w, n = instance.workload, instance.n
         self.L = L = len(w.layers)
@@ -208,7 +208,7 @@ class _ChainData:
                  for i in range(L - 1)]
         keys = sorted({(P, ls.param[i + 1], ls.act[i]) for i in range(L - 1) for P in run_p[i]})
         any_act = any(key[2] > 0 for key in keys)
-        base = np.flatnonzero(ls.type_s == 0) if _is_circulant(rf) else np.arange(NT)
+        base = np.flatnonzero(ls.type_s == 0) if is_circulant(rf) else np.arange(NT)
         ar32, inv32 = ls.ar.astype(np.float32), arc_inv.astype(np.float32)
         rs_rows = np.zeros((len(base), NT, K))
         bw_first = {key: np.zeros((len(base), NT)) for key in keys}
@@ -384,7 +384,7 @@ class _ChainData:
         return value, vec / self.capc
 
 
-def chain_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch | None = None, *,
+def chain_bound(instance: Instance, rf: RoutingFractions, ls: StrategyScorer | None = None, *,
                 upper: float | None = None, time_limit_s: float = 30.0, kelley_iters: int = 25,
                 run_pair_layers: int = RUN_PAIR_LAYERS) -> tuple[float, dict]:
     """Seconds; a lower bound on the iteration time (or comm time) of every strategy on ``rf``'s
@@ -393,7 +393,7 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: _LocalSearch | Non
     the precomputation included (which is not interrupted: it took 0.3 s at dlrm-128-d8); the bound
     stays valid when it runs out."""
     started = time.perf_counter()
-    ls = ls or _LocalSearch(instance, rf)
+    ls = ls or StrategyScorer(instance, rf)
     if len(ls.type_k) > MAX_CHAIN_TYPES:
         return 0.0, {"chain_bound_skipped": f"{len(ls.type_k)} (k, s) types, more than {MAX_CHAIN_TYPES}: the "
                                             f"(types x types) tables would not fit"}

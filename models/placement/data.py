@@ -23,7 +23,7 @@ from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.instance import AllReduceGroup, Instance
 from topoopt_ilp.core.routes import RingSet, Routing
 from topoopt_ilp.core.strategy import Strategy, strategy_demand
-from topoopt_ilp.core.workload import _MEM_RTOL, Workload
+from topoopt_ilp.core.workload import MEMORY_RTOL, Workload
 
 __all__ = ["RING_POLICIES", "TIME_UNIT_S", "RoutingFractions", "check_ring_policy", "critical_path", "layer_options", "objective_of", "path_entries",
            "path_floors", "path_rows", "placement_routing", "ring_pairs", "ring_strides", "shortest_path_fractions",
@@ -139,7 +139,7 @@ def placement_routing(rf: RoutingFractions, groups: Sequence[AllReduceGroup]) ->
     return Routing(rings=RingSet.from_lists(rings) if rings else RingSet.empty())
 
 
-def _pattern_loads(rf: RoutingFractions, pid: np.ndarray, src: np.ndarray, dst: np.ndarray, val: np.ndarray,
+def pattern_loads(rf: RoutingFractions, pid: np.ndarray, src: np.ndarray, dst: np.ndarray, val: np.ndarray,
                    count: int) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
     """Arc loads (bytes) and hop counts of ``count`` traffic patterns given as COO triplets.
 
@@ -282,7 +282,7 @@ def layer_options(w: Workload, n: int, starts: Callable[[int], np.ndarray] | Non
     ol, ok, os_ = [], [], []
     for i, layer in enumerate(w.layers):
         for k in sorted(layer.configs):
-            if layer.replica_memory(k) > cap * (1 + _MEM_RTOL):
+            if layer.replica_memory(k) > cap * (1 + MEMORY_RTOL):
                 continue  # can never fit on a server (exact)
             st = np.arange(n // k) if starts is None else np.asarray(starts(k), dtype=np.int64)
             ol.append(np.full(st.size, i)), ok.append(np.full(st.size, k)), os_.append(st)

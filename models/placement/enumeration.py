@@ -19,8 +19,8 @@ import numpy as np
 
 from topoopt_ilp.core.strategy import Strategy
 
-from topoopt_ilp.models.placement.data import _pattern_loads, path_entries, path_floors
-from topoopt_ilp.models.placement.local_search import _block_classes, _LocalSearch
+from topoopt_ilp.models.placement.data import pattern_loads, path_entries, path_floors
+from topoopt_ilp.models.placement.scoring import StrategyScorer, block_classes
 
 __all__ = ["MAX_STATES", "MAX_WORK", "MAX_TABLE_ENTRIES", "EnumerationResult", "enumerate_placement", "fits"]
 
@@ -57,7 +57,7 @@ class EnumerationResult:
 # ------------------------------------------------------------------------------------------------
 # The search
 #
-# Data (from _LocalSearch, per option type t = (k, s)): cov_t the servers of the coset, AR_t the arc
+# Data (from StrategyScorer, per option type t = (k, s)): cov_t the servers of the coset, AR_t the arc
 #   busy time of one parameter byte's ring, RS_{t,t'} of one activation byte resharded between t
 #   and t', LK_t[v] of one lookup byte between server v and t's replicas, and the longest path of
 #   each pattern; lt[i, t] layer i's time on t (inf when k is no config of i or the replica cannot
@@ -90,7 +90,7 @@ class _GaveUp(Exception):
     """A level outgrew the state or work budget, or the deadline passed."""
 
 
-def fits(ls: _LocalSearch) -> bool:
+def fits(ls: StrategyScorer) -> bool:
     """Whether the search's tables for ``ls``'s workload and topology stay within :data:`MAX_TABLE_ENTRIES`."""
     nt, arcs = len(ls.type_k), len(ls.rf.tail)
     return nt * nt * arcs + nt * ls.n * arcs <= MAX_TABLE_ENTRIES
@@ -99,7 +99,7 @@ def fits(ls: _LocalSearch) -> bool:
 class _Tables:
     """The search's view of the workload on one topology, arc loads as busy times (seconds)."""
 
-    def __init__(self, ls: _LocalSearch) -> None:
+    def __init__(self, ls: StrategyScorer) -> None:
         self.ls = ls
         n, NT = ls.n, len(ls.type_k)
         self.n, self.NT, self.A = n, NT, len(ls.rf.tail)
@@ -121,7 +121,7 @@ class _Tables:
         blk_total = float(ls.blk_comp.sum())
         # least compute still to come after layer i (index i + 1 = layers done) and after block j
         self.rest_layers = np.concatenate([np.cumsum(work[::-1])[::-1], [0.0]]) + blk_total
-        classes = _block_classes(w)
+        classes = block_classes(w)
         self.block_order = [j for cls in classes for j in cls]
         first = {cls[0] for cls in classes}
         self.block_first = [j in first for j in self.block_order]
@@ -140,7 +140,7 @@ class _Tables:
         """Arc busy times (shape + (A,)) and hops (shape) of patterns sending 1/n both ways per triplet."""
         both = lambda x, y: np.concatenate([x, y])  # noqa: E731
         val = np.full(2 * pid.size, 1.0 / self.n)
-        loads, hops, _ = _pattern_loads(self.ls.rf, both(pid, pid), both(src, dst), both(dst, src), val,
+        loads, hops, _ = pattern_loads(self.ls.rf, both(pid, pid), both(src, dst), both(dst, src), val,
                                         shape[0] * shape[1])
         return (loads.toarray() * self.ls.arc_inv).reshape(*shape, -1), hops.reshape(shape)
 
@@ -309,7 +309,7 @@ def _run(tb: _Tables, cutoff: float, scale: float, max_states: int, budget: _Bud
     return st, sizes, least
 
 
-def enumerate_placement(ls: _LocalSearch, lower: float, upper: float, *, max_states: int = MAX_STATES,
+def enumerate_placement(ls: StrategyScorer, lower: float, upper: float, *, max_states: int = MAX_STATES,
                         max_work: float = MAX_WORK, deadline: float | None = None) -> tuple[str, EnumerationResult | None]:
     """The optimal strategy on ``ls``'s topology, by the search of the comment block with rising cutoffs.
 

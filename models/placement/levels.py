@@ -26,7 +26,7 @@ import numpy as np
 
 from topoopt_ilp.core.strategy import Strategy
 
-from topoopt_ilp.models.placement.local_search import _LocalSearch
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 
 __all__ = ["MAX_LEVELS", "MAX_TABLE_ENTRIES", "LevelResult", "level_search", "level_unit", "not_levelled"]
 
@@ -78,7 +78,7 @@ def level_unit(times: np.ndarray) -> float | None:
 # ------------------------------------------------------------------------------------------------
 # The search
 #
-# Data (from _LocalSearch, per type t = (k, s)): cov_t its servers, lt[i, t] = units[i, t] u layer i's
+# Data (from StrategyScorer, per type t = (k, s)): cov_t its servers, lt[i, t] = units[i, t] u layer i's
 #   time there (inf: not allowed), rep_mem[i, t]; AR_t the arc busy time of one parameter byte's
 #   rings and RS(t, t') of one activation byte resharded between t and t' (the evaluator's
 #   patterns, as the local search scores them), and their longest paths.
@@ -99,7 +99,7 @@ class _GaveUp(Exception):
     pass
 
 
-def not_levelled(ls: _LocalSearch) -> str | None:
+def not_levelled(ls: StrategyScorer) -> str | None:
     """Why the search cannot apply to ``ls``'s problem whatever the incumbent, or None (it may: the
     number of levels and usable types below the incumbent are checked by :func:`level_search`)."""
     if ls.w.blocks:
@@ -114,7 +114,7 @@ def not_levelled(ls: _LocalSearch) -> str | None:
     return None
 
 
-def level_search(ls: _LocalSearch, upper: float, gap: float, deadline: float | None) -> LevelResult:
+def level_search(ls: StrategyScorer, upper: float, gap: float, deadline: float | None) -> LevelResult:
     """The search of the comment block above from the incumbent value ``upper`` (seconds)."""
     n = ls.n
     if (reason := not_levelled(ls)) is not None:

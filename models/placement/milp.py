@@ -46,15 +46,16 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
 from topoopt_ilp.core.strategy import Strategy, data_parallel, degrees_at_most, server_memory, stage_strategies, strategy_demand, strategy_to_dict, validate_strategy
-from topoopt_ilp.core.workload import _MEM_RTOL, Workload, coset
+from topoopt_ilp.core.workload import MEMORY_RTOL, Workload, coset
 
 from topoopt_ilp.models.common import ExactOptions, check_backend, export_model, run_model, solution_status, time_left
 from topoopt_ilp.models.placement.bounds import chain_bound
 from topoopt_ilp.models.placement.enumeration import enumerate_placement
 from topoopt_ilp.models.placement.levels import level_search, not_levelled
 from topoopt_ilp.models.placement.enumeration import fits as enumeration_fits
-from topoopt_ilp.models.placement.data import RING_POLICIES, TIME_UNIT_S, RoutingFractions, _pattern_loads, layer_options, objective_of, path_rows, placement_routing, ring_pairs, shortest_path_fractions, strategy_times
-from topoopt_ilp.models.placement.local_search import _block_classes, _LocalSearch, improve_strategy, pipeline_starts, relaxation_bound
+from topoopt_ilp.models.placement.data import RING_POLICIES, TIME_UNIT_S, RoutingFractions, pattern_loads, layer_options, objective_of, path_rows, placement_routing, ring_pairs, shortest_path_fractions, strategy_times
+from topoopt_ilp.models.placement.scoring import StrategyScorer, block_classes
+from topoopt_ilp.models.placement.local_search import improve_strategy, pipeline_starts, relaxation_bound
 
 __all__ = [
     "MAX_PLACEMENT_NONZEROS",
@@ -136,7 +137,7 @@ def _starts(n: int, k: int, max_starts: int | None) -> np.ndarray:
 
 
 def _memory_feasible(w: Workload, n: int, st: Strategy) -> bool:
-    return bool((server_memory(w, n, st) <= float(w.server_memory_bytes) * (1 + _MEM_RTOL)).all())
+    return bool((server_memory(w, n, st) <= float(w.server_memory_bytes) * (1 + MEMORY_RTOL)).all())
 
 
 def _candidates(w: Workload, n: int, rf: RoutingFractions) -> list[Strategy]:
@@ -335,7 +336,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         a, b, share = ring_pairs(rf, coset(n, k, int(type_s[t])))
         pid.append(np.full(a.size, t)), src.append(a), dst.append(b), val.append(share * (2.0 * (k - 1) / k))
     cat = lambda parts, dt=np.int64: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
-    ar_type, ar_hop_type, _ = _pattern_loads(rf, cat(pid), cat(src), cat(dst), cat(val, np.float64), NT)
+    ar_type, ar_hop_type, _ = pattern_loads(rf, cat(pid), cat(src), cat(dst), cat(val, np.float64), NT)
     param = np.array([float(w.layers[int(i)].param_bytes) for i in opt_layer])
     has_ar = (opt_k >= 2) & (param > 0)
     ar_scale = np.where(has_ar, param, 0.0)
@@ -403,7 +404,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         pid = np.repeat(np.arange(P_), n)
         s_, d_ = unit_server[a1].ravel(), unit_server[a2].ravel()
         v_ = np.full(P_ * n, 1.0 / n)
-        loads, hops, _ = _pattern_loads(rf, np.concatenate([pid, pid]), np.concatenate([s_, d_]),
+        loads, hops, _ = pattern_loads(rf, np.concatenate([pid, pid]), np.concatenate([s_, d_]),
                                         np.concatenate([d_, s_]), np.concatenate([v_, v_]), P_)
         tp_loads_parts.append(loads), tp_hops_parts.append(hops)
     tp_loads = sp.vstack(tp_loads_parts, format="csr") if tp_loads_parts else sp.csr_array((0, A))
@@ -454,7 +455,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         s_ = np.repeat(V, n)
         d_ = unit_server[T_].ravel()
         v_ = np.full(P_ * n, 1.0 / n)
-        loads, hops, _ = _pattern_loads(rf, np.concatenate([pid, pid]), np.concatenate([s_, d_]),
+        loads, hops, _ = pattern_loads(rf, np.concatenate([pid, pid]), np.concatenate([s_, d_]),
                                         np.concatenate([d_, s_]), np.concatenate([v_, v_]), P_)
         q_c.append(np.full(P_, c)), q_v.append(V), q_o.append(O)
         q_load_parts.append(sp.csr_array(loads * lam[c])), q_hop.append(hops)
@@ -474,7 +475,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     a = bld.add_variables(NO, lb=0, ub=1, kind="binary", name="a")
     b_ub = np.ones((nb, n))
     for j, blk in enumerate(w.blocks):
-        if float(blk.bytes) > cap * (1 + _MEM_RTOL):
+        if float(blk.bytes) > cap * (1 + MEMORY_RTOL):
             b_ub[j] = 0.0
     bv = bld.add_variables((nb, n), lb=0, ub=b_ub.ravel(), kind="binary", name="b") if nb else None
     wv = bld.add_variables(NW, lb=0, ub=1, name="w")
@@ -529,7 +530,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         bld.add_constraints(rows, cols, vals, lb=-np.inf, ub=ubs * us, count=len(ubs), name="path")
     bld.add_constraints(np.concatenate([cov_v, bvv]), np.concatenate([a_cols[cov_o], b_cols.ravel()]),
                         np.concatenate([mem[cov_o] / cap, blk_m[bj] / cap]),
-                        lb=-np.inf, ub=1.0 + _MEM_RTOL, count=n, name="memory")
+                        lb=-np.inf, ub=1.0 + MEMORY_RTOL, count=n, name="memory")
     if NQ:
         qrow = {c: ci for ci, c in enumerate(consumers)}
         qr = np.array([qrow[int(c)] for c in q_c_a]) * n + q_v_a
@@ -645,7 +646,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     # Symmetry between identical blocks (exact: they are interchangeable).
     if nb > 1:
         rows, cols, vals, nrow = [], [], [], 0
-        for j, nxt in ((m[t], m[t + 1]) for m in _block_classes(w) for t in range(len(m) - 1)):
+        for j, nxt in ((m[t], m[t + 1]) for m in block_classes(w) for t in range(len(m) - 1)):
             rows += [np.full(n, nrow), np.full(n, nrow)]
             cols += [b_cols[j], b_cols[nxt]]
             vals += [np.arange(n, dtype=float), -np.arange(n, dtype=float)]
@@ -686,7 +687,7 @@ def _decode(pm: PlacementModel, values: np.ndarray, L: int) -> Strategy:
 def _canonical_blocks(w: Workload, st: Strategy) -> Strategy:
     """The same strategy with identical blocks' servers sorted, as the symmetry rows require."""
     servers = list(st.block_server)
-    for members in _block_classes(w):
+    for members in block_classes(w):
         for j, v in zip(members, sorted(servers[j] for j in members)):
             servers[j] = v
     return Strategy(st.layer_degree, st.layer_start, tuple(servers))
@@ -868,7 +869,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     if start is None and options.warm_start not in (None, "none", "heuristic"):
         import os
 
-        from topoopt_ilp.files.io import load_solution
+        from topoopt_ilp.files import load_solution
 
         if not os.path.exists(options.warm_start):
             raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {options.warm_start!r} is none of these")
@@ -910,7 +911,7 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         raise InputError("the start strategy is invalid: " + "; ".join(validate_strategy(w, n, start)[:3]))
     cands = [st for st in ([start] if start is not None else []) + _candidates(w, n, rf) if _memory_feasible(w, n, st)]
     incumbent, inc_time = None, None
-    ls = _LocalSearch(instance, rf)
+    ls = StrategyScorer(instance, rf)
     if cands:
         # Scored in order (the cheap candidates first, the pipeline starts, whose count grows with
         # n, last) until CANDIDATE_SCORING_SHARE of the time limit has passed; at least one.

@@ -58,9 +58,9 @@ from topoopt_ilp.solvers import ModelBuilder
 from topoopt_ilp.core.strategy import Strategy
 
 from topoopt_ilp.models.common import ExactOptions, run_model, solution_status
-from topoopt_ilp.models.placement.bounds import _is_circulant
+from topoopt_ilp.models.placement.bounds import is_circulant
 from topoopt_ilp.models.placement.data import TIME_UNIT_S, RoutingFractions, path_rows, set_objective_of
-from topoopt_ilp.models.placement.local_search import _block_classes, _LocalSearch
+from topoopt_ilp.models.placement.scoring import StrategyScorer, block_classes
 
 __all__ = ["SymmetricResult", "symmetric_periods", "symmetric_placement"]
 
@@ -83,9 +83,9 @@ def symmetric_periods(instance: Instance, rf: RoutingFractions) -> list[int]:
     """The periods p (divisors of n, p < n) for which the restriction exists: a circulant topology,
     every block class's count divisible by n / p, and every layer with a config k >= n / p."""
     w, n = instance.workload, instance.n
-    if not _is_circulant(rf):
+    if not is_circulant(rf):
         return []
-    counts = [len(c) for c in _block_classes(w)]
+    counts = [len(c) for c in block_classes(w)]
     out = []
     for p in range(1, n):
         if n % p or any(N % (n // p) for N in counts):
@@ -96,11 +96,11 @@ def symmetric_periods(instance: Instance, rf: RoutingFractions) -> list[int]:
 
 
 def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, options: ExactOptions,
-                        ls: _LocalSearch | None = None) -> SymmetricResult:
+                        ls: StrategyScorer | None = None) -> SymmetricResult:
     """Solve the placement problem over the period-invariant strategies (module docstring).
     ``period`` must be one of :func:`symmetric_periods`; ``options`` gives the backend, time limit
     and gap."""
-    ls = ls or _LocalSearch(instance, rf)
+    ls = ls or StrategyScorer(instance, rf)
     w, n = instance.workload, instance.n
     p = int(period)
     unit = TIME_UNIT_S
@@ -115,7 +115,7 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
     member = (np.arange(p)[None, :] - ls.type_s[types][:, None]) % g[types][:, None] == 0  # (T, p)
     reps = np.flatnonzero(rf.tail < p)  # representative arcs: one per orbit
     inv_cap = 1.0 / rf.cap[reps]
-    classes = _block_classes(w)
+    classes = block_classes(w)
     b = ModelBuilder(name="placement_symmetric")
     xi, xt = np.nonzero(allowed)
     x = b.add_variables(len(xi), kind="binary", name="x")

@@ -25,7 +25,7 @@ from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.solvers import BackendCapabilityError, BackendUnavailableError, LinearModel, ModelBuilder, NativeOptionError, SolveResult, SolveStatus, UnknownBackendError
 from topoopt_ilp.solvers import solve as solver_solve
-from topoopt_ilp.solvers.options import NativeValue
+from topoopt_ilp.solvers import NativeValue
 
 from topoopt_ilp.models.common import ExactOptions, native_options, time_left
 from topoopt_ilp.models.topology.milp import moore_layer_hops, with_links_fixed
@@ -284,7 +284,7 @@ def search_hop_objective(instance: Instance) -> tuple[np.ndarray, float, bool, f
 def catalogue_applies(instance: Instance, mp: np.ndarray) -> str | None:
     """Why the catalogue search cannot be the exact method for ``instance`` (None: it can, if the
     classes outside the catalogue turn out not to beat its best; see :func:`uncovered_bounds`)."""
-    from topoopt_ilp.models.topology.milp import _uniform_demand
+    from topoopt_ilp.models.topology.milp import uniform_demand
 
     c = instance.cluster
     if c.directed:
@@ -292,7 +292,7 @@ def catalogue_applies(instance: Instance, mp: np.ndarray) -> str | None:
     if instance.objective not in ("throughput", "comm_time", "iteration_time", "aspl", "diameter"):
         return f"objective {instance.objective}"
     hop_objective = instance.objective in ("aspl", "diameter")  # these depend on the topology alone
-    if not hop_objective and (not _uniform_demand(instance, mp) or mp.max(initial=0.0) <= 0):
+    if not hop_objective and (not uniform_demand(instance, mp) or mp.max(initial=0.0) <= 0):
         return "the demand is not uniform all-to-all"
     if c.degree < 2 or c.servers < 3:
         return "fewer than 3 servers or degree below 2"

@@ -1074,7 +1074,7 @@ def _thr(load: np.ndarray, cm: CirculantModel) -> float:
 
 
 def _warm_start_from_file(cm: CirculantModel, path: str) -> tuple[np.ndarray | None, tuple[int, ...] | None]:
-    from topoopt_ilp.files.io import load_solution
+    from topoopt_ilp.files import load_solution
 
     sol = load_solution(path, directed=cm.directed)
     if sol.topology is None or sol.topology.jumps is None:

@@ -23,7 +23,7 @@ from topoopt_ilp.core.instance import Instance
 
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.topology.catalogue import flow_lp_lambda
-from topoopt_ilp.models.topology.milp import _uniform_demand, moore_layer_hops
+from topoopt_ilp.models.topology.milp import uniform_demand, moore_layer_hops
 
 __all__ = ["MAX_JUMP_SETS", "MooreSearch", "jump_sets", "moore_applies", "moore_floors", "search_moore_circulant"]
 
@@ -91,7 +91,7 @@ def moore_applies(instance: Instance, mp: np.ndarray) -> str | None:
         return "undirected links"
     if instance.objective not in ("throughput", "comm_time", "iteration_time", "aspl", "diameter"):
         return f"objective {instance.objective}"
-    if instance.objective not in ("aspl", "diameter") and (not _uniform_demand(instance, mp) or mp.max(initial=0.0) <= 0):
+    if instance.objective not in ("aspl", "diameter") and (not uniform_demand(instance, mp) or mp.max(initial=0.0) <= 0):
         return "the demand is not uniform all-to-all"
     if c.servers < 3 or c.degree < 1:
         return "fewer than 3 servers or degree below 1"

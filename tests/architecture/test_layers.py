@@ -1,104 +1,277 @@
-"""Design §2: imports flow one way. ``solvers`` knows nothing of the domain; ``models`` use the core
-types and the ``solvers`` interface, never the method layer (``topoopt_ilp.methods``,
-``topoopt_ilp.methods.alternating``) nor the CLI - the method layer hands the models what they need as
-parameters. Every import counts, module-level or inside a function."""
+"""Imports run one way (docs/architecture.md): a layer table, no cycle between modules, no import of
+another module's private names, and the models reach the solvers through ``topoopt_ilp.solvers``
+except where a declared reason says otherwise. Every import counts, module-level or inside a
+function, so a function-level import cannot hide a cycle."""
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
-#: What each package is installed as (setuptools ``package-dir``): ``from . import x`` in models/
-#: means ``topoopt_ilp.models.x``.
-PACKAGES = {"models": "topoopt_ilp.models", "solvers": "topoopt_ilp.solvers"}
+#: Source folder -> the package it is installed as (setuptools ``package-dir``).
+PACKAGES = {"topoopt_ilp": "topoopt_ilp", "models": "topoopt_ilp.models", "solvers": "topoopt_ilp.solvers"}
+
+#: Module prefix -> layer (the longest matching prefix wins). An import goes to the same layer or a
+#: lower one.
+LAYERS = {
+    "topoopt_ilp.errors": 0,
+    "topoopt_ilp.solvers": 0,
+    "topoopt_ilp.core": 1,
+    "topoopt_ilp.files": 2,
+    "topoopt_ilp.evaluation": 2,
+    "topoopt_ilp.heuristic": 2,
+    "topoopt_ilp.libra": 2,
+    "topoopt_ilp.schedule": 2,
+    "topoopt_ilp.models": 3,
+    "topoopt_ilp.methods": 4,
+    "topoopt_ilp.experiments": 5,
+    "topoopt_ilp.draw": 5,
+    "topoopt_ilp.cli": 5,
+    "topoopt_ilp": 5,  # the public facade (topoopt_ilp/__init__.py)
+    "topoopt_ilp.__main__": 6,
+}
+
+#: Inside layer 2 the packages stay independent of one another; only the file readers are shared.
+#: (The evaluator and verifier in particular share no code with the heuristic.)
+LAYER_2_SHARED = ("topoopt_ilp.files",)
+
+#: Models that call a solver library directly, with the reason. Every other model reaches the
+#: solvers through ``topoopt_ilp.solvers`` (the capability table and the guard speak for its solves).
+SOLVER_BYPASS = {
+    "topoopt_ilp.models.reroute": "column generation: adds columns to one HiGHS LP and re-solves it warm",
+    "topoopt_ilp.models.placement.bounds": "cutting planes: adds rows to one HiGHS LP and re-solves it warm",
+    "topoopt_ilp.models.schedule": "CP-SAT interval variables and no-overlap constraints, which LinearModel has not",
+}
+SOLVER_LIBRARIES = ("highspy", "ortools", "pulp")
 
 
-def _imports(path: Path, package: str) -> list[tuple[int, str]]:
-    """(line, absolute module) of every import in ``path``, wherever it is (functions included);
-    ``from X import y`` counts as both ``X`` and ``X.y`` (y may be a module)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    module = f"{package}.{path.stem}" if path.stem != "__init__" else package
-    out: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = module.split(".")
-                base_parts = parts[: len(parts) - node.level + (path.stem == "__init__")]
-                base = ".".join(base_parts + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            out.append((node.lineno, base))
-            out += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    target: str  # the internal module imported
+    name: str | None  # the name taken from it (``from target import name``), None for a module import
+    line: int
+    in_function: bool
+
+
+def module_names(root: Path = ROOT, packages: dict[str, str] = PACKAGES) -> dict[str, Path]:
+    """Every internal module by its installed name."""
+    out = {}
+    for folder, package in packages.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            parts = list(path.relative_to(root / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([package, *parts])] = path
     return out
 
 
-def _files(folder: str) -> list[Path]:
-    files = sorted((ROOT / folder).rglob("*.py"))
-    assert files, f"no Python files under {folder}/"
-    return files
+def imports_of(module: str, path: Path, known: dict[str, Path]) -> tuple[list[Import], list[tuple[int, str]]]:
+    """The internal imports of one module, and its imports of anything else (line, top-level name)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.stem == "__init__"
+    internal: list[Import] = []
+    external: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    if alias.name in known:
+                        internal.append(Import(module, alias.name, None, child.lineno, inside))
+                    else:
+                        external.append((child.lineno, alias.name))
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    parts = module.split(".")
+                    parts = parts[: len(parts) - child.level + is_package]
+                    base = ".".join(parts + ([child.module] if child.module else []))
+                else:
+                    base = child.module or ""
+                for alias in child.names:
+                    if f"{base}.{alias.name}" in known:  # a module taken from its package
+                        internal.append(Import(module, f"{base}.{alias.name}", None, child.lineno, inside))
+                    elif base in known:
+                        internal.append(Import(module, base, alias.name, child.lineno, inside))
+                    else:
+                        external.append((child.lineno, base))
+            visit(child, inside)
+
+    visit(tree, False)
+    return internal, external
 
 
-def _under(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
+def import_graph(root: Path = ROOT, packages: dict[str, str] = PACKAGES):
+    known = module_names(root, packages)
+    internal, external = [], {}
+    for module, path in known.items():
+        inside, outside = imports_of(module, path, known)
+        internal += [imp for imp in inside if imp.target != module]
+        external[module] = outside
+    return known, internal, external
 
 
-def test_the_import_walker_sees_function_level_and_relative_imports(tmp_path):
-    src = tmp_path / "joint.py"
-    src.write_text("import os\nfrom .common import X\n\ndef f():\n    from topoopt_ilp.methods import METHODS\n"
-                   "    from .. import alternating\n")
-    names = {name for _, name in _imports(src, "topoopt_ilp.models")}
-    assert {"os", "topoopt_ilp.models.common", "topoopt_ilp.methods", "topoopt_ilp.methods.METHODS",
-            "topoopt_ilp.methods.alternating"} <= names
+def cycles(modules, imports: list[Import]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    for imp in imports:
+        edges[imp.module].add(imp.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
 
 
-@pytest.mark.parametrize("path", _files("models"), ids=lambda p: p.name)
-def test_models_never_import_the_method_layer_or_the_cli(path):
-    bad = [f"{path.name}:{line}: {name}" for line, name in _imports(path, PACKAGES["models"])
-           if _under(name, "topoopt_ilp.methods") or _under(name, "topoopt_ilp.methods.alternating")
-           or name.startswith("topoopt_ilp.cli")]
-    assert not bad, "models import the method layer (hand what they need in as parameters): " + "; ".join(bad)
+def private_imports(imports: list[Import]) -> list[Import]:
+    return [imp for imp in imports if imp.name and imp.name.startswith("_") and not imp.name.startswith("__")]
 
 
-#: The one domain module ``solvers`` may use: solvers/errors.py derives its errors from the
-#: package-wide classes of this leaf module.
-SOLVERS_MAY_IMPORT = ("topoopt_ilp.errors", "topoopt_ilp.solvers")
+def layer_of(module: str) -> tuple[str, int]:
+    prefix = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return prefix, LAYERS[prefix]
 
 
-@pytest.mark.parametrize("path", _files("solvers"), ids=lambda p: p.name)
-def test_solvers_know_nothing_of_the_domain(path):
-    bad = [f"{path.name}:{line}: {name}" for line, name in _imports(path, PACKAGES["solvers"])
-           if _under(name, "topoopt_ilp") and not any(_under(name, ok) for ok in SOLVERS_MAY_IMPORT)]
+def layer_violations(imports: list[Import]) -> list[str]:
+    bad = []
+    for imp in imports:
+        (src_prefix, src), (dst_prefix, dst) = layer_of(imp.module), layer_of(imp.target)
+        if dst > src:
+            bad.append(f"{imp.module}:{imp.line} (layer {src}) imports {imp.target} (layer {dst})")
+        elif src == dst == 2 and src_prefix != dst_prefix and dst_prefix not in LAYER_2_SHARED:
+            bad.append(f"{imp.module}:{imp.line} imports {imp.target}: layer-2 packages are independent")
+    return bad
+
+
+KNOWN, IMPORTS, EXTERNAL = import_graph()
+
+
+def test_every_module_has_a_layer():
+    assert all(layer_of(m) for m in KNOWN)
+
+
+@pytest.mark.parametrize("module", sorted(KNOWN))
+def test_imports_go_down_the_layers(module):
+    bad = layer_violations([i for i in IMPORTS if i.module == module])
+    assert not bad, "imports against the layers (docs/architecture.md):\n" + "\n".join(bad)
+
+
+def test_no_import_cycles():
+    found = cycles(KNOWN, IMPORTS)
+    assert not found, "import cycles (function-level imports included):\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("module", sorted(KNOWN))
+def test_no_private_name_crosses_a_module(module):
+    bad = [f"{i.module}:{i.line} imports {i.name} from {i.target}" for i in private_imports(IMPORTS) if i.module == module]
+    assert not bad, "private names used as another module's API (make them public where they live):\n" + "\n".join(bad)
+
+
+def test_models_reach_solvers_through_the_solver_interface():
+    bad = []
+    for module, outside in EXTERNAL.items():
+        if not module.startswith("topoopt_ilp.models") or module in SOLVER_BYPASS:
+            continue
+        bad += [f"{module}:{line} imports {name}" for line, name in outside if name.split(".")[0] in SOLVER_LIBRARIES]
+    for imp in IMPORTS:
+        if imp.module.startswith("topoopt_ilp.models") and imp.module not in SOLVER_BYPASS \
+                and imp.target.startswith("topoopt_ilp.solvers."):
+            bad.append(f"{imp.module}:{imp.line} imports {imp.target} (use topoopt_ilp.solvers)")
+    assert not bad, "models calling solvers around the interface (or declare the reason in SOLVER_BYPASS):\n" + "\n".join(bad)
+
+
+def test_the_bypass_list_names_real_modules_that_need_it():
+    for module in SOLVER_BYPASS:
+        assert module in KNOWN, f"SOLVER_BYPASS names {module}, which does not exist"
+        assert any(name.split(".")[0] in SOLVER_LIBRARIES for _, name in EXTERNAL[module]), \
+            f"{module} no longer calls a solver library directly: drop it from SOLVER_BYPASS"
+
+
+def test_solvers_know_nothing_of_the_domain():
+    bad = [f"{i.module}:{i.line}: {i.target}" for i in IMPORTS if i.module.startswith("topoopt_ilp.solvers")
+           and not (i.target.startswith("topoopt_ilp.solvers") or i.target == "topoopt_ilp.errors")]
     assert not bad, "solvers import domain modules: " + "; ".join(bad)
 
 
-def test_only_the_solver_errors_use_the_package_errors():
-    users = sorted({path.name for path in _files("solvers") for _, name in _imports(path, PACKAGES["solvers"])
-                    if _under(name, "topoopt_ilp.errors")})
-    assert users == ["errors.py"]
+# The checks themselves, on a small package built for the purpose: each must fail when it should.
+def _toy(tmp_path: Path, files: dict[str, str]):
+    for name, text in files.items():
+        path = tmp_path / "topoopt_ilp" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return import_graph(tmp_path, {"topoopt_ilp": "topoopt_ilp"})
 
 
-# The model layer's own TopoOpt start (used when a caller hands it no heuristic) is the method
-# layer's heuristic, link for link.
-def _workload(family: str = "any"):
-    from dataclasses import replace
-
-    from topoopt_ilp.files.io import load_instance
-
-    inst = load_instance(ROOT / "instances" / "dlrm-mini-6.json")
-    return inst if family == "any" else replace(inst, topology_family=family)
+def test_the_checks_see_a_cycle_hidden_in_a_function(tmp_path):
+    known, imports, _ = _toy(tmp_path, {
+        "__init__.py": "", "core/__init__.py": "",
+        "core/a.py": "from topoopt_ilp.core.b import B\n",
+        "core/b.py": "B = 1\ndef f():\n    from topoopt_ilp.core import a\n",
+    })
+    assert cycles(known, imports) == [["topoopt_ilp.core.a", "topoopt_ilp.core.b"]]
 
 
-@pytest.mark.parametrize("family", ["any", "circulant", "coprime_circulant"])
-def test_the_default_placement_topology_is_the_heuristic_methods(family):
-    from topoopt_ilp.models.placement.milp import heuristic_topology
-    from topoopt_ilp.methods import METHODS
+def test_the_checks_see_a_private_import_and_an_upward_import(tmp_path):
+    known, imports, _ = _toy(tmp_path, {
+        "__init__.py": "", "core/__init__.py": "", "methods/__init__.py": "_helper = 1\n",
+        "core/a.py": "def f():\n    from ..methods import _helper\n",
+    })
+    assert [(i.module, i.name) for i in private_imports(imports)] == [("topoopt_ilp.core.a", "_helper")]
+    assert layer_violations(imports) == ["topoopt_ilp.core.a:2 (layer 1) imports topoopt_ilp.methods (layer 4)"]
 
-    inst = _workload(family)
-    assert np.array_equal(heuristic_topology(inst), METHODS["heuristic"](inst).topology.matrix)
+
+def test_the_checks_see_layer_two_packages_using_each_other(tmp_path):
+    _, imports, _ = _toy(tmp_path, {
+        "__init__.py": "", "evaluation/__init__.py": "", "heuristic/__init__.py": "", "files/__init__.py": "",
+        "evaluation/verify.py": "from topoopt_ilp.heuristic import x\nfrom topoopt_ilp.files import y\n",
+    })
+    assert layer_violations(imports) == [
+        "topoopt_ilp.evaluation.verify:1 imports topoopt_ilp.heuristic: layer-2 packages are independent"]
+
+
+@pytest.mark.parametrize("module", ["topoopt_ilp.core.instance", "topoopt_ilp.models.placement.milp",
+                                    "topoopt_ilp.cli.route", "topoopt_ilp.solvers.highs"])
+def test_the_walker_knows_the_modules(module):
+    assert module in KNOWN

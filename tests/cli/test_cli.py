@@ -354,7 +354,7 @@ def test_a_requested_gap_gives_feasible_not_optimal(tmp_path):
     ``feasible`` with the gap, as a time limit does; optimal means within the default 1e-4."""
     import json
 
-    from topoopt_ilp.files import io as tio
+    from topoopt_ilp import files
     from topoopt_ilp.evaluation.verify import verify
 
     data = json.loads((INSTANCES / "mix-8.json").read_text())
@@ -363,9 +363,9 @@ def test_a_requested_gap_gives_feasible_not_optimal(tmp_path):
     inst_path.write_text(json.dumps(data))
     assert main(["solve", str(inst_path), "--method", "exact", "--gap", "0.5", "--warm-start", "none",
                  "--time-limit", "30", "--out", str(out), "--quiet"]) == 0
-    sol = tio.load_solution(out)
+    sol = files.load_solution(out)
     assert sol.status == "feasible" or sol.gap <= 1e-4
-    assert verify(tio.load_instance(inst_path), sol).valid
+    assert verify(files.load_instance(inst_path), sol).valid
 
 
 def test_degree_one_cannot_carry_a_demand_that_connects_three_servers(tmp_path, capsys):
@@ -421,9 +421,9 @@ def test_generate_compute_model(tmp_path, capsys):
     w, w0 = json.loads(out.read_text())["workload"], json.loads(plain.read_text())["workload"]
     assert w["compute_model"] == "critical_path" and "compute_model" not in w0
     assert list(w)[-2:] == ["compute_model", "layers"] and w["layers"] == w0["layers"]
-    from topoopt_ilp.files import io as tio
+    from topoopt_ilp import files
 
-    assert tio.load_instance(out).workload.compute_model == "critical_path"
+    assert files.load_instance(out).workload.compute_model == "critical_path"
 
 
 def test_a_fixed_topology_that_cannot_carry_the_demand_is_infeasible(tmp_path, capsys):
@@ -431,7 +431,7 @@ def test_a_fixed_topology_that_cannot_carry_the_demand_is_infeasible(tmp_path, c
     exists, so the instance is infeasible (exit 3), with the reason, and the file says so."""
     import json
 
-    from topoopt_ilp.files import io as tio
+    from topoopt_ilp import files
 
     def write(name, cluster, demand, links):
         path = tmp_path / name
@@ -444,7 +444,7 @@ def test_a_fixed_topology_that_cannot_carry_the_demand_is_infeasible(tmp_path, c
     out = tmp_path / "s.json"
     assert main(["solve", str(ring), "--out", str(out)]) == 3
     assert "no path from 0 to 2 in the topology, but both are members of AllReduce group 0" in capsys.readouterr().out
-    assert tio.load_solution(out).status == "infeasible"
+    assert files.load_solution(out).status == "infeasible"
     mp = write("mp.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"mp": {"pairs": [[1, 3, 1e6]]}}, pairs)
     assert main(["solve", str(mp), "--quiet"]) == 3
     directed = write("dir.json", {"servers": 3, "degree": 1, "link_bandwidth_gbps": 100, "links": "directed"},

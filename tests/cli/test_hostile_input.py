@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import instance_data
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.cli import main
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.instance import Instance
@@ -84,7 +84,7 @@ def test_bounded_work_catches_a_runaway_loop_and_a_dense_matrix():
         with bounded_work():
             np.zeros((4096, 4096)).sum()  # 128 MB
     with bounded_work() as work:
-        io.parse_instance(instance_data("testbed-12"))
+        files.parse_instance(instance_data("testbed-12"))
     assert 0 < work["lines"] < MAX_LINES and 0 < work["peak_bytes"] < MAX_PEAK_BYTES
 
 
@@ -95,7 +95,7 @@ def test_a_fixed_topology_on_many_servers_is_checked_without_a_dense_matrix():
     doc["cluster"]["servers"] = 8192
     with bounded_work():
         try:
-            io.parse_instance(doc)
+            files.parse_instance(doc)
         except InstanceError as exc:
             assert "fixed_topology: server 6 has 0 links" in str(exc)
 
@@ -143,7 +143,7 @@ def test_mutated_instances_give_instance_error_or_instance(name, data):
     doc = json.loads(json.dumps(doc))
     with bounded_work():  # quickly: a bounded count of Python lines and of memory, whatever the values
         try:
-            result = io.parse_instance(doc)
+            result = files.parse_instance(doc)
         except InstanceError as exc:
             assert str(exc) and "\n" not in str(exc)
         else:
@@ -211,6 +211,6 @@ def test_ctrl_c_exits_130_with_one_line(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(io, "load_instance", interrupted)
+    monkeypatch.setattr(files, "load_instance", interrupted)
     assert cli.main(["validate", "instances/mix-8.json"]) == 130
     assert capsys.readouterr().err.strip() == "interrupted"

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import INSTANCES
 from topoopt_ilp.cli import main
-from topoopt_ilp.files.io import load_instance, save_solution
+from topoopt_ilp.files import load_instance, save_solution
 from topoopt_ilp.methods import solve
 
 DLRM = str(INSTANCES / "dlrm-mini-6.json")
@@ -212,7 +212,7 @@ def test_check_a_written_schedule(schedule_file, solution_file, capsys):
 
 def test_check_names_a_precedence_violation(schedule_file, solution_file, tmp_path, capsys):
     """A micro-batch's forward moved to time 0, before the lookup that feeds it: exit 1, named."""
-    from topoopt_ilp.files.io import load_solution
+    from topoopt_ilp.files import load_solution
     from topoopt_ilp.schedule.iteration_graph import graph_from_solution
 
     g = graph_from_solution(load_instance(DLRM), load_solution(solution_file), micro_batches=2)
@@ -333,7 +333,7 @@ def test_check_refuses_scheduling_options(schedule_file, solution_file, capsys, 
 
 
 def test_python_round_trip(solution_file, tmp_path):
-    from topoopt_ilp.files.io import load_solution
+    from topoopt_ilp.files import load_solution
     from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution
     from topoopt_ilp.models.schedule import file_sha256, list_schedule, read_schedule, write_schedule
 

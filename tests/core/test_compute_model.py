@@ -26,15 +26,17 @@ from test_placement import brute_force, check_solution, make, ring  # noqa: E402
 
 from topoopt_ilp.errors import InstanceError  # noqa: E402
 from topoopt_ilp.evaluation.evaluate import evaluate, objective_value  # noqa: E402
-from topoopt_ilp.files.io import load_instance  # noqa: E402
+from topoopt_ilp.files import load_instance  # noqa: E402
 from topoopt_ilp.models.common import ExactOptions  # noqa: E402
 from topoopt_ilp.models.joint.milp import solve_joint  # noqa: E402
 from topoopt_ilp.models.joint.enumeration import search_strategies, solve_joint_enumeration, strategy_floor  # noqa: E402
 from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times  # noqa: E402
 from topoopt_ilp.models.placement.bounds import chain_bound  # noqa: E402
-from topoopt_ilp.models.placement.local_search import _LocalSearch, improve_strategy, relaxation_bound  # noqa: E402
+from topoopt_ilp.models.placement.scoring import StrategyScorer
+from topoopt_ilp.models.placement.local_search import improve_strategy, relaxation_bound  # noqa: E402
 from topoopt_ilp.core.strategy import Strategy, server_memory, strategy_to_dict  # noqa: E402
-from topoopt_ilp.core.workload import Block, Layer, parse_workload, workload_to_dict  # noqa: E402
+from topoopt_ilp.core.workload import Block, Layer  # noqa: E402
+from topoopt_ilp.files.instance_file import parse_workload, workload_to_dict
 
 EXACT = ExactOptions(gap=1e-9)
 
@@ -169,7 +171,7 @@ def test_the_models_scores_are_the_evaluators_for_every_strategy(name):
     inst, X = PLACEMENT_CASES[name]("none")
     inst = critical(inst)
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    ls = _LocalSearch(inst, rf)
+    ls = StrategyScorer(inst, rf)
     sts = list(strategies(inst))
     rng = np.random.default_rng(0)
     for q in rng.choice(len(sts), size=min(60, len(sts)), replace=False):

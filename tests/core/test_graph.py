@@ -176,14 +176,14 @@ def test_sigma_closed_forms(bfs_kind: str) -> None:
 
 
 def _bfs_rounds(fn):
-    """Run ``fn()`` and record each round of :func:`graph._bfs_levels` (counts, not seconds: design
+    """Run ``fn()`` and record each round of :func:`graph.bfs_levels` (counts, not seconds: design
     §7): its frontier (entries ``(source, node)``) and the arcs it expands (sum of their degrees),
     read from the search's own variables when it starts a level (its line ``level += 1``)."""
     import inspect
     import sys
 
-    code = graph_module._bfs_levels.__code__
-    src, first = inspect.getsourcelines(graph_module._bfs_levels)
+    code = graph_module.bfs_levels.__code__
+    src, first = inspect.getsourcelines(graph_module.bfs_levels)
     (start_line,) = [first + k for k, line in enumerate(src) if line.strip() == "level += 1"]
     rounds: list[tuple[int, int]] = []
 

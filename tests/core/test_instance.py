@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from conftest import INSTANCES, minimal
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.instance import AllReduceGroup, Cluster, Demand, FixedTopology, Instance
 
 
 def parse(data):
-    return io.parse_instance(data)
+    return files.parse_instance(data)
 
 
 def error_of(data) -> InstanceError:
@@ -25,16 +25,16 @@ def error_of(data) -> InstanceError:
 
 @pytest.mark.parametrize("path", sorted(INSTANCES.glob("*.json")), ids=lambda p: p.name)
 def test_shipped_instances_load_and_round_trip(path):
-    inst = io.load_instance(path)
-    again = io.parse_instance(json.loads(json.dumps(io.instance_to_dict(inst))))
-    assert io.instance_to_dict(again) == io.instance_to_dict(inst)
+    inst = files.load_instance(path)
+    again = files.parse_instance(json.loads(json.dumps(files.instance_to_dict(inst))))
+    assert files.instance_to_dict(again) == files.instance_to_dict(inst)
     if inst.demand is not None:  # (a workload instance has no fixed demand)
         assert np.array_equal(again.demand.mp_matrix(inst.n), inst.demand.mp_matrix(inst.n))
     assert (again.workload is None) == (inst.workload is None)
 
 
 def test_testbed_values():
-    inst = io.load_instance(INSTANCES / "testbed-12.json")
+    inst = files.load_instance(INSTANCES / "testbed-12.json")
     assert (inst.n, inst.d, inst.cluster.link_bandwidth_gbps) == (12, 4, 25)
     assert inst.cluster.link_bytes_per_s == pytest.approx(25e9 / 8)
     assert inst.demand.allreduce[0].members == tuple(range(12))
@@ -123,18 +123,18 @@ def test_file_errors_name_the_file(tmp_path):
     p = tmp_path / "broken.json"
     p.write_text('{"format": "topoopt-instance", "version": 1, "cluster": {')
     with pytest.raises(InstanceError) as exc:
-        io.load_instance(p)
+        files.load_instance(p)
     assert exc.value.source == str(p) and "malformed JSON at line 1" in str(exc.value)
     p.write_text(json.dumps(minimal()).replace("1000000.0", "NaN"))
     with pytest.raises(InstanceError, match="NaN is not a number JSON allows"):
-        io.load_instance(p)
+        files.load_instance(p)
     data = minimal()
     data["cluster"]["servers"] = "5"
     p.write_text(json.dumps(data))
     with pytest.raises(InstanceError, match=r"broken.json: cluster.servers: expected an integer, got a string$"):
-        io.load_instance(p)
+        files.load_instance(p)
     with pytest.raises(InstanceError, match="cannot read file"):
-        io.load_instance(tmp_path / "missing.json")
+        files.load_instance(tmp_path / "missing.json")
 
 
 def test_directed_instance_allows_odd_product():
@@ -161,11 +161,11 @@ def test_a_regular_circulant_family_needs_a_jump_set_of_the_degree(n, d, family,
     # Found by a user: these validated, then every method refused them.
     doc = minimal(cluster={"servers": n, "degree": d, "link_bandwidth_gbps": 100, "links": links}, topology_family=family)
     with pytest.raises(InstanceError, match="cluster.degree") as err:
-        io.parse_instance(doc)
+        files.parse_instance(doc)
     assert why in str(err.value)
-    io.parse_instance({**doc, "topology_family": "any"})  # the same cluster is fine without the family
+    files.parse_instance({**doc, "topology_family": "any"})  # the same cluster is fine without the family
     for ok in ((8, 4, "coprime_circulant", "undirected"), (8, 3, "circulant", "undirected"), (8, 4, "coprime_circulant", "directed")):
-        io.parse_instance(minimal(cluster={"servers": ok[0], "degree": ok[1], "link_bandwidth_gbps": 100, "links": ok[3]},
+        files.parse_instance(minimal(cluster={"servers": ok[0], "degree": ok[1], "link_bandwidth_gbps": 100, "links": ok[3]},
                                   topology_family=ok[2]))
 
 
@@ -178,9 +178,9 @@ def test_physical_quantities_have_upper_limits(section, key, value):
     doc = minimal()
     doc[section] = {**doc[section], key: value}
     with pytest.raises(InstanceError, match="must be at most"):
-        io.parse_instance(doc)
+        files.parse_instance(doc)
     with pytest.raises(InstanceError, match="must be at most"):
-        io.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e300}]}))
+        files.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e300}]}))
 
 
 def test_degree_one_problem_names_what_cannot_be_carried():

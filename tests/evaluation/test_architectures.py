@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import INSTANCES, minimal
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.evaluation.architectures import evaluate_architecture
 from topoopt_ilp.cli import main
 from topoopt_ilp.errors import InputError
@@ -16,7 +16,7 @@ from topoopt_ilp.errors import InputError
 def test_big_switch_meets_the_allreduce_bandwidth_bound():
     # p = 8 ranks, S bytes, d links of B per server: T >= 2(p-1)/p * S/(d B) (Patarasuk & Yuan), and a
     # non-blocking switch attains it; plus 2 hops of latency.
-    inst = io.parse_instance(minimal(cluster={"servers": 8, "degree": 2, "link_bandwidth_gbps": 8, "hop_latency_us": 1.0},
+    inst = files.parse_instance(minimal(cluster={"servers": 8, "degree": 2, "link_bandwidth_gbps": 8, "hop_latency_us": 1.0},
                                      demand={"allreduce": [{"members": "all", "bytes": 8e9}]}))
     m = evaluate_architecture(inst, "big_switch")
     assert m.bandwidth_time_s == pytest.approx(2 * 7 / 8 * 8e9 / (2 * 1e9))
@@ -26,7 +26,7 @@ def test_big_switch_meets_the_allreduce_bandwidth_bound():
 def test_oversubscribed_fat_tree_is_limited_by_rack_uplinks():
     # 8 servers in 2 racks of 4, all-to-all 1 GB: each server sends 7 GB (port time 7 s at 1 GB/s),
     # each rack sends 4*4 GB = 16 GB across; uplink 4 GB/s / r.
-    inst = io.parse_instance(minimal(cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 8, "hop_latency_us": 0.0,
+    inst = files.parse_instance(minimal(cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 8, "hop_latency_us": 0.0,
                                               "regular": False},
                                      demand={"all_to_all": 1e9}))
     full = evaluate_architecture(inst, "fat_tree", rack_size=4)
@@ -37,7 +37,7 @@ def test_oversubscribed_fat_tree_is_limited_by_rack_uplinks():
 
 
 def test_workload_compute_is_added_and_bad_options_refused(capsys):
-    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    inst = files.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
     m = evaluate_architecture(inst, "big_switch")
     assert m.compute_time_s > 0 and m.iteration_time_s == pytest.approx(m.compute_time_s + m.comm_time_s)
     with pytest.raises(InputError, match="must divide"):
@@ -51,7 +51,7 @@ def test_workload_compute_is_added_and_bad_options_refused(capsys):
 
 def _a2a_with_prices():
     # 8 servers x 1 link of 8 Gbps; every price 1 USD per Gbps, panel ports free.
-    return io.parse_instance(minimal(cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 8, "hop_latency_us": 0.0,
+    return files.parse_instance(minimal(cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 8, "hop_latency_us": 0.0,
                                               "regular": False},
                                      demand={"all_to_all": 1e9},
                                      cost={"transceiver_usd": {"1": 1}, "nic_port_usd": {"1": 1}, "switch_port_usd": {"1": 1},
@@ -92,7 +92,7 @@ def test_explicit_server_bandwidth_and_equal_cost_errors():
 
 def test_cli_equal_cost_fat_tree(tmp_path, capsys):
     path = tmp_path / "a2a.json"
-    path.write_text(json.dumps(io.instance_to_dict(_a2a_with_prices())))
+    path.write_text(json.dumps(files.instance_to_dict(_a2a_with_prices())))
     assert main(["evaluate", str(path), "--architecture", "fat_tree", "--rack-size", "4", "--equal-cost"]) == 0
     out = capsys.readouterr().out
     assert "fat_tree 1:1, racks of 4 with 1.333 Gbps per server (equal cost to 1 x 8 Gbps direct connect: 128 USD)" in out

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import minimal
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.cli import main
 from topoopt_ilp.evaluation.cost import DEFAULT_PRICES, Prices, direct_connect_cost, equal_cost_bandwidth, fat_tree_cost, port_price, prices_for
 from topoopt_ilp.errors import InputError, InstanceError
@@ -102,14 +102,14 @@ def _with_cost(cost) -> dict:
 
 def test_cost_section_parses_overrides_and_round_trips():
     data = _with_cost({"transceiver_usd": {"400": 900, "100": 250}, "patch_panel_port_usd": 80, "fabric": "ocs"})
-    inst = io.parse_instance(data)
+    inst = files.parse_instance(data)
     assert inst.cost == CostModel(transceiver_usd=((100.0, 250.0), (400.0, 900.0)), patch_panel_port_usd=80, fabric="ocs")
     p = prices_for(inst)
     assert p.transceiver_usd == ((100.0, 250.0), (400.0, 900.0)) and p.fabric == "ocs"
     assert p.nic_port_usd == DEFAULT_PRICES.nic_port_usd and p.ocs_port_usd == DEFAULT_PRICES.ocs_port_usd
-    again = io.parse_instance(json.loads(json.dumps(io.instance_to_dict(inst))))
+    again = files.parse_instance(json.loads(json.dumps(files.instance_to_dict(inst))))
     assert again.cost == inst.cost
-    assert io.parse_instance(minimal()).cost is None and "cost" not in io.instance_to_dict(io.parse_instance(minimal()))
+    assert files.parse_instance(minimal()).cost is None and "cost" not in files.instance_to_dict(files.parse_instance(minimal()))
 
 
 @pytest.mark.parametrize("cost, message", [
@@ -129,7 +129,7 @@ def test_cost_section_parses_overrides_and_round_trips():
 ])
 def test_malformed_cost_section_is_one_clear_error(cost, message):
     with pytest.raises(InstanceError) as err:
-        io.parse_instance(_with_cost(cost))
+        files.parse_instance(_with_cost(cost))
     assert message in str(err.value) and "\n" not in str(err.value)
 
 

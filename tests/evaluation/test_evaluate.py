@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import minimal
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate
 from topoopt_ilp.core.routes import OffsetRoutes, PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
@@ -18,7 +18,7 @@ GBPS = 8.0  # 8 Gbps = 1e9 bytes/s: capacities come out in round numbers
 
 
 def a2a_instance(n, d, directed=False):
-    return io.parse_instance(minimal(cluster={"servers": n, "degree": d, "link_bandwidth_gbps": GBPS,
+    return files.parse_instance(minimal(cluster={"servers": n, "degree": d, "link_bandwidth_gbps": GBPS,
                                               "hop_latency_us": 0.0, "links": "directed" if directed else "undirected"},
                                      demand={"all_to_all": 1e9}))
 
@@ -57,7 +57,7 @@ def test_optimal_routing_gives_published_lambda(name, graph, lam):
 def test_latency_term_and_times_on_a_ring():
     # 6-ring, 1 us per hop, one 6 MB AllReduce in member order: each member sends 2*5/6*6e6 = 1e7 B to its
     # successor over one direct link of 1e9 B/s -> 10 ms + 1 hop * 1 us.
-    inst = io.parse_instance(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": GBPS, "hop_latency_us": 1.0},
+    inst = files.parse_instance(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": GBPS, "hop_latency_us": 1.0},
                                      demand={"allreduce": [{"members": "all", "bytes": 6e6}]}))
     x = inst_ring = np.roll(np.eye(6, dtype=np.int64), 1, axis=1)
     x = inst_ring + inst_ring.T
@@ -74,7 +74,7 @@ def test_latency_term_and_times_on_a_ring():
 
 
 def test_ring_order_changes_traffic_and_rings_split_bytes():
-    inst = io.parse_instance(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": GBPS, "hop_latency_us": 0.0},
+    inst = files.parse_instance(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": GBPS, "hop_latency_us": 0.0},
                                      demand={"allreduce": [{"members": "all", "bytes": 6e6}]}))
     ring = np.roll(np.eye(6, dtype=np.int64), 1, axis=1)
     x = ring + ring.T
@@ -101,7 +101,7 @@ def ring_offset_routes(n):
 
 def test_given_offset_routes_equal_shortest_paths_on_a_ring():
     inst = a2a_instance(8, 2)
-    x = inst_x = io.parse_instance(minimal(fixed_topology={"jumps": [1]})).fixed_topology_matrix()
+    x = inst_x = files.parse_instance(minimal(fixed_topology={"jumps": [1]})).fixed_topology_matrix()
     sol = Solution("feasible", "heuristic", Topology(inst_x, (1,)), routing=Routing(offset_routes=ring_offset_routes(8)))
     given = evaluate(inst, sol, routing="given")
     sp = evaluate(inst, Topology(x), routing="shortest_path")
@@ -112,7 +112,7 @@ def test_given_offset_routes_equal_shortest_paths_on_a_ring():
 
 def test_given_routing_must_carry_every_pair():
     inst = a2a_instance(8, 2)
-    x = io.parse_instance(minimal(fixed_topology={"jumps": [1]})).fixed_topology_matrix()
+    x = files.parse_instance(minimal(fixed_topology={"jumps": [1]})).fixed_topology_matrix()
     partial = OffsetRoutes.from_lists([(o, [1] * o, 1.0) for o in range(1, 7)])  # offset 7 missing
     with pytest.raises(RoutingError, match="no complete route for pair 0->7"):
         evaluate(inst, Solution("feasible", "x", Topology(x), routing=Routing(offset_routes=partial)))
@@ -124,7 +124,7 @@ def test_given_routing_must_carry_every_pair():
 
 def test_explicit_paths_override_offset_routes():
     inst = a2a_instance(8, 2)
-    x = io.parse_instance(minimal(fixed_topology={"jumps": [1]})).fixed_topology_matrix()
+    x = files.parse_instance(minimal(fixed_topology={"jumps": [1]})).fixed_topology_matrix()
     detour = PathSet.from_lists([([0, 7, 6, 5, 4, 3, 2, 1], 1.0)])  # 0->1 the long way round
     sol = Solution("feasible", "x", Topology(x), routing=Routing(paths=detour, offset_routes=ring_offset_routes(8)))
     m = evaluate(inst, sol)
@@ -157,9 +157,9 @@ def test_a_solution_for_another_instance_is_refused_in_one_line():
     not an IndexError deep in the traffic code."""
     from topoopt_ilp.errors import InputError
 
-    two = io.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6},
+    two = files.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6},
                                                           {"members": [0, 2, 4, 6], "bytes": 1e6}]}))
-    one = io.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6}]}))
+    one = files.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6}]}))
     ring = np.roll(np.eye(8, dtype=np.int64), 1, axis=1)
     rings = RingSet.from_lists([(0, list(range(8)), 1.0), (1, [0, 2, 4, 6], 1.0)])
     sol = Solution("feasible", "x", Topology(ring + ring.T), routing=Routing(rings=rings))
@@ -175,7 +175,7 @@ def test_a_solution_for_another_instance_is_refused_in_one_line():
 def test_self_loops_are_bad_input():
     from topoopt_ilp.errors import InputError
 
-    inst = io.parse_instance(minimal())
+    inst = files.parse_instance(minimal())
     ring = np.roll(np.eye(8, dtype=np.int64), 1, axis=1)
     x = ring + ring.T
     x[3, 3] = 2
@@ -186,7 +186,7 @@ def test_self_loops_are_bad_input():
 def _two_pair_groups():
     """Degree 1 on 6 servers, two disjoint pair groups: 1 MB over {1, 2} (not a coset), 100 MB over
     the coset {0, 3}; the matching {0-3, 1-2, 4-5} carries both (a user's case)."""
-    return io.parse_instance(minimal(cluster={"servers": 6, "degree": 1, "link_bandwidth_gbps": 100},
+    return files.parse_instance(minimal(cluster={"servers": 6, "degree": 1, "link_bandwidth_gbps": 100},
                                      demand={"allreduce": [{"members": [1, 2], "bytes": 1e6}, {"members": [0, 3], "bytes": 1e8}]}))
 
 

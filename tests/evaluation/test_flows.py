@@ -164,7 +164,7 @@ def test_shortest_path_loads_conservation_large(monkeypatch) -> None:
     rng = np.random.default_rng(0)
     D = rng.random((n, n))
     searches, batches, expanded = [], [], []
-    real_bfs, real_expand = flows_module._bfs_levels, flows_module._expand
+    real_bfs, real_expand = flows_module.bfs_levels, flows_module.expand_rows
 
     def counting_bfs(A):
         searches.append(A.shape)
@@ -176,8 +176,8 @@ def test_shortest_path_loads_conservation_large(monkeypatch) -> None:
         expanded.append(owner.size)
         return owner, pos
 
-    monkeypatch.setattr(flows_module, "_bfs_levels", counting_bfs)
-    monkeypatch.setattr(flows_module, "_expand", counting_expand)
+    monkeypatch.setattr(flows_module, "bfs_levels", counting_bfs)
+    monkeypatch.setattr(flows_module, "expand_rows", counting_expand)
     load, hops = shortest_path_loads(X, D)
     dist, _ = hop_distances(X)
     np.fill_diagonal(D, 0.0)

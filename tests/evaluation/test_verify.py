@@ -10,7 +10,7 @@ import pytest
 
 from conftest import minimal
 from test_evaluate import ring_offset_routes
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.methods import finalize
@@ -24,7 +24,7 @@ def instance(**over):
                    demand={"allreduce": [{"members": "all", "bytes": 8e6}, {"members": [0, 2, 4, 6], "bytes": 1e6}],
                            "mp": {"pairs": [[0, 3, 1e6]]}})
     data.update(over)
-    return io.parse_instance(data)
+    return files.parse_instance(data)
 
 
 def ring_matrix():
@@ -45,8 +45,8 @@ def test_valid_solution_passes_and_survives_a_file_round_trip(tmp_path):
     sol = valid_solution(inst)
     assert verify(inst, sol).valid, verify(inst, sol).violations
     path = tmp_path / "sol.json"
-    io.save_solution(sol, path, directed=False)
-    again = io.load_solution(path, directed=False)
+    files.save_solution(sol, path, directed=False)
+    again = files.load_solution(path, directed=False)
     assert verify(inst, again).valid
     assert np.array_equal(again.topology.matrix, sol.topology.matrix)
     assert again.metrics["comm_time_s"] == pytest.approx(sol.metrics["comm_time_s"])
@@ -115,7 +115,7 @@ def test_family_and_fixed_topology_checks():
 
 def test_non_regular_instance_allows_unused_ports():
     data = minimal(cluster={"servers": 5, "degree": 3, "link_bandwidth_gbps": 1, "regular": False})
-    inst = io.parse_instance(data)
+    inst = files.parse_instance(data)
     x = np.zeros((5, 5), dtype=np.int64)
     for a in range(5):
         x[a, (a + 1) % 5] = x[(a + 1) % 5, a] = 1
@@ -141,20 +141,20 @@ def test_the_files_directed_flag_must_match_the_instance(tmp_path):
 
     def report_after_flipping(inst, sol, directed):
         """Save ``sol`` (valid), flip the file's directed flag, and verify the file again."""
-        io.save_solution(sol, path, directed=directed)
-        assert io.load_solution(path, directed=directed).topology.stated_directed is directed
-        assert verify(inst, io.load_solution(path, directed=directed)).valid
+        files.save_solution(sol, path, directed=directed)
+        assert files.load_solution(path, directed=directed).topology.stated_directed is directed
+        assert verify(inst, files.load_solution(path, directed=directed)).valid
         data = json.loads(path.read_text())
         data["topology"]["directed"] = not directed
         path.write_text(json.dumps(data))
-        return verify(inst, io.load_solution(path, directed=directed))
+        return verify(inst, files.load_solution(path, directed=directed))
 
     inst = instance()
     report = report_after_flipping(inst, valid_solution(inst), directed=False)
     assert report.violations == ("the solution's links are directed, the instance's undirected",)
     # A directed instance and a file that says undirected (its links otherwise the instance's own).
     cluster = {"servers": N, "degree": 1, "link_bandwidth_gbps": 100, "hop_latency_us": 0.0, "links": "directed"}
-    dinst = io.parse_instance(minimal(cluster=cluster))
+    dinst = files.parse_instance(minimal(cluster=cluster))
     ring = np.roll(np.eye(N, dtype=np.int64), 1, axis=1)
     dsol = finalize(dinst, Solution("feasible", "x", Topology(ring, (1,))))
     report = report_after_flipping(dinst, dsol, directed=True)
@@ -179,7 +179,7 @@ def test_evaluate_names_the_solution_file_of_another_size(tmp_path, capsys, rout
     from topoopt_ilp.cli import main
 
     sol_path, inst_path = tmp_path / "eight.json", tmp_path / "six.json"
-    io.save_solution(valid_solution(instance()), sol_path, directed=False)
+    files.save_solution(valid_solution(instance()), sol_path, directed=False)
     inst_path.write_text(json.dumps(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": 100})))
     assert main(["evaluate", str(inst_path), str(sol_path), "--routing", routing]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -194,12 +194,12 @@ def test_stated_jumps_must_match_the_links_in_family_any_too(tmp_path):
     sol = valid_solution(inst)
     assert verify(inst, sol).valid
     path = tmp_path / "sol.json"
-    io.save_solution(sol, path, directed=False)
+    files.save_solution(sol, path, directed=False)
     data = json.loads(path.read_text())
     data["topology"]["jumps"] = [1, 3]
     path.write_text(json.dumps(data))
-    report = verify(inst, io.load_solution(path, directed=False))
+    report = verify(inst, files.load_solution(path, directed=False))
     assert report.violations == ("links are not the circulant of the stated jumps [1, 3]",)
     data["topology"]["jumps"] = [9]
     path.write_text(json.dumps(data))
-    assert "jump set [9] has a jump outside 1..7" in verify(inst, io.load_solution(path, directed=False)).violations
+    assert "jump set [9] has a jump outside 1..7" in verify(inst, files.load_solution(path, directed=False)).violations

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import minimal
 from test_verify import instance, valid_solution
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp import solve
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.evaluation.verify import verify
@@ -34,15 +34,15 @@ def two_rings(n: int = 8) -> np.ndarray:
 # --- 1. every demand pair needs a path -----------------------------------------------------------
 
 def test_the_users_empty_topology_is_rejected():
-    inst = io.parse_instance(NR8)
-    sol = io.parse_solution({"format": "topoopt-solution", "version": 1, "status": "feasible", "method": "heuristic",
+    inst = files.parse_instance(NR8)
+    sol = files.parse_solution({"format": "topoopt-solution", "version": 1, "status": "feasible", "method": "heuristic",
                              "topology": {"servers": 8, "directed": False, "links": []}}, directed=False)
     assert verify(inst, sol).violations == ("no path from 0 to 1 in the topology, but the demand sends bytes 0->1",)
 
 
 @pytest.mark.parametrize("regular", [False, True])
 def test_two_disjoint_rings_are_rejected(regular):
-    inst = io.parse_instance({**NR8, "cluster": {**NR8["cluster"], "regular": regular}})
+    inst = files.parse_instance({**NR8, "cluster": {**NR8["cluster"], "regular": regular}})
     report = verify(inst, Solution("feasible", "heuristic", Topology(two_rings())))
     assert report.violations == ("no path from 0 to 4 in the topology, but the demand sends bytes 0->4",)
 
@@ -51,14 +51,14 @@ def test_an_mp_pair_and_an_allreduce_group_across_components():
     data = minimal(cluster={"servers": 8, "degree": 2, "link_bandwidth_gbps": 100, "regular": False},
                    demand={"allreduce": [{"members": [0, 1, 2], "bytes": 1e6}, {"members": [1, 6], "bytes": 1e6}],
                            "mp": {"pairs": [[2, 3, 1e6], [3, 5, 1e6]]}})
-    inst = io.parse_instance(data)
+    inst = files.parse_instance(data)
     report = verify(inst, Solution("feasible", "heuristic", Topology(two_rings())))
     assert report.violations == (
         "no path from 3 to 5 in the topology, but the demand sends bytes 3->5",
         "no path from 1 to 6 in the topology, but both are members of AllReduce group 1, whose ring sends bytes between them",
     )
     # Only the pairs that carry bytes need a path: servers 4..7 without demand may sit apart.
-    fine = io.parse_instance({**data, "demand": {"allreduce": [{"members": [0, 1, 2], "bytes": 1e6}],
+    fine = files.parse_instance({**data, "demand": {"allreduce": [{"members": [0, 1, 2], "bytes": 1e6}],
                                                  "mp": {"pairs": [[2, 3, 1e6]]}}})
     assert verify(fine, Solution("feasible", "heuristic", Topology(two_rings())), check_metrics=False).valid
 
@@ -68,12 +68,12 @@ def test_directed_topologies_need_directed_paths():
     line = np.zeros((8, 8), dtype=np.int64)
     line[np.arange(7), np.arange(1, 8)] = 1
     cluster = {"servers": 8, "degree": 1, "link_bandwidth_gbps": 100, "regular": False, "links": "directed"}
-    forward = io.parse_instance(minimal(cluster=cluster, demand={"mp": {"pairs": [[0, 7, 1e6], [2, 5, 1e6]]}}))
+    forward = files.parse_instance(minimal(cluster=cluster, demand={"mp": {"pairs": [[0, 7, 1e6], [2, 5, 1e6]]}}))
     assert verify(forward, Solution("feasible", "x", Topology(line)), check_metrics=False).valid
-    backward = io.parse_instance(minimal(cluster=cluster, demand={"mp": {"pairs": [[0, 7, 1e6], [5, 2, 1e6]]}}))
+    backward = files.parse_instance(minimal(cluster=cluster, demand={"mp": {"pairs": [[0, 7, 1e6], [5, 2, 1e6]]}}))
     assert verify(backward, Solution("feasible", "x", Topology(line))).violations == (
         "no path from 5 to 2 in the topology, but the demand sends bytes 5->2",)
-    group = io.parse_instance(minimal(cluster=cluster, demand={"allreduce": [{"members": [1, 4], "bytes": 1e6}]}))
+    group = files.parse_instance(minimal(cluster=cluster, demand={"allreduce": [{"members": [1, 4], "bytes": 1e6}]}))
     assert verify(group, Solution("feasible", "x", Topology(line))).violations == (
         "no path from 4 to 1 in the topology, but both are members of AllReduce group 0, whose ring sends bytes between them",)
 
@@ -84,7 +84,7 @@ def test_a_workloads_demand_comes_from_its_placement():
 
     data = instance_data("dlrm-mini-6")
     data["cluster"]["regular"] = False
-    inst = io.parse_instance(data)
+    inst = files.parse_instance(data)
     sol = solve(inst, method="heuristic")
     assert verify(inst, sol).valid
     split = replace(sol, topology=Topology(two_rings(inst.n)), routing=Routing(), metrics={}, objective=None)
@@ -93,7 +93,7 @@ def test_a_workloads_demand_comes_from_its_placement():
 
 
 def test_only_solutions_that_claim_a_design_are_checked():
-    inst = io.parse_instance(NR8)
+    inst = files.parse_instance(NR8)
     assert verify(inst, Solution("no_solution", "exact", None)).valid
 
 
@@ -172,7 +172,7 @@ def test_optimal_without_a_bound_does_not_hide_the_other_violations():
 
 
 def test_claims_are_reported_with_the_structural_violations():
-    inst = io.parse_instance(NR8)
+    inst = files.parse_instance(NR8)
     sol = Solution("optimal", "heuristic", Topology(two_rings()), objective=1.0, bound=2.0, gap=0.0)
     report = verify(inst, sol).violations
     assert any("is above the objective" in v for v in report)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import INSTANCES
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.cli import main
 from topoopt_ilp.experiments.compare import CompareRow, compare, format_rows
 from topoopt_ilp.errors import InputError
@@ -24,7 +24,7 @@ def tiny_workload() -> Instance:
 
 
 def test_demand_instance_distances_from_the_optimum():
-    inst = io.load_instance(INSTANCES / "coprime-circulant-32.json")
+    inst = files.load_instance(INSTANCES / "coprime-circulant-32.json")
     rows = compare(inst, ["heuristic", "exact"], ["highs"], 60)
     heur, exact = rows
     assert exact.status == "optimal" and exact.verified and heur.verified
@@ -43,7 +43,7 @@ def test_workload_compares_alternating_with_the_joint_optimum(tmp_path, capsys):
     assert all(r.reference == "optimum" for r in rows)
     assert by["exact"].objective <= by["alternating"].objective <= by["heuristic"].objective * (1 + 1e-12)
     path = tmp_path / "w.json"
-    io.save_instance(inst, path)
+    files.save_instance(inst, path)
     assert main(["compare", str(path), "--format", "json", "--time-limit", "60"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["method"] for r in data["rows"]] == ["heuristic", "alternating", "exact"]
@@ -52,7 +52,7 @@ def test_workload_compares_alternating_with_the_joint_optimum(tmp_path, capsys):
 
 
 def test_large_workload_exact_row_says_why():
-    inst = io.load_instance(INSTANCES / "paper" / "bert-128-d8.json")
+    inst = files.load_instance(INSTANCES / "paper" / "bert-128-d8.json")
     rows = compare(inst, ["heuristic", "exact"], ["highs"], 5)
     exact = rows[1]
     assert exact.status == "error" and "alternating" in exact.message
@@ -63,7 +63,7 @@ def test_native_options_reach_each_backends_exact_solve(capsys):
     """Each exact row reads its own backend's entry; a rejected parameter makes that row an error,
     not the others; on the command line an option for a backend not compared is refused."""
     mix = str(INSTANCES / "mix-8.json")
-    inst = io.load_instance(mix)
+    inst = files.load_instance(mix)
     native = {"highs": {"no_such_parameter": 1}, "cbc": {"cuts": "off"}}
     highs, cbc = compare(inst, ["exact"], ["highs", "cbc"], 30, native_options=native)
     assert highs.status == "error" and "rejected option no_such_parameter" in highs.message
@@ -89,7 +89,7 @@ def test_empty_methods_or_backends_are_bad_usage(args, message, capsys):
 
 
 def test_empty_lists_are_refused_by_the_api_too():
-    inst = io.load_instance(INSTANCES / "mix-8.json")
+    inst = files.load_instance(INSTANCES / "mix-8.json")
     with pytest.raises(InputError, match="no methods given"):
         compare(inst, [])
     with pytest.raises(InputError, match="no backends given"):
@@ -98,7 +98,7 @@ def test_empty_lists_are_refused_by_the_api_too():
 
 
 def test_a_failed_rows_message_is_shown_in_full():
-    inst = io.load_instance(INSTANCES / "mix-8.json")
+    inst = files.load_instance(INSTANCES / "mix-8.json")
     long = "backend cpsat cannot honour continuous variables (this model has flow variables) " + "x" * 100 + " END"
     rows = [CompareRow("heuristic", "-", "feasible", 1.0, None, None, 0.0, True),
             CompareRow("exact", "cpsat", "error", None, None, None, 0.0, None, message=long)]
@@ -110,7 +110,7 @@ def test_a_failed_rows_message_is_shown_in_full():
 def test_a_method_or_backend_named_twice_runs_once():
     from topoopt_ilp.experiments.compare import plan_runs
 
-    inst = io.load_instance(INSTANCES / "mix-8.json")
+    inst = files.load_instance(INSTANCES / "mix-8.json")
     runs = plan_runs(inst, ["exact", "heuristic", "exact"], ["highs", "cbc", "highs"])
     assert [(m, b) for m, b, _ in runs] == [("exact", "highs"), ("exact", "cbc"), ("heuristic", "-")]
 
@@ -141,7 +141,7 @@ def test_csv_names_the_objective_and_json_has_null_for_no_reference():
     import csv
     import io as _io
 
-    inst = io.load_instance(INSTANCES / "mix-8.json")
+    inst = files.load_instance(INSTANCES / "mix-8.json")
     rows = [CompareRow("heuristic", "-", "feasible", 1.0, None, None, 0.0, True, distance=0.5, reference="bound"),
             CompareRow("exact", "cpsat", "error", None, None, None, 0.0, None, message="refused")]
     table = list(csv.DictReader(_io.StringIO(format_rows(inst, rows, "csv"))))

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from conftest import INSTANCES
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.evaluation.architectures import evaluate_architecture
 from topoopt_ilp.cli import main
 from topoopt_ilp.evaluation.cost import equal_cost_bandwidth
@@ -21,7 +21,7 @@ QUICK = dict(time_limit_s=3.0, rounds=1, round_time_limit_s=1.0, rack_size=4)
 
 @pytest.fixture(scope="module")
 def candle():
-    inst = io.load_instance(CANDLE)
+    inst = files.load_instance(CANDLE)
     return inst, evaluate_paper_instance(inst, name="candle-testbed-12-d4", **QUICK)
 
 

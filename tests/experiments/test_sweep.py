@@ -10,7 +10,7 @@ from multiprocessing import get_context
 import pytest
 
 from conftest import INSTANCES, minimal
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.cli import main
 from topoopt_ilp.experiments.compare import compare
 from topoopt_ilp.errors import InputError
@@ -29,7 +29,7 @@ def test_rows_are_compare_rows_in_input_order():
     assert [(r.instance, r.row.method) for r in rows] == [(f, m) for f in FILES for m in ("heuristic", "exact")]
     for f in FILES:
         mine = [r.row for r in rows if r.instance == f]
-        alone = compare(io.load_instance(f), ["heuristic", "exact"], time_limit_s=30)
+        alone = compare(files.load_instance(f), ["heuristic", "exact"], time_limit_s=30)
         assert [(a.method, a.status, a.objective) for a in alone] == [(m.method, m.status, m.objective) for m in mine]
         assert [m.distance for m in mine] == pytest.approx([a.distance for a in alone])
     assert rows[0].servers == 8 and rows[2].objective_name == "aspl"

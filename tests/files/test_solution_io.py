@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from topoopt_ilp.files import io
+from topoopt_ilp import files
+from topoopt_ilp.files import jsonio, solution_file
 from topoopt_ilp.errors import SolutionFileError
 
 
@@ -15,10 +16,10 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
     target = tmp_path / "sol.json"
     target.write_text("old content\n")
     with pytest.raises(ValueError):
-        io.write_json_atomic(target, {"x": float("nan")})  # JSON has no NaN: serialisation fails midway
+        files.write_json_atomic(target, {"x": float("nan")})  # JSON has no NaN: serialisation fails midway
     assert target.read_text() == "old content\n"  # the previous file is untouched
     assert sorted(os.listdir(tmp_path)) == ["sol.json"]  # and no temporary file is left behind
-    io.write_json_atomic(target, {"x": 1})
+    files.write_json_atomic(target, {"x": 1})
     assert json.loads(target.read_text()) == {"x": 1}
     assert oct(target.stat().st_mode & 0o777) != oct(0o600)  # an ordinary file, not mkstemp's private mode
 
@@ -33,17 +34,17 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
 ])
 def test_malformed_solutions_name_the_field(doc, field):
     with pytest.raises(SolutionFileError) as exc:
-        io.parse_solution(doc)
+        files.parse_solution(doc)
     assert exc.value.field == field
 
 
 def test_direction_is_read_from_the_file():
     doc = {"format": "topoopt-solution", "version": 1, "status": "feasible", "method": "x",
            "topology": {"servers": 3, "directed": True, "links": [[0, 1, 1], [1, 2, 1], [2, 0, 1]]}}
-    sol = io.parse_solution(doc)
+    sol = files.parse_solution(doc)
     assert sol.topology.matrix[0, 1] == 1 and sol.topology.matrix[1, 0] == 0
     doc["topology"]["directed"] = False
-    assert io.parse_solution(doc).topology.matrix[1, 0] == 1
+    assert files.parse_solution(doc).topology.matrix[1, 0] == 1
 
 
 def test_non_finite_numbers_are_written_as_null_and_read_back(tmp_path):
@@ -55,7 +56,7 @@ def test_non_finite_numbers_are_written_as_null_and_read_back(tmp_path):
     from topoopt_ilp.methods import finalize
     from topoopt_ilp.evaluation.verify import verify
 
-    inst = io.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6}], "all_to_all": 1e6}))
+    inst = files.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6}], "all_to_all": 1e6}))
     half = np.roll(np.eye(4, dtype=np.int64), 1, axis=1)
     half = half + half.T
     x = np.zeros((8, 8), dtype=np.int64)
@@ -66,12 +67,12 @@ def test_non_finite_numbers_are_written_as_null_and_read_back(tmp_path):
                    wall_time_s=float("inf"), metrics=sol.metrics,
                    details={"trace": [1.0, float("nan")], "best": np.float64("inf"), "n": np.int64(3)})
     path = tmp_path / "sol.json"
-    io.save_solution(sol, path, directed=False)
+    files.save_solution(sol, path, directed=False)
     data = json.loads(path.read_text())
     assert data["objective"] is None and data["bound"] is None and data["wall_time_s"] is None
     assert data["metrics"]["iteration_time_s"] is None and data["metrics"]["group_times_s"] == [None]
     assert data["details"] == {"trace": [1.0, None], "best": None, "n": 3}
-    again = io.load_solution(path)
+    again = files.load_solution(path)
     assert again.objective is None and again.wall_time_s == 0.0 and again.metrics["throughput"] == 0.0
     # the file round trip keeps everything; the design itself cannot carry the demand across the rings
     assert all(v.startswith("no path from") for v in verify(inst, again).violations), verify(inst, again).violations
@@ -84,14 +85,14 @@ def test_file_size_limits_instances_and_solutions_apart(tmp_path, monkeypatch):
     from topoopt_ilp.errors import InstanceError
     from topoopt_ilp.methods import solve
 
-    inst = io.load_instance(INSTANCES / "mix-8.json")
+    inst = files.load_instance(INSTANCES / "mix-8.json")
     out = tmp_path / "sol.json"
-    io.save_solution(solve(inst, method="heuristic"), out, directed=False)
+    files.save_solution(solve(inst, method="heuristic"), out, directed=False)
     size = out.stat().st_size
-    monkeypatch.setattr(io, "MAX_FILE_BYTES", size - 1)
-    assert io.load_solution(out).has_solution  # the instance limit does not apply
+    monkeypatch.setattr(jsonio, "MAX_FILE_BYTES", size - 1)
+    assert files.load_solution(out).has_solution  # the instance limit does not apply
     with pytest.raises(InstanceError, match="MiB limit"):
-        io.load_instance(out)
-    monkeypatch.setattr(io, "MAX_SOLUTION_BYTES", size - 1)
+        files.load_instance(out)
+    monkeypatch.setattr(solution_file, "MAX_SOLUTION_BYTES", size - 1)
     with pytest.raises(SolutionFileError, match="MiB limit"):
-        io.load_solution(out)
+        files.load_solution(out)

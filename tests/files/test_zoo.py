@@ -10,7 +10,7 @@ import pytest
 
 from topoopt_ilp.files import zoo
 from topoopt_ilp.core.strategy import data_parallel, server_memory, strategy_demand, validate_strategy
-from topoopt_ilp.core.workload import parse_workload, workload_to_dict
+from topoopt_ilp.files.instance_file import parse_workload, workload_to_dict
 
 PAPER = Path(__file__).resolve().parents[2] / "instances" / "paper"
 

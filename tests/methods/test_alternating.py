@@ -7,7 +7,7 @@ import math
 import pytest
 
 from conftest import INSTANCES
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.cli import main
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Cluster, Instance
@@ -55,8 +55,8 @@ def test_alternating_on_a_testbed_workload_improves_on_the_data_parallel_start(t
                  "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "round  0" in err and "round  1 placement" in err  # the live progress lines
-    inst = io.load_instance(path)
-    sol = io.load_solution(out)
+    inst = files.load_instance(path)
+    sol = files.load_solution(out)
     assert sol.objective < solve(inst, method="heuristic").objective
     assert verify(inst, sol).valid
     png = tmp_path / "conv.png"
@@ -69,7 +69,7 @@ def test_alternating_on_a_testbed_workload_improves_on_the_data_parallel_start(t
 
 def test_alternating_needs_a_workload():
     with pytest.raises(InputError, match="needs|optimises a workload"):
-        solve(io.load_instance(INSTANCES / "testbed-12.json"), method="alternating")
+        solve(files.load_instance(INSTANCES / "testbed-12.json"), method="alternating")
 
 
 def test_the_placement_step_takes_the_ring_policy(monkeypatch):
@@ -102,7 +102,7 @@ def test_exact_topology_step_is_verified_and_never_worse(tmp_path, capsys):
         assert verify(inst, ex).valid
         assert ex.objective <= fi.objective + inst.cluster.hop_latency_s * (inst.n - 1) + 1e-12
     path = tmp_path / "w.json"
-    io.save_instance(inst, path)
+    files.save_instance(inst, path)
     assert main(["solve", str(path), "--method", "alternating", "--topology-method", "exact", "--rounds", "1",
                  "--round-time-limit", "5", "--quiet"]) == 0
     assert main(["solve", str(path), "--topology-method", "exact"]) == 2
@@ -118,7 +118,7 @@ def test_auto_topology_method_is_exact_on_small_clusters_only():
     small = small_workload()
     assert small.n <= AUTO_EXACT_SERVERS
     assert solve(small, method="alternating", rounds=1, round_time_limit_s=5).details["topology_method"] == "exact"
-    large = io.parse_instance(generate("resnet50", 16, 4, 100.0))
+    large = files.parse_instance(generate("resnet50", 16, 4, 100.0))
     sol = solve(large, method="alternating", rounds=1, round_time_limit_s=5)
     assert sol.details["topology_method"] == "finder" and verify(large, sol).valid
 
@@ -194,7 +194,7 @@ def test_a_trajectory_ends_at_a_relabelled_repeat(monkeypatch):
     from topoopt_ilp.methods.alternating import relabelling_key
     from topoopt_ilp.methods import placement_traffic
 
-    inst = io.load_instance(INSTANCES / "dlrm-mini-6.json")  # its second trajectory reaches an image of the first's
+    inst = files.load_instance(INSTANCES / "dlrm-mini-6.json")  # its second trajectory reaches an image of the first's
     sol = solve(inst, method="alternating", topology_method="exact", round_time_limit_s=10)
     keys = [relabelling_key(placement_traffic(inst, p)) for p in seen]
     assert len(keys) == len(set(keys))  # no traffic solved twice, relabelled or not

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.core.instance import AllReduceGroup, Cluster, CostModel, Demand, FixedTopology, Instance, SolverDefaults
 from topoopt_ilp.core.solution import Solution, Topology
@@ -32,8 +32,8 @@ def test_lists_become_tuples_and_the_instance_is_hashable(tmp_path):
     hash(inst)
     assert inst == Instance(CLUSTER, Demand(allreduce=(AllReduceGroup((0, 1, 2, 3), 1e6),), mp=((0, 5, 1e3),)))
     path = tmp_path / "inst.json"
-    io.save_instance(inst, path)
-    assert io.load_instance(path) == inst
+    files.save_instance(inst, path)
+    assert files.load_instance(path) == inst
     assert solve(inst, method="heuristic").has_solution
 
 
@@ -54,8 +54,8 @@ def test_fixed_topology_and_cost_lists_become_tuples(tmp_path):
     inst = small(topology_family="circulant", fixed_topology=fixed, cost=cost)
     hash(inst)
     path = tmp_path / "inst.json"
-    io.save_instance(inst, path)
-    assert io.load_instance(path) == inst
+    files.save_instance(inst, path)
+    assert files.load_instance(path) == inst
     hash(small(fixed_topology=links))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import INSTANCES
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.cli import main
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.methods import solve
@@ -21,7 +21,7 @@ PAPER = sorted((INSTANCES / "paper").glob("*.json"))
 
 @pytest.mark.parametrize("path", PAPER, ids=lambda p: p.name)
 def test_zoo_instance_solves_and_verifies(path: Path, tmp_path):
-    inst = io.load_instance(path)
+    inst = files.load_instance(path)
     sol = solve(inst, method="heuristic")
     assert verify(inst, sol).valid, verify(inst, sol).violations
     strategy = data_parallel(inst.workload, inst.n)
@@ -31,12 +31,12 @@ def test_zoo_instance_solves_and_verifies(path: Path, tmp_path):
     assert m["compute_time_s"] == pytest.approx(compute.max())
     assert m["iteration_time_s"] == pytest.approx(m["compute_time_s"] + m["comm_time_s"])  # overlap: none
     out = tmp_path / "sol.json"
-    io.save_solution(sol, out, directed=False)
-    assert verify(inst, io.load_solution(out)).valid
+    files.save_solution(sol, out, directed=False)
+    assert verify(inst, files.load_solution(out)).valid
 
 
 def test_placement_is_checked_by_the_verifier():
-    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    inst = files.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
     sol = solve(inst, method="heuristic")
     wrong_degree = dict(sol.placement, layer_degree=[5] * len(sol.placement["layer_degree"]))
     assert any("placement" in v for v in verify(inst, replace(sol, placement=wrong_degree)).violations)
@@ -47,7 +47,7 @@ def test_full_overlap_takes_the_max():
     path = INSTANCES / "paper" / "candle-testbed-12-d4.json"
     data = json.loads(path.read_text())
     data["workload"]["overlap"] = "full"
-    inst = io.parse_instance(data)
+    inst = files.parse_instance(data)
     sol = solve(inst, method="heuristic")
     m = evaluate(inst, sol)
     assert m.iteration_time_s == pytest.approx(max(m.compute_time_s, m.comm_time_s))
@@ -57,7 +57,7 @@ def test_full_overlap_takes_the_max():
 def test_generate_command_writes_a_loadable_instance(tmp_path, capsys):
     out = tmp_path / "dlrm16.json"
     assert main(["generate", "dlrm", "--servers", "16", "--degree", "4", "--bandwidth", "100", "-o", str(out)]) == 0
-    inst = io.load_instance(out)
+    inst = files.load_instance(out)
     assert inst.n == 16 and len(inst.workload.blocks) == 64
     assert main(["solve", str(out), "--quiet"]) == 0
     assert main(["generate", "dlrm", "--servers", "2", "--degree", "1", "--bandwidth", "100"]) == 2
@@ -70,7 +70,7 @@ def test_exact_on_a_workload_is_the_joint_model(tmp_path, capsys):
     assert main(["solve", str(path), "--method", "exact", "--time-limit", "6", "--out", str(out)]) == 0
     sol = json.loads(out.read_text())
     assert sol["status"] in ("optimal", "feasible") and sol["details"]["model"] == "joint"
-    heur = solve(io.load_instance(path), method="heuristic")
+    heur = solve(files.load_instance(path), method="heuristic")
     assert sol["objective"] <= heur.objective * (1 + 1e-9)  # it starts from the alternating method, itself from this
     assert sol["bound"] is None or sol["bound"] <= sol["objective"] * (1 + 1e-9)
     assert main(["verify", str(path), str(out)]) == 0
@@ -95,7 +95,7 @@ def test_a_start_that_breaks_memory_is_said_plainly(tmp_path, capsys):
                                 "cluster": {"servers": 6, "degree": 2, "link_bandwidth_gbps": 100},
                                 "workload": {"batch_size": 64, "server_memory_bytes": 1e9, "layers": layers,
                                              "blocks": blocks}}))
-    inst = io.load_instance(path)
+    inst = files.load_instance(path)
     for method in ("heuristic", "alternating"):
         with pytest.raises(StartInfeasibleError, match="does not fit server memory"):
             solve(inst, method=method)
@@ -113,6 +113,6 @@ def test_a_warm_start_file_that_does_not_fit_is_refused(tmp_path):
     assert main(["solve", str(INSTANCES / "dlrm-mini-6.json"), "--out", str(start), "--quiet"]) == 0
     data = json.loads((INSTANCES / "dlrm-mini-6.json").read_text())
     data["cluster"]["links"] = "directed"
-    inst = io.parse_instance(data)
+    inst = files.parse_instance(data)
     with pytest.raises(InputError, match="not a feasible design for this instance.*undirected"):
         solve(inst, method="exact", time_limit_s=10, warm_start=str(start))

@@ -11,7 +11,7 @@ from conftest import INSTANCES
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation.evaluate import evaluate, link_loads
 from topoopt_ilp.core.graph import circulant
-from topoopt_ilp.files.io import load_instance, parse_instance
+from topoopt_ilp.files import load_instance, parse_instance
 from topoopt_ilp.schedule.iteration_graph import Schedule, build_iteration_graph, check_schedule, graph_from_solution, lower_bounds
 from topoopt_ilp.models.schedule import list_schedule, model_size, solve_schedule
 from topoopt_ilp.core.routes import Routing

@@ -20,11 +20,10 @@ from typing import Any, Sequence
 
 from topoopt_ilp.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_NO_SOLUTION, EXIT_OK, InputError, TopoOptError
 
+from topoopt_ilp.cli.arguments import int_at_least, nonneg_float, nonneg_int, pos_float, pos_int, solution_output_arguments, threads
+from topoopt_ilp.cli.output import STATUS_EXIT, fmt_time, metrics_lines, print_json, print_round, print_solution
+
 __all__ = ["main", "build_parser"]
-
-_STATUS_EXIT = {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE,
-                "unbounded": EXIT_ERROR, "no_solution": EXIT_NO_SOLUTION, "error": EXIT_ERROR}
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line (plus the usage) with exit code 2."""
@@ -37,100 +36,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _finite_float(text: str, *, positive: bool) -> float:
-    """A finite number >= 0 (> 0 when ``positive``), for argparse: one message for every bad value."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v < 0 or (positive and v == 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number {'>' if positive else '>='} 0, got {text}")
-    return v
-
-
-def _nonneg_float(text: str) -> float:
-    return _finite_float(text, positive=False)
-
-
-def _pos_float(text: str) -> float:
-    return _finite_float(text, positive=True)
-
-
-def _int_at_least(text: str, low: int, high: int | None = None) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < low:
-        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {v}")
-    if high is not None and v > high:
-        raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, got {v}")
-    return v
-
-
-def _nonneg_int(text: str) -> int:
-    return _int_at_least(text, 0)
-
-
-def _pos_int(text: str) -> int:
-    return _int_at_least(text, 1)
-
-
-def _threads(text: str) -> int:
-    from topoopt_ilp.core.instance import MAX_THREADS
-
-    return _int_at_least(text, 1, MAX_THREADS)
-
-
-# ----------------------------------------------------------------------------------------------
-# Output helpers
-# ----------------------------------------------------------------------------------------------
-def _fmt_time(v: float | None, digits: int = 4) -> str:
-    """Seconds in the largest unit (s, ms, us, ns) that keeps the value >= 1, to ``digits`` digits."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "inf" if v is not None else "-"
-    if v == 0:
-        return "0 s"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(v) >= scale:
-            return f"{v / scale:.{digits}g} {unit}"
-    return f"{v:.3g} s"
-
-
-def _metrics_lines(m: dict[str, Any]) -> list[str]:
-    def num(v):
-        if v is None:
-            return "-"
-        return f"{v:.6g}" if isinstance(v, float) else str(v)
-
-    groups = m.get("group_times_s") or []
-    lines = [
-        f"  iteration time     {_fmt_time(m['iteration_time_s'])}"
-        + (f"  (compute {_fmt_time(m['compute_time_s'])})" if m.get("compute_time_s") else ""),
-        f"  comm time          {_fmt_time(m['comm_time_s'])}  (bandwidth {_fmt_time(m['bandwidth_time_s'])} + latency {_fmt_time(m['latency_time_s'])})",
-        f"  throughput         {num(m['throughput'])} iterations/s of this traffic",
-        f"  diameter / ASPL    {num(m['diameter'])} / {num(m['aspl'])} hops" + ("" if m.get("connected", True) else "  (DISCONNECTED)"),
-        f"  longest used path  {m['max_hops']} hops",
-        f"  link utilization   max {num(m['max_link_utilization'])}, mean {num(m['mean_link_utilization'])}",
-        f"  routing            {m['routing']}",
-    ]
-    if groups:
-        shown = ", ".join(_fmt_time(t) for t in groups[:6]) + (f", ... ({len(groups)} groups)" if len(groups) > 6 else "")
-        lines.append(f"  AllReduce alone    {shown}")
-    return lines
-
-
-def _print_json(data: Any) -> None:
-    from topoopt_ilp.files.io import json_safe
-
-    print(json.dumps(json_safe(data), indent=1))
-
-
 # ----------------------------------------------------------------------------------------------
 # Commands
 # ----------------------------------------------------------------------------------------------
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from topoopt_ilp.files.io import load_instance
+    from topoopt_ilp.files import load_instance
 
     inst = load_instance(args.instance)
     c = inst.cluster
@@ -156,7 +66,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from topoopt_ilp.files.io import load_instance, load_solution
+    from topoopt_ilp.files import load_instance, load_solution
     from topoopt_ilp.evaluation.verify import verify
 
     inst = load_instance(args.instance)
@@ -176,7 +86,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from topoopt_ilp.evaluation.evaluate import evaluate
-    from topoopt_ilp.files.io import load_instance, load_solution
+    from topoopt_ilp.files import load_instance, load_solution
     from topoopt_ilp.core.solution import Topology
 
     inst = load_instance(args.instance)
@@ -188,7 +98,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                                    rack_size=args.rack_size, placement=placement, server_bandwidth_gbps=args.bandwidth,
                                    equal_cost=args.equal_cost).as_dict()
         if args.json:
-            _print_json(sm)
+            print_json(sm)
         else:
             label = sm["architecture"] + (f" 1:{sm['oversubscription']:g}, racks of {sm['rack_size']}"
                                           if sm["architecture"] == "fat_tree" else "")
@@ -200,12 +110,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             else:
                 per_server = f"{inst.d} x {inst.cluster.link_bandwidth_gbps:g} Gbps per server"
             print(f"{label} with {per_server}, on {args.instance}:")
-            print(f"  iteration time     {_fmt_time(sm['iteration_time_s'])}"
-                  + (f"  (compute {_fmt_time(sm['compute_time_s'])})" if sm["compute_time_s"] else ""))
-            print(f"  comm time          {_fmt_time(sm['comm_time_s'])}  (bandwidth {_fmt_time(sm['bandwidth_time_s'])}"
-                  f" + latency {_fmt_time(sm['latency_time_s'])})")
-            print(f"  busiest port       {_fmt_time(sm['server_port_time_s'])}; busiest rack uplink "
-                  f"{_fmt_time(sm['rack_uplink_time_s'])}")
+            print(f"  iteration time     {fmt_time(sm['iteration_time_s'])}"
+                  + (f"  (compute {fmt_time(sm['compute_time_s'])})" if sm["compute_time_s"] else ""))
+            print(f"  comm time          {fmt_time(sm['comm_time_s'])}  (bandwidth {fmt_time(sm['bandwidth_time_s'])}"
+                  f" + latency {fmt_time(sm['latency_time_s'])})")
+            print(f"  busiest port       {fmt_time(sm['server_port_time_s'])}; busiest rack uplink "
+                  f"{fmt_time(sm['rack_uplink_time_s'])}")
         return EXIT_OK
     if args.oversubscription != 1.0 or args.rack_size is not None or args.equal_cost or args.bandwidth is not None:
         raise InputError("--oversubscription, --rack-size, --equal-cost and --bandwidth go with --architecture")
@@ -252,10 +162,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             print(f"warning: {args.solution} fails verification ({len(report.violations)} violation(s), first: "
                   f"{report.violations[0]}); the scores are of the solution as given (see topoopt verify)", file=sys.stderr)
     if args.json:
-        _print_json(metrics)
+        print_json(metrics)
     else:
         print(f"{what} on {args.instance}:")
-        print("\n".join(_metrics_lines(metrics)))
+        print("\n".join(metrics_lines(metrics)))
     return EXIT_OK
 
 
@@ -266,7 +176,7 @@ def _cmd_evaluate_paper(args: argparse.Namespace) -> int:
     if not paths:
         raise InputError("--instances lists no instance file")
     if args.out is not None:  # made and probed now: a bad directory must not cost the whole comparison
-        from topoopt_ilp.files.io import check_writable
+        from topoopt_ilp.files import check_writable
 
         if not args.out.strip():
             raise InputError(f"--out needs a directory name, got {args.out!r}")
@@ -343,7 +253,7 @@ _EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
-    from topoopt_ilp.files.io import check_writable, load_instance, save_solution
+    from topoopt_ilp.files import check_writable, load_instance, save_solution
     from topoopt_ilp.methods import solve
     from topoopt_ilp.evaluation.verify import verify
 
@@ -386,7 +296,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
                            topology_method=args.topology_method or "auto", rings=args.rings or "shortest",
                            search_moves=args.search_moves)
             if not (args.quiet or args.json):
-                options["progress"] = _print_round
+                options["progress"] = print_round
     try:
         sol = solve(inst, method=args.method, **options)
     except InputError as exc:
@@ -407,15 +317,15 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     if kept:
         print(f"{args.out}: not replaced, no solution was found; it keeps what it held", file=sys.stderr)
     if args.json:
-        from topoopt_ilp.files.io import solution_to_dict
+        from topoopt_ilp.files import solution_to_dict
 
-        _print_json(solution_to_dict(sol, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance)))
+        print_json(solution_to_dict(sol, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance)))
     elif not args.quiet:
-        _print_solution(args, inst, sol, report, written)
+        print_solution(args, inst, sol, report, written)
     if report is not None and not report.valid:
         print(f"error: the solution failed verification: {report.violations[0]}", file=sys.stderr)
         return EXIT_ERROR
-    return _STATUS_EXIT[sol.status]
+    return STATUS_EXIT[sol.status]
 
 
 def _with_newline(text: str) -> str:
@@ -434,7 +344,7 @@ def _split(text: str) -> list[str]:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from topoopt_ilp.experiments.compare import compare, format_rows
     from topoopt_ilp.core.instance import degree_one_refusal
-    from topoopt_ilp.files.io import load_instance
+    from topoopt_ilp.files import load_instance
 
     inst = load_instance(args.instance)
     methods, backends = _methods_and_backends(args)
@@ -496,7 +406,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from multiprocessing import get_context
     from pathlib import Path
 
-    from topoopt_ilp.files.io import check_writable, write_atomic
+    from topoopt_ilp.files import check_writable, write_atomic
     from topoopt_ilp.experiments.sweep import expand_paths, format_sweep, read_journal, sweep
 
     paths = expand_paths(args.paths)
@@ -590,7 +500,7 @@ def _quiet_dask_shutdown() -> None:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from topoopt_ilp.files.io import check_writable, write_json_atomic
+    from topoopt_ilp.files import check_writable, write_json_atomic
     from topoopt_ilp.files.zoo import generate
 
     if args.output is not None:
@@ -616,7 +526,7 @@ def _cmd_draw(args: argparse.Namespace) -> int:
     import numpy as np
 
     from topoopt_ilp.draw import draw_topology
-    from topoopt_ilp.files.io import check_writable, load_solution, write_atomic
+    from topoopt_ilp.files import check_writable, load_solution, write_atomic
     from topoopt_ilp.core.solution import Topology
 
     if os.path.splitext(args.output)[1].lower() not in (".png", ".svg", ".pdf"):
@@ -651,53 +561,6 @@ def _cmd_draw(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_round(entry: dict[str, Any]) -> None:
-    """Live progress of --method alternating, on stderr so that stdout stays the result."""
-    mark = "*" if entry["accepted"] else " "
-    phase = entry["phase"] + (f" (from {entry['trajectory']} start)" if entry.get("trajectory") else "")
-    if entry.get("repeats_earlier"):
-        print(f"  round {entry['round']:>2} {phase:<40} skipped: its traffic relabels traffic solved before; "
-              f"this trajectory ends [{entry['wall_time_s']:.1f} s]", file=sys.stderr, flush=True)
-        return
-    print(f"  round {entry['round']:>2} {phase:<40} iteration {_fmt_time(entry['iteration_time_s']):>10} "
-          f"(compute {_fmt_time(entry['compute_time_s'])}, comm {_fmt_time(entry['comm_time_s'])}) {mark} "
-          f"[{entry['wall_time_s']:.1f} s]", file=sys.stderr, flush=True)
-
-
-def _print_solution(args, inst, sol, report, written: bool) -> None:
-    c = inst.cluster
-    name = inst.name or os.path.basename(args.instance)
-    head = f"{name}: {c.servers} servers x {c.degree} x {c.link_bandwidth_gbps:g} Gbps ({c.links})"
-    print(head)
-    detail = f"method {sol.method}" + (f" [{sol.backend}]" if sol.backend else "")
-    among = " (status and bound among its candidate rings: rings_restricted below)" if sol.details.get("rings_restricted") else ""
-    print(f"  status             {sol.status}{among} ({detail}, {sol.wall_time_s:.3f} s)")
-    if sol.objective is not None:
-        extra = ""
-        if sol.bound is not None:
-            extra = f", bound {sol.bound:.6g}" + (f", gap {sol.gap:.2%}" if sol.gap is not None else "")
-        print(f"  objective          {inst.objective} = {sol.objective:.6g}{extra}")
-    if sol.topology is not None:
-        links = sol.topology.links(c.directed)
-        multi = sum(1 for *_, k in links if k > 1)
-        jumps = f", jumps {list(sol.topology.jumps)}" if sol.topology.jumps is not None else ""
-        print(f"  topology           {sum(k for *_, k in links)} links{jumps}" + (f" ({multi} pairs with parallel links)" if multi else ""))
-    for key, value in (sol.details or {}).items():
-        short_list = isinstance(value, (list, tuple)) and 0 < len(value) <= 8 and key not in ("mp_links", "rounds")
-        if isinstance(value, (str, int, float)) or short_list:
-            print(f"  {key:<18} {value}")
-    if "reroute" in (sol.details or {}):
-        from topoopt_ilp.cli.route import reroute_line
-
-        print(f"  rerouted           {reroute_line(sol.details)}")
-    if sol.metrics:
-        print("\n".join(_metrics_lines(sol.metrics)))
-    if report is not None:
-        print(f"  verified           {'yes' if report.valid else 'NO: ' + report.violations[0]}")
-    if written:
-        print(f"  written            {args.out}")
-
-
 # ----------------------------------------------------------------------------------------------
 def _comparison_arguments(p: argparse.ArgumentParser) -> None:
     """The options compare and sweep share."""
@@ -705,23 +568,15 @@ def _comparison_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated: heuristic, exact, alternating (workloads), baseline (default heuristic,exact; "
                         "heuristic,alternating,exact for a workload)")
     p.add_argument("--backends", default=None, help="comma-separated back-ends for exact (default highs)")
-    p.add_argument("--time-limit", type=_nonneg_float, default=60.0, metavar="S",
+    p.add_argument("--time-limit", type=nonneg_float, default=60.0, metavar="S",
                    help="per exact solve, and the alternating method's budget (default 60)")
-    p.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/baseline seed (default 0)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="heuristic/baseline seed (default 0)")
     p.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
                    help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
-    p.add_argument("--search-moves", type=_pos_int, default=None, metavar="N",
+    p.add_argument("--search-moves", type=pos_int, default=None, metavar="N",
                    help="budget the placement's local search (alternating; exact on a workload with a fixed "
                         "topology) in moves, not seconds: results that do not depend on the machine or the worker")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
-
-
-def solution_output_arguments(p: argparse.ArgumentParser) -> None:
-    """``-o/--out`` and ``--json | --quiet`` of the commands that end with a solution (solve, route)."""
-    p.add_argument("-o", "--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
-    shown = p.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true", help="print the solution as JSON")
-    shown.add_argument("--quiet", action="store_true", help="print nothing; use the exit code")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -755,11 +610,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="score the traffic on a switched network instead (with SOLUTION: under its placement); "
                         "same bandwidth per server unless --bandwidth or --equal-cost")
     e.add_argument("--oversubscription", type=float, default=1.0, metavar="R", help="fat_tree: ToR uplink oversubscription 1:R")
-    e.add_argument("--rack-size", type=_pos_int, default=None, metavar="K", help="fat_tree: servers per rack (default 16)")
+    e.add_argument("--rack-size", type=pos_int, default=None, metavar="K", help="fat_tree: servers per rack (default 16)")
     e.add_argument("--equal-cost", action="store_true",
                    help="fat_tree: give each server the bandwidth at which the Fat-tree costs as much as the "
                         "direct-connect cluster (cost model: the instance's 'cost' section, else the defaults)")
-    e.add_argument("--bandwidth", type=_pos_float, default=None, metavar="GBPS",
+    e.add_argument("--bandwidth", type=pos_float, default=None, metavar="GBPS",
                    help="with --architecture: bandwidth per server (default: degree x link bandwidth)")
     e.set_defaults(func=_cmd_evaluate)
 
@@ -770,13 +625,13 @@ def build_parser() -> argparse.ArgumentParser:
                                     "times and speedups; --out writes the table (CSV, JSON) and a bar chart (PNG).")
     ep.add_argument("--instances", default=None, metavar="FILE,FILE,...",
                     help="instance files (default: instances/paper/{dlrm,bert,candle,vgg16}-128-d{4,8}.json)")
-    ep.add_argument("--time-limit", type=_nonneg_float, default=100.0, metavar="S",
+    ep.add_argument("--time-limit", type=nonneg_float, default=100.0, metavar="S",
                     help="budget of each alternating run (default 100)")
-    ep.add_argument("--rounds", type=_pos_int, default=5, help="alternating: at most this many rounds (default 5)")
-    ep.add_argument("--round-time-limit", type=_nonneg_float, default=30.0, metavar="S",
+    ep.add_argument("--rounds", type=pos_int, default=5, help="alternating: at most this many rounds (default 5)")
+    ep.add_argument("--round-time-limit", type=nonneg_float, default=30.0, metavar="S",
                     help="alternating: time limit of each placement MILP (default 30)")
-    ep.add_argument("--rack-size", type=_pos_int, default=None, metavar="K", help="Fat-tree servers per rack (default 16)")
-    ep.add_argument("--seed", type=_nonneg_int, default=0, help="heuristic/expander seed (default 0)")
+    ep.add_argument("--rack-size", type=pos_int, default=None, metavar="K", help="Fat-tree servers per rack (default 16)")
+    ep.add_argument("--seed", type=nonneg_int, default=0, help="heuristic/expander seed (default 0)")
     ep.add_argument("-o", "--out", default=None, metavar="DIR", help="write architectures.csv, .json and .png here")
     ep.add_argument("--title", default=None, help="chart title")
     ep.add_argument("--format", choices=("table", "json", "csv"), default="table", help="what to print (default table)")
@@ -789,8 +644,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--method", choices=("heuristic", "exact", "alternating", "baseline"), default="heuristic",
                    help="heuristic: TopoOpt's TopologyFinder (default); exact: MILP; alternating: placement MILP <-> "
                         "TopologyFinder rounds (workloads); baseline: a reference topology")
-    s.add_argument("--rounds", type=_pos_int, default=None, help="alternating: at most this many rounds (default 5)")
-    s.add_argument("--round-time-limit", type=_nonneg_float, default=None, metavar="S",
+    s.add_argument("--rounds", type=pos_int, default=None, help="alternating: at most this many rounds (default 5)")
+    s.add_argument("--round-time-limit", type=nonneg_float, default=None, metavar="S",
                    help="alternating: time limit of each placement MILP (default 30)")
     s.add_argument("--topology-method", default=None, choices=("auto", "finder", "exact"),
                    help="alternating: topology step by TopoOpt's TopologyFinder or the exact topology + routing "
@@ -802,10 +657,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--baseline", default=None, choices=("expander", "demand_greedy", "torus"),
                    help="baseline: which reference topology (default expander)")
     s.add_argument("--backend", default=None, help="exact, alternating: solver back-end (highs, scip, cpsat, cbc; default highs)")
-    s.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S",
+    s.add_argument("--time-limit", type=nonneg_float, default=None, metavar="S",
                    help="exact: time limit in seconds; alternating: overall budget")
-    s.add_argument("--gap", type=_nonneg_float, default=None, metavar="G", help="exact: relative gap at which the solver may stop (optimal still means within 1e-4; above it the result is feasible)")
-    s.add_argument("--threads", type=_threads, default=None, metavar="T", help="exact: solver threads")
+    s.add_argument("--gap", type=nonneg_float, default=None, metavar="G", help="exact: relative gap at which the solver may stop (optimal still means within 1e-4; above it the result is feasible)")
+    s.add_argument("--threads", type=threads, default=None, metavar="T", help="exact: solver threads")
     s.add_argument("--warm-start", default=None, metavar="heuristic|none|FILE", help="exact: warm start (default heuristic)")
     s.add_argument("--export-model", default=None, metavar="FILE.mps|FILE.lp", help="exact: also write the model")
     s.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
@@ -819,11 +674,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exact (a workload on a fixed topology), alternating: how the placement problem rings each "
                         "AllReduce group - shortest (default): split equally over its TotientPerms rings of least hop "
                         "total; coset: one ring in coset order")
-    s.add_argument("--search-moves", type=_pos_int, default=None, metavar="N",
+    s.add_argument("--search-moves", type=pos_int, default=None, metavar="N",
                    help="exact (a workload on a fixed topology), alternating: budget the placement's local search in moves, not "
                         "seconds, so that the same seed finds the same strategy on any machine (the time limit stays "
                         "the safety net; the solution's details say when it cut the search)")
-    s.add_argument("--seed", type=_nonneg_int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
+    s.add_argument("--seed", type=nonneg_int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
                    "when given with --method exact, of the solver")
     s.add_argument("--reroute", action="store_true",
                    help="then route the design's traffic over the paths that minimise its busiest link (as topoopt "
@@ -844,7 +699,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "in --jobs processes, or on a Dask cluster. Every file is checked before any solve.")
     w.add_argument("paths", nargs="+", metavar="PATH", help="instance file, directory of .json files, or glob pattern")
     _comparison_arguments(w)
-    w.add_argument("--jobs", type=_pos_int, default=1, metavar="N",
+    w.add_argument("--jobs", type=pos_int, default=1, metavar="N",
                    help="solves at a time, in worker processes (default 1: one after another here); with --dask local, "
                         "the number of Dask workers")
     w.add_argument("--dask", default=None, metavar="ADDRESS|local",
@@ -863,10 +718,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Generate a workload instance at the sizes TopoOpt evaluated; each file says where its "
                                    "numbers come from.")
     g.add_argument("model", choices=sorted(MODELS), metavar="MODEL", help=", ".join(sorted(MODELS)))
-    g.add_argument("--servers", type=lambda text: _int_at_least(text, 2), required=True)
-    g.add_argument("--degree", type=_pos_int, required=True)
-    g.add_argument("--bandwidth", type=_pos_float, required=True, metavar="GBPS")
-    g.add_argument("--batch", type=_pos_int, default=None, help="global batch (default: the model's paper setting)")
+    g.add_argument("--servers", type=lambda text: int_at_least(text, 2), required=True)
+    g.add_argument("--degree", type=pos_int, required=True)
+    g.add_argument("--bandwidth", type=pos_float, required=True, metavar="GBPS")
+    g.add_argument("--batch", type=pos_int, default=None, help="global batch (default: the model's paper setting)")
     g.add_argument("--compute-model", choices=("busiest_server", "critical_path"), default=None,
                    help="the workload's compute_model (default busiest_server: pipelines pay no bubble; "
                         "critical_path: they pay it)")

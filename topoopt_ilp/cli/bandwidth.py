@@ -20,8 +20,8 @@ import os
 import sys
 from typing import Any
 
-from topoopt_ilp.cli import _fmt_time as fmt_time
-from topoopt_ilp.cli import _STATUS_EXIT, _nonneg_float, _pos_float
+from topoopt_ilp.cli.arguments import nonneg_float, pos_float
+from topoopt_ilp.cli.output import STATUS_EXIT, fmt_time
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_OK
 
 __all__ = ["add_subcommand", "run_bandwidth", "format_table"]
@@ -39,8 +39,8 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     b.add_argument("--objective", choices=("iteration_time", "perf_per_cost"), default=None,
                    help="default: the file's objective (iteration_time when it names none)")
     b.add_argument("--backend", default="highs", help="LP back-end: highs (default), scip or cbc")
-    b.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S", help="wall-clock limit in seconds")
-    b.add_argument("--gap", type=_nonneg_float, default=None, metavar="G", help="relative gap at which the cuts stop (default 1e-6; optimal means within 1e-4, above it the result is feasible)")
+    b.add_argument("--time-limit", type=nonneg_float, default=None, metavar="S", help="wall-clock limit in seconds")
+    b.add_argument("--gap", type=nonneg_float, default=None, metavar="G", help="relative gap at which the cuts stop (default 1e-6; optimal means within 1e-4, above it the result is feasible)")
     b.add_argument("-o", "--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
     b.add_argument("--json", action="store_true", help="print the solution as JSON")
     b.set_defaults(func=run_bandwidth)
@@ -55,11 +55,11 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     i.add_argument("--communicator", required=True, metavar="COMMUNICATOR.yml")
     i.add_argument("--cost-model", default=None, metavar="COST.yml", help="needed for a cost budget or perf_per_cost")
     budget = i.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--total-bandwidth", type=_pos_float, metavar="GBPS", help="budget: sum of B_d, GB/s per NPU")
-    budget.add_argument("--cost", type=_pos_float, metavar="USD", help="budget: network cost in $ (needs --cost-model)")
+    budget.add_argument("--total-bandwidth", type=pos_float, metavar="GBPS", help="budget: sum of B_d, GB/s per NPU")
+    budget.add_argument("--cost", type=pos_float, metavar="USD", help="budget: network cost in $ (needs --cost-model)")
     i.add_argument("--spend-all", action="store_true", help="the budget must be spent exactly")
     i.add_argument("--objective", choices=("iteration_time", "perf_per_cost"), default="iteration_time")
-    i.add_argument("--clock-ghz", type=_pos_float, default=1.0, metavar="F",
+    i.add_argument("--clock-ghz", type=pos_float, default=1.0, metavar="F",
                    help="clock that turns the workload's compute cycles into time (default 1 GHz: 1 cycle = 1 ns)")
     i.add_argument("--name", default="", help="the problem's name")
     i.add_argument("-o", "--out", required=True, metavar="OUT.json")
@@ -70,7 +70,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 def run_import(args: argparse.Namespace) -> int:
     """The ``import-libra`` command."""
     from topoopt_ilp.libra.problem import save_hierarchy
-    from topoopt_ilp.files.io import check_writable
+    from topoopt_ilp.files import check_writable
     from topoopt_ilp.libra.astra_import import import_libra
 
     check_writable(args.out, "--out", {"network": args.network, "workload": args.workload,
@@ -81,10 +81,6 @@ def run_import(args: argparse.Namespace) -> int:
     save_hierarchy(problem, args.out)
     print(f"wrote {args.out}: {problem.num_dimensions} dimensions, {problem.num_npus} NPUs, {len(problem.layers)} layers")
     return EXIT_OK
-
-
-def _fmt_time(v: float | None) -> str:
-    return fmt_time(v, digits=6)
 
 
 def _gbps(v: float) -> str:
@@ -128,7 +124,7 @@ def format_table(problem: Any, sol: Any, label: str | None = None) -> str:
     lines += [fmt(r) for r in rows]
     lines.append(f"budget: {budget_text}{' (spent exactly)' if budget.spend_all else ''}")
     if sol.iteration_time_s is not None:
-        line = f"iteration time: {_fmt_time(sol.iteration_time_s)} (equal split {_fmt_time(sol.equal_split_time_s)}"
+        line = f"iteration time: {fmt_time(sol.iteration_time_s, digits=6)} (equal split {fmt_time(sol.equal_split_time_s, digits=6)}"
         if sol.speedup_vs_equal is not None:  # perf_per_cost may trade time for cost
             ratio = sol.speedup_vs_equal
             if abs(ratio - 1) < 5e-5:  # the same to the 4 digits shown ("1.0000x slower" read as a contradiction)
@@ -153,7 +149,7 @@ def format_table(problem: Any, sol: Any, label: str | None = None) -> str:
 def run_bandwidth(args: argparse.Namespace) -> int:
     """The ``bandwidth`` command (raises :class:`InputError` for bad input; ``cli.main`` prints it)."""
     from topoopt_ilp.libra.problem import load_hierarchy
-    from topoopt_ilp.files.io import check_writable, json_safe, write_json_atomic
+    from topoopt_ilp.files import check_writable, json_safe, write_json_atomic
     from topoopt_ilp.models.libra import DEFAULT_GAP, solve_bandwidth
 
     problem = load_hierarchy(args.instance)
@@ -174,4 +170,4 @@ def run_bandwidth(args: argparse.Namespace) -> int:
         print(f"error: no_solution: {sol.message}", file=sys.stderr)
     elif sol.status == "error":
         print(f"error: {sol.message}", file=sys.stderr)
-    return _STATUS_EXIT.get(sol.status, EXIT_ERROR)
+    return STATUS_EXIT.get(sol.status, EXIT_ERROR)

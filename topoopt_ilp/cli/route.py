@@ -14,10 +14,11 @@ import os
 import sys
 from typing import Any
 
-from topoopt_ilp.cli import _fmt_time, _nonneg_float, _print_solution, solution_output_arguments
+from topoopt_ilp.cli.arguments import nonneg_float, solution_output_arguments
+from topoopt_ilp.cli.output import print_solution, reroute_line
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_OK, InputError
 
-__all__ = ["DEFAULT_TIME_LIMIT_S", "add_subcommand", "reroute_line", "run_route"]
+__all__ = ["DEFAULT_TIME_LIMIT_S", "add_subcommand", "run_route"]
 
 #: Seconds the routing LP may take unless told (measured: 1.5 s for the 976 pairs of an alternating
 #: DLRM-128 design; a 128-server design whose every server talks to every other has ~16k pairs and
@@ -35,7 +36,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
                     "scores it better than the solution's own routing; else the solution is kept as it is.")
     p.add_argument("instance", metavar="INSTANCE")
     p.add_argument("solution", metavar="SOLUTION", help="a solution file with a design for INSTANCE")
-    p.add_argument("--time-limit", type=_nonneg_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
+    p.add_argument("--time-limit", type=nonneg_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
                    help=f"seconds for the routing LP (default {DEFAULT_TIME_LIMIT_S:g}); at the limit the best routing so "
                         "far is used, with its bound")
     solution_output_arguments(p)
@@ -43,27 +44,9 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def reroute_line(details: dict[str, Any]) -> str:
-    """One line on what re-routing did (from ``details["reroute"]``)."""
-    r = details["reroute"]
-    if r["proven"]:
-        bound = f"bound {_fmt_time(r['bandwidth_bound_s'])}, proven"
-    elif r["bandwidth_bound_s"] < 0.01 * r["bandwidth_s"]:  # the first rounds' duals bound next to nothing
-        bound = "no useful bound yet: time limit"
-    else:
-        bound = f"bound {_fmt_time(r['bandwidth_bound_s'])}, time limit"
-    if not r["applied"] and r.get("objective_ignores_routing"):
-        return f"kept the given routing: {r['note'].split(':')[0]}"
-    if not r["applied"]:
-        return (f"kept the given routing: bandwidth {_fmt_time(r['bandwidth_s_before'])}; the routing LP reached "
-                f"{_fmt_time(r['bandwidth_s'])} ({bound}), {r['wall_time_s']:.3g} s")
-    return (f"bandwidth {_fmt_time(r['bandwidth_s_before'])} -> {_fmt_time(r['bandwidth_s'])} ({bound}), "
-            f"{r['paths']} paths, {r['wall_time_s']:.3g} s")
-
-
 def run_route(args: argparse.Namespace) -> int:
     """The ``route`` command (``args`` from :func:`add_subcommand`'s parser)."""
-    from topoopt_ilp.files.io import check_writable, load_instance, load_solution, save_solution, solution_to_dict
+    from topoopt_ilp.files import check_writable, load_instance, load_solution, save_solution, solution_to_dict
     from topoopt_ilp.methods.reroute import route
     from topoopt_ilp.evaluation.verify import verify
 
@@ -85,7 +68,7 @@ def run_route(args: argparse.Namespace) -> int:
         print(json.dumps(solution_to_dict(result, directed=inst.cluster.directed, instance_name=name), indent=1))
     elif not args.quiet:
         print(f"route {args.solution}: {reroute_line(result.details)}")
-        _print_solution(args, inst, result, report, written=args.out is not None)
+        print_solution(args, inst, result, report, written=args.out is not None)
     if not report.valid:
         print(f"error: the solution failed verification: {report.violations[0]}", file=sys.stderr)
         return EXIT_ERROR

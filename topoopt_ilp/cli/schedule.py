@@ -21,8 +21,8 @@ import math
 import sys
 from typing import Any
 
-from topoopt_ilp.cli import _fmt_time as fmt_time
-from topoopt_ilp.cli import _nonneg_float, _pos_float, _threads
+from topoopt_ilp.cli.arguments import nonneg_float, pos_float, threads
+from topoopt_ilp.cli.output import fmt_time
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_NO_SOLUTION, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run_schedule"]
@@ -51,9 +51,9 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("solution", metavar="SOLUTION", help="a solution file (topology, placement, rings, routes)")
     p.add_argument("--method", choices=("exact", "heuristic"), default=None,
                    help="exact: CP-SAT, warm-started from the list schedule (default); heuristic: the list schedule")
-    p.add_argument("--time-limit", type=_nonneg_float, default=None, metavar="S",
+    p.add_argument("--time-limit", type=nonneg_float, default=None, metavar="S",
                    help="exact: CP-SAT's time limit in seconds (default: none; the result is then proven optimal)")
-    p.add_argument("--time-unit-us", type=_pos_float, default=None, metavar="U",
+    p.add_argument("--time-unit-us", type=pos_float, default=None, metavar="U",
                    help="time resolution: durations are rounded up to multiples of U microseconds (default 1; "
                         "at most the longest task)")
     p.add_argument("--forward-fraction", type=_fraction, default=None, metavar="F",
@@ -61,7 +61,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--routing", choices=("given", "shortest_path"), default=None,
                    help="given: the solution's routes (shortest paths when it has none; default); shortest_path: "
                         "every pair split equally over its shortest paths (the evaluator's modes)")
-    p.add_argument("--threads", type=_threads, default=None, metavar="T", help="exact: CP-SAT workers (default 2)")
+    p.add_argument("--threads", type=threads, default=None, metavar="T", help="exact: CP-SAT workers (default 2)")
     p.add_argument("--micro-batches", default=None, metavar="M",
                    help="split the batch into M micro-batches (GPipe): every compute task and every flow but the "
                         "AllReduce becomes M of 1/M each (default 1)")
@@ -98,7 +98,7 @@ def _micro_batches(text: str | None) -> int:
 
 def _load_design(args: argparse.Namespace) -> tuple[Any, Any]:
     """The instance and the solution, refused unless the solution is a design for the instance."""
-    from topoopt_ilp.files.io import load_instance, load_solution
+    from topoopt_ilp.files import load_instance, load_solution
     from topoopt_ilp.evaluation.verify import verify
 
     inst = load_instance(args.instance)
@@ -118,7 +118,7 @@ def _load_design(args: argparse.Namespace) -> tuple[Any, Any]:
 def run_schedule(args: argparse.Namespace) -> int:
     """The ``schedule`` command (``args`` from :func:`add_subcommand`'s parser)."""
     from topoopt_ilp.evaluation.evaluate import evaluate
-    from topoopt_ilp.files.io import check_writable, json_safe
+    from topoopt_ilp.files import check_writable, json_safe
     from topoopt_ilp.schedule.iteration_graph import DEFAULT_FORWARD_FRACTION, check_schedule, graph_from_solution
     from topoopt_ilp.models.schedule import file_sha256, list_schedule, solve_schedule, write_schedule
 

@@ -254,7 +254,7 @@ def circulant_distances(n: int, jumps: Iterable[int], directed: bool = False) ->
 # ----------------------------------------------------------------------------------------------
 
 
-def _expand(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def expand_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For frontier entries whose node is ``rows[e]``, list all out-arcs.
 
     Returns ``(owner, pos)``: ``owner[k]`` is the frontier entry and ``pos[k]`` the CSR position (arc
@@ -271,7 +271,7 @@ def _expand(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return owner, pos
 
 
-def _bfs_levels(A: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+def bfs_levels(A: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
     """Level-synchronous all-sources BFS with path counting on a CSR 0/1 adjacency.
 
     The frontier of level ``k`` is the sparse matrix ``F[s, v] = sigma[s, v]`` for ``dist[s, v] = k``;
@@ -312,14 +312,14 @@ def _bfs_levels(A: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
     return dist, sigma
 
 
-#: Up to this many nodes :func:`_bfs_levels` works on dense arrays: a sparse product's fixed cost
+#: Up to this many nodes :func:`bfs_levels` works on dense arrays: a sparse product's fixed cost
 #: (about 0.1 ms in scipy) dominates small graphs, where the dense search is 5-20x faster
 #: (measured at n = 6..64; at n = 128 the sparse search wins).
 DENSE_BFS_MAX_NODES = 64
 
 
 def _bfs_levels_dense(Ad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_bfs_levels` on a dense 0/1 adjacency: the frontier is the dense ``F``, and
+    """:func:`bfs_levels` on a dense 0/1 adjacency: the frontier is the dense ``F``, and
     ``F @ Ad`` restricted to unreached nodes is the next level with its path counts."""
     n = Ad.shape[0]
     dist = np.full((n, n), -1, dtype=np.int64)
@@ -362,7 +362,7 @@ def hop_distances(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     A = validate_topology(X)
     if A.shape[0] <= DENSE_BFS_MAX_NODES:  # (skips building the CSR matrix too)
         return _bfs_levels_dense((A > 0).astype(np.float64))
-    return _bfs_levels(adjacency_csr(A))
+    return bfs_levels(adjacency_csr(A))
 
 
 def is_connected(X: np.ndarray) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from topoopt_ilp.core.checks import MAX_BYTES, as_bool, as_choice, as_int, as_number, as_str, type_name
 from topoopt_ilp.errors import InstanceError
 
 __all__ = [
@@ -43,72 +44,8 @@ MAX_THREADS = 1024
 #: them stay finite in float64 (1e308 Gbps made the evaluator's loads overflow into NaN).
 MAX_LINK_GBPS = 1e6
 MAX_LATENCY_US = 1e9
-MAX_BYTES = 1e18
 
 LinkKind = Literal["undirected", "directed"]
-
-
-# ----------------------------------------------------------------------------------------------
-# Value checks shared by every dataclass: one place decides what an integer or a size is.
-# ----------------------------------------------------------------------------------------------
-def _type_name(value: Any) -> str:
-    return {bool: "a boolean", str: "a string", list: "a list", dict: "an object", type(None): "null"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _many_digits(value: int) -> str:
-    """A huge integer as a message shows it: its length, not its 400 digits (one readable line)."""
-    return f"an integer of {len(str(abs(int(value))))} digits"
-
-
-def _int(value: Any, path: str, *, low: int | None = None, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InstanceError(f"expected an integer, got {_type_name(value)}", field=path)
-    value = int(value)
-    shown = value if abs(value) < 10 ** 30 else _many_digits(value)
-    if low is not None and value < low:
-        raise InstanceError(f"must be >= {low}, got {shown}", field=path)
-    if high is not None and value > high:
-        raise InstanceError(f"must be <= {high}, got {shown}", field=path)
-    return value
-
-
-def _number(value: Any, path: str, *, positive: bool = False, nonnegative: bool = False, high: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InstanceError(f"expected a number, got {_type_name(value)}", field=path)
-    try:
-        value = float(value)
-    except OverflowError:  # a JSON integer literal beyond the float range (1 followed by 400 zeros)
-        raise InstanceError(f"must be a finite number, got {_many_digits(value)}", field=path) from None
-    if not math.isfinite(value):
-        raise InstanceError(f"must be a finite number, got {value}", field=path)
-    if positive and value <= 0:
-        raise InstanceError(f"must be > 0, got {value:g}", field=path)
-    if nonnegative and value < 0:
-        raise InstanceError(f"must be >= 0, got {value:g}", field=path)
-    if high is not None and value > high:
-        raise InstanceError(f"must be at most {high:g}, got {value:g}", field=path)
-    return value
-
-
-def _choice(value: Any, path: str, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        shown = repr(value) if isinstance(value, str) else _type_name(value)
-        raise InstanceError(f"must be one of {', '.join(choices)}; got {shown}", field=path)
-    return value
-
-
-def _bool(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise InstanceError(f"expected true or false, got {_type_name(value)}", field=path)
-    return value
-
-
-def _str(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise InstanceError(f"expected a string, got {_type_name(value)}", field=path)
-    return value
 
 
 def _as_tuple(value: Any, depth: int = 1) -> Any:
@@ -151,13 +88,13 @@ class Cluster:
     multi_links: bool = True
 
     def __post_init__(self) -> None:
-        n = _int(self.servers, "cluster.servers", low=2, high=MAX_SERVERS)
-        d = _int(self.degree, "cluster.degree", low=1, high=MAX_DEGREE)
-        _number(self.link_bandwidth_gbps, "cluster.link_bandwidth_gbps", positive=True, high=MAX_LINK_GBPS)
-        _number(self.hop_latency_us, "cluster.hop_latency_us", nonnegative=True, high=MAX_LATENCY_US)
-        _choice(self.links, "cluster.links", LINK_KINDS)
-        _bool(self.regular, "cluster.regular")
-        _bool(self.multi_links, "cluster.multi_links")
+        n = as_int(self.servers, "cluster.servers", low=2, high=MAX_SERVERS)
+        d = as_int(self.degree, "cluster.degree", low=1, high=MAX_DEGREE)
+        as_number(self.link_bandwidth_gbps, "cluster.link_bandwidth_gbps", positive=True, high=MAX_LINK_GBPS)
+        as_number(self.hop_latency_us, "cluster.hop_latency_us", nonnegative=True, high=MAX_LATENCY_US)
+        as_choice(self.links, "cluster.links", LINK_KINDS)
+        as_bool(self.regular, "cluster.regular")
+        as_bool(self.multi_links, "cluster.multi_links")
         if not self.multi_links and d > n - 1:
             raise InstanceError(
                 f"degree {d} needs parallel links on {n} servers (at most {n - 1} distinct neighbours); "
@@ -304,10 +241,10 @@ class Instance:
             raise InstanceError(f"expected a SolverDefaults, got {type(self.solver).__name__}", field="solver")
         if self.cost is not None and not isinstance(self.cost, CostModel):
             raise InstanceError(f"expected a CostModel or None, got {type(self.cost).__name__}", field="cost")
-        _str(self.name, "name")  # as the file parser does: save_instance writes them, load_instance reads them back
-        _str(self.description, "description")
-        _choice(self.objective, "objective", OBJECTIVES)
-        _choice(self.topology_family, "topology_family", FAMILIES)
+        as_str(self.name, "name")  # as the file parser does: save_instance writes them, load_instance reads them back
+        as_str(self.description, "description")
+        as_choice(self.objective, "objective", OBJECTIVES)
+        as_choice(self.topology_family, "topology_family", FAMILIES)
         if (self.demand is None) == (self.workload is None):
             raise InstanceError(
                 "an instance needs exactly one of 'demand' and 'workload'"
@@ -397,20 +334,20 @@ def _check_demand(demand: Demand, n: int) -> None:
     for name in ("allreduce", "mp"):
         value = getattr(demand, name)
         if not isinstance(value, tuple):
-            raise InstanceError(f"expected a list, got {_type_name(value)}", field=f"demand.{name}")
+            raise InstanceError(f"expected a list, got {type_name(value)}", field=f"demand.{name}")
     for g, group in enumerate(demand.allreduce):
         path = f"demand.allreduce[{g}]"
         if not isinstance(group, AllReduceGroup):
             raise InstanceError(f"expected an AllReduceGroup, got {type(group).__name__}", field=path)
-        _number(group.bytes, f"{path}.bytes", positive=True, high=MAX_BYTES)
+        as_number(group.bytes, f"{path}.bytes", positive=True, high=MAX_BYTES)
         if not isinstance(group.members, tuple):
-            raise InstanceError(f"expected a list of server ids, got {_type_name(group.members)}", field=f"{path}.members")
+            raise InstanceError(f"expected a list of server ids, got {type_name(group.members)}", field=f"{path}.members")
         if len(group.members) < 2:
             raise InstanceError(f"an AllReduce needs at least 2 members, got {len(group.members)}", field=f"{path}.members")
         seen: set[int] = set()
         for m, member in enumerate(group.members):
             mpath = f"{path}.members[{m}]"
-            v = _int(member, mpath)
+            v = as_int(member, mpath)
             if not 0 <= v < n:
                 raise InstanceError(f"server {v} out of range 0..{n - 1}", field=mpath)
             if v in seen:
@@ -420,15 +357,15 @@ def _check_demand(demand: Demand, n: int) -> None:
         path = f"demand.mp.pairs[{p}]"
         if not isinstance(pair, tuple) or len(pair) != 3:
             raise InstanceError("expected [src, dst, bytes]", field=path)
-        s = _int(pair[0], f"{path}[0]")
-        t = _int(pair[1], f"{path}[1]")
+        s = as_int(pair[0], f"{path}[0]")
+        t = as_int(pair[1], f"{path}[1]")
         for idx, v in ((0, s), (1, t)):
             if not 0 <= v < n:
                 raise InstanceError(f"server {v} out of range 0..{n - 1}", field=f"{path}[{idx}]")
         if s == t:
             raise InstanceError(f"source and destination are both server {s}", field=path)
-        _number(pair[2], f"{path}[2]", positive=True, high=MAX_BYTES)
-    _number(demand.all_to_all, "demand.all_to_all", nonnegative=True, high=MAX_BYTES)
+        as_number(pair[2], f"{path}[2]", positive=True, high=MAX_BYTES)
+    as_number(demand.all_to_all, "demand.all_to_all", nonnegative=True, high=MAX_BYTES)
     if demand.is_empty:
         raise InstanceError("the demand is empty: give allreduce groups, mp traffic or all_to_all", field="demand")
 
@@ -463,12 +400,12 @@ def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -
     for name in ("links", "jumps"):
         value = getattr(fixed, name)
         if value is not None and not isinstance(value, tuple):
-            raise InstanceError(f"expected a list, got {_type_name(value)}", field=f"fixed_topology.{name}")
+            raise InstanceError(f"expected a list, got {type_name(value)}", field=f"fixed_topology.{name}")
     if fixed.jumps is not None:
         seen: set[int] = set()
         for k, j in enumerate(fixed.jumps):
             path = f"fixed_topology.jumps[{k}]"
-            j = _int(j, path, low=1, high=n - 1)
+            j = as_int(j, path, low=1, high=n - 1)
             key = j if cluster.directed else min(j, n - j)
             if key in seen:
                 raise InstanceError(
@@ -485,9 +422,9 @@ def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -
             path = f"fixed_topology.links[{k}]"
             if not isinstance(link, tuple) or len(link) != 3:
                 raise InstanceError("expected [i, j, count]", field=path)
-            i = _int(link[0], f"{path}[0]", low=0, high=n - 1)
-            j = _int(link[1], f"{path}[1]", low=0, high=n - 1)
-            _int(link[2], f"{path}[2]", low=1, high=MAX_DEGREE)
+            i = as_int(link[0], f"{path}[0]", low=0, high=n - 1)
+            j = as_int(link[1], f"{path}[1]", low=0, high=n - 1)
+            as_int(link[2], f"{path}[2]", low=1, high=MAX_DEGREE)
             if i == j:
                 raise InstanceError(f"a link from server {i} to itself", field=path)
     _check_fixed_degrees(fixed, cluster)
@@ -547,15 +484,15 @@ def _check_degrees(out: np.ndarray, into: np.ndarray, cluster: Cluster, path: st
 def _check_solver(solver: SolverDefaults) -> None:
     if solver.backend is not None:
         # Known names, whether or not installed (an unavailable backend fails when it solves).
-        from topoopt_ilp.solvers.registry import BACKENDS
+        from topoopt_ilp.solvers import BACKENDS
 
-        _choice(solver.backend, "solver.backend", tuple(sorted(BACKENDS)))
+        as_choice(solver.backend, "solver.backend", tuple(sorted(BACKENDS)))
     if solver.time_limit_s is not None:
-        _number(solver.time_limit_s, "solver.time_limit_s", nonnegative=True)
+        as_number(solver.time_limit_s, "solver.time_limit_s", nonnegative=True)
     if solver.gap is not None:
-        _number(solver.gap, "solver.gap", nonnegative=True)
+        as_number(solver.gap, "solver.gap", nonnegative=True)
     if solver.threads is not None:
-        _int(solver.threads, "solver.threads", low=1, high=MAX_THREADS)
+        as_int(solver.threads, "solver.threads", low=1, high=MAX_THREADS)
 
 
 def _check_price_table(table: Any, path: str) -> None:
@@ -565,8 +502,8 @@ def _check_price_table(table: Any, path: str) -> None:
     for k, entry in enumerate(table):
         if not isinstance(entry, tuple) or len(entry) != 2:
             raise InstanceError("expected a (rate_gbps, usd) pair", field=f"{path}[{k}]")
-        r = _number(entry[0], f"{path}[{k}]", positive=True)
-        u = _number(entry[1], f'{path}["{r:g}"]', nonnegative=True)  # named by its rate, as in the file
+        r = as_number(entry[0], f"{path}[{k}]", positive=True)
+        u = as_number(entry[1], f'{path}["{r:g}"]', nonnegative=True)  # named by its rate, as in the file
         if r <= last_rate:
             raise InstanceError(f"rates must increase, got {r:g} Gbps after {last_rate:g}", field=path)
         if u < last_usd:
@@ -586,6 +523,6 @@ def _check_cost(cost: CostModel) -> None:
     for name in ("patch_panel_port_usd", "ocs_port_usd"):
         value = getattr(cost, name)
         if value is not None:
-            _number(value, f"cost.{name}", nonnegative=True)
+            as_number(value, f"cost.{name}", nonnegative=True)
     if cost.fabric is not None:
-        _choice(cost.fabric, "cost.fabric", DIRECT_FABRICS)
+        as_choice(cost.fabric, "cost.fabric", DIRECT_FABRICS)

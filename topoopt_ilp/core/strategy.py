@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.errors import InstanceError
-from topoopt_ilp.core.instance import AllReduceGroup, Demand, _type_name
-from topoopt_ilp.core.workload import _MEM_RTOL, Workload, coset
+from topoopt_ilp.core.checks import type_name
+from topoopt_ilp.core.instance import AllReduceGroup, Demand
+from topoopt_ilp.core.workload import MEMORY_RTOL, Workload, coset
 
 __all__ = [
     "Strategy",
@@ -100,7 +101,7 @@ def place_blocks(workload: Workload, n: int, layer_degree: tuple[int, ...], laye
     with the most memory left (the round robin again when even that fails: the memory check then
     names the server)."""
     robin = tuple(b % n for b in range(len(workload.blocks)))
-    cap = float(workload.server_memory_bytes) * (1 + _MEM_RTOL)
+    cap = float(workload.server_memory_bytes) * (1 + MEMORY_RTOL)
     mem = server_memory(workload, n, Strategy(layer_degree, layer_start, robin))
     if not workload.blocks or (mem <= cap).all():
         return robin
@@ -148,12 +149,12 @@ def _structure_violations(workload: Workload, n: int, strategy: Strategy) -> lis
     """Everything but memory: lengths, degrees, starts, servers."""
     out: list[str] = []
     if not isinstance(strategy, Strategy):
-        return [f"expected a Strategy, got {_type_name(strategy)}"]
+        return [f"expected a Strategy, got {type_name(strategy)}"]
     nl, nb = len(workload.layers), len(workload.blocks)
     for name, value, want in (("layer_degree", strategy.layer_degree, nl), ("layer_start", strategy.layer_start, nl),
                               ("block_server", strategy.block_server, nb)):
         if not isinstance(value, tuple):
-            out.append(f"{name} must be a tuple of integers, got {_type_name(value)}")
+            out.append(f"{name} must be a tuple of integers, got {type_name(value)}")
         elif len(value) != want:
             out.append(f"{name} has {len(value)} entries, the workload has {want} {'blocks' if name == 'block_server' else 'layers'}")
         elif not all(_is_int(v) for v in value):
@@ -203,13 +204,13 @@ def validate_strategy(workload: Workload, n: int, strategy: Strategy) -> list[st
         return out
     cap = float(workload.server_memory_bytes)
     mem = server_memory(workload, n, strategy)
-    for j in np.flatnonzero(mem > cap * (1 + _MEM_RTOL)):
+    for j in np.flatnonzero(mem > cap * (1 + MEMORY_RTOL)):
         out.append(f"server {int(j)}: memory {mem[j]:.6g} bytes exceeds server_memory_bytes {cap:.6g}")
     return out
 
 
 # ----------------------------------------------------------------------------------------------
-def _unit_servers(n: int, k: int, s: int) -> np.ndarray:
+def unit_servers(n: int, k: int, s: int) -> np.ndarray:
     """Server holding each of the n batch units ``[t B/n, (t+1) B/n)`` for a layer at (k, s)."""
     g = n // k
     t = np.arange(n)
@@ -261,9 +262,9 @@ def strategy_demand(
     mp = np.zeros((n, n))
     units = [None] * len(layers)
 
-    def unit_servers(i: int) -> np.ndarray:
+    def layer_servers(i: int) -> np.ndarray:
         if units[i] is None:
-            units[i] = _unit_servers(n, degree[i], start[i])
+            units[i] = unit_servers(n, degree[i], start[i])
         return units[i]
 
     # Resharding between consecutive layers: unit t moves from its producer's server to its
@@ -272,7 +273,7 @@ def strategy_demand(
         act = float(layers[i].activation_bytes)
         if act == 0 or (degree[i], start[i]) == (degree[i + 1], start[i + 1]):
             continue
-        src, dst = unit_servers(i), unit_servers(i + 1)
+        src, dst = layer_servers(i), layer_servers(i + 1)
         np.add.at(mp, (src, dst), act / n)
         np.add.at(mp, (dst, src), act / n)
     # Embedding lookups: the block's server sends each consumer replica its share, and gets the
@@ -282,7 +283,7 @@ def strategy_demand(
         if size == 0:
             continue
         j = int(strategy.block_server[b])
-        dst = unit_servers(block.consumer)
+        dst = layer_servers(block.consumer)
         np.add.at(mp[j], dst, size / n)
         np.add.at(mp[:, j], dst, size / n)
     np.fill_diagonal(mp, 0.0)
@@ -318,7 +319,7 @@ def parse_strategy(data: Any, workload: Workload, n: int, path: str = "placement
     """Read :func:`strategy_to_dict`'s form and check it (:class:`InstanceError` on any violation,
     memory included)."""
     if not isinstance(data, Mapping):  # a dict, or a Solution's read-only placement
-        raise InstanceError(f"expected an object, got {_type_name(data)}", field=path)
+        raise InstanceError(f"expected an object, got {type_name(data)}", field=path)
     allowed = {"layer_degree", "layer_start", "block_server"}
     unknown = sorted(set(data) - allowed, key=str)
     if unknown:

@@ -101,15 +101,12 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from topoopt_ilp.errors import InstanceError
-from topoopt_ilp.core.instance import MAX_BYTES, _int, _number, _type_name
-from topoopt_ilp.files.io import _list, _obj  # the JSON shape checks every file section shares
+from topoopt_ilp.core.checks import MAX_BYTES, as_int, as_number, type_name
 
 __all__ = [
     "Layer",
     "Block",
     "Workload",
-    "parse_workload",
-    "workload_to_dict",
     "check_workload",
     "coset",
     "DEFAULT_DEVICE_FLOPS",
@@ -137,12 +134,8 @@ COMPUTE_MODELS = ("busiest_server", "critical_path")
 #: Most layers (and, separately, blocks) a workload may have: bounds parsing time on hostile files.
 MAX_ITEMS = 100_000
 #: Relative slack on memory comparisons so that sizes summed in another order still fit.
-_MEM_RTOL = 1e-9
+MEMORY_RTOL = 1e-9
 
-_WORKLOAD_KEYS = {"layers", "blocks", "batch_size", "server_memory_bytes", "device_flops", "overlap",
-                  "compute_model"}
-_LAYER_KEYS = {"name", "compute_s", "flops", "param_bytes", "activation_bytes", "memory_bytes", "configs", "measured"}
-_BLOCK_KEYS = {"name", "bytes", "lookup_bytes", "compute_s", "consumer"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -276,66 +269,8 @@ def _is_num(v: Any) -> bool:
 
 def _name(value: Any, path: str) -> str:
     if not isinstance(value, str) or not value:
-        raise InstanceError(f"expected a non-empty string, got {_type_name(value) if not isinstance(value, str) else 'an empty string'}", field=path)
+        raise InstanceError(f"expected a non-empty string, got {type_name(value) if not isinstance(value, str) else 'an empty string'}", field=path)
     return value
-
-
-def parse_workload(data: Any, n: int) -> Workload:
-    """Build and check a :class:`Workload` from the decoded ``workload`` JSON section.
-
-    Parameters
-    ----------
-    data : Any
-        The ``workload`` value of an instance (a dict, as ``json.loads`` returns it).
-    n : int
-        Number of servers of the cluster (already validated).
-
-    Returns
-    -------
-    Workload
-
-    Raises
-    ------
-    InstanceError
-        With the field path (``workload.layers[3].configs[1]``) and the reason: unknown or missing
-        keys, wrong types, non-finite or negative numbers, a degree not dividing n, a block larger
-        than a server's memory, or a workload failing the feasibility conditions of the module
-        docstring.
-    """
-    w = _obj(data, "workload", _WORKLOAD_KEYS, {"layers", "batch_size", "server_memory_bytes"})
-    layers = []
-    for i, item in enumerate(_list(w["layers"], "workload.layers", max_len=MAX_ITEMS)):
-        path = f"workload.layers[{i}]"
-        li = _obj(item, path, _LAYER_KEYS, {"name", "param_bytes", "activation_bytes", "configs"})
-        configs = _list(li["configs"], f"{path}.configs", max_len=MAX_ITEMS)
-        measured = None
-        if "measured" in li:
-            m = li["measured"]
-            if not isinstance(m, dict):
-                raise InstanceError(f"expected an object {{\"k\": seconds}}, got {_type_name(m)}", field=f"{path}.measured")
-            measured = {}
-            for key, secs in m.items():
-                if not (isinstance(key, str) and key.isascii() and key.isdigit() and len(key) < 10):
-                    raise InstanceError(f"key {key!r} is not a degree (a positive integer)", field=f"{path}.measured")
-                measured[int(key)] = secs
-        layers.append(Layer(
-            name=li["name"], compute_s=li.get("compute_s"), flops=li.get("flops"),
-            param_bytes=li["param_bytes"], activation_bytes=li["activation_bytes"],
-            memory_bytes=li.get("memory_bytes"), configs=tuple(configs), measured=measured,
-        ))
-    blocks = []
-    for b, item in enumerate(_list(w.get("blocks", []), "workload.blocks", max_len=MAX_ITEMS)):
-        path = f"workload.blocks[{b}]"
-        bi = _obj(item, path, _BLOCK_KEYS, {"name", "bytes", "lookup_bytes"})
-        blocks.append(Block(**bi))
-    wl = Workload(
-        layers=tuple(layers), blocks=tuple(blocks), batch_size=w["batch_size"],
-        server_memory_bytes=w["server_memory_bytes"],
-        device_flops=w.get("device_flops", DEFAULT_DEVICE_FLOPS), overlap=w.get("overlap", "none"),
-        compute_model=w.get("compute_model", COMPUTE_MODELS[0]),
-    )
-    check_workload(wl, n)
-    return wl
 
 
 def check_workload(w: Workload, n: int, path: str = "workload") -> None:
@@ -344,11 +279,11 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
     Everything :func:`parse_workload` rejects except the JSON-only rules (unknown keys).
     """
     if not isinstance(w, Workload):
-        raise InstanceError(f"expected a Workload, got {_type_name(w)}", field=path)
-    n = _int(n, "cluster.servers", low=1)
-    batch = _int(w.batch_size, f"{path}.batch_size", low=1)
-    cap = _number(w.server_memory_bytes, f"{path}.server_memory_bytes", positive=True)
-    _number(w.device_flops, f"{path}.device_flops", positive=True)
+        raise InstanceError(f"expected a Workload, got {type_name(w)}", field=path)
+    n = as_int(n, "cluster.servers", low=1)
+    batch = as_int(w.batch_size, f"{path}.batch_size", low=1)
+    cap = as_number(w.server_memory_bytes, f"{path}.server_memory_bytes", positive=True)
+    as_number(w.device_flops, f"{path}.device_flops", positive=True)
     if not isinstance(w.overlap, str) or w.overlap not in OVERLAPS:
         raise InstanceError(f"must be one of {', '.join(OVERLAPS)}; got {w.overlap!r}", field=f"{path}.overlap")
     if not isinstance(w.compute_model, str) or w.compute_model not in COMPUTE_MODELS:
@@ -371,19 +306,19 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
     for i, layer in enumerate(w.layers):
         p = f"{path}.layers[{i}]"
         if not isinstance(layer, Layer):
-            raise InstanceError(f"expected a Layer, got {_type_name(layer)}", field=p)
+            raise InstanceError(f"expected a Layer, got {type_name(layer)}", field=p)
         unique(layer.name, f"{p}.name")
         for key in ("param_bytes", "activation_bytes", "memory_bytes"):
-            _number(getattr(layer, key), f"{p}.{key}", nonnegative=True, high=MAX_BYTES)
+            as_number(getattr(layer, key), f"{p}.{key}", nonnegative=True, high=MAX_BYTES)
         for key in ("compute_s", "flops"):
             if getattr(layer, key) is not None:
-                _number(getattr(layer, key), f"{p}.{key}", nonnegative=True)
+                as_number(getattr(layer, key), f"{p}.{key}", nonnegative=True)
         if not isinstance(layer.configs, tuple) or not layer.configs:
             raise InstanceError("give at least one data-parallel degree", field=f"{p}.configs")
         seen: set[int] = set()
         for c, k in enumerate(layer.configs):
             cp = f"{p}.configs[{c}]"
-            k = _int(k, cp, low=1)
+            k = as_int(k, cp, low=1)
             if n % k:
                 raise InstanceError(f"degree {k} does not divide the {n} servers (TopoOpt places a degree-k layer on a coset of n/k)", field=cp)
             if k > batch:
@@ -393,13 +328,13 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
             seen.add(k)
         if layer.measured is not None:
             if not isinstance(layer.measured, Mapping):
-                raise InstanceError(f"expected a mapping degree -> seconds, got {_type_name(layer.measured)}", field=f"{p}.measured")
+                raise InstanceError(f"expected a mapping degree -> seconds, got {type_name(layer.measured)}", field=f"{p}.measured")
             for k, secs in layer.measured.items():
                 mp = f"{p}.measured.{k}"
-                k = _int(k, mp, low=1)
+                k = as_int(k, mp, low=1)
                 if k not in seen:
                     raise InstanceError(f"degree {k} is not among the layer's configs {list(layer.configs)}", field=mp)
-                _number(secs, mp, nonnegative=True)
+                as_number(secs, mp, nonnegative=True)
         has = [key for key in ("compute_s", "flops") if getattr(layer, key) is not None]
         if len(has) == 2:
             raise InstanceError("give either compute_s or flops, not both", field=p)
@@ -409,19 +344,19 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
     for b, block in enumerate(w.blocks):
         p = f"{path}.blocks[{b}]"
         if not isinstance(block, Block):
-            raise InstanceError(f"expected a Block, got {_type_name(block)}", field=p)
+            raise InstanceError(f"expected a Block, got {type_name(block)}", field=p)
         unique(block.name, f"{p}.name")
-        _number(block.bytes, f"{p}.bytes", nonnegative=True, high=MAX_BYTES)
-        _number(block.lookup_bytes, f"{p}.lookup_bytes", nonnegative=True, high=MAX_BYTES)
-        _number(block.compute_s, f"{p}.compute_s", nonnegative=True)
-        _int(block.consumer, f"{p}.consumer", low=0, high=len(w.layers) - 1)
+        as_number(block.bytes, f"{p}.bytes", nonnegative=True, high=MAX_BYTES)
+        as_number(block.lookup_bytes, f"{p}.lookup_bytes", nonnegative=True, high=MAX_BYTES)
+        as_number(block.compute_s, f"{p}.compute_s", nonnegative=True)
+        as_int(block.consumer, f"{p}.consumer", low=0, high=len(w.layers) - 1)
 
     _check_memory(w, n, cap, path)
 
 
 def _check_memory(w: Workload, n: int, cap: float, path: str) -> None:
     """The necessary feasibility conditions 1-5 of the module docstring."""
-    slack = cap * (1 + _MEM_RTOL)
+    slack = cap * (1 + MEMORY_RTOL)
     forced = [i for i, layer in enumerate(w.layers) if tuple(layer.configs) == (n,)]
     fixed = sum(w.layers[i].replica_memory(n) for i in forced)
     if fixed > slack:
@@ -437,7 +372,7 @@ def _check_memory(w: Workload, n: int, cap: float, path: str) -> None:
         if size > slack:
             raise InstanceError(f"block of {size:.4g} bytes is larger than any server's memory ({cap:.4g} bytes)",
                                 field=f"{path}.blocks[{b}].bytes")
-        if size > room * (1 + _MEM_RTOL):
+        if size > room * (1 + MEMORY_RTOL):
             raise InstanceError(
                 f"block of {size:.4g} bytes does not fit next to the {fixed:.4g} bytes per server of the layers "
                 f"that run on every server (server_memory_bytes {cap:.4g})",
@@ -448,7 +383,7 @@ def _check_memory(w: Workload, n: int, cap: float, path: str) -> None:
         if i in forced:
             total += n * layer.replica_memory(n)
             continue
-        fits = [k for k in layer.configs if layer.replica_memory(k) <= room * (1 + _MEM_RTOL)]
+        fits = [k for k in layer.configs if layer.replica_memory(k) <= room * (1 + MEMORY_RTOL)]
         if not fits:
             best = max(layer.configs)
             raise InstanceError(
@@ -457,7 +392,7 @@ def _check_memory(w: Workload, n: int, cap: float, path: str) -> None:
                 field=f"{path}.layers[{i}]",
             )
         total += min(k * float(layer.memory_bytes) + float(layer.activation_bytes) for k in fits)
-    if total > n * cap * (1 + _MEM_RTOL):
+    if total > n * cap * (1 + MEMORY_RTOL):
         raise InstanceError(
             f"no feasible placement: the layers at their most memory-frugal configs plus the blocks need "
             f"{total:.4g} bytes in all, more than {n} servers x {cap:.4g} bytes",
@@ -465,44 +400,10 @@ def _check_memory(w: Workload, n: int, cap: float, path: str) -> None:
         )
     sizes = sorted((float(block.bytes) for block in w.blocks), reverse=True)
     for q in range(1, (len(sizes) - 1) // n + 1):  # the (q n + 1)-th largest block decides level q
-        if sizes[q * n] > room / (q + 1) * (1 + _MEM_RTOL):
+        if sizes[q * n] > room / (q + 1) * (1 + MEMORY_RTOL):
             beside = f" beside the {fixed:.4g} of the layers on every server" if fixed else ""
             raise InstanceError(
                 f"no feasible placement: {q * n + 1} blocks of more than {room / (q + 1):.4g} bytes each, but a server "
                 f"holds at most {q} of them ({room:.4g} bytes free per server{beside})",
                 field=f"{path}.blocks",
             )
-
-
-def workload_to_dict(w: Workload) -> dict:
-    """The JSON form of a workload; ``parse_workload(workload_to_dict(w), n) == w``."""
-    layers = []
-    for layer in w.layers:
-        d: dict[str, Any] = {"name": layer.name}
-        if layer.compute_s is not None:
-            d["compute_s"] = layer.compute_s
-        if layer.flops is not None:
-            d["flops"] = layer.flops
-        d["param_bytes"] = layer.param_bytes
-        d["activation_bytes"] = layer.activation_bytes
-        d["memory_bytes"] = layer.memory_bytes
-        d["configs"] = [int(k) for k in layer.configs]
-        if layer.measured is not None:
-            d["measured"] = {str(int(k)): v for k, v in sorted(layer.measured.items())}
-        layers.append(d)
-    out: dict[str, Any] = {
-        "batch_size": w.batch_size,
-        "server_memory_bytes": w.server_memory_bytes,
-        "device_flops": w.device_flops,
-        "overlap": w.overlap,
-    }
-    if w.compute_model != COMPUTE_MODELS[0]:  # the default stays implicit: files written before are unchanged
-        out["compute_model"] = w.compute_model
-    out["layers"] = layers
-    if w.blocks:
-        out["blocks"] = [
-            {"name": b.name, "bytes": b.bytes, "lookup_bytes": b.lookup_bytes, "compute_s": b.compute_s,
-             "consumer": b.consumer}
-            for b in w.blocks
-        ]
-    return out

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from topoopt_ilp.core.graph import _bfs_levels, _expand, adjacency_csr, validate_topology
+from topoopt_ilp.core.graph import bfs_levels, expand_rows, adjacency_csr, validate_topology
 from topoopt_ilp.core.routes import PathSet
 
 __all__ = ["shortest_path_loads", "path_loads", "max_concurrent_flow", "MCFResult", "validate_demand"]
@@ -96,7 +96,7 @@ def shortest_path_loads(X: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, int]:
     A = adjacency_csr(X)
     n = A.shape[0]
     Dm = validate_demand(D, n)
-    dist, sigma = _bfs_levels(A)
+    dist, sigma = bfs_levels(A)
     _check_reachable(dist, Dm)
     pos_demand = Dm > 0
     max_hops = int(dist[pos_demand].max()) if pos_demand.any() else 0
@@ -133,7 +133,7 @@ def shortest_path_loads(X: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, int]:
             cuts = np.searchsorted(csum, np.arange(_CHUNK, int(csum[-1]), _CHUNK))
             edges = np.unique(np.concatenate([[0], cuts, [flat_k.size]]))
             for lo, hi in zip(edges[:-1], edges[1:]):
-                owner, pos = _expand(indptr, v_k[lo:hi])
+                owner, pos = expand_rows(indptr, v_k[lo:hi])
                 succ = s_k[lo:hi][owner] * n + indices[pos]
                 down = dflat[succ] == k + 1  # arcs of the shortest-path DAG of source s
                 owner, pos, succ = owner[down], pos[down], succ[down]
@@ -285,7 +285,7 @@ def max_concurrent_flow(
         # Nothing to route: every lam works, so the supremum is +inf.
         return empty
     M = adjacency_csr(A)
-    dist, _ = _bfs_levels(M)
+    dist, _ = bfs_levels(M)
     _check_reachable(dist, Dm)
 
     # Normalise so that the LP coefficients are O(1): demand by its maximum, capacity to link counts.

@@ -162,7 +162,7 @@ def format_rows(instance: Instance, rows: Sequence[CompareRow], fmt: str = "tabl
     if fmt == "json":
         import json
 
-        from topoopt_ilp.files.io import json_safe
+        from topoopt_ilp.files import json_safe
 
         # no reference is null, as its distance is (the row keeps "" for it)
         out = [{**asdict(r), "reference": r.reference or None} for r in rows]

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.files.io import json_safe, write_atomic
+from topoopt_ilp.files import json_safe, write_atomic
 from topoopt_ilp.core.instance import Instance
 
 __all__ = [
@@ -202,7 +202,7 @@ def evaluate_paper_instance(instance: Instance, *, name: str | None = None, time
 
 def evaluate_paper(paths: Sequence[str | os.PathLike], *, progress: Progress | None = None, **options: Any) -> list[PaperResult]:
     """:func:`evaluate_paper_instance` over instance files, in order."""
-    from topoopt_ilp.files.io import load_instance
+    from topoopt_ilp.files import load_instance
 
     loaded = [(load_instance(path), path) for path in paths]  # a bad file fails now, not after an hour
     results = []

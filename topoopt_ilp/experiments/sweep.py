@@ -148,7 +148,7 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
     (module docstring). ``search_moves``: the placement's local search budgeted in moves
     (:func:`~topoopt_ilp.experiments.compare.plan_runs`), so that a row does not depend on which worker ran it.
     Raises :class:`InputError` naming the file when an instance file is bad, before any solve."""
-    from topoopt_ilp.files.io import load_instance
+    from topoopt_ilp.files import load_instance
 
     paths = [os.fspath(p) for p in paths]
     if not paths:
@@ -220,7 +220,7 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
 def format_sweep(rows: Sequence[SweepRow], fmt: str = "table") -> str:
     """``table`` (one block per instance, as ``topoopt compare`` prints it), ``csv`` or ``json``."""
     if fmt == "json":
-        from topoopt_ilp.files.io import json_safe
+        from topoopt_ilp.files import json_safe
 
         return json.dumps(json_safe({"rows": [r.as_dict() for r in rows]}), indent=1)
     if fmt == "csv":

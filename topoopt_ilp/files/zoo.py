@@ -43,7 +43,8 @@ from typing import Any, Callable
 
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.instance import MAX_SERVERS, Cluster
-from topoopt_ilp.core.workload import A100_BF16_DENSE_FLOPS, UTILISATION, parse_workload
+from topoopt_ilp.core.workload import A100_BF16_DENSE_FLOPS, UTILISATION
+from topoopt_ilp.files.instance_file import parse_workload
 
 __all__ = ["MODELS", "SOURCES", "ZOO", "generate", "write_zoo", "zoo_filename"]
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.libra.problem import HierarchyProblem, parse_hierarchy
-from topoopt_ilp.core.instance import _number
+from topoopt_ilp.core.checks import as_number
 
 __all__ = ["import_libra", "read_libra_workload"]
 
@@ -174,7 +174,7 @@ def import_libra(network: str | os.PathLike, workload: str | os.PathLike, commun
             used = ("Link", "Switch", "Nic") if k == "switch" else ("Link",)
             for e in sorted(set(elements) - set(used)):  # not paid for by this kind, but a price all the same
                 try:
-                    _number(elements[e], f"{cost_dim}.{e}", nonnegative=True)
+                    as_number(elements[e], f"{cost_dim}.{e}", nonnegative=True)
                 except InstanceError as exc:
                     raise InstanceError(exc.reason, source=os.fspath(cost_model), field=exc.field) from None
             missing = [e for e in used if e not in elements]

@@ -55,8 +55,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from topoopt_ilp.errors import InputError, InstanceError
-from topoopt_ilp.core.instance import _bool, _choice, _int, _number, _str, _type_name
-from topoopt_ilp.files.io import _list, _obj, _read_json, _with_source, write_json_atomic
+from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_number, as_str, type_name
+from topoopt_ilp.files.jsonio import json_list, json_object, read_json, with_source
+from topoopt_ilp.files import write_json_atomic
 
 __all__ = [
     "KINDS",
@@ -127,31 +128,31 @@ class Dimension:
     unit_cost_usd_per_gbps: float | None = None
 
     def __post_init__(self) -> None:
-        _str(self.name, "name")
+        as_str(self.name, "name")
         if not self.name.strip():
             raise InstanceError("must be a non-empty string", field="name")
-        _choice(self.kind, "kind", KINDS)
-        object.__setattr__(self, "size", _int(self.size, "size", low=2, high=MAX_DIM_SIZE))
+        as_choice(self.kind, "kind", KINDS)
+        object.__setattr__(self, "size", as_int(self.size, "size", low=2, high=MAX_DIM_SIZE))
         if self.prices_usd_per_gbps is not None and self.unit_cost_usd_per_gbps is not None:
             raise InstanceError("give prices_usd_per_gbps or unit_cost_usd_per_gbps, not both", field="unit_cost_usd_per_gbps")
         if self.prices_usd_per_gbps is not None:
             prices = self.prices_usd_per_gbps
             if not isinstance(prices, Mapping):
-                raise InstanceError(f"expected an object, got {_type_name(prices)}", field="prices_usd_per_gbps")
+                raise InstanceError(f"expected an object, got {type_name(prices)}", field="prices_usd_per_gbps")
             allowed = PRICE_ELEMENTS if self.kind == "switch" else ("link",)
             clean = {}
             for key, value in prices.items():
                 if key not in allowed:
                     raise InstanceError(f"unknown or inapplicable element {key!r} for a {self.kind} dimension "
                                         f"(allowed: {', '.join(allowed)})", field="prices_usd_per_gbps")
-                clean[key] = _number(value, f"prices_usd_per_gbps.{key}", positive=key == "link", nonnegative=True,
+                clean[key] = as_number(value, f"prices_usd_per_gbps.{key}", positive=key == "link", nonnegative=True,
                                      high=MAX_USD)
             if "link" not in clean:
                 raise InstanceError("missing required key 'link'", field="prices_usd_per_gbps")
             object.__setattr__(self, "prices_usd_per_gbps", tuple(sorted(clean.items())))
         if self.unit_cost_usd_per_gbps is not None:
             object.__setattr__(self, "unit_cost_usd_per_gbps",
-                               _number(self.unit_cost_usd_per_gbps, "unit_cost_usd_per_gbps", positive=True, high=MAX_USD))
+                               as_number(self.unit_cost_usd_per_gbps, "unit_cost_usd_per_gbps", positive=True, high=MAX_USD))
 
     @property
     def prices(self) -> dict[str, float] | None:
@@ -179,10 +180,10 @@ def _communicator_entries(comm: Any) -> tuple[int, ...]:
     if isinstance(comm, np.ndarray):
         comm = comm.tolist()
     if not isinstance(comm, (list, tuple)):
-        raise InstanceError(f"expected a list, got {_type_name(comm)}")
+        raise InstanceError(f"expected a list, got {type_name(comm)}")
     out = []
     for i, c in enumerate(comm):
-        c = _int(c, f"[{i}]")
+        c = as_int(c, f"[{i}]")
         if c == 0 or c < -1:
             raise InstanceError(f"must be -1 (dimension unused) or a size >= 1, got {c}", field=f"[{i}]")
         out.append(c)
@@ -211,8 +212,8 @@ class Collective:
     communicator: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        _choice(self.type, "type", COLLECTIVES)
-        object.__setattr__(self, "bytes", _number(self.bytes, "bytes", nonnegative=True, high=MAX_BYTES))
+        as_choice(self.type, "type", COLLECTIVES)
+        object.__setattr__(self, "bytes", as_number(self.bytes, "bytes", nonnegative=True, high=MAX_BYTES))
         object.__setattr__(self, "communicator", _at("communicator", lambda: _communicator_entries(self.communicator)))
 
     def used(self) -> tuple[int, ...]:
@@ -228,9 +229,9 @@ class Phase:
     collective: Collective | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "compute_us", _number(self.compute_us, "compute_us", nonnegative=True, high=MAX_US))
+        object.__setattr__(self, "compute_us", as_number(self.compute_us, "compute_us", nonnegative=True, high=MAX_US))
         if self.collective is not None and not isinstance(self.collective, Collective):
-            raise InstanceError(f"expected a Collective, got {_type_name(self.collective)}", field="collective")
+            raise InstanceError(f"expected a Collective, got {type_name(self.collective)}", field="collective")
 
 
 @dataclass(frozen=True)
@@ -244,11 +245,11 @@ class Layer:
     count: int = 1
 
     def __post_init__(self) -> None:
-        _str(self.name, "name")
-        object.__setattr__(self, "count", _int(self.count, "count", low=1, high=1 << 30))
+        as_str(self.name, "name")
+        object.__setattr__(self, "count", as_int(self.count, "count", low=1, high=1 << 30))
         for p in PHASES:
             if not isinstance(getattr(self, p), Phase):
-                raise InstanceError(f"expected a Phase, got {_type_name(getattr(self, p))}", field=p)
+                raise InstanceError(f"expected a Phase, got {type_name(getattr(self, p))}", field=p)
 
     def phase(self, name: str) -> Phase:
         """The phase called ``name`` (one of :data:`PHASES`)."""
@@ -265,11 +266,11 @@ class Budget:
     spend_all: bool = False
 
     def __post_init__(self) -> None:
-        _choice(self.kind, "kind", ("total_bandwidth", "cost"))
+        as_choice(self.kind, "kind", ("total_bandwidth", "cost"))
         high = MAX_GBPS if self.kind == "total_bandwidth" else MAX_USD
         label = "total_bandwidth_gbps" if self.kind == "total_bandwidth" else "cost_usd"
-        object.__setattr__(self, "value", _number(self.value, label, positive=True, high=high))
-        _bool(self.spend_all, "spend_all")
+        object.__setattr__(self, "value", as_number(self.value, label, positive=True, high=high))
+        as_bool(self.spend_all, "spend_all")
 
 
 #: Largest |coefficient| of a linear constraint (keeps the LP's rows within the solvers' range).
@@ -278,7 +279,7 @@ _MAX_COEFFICIENT = 1e6
 
 def _signed(value: Any, path: str, limit: float) -> float:
     """A finite number of magnitude at most ``limit``."""
-    value = _number(value, path)
+    value = as_number(value, path)
     if abs(value) > limit:
         raise InstanceError(f"must be between {-limit:g} and {limit:g}, got {value:g}", field=path)
     return value
@@ -304,22 +305,22 @@ class Constraints:
             if isinstance(value, tuple):
                 value = dict(value)
             if not isinstance(value, Mapping):
-                raise InstanceError(f"expected an object, got {_type_name(value)}", field=label)
-            clean = tuple((_str(k, label), _number(v, f"{label}.{k}", nonnegative=True, high=MAX_GBPS))
+                raise InstanceError(f"expected an object, got {type_name(value)}", field=label)
+            clean = tuple((as_str(k, label), as_number(v, f"{label}.{k}", nonnegative=True, high=MAX_GBPS))
                           for k, v in value.items())
             object.__setattr__(self, label, clean)
         orderings = self.orderings
         if not isinstance(orderings, (list, tuple)):
-            raise InstanceError(f"expected a list, got {_type_name(orderings)}", field="orderings")
+            raise InstanceError(f"expected a list, got {type_name(orderings)}", field="orderings")
         pairs = []
         for i, pair in enumerate(orderings):
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 raise InstanceError("expected a pair [a, b] meaning B_a >= B_b", field=f"orderings[{i}]")
-            pairs.append((_str(pair[0], f"orderings[{i}][0]"), _str(pair[1], f"orderings[{i}][1]")))
+            pairs.append((as_str(pair[0], f"orderings[{i}][0]"), as_str(pair[1], f"orderings[{i}][1]")))
         object.__setattr__(self, "orderings", tuple(pairs))
         linear = self.linear
         if not isinstance(linear, (list, tuple)):
-            raise InstanceError(f"expected a list, got {_type_name(linear)}", field="linear")
+            raise InstanceError(f"expected a list, got {type_name(linear)}", field="linear")
         rows = []
         for i, row in enumerate(linear):
             path = f"linear[{i}]"
@@ -330,11 +331,11 @@ class Constraints:
                 terms = dict(terms)
             if not isinstance(terms, Mapping) or not terms:
                 raise InstanceError("terms: expected a non-empty object {dimension: coefficient}", field=f"{path}.terms")
-            clean = tuple((_str(k, f"{path}.terms"), _signed(v, f"{path}.terms.{k}", _MAX_COEFFICIENT))
+            clean = tuple((as_str(k, f"{path}.terms"), _signed(v, f"{path}.terms.{k}", _MAX_COEFFICIENT))
                           for k, v in terms.items())
             if all(v == 0 for _, v in clean):
                 raise InstanceError("every coefficient is 0", field=f"{path}.terms")
-            rows.append((clean, _choice(sense, f"{path}.sense", ("<=", ">=", "==")),
+            rows.append((clean, as_choice(sense, f"{path}.sense", ("<=", ">=", "==")),
                          _signed(rhs, f"{path}.rhs", _MAX_COEFFICIENT * MAX_GBPS)))
         object.__setattr__(self, "linear", tuple(rows))
 
@@ -362,16 +363,16 @@ class HierarchyProblem:
             raise InstanceError("needs at least one layer", field="workload.layers")
         for li, layer in enumerate(layers):
             if not isinstance(layer, Layer):
-                raise InstanceError(f"expected a Layer, got {_type_name(layer)}", field=f"workload.layers[{li}]")
+                raise InstanceError(f"expected a Layer, got {type_name(layer)}", field=f"workload.layers[{li}]")
             for p in PHASES:
                 coll = layer.phase(p).collective
                 if coll is None:
                     continue
                 _check_communicator(coll.communicator, dims, f"workload.layers[{li}].{p}.collective.communicator")
         if not isinstance(self.budget, Budget):
-            raise InstanceError(f"expected a Budget, got {_type_name(self.budget)}", field="budget")
+            raise InstanceError(f"expected a Budget, got {type_name(self.budget)}", field="budget")
         if not isinstance(self.constraints, Constraints):
-            raise InstanceError(f"expected a Constraints, got {_type_name(self.constraints)}", field="constraints")
+            raise InstanceError(f"expected a Constraints, got {type_name(self.constraints)}", field="constraints")
         for label in ("min_gbps", "max_gbps", "fixed_gbps"):
             for key, _ in getattr(self.constraints, label):
                 if key not in names:
@@ -386,15 +387,15 @@ class HierarchyProblem:
                 if key not in names:
                     raise InstanceError(f"unknown dimension {key!r} (dimensions: {', '.join(d.name for d in dims)})",
                                         field=f"constraints.linear[{i}].terms")
-        _choice(self.objective, "objective", OBJECTIVES)
+        as_choice(self.objective, "objective", OBJECTIVES)
         if self.budget.kind == "cost" or self.objective == "perf_per_cost":
             for i, d in enumerate(dims):
                 if not d.has_cost:
                     why = "a cost budget" if self.budget.kind == "cost" else "the perf_per_cost objective"
                     raise InstanceError(f"{why} needs the cost of every dimension (prices_usd_per_gbps or "
                                         f"unit_cost_usd_per_gbps)", field=f"dimensions[{i}]")
-        _str(self.name, "name")
-        _str(self.description, "description")
+        as_str(self.name, "name")
+        as_str(self.description, "description")
 
     # -- sizes and lookups ------------------------------------------------------------------------
     @property
@@ -669,7 +670,7 @@ MAX_LAYERS = 100_000
 
 def _mapping(value: Any, path: str) -> dict:
     """A JSON object with free keys (names)."""
-    return _obj(value, path, set(value) if isinstance(value, dict) else set())
+    return json_object(value, path, set(value) if isinstance(value, dict) else set())
 
 
 def _named_communicator(value: dict, path: str, names: list[str]) -> list[int]:
@@ -682,8 +683,8 @@ def _named_communicator(value: dict, path: str, names: list[str]) -> list[int]:
 
 def load_hierarchy(path: str | os.PathLike) -> HierarchyProblem:
     """Read and validate a ``topoopt-libra`` file; errors name the file and the field."""
-    data = _read_json(path, InstanceError)
-    return _with_source(lambda: parse_hierarchy(data), str(path), InstanceError)
+    data = read_json(path, InstanceError)
+    return with_source(lambda: parse_hierarchy(data), str(path), InstanceError)
 
 
 def _check_dimension_list(dims: tuple) -> set[str]:
@@ -695,7 +696,7 @@ def _check_dimension_list(dims: tuple) -> set[str]:
     names = set()
     for i, d in enumerate(dims):
         if not isinstance(d, Dimension):
-            raise InstanceError(f"expected a Dimension, got {_type_name(d)}", field=f"dimensions[{i}]")
+            raise InstanceError(f"expected a Dimension, got {type_name(d)}", field=f"dimensions[{i}]")
         if d.name in names:
             raise InstanceError(f"dimension name {d.name!r} is used twice", field=f"dimensions[{i}].name")
         names.add(d.name)
@@ -706,41 +707,41 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
     """Build a :class:`HierarchyProblem` from decoded JSON (a dict)."""
     if isinstance(data, dict) and "format" in data and data["format"] != LIBRA_FORMAT:
         raise InstanceError(f"expected {LIBRA_FORMAT!r}, got {data['format']!r}", field="format")
-    top = _obj(data, "", _TOP_KEYS, {"format", "version", "dimensions", "workload", "budget"})
+    top = json_object(data, "", _TOP_KEYS, {"format", "version", "dimensions", "workload", "budget"})
     if isinstance(top["version"], bool) or top["version"] != VERSION:
         raise InstanceError(f"unsupported version {top['version']!r} (this release reads {VERSION})", field="version")
     dims = []
-    for i, raw in enumerate(_list(top["dimensions"], "dimensions", max_len=MAX_DIMENSIONS)):
+    for i, raw in enumerate(json_list(top["dimensions"], "dimensions", max_len=MAX_DIMENSIONS)):
         path = f"dimensions[{i}]"
-        d = _obj(raw, path, _DIM_KEYS, {"kind", "size"})
+        d = json_object(raw, path, _DIM_KEYS, {"kind", "size"})
         prices = d.get("prices_usd_per_gbps")
         if prices is not None:
-            _obj(prices, f"{path}.prices_usd_per_gbps", set(PRICE_ELEMENTS))
+            json_object(prices, f"{path}.prices_usd_per_gbps", set(PRICE_ELEMENTS))
         dims.append(_at(path, lambda d=d, i=i: Dimension(d.get("name", f"dim{i + 1}"), d["kind"], d["size"], prices,
                                                          d.get("unit_cost_usd_per_gbps"))))
     _check_dimension_list(tuple(dims))
-    work = _obj(top["workload"], "workload", {"layers", "communicators"}, {"layers"})
+    work = json_object(top["workload"], "workload", {"layers", "communicators"}, {"layers"})
     named = {}
     for key, value in _mapping(work.get("communicators", {}), "workload.communicators").items():
         path = f"workload.communicators.{key}"
         comm = (_named_communicator(value, path, [d.name for d in dims]) if isinstance(value, dict)
-                else _list(value, path, max_len=MAX_DIMENSIONS))
+                else json_list(value, path, max_len=MAX_DIMENSIONS))
         # checked here whether or not a layer uses it (a typo in an unused one is still a typo)
         named[key] = _at(path, lambda comm=comm: _communicator_entries(comm))
         _check_communicator(named[key], tuple(dims), path)
     layers = []
-    for li, raw in enumerate(_list(work["layers"], "workload.layers", max_len=MAX_LAYERS)):
+    for li, raw in enumerate(json_list(work["layers"], "workload.layers", max_len=MAX_LAYERS)):
         path = f"workload.layers[{li}]"
-        lay = _obj(raw, path, _LAYER_KEYS)
+        lay = json_object(raw, path, _LAYER_KEYS)
         phases = {}
         for p in PHASES:
             if p not in lay:
                 continue
-            ph = _obj(lay[p], f"{path}.{p}", _PHASE_KEYS)
+            ph = json_object(lay[p], f"{path}.{p}", _PHASE_KEYS)
             coll = None
             if ph.get("collective") is not None:
                 cpath = f"{path}.{p}.collective"
-                c = _obj(ph["collective"], cpath, _COLL_KEYS, _COLL_KEYS)
+                c = json_object(ph["collective"], cpath, _COLL_KEYS, _COLL_KEYS)
                 comm = c["communicator"]
                 if isinstance(comm, dict):  # {dimension name: size}; a dimension not named is unused
                     comm = _named_communicator(comm, f"{cpath}.communicator", [d.name for d in dims])
@@ -750,28 +751,28 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
                                             f"{', '.join(named) or 'none'})", field=f"{cpath}.communicator")
                     comm = named[comm]
                 else:
-                    comm = _list(comm, f"{cpath}.communicator", max_len=MAX_DIMENSIONS)
+                    comm = json_list(comm, f"{cpath}.communicator", max_len=MAX_DIMENSIONS)
                 coll = _at(cpath, lambda c=c, comm=comm: Collective(c["type"], c["bytes"], tuple(comm)))
             phases[p] = _at(f"{path}.{p}", lambda ph=ph, coll=coll: Phase(ph.get("compute_us", 0.0), coll))
         layers.append(_at(path, lambda lay=lay, li=li, phases=phases: Layer(lay.get("name", f"layer{li + 1}"),
                                                                             count=lay.get("count", 1), **phases)))
-    b = _obj(top["budget"], "budget", _BUDGET_KEYS)
+    b = json_object(top["budget"], "budget", _BUDGET_KEYS)
     kinds = [k for k in ("total_bandwidth_gbps", "cost_usd") if k in b]
     if len(kinds) != 1:
         raise InstanceError("give exactly one of total_bandwidth_gbps or cost_usd", field="budget")
     kind = "total_bandwidth" if kinds[0] == "total_bandwidth_gbps" else "cost"
     budget = _at("budget", lambda: Budget(kind, b[kinds[0]], b.get("spend_all", False)))
-    c = _obj(top.get("constraints", {}), "constraints", _CONSTRAINT_KEYS)
+    c = json_object(top.get("constraints", {}), "constraints", _CONSTRAINT_KEYS)
     maps = {k: _mapping(c.get(k, {}), f"constraints.{k}") for k in ("min_gbps", "max_gbps", "fixed_gbps")}
     orderings = []
-    for i, raw in enumerate(_list(c.get("orderings", []), "constraints.orderings")):
-        item = _list(raw, f"constraints.orderings[{i}]")
+    for i, raw in enumerate(json_list(c.get("orderings", []), "constraints.orderings")):
+        item = json_list(raw, f"constraints.orderings[{i}]")
         if len(item) != 3 or item[1] not in (">=", "<="):
             raise InstanceError('expected ["a", ">=", "b"] or ["a", "<=", "b"]', field=f"constraints.orderings[{i}]")
         orderings.append((item[0], item[2]) if item[1] == ">=" else (item[2], item[0]))
     linear = []
-    for i, raw in enumerate(_list(c.get("linear", []), "constraints.linear")):
-        row = _obj(raw, f"constraints.linear[{i}]", _LINEAR_KEYS, _LINEAR_KEYS)
+    for i, raw in enumerate(json_list(c.get("linear", []), "constraints.linear")):
+        row = json_object(raw, f"constraints.linear[{i}]", _LINEAR_KEYS, _LINEAR_KEYS)
         linear.append((_mapping(row["terms"], f"constraints.linear[{i}].terms"), row["sense"], row["rhs"]))
     cons = _at("constraints", lambda: Constraints(maps["min_gbps"], maps["max_gbps"], maps["fixed_gbps"], tuple(orderings),
                                                   tuple(linear)))

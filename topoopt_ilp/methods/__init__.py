@@ -20,23 +20,14 @@ import numpy as np
 
 from topoopt_ilp.errors import InputError, StartInfeasibleError, UnsupportedError
 from topoopt_ilp.heuristic.design import fitting_start_placement, heuristic_design, heuristic_for_placement, start_placement  # noqa: F401 - re-exported
-from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
 from topoopt_ilp.core.instance import Instance, degree_one_refusal
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.traffic import effective_demand, traffic_matrix
+from topoopt_ilp.methods.steps import exact_topology_for_placement, finalize, placement_traffic  # noqa: F401 - re-exported
 
 __all__ = ["METHODS", "solve", "finalize", "DEFAULT_METHOD"]
 
 DEFAULT_METHOD = "heuristic"
-
-
-def finalize(instance: Instance, solution: Solution, routing: str = "given") -> Solution:
-    """Attach the evaluator's metrics (and, for non-exact methods, its objective) to a solution."""
-    if not solution.has_solution:
-        return solution
-    metrics = evaluate(instance, solution, routing=routing)
-    objective = solution.objective if solution.objective is not None else objective_value(instance, metrics)
-    return replace(solution, metrics=metrics.as_dict(), objective=objective)
 
 
 def _fixed(instance: Instance, started: float) -> Solution:
@@ -68,36 +59,6 @@ def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "pa
     if instance.fixed_topology is not None:
         return _fixed(instance, time.perf_counter())
     return heuristic_design(instance, select=select, mode=mode, seed=seed)
-
-
-def placement_traffic(instance: Instance, placement: dict | None) -> Instance | None:
-    """The demand instance of the traffic a workload's ``placement`` induces (the instance's cluster
-    and topology family, comm-time objective), for the topology models; None when it moves no bytes."""
-    from topoopt_ilp.core.strategy import parse_strategy, strategy_to_demand
-
-    strategy = parse_strategy(placement, instance.workload, instance.n)
-    demand = strategy_to_demand(instance.workload, instance.n, strategy)
-    if not demand.allreduce and not demand.mp:
-        return None
-    return Instance(cluster=instance.cluster, demand=demand, objective="comm_time",
-                    topology_family=instance.topology_family, name=instance.name)
-
-
-def exact_topology_for_placement(instance: Instance, placement: dict | None, *, time_limit_s: float | None = None,
-                                 backend: str = "highs") -> Solution:
-    """The exact topology + routing MILP (``topology_routing``, comm-time objective: AllReduce split
-    over TotientPerms rings, multi-commodity flow) for the traffic of a workload's ``placement``."""
-    from topoopt_ilp.models import ExactOptions
-    from topoopt_ilp.models.topology.milp import solve_topology_routing
-
-    started = time.perf_counter()
-    traffic = placement_traffic(instance, placement)
-    if traffic is None:  # no traffic: any topology will do
-        return heuristic_for_placement(instance, placement)
-    options = ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="none")
-    sol = solve_topology_routing(traffic, options, latency=False)  # its objective is discarded: the bandwidth optimum
-    return replace(sol, placement=placement, objective=None, bound=None, gap=None, wall_time_s=time.perf_counter() - started,
-                   details={**sol.details, "topology_method": "exact"})
 
 
 BASELINES = ("expander", "demand_greedy", "torus")
@@ -368,7 +329,7 @@ def _optimal_only_when_proven(sol: Solution) -> Solution:
     """A solve that stopped at a requested gap (``gap`` above the default tolerance) found a design
     within that gap of the bound, not a proven optimum: it is ``feasible`` with its gap, as a solve
     stopped by a time limit is. "optimal" always means within the default relative gap."""
-    from topoopt_ilp.solvers.options import DEFAULT_REL_GAP
+    from topoopt_ilp.solvers import DEFAULT_REL_GAP
 
     if sol.status == "optimal" and sol.gap is not None and sol.gap > DEFAULT_REL_GAP * (1 + 1e-9):
         return replace(sol, status="feasible",

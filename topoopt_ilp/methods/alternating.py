@@ -90,7 +90,8 @@ def _topology_phase(instance: Instance, placement: dict | None, select: str, mod
     n = 8: 5.5 s against 1.4 s) and never better: the start steers its root search away from the
     rounding that finds these optima at once. Nothing is lost when a step ends worse than the
     topology it replaces: every round restarts from the trajectory's best."""
-    from topoopt_ilp.methods import exact_topology_for_placement, heuristic_for_placement
+    from topoopt_ilp.heuristic.design import heuristic_for_placement
+    from topoopt_ilp.methods.steps import exact_topology_for_placement
 
     if instance.topology_family != "any":
         return _circulant_phase(instance, placement, select, seed, method, time_limit_s, backend)
@@ -127,7 +128,7 @@ def _circulant_phase(instance: Instance, placement: dict | None, select: str, se
     from topoopt_ilp.models import ExactOptions
     from topoopt_ilp.models.topology.circulant import solve_circulant
     from topoopt_ilp.heuristic.design import heuristic_circulant
-    from topoopt_ilp.methods import placement_traffic
+    from topoopt_ilp.methods.steps import placement_traffic
 
     started = time.perf_counter()
     if method == "exact":
@@ -170,7 +171,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     from topoopt_ilp.models.joint.enumeration import strategy_floor
     from topoopt_ilp.models.placement.milp import solve_placement
     from topoopt_ilp.models.placement.data import check_ring_policy
-    from topoopt_ilp.methods import finalize, fitting_start_placement, placement_traffic
+    from topoopt_ilp.heuristic.design import fitting_start_placement
+    from topoopt_ilp.methods.steps import finalize, placement_traffic
     from topoopt_ilp.core.strategy import stage_strategies, strategy_to_dict, validate_strategy
 
     check_ring_policy(rings)  # before anything runs

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import INSTANCES
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.cli import main
 from topoopt_ilp.errors import UnsupportedError
 from topoopt_ilp.evaluation.evaluate import evaluate
@@ -148,7 +148,7 @@ def test_backends_agree(backend):
 
 
 def test_never_worse_than_its_start():
-    inst = io.load_instance(INSTANCES / "paper" / "resnet50-testbed-12-d4.json")
+    inst = files.load_instance(INSTANCES / "paper" / "resnet50-testbed-12-d4.json")
     # 12 servers: not proven in a few seconds, but the incumbent is the alternating method's
     sol = solve_joint(inst, ExactOptions(time_limit_s=8))
     assert sol.status in ("optimal", "feasible") and sol.details["start_method"] == "alternating"
@@ -164,7 +164,7 @@ def test_refusals_and_limits(tmp_path, capsys):
     inst = CASES["mlp-directed"]
     assert solve_joint(inst, ExactOptions(time_limit_s=0)).status == "no_solution"
     path = tmp_path / "tiny.json"
-    path.write_text(json.dumps(io.instance_to_dict(inst)))
+    path.write_text(json.dumps(files.instance_to_dict(inst)))
     out = tmp_path / "sol.json"
     assert main(["solve", str(path), "--method", "exact", "--time-limit", "0", "--out", str(out)]) == 4
     assert json.loads(out.read_text())["status"] == "no_solution"  # a complete file saying so
@@ -182,17 +182,17 @@ def test_memory_infeasible_exits_3(tmp_path, capsys):
     sol = solve_joint(inst, OPTS)
     assert sol.status == "infeasible" and "memory" in sol.details["infeasible"]
     path = tmp_path / "inf.json"
-    path.write_text(json.dumps(io.instance_to_dict(inst)))
+    path.write_text(json.dumps(files.instance_to_dict(inst)))
     assert main(["solve", str(path), "--method", "exact"]) == 3
     capsys.readouterr()
 
 
 def test_exact_on_a_fixed_topology_is_the_placement_model():
-    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
-    data = io.instance_to_dict(inst)
+    inst = files.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    data = files.instance_to_dict(inst)
     ring = [[i, (i + 1) % 12, 2] for i in range(12)]
     data["fixed_topology"] = {"links": ring}
-    fixed = io.parse_instance(data)
+    fixed = files.parse_instance(data)
     sol = solve(fixed, method="exact", time_limit_s=30)
     assert sol.details["model"] == "placement"
 

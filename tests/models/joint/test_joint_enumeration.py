@@ -239,7 +239,7 @@ def test_formulation_auto_picks_enumeration_or_falls_back_to_the_milp(monkeypatc
 def test_formulation_is_checked_and_reaches_the_cli(tmp_path, capsys):
     import json
 
-    from topoopt_ilp.files import io
+    from topoopt_ilp import files
     from topoopt_ilp.cli import main
     from topoopt_ilp.errors import InputError
     from topoopt_ilp.models.common import ExactOptions
@@ -248,7 +248,7 @@ def test_formulation_is_checked_and_reaches_the_cli(tmp_path, capsys):
     with pytest.raises(InputError, match="unknown formulation 'naive'.*auto, milp, enumeration"):
         solve_exact(inst, ExactOptions(formulation="naive"))
     path, out = tmp_path / "w.json", tmp_path / "sol.json"
-    path.write_text(json.dumps(io.instance_to_dict(inst)))
+    path.write_text(json.dumps(files.instance_to_dict(inst)))
     assert main(["solve", str(path), "--method", "exact", "--formulation", "enumeration", "--out", str(out), "--quiet"]) == 0
     sol = json.loads(out.read_text())
     assert sol["status"] == "optimal" and sol["details"]["algorithm"] == "enumeration"
@@ -344,7 +344,7 @@ def test_a_short_limit_keeps_the_start_instead_of_no_solution():
     # start was feasible: the enumeration's probe used the whole limit, and the joint MILP, handed
     # no time, dropped the start. The probe now gets half of what is left, and a MILP with no time
     # returns its start.
-    from topoopt_ilp.files.io import load_instance
+    from topoopt_ilp.files import load_instance
     from topoopt_ilp.models.common import ExactOptions
 
     inst = load_instance("instances/dlrm-mini-6.json")

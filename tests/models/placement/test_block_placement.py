@@ -15,7 +15,8 @@ from topoopt_ilp.core.instance import Cluster, Instance
 from topoopt_ilp.models.placement.blocks import place_blocks_exactly, polish_blocks
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement.milp import shortest_path_fractions, strategy_times
-from topoopt_ilp.models.placement.local_search import _LocalSearch, improve_strategy
+from topoopt_ilp.models.placement.scoring import StrategyScorer
+from topoopt_ilp.models.placement.local_search import improve_strategy
 from topoopt_ilp.core.strategy import Strategy, validate_strategy
 from topoopt_ilp.core.workload import Block, Layer, Workload
 
@@ -59,7 +60,7 @@ def test_the_block_milp_is_the_best_block_placement_and_scores_as_the_evaluator(
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
     degrees, starts = layers
     start = Strategy(degrees, starts, (0, 0, 0, 0, 0) if "memory" not in variant else (0, 1, 2, 3, 4))
-    res = place_blocks_exactly(_LocalSearch(inst, rf), start, ExactOptions(gap=0.0))
+    res = place_blocks_exactly(StrategyScorer(inst, rf), start, ExactOptions(gap=0.0))
     assert res.status == "optimal" and res.strategy is not None
     st = res.strategy
     assert (st.layer_degree, st.layer_start) == (degrees, starts)  # the layers are left alone
@@ -77,9 +78,9 @@ def test_no_room_for_the_blocks_next_to_the_layers_is_infeasible():
     w = dataclasses.replace(w, layers=(w.layers[0], dataclasses.replace(w.layers[1], memory_bytes=1.5e9)))
     inst = dataclasses.replace(inst, workload=w)
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    res = place_blocks_exactly(_LocalSearch(inst, rf), Strategy((8, 8), (0, 0), (0, 1, 2, 3, 4)), ExactOptions())
+    res = place_blocks_exactly(StrategyScorer(inst, rf), Strategy((8, 8), (0, 0), (0, 1, 2, 3, 4)), ExactOptions())
     assert res.status == "infeasible" and res.strategy is None
-    res = place_blocks_exactly(_LocalSearch(inst, rf), Strategy((8, 4), (0, 1), (0, 1, 2, 3, 4)), ExactOptions())
+    res = place_blocks_exactly(StrategyScorer(inst, rf), Strategy((8, 4), (0, 1), (0, 1, 2, 3, 4)), ExactOptions())
     assert res.status == "optimal" and inst.workload.blocks[3].bytes + 1.5e9 > 2.6e9
     assert res.strategy.block_server[3] % 2 == 0  # on a server "top" (degree 4, start 1) leaves free
 
@@ -87,7 +88,7 @@ def test_no_room_for_the_blocks_next_to_the_layers_is_infeasible():
 def test_the_polish_moves_the_search_only_when_it_gains():
     inst = instance()
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    ls = _LocalSearch(inst, rf)
+    ls = StrategyScorer(inst, rf)
     crowded = Strategy((4, 8), (1, 0), (5, 5, 5, 5, 5))
     ls.load_state(crowded)
     before = ls.score()[0]
@@ -104,7 +105,7 @@ def test_the_polish_moves_the_search_only_when_it_gains():
 def test_the_local_search_ends_with_blocks_optimal_for_its_layers():
     inst = instance()
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    ls = _LocalSearch(inst, rf)
+    ls = StrategyScorer(inst, rf)
     st = improve_strategy(inst, rf, Strategy((1, 1), (0, 0), (0, 0, 0, 0, 0)), 20.0, ls=ls)
     it = strategy_times(inst, rf, st)["iteration_time_s"]
     assert it == pytest.approx(brute_force(inst, rf, st.layer_degree, st.layer_start), rel=1e-3)

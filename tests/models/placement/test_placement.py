@@ -11,10 +11,10 @@ import pytest
 from conftest import INSTANCES, placed_solution
 from topoopt_ilp.models.placement import milp as pl
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement.local_search import SearchBudget
+from topoopt_ilp.models.placement.scoring import SearchBudget
 from topoopt_ilp.models.placement.milp import RING_POLICIES, build_placement, shortest_path_fractions, solve_placement, strategy_times
 
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.core.instance import Cluster, FixedTopology, Instance
@@ -189,7 +189,7 @@ def test_pruning_keeps_the_optimum():
 @BOTH
 @pytest.mark.parametrize("name", ["bert-testbed-12-d4", "resnet50-testbed-12-d4"])
 def test_testbed_instance_with_heuristic_topology(name, opts):
-    inst = io.load_instance(INSTANCES / "paper" / f"{name}.json")
+    inst = files.load_instance(INSTANCES / "paper" / f"{name}.json")
     sol = solve_placement(inst, opts)
     assert sol.status == "optimal"
     check_solution(inst, sol)
@@ -224,7 +224,7 @@ def test_restricted_starts_report_only_the_unrestricted_bound():
 
 
 def test_errors_are_clear(monkeypatch):
-    demand = io.parse_instance(json.loads((INSTANCES / "mix-8.json").read_text()))
+    demand = files.parse_instance(json.loads((INSTANCES / "mix-8.json").read_text()))
     with pytest.raises(InputError, match="workload"):
         solve_placement(demand, OPTS)
     n, d, layers, blocks, X = CASES["mlp-ring4"]
@@ -244,7 +244,7 @@ def test_errors_are_clear(monkeypatch):
 def _random_checks(inst: Instance, X: np.ndarray, rng: np.random.Generator, count: int = 4) -> int:
     """Every move score the local search computes equals strategy_times of the moved strategy."""
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    ls = pl._LocalSearch(inst, rf)
+    ls = pl.StrategyScorer(inst, rf)
     w, n = inst.workload, inst.n
     ls.load_state(min((c for c in pl._candidates(w, n, rf) if pl._memory_feasible(w, n, c)),
                       key=lambda c: strategy_times(inst, rf, c)["iteration_time_s"]))
@@ -293,14 +293,14 @@ def test_local_search_move_scores_equal_the_evaluator(name):
 def test_local_search_move_scores_on_a_zoo_dlrm():
     from topoopt_ilp.files.zoo import generate
 
-    inst = io.parse_instance(generate("dlrm", 8, 3, 100.0))
+    inst = files.parse_instance(generate("dlrm", 8, 3, 100.0))
     assert len(inst.workload.blocks) > 0
     X = solve_placement(inst, ExactOptions(time_limit_s=1, gap=1.0), local_search_s=0).topology.matrix
     assert _random_checks(inst, X, np.random.default_rng(1), count=3) > 10
 
 
 def test_local_search_is_never_worse_than_its_starts():
-    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    inst = files.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
     X = solve_placement(inst, ExactOptions(time_limit_s=1, gap=1.0), local_search_s=0).topology.matrix
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
     starts = [c for c in pl._candidates(inst.workload, inst.n, rf) if pl._memory_feasible(inst.workload, inst.n, c)]
@@ -318,20 +318,20 @@ def test_the_local_search_counts_its_set_up_in_its_time_and_can_reuse_a_scorer(m
     # 0.7 s at dlrm-128-d8 past any limit). A scorer passed in is used as it is, not rebuilt.
     import time as clock
 
-    from topoopt_ilp.models.placement import local_search as ps
+    from topoopt_ilp.models.placement import scoring as ps
 
-    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    inst = files.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
     X = solve_placement(inst, ExactOptions(time_limit_s=1, gap=1.0), local_search_s=0).topology.matrix
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
     starts = [c for c in pl._candidates(inst.workload, inst.n, rf) if pl._memory_feasible(inst.workload, inst.n, c)]
-    scorer = ps._LocalSearch(inst, rf)
-    real_init = ps._LocalSearch.__init__
+    scorer = ps.StrategyScorer(inst, rf)
+    real_init = ps.StrategyScorer.__init__
 
     def slow_init(self, *a, **k):
         clock.sleep(0.6)
         real_init(self, *a, **k)
 
-    monkeypatch.setattr(ps._LocalSearch, "__init__", slow_init)
+    monkeypatch.setattr(ps.StrategyScorer, "__init__", slow_init)
     t0 = clock.perf_counter()
     best = pl.improve_strategy(inst, rf, starts, 0.3)
     assert clock.perf_counter() - t0 < 0.6 + 0.25  # the build, then a descent step or so (0.9 s and more before)
@@ -375,7 +375,7 @@ def test_pipeline_strides_follow_the_topology():
 def test_pipeline_starts_are_balanced_pipelines_on_distinct_cosets():
     from topoopt_ilp.models.placement.local_search import pipeline_starts
 
-    inst = io.load_instance(INSTANCES / "paper" / "dlrm-128-d8.json")
+    inst = files.load_instance(INSTANCES / "paper" / "dlrm-128-d8.json")
     w, n = inst.workload, inst.n
     X = solve(inst, method="heuristic").topology.matrix
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
@@ -399,7 +399,7 @@ def test_a_short_time_limit_scores_only_the_first_candidates():
     # leave less than MILP_MIN_SHARE of it, and no MILP is built either (measured: 0.92 s in all;
     # 2.9 s when the models of the restriction ladder were built after the time was up, 2.1 s when
     # they were built with 0.08 s left).
-    inst = io.load_instance(INSTANCES / "paper" / "dlrm-128-d8.json")
+    inst = files.load_instance(INSTANCES / "paper" / "dlrm-128-d8.json")
     X = solve(inst, method="heuristic").topology.matrix
     for limit in (0.3, 1.0):
         sol = solve_placement(inst, ExactOptions(time_limit_s=limit), X)
@@ -413,7 +413,7 @@ def test_the_milp_needs_a_share_of_the_limit_unless_asked_for(monkeypatch):
     # With the enumeration out of the way and a hundredth of the limit left: auto keeps its incumbent
     # without building a model (the build is not interrupted by the limit); --formulation milp still
     # runs it.
-    inst = io.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
+    inst = files.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
     monkeypatch.setattr(pl, "enumeration_fits", lambda ls: False)
     monkeypatch.setattr(pl, "time_left", lambda options, started: 0.01 * options.time_limit_s)
     auto = solve_placement(inst, ExactOptions(time_limit_s=10, gap=1e-9))
@@ -438,12 +438,12 @@ def test_the_local_search_takes_a_tenth_of_the_limit_before_a_level_search(monke
         raise Stop
 
     calls = []
-    inst = io.parse_instance(generate(model, 32, 4, 100.0))
+    inst = files.parse_instance(generate(model, 32, 4, 100.0))
     monkeypatch.setattr(pl, "improve_strategy", record)
     with pytest.raises(Stop):
         solve_placement(inst, ExactOptions(time_limit_s=20, gap=1e-9))
     assert calls == [pytest.approx(share * 20)]
-    assert (pl.not_levelled(pl._LocalSearch(inst, shortest_path_fractions(
+    assert (pl.not_levelled(pl.StrategyScorer(inst, shortest_path_fractions(
         solve_placement(inst, ExactOptions(time_limit_s=0.5, gap=1.0), local_search_s=0).topology.matrix,
         inst.cluster.link_bytes_per_s))) is None) == (model == "bert")
 
@@ -451,7 +451,7 @@ def test_the_local_search_takes_a_tenth_of_the_limit_before_a_level_search(monke
 def test_the_time_a_skipped_milp_leaves_goes_to_local_search(monkeypatch):
     # 1.5 s of a 10 s limit left (time_left patched): below the MILP's share, so no MILP; the local
     # search (on, as asked) gets those 1.5 s from the incumbent, and the details say so.
-    inst = io.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
+    inst = files.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
     monkeypatch.setattr(pl, "enumeration_fits", lambda ls: False)
     monkeypatch.setattr(pl, "time_left", lambda options, started: 1.5)
     calls = []
@@ -472,7 +472,7 @@ def test_a_restriction_that_cannot_be_built_in_the_time_left_is_not_started(monk
 
     from topoopt_ilp.errors import UnsupportedError
 
-    inst = io.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
+    inst = files.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
     monkeypatch.setattr(pl, "enumeration_fits", lambda ls: False)
     real, rungs = pl.build_placement, []
 
@@ -524,7 +524,7 @@ def test_bound_that_proves_the_gap_skips_the_milp():
 
 
 def test_reported_bound_is_valid_on_testbed_instances():
-    inst = io.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
+    inst = files.load_instance(INSTANCES / "paper" / "bert-testbed-12-d4.json")
     sol = solve_placement(inst, OPTS)
     assert sol.status == "optimal"
     check_solution(inst, sol)
@@ -536,7 +536,7 @@ def test_exchange_moves_keep_the_cosets_and_score_by_the_evaluator():
     # trade types), and the score the move returns is the evaluator's of the moved strategy.
     inst, X = make(8, 2, [L(f"l{i}", 2e-3, 1e7, 2e7, [1, 2, 4, 8]) for i in range(4)])
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    ls = pl._LocalSearch(inst, rf)
+    ls = pl.StrategyScorer(inst, rf)
     ls.load_state(Strategy((2, 2, 4, 1), (0, 0, 1, 5), ()))
     assert ls.runs() == [(0, 1), (2, 2), (3, 3)]
     cands = ls.exchange_candidates()
@@ -583,7 +583,7 @@ def test_large_model_hands_its_time_to_the_local_search(monkeypatch, left_s):
 
 def test_export_writes_the_placement_milp_whichever_stage_settles_it(tmp_path):
     # Found by a user: --export-model wrote nothing when the enumeration settled the placement.
-    from topoopt_ilp.files.io import load_instance
+    from topoopt_ilp.files import load_instance
 
     inst = load_instance("instances/dlrm-mini-8-fixed.json")
     path = tmp_path / "placement.mps"

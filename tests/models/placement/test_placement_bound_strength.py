@@ -11,7 +11,7 @@ from test_placement_bounds import circulant, fast_brute_force
 
 from topoopt_ilp.models.placement import bounds as pb
 from topoopt_ilp.models.placement.milp import shortest_path_fractions, strategy_times
-from topoopt_ilp.models.placement.local_search import _LocalSearch
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 
 
 def _instance(seed: int):
@@ -49,7 +49,7 @@ def test_run_pair_and_packing_terms_hold_for_every_strategy(seed):
     the packing weights it picks sum to at most q n at every level."""
     inst, X = _instance(seed)
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    ls = _LocalSearch(inst, rf)
+    ls = StrategyScorer(inst, rf)
     R = 3
     data = pb._ChainData(inst, rf, ls, pb.arc_classes(rf), run_pair_layers=R)
     levels = np.arange(1, 5)

@@ -13,14 +13,15 @@ from test_placement_bounds import _random_instance, fast_brute_force
 from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times
 from topoopt_ilp.models.placement.levels import LevelResult
 from topoopt_ilp.models.placement.enumeration import enumerate_placement
-from topoopt_ilp.models.placement.local_search import _LocalSearch, relaxation_bound
+from topoopt_ilp.models.placement.scoring import StrategyScorer
+from topoopt_ilp.models.placement.local_search import relaxation_bound
 
 from topoopt_ilp.core.workload import Block
 
 
 def _search(inst, X, upper=math.inf, **kw):
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    ls = _LocalSearch(inst, rf)
+    ls = StrategyScorer(inst, rf)
     return rf, enumerate_placement(ls, relaxation_bound(inst, rf, ls), upper, **kw)
 
 

@@ -8,7 +8,7 @@ from test_placement import L, all_strategies, make, ring
 from test_placement_bounds import circulant, fast_brute_force
 from topoopt_ilp.models.placement.milp import shortest_path_fractions, strategy_times
 from topoopt_ilp.models.placement.levels import level_search, level_unit
-from topoopt_ilp.models.placement.local_search import _LocalSearch
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 from topoopt_ilp.core.strategy import server_memory
 from topoopt_ilp.core.workload import Block
 
@@ -40,7 +40,7 @@ def test_level_search_finds_the_brute_force_optimum(seed):
     n = (4, 6, 8)[seed % 3]
     inst, X = _lattice_instance(rng, n)
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    got = level_search(_LocalSearch(inst, rf), np.inf, 0.0, None)
+    got = level_search(StrategyScorer(inst, rf), np.inf, 0.0, None)
     assert got.status == "complete"
     if not _some_strategy_fits(inst):
         assert got.strategy is None  # no strategy fits in memory: the search finds none either
@@ -49,10 +49,10 @@ def test_level_search_finds_the_brute_force_optimum(seed):
     assert got.value == pytest.approx(best, rel=1e-9) and best * (1 - 1e-8) <= got.bound <= best
     assert strategy_times(inst, rf, got.strategy)["iteration_time_s"] == pytest.approx(best, rel=1e-9)
     # from the optimum as incumbent: nothing strictly better, the incumbent is proven
-    again = level_search(_LocalSearch(inst, rf), best, 0.0, None)
+    again = level_search(StrategyScorer(inst, rf), best, 0.0, None)
     assert again.status == "complete" and again.strategy is None and best * (1 - 1e-8) <= again.bound <= best
     # a 10 % gap: the bound is within it of the optimum and never above it
-    loose = level_search(_LocalSearch(inst, rf), best * 1.05, 0.1, None)
+    loose = level_search(StrategyScorer(inst, rf), best * 1.05, 0.1, None)
     assert loose.status == "complete" and best * 0.9 * (1 - 1e-9) <= loose.bound <= best * (1 + 1e-9)
 
 
@@ -65,9 +65,9 @@ def test_the_addition_tables_kept_or_dropped_give_the_same_search(monkeypatch, s
     rng = np.random.default_rng(seed)
     inst, X = _lattice_instance(rng, (4, 6, 8)[seed % 3])
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
-    kept = level_search(_LocalSearch(inst, rf), np.inf, 0.0, None)
+    kept = level_search(StrategyScorer(inst, rf), np.inf, 0.0, None)
     monkeypatch.setattr(plv, "_CACHE_FLOATS", 0)
-    dropped = level_search(_LocalSearch(inst, rf), np.inf, 0.0, None)
+    dropped = level_search(StrategyScorer(inst, rf), np.inf, 0.0, None)
     assert (dropped.nodes, dropped.value, dropped.bound, dropped.strategy) == (kept.nodes, kept.value, kept.bound, kept.strategy)
 
 
@@ -86,7 +86,7 @@ def test_a_search_stopped_early_keeps_what_it_settled(monkeypatch):
         rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
         if not _some_strategy_fits(inst):
             continue  # nothing fits in memory
-        total = level_search(_LocalSearch(inst, rf), np.inf, 0.0, None).nodes
+        total = level_search(StrategyScorer(inst, rf), np.inf, 0.0, None).nodes
         best = fast_brute_force(inst, X)
         for c in sorted({0, total // 3, total // 2, total - 2}):
             if not 0 <= c < total - 1:
@@ -94,7 +94,7 @@ def test_a_search_stopped_early_keeps_what_it_settled(monkeypatch):
             readings = iter(range(10 ** 9))
             monkeypatch.setattr(placement_levels, "_CLOCK_NODES", 1)
             monkeypatch.setattr(placement_levels, "time", SimpleNamespace(perf_counter=lambda: float(next(readings) >= c)))
-            got = level_search(_LocalSearch(inst, rf), np.inf, 0.0, 0.5)
+            got = level_search(StrategyScorer(inst, rf), np.inf, 0.0, 0.5)
             monkeypatch.undo()
             assert got.status == "gave_up" and got.nodes == c + 1
             assert got.bound <= best * (1 + 1e-9)
@@ -113,19 +113,19 @@ def test_level_unit():
 
 def test_level_search_says_when_it_does_not_apply():
     inst, X = make(4, 2, [L("a", 1e-3, 1e7, 1e7, [1, 2]), L("b", np.pi * 1e-3, 1e7, 0.0, [1, 2])])
-    ls = _LocalSearch(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s))
+    ls = StrategyScorer(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s))
     assert level_search(ls, np.inf, 0.0, None).status == "not_applicable"
     inst, X = make(4, 2, [L("a", 1e-3, 1e7, 1e7, [1, 2])],
                    [Block(name="t", bytes=1e8, lookup_bytes=1e6, compute_s=1e-4, consumer=0)])
-    ls = _LocalSearch(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s))
+    ls = StrategyScorer(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s))
     assert "blocks" in level_search(ls, np.inf, 0.0, None).reason
     inst, X = make(4, 2, [L("a", 1e-3, 1e7, 1e7, [1, 2])], objective="comm_time")
-    ls = _LocalSearch(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s))
+    ls = StrategyScorer(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s))
     assert level_search(ls, np.inf, 0.0, None).status == "not_applicable"
 
 
 def test_level_search_stops_at_its_deadline():
     rng = np.random.default_rng(0)
     inst, X = _lattice_instance(rng, 8)
-    ls = _LocalSearch(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s))
+    ls = StrategyScorer(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s))
     assert level_search(ls, np.inf, 0.0, 0.0).status in ("gave_up", "complete")  # a few nodes may finish first

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement.milp import improve_strategy, shortest_path_fractions, solve_placement
-from topoopt_ilp.models.placement.local_search import SearchBudget, _LocalSearch
+from topoopt_ilp.models.placement.scoring import SearchBudget, StrategyScorer
 from topoopt_ilp.models.placement import milp as pl
 
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.cli import main
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.files.zoo import generate
@@ -24,7 +24,7 @@ from topoopt_ilp.files.zoo import generate
 def dlrm8():
     """The zoo's DLRM on 8 servers (64 tables): large enough for solve_placement's local search, on
     the ring topology with jumps 1, 2."""
-    inst = io.parse_instance(generate("dlrm", 8, 4, 100.0))
+    inst = files.parse_instance(generate("dlrm", 8, 4, 100.0))
     n = inst.n
     X = np.zeros((n, n), dtype=int)
     for i in range(n):
@@ -53,24 +53,24 @@ def _starts(inst, rf):
 
 def _slow(monkeypatch, seconds: float) -> None:
     """Every segment move takes ``seconds`` longer: a machine that much slower (or busier)."""
-    real = _LocalSearch.segment_move
+    real = StrategyScorer.segment_move
 
     def slow(self, i, j):
         time.sleep(seconds)
         return real(self, i, j)
 
-    monkeypatch.setattr(_LocalSearch, "segment_move", slow)
+    monkeypatch.setattr(StrategyScorer, "segment_move", slow)
 
 
 def test_a_move_budget_gives_the_same_strategy_on_a_slower_machine(dlrm8, monkeypatch):
     inst, X = dlrm8
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
     starts = _starts(inst, rf)
-    ls = _LocalSearch(inst, rf)
+    ls = StrategyScorer(inst, rf)
     fast = improve_strategy(inst, rf, starts, 600.0, ls=ls, moves=400)
     assert ls.moves_scored == 400  # kicked on until the budget was spent (a stall would stop it short)
     _slow(monkeypatch, 0.002)
-    ls2 = _LocalSearch(inst, rf)
+    ls2 = StrategyScorer(inst, rf)
     slow = improve_strategy(inst, rf, starts, 600.0, ls=ls2, moves=400)
     assert slow == fast and ls2.moves_scored == 400
     # the budget fixes the work, not the path: another seed searches its own way to a valid strategy
@@ -83,7 +83,7 @@ def test_without_a_move_budget_the_search_stops_on_its_time(dlrm8):
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
     starts = _starts(inst, rf)
     t0 = time.perf_counter()
-    ls = _LocalSearch(inst, rf)
+    ls = StrategyScorer(inst, rf)
     improve_strategy(inst, rf, starts, 0.5, ls=ls, max_stall=10 ** 9)
     assert time.perf_counter() - t0 < 0.5 + 0.5 and ls.moves_scored > 0
 
@@ -134,8 +134,8 @@ def test_compare_and_sweep_hand_the_budget_to_the_placement_searches_only():
     from conftest import INSTANCES
     from topoopt_ilp.experiments.compare import plan_runs
 
-    fixed = io.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
-    free = io.load_instance(INSTANCES / "dlrm-like-6.json")
+    fixed = files.load_instance(INSTANCES / "dlrm-mini-8-fixed.json")
+    free = files.load_instance(INSTANCES / "dlrm-like-6.json")
     runs = {m: o for m, _, o in plan_runs(fixed, ["heuristic", "exact"], search_moves=7)}
     assert runs["exact"]["search_moves"] == 7 and "search_moves" not in runs["heuristic"]
     runs = {m: o for m, _, o in plan_runs(free, ["heuristic", "exact", "alternating"], search_moves=7)}

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from conftest import bounded_multigraphs, minimal
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.models.topology import catalogue as gc
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.topology.milp import solve_topology_routing
+from topoopt_ilp.models.topology.solve import solve_topology_routing
 from topoopt_ilp.core.solution import Topology
 from topoopt_ilp.methods import solve
 from topoopt_ilp.evaluation.verify import verify
@@ -39,7 +39,7 @@ def inst(n, d, *, multi=True, regular=True, latency=0.0, objective="throughput",
                "regular": regular}
     if directed:
         cluster["links"] = "directed"
-    return io.parse_instance(minimal(cluster=cluster, demand=demand or {"all_to_all": 1e9}, objective=objective))
+    return files.parse_instance(minimal(cluster=cluster, demand=demand or {"all_to_all": 1e9}, objective=objective))
 
 
 def _vertex_invariants(adj: np.ndarray) -> np.ndarray:
@@ -333,7 +333,7 @@ def test_time_limit_mid_search_gives_feasible_with_the_next_bound(monkeypatch, t
     assert verify(inst(12, 4), sol).valid
     none = solve(inst(12, 4), method="exact", warm_start="none", time_limit_s=0)
     assert none.status == "no_solution" and none.details["catalogue_lambda"] is None
-    io.save_solution(none, tmp_path / "none.json", directed=False)  # the file can be written (no NaN in it)
+    files.save_solution(none, tmp_path / "none.json", directed=False)  # the file can be written (no NaN in it)
 
 
 def test_export_writes_the_topology_milp(tmp_path):
@@ -376,7 +376,7 @@ def test_the_milp_runs_when_a_topology_outside_the_catalogue_might_win(monkeypat
 def test_catalogue_is_installed_with_the_package():
     import importlib.resources
 
-    files = importlib.resources.files("topoopt_ilp.models") / "data" / "regular_graphs"
+    files = importlib.resources.files("topoopt_ilp.models.topology") / "data" / "regular_graphs"
     assert (files / "n12_d4.g6").is_file()
 
 

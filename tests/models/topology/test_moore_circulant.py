@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from conftest import minimal
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.heuristic import circulant_matrix, circulant_stats_batch
 from topoopt_ilp.models.topology import moore_circulant as mc
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.topology.catalogue import hop_statistics, max_concurrent_flow_lp
-from topoopt_ilp.models.topology.milp import solve_topology_routing
+from topoopt_ilp.models.topology.solve import solve_topology_routing
 from topoopt_ilp.methods import solve
 from topoopt_ilp.solvers import solve as solver_solve
 from topoopt_ilp.evaluation.verify import verify
@@ -26,7 +26,7 @@ B = 8.0  # Gbps: 1e9 bytes/s per link, so with 1e9 bytes per pair lambda is in t
 def inst(n, d, *, objective="throughput", multi=True, regular=True, demand=None):
     cluster = {"servers": n, "degree": d, "link_bandwidth_gbps": B, "hop_latency_us": 0.0, "links": "directed",
                "multi_links": multi, "regular": regular}
-    return io.parse_instance(minimal(cluster=cluster, demand=demand or {"all_to_all": 1e9}, objective=objective))
+    return files.parse_instance(minimal(cluster=cluster, demand=demand or {"all_to_all": 1e9}, objective=objective))
 
 
 def every_digraph(n, d):

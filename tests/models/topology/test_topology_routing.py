@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import INSTANCES, minimal
-from topoopt_ilp.files import io
+from topoopt_ilp import files
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.models.topology.milp import build_topology_routing, moore_hop_bound
 from topoopt_ilp.methods import solve
@@ -21,7 +21,7 @@ B = 8.0  # Gbps: 1e9 bytes/s per link
 
 
 def inst(n, d, *, demand=None, objective="throughput", multi=True, latency=0.0):
-    return io.parse_instance(minimal(
+    return files.parse_instance(minimal(
         cluster={"servers": n, "degree": d, "link_bandwidth_gbps": B, "hop_latency_us": latency, "multi_links": multi},
         demand=demand or {"all_to_all": 1e9}, objective=objective))
 
@@ -82,7 +82,7 @@ def test_allreduce_mutability_finds_the_stride_that_fits():
 def test_mixed_demand_latency_is_settled_by_hop_limited_models():
     data = minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": 40, "hop_latency_us": 1.0},
                    demand={"allreduce": [{"members": "all", "bytes": 20e6}], "mp": {"pairs": [[0, 3, 6e6], [3, 0, 6e6]]}})
-    instance = io.parse_instance(data)
+    instance = files.parse_instance(data)
     sol = exact(instance)
     assert sol.status == "optimal" and "status_note" not in sol.details
     assert sol.bound <= sol.objective == pytest.approx(sol.metrics["comm_time_s"])
@@ -146,7 +146,7 @@ def test_comm_time_with_latency_equals_brute_force(seed):
 
     from topoopt_ilp import Cluster, Demand, Instance
     from topoopt_ilp.models import ExactOptions
-    from topoopt_ilp.models.topology.milp import solve_topology_routing
+    from topoopt_ilp.models.topology.solve import solve_topology_routing
 
     rng = np.random.default_rng(seed)
     n, d = 6, 3
@@ -170,14 +170,14 @@ def test_hop_limited_model_routes_within_its_limit():
     """The hop-limit rows: the decoded paths never exceed H, and H = n - 1 loses nothing."""
     from topoopt_ilp.models import ExactOptions
     from topoopt_ilp.models.common import run_model
-    from topoopt_ilp.models.topology.milp import _to_solution
+    from topoopt_ilp.models.topology.milp import to_solution
 
     instance = inst(7, 2, demand={"mp": {"pairs": [[0, 3, 4e6], [1, 5, 2e6], [6, 2, 1e6], [3, 6, 4e6]]}})
     values = {}
     for H in (2, 3, 6, None):
         m = build_topology_routing(instance, "strong", max_hops=H)
         result = run_model(m.model, ExactOptions())
-        sol = _to_solution(instance, m, result, 0.0)
+        sol = to_solution(instance, m, result, 0.0)
         values[H] = result.objective
         if H is not None:
             assert max(len(p) - 1 for p, _ in sol.routing.paths.to_lists()) <= H
@@ -242,7 +242,7 @@ def test_diameter_lower_bound_is_proven_by_an_infeasible_model():
     # Directed, n = 7, d = 2: the Moore bound (1 + 2 + 4 = 7) allows diameter 2, but no Moore digraph
     # with d > 1 and diameter > 1 exists (Plesnik & Znam; Bridges & Toueg), so the model for 2 must be
     # infeasible and the one for 3 feasible.
-    instance = io.parse_instance(minimal(cluster={"servers": 7, "degree": 2, "link_bandwidth_gbps": B, "links": "directed",
+    instance = files.parse_instance(minimal(cluster={"servers": 7, "degree": 2, "link_bandwidth_gbps": B, "links": "directed",
                                                   "multi_links": False}, objective="diameter"))
     sol = exact(instance, warm_start="none")
     assert sol.objective == 3 and sol.status == "optimal" and sol.bound == 3
@@ -280,7 +280,7 @@ def test_strong_formulation_carries_its_solver_tuning_and_the_user_overrides_it(
     """The strong model runs HiGHS with STRONG_TUNING; --solver-option values win parameter by
     parameter; the naive model and other backends get nothing of it. Same optimum either way."""
     import topoopt_ilp.models.common as common
-    import topoopt_ilp.models.topology.milp as tr
+    import topoopt_ilp.models.topology.solve as tr
     from topoopt_ilp.errors import InputError
     from topoopt_ilp.models.topology.milp import STRONG_TUNING
 
@@ -304,7 +304,7 @@ def test_strong_formulation_carries_its_solver_tuning_and_the_user_overrides_it(
 def test_diameter_with_a_disconnected_start_and_no_time_finds_nothing():
     # A disconnected start has diameter inf: it is no incumbent (was status feasible with objective inf).
     from topoopt_ilp.models.common import ExactOptions
-    from topoopt_ilp.models.topology.milp import solve_diameter
+    from topoopt_ilp.models.topology.solve import solve_diameter
 
     instance = inst(8, 2, objective="diameter")
     two_squares = np.zeros((8, 8), dtype=np.int64)
@@ -321,7 +321,7 @@ def test_a_feasible_point_that_routes_nothing_is_no_solution(monkeypatch):
     # as "feasible" (iteration time inf, and --out then failed on the inf).
     import dataclasses
 
-    from topoopt_ilp.models.topology import milp as tr
+    from topoopt_ilp.models.topology import solve as tr
     from topoopt_ilp.solvers import SolveStatus
 
     real = tr.run_model
@@ -383,7 +383,7 @@ def test_a_time_limited_throughput_solve_keeps_its_gap():
     claim check caught it on the testbed)."""
     from dataclasses import replace as dc_replace
 
-    inst = dc_replace(io.load_instance(INSTANCES / "testbed-12.json"), objective="throughput")
+    inst = dc_replace(files.load_instance(INSTANCES / "testbed-12.json"), objective="throughput")
     sol = solve(inst, method="exact", time_limit_s=3)
     assert sol.has_solution and verify(inst, sol).valid, verify(inst, sol).violations
     if sol.status == "feasible":
@@ -394,7 +394,7 @@ def test_a_model_with_no_design_in_its_time_returns_its_warm_start():
     """all-to-all-16 at 3 s: the MILP found no design in its time and the exact method said
     no_solution (exit 4) although its heuristic start is a feasible design (a user's report). A time
     limit of 0 still runs nothing."""
-    inst = io.load_instance(INSTANCES / "all-to-all-16.json")
+    inst = files.load_instance(INSTANCES / "all-to-all-16.json")
     sol = solve(inst, method="exact", time_limit_s=3)
     assert sol.status in ("feasible", "optimal") and verify(inst, sol).valid
     assert sol.objective >= solve(inst, method="heuristic").objective * (1 - 1e-12)  # throughput: at least the start
@@ -409,7 +409,7 @@ def _ring_case(members, cycle, n):
     """One AllReduce over every server listed as ``members`` (40 MB) plus MP pairs of 30 MB along
     ``cycle``: the best ring follows ``cycle``, which need not be a stride of the listed order."""
     pairs = [[cycle[i], cycle[(i + 1) % n], 30e6] for i in range(n)]
-    return io.parse_instance(minimal(
+    return files.parse_instance(minimal(
         cluster={"servers": n, "degree": 2, "link_bandwidth_gbps": 100, "hop_latency_us": 0.0},
         demand={"allreduce": [{"members": list(members), "bytes": 40e6}], "mp": {"pairs": pairs}},
         objective="throughput"))
@@ -443,7 +443,7 @@ def test_a_restricted_ring_optimum_says_so_and_never_beats_a_better_warm_start(t
     optimal among those rings only (details say so); a warm start riding the cycle scores 250 and is
     returned instead (feasible, no bound: the model's bound holds among its candidates only). The
     exact method used to skip the comparison when the model said optimal."""
-    from topoopt_ilp.files.io import save_solution
+    from topoopt_ilp.files import save_solution
 
     listed = _ring_case(range(8), _cycle8(), 8)
     sol = exact(listed)
@@ -486,7 +486,7 @@ def test_noisy_ring_shares_are_snapped_and_the_objective_is_the_evaluators():
     objective is the evaluator's score of what is returned."""
     from topoopt_ilp.models import ExactOptions
     from topoopt_ilp.models.common import run_model
-    from topoopt_ilp.models.topology.milp import _to_solution
+    from topoopt_ilp.models.topology.milp import to_solution
     from topoopt_ilp.methods import finalize
 
     instance = _ring_case(range(8), _cycle8(), 8)  # 4 stride rings, 2 of them used at the optimum
@@ -498,7 +498,7 @@ def test_noisy_ring_shares_are_snapped_and_the_objective_is_the_evaluators():
     lam = values[m.lam_col]
     values[m.z_cols[used]] -= 2.2e-6 * lam
     values[m.z_cols[unused]] += 2.2e-6 * lam
-    sol = finalize(instance, _to_solution(instance, m, type(result)(**{**result.__dict__, "values": values}), 0.1))
+    sol = finalize(instance, to_solution(instance, m, type(result)(**{**result.__dict__, "values": values}), 0.1))
     assert sol.objective == evaluate(instance, sol).throughput
     assert verify(instance, sol).valid, verify(instance, sol).violations
     assert len(sol.routing.rings) == int((z > 1e-12).sum())  # the noise ring is gone
@@ -510,7 +510,7 @@ def test_export_model_writes_the_diameter_model(tmp_path, use_catalogue):
     search and the sequence of feasibility models all dropped it): the first feasibility model,
     'diameter <= the Moore bound', is written."""
     from topoopt_ilp.models import ExactOptions
-    from topoopt_ilp.models.topology.milp import solve_topology_routing
+    from topoopt_ilp.models.topology.solve import solve_topology_routing
 
     instance = inst(8, 2, objective="diameter")
     path = tmp_path / "diameter.lp"
@@ -523,7 +523,7 @@ def test_export_model_writes_the_diameter_model(tmp_path, use_catalogue):
 def test_a_requested_gap_is_not_called_a_proven_bandwidth_term():
     """mix-16 at --gap 0.5: the MILP stopped with throughput 249.69 against a bound of 336.13, yet
     the note said 'bandwidth term proven optimal'. The note now states the gap it stopped at."""
-    instance = io.load_instance(INSTANCES / "mix-16.json")
+    instance = files.load_instance(INSTANCES / "mix-16.json")
     sol = solve(instance, method="exact", gap=0.5, time_limit_s=20)
     d = sol.details
     bw_gap = (d["milp_throughput_bound"] - d["milp_throughput"]) / d["milp_throughput"]
@@ -541,7 +541,7 @@ def test_a_point_whose_decoded_design_carries_nothing_is_no_design():
     as a point with lambda = 0 already was. Here the optimum's links are all removed."""
     from topoopt_ilp.models import ExactOptions
     from topoopt_ilp.models.common import run_model
-    from topoopt_ilp.models.topology.milp import _to_solution
+    from topoopt_ilp.models.topology.milp import to_solution
 
     instance = _ring_case(range(8), _cycle8(), 8)
     m = build_topology_routing(instance)
@@ -549,7 +549,7 @@ def test_a_point_whose_decoded_design_carries_nothing_is_no_design():
     values = result.values.copy()
     values[m.x_cols] = 0.0
     point = type(result)(**{**result.__dict__, "values": values, "status": type(result.status).FEASIBLE})
-    sol = _to_solution(instance, m, point, 0.1)
+    sol = to_solution(instance, m, point, 0.1)
     assert sol.status == "no_solution" and sol.topology is None
     assert "carries none of the demand" in sol.details["status_note"]
 
@@ -558,7 +558,7 @@ def test_a_warm_start_at_the_relaxation_bound_is_proven_by_two_lps(monkeypatch):
     """A warm start whose best routing meets the LP relaxation is optimal: no MILP runs. One that
     does not is withheld from the MILP (HiGHS took 2-4x longer with such a start). The optimum is
     the cold MILP's either way."""
-    import topoopt_ilp.models.topology.milp as tr
+    import topoopt_ilp.models.topology.solve as tr
 
     starts = []
     real = tr.run_model
@@ -599,7 +599,7 @@ def test_a_start_from_the_relaxation_can_prove_optimality_without_a_milp(monkeyp
     pairs) is proved by the start named, with no MILP; with that start switched off the MILP runs (a
     topology without links proves nothing) and finds the same optimum."""
     import topoopt_ilp.models.topology.starts as rr
-    import topoopt_ilp.models.topology.milp as tr
+    import topoopt_ilp.models.topology.solve as tr
 
     evens = list(range(0, n, 2))
     instance = inst(n, d, demand={"allreduce": [{"members": "all", "bytes": 40e6}, {"members": evens, "bytes": 10e6}],
@@ -623,7 +623,7 @@ def test_a_milp_stopped_below_the_best_start_returns_the_start(monkeypatch, milp
     at its limit with no design, or with one below the best start, the solve returns that start
     (feasible, its LP routing, verified, scored by the evaluator, the better bound kept); when the
     MILP's design is the better one it is kept."""
-    import topoopt_ilp.models.topology.milp as tr
+    import topoopt_ilp.models.topology.solve as tr
     from topoopt_ilp.solvers import SolveStatus
 
     instance = inst(6, 2, demand={"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
@@ -679,7 +679,7 @@ def test_ring_matching_starts_are_topologies_of_the_cluster(multi):
                 assert (np.diag(X) == 0).all() and (X >= 0).all() and (X == X.T).all()
                 assert (X.sum(axis=1) == d).all()
                 assert multi or X.max() <= 1
-    directed = io.parse_instance(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": B, "links": "directed"},
+    directed = files.parse_instance(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": B, "links": "directed"},
                                          demand=demand, objective="throughput"))
     m = build_topology_routing(directed)
     assert ring_matching_starts(m, np.ones(m.model.num_vars), 2, True) == []
@@ -723,7 +723,7 @@ def test_relaxation_roundings_are_topologies_of_the_cluster(directed, multi):
     for n, d in ((6, 2), (7, 2), (8, 3), (9, 4)):
         demand = {"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
                   "mp": {"pairs": [[0, 2, 32e6], [3, 1, 4e6]]}}
-        instance = io.parse_instance(minimal(
+        instance = files.parse_instance(minimal(
             cluster={"servers": n, "degree": d, "link_bandwidth_gbps": B, "multi_links": multi,
                      "links": "directed" if directed else "undirected"}, demand=demand, objective="throughput"))
         m = build_topology_routing(instance)
@@ -745,7 +745,7 @@ def test_the_start_proof_knows_that_aspl_is_minimised():
     import networkx as nx
 
     from topoopt_ilp.models.common import ExactOptions
-    from topoopt_ilp.models.topology.milp import _start_proof
+    from topoopt_ilp.models.topology.solve import _start_proof
 
     instance = inst(8, 3, objective="aspl", multi=False)
     m = build_topology_routing(instance)

@@ -1,0 +1,83 @@
+"""Field checks shared by every data type and file section: one place decides what an integer, a
+number, a choice, a flag or a name is, and how the error says it.
+
+Each ``as_*`` function returns the value in its canonical Python type or raises
+:class:`~topoopt_ilp.errors.InstanceError` carrying the field path (``cluster.servers``), so the
+caller adds only the file name. Values are never echoed at length: a 400-digit integer is shown as
+"an integer of 400 digits".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from topoopt_ilp.errors import InstanceError
+
+__all__ = ["MAX_BYTES", "type_name", "many_digits", "as_int", "as_number", "as_choice", "as_bool", "as_str"]
+
+#: Largest byte count a file may give: far beyond any real job, and low enough that products of
+#: sizes and rates stay finite in float64.
+MAX_BYTES = 1e18
+
+
+def type_name(value: Any) -> str:
+    return {bool: "a boolean", str: "a string", list: "a list", dict: "an object", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def many_digits(value: int) -> str:
+    """A huge integer as a message shows it: its length, not its 400 digits (one readable line)."""
+    return f"an integer of {len(str(abs(int(value))))} digits"
+
+
+def as_int(value: Any, path: str, *, low: int | None = None, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InstanceError(f"expected an integer, got {type_name(value)}", field=path)
+    value = int(value)
+    shown = value if abs(value) < 10 ** 30 else many_digits(value)
+    if low is not None and value < low:
+        raise InstanceError(f"must be >= {low}, got {shown}", field=path)
+    if high is not None and value > high:
+        raise InstanceError(f"must be <= {high}, got {shown}", field=path)
+    return value
+
+
+def as_number(value: Any, path: str, *, positive: bool = False, nonnegative: bool = False, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InstanceError(f"expected a number, got {type_name(value)}", field=path)
+    try:
+        value = float(value)
+    except OverflowError:  # a JSON integer literal beyond the float range (1 followed by 400 zeros)
+        raise InstanceError(f"must be a finite number, got {many_digits(value)}", field=path) from None
+    if not math.isfinite(value):
+        raise InstanceError(f"must be a finite number, got {value}", field=path)
+    if positive and value <= 0:
+        raise InstanceError(f"must be > 0, got {value:g}", field=path)
+    if nonnegative and value < 0:
+        raise InstanceError(f"must be >= 0, got {value:g}", field=path)
+    if high is not None and value > high:
+        raise InstanceError(f"must be at most {high:g}, got {value:g}", field=path)
+    return value
+
+
+def as_choice(value: Any, path: str, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        shown = repr(value) if isinstance(value, str) else type_name(value)
+        raise InstanceError(f"must be one of {', '.join(choices)}; got {shown}", field=path)
+    return value
+
+
+def as_bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise InstanceError(f"expected true or false, got {type_name(value)}", field=path)
+    return value
+
+
+def as_str(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise InstanceError(f"expected a string, got {type_name(value)}", field=path)
+    return value
