@@ -26,6 +26,17 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution
 
 from topoopt_ilp.models.common import ExactOptions, check_start
+from topoopt_ilp.heuristic.design import heuristic_for_placement
+from topoopt_ilp.files import load_solution
+from topoopt_ilp.evaluation.evaluate import RoutingError
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.evaluation.evaluate import objective_value
+from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.models.placement.milp import solve_placement
+from topoopt_ilp.models.joint.milp import solve_joint
+from topoopt_ilp.models.joint.enumeration import solve_joint_enumeration
+from topoopt_ilp.models.topology.solve import solve_topology_routing
+from topoopt_ilp.models.topology.circulant import solve_circulant
 
 if TYPE_CHECKING:
     from topoopt_ilp.models.joint.milp import Incumbent
@@ -52,12 +63,10 @@ def _warm_start(instance: Instance, options: ExactOptions, heuristic: Heuristic 
     if choice == "heuristic":
         if heuristic is not None:
             return heuristic(instance)
-        from topoopt_ilp.heuristic.design import heuristic_for_placement
 
         return heuristic_for_placement(instance, None)
     if not os.path.exists(choice):
         raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
-    from topoopt_ilp.files import load_solution
 
     sol = load_solution(choice, directed=instance.cluster.directed)
     if sol.topology is None or sol.topology.n != instance.n:
@@ -69,9 +78,6 @@ def _warm_start(instance: Instance, options: ExactOptions, heuristic: Heuristic 
 def _score(instance: Instance, sol: Solution) -> float | None:
     """The evaluator's objective of ``sol`` as a value to minimise (None when it cannot be scored,
     or when it breaks the instance's rules: such a start is never returned, however it scores)."""
-    from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate, objective_value
-    from topoopt_ilp.evaluation.verify import verify
-
     if not sol.has_solution or not verify(instance, sol, check_metrics=False).valid:
         return None
     try:
@@ -163,7 +169,6 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heur
                          "a fixed_topology (and to the alternating method); the other exact models have no local search")
     if instance.workload is not None:
         if instance.fixed_topology is not None:  # only the placement is free: its model is the exact one
-            from topoopt_ilp.models.placement.milp import solve_placement
 
             return solve_placement(instance, options)
         formulation = options.formulation or "auto"
@@ -171,26 +176,17 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heur
             raise InputError(f"unknown formulation {formulation!r} for a workload's joint problem; choose one of "
                              f"{', '.join(JOINT_FORMULATIONS)}")
         if formulation == "milp":
-            from topoopt_ilp.models.joint.milp import solve_joint
-
             return solve_joint(instance, options, incumbent=incumbent)
-        from topoopt_ilp.models.joint.enumeration import solve_joint_enumeration
 
         return solve_joint_enumeration(instance, options, fallback_to_milp=formulation == "auto", incumbent=incumbent)
     if instance.fixed_topology is not None:
         raise UnsupportedError("the instance fixes the topology; there is no topology to optimise exactly "
                                "(score it with 'topoopt evaluate INSTANCE SOLUTION --routing optimal')")
     if instance.topology_family == "any":
-        from topoopt_ilp.models.topology.solve import solve_topology_routing
-
         start = _warm_start(instance, options, heuristic)
         sol = solve_topology_routing(instance, options, None if start is None else start.topology.matrix)
         sol = _not_worse_than_start(instance, sol, start, options.time_limit_s)
     else:
-        try:
-            from topoopt_ilp.models.topology.circulant import solve_circulant
-        except ImportError:
-            raise UnsupportedError("the exact circulant model is not available in this version") from None
         sol = solve_circulant(instance, options)
     if options.warm_start not in (None, "none"):
         sol = replace(sol, details={**sol.details, "warm_start": options.warm_start})

@@ -19,6 +19,9 @@ import numpy as np
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.solvers import BackendCapabilityError, BackendUnavailableError, LinearModel, NativeOptionError, NativeValue, SolveOptions, SolveResult, UnknownBackendError, check_native_backends, get_backend, write_model
 from topoopt_ilp.solvers import solve as solver_solve
+from topoopt_ilp.models.placement.data import check_ring_policy
+from topoopt_ilp.solvers import Capability
+from topoopt_ilp.evaluation.verify import verify
 
 __all__ = ["ExactOptions", "run_model", "time_left", "native_options", "export_model", "check_backend", "check_start", "solution_status", "MAX_MODEL_NONZEROS"]
 
@@ -55,8 +58,6 @@ class ExactOptions:
                                               or self.search_moves < 1):
             raise InputError(f"search moves must be an integer >= 1, got {self.search_moves!r}")
         if self.rings is not None:
-            from topoopt_ilp.models.placement.data import check_ring_policy
-
             check_ring_policy(self.rings)
         if self.export_model is not None and Path(self.export_model).suffix.lower() not in (".mps", ".lp"):
             raise InputError(f"--export-model needs a .mps or .lp file name, got {self.export_model!r}")
@@ -71,8 +72,6 @@ class ExactOptions:
 
 def check_backend(options: ExactOptions, *, continuous: bool = True) -> None:
     """Refuse, before any model is built, a backend that is unknown, missing, or cannot honour the options."""
-    from topoopt_ilp.solvers import Capability
-
     try:
         info = get_backend(options.backend)
     except (UnknownBackendError, BackendUnavailableError) as exc:
@@ -94,8 +93,6 @@ def check_start(instance, sol, source: str) -> None:
     ``instance`` - wrong link direction, degrees, a pair it cannot connect - naming the first
     violation: a solver would drop such a start without a word."""
     from dataclasses import replace
-
-    from topoopt_ilp.evaluation.verify import verify
 
     if sol.status not in ("optimal", "feasible"):  # verify refuses such a file whatever it carries
         raise InputError(f"{source}: its status is {sol.status}, so it holds no design to start from")

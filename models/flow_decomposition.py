@@ -7,6 +7,8 @@ The evaluator never sees arc flows: it sees paths with fractions. This module is
 from __future__ import annotations
 
 import numpy as np
+from topoopt_ilp.errors import UnsupportedError
+from topoopt_ilp.core.graph import hop_distances
 
 __all__ = ["decompose_layered_flow", "decompose_source_flow", "layered_arcs", "paths_on_links", "shortest_path",
            "without_loops"]
@@ -122,9 +124,6 @@ def without_loops(walk: list[int]) -> list[int]:
 
 def shortest_path(X: np.ndarray, s: int, t: int) -> list[int]:
     """One shortest path s -> t on link-count matrix ``X`` (for pairs whose decoded flow was noise)."""
-    from topoopt_ilp.errors import UnsupportedError
-    from topoopt_ilp.core.graph import hop_distances
-
     dist, _ = hop_distances(X)
     if dist[s, t] < 0:
         raise UnsupportedError(f"the decoded topology does not connect {s} and {t}")
@@ -149,7 +148,6 @@ def paths_on_links(X: np.ndarray, decoded: dict[tuple[int, int], list[tuple[list
              if (kept := [(p, a) for p, a in plist if all(X[u, v] > 0 for u, v in zip(p, p[1:]))])}
     missing = [pair for pair in wanted if pair not in paths]
     if missing:  # rare (solver noise): only then are the hop distances computed
-        from topoopt_ilp.core.graph import hop_distances
 
         dist = hop_distances(X)[0]
         for pair in missing:

@@ -45,7 +45,7 @@ def write_model(model: LinearModel, path: str | os.PathLike[str]) -> Path:
         import highspy
     except ImportError:
         raise BackendUnavailableError("writing MPS/LP files needs highspy: pip install highspy") from None
-    from topoopt_ilp.solvers.highs import load
+    from topoopt_ilp.solvers.highs import load  # start-up time: highspy loads only when a model is written
 
     h = load(model)
     for j, name in enumerate(_safe(model.column_names(), "x")):

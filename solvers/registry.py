@@ -38,6 +38,7 @@ import importlib.util
 import time
 from dataclasses import dataclass
 
+from topoopt_ilp.solvers.guard import solve_isolated
 from topoopt_ilp.solvers.errors import BackendCapabilityError, BackendUnavailableError, NativeOptionError, UnknownBackendError
 from topoopt_ilp.solvers.model import LinearModel
 from topoopt_ilp.solvers.options import DEFAULT_ABS_GAP, DEFAULT_REL_GAP, SolveOptions
@@ -174,8 +175,6 @@ class BackendInfo:
         deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
         isolate = opts.isolate if opts.isolate is not None else deadline is not None
         if isolate:
-            from topoopt_ilp.solvers.guard import solve_isolated
-
             res = solve_isolated(self.name, self.module_path, self.function, model, opts, t0)
         else:
             fn = getattr(importlib.import_module(self.module_path), self.function)

@@ -78,6 +78,14 @@ from topoopt_ilp.models.placement.data import critical_path, layer_options, obje
 from topoopt_ilp.models.placement.scoring import block_classes
 from topoopt_ilp.models.joint.symmetry import strategy_symmetries
 from topoopt_ilp.models.topology.milp import moore_layer_hops
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.evaluation.evaluate import objective_value
+from topoopt_ilp.models.topology.milp import STRONG_TUNING
+from topoopt_ilp.models.topology.milp import to_solution
+from topoopt_ilp.models.topology.milp import decoded_topology
+from topoopt_ilp.models.topology.milp import build_topology_routing
+from topoopt_ilp.models.topology.solve import optimise_latency
+from topoopt_ilp.models.joint.milp import solve_joint
 
 __all__ = ["AUTO_MAX_LEAVES", "AUTO_PROBE_NODES", "MAX_SEARCH_NODES", "distinct_traffic", "search_strategies",
            "solve_joint_enumeration", "strategy_floor"]
@@ -430,10 +438,6 @@ def _leaf_model(instance: Instance, compute: float, best: float):
 def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best: float, rel: float,
                     deadline: float | None, counts: dict) -> None:
     """Pass 1 on one leaf (updates it in place)."""
-    from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
-
-    from topoopt_ilp.models.topology.milp import STRONG_TUNING, to_solution, decoded_topology, build_topology_routing
-
     w, c = instance.workload, instance.cluster
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
     demand = strategy_to_demand(w, instance.n, leaf.strategy)
@@ -474,8 +478,6 @@ def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best
 def _latency_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, deadline: float | None, counts: dict) -> None:
     """Pass 2 on one open leaf whose pass 1 found a design: the hop-limited models settle its comm
     time (updates it in place)."""
-    from topoopt_ilp.models.topology.solve import optimise_latency
-
     counts["latency_leaf_models"] += 1
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
     sol = optimise_latency(leaf.traffic, opts, leaf.bandwidth, time.perf_counter())
@@ -531,8 +533,6 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
     the same incumbent): its bound then beats a leaf-by-leaf proof. ``incumbent``: what computes the
     incumbent for ``warm_start="heuristic"`` (:data:`.joint.Incumbent`; the method layer passes the
     alternating decomposition; default :func:`.joint.heuristic_incumbent`)."""
-    from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
-
     started = time.perf_counter()
     check_request(instance, options)
     w = instance.workload
@@ -563,8 +563,6 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
     if stopped:
         details["unvisited_bound_s"] = stats["pending_bound"]
     if fallback_to_milp and (stopped or len(leaves) > AUTO_MAX_LEAVES):
-        from topoopt_ilp.models.joint.milp import solve_joint
-
         remaining = _remaining(deadline)
         sol = solve_joint(instance, replace(options, time_limit_s=remaining), start=incumbent)
         probe_note = {"algorithm": "milp", "enumeration_probe": {k: stats[k] for k in ("search_nodes", "surviving_leaves", "distinct_leaves")

@@ -45,6 +45,14 @@ from topoopt_ilp.models.common import ExactOptions, check_backend, check_start, 
 from topoopt_ilp.models.flow_decomposition import decompose_layered_flow, layered_arcs, paths_on_links
 from topoopt_ilp.models.placement.data import layer_options, path_rows
 from topoopt_ilp.models.topology.milp import ALL_RINGS_UP_TO, arc_index, degree_rows, edge_index  # one ring-space threshold for every model
+from topoopt_ilp.solvers import solve as solver_solve
+from topoopt_ilp.errors import InstanceError
+from topoopt_ilp.errors import StartInfeasibleError
+from topoopt_ilp.heuristic.design import fitting_start_placement
+from topoopt_ilp.heuristic.design import heuristic_for_placement
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.evaluation.evaluate import objective_value
+from topoopt_ilp.files import load_solution
 
 __all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "decode_point", "fix_strategy",
            "solve_joint", "joint_size"]
@@ -604,8 +612,6 @@ def _complete_start(model: LinearModel, partial: np.ndarray, time_limit_s: float
     LP plus the few hop indicators), solved by HiGHS. Handing the solver a full point spares it
     completing a partial one itself, which it does with a sub-MIP that may overrun the time limit.
     Returns ``partial`` unchanged when the fixed model finds nothing in time."""
-    from topoopt_ilp.solvers import solve as solver_solve
-
     result = solver_solve(_fixed_at(model, partial), backend="highs", time_limit_s=time_limit_s)
     return result.values if result.values is not None else partial
 
@@ -622,10 +628,6 @@ def heuristic_incumbent(instance: Instance, options: ExactOptions, budget_s: flo
     TopologyFinder topology and routing (the alternating decomposition's first step, from the core
     heuristic design: :mod:`topoopt_ilp.heuristic.design`); None when that start breaks server memory.
     It ignores ``options`` and ``budget_s`` (it takes milliseconds)."""
-    from topoopt_ilp.errors import InstanceError, StartInfeasibleError
-
-    from topoopt_ilp.heuristic.design import fitting_start_placement, heuristic_for_placement
-
     try:
         return heuristic_for_placement(instance, fitting_start_placement(instance))
     except (InstanceError, StartInfeasibleError):
@@ -642,9 +644,6 @@ def start_solution(instance: Instance, options: ExactOptions, budget_s: float | 
         return None  # no start at all: the model is bounded by a formula instead (see solve_joint)
     if choice != "heuristic":
         import os
-
-        from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
-        from topoopt_ilp.files import load_solution
 
         if not os.path.exists(choice):
             raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {choice!r} is none of these")
@@ -691,7 +690,6 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
     limit = options.time_limit_s
     if limit is not None and limit <= 0:  # nothing may run: the caller's start, else no_solution at once
         if start is not None:  # e.g. the enumeration's probe used the time: its incumbent still stands
-            from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
 
             ub = objective_value(instance, evaluate(instance, start))
             if math.isfinite(ub):
@@ -702,7 +700,6 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
         return Solution(status=solution_status(result), method="exact", topology=None, backend=result.backend,
                         wall_time_s=time.perf_counter() - started, details={"model": "joint"})
     # The start gets a fifth of the time limit (at most a minute); the MILP the rest.
-    from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
 
     incumbent = start if start is not None else start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit),
                                                                      incumbent)

@@ -56,6 +56,8 @@ from topoopt_ilp.models.placement.enumeration import fits as enumeration_fits
 from topoopt_ilp.models.placement.data import RING_POLICIES, TIME_UNIT_S, RoutingFractions, pattern_loads, layer_options, objective_of, path_rows, placement_routing, ring_pairs, shortest_path_fractions, strategy_times
 from topoopt_ilp.models.placement.scoring import StrategyScorer, block_classes
 from topoopt_ilp.models.placement.local_search import improve_strategy, pipeline_starts, relaxation_bound
+from topoopt_ilp.heuristic.design import heuristic_design
+from topoopt_ilp.files import load_solution
 
 __all__ = [
     "MAX_PLACEMENT_NONZEROS",
@@ -746,7 +748,6 @@ def heuristic_topology(instance: Instance) -> np.ndarray:
     what ``--method heuristic`` returns)."""
     if instance.fixed_topology is not None:
         return instance.fixed_topology_matrix()
-    from topoopt_ilp.heuristic.design import heuristic_design
 
     return heuristic_design(instance).topology.matrix  # only the links are needed: no evaluation
 
@@ -868,8 +869,6 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     rf = shortest_path_fractions(X, instance.cluster.link_bytes_per_s, rings)
     if start is None and options.warm_start not in (None, "none", "heuristic"):
         import os
-
-        from topoopt_ilp.files import load_solution
 
         if not os.path.exists(options.warm_start):
             raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {options.warm_start!r} is none of these")

@@ -29,6 +29,8 @@ from topoopt_ilp.solvers import NativeValue
 
 from topoopt_ilp.models.common import ExactOptions, native_options, time_left
 from topoopt_ilp.models.topology.milp import moore_layer_hops, with_links_fixed
+from topoopt_ilp.models.topology.milp import uniform_demand
+from topoopt_ilp.models.topology.milp import build_topology_routing
 
 __all__ = ["CATALOGUE_DIR", "CatalogueSearch", "ClassBound", "catalogue_sizes", "decode_graph6", "regular_graphs",
            "hop_distance_total", "hop_distance_totals", "hop_statistics", "hop_floors_outside", "search_hop_objective", "layered_floor", "max_concurrent_flow_lp", "uncovered_bounds", "catalogue_applies", "search_catalogue"]
@@ -284,8 +286,6 @@ def search_hop_objective(instance: Instance) -> tuple[np.ndarray, float, bool, f
 def catalogue_applies(instance: Instance, mp: np.ndarray) -> str | None:
     """Why the catalogue search cannot be the exact method for ``instance`` (None: it can, if the
     classes outside the catalogue turn out not to beat its best; see :func:`uncovered_bounds`)."""
-    from topoopt_ilp.models.topology.milp import uniform_demand
-
     c = instance.cluster
     if c.directed:
         return "directed links"
@@ -398,8 +398,6 @@ def search_catalogue(instance: Instance, options: ExactOptions, seed_topology: n
     """The search of the proof comment. Returns the outcome and the built strong model
     (``topology_routing.TopologyRoutingModel``) whose columns ``result.values`` index, with the
     best topology's links fixed."""
-    from topoopt_ilp.models.topology.milp import build_topology_routing
-
     started = time.perf_counter()
     c = instance.cluster
     n, d = c.servers, c.degree

@@ -53,6 +53,8 @@ from topoopt_ilp.core.traffic import traffic_matrix
 
 from topoopt_ilp.models.common import MAX_MODEL_NONZEROS, ExactOptions, check_backend, run_model, solution_status
 from topoopt_ilp.models.flow_decomposition import decompose_source_flow
+from topoopt_ilp import heuristic as h
+from topoopt_ilp.files import load_solution
 
 __all__ = [
     "MAX_CIRCULANT_SERVERS",
@@ -171,8 +173,6 @@ def _unit_invariant(D0: np.ndarray) -> bool:
 def heuristic_jumps(n: int, d: int, directed: bool, family: str) -> tuple[int, ...] | None:
     """TopoOpt's geometric jump set for the family (TotientPerms candidates + geometric rule), as
     jump classes; None when the heuristic cannot give a set of distinct classes of degree ``d``."""
-    from topoopt_ilp import heuristic as h
-
     cands = h.totient_perms(n, n) if family == "coprime_circulant" else np.arange(1, n)
     fixed: tuple[int, ...] = ()
     m = d
@@ -461,8 +461,6 @@ def _enumerate_sets(common: dict, fix_one: bool, regular: bool) -> np.ndarray | 
 
 def _set_stats(common: dict, combos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(unreachable residues, sum of distances, diameter) of each set: one BFS over residues each."""
-    from topoopt_ilp import heuristic as h
-
     n, directed = common["n"], common["directed"]
     jumps = common["classes"][combos]
     coins = jumps if directed else np.concatenate([jumps, (-jumps) % n], axis=1)
@@ -699,8 +697,6 @@ def _graph_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs:
 # Objective: minimise H - sum_{h<H} u[h]  (= min{h : u[h] = 1} = the diameter).
 def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | None, strong: bool, integral: bool,
                     common: dict) -> CirculantModel:
-    from topoopt_ilp import heuristic as h
-
     n, d, directed = common["n"], common["d"], common["directed"]
     arcs, arc_class, classes, ports = common["arcs"], common["arc_class"], common["classes"], common["ports"]
     A = arcs.size
@@ -857,8 +853,6 @@ def _fixed_y_lp(cm: CirculantModel, yv: np.ndarray, objective: str, lam_lb: floa
 
 
 def _warm_start(cm: CirculantModel, instance: Instance) -> tuple[np.ndarray | None, tuple[int, ...] | None]:
-    from topoopt_ilp import heuristic as h
-
     jumps = heuristic_jumps(cm.n, cm.d, cm.directed, cm.family)
     if jumps is None:
         return None, None
@@ -940,7 +934,6 @@ def solve_circulant(instance: Instance, options: ExactOptions | None = None) -> 
         return Solution(status=status if status != "optimal" else "no_solution", method="exact", topology=None,
                         backend=result.backend, wall_time_s=time.perf_counter() - started, details=details)
     jumps = cm.jumps_of(result.values)
-    from topoopt_ilp import heuristic as h
 
     x = h.circulant_matrix(cm.n, jumps, cm.directed)
     topo = Topology(x, jumps)
@@ -1074,8 +1067,6 @@ def _thr(load: np.ndarray, cm: CirculantModel) -> float:
 
 
 def _warm_start_from_file(cm: CirculantModel, path: str) -> tuple[np.ndarray | None, tuple[int, ...] | None]:
-    from topoopt_ilp.files import load_solution
-
     sol = load_solution(path, directed=cm.directed)
     if sol.topology is None or sol.topology.jumps is None:
         raise InputError(f"{path}: the warm-start solution states no jump set")

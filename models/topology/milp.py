@@ -38,6 +38,9 @@ from topoopt_ilp.solvers import relative_gap
 
 from topoopt_ilp.models.common import solution_status
 from topoopt_ilp.models.flow_decomposition import decompose_layered_flow, decompose_source_flow, layered_arcs, paths_on_links
+from topoopt_ilp.evaluation.evaluate import RoutingError
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.evaluation.evaluate import objective_value
 
 __all__ = ["ALL_RINGS_UP_TO", "MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", "moore_layer_hops", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "with_links_fixed", "to_solution", "uniform_demand"]
 
@@ -640,8 +643,6 @@ def to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResult
 #   none: the smallest H whose model is feasible is the diameter; H - 1 infeasible proves it.
 def _evaluator_objective(instance: Instance, topology: Topology, routing: Routing) -> float | None:
     """The evaluator's objective of the decoded design (None when it cannot score it)."""
-    from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate, objective_value
-
     sol = Solution(status="feasible", method="exact", topology=topology, routing=routing)
     mode = "given" if (len(routing.paths) or len(routing.offset_routes)) else "shortest_path"  # as solve.finalize
     try:

@@ -25,6 +25,7 @@ from topoopt_ilp.errors import InputError
 from topoopt_ilp.solvers import LinearModel, ModelBuilder, VarBlock
 
 from topoopt_ilp.models.common import ExactOptions, check_backend, run_model, solution_status
+from topoopt_ilp.heuristic import repeated_matching
 
 __all__ = ["MPMatchingModel", "MPMatchingResult", "build_mp_matching_model", "solve_mp_matching",
            "matching_value", "mp_matching_gap"]
@@ -136,8 +137,6 @@ def mp_matching_gap(T: np.ndarray, b: int, *, seed: int = 0, method: str = "blos
     ``(exact - heuristic) / exact`` (0 when exact is 0). Undirected links; ``n`` must be even (the
     heuristic completes every round to a perfect matching).
     """
-    from topoopt_ilp.heuristic import repeated_matching
-
     if np.shape(T)[0] % 2:  # the heuristic's rounds would leave a node out: not the same problem
         raise ValueError("the matching gap needs an even number of servers (perfect matching rounds)")
     res = solve_mp_matching(T, b, options)

@@ -28,6 +28,9 @@ from topoopt_ilp.models.topology.milp import (
     uniform_demand, with_links_fixed,
 )
 from topoopt_ilp.solvers import DEFAULT_REL_GAP, SolveResult, SolveStatus, relative_gap
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.evaluation.evaluate import objective_value
+from topoopt_ilp.core.graph import diameter as graph_diameter
 
 __all__ = ["solve_topology_routing", "optimise_latency", "solve_diameter", "export_problem_model", "StartProof"]
 
@@ -330,8 +333,6 @@ def optimise_latency(instance: Instance, options: ExactOptions, sol: Solution, s
     """``sol`` (the bandwidth optimum for objective comm_time / iteration_time) with the latency term
     settled by the hop-limited models of the comment above; ``sol`` itself when there is no latency
     term, no design, or no bound on lambda (the naive formulation keeps its bandwidth-only answer)."""
-    from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
-
     alpha = instance.cluster.hop_latency_s
     lam_ub = sol.details.get("milp_throughput_bound")  # instance units: iterations per second
     if (instance.objective not in ("comm_time", "iteration_time") or alpha <= 0 or sol.topology is None
@@ -425,8 +426,6 @@ def solve_diameter(instance: Instance, options: ExactOptions, start: np.ndarray 
     """Smallest diameter: the heuristic (or start) gives an upper bound, the Moore bound a lower one;
     feasibility models for H = lower, lower+1, ... close the gap. ``options.export_model`` writes
     the first of them, H = the Moore bound (also when the start meets that bound and none is solved)."""
-    from topoopt_ilp.core.graph import diameter as graph_diameter
-
     c = instance.cluster
     n, d, directed = c.servers, c.degree, c.directed
     started = time.perf_counter()

@@ -49,6 +49,17 @@ SOLVER_BYPASS = {
 }
 SOLVER_LIBRARIES = ("highspy", "ortools", "pulp")
 
+#: Packages whose modules import inside functions by design, with the reason. Anywhere else an
+#: internal import inside a function must say on its line that it keeps start-up fast.
+LAZY_PACKAGES = {
+    "topoopt_ilp.cli": "`topoopt --help` and a usage error answer at once: each command imports what it runs in run()",
+}
+#: (importer prefix, imported prefix) pairs imported inside functions by design, with the reason.
+LAZY_EDGES = {
+    ("topoopt_ilp.methods", "topoopt_ilp.models"):
+        "`import topoopt_ilp` loads no solver library: the models import highspy and OR-Tools",
+}
+
 
 @dataclass(frozen=True)
 class Import:
@@ -209,6 +220,26 @@ def test_no_private_name_crosses_a_module(module):
     assert not bad, "private names used as another module's API (make them public where they live):\n" + "\n".join(bad)
 
 
+def unexplained_lazy_imports(known: dict[str, Path], imports: list[Import], module: str) -> list[str]:
+    """The imports inside functions of ``module`` that neither a lazy package nor a comment explains."""
+    if any(module == p or module.startswith(p + ".") for p in LAZY_PACKAGES):
+        return []
+    lines = known[module].read_text().split("\n")
+    def declared(i: Import) -> bool:
+        return any((i.module == a or i.module.startswith(a + ".")) and (i.target == b or i.target.startswith(b + "."))
+                   for a, b in LAZY_EDGES)
+
+    return [f"{module}:{i.line}: {lines[i.line - 1].strip()}" for i in imports
+            if i.module == module and i.in_function and "start-up" not in lines[i.line - 1] and not declared(i)]
+
+
+@pytest.mark.parametrize("module", sorted(KNOWN))
+def test_function_level_imports_only_for_start_up_time(module):
+    bad = unexplained_lazy_imports(KNOWN, IMPORTS, module)
+    assert not bad, ("imports inside functions (move them to the top, or say '# start-up time: why' on the line):\n"
+                     + "\n".join(bad))
+
+
 def test_models_reach_solvers_through_the_solver_interface():
     bad = []
     for module, outside in EXTERNAL.items():
@@ -260,6 +291,16 @@ def test_the_checks_see_a_private_import_and_an_upward_import(tmp_path):
     })
     assert [(i.module, i.name) for i in private_imports(imports)] == [("topoopt_ilp.core.a", "_helper")]
     assert layer_violations(imports) == ["topoopt_ilp.core.a:2 (layer 1) imports topoopt_ilp.methods (layer 4)"]
+
+
+def test_the_checks_see_an_unexplained_import_inside_a_function(tmp_path):
+    known, imports, _ = _toy(tmp_path, {
+        "__init__.py": "", "core/__init__.py": "", "core/b.py": "",
+        "core/a.py": "def f():\n    from topoopt_ilp.core import b\n\ndef g():\n"
+                     "    from topoopt_ilp.core import b  # start-up time: b is slow to import\n",
+    })
+    assert unexplained_lazy_imports(known, imports, "topoopt_ilp.core.a") == [
+        "topoopt_ilp.core.a:2: from topoopt_ilp.core import b"]
 
 
 def test_the_checks_see_layer_two_packages_using_each_other(tmp_path):

@@ -129,10 +129,10 @@ def test_a_row_that_fails_verification_is_not_a_solution(tmp_path, capsys):
     assert "infeasible (note 1)" in captured.out and "(proven infeasible)" in captured.err
     assert "note 1: heuristic: the fixed topology cannot carry the demand: no path from 0 to 3 in the topology, but both are members of AllReduce group 0" in captured.out
     # and a row that fails verification still never counts as a solution
-    from topoopt_ilp.cli import _rows_exit
+    from topoopt_ilp.cli.compare import rows_exit
 
     unverified = CompareRow("heuristic", "-", "feasible", float("inf"), None, None, 0.0, False)
-    assert _rows_exit([unverified]) == 1 and _rows_exit([unverified, replace(unverified, verified=True)]) == 0
+    assert rows_exit([unverified]) == 1 and rows_exit([unverified, replace(unverified, verified=True)]) == 0
 
 
 def test_csv_names_the_objective_and_json_has_null_for_no_reference():
@@ -154,13 +154,13 @@ def test_every_method_at_its_limit_without_a_solution_exits_4(capsys):
     """Design §6: 4 = limit reached without a solution. compare exited 1 on a table of no_solution rows."""
     assert main(["compare", str(INSTANCES / "mix-8.json"), "--methods", "exact", "--time-limit", "0"]) == 4
     assert "no_solution" in capsys.readouterr().out
-    from topoopt_ilp.cli import _rows_exit
+    from topoopt_ilp.cli.compare import rows_exit
 
     limit = CompareRow("exact", "highs", "no_solution", None, None, None, 0.0, None)
-    assert _rows_exit([limit, replace(limit, backend="cbc")]) == 4
-    assert _rows_exit([limit, CompareRow.failed("heuristic", "-", "refused")]) == 1  # not only limits: 1
-    assert _rows_exit([limit, replace(limit, status="infeasible")]) == 3  # a proof wins
-    assert _rows_exit([limit, replace(limit, status="feasible", verified=True)]) == 0
+    assert rows_exit([limit, replace(limit, backend="cbc")]) == 4
+    assert rows_exit([limit, CompareRow.failed("heuristic", "-", "refused")]) == 1  # not only limits: 1
+    assert rows_exit([limit, replace(limit, status="infeasible")]) == 3  # a proof wins
+    assert rows_exit([limit, replace(limit, status="feasible", verified=True)]) == 0
 
 
 def test_every_method_in_error_is_not_called_a_verification_failure(capsys):
@@ -171,11 +171,11 @@ def test_every_method_in_error_is_not_called_a_verification_failure(capsys):
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert "every method stopped with an error" in err and "verification" not in err, argv
-    from topoopt_ilp.cli import _no_solution_reason
+    from topoopt_ilp.cli.compare import no_solution_reason
 
     error = CompareRow.failed("exact", "highs", "refused")
     unverified = CompareRow("heuristic", "-", "feasible", 1.0, None, None, 0.0, False)
-    assert "passes verification" in _no_solution_reason(1, [error, unverified])
+    assert "passes verification" in no_solution_reason(1, [error, unverified])
 
 
 def test_an_optimum_among_candidate_rings_is_a_note_in_compare_and_solve(tmp_path, capsys):

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any
 
 from topoopt_ilp.core.instance import MAX_THREADS
+from topoopt_ilp.errors import InputError
 
 __all__ = ["finite_float", "nonneg_float", "pos_float", "int_at_least", "nonneg_int", "pos_int", "threads",
-           "solution_output_arguments"]
+           "solution_output_arguments", "comparison_arguments", "split_list", "native_options"]
 
 
 def finite_float(text: str, *, positive: bool) -> float:
@@ -69,3 +71,54 @@ def solution_output_arguments(p: argparse.ArgumentParser) -> None:
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the solution as JSON")
     shown.add_argument("--quiet", action="store_true", help="print nothing; use the exit code")
+
+
+def split_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def native_options(given: list[str] | None, backends: list[str]) -> dict[str, dict[str, Any]] | None:
+    """``--solver-option BACKEND.NAME=VALUE`` flags as ``{backend: {name: value}}``; a value reads as
+    a bool (true/false), an int or a float when it is one, else as text. Each must name a backend
+    that runs (the Python API ignores other backends' entries; on a command line one is a mistake)."""
+    if not given:
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for item in given:
+        key, eq, text = item.partition("=")
+        target, dot, name = key.partition(".")
+        if not (eq and dot and target and name and text):
+            raise InputError(f"--solver-option {item!r}: expected BACKEND.NAME=VALUE, e.g. highs.presolve=off")
+        if target not in backends:
+            raise InputError(f"--solver-option {item!r} is for {target}, but the solve runs on {', '.join(backends)}")
+        from topoopt_ilp.solvers import BACKENDS, Capability, get_backend
+
+        if not get_backend(target).supports(Capability.NATIVE_OPTIONS):  # refused here, not as an error row per solve
+            takers = ", ".join(b.name for b in BACKENDS.values() if b.supports(Capability.NATIVE_OPTIONS))
+            raise InputError(f"--solver-option {item!r}: {target} takes no native parameters ({takers} do)")
+        value: Any = {"true": True, "false": False}.get(text.lower(), text)
+        for kind in (int, float):
+            if isinstance(value, str):
+                try:
+                    value = kind(text)
+                except ValueError:
+                    pass
+        out.setdefault(target, {})[name] = value
+    return out
+
+
+def comparison_arguments(p: argparse.ArgumentParser) -> None:
+    """The options compare and sweep share."""
+    p.add_argument("--methods", default=None,
+                   help="comma-separated: heuristic, exact, alternating (workloads), baseline (default heuristic,exact; "
+                        "heuristic,alternating,exact for a workload)")
+    p.add_argument("--backends", default=None, help="comma-separated back-ends for exact (default highs)")
+    p.add_argument("--time-limit", type=nonneg_float, default=60.0, metavar="S",
+                   help="per exact solve, and the alternating method's budget (default 60)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="heuristic/baseline seed (default 0)")
+    p.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
+                   help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
+    p.add_argument("--search-moves", type=pos_int, default=None, metavar="N",
+                   help="budget the placement's local search (alternating; exact on a workload with a fixed "
+                        "topology) in moves, not seconds: results that do not depend on the machine or the worker")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")

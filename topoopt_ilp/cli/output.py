@@ -14,7 +14,7 @@ from typing import Any
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK
 from topoopt_ilp.files import json_safe
 
-__all__ = ["STATUS_EXIT", "fmt_time", "metrics_lines", "print_json", "print_round", "print_solution", "reroute_line"]
+__all__ = ["STATUS_EXIT", "fmt_time", "metrics_lines", "print_json", "print_round", "print_solution", "reroute_line", "print_text", "with_newline"]
 
 #: The exit code of each solution status.
 STATUS_EXIT = {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE,
@@ -121,3 +121,12 @@ def print_solution(args, inst, sol, report, written: bool) -> None:
         print(f"  verified           {'yes' if report.valid else 'NO: ' + report.violations[0]}")
     if written:
         print(f"  written            {args.out}")
+
+
+def with_newline(text: str) -> str:
+    """A table, CSV or JSON text with exactly one final newline (CSV already ends with one)."""
+    return text if text.endswith("\n") else text + "\n"
+
+
+def print_text(text: str) -> None:
+    print(with_newline(text), end="")

@@ -17,6 +17,11 @@ import numpy as np
 
 from topoopt_ilp.core.checks import MAX_BYTES, as_bool, as_choice, as_int, as_number, as_str, type_name
 from topoopt_ilp.errors import InstanceError
+from topoopt_ilp.core.workload import Workload
+from topoopt_ilp.core.workload import check_workload
+from topoopt_ilp.core.graph import circulant
+from topoopt_ilp.core.solution import Topology
+from topoopt_ilp.solvers import BACKENDS
 
 __all__ = [
     "Cluster",
@@ -251,8 +256,6 @@ class Instance:
                 + (" (it has both)" if self.demand is not None else " (it has neither)")
             )
         if self.workload is not None:
-            from topoopt_ilp.core.workload import Workload, check_workload  # workload.py builds on this module
-
             if not isinstance(self.workload, Workload):
                 raise InstanceError(f"expected a Workload or None, got {type(self.workload).__name__}", field="workload")
             check_workload(self.workload, self.cluster.servers)
@@ -432,9 +435,6 @@ def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -
 
 def _fixed_matrix(fixed: FixedTopology, cluster: Cluster) -> np.ndarray:
     """Called only after the jumps or links were checked (no repeated jumps, ids in range)."""
-    from topoopt_ilp.core.graph import circulant
-    from topoopt_ilp.core.solution import Topology
-
     if fixed.jumps is not None:
         return circulant(cluster.servers, fixed.jumps, cluster.directed)
     return Topology.from_links(cluster.servers, fixed.links, cluster.directed).matrix.copy()
@@ -484,7 +484,6 @@ def _check_degrees(out: np.ndarray, into: np.ndarray, cluster: Cluster, path: st
 def _check_solver(solver: SolverDefaults) -> None:
     if solver.backend is not None:
         # Known names, whether or not installed (an unavailable backend fails when it solves).
-        from topoopt_ilp.solvers import BACKENDS
 
         as_choice(solver.backend, "solver.backend", tuple(sorted(BACKENDS)))
     if solver.time_limit_s is not None:

@@ -18,6 +18,9 @@ import numpy as np
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.instance import Demand, Instance
 from topoopt_ilp.core.routes import RingSet
+from topoopt_ilp.core.strategy import data_parallel
+from topoopt_ilp.core.strategy import parse_strategy
+from topoopt_ilp.core.strategy import strategy_demand
 
 __all__ = ["effective_demand", "default_rings", "ring_traffic", "traffic_matrix", "group_traffic"]
 
@@ -32,7 +35,6 @@ def effective_demand(instance: Instance, placement: Any = None) -> tuple[Demand,
     n = instance.n
     if instance.workload is None:
         return instance.demand, np.zeros(n)
-    from topoopt_ilp.core.strategy import data_parallel, parse_strategy, strategy_demand
 
     w = instance.workload
     strategy = data_parallel(w, n) if placement is None else parse_strategy(placement, w, n)

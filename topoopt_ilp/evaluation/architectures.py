@@ -30,6 +30,10 @@ import numpy as np
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.traffic import effective_demand, traffic_matrix
+from topoopt_ilp.evaluation.cost import equal_cost_bandwidth
+from topoopt_ilp.evaluation.cost import fat_tree_cost
+from topoopt_ilp.evaluation.cost import prices_for
+from topoopt_ilp.evaluation.evaluate import critical_path_s
 
 __all__ = ["ARCHITECTURES", "SwitchMetrics", "evaluate_architecture"]
 
@@ -85,7 +89,6 @@ def evaluate_architecture(instance: Instance, architecture: str = "big_switch", 
             raise InputError("equal cost sizes a fat_tree; a big switch is compared at equal bandwidth")
         if server_bandwidth_gbps is not None:
             raise InputError("give either a server bandwidth or equal cost, not both")
-        from topoopt_ilp.evaluation.cost import equal_cost_bandwidth, fat_tree_cost, prices_for
 
         prices = prices_for(instance)
         c = instance.cluster
@@ -115,8 +118,6 @@ def evaluate_architecture(instance: Instance, architecture: str = "big_switch", 
     comm = t_bw + t_lat
     compute = float(compute_s.max()) if compute_s.size else 0.0
     if instance.workload is not None and instance.workload.compute_model == "critical_path":
-        from topoopt_ilp.evaluation.evaluate import critical_path_s  # the evaluator's compute: the same for every network
-
         compute = max(compute, critical_path_s(instance, placement))
     overlap = instance.workload.overlap if instance.workload is not None else "none"
     return SwitchMetrics(architecture, max(compute, comm) if overlap == "full" else compute + comm, compute, comm, t_bw,

@@ -37,6 +37,8 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.traffic import default_rings, effective_demand, group_traffic, traffic_matrix
+from topoopt_ilp.core.strategy import data_parallel
+from topoopt_ilp.core.strategy import parse_strategy
 
 __all__ = ["ROUTING_MODES", "Metrics", "RoutingError", "arc_loads", "evaluate", "objective_value", "link_loads", "critical_path_s"]
 
@@ -217,8 +219,6 @@ def critical_path_s(instance: Instance, placement: Any) -> float:
     ``max(sum_i tau_i, max_b (c_b + sum_{i >= consumer(b)} tau_i))`` (at most the longest chain: a
     block's chain leaves out the backward passes before its consumer). Computed here from the
     layers' degrees, independently of the models' own path terms."""
-    from topoopt_ilp.core.strategy import data_parallel, parse_strategy
-
     w, n = instance.workload, instance.n
     if w is None:
         raise InputError("the critical path is a workload's: this instance has a fixed demand")

@@ -22,6 +22,9 @@ from topoopt_ilp.evaluation.evaluate import ROUTING_MODES, RoutingError, evaluat
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.core.solution import Solution
+from topoopt_ilp.errors import InstanceError
+from topoopt_ilp.core.strategy import parse_strategy
+from topoopt_ilp.core.strategy import validate_strategy
 
 __all__ = ["VerifyReport", "verify", "direction_mismatch", "reachability_violations"]
 
@@ -169,8 +172,6 @@ def _placement_violations(instance: Instance, sol: Solution) -> list[str]:
         return ["the solution has a placement, but this instance has no workload to place"] if sol.placement else []
     if sol.placement is None:
         return ["the instance is a workload, and the solution states no placement"]
-    from topoopt_ilp.errors import InstanceError
-    from topoopt_ilp.core.strategy import parse_strategy, validate_strategy
 
     try:
         strategy = parse_strategy(sol.placement, instance.workload, instance.n)

@@ -18,6 +18,8 @@ from topoopt_ilp.errors import InputError, TopoOptError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.methods import METHODS, solve
 from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.solvers import get_backend
+from topoopt_ilp.files import json_safe
 
 __all__ = ["CompareRow", "annotate", "check_request", "compare", "format_rows", "rows_table", "plan_runs", "run_one"]
 
@@ -61,8 +63,6 @@ def check_request(instance: Instance, methods: Sequence[str] | None, backends: S
         if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if "exact" in methods:
-        from topoopt_ilp.solvers import get_backend
-
         if not backends:
             raise InputError("no backends given for the exact method")
         for b in backends:
@@ -161,8 +161,6 @@ def _fmt(v, pct=False) -> str:
 def format_rows(instance: Instance, rows: Sequence[CompareRow], fmt: str = "table") -> str:
     if fmt == "json":
         import json
-
-        from topoopt_ilp.files import json_safe
 
         # no reference is null, as its distance is (the row keeps "" for it)
         out = [{**asdict(r), "reference": r.reference or None} for r in rows]

@@ -40,6 +40,15 @@ from typing import Any, Callable, Sequence
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.files import json_safe, write_atomic
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.evaluation.architectures import evaluate_architecture
+from topoopt_ilp.evaluation.cost import direct_connect_cost
+from topoopt_ilp.evaluation.cost import prices_for
+from topoopt_ilp.methods.reroute import route
+from topoopt_ilp.methods import finalize
+from topoopt_ilp.methods import heuristic_for_placement
+from topoopt_ilp.methods import solve
+from topoopt_ilp.methods import start_placement
+from topoopt_ilp.files import load_instance
 
 __all__ = [
     "PAPER_MODELS",
@@ -117,11 +126,6 @@ def evaluate_paper_instance(instance: Instance, *, name: str | None = None, time
     """Run TopoOpt's rule, the alternating method and the expander on ``instance`` and score the
     switched baselines under the same candidate strategies (module docstring)."""
     from dataclasses import replace
-
-    from topoopt_ilp.evaluation.architectures import evaluate_architecture
-    from topoopt_ilp.evaluation.cost import direct_connect_cost, prices_for
-    from topoopt_ilp.methods.reroute import route
-    from topoopt_ilp.methods import finalize, heuristic_for_placement, solve, start_placement
 
     if instance.workload is None:
         raise InputError("the paper evaluation compares training workloads; this instance has a fixed demand",
@@ -202,8 +206,6 @@ def evaluate_paper_instance(instance: Instance, *, name: str | None = None, time
 
 def evaluate_paper(paths: Sequence[str | os.PathLike], *, progress: Progress | None = None, **options: Any) -> list[PaperResult]:
     """:func:`evaluate_paper_instance` over instance files, in order."""
-    from topoopt_ilp.files import load_instance
-
     loaded = [(load_instance(path), path) for path in paths]  # a bad file fails now, not after an hour
     results = []
     for inst, path in loaded:
@@ -285,7 +287,7 @@ def _csv(rows: list[dict[str, Any]]) -> str:
 def write_outputs(results: Sequence[PaperResult], out_dir: str | os.PathLike, *, stem: str = "architectures",
                   title: str | None = None) -> list[Path]:
     """Write ``<stem>.csv``, ``<stem>.json`` and the bar chart ``<stem>.png`` into ``out_dir`` (atomically)."""
-    from topoopt_ilp.draw import draw_architectures
+    from topoopt_ilp.draw import draw_architectures  # start-up time: matplotlib loads only for a chart
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

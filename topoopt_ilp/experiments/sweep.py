@@ -37,6 +37,8 @@ from typing import Callable, Mapping, Sequence
 from topoopt_ilp.experiments.compare import CompareRow, annotate, rows_table, plan_runs, run_one
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.files import load_instance
+from topoopt_ilp.files import json_safe
 
 __all__ = ["SweepRow", "expand_paths", "format_sweep", "read_journal", "sweep"]
 
@@ -148,8 +150,6 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
     (module docstring). ``search_moves``: the placement's local search budgeted in moves
     (:func:`~topoopt_ilp.experiments.compare.plan_runs`), so that a row does not depend on which worker ran it.
     Raises :class:`InputError` naming the file when an instance file is bad, before any solve."""
-    from topoopt_ilp.files import load_instance
-
     paths = [os.fspath(p) for p in paths]
     if not paths:
         raise InputError("no instance files given")
@@ -220,8 +220,6 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
 def format_sweep(rows: Sequence[SweepRow], fmt: str = "table") -> str:
     """``table`` (one block per instance, as ``topoopt compare`` prints it), ``csv`` or ``json``."""
     if fmt == "json":
-        from topoopt_ilp.files import json_safe
-
         return json.dumps(json_safe({"rows": [r.as_dict() for r in rows]}), indent=1)
     if fmt == "csv":
         buf = _io.StringIO()

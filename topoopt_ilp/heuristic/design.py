@@ -17,6 +17,10 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.traffic import effective_demand
+from topoopt_ilp.core.strategy import data_parallel
+from topoopt_ilp.core.strategy import strategy_to_dict
+from topoopt_ilp.core.strategy import validate_strategy
+from topoopt_ilp import heuristic as h
 
 __all__ = ["fitting_start_placement", "heuristic_circulant", "heuristic_design", "heuristic_for_placement", "start_placement"]
 
@@ -26,7 +30,6 @@ def start_placement(instance: Instance) -> dict | None:
     blocks round-robin); None for a demand instance."""
     if instance.workload is None:
         return None
-    from topoopt_ilp.core.strategy import data_parallel, strategy_to_dict
 
     return strategy_to_dict(data_parallel(instance.workload, instance.n))
 
@@ -37,7 +40,6 @@ def fitting_start_placement(instance: Instance) -> dict | None:
     have a feasible placement, which only the exact method can decide."""
     if instance.workload is None:
         return None
-    from topoopt_ilp.core.strategy import data_parallel, strategy_to_dict, validate_strategy
 
     strategy = data_parallel(instance.workload, instance.n)
     bad = [v for v in validate_strategy(instance.workload, instance.n, strategy) if "memory" in v]
@@ -52,8 +54,6 @@ def heuristic_for_placement(instance: Instance, placement: dict | None, *, selec
                             seed: int = 0) -> Solution:
     """TopologyFinder for the traffic of ``placement`` (a workload's strategy; None for a demand) on a
     general topology."""
-    from topoopt_ilp import heuristic as h  # imported lazily: the CLI's start-up stays fast
-
     started = time.perf_counter()
     n, d, directed = instance.n, instance.d, instance.cluster.directed
     demand, _ = effective_demand(instance, placement)
@@ -98,8 +98,6 @@ def heuristic_circulant(instance: Instance, placement: dict | None, *, select: s
     """SelectPermutations' jump set for an instance of a circulant family (its topology must be a pure
     jump set, whatever the traffic), CoinChangeMod routes and TopologyFinder's rings for the traffic
     of ``placement``."""
-    from topoopt_ilp import heuristic as h
-
     started = time.perf_counter()
     n, d, directed = instance.n, instance.d, instance.cluster.directed
     if instance.topology_family == "coprime_circulant":

@@ -23,7 +23,14 @@ from topoopt_ilp.heuristic.design import fitting_start_placement, heuristic_desi
 from topoopt_ilp.core.instance import Instance, degree_one_refusal
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.traffic import effective_demand, traffic_matrix
+from topoopt_ilp.methods import alternating  # a module, so that a test can patch what the method runs
 from topoopt_ilp.methods.steps import exact_topology_for_placement, finalize, placement_traffic  # noqa: F401 - re-exported
+from topoopt_ilp.evaluation.verify import reachability_violations
+from topoopt_ilp import heuristic as h
+from topoopt_ilp.heuristic.simple import parallel_link_count
+from topoopt_ilp.heuristic.simple import remove_parallel_links
+from topoopt_ilp.heuristic.finder import SELECT_RULES
+from topoopt_ilp.solvers import DEFAULT_REL_GAP
 
 __all__ = ["METHODS", "solve", "finalize", "DEFAULT_METHOD"]
 
@@ -34,8 +41,6 @@ def _fixed(instance: Instance, started: float) -> Solution:
     """An instance with a fixed topology: nothing to choose in the topology; score it as given. A
     demand it cannot carry (a pair with traffic and no path) makes the instance infeasible: no
     routing exists, so that is proven, and said, rather than scored as an infinite time."""
-    from topoopt_ilp.evaluation.verify import reachability_violations  # the verifier's own check: one rule for both
-
     ft = instance.fixed_topology
     topo = Topology(instance.fixed_topology_matrix(), ft.jumps)
     placement = start_placement(instance)
@@ -67,8 +72,6 @@ BASELINES = ("expander", "demand_greedy", "torus")
 def _baseline(instance: Instance, *, baseline: str = "expander", seed: int = 0) -> Solution:
     """A reference topology routed over shortest paths: random expander, TopoOpt's demand greedy
     ("dheu") or a 2D/3D torus. Labelled as a baseline in the solution, never as an optimum."""
-    from topoopt_ilp import heuristic as h
-
     started = time.perf_counter()
     if instance.fixed_topology is not None:
         return _fixed(instance, started)
@@ -100,8 +103,6 @@ def _baseline(instance: Instance, *, baseline: str = "expander", seed: int = 0) 
 def _simple_links(instance: Instance, x: np.ndarray, seed: int) -> dict:
     """``cluster.multi_links: false``: rewire a baseline's parallel links in place (degree-preserving
     swaps, the links with the least direct traffic first, connectivity kept) and say how many moved."""
-    from topoopt_ilp.heuristic.simple import parallel_link_count, remove_parallel_links
-
     before = parallel_link_count(x)
     if not before:
         return {"multi_links": {"rewired_swaps": 0, "links_rewired": 0}}
@@ -119,11 +120,10 @@ def _exact(instance: Instance, **options: Any) -> Solution:
     """The exact models (:func:`topoopt_ilp.models.solve_exact`), handed the starts this layer owns:
     TopoOpt's heuristic method (the general-topology model's warm start) and the alternating
     decomposition (the joint models' incumbent)."""
-    from topoopt_ilp.methods.alternating import alternating_incumbent
     from topoopt_ilp.models import ExactOptions, solve_exact
 
     return solve_exact(instance, ExactOptions(**{k: v for k, v in options.items() if v is not None}),
-                       heuristic=METHODS["heuristic"], incumbent=alternating_incumbent)
+                       heuristic=METHODS["heuristic"], incumbent=alternating.alternating_incumbent)
 
 
 def _exact_options() -> dict[str, Any]:
@@ -136,15 +136,11 @@ _exact.options = _exact_options  # type: ignore[attr-defined]
 
 
 def _alternating(instance: Instance, **options: Any) -> Solution:
-    from topoopt_ilp.methods.alternating import solve_alternating
-
-    return solve_alternating(instance, **options)
+    return alternating.solve_alternating(instance, **options)
 
 
 def _alternating_options() -> dict[str, Any]:
-    from topoopt_ilp.methods.alternating import solve_alternating
-
-    return _signature_options(solve_alternating)
+    return _signature_options(alternating.solve_alternating)
 
 
 _alternating.options = _alternating_options  # type: ignore[attr-defined]
@@ -204,15 +200,11 @@ def _choices(label: str, names) -> Callable[[Any], str | None]:
 
 
 def _select_rules() -> tuple[str, ...]:
-    from topoopt_ilp.heuristic.finder import SELECT_RULES
-
     return tuple(SELECT_RULES)
 
 
 def _topology_methods() -> tuple[str, ...]:
-    from topoopt_ilp.methods.alternating import TOPOLOGY_METHODS
-
-    return TOPOLOGY_METHODS
+    return alternating.TOPOLOGY_METHODS
 
 
 def _check_select(v: Any) -> str | None:
@@ -329,8 +321,6 @@ def _optimal_only_when_proven(sol: Solution) -> Solution:
     """A solve that stopped at a requested gap (``gap`` above the default tolerance) found a design
     within that gap of the bound, not a proven optimum: it is ``feasible`` with its gap, as a solve
     stopped by a time limit is. "optimal" always means within the default relative gap."""
-    from topoopt_ilp.solvers import DEFAULT_REL_GAP
-
     if sol.status == "optimal" and sol.gap is not None and sol.gap > DEFAULT_REL_GAP * (1 + 1e-9):
         return replace(sol, status="feasible",
                        details={**sol.details, "status_note": f"stopped at the requested gap: {sol.gap:.4g} from the bound"})

@@ -34,6 +34,17 @@ from topoopt_ilp.evaluation.evaluate import RoutingError
 from topoopt_ilp.core.graph import is_connected
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.heuristic.design import heuristic_for_placement
+from topoopt_ilp.methods.steps import exact_topology_for_placement
+from topoopt_ilp.evaluation.evaluate import arc_loads
+from topoopt_ilp.heuristic import connect_components
+from topoopt_ilp.heuristic.design import heuristic_circulant
+from topoopt_ilp.methods.steps import placement_traffic
+from topoopt_ilp.heuristic.design import fitting_start_placement
+from topoopt_ilp.methods.steps import finalize
+from topoopt_ilp.core.strategy import stage_strategies
+from topoopt_ilp.core.strategy import strategy_to_dict
+from topoopt_ilp.core.strategy import validate_strategy
 
 __all__ = ["alternating_incumbent", "solve_alternating"]
 
@@ -90,9 +101,6 @@ def _topology_phase(instance: Instance, placement: dict | None, select: str, mod
     n = 8: 5.5 s against 1.4 s) and never better: the start steers its root search away from the
     rounding that finds these optima at once. Nothing is lost when a step ends worse than the
     topology it replaces: every round restarts from the trajectory's best."""
-    from topoopt_ilp.heuristic.design import heuristic_for_placement
-    from topoopt_ilp.methods.steps import exact_topology_for_placement
-
     if instance.topology_family != "any":
         return _circulant_phase(instance, placement, select, seed, method, time_limit_s, backend)
     if method == "exact":
@@ -108,9 +116,6 @@ def _joined_topology(instance: Instance, sol: Solution) -> np.ndarray:
     The placement step needs every pair reachable, while an optimal topology step for traffic that
     leaves servers idle (or falls into separate clusters) may split them off. That design stays a
     candidate as it is; only the placement step works on the joined one."""
-    from topoopt_ilp.evaluation.evaluate import arc_loads
-    from topoopt_ilp.heuristic import connect_components
-
     x = sol.topology.matrix.copy()
     load = arc_loads(instance, sol)
     if not instance.cluster.directed:  # a link carries both directions
@@ -127,8 +132,6 @@ def _circulant_phase(instance: Instance, placement: dict | None, select: str, se
     """The topology phase of a circulant-family instance (see :func:`_topology_phase`)."""
     from topoopt_ilp.models import ExactOptions
     from topoopt_ilp.models.topology.circulant import solve_circulant
-    from topoopt_ilp.heuristic.design import heuristic_circulant
-    from topoopt_ilp.methods.steps import placement_traffic
 
     started = time.perf_counter()
     if method == "exact":
@@ -171,9 +174,6 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     from topoopt_ilp.models.joint.enumeration import strategy_floor
     from topoopt_ilp.models.placement.milp import solve_placement
     from topoopt_ilp.models.placement.data import check_ring_policy
-    from topoopt_ilp.heuristic.design import fitting_start_placement
-    from topoopt_ilp.methods.steps import finalize, placement_traffic
-    from topoopt_ilp.core.strategy import stage_strategies, strategy_to_dict, validate_strategy
 
     check_ring_policy(rings)  # before anything runs
     ExactOptions(search_moves=search_moves)  # checks it, before anything runs

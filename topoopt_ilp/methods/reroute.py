@@ -21,6 +21,7 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, Routing
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.core.traffic import default_rings, effective_demand, traffic_matrix
+from topoopt_ilp.evaluation.verify import verify
 
 __all__ = ["route"]
 
@@ -45,7 +46,6 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
     only). Raises InputError for a solution that holds no
     design or fails verification."""
     from topoopt_ilp.models.reroute import min_max_routing
-    from topoopt_ilp.evaluation.verify import verify
 
     if time_limit_s is not None and not (isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s)
                                          and time_limit_s >= 0):
