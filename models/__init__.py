@@ -21,22 +21,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution
-
-from topoopt_ilp.models.common import ExactOptions, check_start
-from topoopt_ilp.heuristic.design import heuristic_for_placement
-from topoopt_ilp.files import load_solution
-from topoopt_ilp.evaluation.evaluate import RoutingError
-from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.evaluation.evaluate import objective_value
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate, objective_value
 from topoopt_ilp.evaluation.verify import verify
-from topoopt_ilp.models.placement.milp import solve_placement
-from topoopt_ilp.models.joint.milp import solve_joint
+from topoopt_ilp.files import load_solution
+from topoopt_ilp.heuristic.design import heuristic_for_placement
+from topoopt_ilp.models.common import ExactOptions, check_start
 from topoopt_ilp.models.joint.enumeration import solve_joint_enumeration
-from topoopt_ilp.models.topology.solve import solve_topology_routing
+from topoopt_ilp.models.joint.milp import solve_joint
+from topoopt_ilp.models.placement.milp import solve_placement
 from topoopt_ilp.models.topology.circulant import solve_circulant
+from topoopt_ilp.models.topology.solve import solve_topology_routing
 
 if TYPE_CHECKING:
     from topoopt_ilp.models.joint.milp import Incumbent

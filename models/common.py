@@ -17,11 +17,23 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.errors import InputError, UnsupportedError
-from topoopt_ilp.solvers import BackendCapabilityError, BackendUnavailableError, LinearModel, NativeOptionError, NativeValue, SolveOptions, SolveResult, UnknownBackendError, check_native_backends, get_backend, write_model
-from topoopt_ilp.solvers import solve as solver_solve
-from topoopt_ilp.models.placement.data import check_ring_policy
-from topoopt_ilp.solvers import Capability
 from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.models.placement.data import check_ring_policy
+from topoopt_ilp.solvers import (
+    BackendCapabilityError,
+    BackendUnavailableError,
+    Capability,
+    LinearModel,
+    NativeOptionError,
+    NativeValue,
+    SolveOptions,
+    SolveResult,
+    UnknownBackendError,
+    check_native_backends,
+    get_backend,
+    write_model,
+)
+from topoopt_ilp.solvers import solve as solver_solve
 
 __all__ = ["ExactOptions", "run_model", "time_left", "native_options", "export_model", "check_backend", "check_start", "solution_status", "MAX_MODEL_NONZEROS"]
 

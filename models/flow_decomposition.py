@@ -7,8 +7,9 @@ The evaluator never sees arc flows: it sees paths with fractions. This module is
 from __future__ import annotations
 
 import numpy as np
-from topoopt_ilp.errors import UnsupportedError
+
 from topoopt_ilp.core.graph import hop_distances
+from topoopt_ilp.errors import UnsupportedError
 
 __all__ = ["decompose_layered_flow", "decompose_source_flow", "layered_arcs", "paths_on_links", "shortest_path",
            "without_loops"]

@@ -24,9 +24,16 @@ import numpy as np
 
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.libra.problem import PHASES, HierarchyProblem, evaluate_bandwidths
-from topoopt_ilp.solvers import BackendUnavailableError, Capability, LinearModel, ModelBuilder, UnknownBackendError, get_backend
+from topoopt_ilp.solvers import (
+    DEFAULT_REL_GAP,
+    BackendUnavailableError,
+    Capability,
+    LinearModel,
+    ModelBuilder,
+    UnknownBackendError,
+    get_backend,
+)
 from topoopt_ilp.solvers import solve as solver_solve
-from topoopt_ilp.solvers import DEFAULT_REL_GAP
 
 __all__ = ["BandwidthSolution", "LibraData", "LibraLP", "libra_data", "message_matrix", "build_lp", "lp_point",
            "model_objective", "equal_split", "solve_bandwidth", "DEFAULT_GAP", "OPTIMAL_GAP", "SOLUTION_FORMAT"]

@@ -67,10 +67,10 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.checks import type_name
-from topoopt_ilp.files.jsonio import check_format, json_list, json_object, read_json, with_source
+from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.files import MAX_SOLUTION_BYTES, json_safe, write_json_atomic
+from topoopt_ilp.files.jsonio import check_format, json_list, json_object, read_json, with_source
 from topoopt_ilp.schedule.iteration_graph import IterationGraph, Schedule, lower_bounds
 
 __all__ = ["list_schedule", "solve_schedule", "build_schedule_model", "model_size", "schedule_to_dict",

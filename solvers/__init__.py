@@ -22,11 +22,28 @@ the solve runs in a guarded worker process by default (see :func:`solve` and :mo
 
 from __future__ import annotations
 
-from topoopt_ilp.solvers.errors import BackendCapabilityError, BackendUnavailableError, ModelError, NativeOptionError, SolverError, UnknownBackendError
+from topoopt_ilp.solvers.errors import (
+    BackendCapabilityError,
+    BackendUnavailableError,
+    ModelError,
+    NativeOptionError,
+    SolverError,
+    UnknownBackendError,
+)
 from topoopt_ilp.solvers.export import write_model
 from topoopt_ilp.solvers.model import LinearModel, ModelBuilder, RowBlock, Sense, VarBlock, VarKind
 from topoopt_ilp.solvers.options import DEFAULT_ABS_GAP, DEFAULT_REL_GAP, NativeValue, SolveOptions
-from topoopt_ilp.solvers.registry import BACKENDS, DEFAULT_BACKEND, BackendInfo, Capability, available_backends, backends_supporting, check_native_backends, get_backend, solve
+from topoopt_ilp.solvers.registry import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    BackendInfo,
+    Capability,
+    available_backends,
+    backends_supporting,
+    check_native_backends,
+    get_backend,
+    solve,
+)
 from topoopt_ilp.solvers.result import SolveResult, SolveStatus, relative_gap
 
 __all__ = [

@@ -6,7 +6,6 @@ import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Union
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -16,10 +15,10 @@ from topoopt_ilp.solvers.errors import ModelError, NativeOptionError
 __all__ = ["SolveOptions", "WarmStart", "NativeValue", "DEFAULT_REL_GAP", "DEFAULT_ABS_GAP"]
 
 #: A native solver parameter's value.
-NativeValue = Union[bool, int, float, str]
+NativeValue = bool | int | float | str
 
 #: A (partial) assignment: ``{column: value}`` or an array over all columns with NaN for "unset".
-WarmStart = Union[Mapping[int, float], ArrayLike]
+WarmStart = Mapping[int, float] | ArrayLike
 
 # One termination criterion for every backend, so that "optimal" means the same thing everywhere
 # (the solvers' own defaults differ: HiGHS 1e-4, SCIP and CP-SAT 0, CBC ~0).

@@ -38,8 +38,13 @@ import importlib.util
 import time
 from dataclasses import dataclass
 
+from topoopt_ilp.solvers.errors import (
+    BackendCapabilityError,
+    BackendUnavailableError,
+    NativeOptionError,
+    UnknownBackendError,
+)
 from topoopt_ilp.solvers.guard import solve_isolated
-from topoopt_ilp.solvers.errors import BackendCapabilityError, BackendUnavailableError, NativeOptionError, UnknownBackendError
 from topoopt_ilp.solvers.model import LinearModel
 from topoopt_ilp.solvers.options import DEFAULT_ABS_GAP, DEFAULT_REL_GAP, SolveOptions
 from topoopt_ilp.solvers.result import SolveResult, SolveStatus, finish

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
-import os
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -85,6 +85,7 @@ def placed_solution(inst, X, strategy, rings: str = "shortest"):
 
     import networkx as nx
     import numpy as np
+
     from topoopt_ilp.core.routes import RingSet, Routing
     from topoopt_ilp.core.solution import Solution, Topology
     from topoopt_ilp.core.strategy import strategy_demand, strategy_to_dict

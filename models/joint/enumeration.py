@@ -64,28 +64,45 @@ from dataclasses import dataclass, field, replace
 import networkx as nx
 import numpy as np
 
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.core.strategy import Strategy, unit_servers, strategy_demand, strategy_to_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.core.strategy import (
+    Strategy,
+    strategy_demand,
+    strategy_to_demand,
+    strategy_to_dict,
+    unit_servers,
+    validate_strategy,
+)
 from topoopt_ilp.core.workload import MEMORY_RTOL
-
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
 from topoopt_ilp.models.common import ExactOptions, export_model, run_model, solution_status
 from topoopt_ilp.models.joint.cycle_cuts import CycleCutBound
 from topoopt_ilp.models.joint.cycle_cuts import applies as cycle_cuts_apply
-from topoopt_ilp.models.joint.milp import ALL_RINGS_UP_TO, TIME_UNIT_S, Incumbent, start_solution, build_joint, check_request, decode_point, fix_strategy, formula_upper_bound
+from topoopt_ilp.models.joint.milp import (
+    ALL_RINGS_UP_TO,
+    TIME_UNIT_S,
+    Incumbent,
+    build_joint,
+    check_request,
+    decode_point,
+    fix_strategy,
+    formula_upper_bound,
+    solve_joint,
+    start_solution,
+)
+from topoopt_ilp.models.joint.symmetry import strategy_symmetries
 from topoopt_ilp.models.placement.data import critical_path, layer_options, objective_of, path_entries, path_floors
 from topoopt_ilp.models.placement.scoring import block_classes
-from topoopt_ilp.models.joint.symmetry import strategy_symmetries
-from topoopt_ilp.models.topology.milp import moore_layer_hops
-from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.evaluation.evaluate import objective_value
-from topoopt_ilp.models.topology.milp import STRONG_TUNING
-from topoopt_ilp.models.topology.milp import to_solution
-from topoopt_ilp.models.topology.milp import decoded_topology
-from topoopt_ilp.models.topology.milp import build_topology_routing
+from topoopt_ilp.models.topology.milp import (
+    STRONG_TUNING,
+    build_topology_routing,
+    decoded_topology,
+    moore_layer_hops,
+    to_solution,
+)
 from topoopt_ilp.models.topology.solve import optimise_latency
-from topoopt_ilp.models.joint.milp import solve_joint
 
 __all__ = ["AUTO_MAX_LEAVES", "AUTO_PROBE_NODES", "MAX_SEARCH_NODES", "distinct_traffic", "search_strategies",
            "solve_joint_enumeration", "strategy_floor"]

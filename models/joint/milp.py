@@ -32,27 +32,27 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.solvers import LinearModel, ModelBuilder
-from topoopt_ilp.core.strategy import Strategy, unit_servers, strategy_to_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.core.strategy import Strategy, strategy_to_demand, strategy_to_dict, unit_servers, validate_strategy
 from topoopt_ilp.core.traffic import traffic_matrix
 from topoopt_ilp.core.workload import MEMORY_RTOL, Workload, coset
-
+from topoopt_ilp.errors import InputError, InstanceError, StartInfeasibleError, UnsupportedError
+from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
+from topoopt_ilp.files import load_solution
+from topoopt_ilp.heuristic.design import fitting_start_placement, heuristic_for_placement
 from topoopt_ilp.models.common import ExactOptions, check_backend, check_start, run_model, solution_status
 from topoopt_ilp.models.flow_decomposition import decompose_layered_flow, layered_arcs, paths_on_links
 from topoopt_ilp.models.placement.data import layer_options, path_rows
-from topoopt_ilp.models.topology.milp import ALL_RINGS_UP_TO, arc_index, degree_rows, edge_index  # one ring-space threshold for every model
+from topoopt_ilp.models.topology.milp import (  # one ring-space threshold for every model
+    ALL_RINGS_UP_TO,
+    arc_index,
+    degree_rows,
+    edge_index,
+)
+from topoopt_ilp.solvers import LinearModel, ModelBuilder
 from topoopt_ilp.solvers import solve as solver_solve
-from topoopt_ilp.errors import InstanceError
-from topoopt_ilp.errors import StartInfeasibleError
-from topoopt_ilp.heuristic.design import fitting_start_placement
-from topoopt_ilp.heuristic.design import heuristic_for_placement
-from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.evaluation.evaluate import objective_value
-from topoopt_ilp.files import load_solution
 
 __all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "decode_point", "fix_strategy",
            "solve_joint", "joint_size"]

@@ -31,12 +31,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from topoopt_ilp.solvers import ModelBuilder
 from topoopt_ilp.core.strategy import Strategy
-
 from topoopt_ilp.models.common import ExactOptions, run_model, solution_status
 from topoopt_ilp.models.placement.data import TIME_UNIT_S, set_objective_of
 from topoopt_ilp.models.placement.scoring import StrategyScorer, block_classes
+from topoopt_ilp.solvers import ModelBuilder
 
 __all__ = ["BLOCK_GAP", "MIN_POLISH_S", "BlockResult", "place_blocks_exactly", "polish_blocks"]
 

@@ -32,10 +32,9 @@ import highspy
 import numpy as np
 
 from topoopt_ilp.core.instance import Instance
-from topoopt_ilp.solvers.highs import new_highs
-
 from topoopt_ilp.models.placement.data import RoutingFractions, objective_of, path_entries, path_floors
 from topoopt_ilp.models.placement.scoring import StrategyScorer
+from topoopt_ilp.solvers.highs import new_highs
 
 __all__ = ["MAX_CHAIN_TYPES", "PACKING_LEVELS", "RUN_PAIR_LAYERS", "arc_classes", "chain_bound", "packing_weights"]
 

@@ -19,11 +19,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from topoopt_ilp.core.graph import hop_distances
-from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.instance import AllReduceGroup, Instance
 from topoopt_ilp.core.routes import RingSet, Routing
 from topoopt_ilp.core.strategy import Strategy, strategy_demand
 from topoopt_ilp.core.workload import MEMORY_RTOL, Workload
+from topoopt_ilp.errors import InputError
 
 __all__ = ["RING_POLICIES", "TIME_UNIT_S", "RoutingFractions", "check_ring_policy", "critical_path", "layer_options", "objective_of", "path_entries",
            "path_floors", "path_rows", "placement_routing", "ring_pairs", "ring_strides", "shortest_path_fractions",

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topoopt_ilp.core.strategy import Strategy
-
-from topoopt_ilp.models.placement.data import pattern_loads, path_entries, path_floors
+from topoopt_ilp.models.placement.data import path_entries, path_floors, pattern_loads
 from topoopt_ilp.models.placement.scoring import StrategyScorer, block_classes
 
 __all__ = ["MAX_STATES", "MAX_WORK", "MAX_TABLE_ENTRIES", "EnumerationResult", "enumerate_placement", "fits"]

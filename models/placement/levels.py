@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from topoopt_ilp.core.strategy import Strategy
-
 from topoopt_ilp.models.placement.scoring import StrategyScorer
 
 __all__ = ["MAX_LEVELS", "MAX_TABLE_ENTRIES", "LevelResult", "level_search", "level_unit", "not_levelled"]

@@ -17,7 +17,6 @@ import numpy as np
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.strategy import Strategy, degrees_at_most, place_blocks
 from topoopt_ilp.core.workload import Workload
-
 from topoopt_ilp.models.placement.blocks import MIN_POLISH_S, polish_blocks
 from topoopt_ilp.models.placement.data import RoutingFractions, objective_of, path_entries, path_floors
 from topoopt_ilp.models.placement.scoring import SearchBudget, StrategyScorer

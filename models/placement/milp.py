@@ -41,23 +41,43 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
-from topoopt_ilp.core.strategy import Strategy, data_parallel, degrees_at_most, server_memory, stage_strategies, strategy_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.core.strategy import (
+    Strategy,
+    data_parallel,
+    degrees_at_most,
+    server_memory,
+    stage_strategies,
+    strategy_demand,
+    strategy_to_dict,
+    validate_strategy,
+)
 from topoopt_ilp.core.workload import MEMORY_RTOL, Workload, coset
-
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.files import load_solution
+from topoopt_ilp.heuristic.design import heuristic_design
 from topoopt_ilp.models.common import ExactOptions, check_backend, export_model, run_model, solution_status, time_left
 from topoopt_ilp.models.placement.bounds import chain_bound
+from topoopt_ilp.models.placement.data import (
+    RING_POLICIES,
+    TIME_UNIT_S,
+    RoutingFractions,
+    layer_options,
+    objective_of,
+    path_rows,
+    pattern_loads,
+    placement_routing,
+    ring_pairs,
+    shortest_path_fractions,
+    strategy_times,
+)
 from topoopt_ilp.models.placement.enumeration import enumerate_placement
-from topoopt_ilp.models.placement.levels import level_search, not_levelled
 from topoopt_ilp.models.placement.enumeration import fits as enumeration_fits
-from topoopt_ilp.models.placement.data import RING_POLICIES, TIME_UNIT_S, RoutingFractions, pattern_loads, layer_options, objective_of, path_rows, placement_routing, ring_pairs, shortest_path_fractions, strategy_times
-from topoopt_ilp.models.placement.scoring import StrategyScorer, block_classes
+from topoopt_ilp.models.placement.levels import level_search, not_levelled
 from topoopt_ilp.models.placement.local_search import improve_strategy, pipeline_starts, relaxation_bound
-from topoopt_ilp.heuristic.design import heuristic_design
-from topoopt_ilp.files import load_solution
+from topoopt_ilp.models.placement.scoring import StrategyScorer, block_classes
+from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
 
 __all__ = [
     "MAX_PLACEMENT_NONZEROS",

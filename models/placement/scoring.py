@@ -16,7 +16,7 @@ import numpy as np
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.strategy import Strategy
 from topoopt_ilp.core.workload import MEMORY_RTOL, Workload, coset
-from topoopt_ilp.models.placement.data import RoutingFractions, pattern_loads, objective_of, path_entries, ring_pairs
+from topoopt_ilp.models.placement.data import RoutingFractions, objective_of, path_entries, pattern_loads, ring_pairs
 
 __all__ = ["SearchBudget", "StrategyScorer", "block_classes"]
 

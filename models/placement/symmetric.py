@@ -54,13 +54,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from topoopt_ilp.core.instance import Instance
-from topoopt_ilp.solvers import ModelBuilder
 from topoopt_ilp.core.strategy import Strategy
-
 from topoopt_ilp.models.common import ExactOptions, run_model, solution_status
 from topoopt_ilp.models.placement.bounds import is_circulant
 from topoopt_ilp.models.placement.data import TIME_UNIT_S, RoutingFractions, path_rows, set_objective_of
 from topoopt_ilp.models.placement.scoring import StrategyScorer, block_classes
+from topoopt_ilp.solvers import ModelBuilder
 
 __all__ = ["SymmetricResult", "symmetric_periods", "symmetric_placement"]
 

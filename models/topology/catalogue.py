@@ -14,23 +14,29 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
-from topoopt_ilp.solvers import BackendCapabilityError, BackendUnavailableError, LinearModel, ModelBuilder, NativeOptionError, SolveResult, SolveStatus, UnknownBackendError
-from topoopt_ilp.solvers import solve as solver_solve
-from topoopt_ilp.solvers import NativeValue
-
+from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.models.common import ExactOptions, native_options, time_left
-from topoopt_ilp.models.topology.milp import moore_layer_hops, with_links_fixed
-from topoopt_ilp.models.topology.milp import uniform_demand
-from topoopt_ilp.models.topology.milp import build_topology_routing
+from topoopt_ilp.models.topology.milp import build_topology_routing, moore_layer_hops, uniform_demand, with_links_fixed
+from topoopt_ilp.solvers import (
+    BackendCapabilityError,
+    BackendUnavailableError,
+    LinearModel,
+    ModelBuilder,
+    NativeOptionError,
+    NativeValue,
+    SolveResult,
+    SolveStatus,
+    UnknownBackendError,
+)
+from topoopt_ilp.solvers import solve as solver_solve
 
 __all__ = ["CATALOGUE_DIR", "CatalogueSearch", "ClassBound", "catalogue_sizes", "decode_graph6", "regular_graphs",
            "hop_distance_total", "hop_distance_totals", "hop_statistics", "hop_floors_outside", "search_hop_objective", "layered_floor", "max_concurrent_flow_lp", "uncovered_bounds", "catalogue_applies", "search_catalogue"]

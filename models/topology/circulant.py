@@ -43,18 +43,17 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp import heuristic as h
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import OffsetRoutes, PathSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveStatus, VarBlock
-from topoopt_ilp.solvers import solve as solver_solve
 from topoopt_ilp.core.traffic import traffic_matrix
-
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.files import load_solution
 from topoopt_ilp.models.common import MAX_MODEL_NONZEROS, ExactOptions, check_backend, run_model, solution_status
 from topoopt_ilp.models.flow_decomposition import decompose_source_flow
-from topoopt_ilp import heuristic as h
-from topoopt_ilp.files import load_solution
+from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveStatus, VarBlock
+from topoopt_ilp.solvers import solve as solver_solve
 
 __all__ = [
     "MAX_CIRCULANT_SERVERS",

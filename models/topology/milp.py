@@ -28,19 +28,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.solvers import LinearModel, ModelBuilder, SolveResult
-from topoopt_ilp.solvers import DEFAULT_REL_GAP
-from topoopt_ilp.solvers import relative_gap
-
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate, objective_value
 from topoopt_ilp.models.common import solution_status
-from topoopt_ilp.models.flow_decomposition import decompose_layered_flow, decompose_source_flow, layered_arcs, paths_on_links
-from topoopt_ilp.evaluation.evaluate import RoutingError
-from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.evaluation.evaluate import objective_value
+from topoopt_ilp.models.flow_decomposition import (
+    decompose_layered_flow,
+    decompose_source_flow,
+    layered_arcs,
+    paths_on_links,
+)
+from topoopt_ilp.solvers import DEFAULT_REL_GAP, LinearModel, ModelBuilder, SolveResult, relative_gap
 
 __all__ = ["ALL_RINGS_UP_TO", "MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", "moore_layer_hops", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "with_links_fixed", "to_solution", "uniform_demand"]
 

@@ -18,12 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topoopt_ilp.heuristic import canonical_jump_sets, circulant_matrix, circulant_stats_batch
 from topoopt_ilp.core.instance import Instance
-
+from topoopt_ilp.heuristic import canonical_jump_sets, circulant_matrix, circulant_stats_batch
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.topology.catalogue import flow_lp_lambda
-from topoopt_ilp.models.topology.milp import uniform_demand, moore_layer_hops
+from topoopt_ilp.models.topology.milp import moore_layer_hops, uniform_demand
 
 __all__ = ["MAX_JUMP_SETS", "MooreSearch", "jump_sets", "moore_applies", "moore_floors", "search_moore_circulant"]
 

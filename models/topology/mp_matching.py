@@ -22,10 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.solvers import LinearModel, ModelBuilder, VarBlock
-
-from topoopt_ilp.models.common import ExactOptions, check_backend, run_model, solution_status
 from topoopt_ilp.heuristic import repeated_matching
+from topoopt_ilp.models.common import ExactOptions, check_backend, run_model, solution_status
+from topoopt_ilp.solvers import LinearModel, ModelBuilder, VarBlock
 
 __all__ = ["MPMatchingModel", "MPMatchingResult", "build_mp_matching_model", "solve_mp_matching",
            "matching_value", "mp_matching_gap"]

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.solvers import LinearModel, ModelBuilder, VarBlock
 from topoopt_ilp.core.traffic import traffic_matrix
-
+from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.models.common import ExactOptions, check_backend, run_model, solution_status
+from topoopt_ilp.solvers import LinearModel, ModelBuilder, VarBlock
 
 __all__ = ["OCSModel", "OCSResult", "build_ocs_model", "ocs_permutations", "solve_ocs_permutations"]
 

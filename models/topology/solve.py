@@ -17,20 +17,27 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from topoopt_ilp.core.graph import diameter as graph_diameter
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
 from topoopt_ilp.models.common import ExactOptions, check_backend, export_model, run_model, solution_status, time_left
 from topoopt_ilp.models.topology import catalogue, moore_circulant, starts
 from topoopt_ilp.models.topology.milp import (
-    LP_TUNING_NONZEROS, MAX_SERVERS, RING_MATCHING_SHARE, STRONG_TUNING, TopologyRoutingModel,
-    build_diameter_feasibility, build_topology_routing, moore_diameter_bound, to_solution,
-    uniform_demand, with_links_fixed,
+    LP_TUNING_NONZEROS,
+    MAX_SERVERS,
+    RING_MATCHING_SHARE,
+    STRONG_TUNING,
+    TopologyRoutingModel,
+    build_diameter_feasibility,
+    build_topology_routing,
+    moore_diameter_bound,
+    to_solution,
+    uniform_demand,
+    with_links_fixed,
 )
 from topoopt_ilp.solvers import DEFAULT_REL_GAP, SolveResult, SolveStatus, relative_gap
-from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.evaluation.evaluate import objective_value
-from topoopt_ilp.core.graph import diameter as graph_diameter
 
 __all__ = ["solve_topology_routing", "optimise_latency", "solve_diameter", "export_problem_model", "StartProof"]
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from conftest import instance_data
 from topoopt_ilp import files
 from topoopt_ilp.cli import main
-from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.errors import InstanceError
 
 json_scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(10**12), max_value=10**12),

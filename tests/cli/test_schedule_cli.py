@@ -334,8 +334,8 @@ def test_check_refuses_scheduling_options(schedule_file, solution_file, capsys, 
 
 def test_python_round_trip(solution_file, tmp_path):
     from topoopt_ilp.files import load_solution
-    from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution
     from topoopt_ilp.models.schedule import file_sha256, list_schedule, read_schedule, write_schedule
+    from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution
 
     inst = load_instance(DLRM)
     g = graph_from_solution(inst, load_solution(solution_file), micro_batches=3, routing="shortest_path")

@@ -16,27 +16,27 @@ import pytest
 for _helpers in ("joint", "placement"):  # the brute-force helpers of the model tests
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models" / _helpers))
 
-from test_joint import L as jlayer  # noqa: E402
 from test_joint import OPTS as JOINT_OPTS  # noqa: E402
+from test_joint import L as jlayer  # noqa: E402
 from test_joint import brute_force as joint_brute_force  # noqa: E402
 from test_joint import make as joint_make  # noqa: E402
 from test_joint_enumeration import strategy_value  # noqa: E402
-from conftest import placed_solution  # noqa: E402
 from test_placement import brute_force, check_solution, make, ring  # noqa: E402
 
+from conftest import placed_solution  # noqa: E402
+from topoopt_ilp.core.strategy import Strategy, server_memory, strategy_to_dict  # noqa: E402
+from topoopt_ilp.core.workload import Block, Layer  # noqa: E402
 from topoopt_ilp.errors import InstanceError  # noqa: E402
 from topoopt_ilp.evaluation.evaluate import evaluate, objective_value  # noqa: E402
 from topoopt_ilp.files import load_instance  # noqa: E402
-from topoopt_ilp.models.common import ExactOptions  # noqa: E402
-from topoopt_ilp.models.joint.milp import solve_joint  # noqa: E402
-from topoopt_ilp.models.joint.enumeration import search_strategies, solve_joint_enumeration, strategy_floor  # noqa: E402
-from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times  # noqa: E402
-from topoopt_ilp.models.placement.bounds import chain_bound  # noqa: E402
-from topoopt_ilp.models.placement.scoring import StrategyScorer
-from topoopt_ilp.models.placement.local_search import improve_strategy, relaxation_bound  # noqa: E402
-from topoopt_ilp.core.strategy import Strategy, server_memory, strategy_to_dict  # noqa: E402
-from topoopt_ilp.core.workload import Block, Layer  # noqa: E402
 from topoopt_ilp.files.instance_file import parse_workload, workload_to_dict
+from topoopt_ilp.models.common import ExactOptions  # noqa: E402
+from topoopt_ilp.models.joint.enumeration import search_strategies, solve_joint_enumeration, strategy_floor  # noqa: E402
+from topoopt_ilp.models.joint.milp import solve_joint  # noqa: E402
+from topoopt_ilp.models.placement.bounds import chain_bound  # noqa: E402
+from topoopt_ilp.models.placement.local_search import improve_strategy, relaxation_bound  # noqa: E402
+from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times  # noqa: E402
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 
 EXACT = ExactOptions(gap=1e-9)
 

@@ -11,7 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topoopt_ilp.core import graph as graph_module
-from topoopt_ilp.core.graph import _distance_matrix, aspl, circulant, circulant_distances, degree_vectors, diameter, hop_distances, is_connected, links_to_matrix, matrix_to_links, split_link, validate_topology
+from topoopt_ilp.core.graph import (
+    _distance_matrix,
+    aspl,
+    circulant,
+    circulant_distances,
+    degree_vectors,
+    diameter,
+    hop_distances,
+    is_connected,
+    links_to_matrix,
+    matrix_to_links,
+    split_link,
+    validate_topology,
+)
 
 
 def _random_topology(rng: np.random.Generator, n: int, p: float, directed: bool, multi: bool = True) -> np.ndarray:

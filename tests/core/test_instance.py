@@ -9,8 +9,8 @@ import pytest
 
 from conftest import INSTANCES, minimal
 from topoopt_ilp import files
-from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.instance import AllReduceGroup, Cluster, Demand, FixedTopology, Instance
+from topoopt_ilp.errors import InstanceError
 
 
 def parse(data):

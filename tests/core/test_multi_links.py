@@ -11,9 +11,9 @@ from scipy.sparse.csgraph import connected_components
 
 from conftest import INSTANCES, instance_data, minimal
 from topoopt_ilp.cli import main
+from topoopt_ilp.evaluation.verify import verify
 from topoopt_ilp.files import parse_instance
 from topoopt_ilp.methods import solve
-from topoopt_ilp.evaluation.verify import verify
 
 
 def _instance(name=None, *, degree=None, directed=False, multi=False, **cluster):

@@ -7,10 +7,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.instance import AllReduceGroup
-from topoopt_ilp.core.strategy import Strategy, data_parallel, parse_strategy, server_memory, strategy_demand, strategy_to_demand, strategy_to_dict, validate_strategy
+from topoopt_ilp.core.strategy import (
+    Strategy,
+    data_parallel,
+    parse_strategy,
+    server_memory,
+    strategy_demand,
+    strategy_to_demand,
+    strategy_to_dict,
+    validate_strategy,
+)
 from topoopt_ilp.core.workload import Block, Layer, Workload
+from topoopt_ilp.errors import InstanceError
 
 
 def layer(name, *, configs, params=0.0, act=0.0, mem=None, compute_s=None, flops=None, measured=None):

@@ -8,9 +8,9 @@ import pytest
 
 from conftest import INSTANCES, minimal
 from topoopt_ilp import files
-from topoopt_ilp.evaluation.architectures import evaluate_architecture
 from topoopt_ilp.cli import main
 from topoopt_ilp.errors import InputError
+from topoopt_ilp.evaluation.architectures import evaluate_architecture
 
 
 def test_big_switch_meets_the_allreduce_bandwidth_bound():

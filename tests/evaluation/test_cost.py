@@ -9,9 +9,17 @@ import pytest
 from conftest import minimal
 from topoopt_ilp import files
 from topoopt_ilp.cli import main
-from topoopt_ilp.evaluation.cost import DEFAULT_PRICES, Prices, direct_connect_cost, equal_cost_bandwidth, fat_tree_cost, port_price, prices_for
-from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.core.instance import CostModel
+from topoopt_ilp.errors import InputError, InstanceError
+from topoopt_ilp.evaluation.cost import (
+    DEFAULT_PRICES,
+    Prices,
+    direct_connect_cost,
+    equal_cost_bandwidth,
+    fat_tree_cost,
+    port_price,
+    prices_for,
+)
 
 # Flat per-Gbps prices make every cost linear in the rate, so the equal-cost bandwidth has a closed form.
 LINEAR = Prices(transceiver_usd=((100.0, 100.0),), nic_port_usd=((100.0, 300.0),), switch_port_usd=((100.0, 200.0),),

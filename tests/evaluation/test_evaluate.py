@@ -10,9 +10,9 @@ import pytest
 
 from conftest import minimal
 from topoopt_ilp import files
-from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate
 from topoopt_ilp.core.routes import OffsetRoutes, PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate
 
 GBPS = 8.0  # 8 Gbps = 1e9 bytes/s: capacities come out in round numbers
 
@@ -216,8 +216,8 @@ def test_heuristic_and_exact_carry_every_pair_group_at_degree_one():
 def test_rings_that_carry_part_of_a_group_are_refused_not_scaled_down():
     """A group whose ring fractions sum to 0.46 was scored with 46 % of its bytes, under every
     routing mode (user test 7); partial paths were already refused the same way."""
-    from topoopt_ilp.evaluation.evaluate import critical_path_s
     from topoopt_ilp.errors import InputError
+    from topoopt_ilp.evaluation.evaluate import critical_path_s
 
     inst = _two_pair_groups()
     X = np.zeros((6, 6), dtype=int)

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from topoopt_ilp.evaluation import flows as flows_module
-from topoopt_ilp.evaluation.flows import max_concurrent_flow, path_loads, shortest_path_loads
 from topoopt_ilp.core.graph import circulant, hop_distances, links_to_matrix
 from topoopt_ilp.core.routes import PathSet
+from topoopt_ilp.evaluation import flows as flows_module
+from topoopt_ilp.evaluation.flows import max_concurrent_flow, path_loads, shortest_path_loads
 
 
 def _random_topology(rng: np.random.Generator, n: int, p: float, directed: bool) -> np.ndarray:

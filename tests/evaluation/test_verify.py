@@ -7,14 +7,14 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from test_evaluate import ring_offset_routes
 
 from conftest import minimal
-from test_evaluate import ring_offset_routes
 from topoopt_ilp import files
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.methods import finalize
 from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.methods import finalize
 
 N = 8
 

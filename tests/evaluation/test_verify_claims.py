@@ -7,11 +7,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from test_verify import instance, valid_solution
 
 from conftest import minimal
-from test_verify import instance, valid_solution
-from topoopt_ilp import files
-from topoopt_ilp import solve
+from topoopt_ilp import files, solve
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.evaluation.verify import verify
 

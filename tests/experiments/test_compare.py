@@ -10,10 +10,10 @@ import pytest
 from conftest import INSTANCES
 from topoopt_ilp import files
 from topoopt_ilp.cli import main
-from topoopt_ilp.experiments.compare import CompareRow, compare, format_rows
-from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.instance import Cluster, Instance
 from topoopt_ilp.core.workload import Layer, Workload
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.experiments.compare import CompareRow, compare, format_rows
 
 
 def tiny_workload() -> Instance:

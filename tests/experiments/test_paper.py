@@ -9,10 +9,18 @@ import pytest
 
 from conftest import INSTANCES
 from topoopt_ilp import files
-from topoopt_ilp.evaluation.architectures import evaluate_architecture
 from topoopt_ilp.cli import main
+from topoopt_ilp.evaluation.architectures import evaluate_architecture
 from topoopt_ilp.evaluation.cost import equal_cost_bandwidth
-from topoopt_ilp.experiments.paper import ARCHITECTURE_LABELS, FAT_TREES, PaperResult, default_instance_paths, evaluate_paper_instance, format_table, write_outputs
+from topoopt_ilp.experiments.paper import (
+    ARCHITECTURE_LABELS,
+    FAT_TREES,
+    PaperResult,
+    default_instance_paths,
+    evaluate_paper_instance,
+    format_table,
+    write_outputs,
+)
 
 CANDLE = INSTANCES / "paper" / "candle-testbed-12-d4.json"
 RESNET = INSTANCES / "paper" / "resnet50-testbed-12-d4.json"

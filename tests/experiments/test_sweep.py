@@ -12,8 +12,8 @@ import pytest
 from conftest import INSTANCES, minimal
 from topoopt_ilp import files
 from topoopt_ilp.cli import main
-from topoopt_ilp.experiments.compare import compare
 from topoopt_ilp.errors import InputError
+from topoopt_ilp.experiments.compare import compare
 from topoopt_ilp.experiments.sweep import expand_paths, format_sweep, read_journal, sweep
 
 FILES = [str(INSTANCES / "mix-8.json"), str(INSTANCES / "coprime-circulant-32.json")]

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from topoopt_ilp import files
-from topoopt_ilp.files import jsonio, solution_file
 from topoopt_ilp.errors import SolutionFileError
+from topoopt_ilp.files import jsonio, solution_file
 
 
 def test_atomic_write_leaves_nothing_on_failure(tmp_path):
@@ -53,8 +53,8 @@ def test_non_finite_numbers_are_written_as_null_and_read_back(tmp_path):
 
     from conftest import minimal
     from topoopt_ilp.core.solution import Solution, Topology
-    from topoopt_ilp.methods import finalize
     from topoopt_ilp.evaluation.verify import verify
+    from topoopt_ilp.methods import finalize
 
     inst = files.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6}], "all_to_all": 1e6}))
     half = np.roll(np.eye(4, dtype=np.int64), 1, axis=1)

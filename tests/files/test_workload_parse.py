@@ -9,8 +9,8 @@ import textwrap
 import pytest
 
 from topoopt_ilp.core import workload as wl
-from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.workload import DEFAULT_DEVICE_FLOPS, Block, Layer, Workload, check_workload, coset
+from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.files.instance_file import parse_workload, workload_to_dict
 
 

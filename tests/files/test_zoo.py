@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topoopt_ilp.files import zoo
 from topoopt_ilp.core.strategy import data_parallel, server_memory, strategy_demand, validate_strategy
+from topoopt_ilp.files import zoo
 from topoopt_ilp.files.instance_file import parse_workload, workload_to_dict
 
 PAPER = Path(__file__).resolve().parents[2] / "instances" / "paper"

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse.csgraph import shortest_path
 
-from topoopt_ilp.heuristic import circulant_matrix, circulant_stats, topology_finder
 from topoopt_ilp.core.routes import Routing
+from topoopt_ilp.heuristic import circulant_matrix, circulant_stats, topology_finder
 
 
 def _check_routing(res, groups, mp):

@@ -5,7 +5,16 @@ import itertools
 import numpy as np
 import pytest
 
-from topoopt_ilp.heuristic import best_rule, canonical_jump_sets, circulant_distances, circulant_stats, coin_set, geometric_rule, select_permutations, totient_perms
+from topoopt_ilp.heuristic import (
+    best_rule,
+    canonical_jump_sets,
+    circulant_distances,
+    circulant_stats,
+    coin_set,
+    geometric_rule,
+    select_permutations,
+    totient_perms,
+)
 
 # (n, d) -> (jumps, diameter, mean hops): reference/topoopt.md 3.4, bounds.md
 REFERENCE = {

@@ -10,8 +10,8 @@ import pytest
 from conftest import ROOT
 from topoopt_ilp.cli import main
 from topoopt_ilp.errors import InstanceError
-from topoopt_ilp.libra.problem import load_hierarchy
 from topoopt_ilp.libra.astra_import import import_libra
+from topoopt_ilp.libra.problem import load_hierarchy
 from topoopt_ilp.models.libra import solve_bandwidth
 
 GPT3 = ROOT / "instances" / "libra" / "gpt3-4d.json"

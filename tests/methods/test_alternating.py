@@ -9,11 +9,11 @@ import pytest
 from conftest import INSTANCES
 from topoopt_ilp import files
 from topoopt_ilp.cli import main
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Cluster, Instance
-from topoopt_ilp.methods import solve
-from topoopt_ilp.evaluation.verify import verify
 from topoopt_ilp.core.workload import Layer, Workload
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.methods import solve
 
 
 def small_workload() -> Instance:
@@ -92,8 +92,8 @@ def test_exact_topology_step_is_verified_and_never_worse(tmp_path, capsys):
     assert topo_steps and exact.objective <= exact.details["rounds"][0]["iteration_time_s"]
     # For one placement the exact step's bandwidth term is optimal, so it can lose to TopologyFinder
     # by hop latency at most (alpha per hop, paths of at most n-1 hops).
-    from topoopt_ilp.methods import exact_topology_for_placement, finalize, heuristic_for_placement
     from topoopt_ilp.core.strategy import stage_strategies, strategy_to_dict
+    from topoopt_ilp.methods import exact_topology_for_placement, finalize, heuristic_for_placement
 
     for st in stage_strategies(inst.workload, inst.n):
         placement = strategy_to_dict(st)
@@ -112,8 +112,8 @@ def test_exact_topology_step_is_verified_and_never_worse(tmp_path, capsys):
 
 
 def test_auto_topology_method_is_exact_on_small_clusters_only():
-    from topoopt_ilp.methods.alternating import AUTO_EXACT_SERVERS
     from topoopt_ilp.files.zoo import generate
+    from topoopt_ilp.methods.alternating import AUTO_EXACT_SERVERS
 
     small = small_workload()
     assert small.n <= AUTO_EXACT_SERVERS
@@ -158,9 +158,9 @@ def _relabelled(placement: dict, n: int, u: int, r: int) -> dict:
 
 
 def test_relabelling_key_is_equal_exactly_for_relabelled_traffic():
-    from topoopt_ilp.methods.alternating import relabelling_key
     from topoopt_ilp.core.instance import Demand
     from topoopt_ilp.methods import placement_traffic
+    from topoopt_ilp.methods.alternating import relabelling_key
 
     inst = small_workload()
     n = inst.n
@@ -191,8 +191,8 @@ def test_a_trajectory_ends_at_a_relabelled_repeat(monkeypatch):
     real = solve_module.exact_topology_for_placement
     monkeypatch.setattr(solve_module, "exact_topology_for_placement",
                         lambda inst, placement, **k: seen.append(placement) or real(inst, placement, **k))
-    from topoopt_ilp.methods.alternating import relabelling_key
     from topoopt_ilp.methods import placement_traffic
+    from topoopt_ilp.methods.alternating import relabelling_key
 
     inst = files.load_instance(INSTANCES / "dlrm-mini-6.json")  # its second trajectory reaches an image of the first's
     sol = solve(inst, method="alternating", topology_method="exact", round_time_limit_s=10)
@@ -244,10 +244,10 @@ def test_a_split_design_is_joined_for_the_placement_step_giving_up_idle_links():
     # pair reachable: the components are joined by degree-preserving swaps of the least-loaded links.
     import numpy as np
 
-    from topoopt_ilp.methods.alternating import _joined_topology
     from topoopt_ilp.core.graph import is_connected
     from topoopt_ilp.core.instance import Demand
     from topoopt_ilp.core.solution import Solution, Topology
+    from topoopt_ilp.methods.alternating import _joined_topology
 
     inst = Instance(cluster=Cluster(servers=6, degree=2, link_bandwidth_gbps=100), demand=Demand(mp=((0, 1, 1e6),)))
     x = np.zeros((6, 6), dtype=np.int64)

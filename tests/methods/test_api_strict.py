@@ -7,9 +7,17 @@ import numpy as np
 import pytest
 
 from topoopt_ilp import files
-from topoopt_ilp.errors import InputError, InstanceError
-from topoopt_ilp.core.instance import AllReduceGroup, Cluster, CostModel, Demand, FixedTopology, Instance, SolverDefaults
+from topoopt_ilp.core.instance import (
+    AllReduceGroup,
+    Cluster,
+    CostModel,
+    Demand,
+    FixedTopology,
+    Instance,
+    SolverDefaults,
+)
 from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.methods import method_options, solve
 
 CLUSTER = Cluster(servers=8, degree=2, link_bandwidth_gbps=100)

@@ -11,10 +11,10 @@ import pytest
 from conftest import INSTANCES
 from topoopt_ilp import files
 from topoopt_ilp.cli import main
-from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.methods import solve
 from topoopt_ilp.core.strategy import data_parallel, strategy_demand, strategy_to_dict
+from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.methods import solve
 
 PAPER = sorted((INSTANCES / "paper").glob("*.json"))
 

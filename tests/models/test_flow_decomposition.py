@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from topoopt_ilp.errors import UnsupportedError
 from topoopt_ilp.models.flow_decomposition import paths_on_links
 

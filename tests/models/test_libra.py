@@ -13,8 +13,30 @@ import pytest
 
 from conftest import ROOT
 from topoopt_ilp.errors import InputError, InstanceError
-from topoopt_ilp.libra.problem import Budget, Collective, Constraints, Dimension, HierarchyProblem, Layer, Phase, evaluate_bandwidths, hierarchy_to_dict, load_hierarchy, parse_hierarchy, phase_messages
-from topoopt_ilp.models.libra import OPTIMAL_GAP, build_lp, equal_split, libra_data, lp_point, message_matrix, model_objective, solve_bandwidth
+from topoopt_ilp.libra.problem import (
+    Budget,
+    Collective,
+    Constraints,
+    Dimension,
+    HierarchyProblem,
+    Layer,
+    Phase,
+    evaluate_bandwidths,
+    hierarchy_to_dict,
+    load_hierarchy,
+    parse_hierarchy,
+    phase_messages,
+)
+from topoopt_ilp.models.libra import (
+    OPTIMAL_GAP,
+    build_lp,
+    equal_split,
+    libra_data,
+    lp_point,
+    message_matrix,
+    model_objective,
+    solve_bandwidth,
+)
 from topoopt_ilp.solvers import available_backends
 
 LIBRA_DIR = ROOT / "instances" / "libra"

@@ -8,9 +8,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from topoopt_ilp.core.routes import PathSet
 from topoopt_ilp.evaluation.flows import max_concurrent_flow, path_loads
 from topoopt_ilp.models.reroute import min_max_routing
-from topoopt_ilp.core.routes import PathSet
 
 CAP = 12.5e9
 

@@ -8,17 +8,23 @@ import numpy as np
 import pytest
 
 from conftest import INSTANCES
-from topoopt_ilp.errors import InputError, UnsupportedError
-from topoopt_ilp.evaluation.evaluate import evaluate, link_loads
 from topoopt_ilp.core.graph import circulant
-from topoopt_ilp.files import load_instance, parse_instance
-from topoopt_ilp.schedule.iteration_graph import Schedule, build_iteration_graph, check_schedule, graph_from_solution, lower_bounds
-from topoopt_ilp.models.schedule import list_schedule, model_size, solve_schedule
 from topoopt_ilp.core.routes import Routing
 from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.methods import heuristic_for_placement, solve
 from topoopt_ilp.core.strategy import Strategy, stage_strategies, strategy_to_dict
 from topoopt_ilp.core.traffic import effective_demand, traffic_matrix
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.evaluation.evaluate import evaluate, link_loads
+from topoopt_ilp.files import load_instance, parse_instance
+from topoopt_ilp.methods import heuristic_for_placement, solve
+from topoopt_ilp.models.schedule import list_schedule, model_size, solve_schedule
+from topoopt_ilp.schedule.iteration_graph import (
+    Schedule,
+    build_iteration_graph,
+    check_schedule,
+    graph_from_solution,
+    lower_bounds,
+)
 
 BW = 1e9  # bytes/s: 8 Gbps links
 

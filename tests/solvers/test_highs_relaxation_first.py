@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import solvers_cases as cases
+
 from topoopt_ilp import solvers as S
 from topoopt_ilp.solvers import SolveStatus
 from topoopt_ilp.solvers import highs as highs_adapter

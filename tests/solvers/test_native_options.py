@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
 import solvers_cases as cases
+
 from topoopt_ilp import solvers as S
-from topoopt_ilp.solvers import BACKENDS, BackendCapabilityError, Capability as C, NativeOptionError
+from topoopt_ilp.solvers import BACKENDS, BackendCapabilityError, NativeOptionError
+from topoopt_ilp.solvers import Capability as C
 
 NATIVE = [b for b in S.available_backends() if BACKENDS[b].supports(C.NATIVE_OPTIONS)]
 # A parameter each backend understands, and what it changes in the log (HiGHS: "Solving LP without

@@ -11,12 +11,13 @@ import math
 
 import numpy as np
 import pytest
+import solvers_cases as cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import solvers_cases as cases
 from topoopt_ilp import solvers as S
-from topoopt_ilp.solvers import BACKENDS, Capability as C, SolveStatus
+from topoopt_ilp.solvers import BACKENDS, SolveStatus
+from topoopt_ilp.solvers import Capability as C
 from topoopt_ilp.solvers.guard import grace_period
 
 AVAILABLE = S.available_backends()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import highspy
 import pytest
-
 import solvers_cases as cases
+
 from topoopt_ilp import solvers as S
 
 OPTIMAL_CASES = [f for f in cases.ALL_CASES if f().status is S.SolveStatus.OPTIMAL]

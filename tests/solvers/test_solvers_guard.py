@@ -6,8 +6,8 @@ import os
 import time
 
 import pytest
-
 import solvers_cases as cases
+
 from topoopt_ilp import solvers as S
 from topoopt_ilp.solvers import guard
 

@@ -7,10 +7,11 @@ import subprocess
 import sys
 
 import pytest
-
 import solvers_cases as cases
+
 from topoopt_ilp import solvers as S
-from topoopt_ilp.solvers import BACKENDS, BackendCapabilityError, Capability as C
+from topoopt_ilp.solvers import BACKENDS, BackendCapabilityError
+from topoopt_ilp.solvers import Capability as C
 
 AVAILABLE = S.available_backends()
 

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
-
 import solvers_cases as cases
+
 from topoopt_ilp.solvers import SolveOptions, SolveStatus
 from topoopt_ilp.solvers.cbc import _bound, stopped_on_limit
 from topoopt_ilp.solvers.result import finish, relative_gap

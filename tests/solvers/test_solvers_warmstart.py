@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import solvers_cases as cases
+
 from topoopt_ilp import solvers as S
-from topoopt_ilp.solvers import BACKENDS, Capability as C, SolveStatus
+from topoopt_ilp.solvers import BACKENDS, SolveStatus
+from topoopt_ilp.solvers import Capability as C
 
 AVAILABLE = [b for b in S.available_backends() if BACKENDS[b].supports(C.WARM_START)]
 MODEL, X_STAR = cases.market_split(4, 30, seed=0)

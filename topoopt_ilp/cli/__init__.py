@@ -15,7 +15,20 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from topoopt_ilp.cli import bandwidth, compare, draw, evaluate, evaluate_paper, generate, route, schedule, solve, sweep, validate, verify
+from topoopt_ilp.cli import (
+    bandwidth,
+    compare,
+    draw,
+    evaluate,
+    evaluate_paper,
+    generate,
+    route,
+    schedule,
+    solve,
+    sweep,
+    validate,
+    verify,
+)
 from topoopt_ilp.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, TopoOptError
 
 __all__ = ["main", "build_parser", "COMMANDS"]

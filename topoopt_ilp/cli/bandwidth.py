@@ -69,9 +69,9 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 
 def run_import(args: argparse.Namespace) -> int:
     """The ``import-libra`` command."""
-    from topoopt_ilp.libra.problem import save_hierarchy
     from topoopt_ilp.files import check_writable
     from topoopt_ilp.libra.astra_import import import_libra
+    from topoopt_ilp.libra.problem import save_hierarchy
 
     check_writable(args.out, "--out", {"network": args.network, "workload": args.workload,
                                        "communicator": args.communicator, "cost model": args.cost_model}, "the import")
@@ -148,8 +148,8 @@ def format_table(problem: Any, sol: Any, label: str | None = None) -> str:
 
 def run_bandwidth(args: argparse.Namespace) -> int:
     """The ``bandwidth`` command (raises :class:`InputError` for bad input; ``cli.main`` prints it)."""
-    from topoopt_ilp.libra.problem import load_hierarchy
     from topoopt_ilp.files import check_writable, json_safe, write_json_atomic
+    from topoopt_ilp.libra.problem import load_hierarchy
     from topoopt_ilp.models.libra import DEFAULT_GAP, solve_bandwidth
 
     problem = load_hierarchy(args.instance)

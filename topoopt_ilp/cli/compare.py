@@ -6,12 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK, InputError
-
-
-
 from topoopt_ilp.cli.arguments import comparison_arguments, native_options, split_list
 from topoopt_ilp.cli.output import print_text
+from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run"]
 
@@ -28,8 +25,8 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from topoopt_ilp.experiments.compare import compare, format_rows
     from topoopt_ilp.core.instance import degree_one_refusal
+    from topoopt_ilp.experiments.compare import compare, format_rows
     from topoopt_ilp.files import load_instance
 
     inst = load_instance(args.instance)

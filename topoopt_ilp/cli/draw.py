@@ -8,9 +8,6 @@ from typing import Any
 
 from topoopt_ilp.errors import EXIT_OK, InputError
 
-
-
-
 __all__ = ["add_subcommand", "run"]
 
 
@@ -30,9 +27,9 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from topoopt_ilp.core.solution import Topology
     from topoopt_ilp.draw import draw_topology
     from topoopt_ilp.files import check_writable, load_solution, write_atomic
-    from topoopt_ilp.core.solution import Topology
 
     if os.path.splitext(args.output)[1].lower() not in (".png", ".svg", ".pdf"):
         raise InputError(f"-o needs a .png, .svg or .pdf file name, got {args.output!r}")

@@ -7,12 +7,9 @@ import math
 import sys
 from typing import Any
 
-from topoopt_ilp.errors import EXIT_OK, InputError
-
 from topoopt_ilp.cli.arguments import pos_float, pos_int
 from topoopt_ilp.cli.output import fmt_time, metrics_lines, print_json
-
-
+from topoopt_ilp.errors import EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run"]
 
@@ -42,9 +39,9 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from topoopt_ilp.core.solution import Topology
     from topoopt_ilp.evaluation.evaluate import evaluate
     from topoopt_ilp.files import load_instance, load_solution
-    from topoopt_ilp.core.solution import Topology
 
     inst = load_instance(args.instance)
     if args.architecture:

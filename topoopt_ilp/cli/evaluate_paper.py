@@ -7,12 +7,8 @@ import os
 import sys
 from typing import Any
 
+from topoopt_ilp.cli.arguments import nonneg_float, nonneg_int, pos_int, split_list
 from topoopt_ilp.errors import EXIT_OK, InputError
-
-from topoopt_ilp.cli.arguments import nonneg_float, nonneg_int, pos_int
-
-
-from topoopt_ilp.cli.arguments import split_list
 
 __all__ = ["add_subcommand", "run"]
 

@@ -6,11 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from topoopt_ilp.errors import EXIT_OK, InputError
-
 from topoopt_ilp.cli.arguments import int_at_least, pos_float, pos_int
-
-
+from topoopt_ilp.errors import EXIT_OK, InputError
 from topoopt_ilp.files.zoo import MODELS
 
 __all__ = ["add_subcommand", "run"]

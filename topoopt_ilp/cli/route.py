@@ -46,9 +46,9 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 
 def run_route(args: argparse.Namespace) -> int:
     """The ``route`` command (``args`` from :func:`add_subcommand`'s parser)."""
+    from topoopt_ilp.evaluation.verify import verify
     from topoopt_ilp.files import check_writable, load_instance, load_solution, save_solution, solution_to_dict
     from topoopt_ilp.methods.reroute import route
-    from topoopt_ilp.evaluation.verify import verify
 
     if args.out is not None:
         check_writable(args.out, "--out", {"instance": args.instance, "solution": args.solution}, "the solution")

@@ -98,8 +98,8 @@ def _micro_batches(text: str | None) -> int:
 
 def _load_design(args: argparse.Namespace) -> tuple[Any, Any]:
     """The instance and the solution, refused unless the solution is a design for the instance."""
-    from topoopt_ilp.files import load_instance, load_solution
     from topoopt_ilp.evaluation.verify import verify
+    from topoopt_ilp.files import load_instance, load_solution
 
     inst = load_instance(args.instance)
     if inst.workload is None:
@@ -119,8 +119,8 @@ def run_schedule(args: argparse.Namespace) -> int:
     """The ``schedule`` command (``args`` from :func:`add_subcommand`'s parser)."""
     from topoopt_ilp.evaluation.evaluate import evaluate
     from topoopt_ilp.files import check_writable, json_safe
-    from topoopt_ilp.schedule.iteration_graph import DEFAULT_FORWARD_FRACTION, check_schedule, graph_from_solution
     from topoopt_ilp.models.schedule import file_sha256, list_schedule, solve_schedule, write_schedule
+    from topoopt_ilp.schedule.iteration_graph import DEFAULT_FORWARD_FRACTION, check_schedule, graph_from_solution
 
     if args.check is not None:
         if not args.check.strip():
@@ -207,8 +207,8 @@ def run_schedule(args: argparse.Namespace) -> int:
 
 def _run_check(args: argparse.Namespace) -> int:
     """``--check SCHEDULE.json``: the file against the files it names by SHA-256, then the independent check."""
-    from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution
     from topoopt_ilp.models.schedule import claim_violations, file_sha256, read_schedule
+    from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution
 
     sf = read_schedule(args.check)
     for role, path, recorded in (("instance", args.instance, sf.instance_sha256),

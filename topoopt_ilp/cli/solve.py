@@ -7,13 +7,16 @@ import os
 import sys
 from typing import Any
 
-from topoopt_ilp.errors import EXIT_ERROR, InputError
-
-from topoopt_ilp.cli.arguments import nonneg_float, nonneg_int, pos_int, solution_output_arguments, threads
+from topoopt_ilp.cli.arguments import (
+    native_options,
+    nonneg_float,
+    nonneg_int,
+    pos_int,
+    solution_output_arguments,
+    threads,
+)
 from topoopt_ilp.cli.output import STATUS_EXIT, print_json, print_round, print_solution
-
-
-from topoopt_ilp.cli.arguments import native_options
+from topoopt_ilp.errors import EXIT_ERROR, InputError
 
 __all__ = ["add_subcommand", "run"]
 
@@ -94,9 +97,9 @@ def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from topoopt_ilp.evaluation.verify import verify
     from topoopt_ilp.files import check_writable, load_instance, save_solution
     from topoopt_ilp.methods import solve
-    from topoopt_ilp.evaluation.verify import verify
 
     inst = load_instance(args.instance)
     for key in _EXACT_ONLY:

@@ -8,14 +8,10 @@ import os
 import sys
 from typing import Any
 
-from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_OK, InputError
-
-from topoopt_ilp.cli.arguments import pos_int
-
-
-from topoopt_ilp.cli.arguments import comparison_arguments, native_options
-from topoopt_ilp.cli.output import print_text, with_newline
+from topoopt_ilp.cli.arguments import comparison_arguments, native_options, pos_int
 from topoopt_ilp.cli.compare import methods_and_backends, no_solution_reason, rows_exit
+from topoopt_ilp.cli.output import print_text, with_newline
+from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run"]
 
@@ -49,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from multiprocessing import get_context
     from pathlib import Path
 
-    from topoopt_ilp.files import check_writable, write_atomic
     from topoopt_ilp.experiments.sweep import expand_paths, format_sweep, read_journal, sweep
+    from topoopt_ilp.files import check_writable, write_atomic
 
     paths = expand_paths(args.paths)
     methods, backends = methods_and_backends(args)

@@ -7,9 +7,6 @@ from typing import Any
 
 from topoopt_ilp.errors import EXIT_OK
 
-
-
-
 __all__ = ["add_subcommand", "run"]
 
 

@@ -7,9 +7,6 @@ from typing import Any
 
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_OK
 
-
-
-
 __all__ = ["add_subcommand", "run"]
 
 
@@ -24,8 +21,8 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from topoopt_ilp.files import load_instance, load_solution
     from topoopt_ilp.evaluation.verify import verify
+    from topoopt_ilp.files import load_instance, load_solution
 
     inst = load_instance(args.instance)
     sol = load_solution(args.solution, directed=inst.cluster.directed)

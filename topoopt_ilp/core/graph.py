@@ -16,7 +16,7 @@ dense (BLAS) product on levels that would need more than ``2 n^2`` multiply-adds
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp

@@ -16,11 +16,10 @@ from typing import Any, Literal
 import numpy as np
 
 from topoopt_ilp.core.checks import MAX_BYTES, as_bool, as_choice, as_int, as_number, as_str, type_name
-from topoopt_ilp.errors import InstanceError
-from topoopt_ilp.core.workload import Workload
-from topoopt_ilp.core.workload import check_workload
 from topoopt_ilp.core.graph import circulant
 from topoopt_ilp.core.solution import Topology
+from topoopt_ilp.core.workload import Workload, check_workload
+from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.solvers import BACKENDS
 
 __all__ = [
@@ -317,7 +316,7 @@ def degree_one_problem(demand: Demand, cluster: Cluster) -> str | None:
     return None
 
 
-def degree_one_refusal(instance: "Instance") -> str | None:
+def degree_one_refusal(instance: Instance) -> str | None:
     """Why the design methods refuse ``instance`` at undirected degree 1 (links join servers in
     pairs), or None: a demand that connects three or more servers (:func:`degree_one_problem`), or a
     workload on more than two servers (every method starts from, or passes through, a data-parallel

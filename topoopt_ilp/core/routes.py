@@ -16,8 +16,8 @@ Padding value is ``-1`` for node and member arrays and ``0`` for jump arrays (a 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -54,12 +54,12 @@ class PathSet:
             raise ValueError("PathSet: nodes and fraction differ in length")
 
     @classmethod
-    def from_lists(cls, paths: Iterable[tuple[Sequence[int], float]]) -> "PathSet":
+    def from_lists(cls, paths: Iterable[tuple[Sequence[int], float]]) -> PathSet:
         paths = list(paths)
         return cls(pad_rows([p for p, _ in paths], -1), np.array([f for _, f in paths], dtype=float))
 
     @classmethod
-    def empty(cls) -> "PathSet":
+    def empty(cls) -> PathSet:
         return cls(np.zeros((0, 0), dtype=np.int64), np.zeros(0))
 
     def __len__(self) -> int:
@@ -101,7 +101,7 @@ class OffsetRoutes:
             raise ValueError("OffsetRoutes: offset, jumps and fraction differ in length")
 
     @classmethod
-    def from_lists(cls, routes: Iterable[tuple[int, Sequence[int], float]]) -> "OffsetRoutes":
+    def from_lists(cls, routes: Iterable[tuple[int, Sequence[int], float]]) -> OffsetRoutes:
         routes = list(routes)
         return cls(
             np.array([o for o, _, _ in routes], dtype=np.int64),
@@ -110,7 +110,7 @@ class OffsetRoutes:
         )
 
     @classmethod
-    def empty(cls) -> "OffsetRoutes":
+    def empty(cls) -> OffsetRoutes:
         return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64), np.zeros(0))
 
     def __len__(self) -> int:
@@ -142,7 +142,7 @@ class RingSet:
             raise ValueError("RingSet: group, order and fraction differ in length")
 
     @classmethod
-    def from_lists(cls, rings: Iterable[tuple[int, Sequence[int], float]]) -> "RingSet":
+    def from_lists(cls, rings: Iterable[tuple[int, Sequence[int], float]]) -> RingSet:
         rings = list(rings)
         return cls(
             np.array([g for g, _, _ in rings], dtype=np.int64),
@@ -151,7 +151,7 @@ class RingSet:
         )
 
     @classmethod
-    def empty(cls) -> "RingSet":
+    def empty(cls) -> RingSet:
         return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64), np.zeros(0))
 
     def __len__(self) -> int:

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.routes import Routing
+from topoopt_ilp.errors import InputError
 
 __all__ = ["Topology", "Solution", "STATUSES", "METHODS"]
 
@@ -53,7 +53,7 @@ class Topology:
         return [(int(a), int(b), int(c)) for a, b, c in zip(i, j, m[i, j])]
 
     @classmethod
-    def from_links(cls, n: int, links, directed: bool, jumps=None) -> "Topology":
+    def from_links(cls, n: int, links, directed: bool, jumps=None) -> Topology:
         m = np.zeros((n, n), dtype=np.int64)
         for i, j, c in links:
             m[i, j] += c
@@ -130,5 +130,5 @@ class Solution:
     def has_solution(self) -> bool:
         return self.status in ("optimal", "feasible") and self.topology is not None
 
-    def with_metrics(self, metrics: dict[str, Any]) -> "Solution":
+    def with_metrics(self, metrics: dict[str, Any]) -> Solution:
         return replace(self, metrics=dict(metrics))

@@ -32,16 +32,16 @@ Definitions used by :func:`strategy_demand` (per training iteration):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.checks import type_name
 from topoopt_ilp.core.instance import AllReduceGroup, Demand
 from topoopt_ilp.core.workload import MEMORY_RTOL, Workload, coset
+from topoopt_ilp.errors import InstanceError
 
 __all__ = [
     "Strategy",

@@ -15,12 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.instance import Demand, Instance
 from topoopt_ilp.core.routes import RingSet
-from topoopt_ilp.core.strategy import data_parallel
-from topoopt_ilp.core.strategy import parse_strategy
-from topoopt_ilp.core.strategy import strategy_demand
+from topoopt_ilp.core.strategy import data_parallel, parse_strategy, strategy_demand
+from topoopt_ilp.errors import InputError
 
 __all__ = ["effective_demand", "default_rings", "ring_traffic", "traffic_matrix", "group_traffic"]
 

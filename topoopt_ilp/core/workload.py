@@ -100,8 +100,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.checks import MAX_BYTES, as_int, as_number, type_name
+from topoopt_ilp.errors import InstanceError
 
 __all__ = [
     "Layer",

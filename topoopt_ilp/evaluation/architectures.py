@@ -27,12 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.traffic import effective_demand, traffic_matrix
-from topoopt_ilp.evaluation.cost import equal_cost_bandwidth
-from topoopt_ilp.evaluation.cost import fat_tree_cost
-from topoopt_ilp.evaluation.cost import prices_for
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.evaluation.cost import equal_cost_bandwidth, fat_tree_cost, prices_for
 from topoopt_ilp.evaluation.evaluate import critical_path_s
 
 __all__ = ["ARCHITECTURES", "SwitchMetrics", "evaluate_architecture"]

@@ -57,8 +57,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.instance import DIRECT_FABRICS, CostModel, Instance, PriceTable
+from topoopt_ilp.errors import InputError
 
 __all__ = [
     "DEFAULT_PRICES",

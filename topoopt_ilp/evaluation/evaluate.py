@@ -30,15 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.evaluation import flows
 from topoopt_ilp.core import graph
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.core.strategy import data_parallel, parse_strategy
 from topoopt_ilp.core.traffic import default_rings, effective_demand, group_traffic, traffic_matrix
-from topoopt_ilp.core.strategy import data_parallel
-from topoopt_ilp.core.strategy import parse_strategy
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.evaluation import flows
 
 __all__ = ["ROUTING_MODES", "Metrics", "RoutingError", "arc_loads", "evaluate", "objective_value", "link_loads", "critical_path_s"]
 

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from topoopt_ilp.core.graph import bfs_levels, expand_rows, adjacency_csr, validate_topology
+from topoopt_ilp.core.graph import adjacency_csr, bfs_levels, expand_rows, validate_topology
 from topoopt_ilp.core.routes import PathSet
 
 __all__ = ["shortest_path_loads", "path_loads", "max_concurrent_flow", "MCFResult", "validate_demand"]

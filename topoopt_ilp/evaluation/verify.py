@@ -18,13 +18,12 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
-from topoopt_ilp.evaluation.evaluate import ROUTING_MODES, RoutingError, evaluate, objective_value
 from topoopt_ilp.core.instance import Instance
-from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.core.solution import Solution
+from topoopt_ilp.core.strategy import parse_strategy, validate_strategy
+from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.errors import InstanceError
-from topoopt_ilp.core.strategy import parse_strategy
-from topoopt_ilp.core.strategy import validate_strategy
+from topoopt_ilp.evaluation.evaluate import ROUTING_MODES, RoutingError, evaluate, objective_value
 
 __all__ = ["VerifyReport", "verify", "direction_mismatch", "reachability_violations"]
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import csv
 import io as _io
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Mapping, Sequence
 
-from topoopt_ilp.errors import InputError, TopoOptError
 from topoopt_ilp.core.instance import Instance
-from topoopt_ilp.methods import METHODS, solve
+from topoopt_ilp.errors import InputError, TopoOptError
 from topoopt_ilp.evaluation.verify import verify
-from topoopt_ilp.solvers import get_backend
 from topoopt_ilp.files import json_safe
+from topoopt_ilp.methods import METHODS, solve
+from topoopt_ilp.solvers import get_backend
 
 __all__ = ["CompareRow", "annotate", "check_request", "compare", "format_rows", "rows_table", "plan_runs", "run_one"]
 
@@ -41,7 +41,7 @@ class CompareRow:
     message: str = ""
 
     @classmethod
-    def failed(cls, method: str, backend: str, message: str) -> "CompareRow":
+    def failed(cls, method: str, backend: str, message: str) -> CompareRow:
         """The row of a solve that gave no result (refused, or an error), with the reason."""
         return cls(method, backend, "error", None, None, None, 0.0, None, message=message)
 

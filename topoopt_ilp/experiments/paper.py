@@ -33,22 +33,18 @@ import io as _io
 import json
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from topoopt_ilp.errors import InputError
-from topoopt_ilp.files import json_safe, write_atomic
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.architectures import evaluate_architecture
-from topoopt_ilp.evaluation.cost import direct_connect_cost
-from topoopt_ilp.evaluation.cost import prices_for
+from topoopt_ilp.evaluation.cost import direct_connect_cost, prices_for
+from topoopt_ilp.files import json_safe, load_instance, write_atomic
+from topoopt_ilp.methods import finalize, heuristic_for_placement, solve, start_placement
 from topoopt_ilp.methods.reroute import route
-from topoopt_ilp.methods import finalize
-from topoopt_ilp.methods import heuristic_for_placement
-from topoopt_ilp.methods import solve
-from topoopt_ilp.methods import start_placement
-from topoopt_ilp.files import load_instance
 
 __all__ = [
     "PAPER_MODELS",

@@ -29,16 +29,15 @@ import io as _io
 import json
 import math
 import os
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, as_completed
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
-from topoopt_ilp.experiments.compare import CompareRow, annotate, rows_table, plan_runs, run_one
-from topoopt_ilp.errors import InputError
 from topoopt_ilp.core.instance import Instance
-from topoopt_ilp.files import load_instance
-from topoopt_ilp.files import json_safe
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.experiments.compare import CompareRow, annotate, plan_runs, rows_table, run_one
+from topoopt_ilp.files import json_safe, load_instance
 
 __all__ = ["SweepRow", "expand_paths", "format_sweep", "read_journal", "sweep"]
 

@@ -16,8 +16,25 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.core.checks import type_name
-from topoopt_ilp.core.instance import MAX_SERVERS, AllReduceGroup, Cluster, CostModel, Demand, FixedTopology, Instance, SolverDefaults
-from topoopt_ilp.core.workload import COMPUTE_MODELS, DEFAULT_DEVICE_FLOPS, MAX_ITEMS, Block, Layer, Workload, check_workload
+from topoopt_ilp.core.instance import (
+    MAX_SERVERS,
+    AllReduceGroup,
+    Cluster,
+    CostModel,
+    Demand,
+    FixedTopology,
+    Instance,
+    SolverDefaults,
+)
+from topoopt_ilp.core.workload import (
+    COMPUTE_MODELS,
+    DEFAULT_DEVICE_FLOPS,
+    MAX_ITEMS,
+    Block,
+    Layer,
+    Workload,
+    check_workload,
+)
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.files.jsonio import check_format, json_list, json_object, read_json, with_source, write_json_atomic
 

@@ -12,13 +12,20 @@ import os
 from dataclasses import replace
 from typing import Any
 
-
 from topoopt_ilp.core.instance import MAX_SERVERS
 from topoopt_ilp.core.routes import OffsetRoutes, PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import STATUSES, Solution, Topology
 from topoopt_ilp.errors import SolutionFileError
 from topoopt_ilp.files.instance_file import VERSION
-from topoopt_ilp.files.jsonio import check_format, json_list, json_object, json_safe, read_json, with_source, write_json_atomic
+from topoopt_ilp.files.jsonio import (
+    check_format,
+    json_list,
+    json_object,
+    json_safe,
+    read_json,
+    with_source,
+    write_json_atomic,
+)
 
 __all__ = ["SOLUTION_FORMAT", "MAX_SOLUTION_BYTES", "load_solution", "parse_solution", "solution_to_dict", "save_solution"]
 

@@ -38,12 +38,13 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.instance import MAX_SERVERS, Cluster
 from topoopt_ilp.core.workload import A100_BF16_DENSE_FLOPS, UTILISATION
+from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.files.instance_file import parse_workload
 
 __all__ = ["MODELS", "SOURCES", "ZOO", "generate", "write_zoo", "zoo_filename"]

@@ -14,12 +14,39 @@
 from __future__ import annotations
 
 from topoopt_ilp.heuristic.baselines import connect_components, demand_greedy, random_expander, torus
-from topoopt_ilp.heuristic.circulant import circulant_distances, circulant_matrix, circulant_stats, circulant_stats_batch, coin_set
+from topoopt_ilp.heuristic.circulant import (
+    circulant_distances,
+    circulant_matrix,
+    circulant_stats,
+    circulant_stats_batch,
+    coin_set,
+)
 from topoopt_ilp.heuristic.coin_change import DEFAULT_MAX_ROUTES, coin_change_mod
 from topoopt_ilp.heuristic.degree import allocate_ports, degree_split
-from topoopt_ilp.heuristic.finder import SELECT_RULES, TopologyFinderResult, classify_groups, group_rings, topology_finder
-from topoopt_ilp.heuristic.mp_links import BLOSSOM_EDGE_LIMIT, blossom_matching, distance_tie_break, greedy_matching, pair_hop_distances, repeated_matching, route_pairs
-from topoopt_ilp.heuristic.select import DEFAULT_RULE, best_rule, canonical_jump_sets, geometric_rule, jump_set_score, select_permutations
+from topoopt_ilp.heuristic.finder import (
+    SELECT_RULES,
+    TopologyFinderResult,
+    classify_groups,
+    group_rings,
+    topology_finder,
+)
+from topoopt_ilp.heuristic.mp_links import (
+    BLOSSOM_EDGE_LIMIT,
+    blossom_matching,
+    distance_tie_break,
+    greedy_matching,
+    pair_hop_distances,
+    repeated_matching,
+    route_pairs,
+)
+from topoopt_ilp.heuristic.select import (
+    DEFAULT_RULE,
+    best_rule,
+    canonical_jump_sets,
+    geometric_rule,
+    jump_set_score,
+    select_permutations,
+)
 from topoopt_ilp.heuristic.simple import parallel_link_count, remove_parallel_links
 from topoopt_ilp.heuristic.totient import candidate_jumps, coset_of, coset_rings, divisors, jump_ports, totient_perms
 

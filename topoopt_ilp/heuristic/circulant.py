@@ -8,7 +8,7 @@ replaces an all-pairs computation. Kept local to the heuristic (no dependency on
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

@@ -11,12 +11,11 @@ exponential in the distance: a sum of ``h`` coins has up to ``h!`` orderings).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
 from topoopt_ilp.core.routes import OffsetRoutes
-
 from topoopt_ilp.heuristic.circulant import coin_set
 
 __all__ = ["coin_change_mod", "DEFAULT_MAX_ROUTES"]

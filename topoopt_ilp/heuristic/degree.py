@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from math import floor, gcd
-from typing import Mapping
 
 import numpy as np
 

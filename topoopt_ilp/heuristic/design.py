@@ -12,15 +12,13 @@ import time
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError, StartInfeasibleError
+from topoopt_ilp import heuristic as h
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import Routing
 from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.core.strategy import data_parallel, strategy_to_dict, validate_strategy
 from topoopt_ilp.core.traffic import effective_demand
-from topoopt_ilp.core.strategy import data_parallel
-from topoopt_ilp.core.strategy import strategy_to_dict
-from topoopt_ilp.core.strategy import validate_strategy
-from topoopt_ilp import heuristic as h
+from topoopt_ilp.errors import InputError, StartInfeasibleError
 
 __all__ = ["fitting_start_placement", "heuristic_circulant", "heuristic_design", "heuristic_for_placement", "start_placement"]
 

@@ -9,22 +9,21 @@ over the jumps left whole) -> explicit shortest paths where the MP links beat th
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
-
 from topoopt_ilp.heuristic.baselines import connect_components
 from topoopt_ilp.heuristic.circulant import circulant_matrix
 from topoopt_ilp.heuristic.coin_change import DEFAULT_MAX_ROUTES, coin_change_mod
 from topoopt_ilp.heuristic.degree import allocate_ports, degree_split
 from topoopt_ilp.heuristic.mp_links import DEFAULT_MATCHING, repeated_matching, route_pairs
-from topoopt_ilp.heuristic.simple import parallel_link_count, remove_parallel_links
 from topoopt_ilp.heuristic.select import best_rule, geometric_rule, select_permutations
+from topoopt_ilp.heuristic.simple import parallel_link_count, remove_parallel_links
 from topoopt_ilp.heuristic.totient import coset_of, jump_ports, totient_perms
 
 __all__ = ["TopologyFinderResult", "topology_finder", "SELECT_RULES"]

@@ -3,9 +3,9 @@ topology (topoopt.md 3.6-3.7)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from itertools import islice
-from typing import Callable
 
 import networkx as nx
 import numpy as np

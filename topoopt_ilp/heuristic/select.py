@@ -13,8 +13,8 @@ Rules are plain functions with one signature (networkx ``flow_func`` style)::
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from math import comb, gcd
-from typing import Callable, Sequence
 
 import numpy as np
 

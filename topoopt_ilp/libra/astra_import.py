@@ -29,9 +29,9 @@ import os
 import re
 from typing import Any
 
+from topoopt_ilp.core.checks import as_number
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.libra.problem import HierarchyProblem, parse_hierarchy
-from topoopt_ilp.core.checks import as_number
 
 __all__ = ["import_libra", "read_libra_workload"]
 

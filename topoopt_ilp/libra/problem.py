@@ -49,15 +49,16 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_number, as_str, type_name
-from topoopt_ilp.files.jsonio import json_list, json_object, read_json, with_source
+from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.files import write_json_atomic
+from topoopt_ilp.files.jsonio import json_list, json_object, read_json, with_source
 
 __all__ = [
     "KINDS",

@@ -12,24 +12,28 @@ import inspect
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError, StartInfeasibleError, UnsupportedError
-from topoopt_ilp.heuristic.design import fitting_start_placement, heuristic_design, heuristic_for_placement, start_placement  # noqa: F401 - re-exported
+from topoopt_ilp import heuristic as h
 from topoopt_ilp.core.instance import Instance, degree_one_refusal
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.traffic import effective_demand, traffic_matrix
+from topoopt_ilp.errors import InputError, StartInfeasibleError, UnsupportedError
+from topoopt_ilp.evaluation.verify import reachability_violations
+from topoopt_ilp.heuristic.design import (  # noqa: F401 - re-exported
+    fitting_start_placement,
+    heuristic_design,
+    heuristic_for_placement,
+    start_placement,
+)
+from topoopt_ilp.heuristic.finder import SELECT_RULES
+from topoopt_ilp.heuristic.simple import parallel_link_count, remove_parallel_links
 from topoopt_ilp.methods import alternating  # a module, so that a test can patch what the method runs
 from topoopt_ilp.methods.steps import exact_topology_for_placement, finalize, placement_traffic  # noqa: F401 - re-exported
-from topoopt_ilp.evaluation.verify import reachability_violations
-from topoopt_ilp import heuristic as h
-from topoopt_ilp.heuristic.simple import parallel_link_count
-from topoopt_ilp.heuristic.simple import remove_parallel_links
-from topoopt_ilp.heuristic.finder import SELECT_RULES
 from topoopt_ilp.solvers import DEFAULT_REL_GAP
 
 __all__ = ["METHODS", "solve", "finalize", "DEFAULT_METHOD"]

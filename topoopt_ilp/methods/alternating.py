@@ -24,27 +24,21 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.errors import InputError, InstanceError, StartInfeasibleError, UnsupportedError
-from topoopt_ilp.evaluation.evaluate import RoutingError
 from topoopt_ilp.core.graph import is_connected
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.heuristic.design import heuristic_for_placement
-from topoopt_ilp.methods.steps import exact_topology_for_placement
-from topoopt_ilp.evaluation.evaluate import arc_loads
+from topoopt_ilp.core.strategy import stage_strategies, strategy_to_dict, validate_strategy
+from topoopt_ilp.errors import InputError, InstanceError, StartInfeasibleError, UnsupportedError
+from topoopt_ilp.evaluation.evaluate import RoutingError, arc_loads
 from topoopt_ilp.heuristic import connect_components
-from topoopt_ilp.heuristic.design import heuristic_circulant
-from topoopt_ilp.methods.steps import placement_traffic
-from topoopt_ilp.heuristic.design import fitting_start_placement
-from topoopt_ilp.methods.steps import finalize
-from topoopt_ilp.core.strategy import stage_strategies
-from topoopt_ilp.core.strategy import strategy_to_dict
-from topoopt_ilp.core.strategy import validate_strategy
+from topoopt_ilp.heuristic.design import fitting_start_placement, heuristic_circulant, heuristic_for_placement
+from topoopt_ilp.methods.steps import exact_topology_for_placement, finalize, placement_traffic
 
 __all__ = ["alternating_incumbent", "solve_alternating"]
 
@@ -172,8 +166,8 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     """
     from topoopt_ilp.models import ExactOptions
     from topoopt_ilp.models.joint.enumeration import strategy_floor
-    from topoopt_ilp.models.placement.milp import solve_placement
     from topoopt_ilp.models.placement.data import check_ring_policy
+    from topoopt_ilp.models.placement.milp import solve_placement
 
     check_ring_policy(rings)  # before anything runs
     ExactOptions(search_moves=search_moves)  # checks it, before anything runs

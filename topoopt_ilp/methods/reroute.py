@@ -15,12 +15,12 @@ import math
 import time
 from dataclasses import replace
 
-from topoopt_ilp.errors import InputError
-from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, Routing
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.core.traffic import default_rings, effective_demand, traffic_matrix
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
 from topoopt_ilp.evaluation.verify import verify
 
 __all__ = ["route"]

@@ -84,12 +84,12 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.core import graph as graph_utils
-from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import RingSet, Routing
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.core.strategy import Strategy, data_parallel, parse_strategy, strategy_demand
 from topoopt_ilp.core.workload import coset
+from topoopt_ilp.errors import InputError, UnsupportedError
 
 __all__ = [
     "Task",

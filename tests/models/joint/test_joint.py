@@ -10,20 +10,19 @@ import numpy as np
 import pytest
 
 from conftest import INSTANCES
-from topoopt_ilp import files
+from topoopt_ilp import files, models
 from topoopt_ilp.cli import main
+from topoopt_ilp.core.instance import Cluster, Instance
+from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.core.strategy import Strategy, server_memory, strategy_to_dict
+from topoopt_ilp.core.workload import Block, Layer, Workload
 from topoopt_ilp.errors import UnsupportedError
 from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.core.instance import Cluster, Instance
-from topoopt_ilp import models
+from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.methods import METHODS, finalize, solve
 from topoopt_ilp.methods.alternating import alternating_incumbent
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.joint.milp import MAX_JOINT_SERVERS
-from topoopt_ilp.core.solution import Solution, Topology
-from topoopt_ilp.methods import METHODS, finalize, solve
-from topoopt_ilp.core.strategy import Strategy, server_memory, strategy_to_dict
-from topoopt_ilp.evaluation.verify import verify
-from topoopt_ilp.core.workload import Block, Layer, Workload
 
 GBPS = 100.0
 B = GBPS * 1e9 / 8  # bytes/s per link

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from test_joint import CASES, OPTS, B, L, check, make, solve_exact, solve_joint, solve_joint_enumeration, topologies
 
-from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.models.joint.enumeration import distinct_traffic, search_strategies, strategy_floor
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.strategy import Strategy, server_memory, strategy_to_dict
 from topoopt_ilp.core.workload import Block
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.models.joint.enumeration import distinct_traffic, search_strategies, strategy_floor
 
 
 def strategy_value(inst, st) -> float:
@@ -96,10 +96,10 @@ def test_every_symmetry_maps_a_strategy_to_its_relabelled_traffic(n, configs):
     # (1) of models.strategy_symmetry, checked on the definitions: the image strategy's AllReduce
     # groups (with their member order when it defines the rings), model-parallel bytes, compute
     # and memory are the relabelled ones of the strategy
-    from topoopt_ilp.models.joint.milp import ALL_RINGS_UP_TO
-    from topoopt_ilp.models.placement.data import layer_options
-    from topoopt_ilp.models.joint.symmetry import strategy_symmetries
     from topoopt_ilp.core.strategy import strategy_demand
+    from topoopt_ilp.models.joint.milp import ALL_RINGS_UP_TO
+    from topoopt_ilp.models.joint.symmetry import strategy_symmetries
+    from topoopt_ilp.models.placement.data import layer_options
 
     inst = _dlrm_like(n, configs)
     w = inst.workload
@@ -223,8 +223,8 @@ def test_identical_blocks_take_non_decreasing_servers():
 
 
 def test_formulation_auto_picks_enumeration_or_falls_back_to_the_milp(monkeypatch):
-    from topoopt_ilp.models.joint import enumeration as joint_enumeration
     from topoopt_ilp.models.common import ExactOptions
+    from topoopt_ilp.models.joint import enumeration as joint_enumeration
 
     inst = SMALL["mlp-undirected"]
     auto = solve_exact(inst, ExactOptions(time_limit_s=120, gap=1e-9))

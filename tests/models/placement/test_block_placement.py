@@ -8,17 +8,18 @@ import time
 
 import numpy as np
 import pytest
-from conftest import placed_solution
 from test_placement_bounds import circulant
-from topoopt_ilp.evaluation.evaluate import evaluate
+
+from conftest import placed_solution
 from topoopt_ilp.core.instance import Cluster, Instance
-from topoopt_ilp.models.placement.blocks import place_blocks_exactly, polish_blocks
-from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement.milp import shortest_path_fractions, strategy_times
-from topoopt_ilp.models.placement.scoring import StrategyScorer
-from topoopt_ilp.models.placement.local_search import improve_strategy
 from topoopt_ilp.core.strategy import Strategy, validate_strategy
 from topoopt_ilp.core.workload import Block, Layer, Workload
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement.blocks import place_blocks_exactly, polish_blocks
+from topoopt_ilp.models.placement.local_search import improve_strategy
+from topoopt_ilp.models.placement.milp import shortest_path_fractions, strategy_times
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 
 N = 8
 X = circulant(N, (1, 3))

@@ -8,21 +8,27 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import INSTANCES, placed_solution
-from topoopt_ilp.models.placement import milp as pl
-from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement.scoring import SearchBudget
-from topoopt_ilp.models.placement.milp import RING_POLICIES, build_placement, shortest_path_fractions, solve_placement, strategy_times
 
+from conftest import INSTANCES, placed_solution
 from topoopt_ilp import files
-from topoopt_ilp.errors import InputError, UnsupportedError
-from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.core.instance import Cluster, FixedTopology, Instance
 from topoopt_ilp.core.solution import Solution
-from topoopt_ilp.methods import finalize, solve
 from topoopt_ilp.core.strategy import Strategy, server_memory
-from topoopt_ilp.evaluation.verify import verify
 from topoopt_ilp.core.workload import Block, Layer, Workload
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.methods import finalize, solve
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement import milp as pl
+from topoopt_ilp.models.placement.milp import (
+    RING_POLICIES,
+    build_placement,
+    shortest_path_fractions,
+    solve_placement,
+    strategy_times,
+)
+from topoopt_ilp.models.placement.scoring import SearchBudget
 
 GBPS = 100.0  # 12.5e9 bytes/s per link
 

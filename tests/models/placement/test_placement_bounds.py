@@ -6,7 +6,6 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import placed_solution
 from test_placement import (
     CASES,
     GBPS,
@@ -18,14 +17,15 @@ from test_placement import (
     make,
     ring,
 )
-from topoopt_ilp.models.placement import milp as pl
-from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times
-from topoopt_ilp.models.placement.bounds import arc_classes, chain_bound
-from topoopt_ilp.models.placement.local_search import relaxation_bound
 
-from topoopt_ilp.evaluation.evaluate import evaluate
+from conftest import placed_solution
 from topoopt_ilp.core.strategy import server_memory
 from topoopt_ilp.core.workload import Block
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.models.placement import milp as pl
+from topoopt_ilp.models.placement.bounds import arc_classes, chain_bound
+from topoopt_ilp.models.placement.local_search import relaxation_bound
+from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times
 
 
 def fast_brute_force(inst, X, rings: str = "shortest") -> float:

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from test_placement import ENUM, MILP, OPTS, L, check_solution, make
 from test_placement_bounds import _random_instance, fast_brute_force
-from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times
-from topoopt_ilp.models.placement.levels import LevelResult
-from topoopt_ilp.models.placement.enumeration import enumerate_placement
-from topoopt_ilp.models.placement.scoring import StrategyScorer
-from topoopt_ilp.models.placement.local_search import relaxation_bound
 
 from topoopt_ilp.core.workload import Block
+from topoopt_ilp.models.placement.enumeration import enumerate_placement
+from topoopt_ilp.models.placement.levels import LevelResult
+from topoopt_ilp.models.placement.local_search import relaxation_bound
+from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 
 
 def _search(inst, X, upper=math.inf, **kw):

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from test_placement import L, all_strategies, make, ring
 from test_placement_bounds import circulant, fast_brute_force
-from topoopt_ilp.models.placement.milp import shortest_path_fractions, strategy_times
-from topoopt_ilp.models.placement.levels import level_search, level_unit
-from topoopt_ilp.models.placement.scoring import StrategyScorer
+
 from topoopt_ilp.core.strategy import server_memory
 from topoopt_ilp.core.workload import Block
+from topoopt_ilp.models.placement.levels import level_search, level_unit
+from topoopt_ilp.models.placement.milp import shortest_path_fractions, strategy_times
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 
 
 def _lattice_instance(rng: np.random.Generator, n: int):

@@ -6,15 +6,16 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import placed_solution
 from test_placement_bounds import circulant
-from topoopt_ilp.evaluation.evaluate import evaluate
+
+from conftest import placed_solution
 from topoopt_ilp.core.instance import Cluster, Instance
+from topoopt_ilp.core.strategy import Strategy, server_memory
+from topoopt_ilp.core.workload import Block, Layer, Workload
+from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement
 from topoopt_ilp.models.placement.symmetric import symmetric_periods, symmetric_placement
-from topoopt_ilp.core.strategy import Strategy, server_memory
-from topoopt_ilp.core.workload import Block, Layer, Workload
 
 N = 8
 

@@ -9,15 +9,15 @@ import time
 
 import numpy as np
 import pytest
-from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement.milp import improve_strategy, shortest_path_fractions, solve_placement
-from topoopt_ilp.models.placement.scoring import SearchBudget, StrategyScorer
-from topoopt_ilp.models.placement import milp as pl
 
 from topoopt_ilp import files
 from topoopt_ilp.cli import main
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.files.zoo import generate
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement import milp as pl
+from topoopt_ilp.models.placement.milp import improve_strategy, shortest_path_fractions, solve_placement
+from topoopt_ilp.models.placement.scoring import SearchBudget, StrategyScorer
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from functools import lru_cache
+from functools import cache
 
 import networkx as nx
 import numpy as np
@@ -15,13 +15,13 @@ import pytest
 
 from conftest import bounded_multigraphs, minimal
 from topoopt_ilp import files
-from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.models.topology import catalogue as gc
-from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.topology.solve import solve_topology_routing
 from topoopt_ilp.core.solution import Topology
-from topoopt_ilp.methods import solve
+from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.methods import solve
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.topology import catalogue as gc
+from topoopt_ilp.models.topology.solve import solve_topology_routing
 
 B = 8.0  # Gbps: 1e9 bytes/s per link, so with 1e9 bytes per pair lambda is in the model's units
 SIZES = gc.catalogue_sizes()
@@ -108,7 +108,7 @@ def test_catalogue_classes_are_pairwise_non_isomorphic(n, d):
             assert not nx.vf2pp_is_isomorphic(g, h, node_label="inv")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _labelled_by_degrees(degrees: tuple[int, ...]) -> int:
     """Labelled simple graphs with this degree sequence (sorted, zeros dropped): the first vertex
     picks its neighbours among the others, then recurse (the count is symmetric in the degrees)."""

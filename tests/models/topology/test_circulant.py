@@ -9,16 +9,22 @@ import math
 import numpy as np
 import pytest
 
+from topoopt_ilp.core.instance import AllReduceGroup, Cluster, Demand, Instance
+from topoopt_ilp.core.solution import Topology
+from topoopt_ilp.core.traffic import traffic_matrix
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.heuristic import circulant_matrix, circulant_stats
-from topoopt_ilp.core.instance import AllReduceGroup, Cluster, Demand, Instance
-from topoopt_ilp.models.topology.circulant import build_circulant_model, counting_bound, jump_classes, rotation_offsets, solve_circulant
-from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.core.solution import Topology
-from topoopt_ilp.methods import finalize
-from topoopt_ilp.core.traffic import traffic_matrix
 from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.heuristic import circulant_matrix, circulant_stats
+from topoopt_ilp.methods import finalize
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.topology.circulant import (
+    build_circulant_model,
+    counting_bound,
+    jump_classes,
+    rotation_offsets,
+    solve_circulant,
+)
 
 GBPS = 8.0  # 1e9 bytes/s per link
 REL = 1e-6

@@ -11,14 +11,14 @@ import pytest
 
 from conftest import minimal
 from topoopt_ilp import files
+from topoopt_ilp.evaluation.verify import verify
 from topoopt_ilp.heuristic import circulant_matrix, circulant_stats_batch
-from topoopt_ilp.models.topology import moore_circulant as mc
+from topoopt_ilp.methods import solve
 from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.topology import moore_circulant as mc
 from topoopt_ilp.models.topology.catalogue import hop_statistics, max_concurrent_flow_lp
 from topoopt_ilp.models.topology.solve import solve_topology_routing
-from topoopt_ilp.methods import solve
 from topoopt_ilp.solvers import solve as solver_solve
-from topoopt_ilp.evaluation.verify import verify
 
 B = 8.0  # Gbps: 1e9 bytes/s per link, so with 1e9 bytes per pair lambda is in the model's units
 

@@ -7,7 +7,12 @@ import pytest
 
 from conftest import bounded_multigraphs
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.topology.mp_matching import build_mp_matching_model, matching_value, mp_matching_gap, solve_mp_matching
+from topoopt_ilp.models.topology.mp_matching import (
+    build_mp_matching_model,
+    matching_value,
+    mp_matching_gap,
+    solve_mp_matching,
+)
 
 
 def brute_force(T, b, multi=True):

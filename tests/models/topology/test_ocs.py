@@ -7,13 +7,13 @@ import itertools
 import numpy as np
 import pytest
 
+from topoopt_ilp.core.instance import Cluster, Demand, Instance
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.core.instance import Cluster, Demand, Instance
+from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.methods import finalize
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.topology.ocs import ocs_permutations, solve_ocs_permutations
-from topoopt_ilp.methods import finalize
-from topoopt_ilp.evaluation.verify import verify
 
 
 def derangements(n):

@@ -11,11 +11,11 @@ import pytest
 
 from conftest import INSTANCES, minimal
 from topoopt_ilp import files
-from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.models.topology.milp import build_topology_routing, moore_hop_bound
-from topoopt_ilp.methods import solve
 from topoopt_ilp.core.solution import Topology
+from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.methods import solve
+from topoopt_ilp.models.topology.milp import build_topology_routing, moore_hop_bound
 
 B = 8.0  # Gbps: 1e9 bytes/s per link
 
@@ -143,7 +143,6 @@ def test_comm_time_with_latency_equals_brute_force(seed):
     bandwidth-optimal design is not the optimum (seed 3: 26.0 us against 24.0 us, a 3-hop design
     after a 2-hop one had improved on it)."""
     from conftest import bounded_multigraphs
-
     from topoopt_ilp import Cluster, Demand, Instance
     from topoopt_ilp.models import ExactOptions
     from topoopt_ilp.models.topology.solve import solve_topology_routing
@@ -484,10 +483,10 @@ def test_noisy_ring_shares_are_snapped_and_the_objective_is_the_evaluators():
     above the evaluator's score of the decoded design (verified NO). Here the optimum's shares are
     perturbed by 2.2e-6 towards a ring it does not use: the decoded design drops that ring and the
     objective is the evaluator's score of what is returned."""
+    from topoopt_ilp.methods import finalize
     from topoopt_ilp.models import ExactOptions
     from topoopt_ilp.models.common import run_model
     from topoopt_ilp.models.topology.milp import to_solution
-    from topoopt_ilp.methods import finalize
 
     instance = _ring_case(range(8), _cycle8(), 8)  # 4 stride rings, 2 of them used at the optimum
     m = build_topology_routing(instance)
@@ -598,8 +597,8 @@ def test_a_start_from_the_relaxation_can_prove_optimality_without_a_milp(monkeyp
     """A mix whose relaxation is tight (an AllReduce over every server, one over the even ones, MP
     pairs) is proved by the start named, with no MILP; with that start switched off the MILP runs (a
     topology without links proves nothing) and finds the same optimum."""
-    import topoopt_ilp.models.topology.starts as rr
     import topoopt_ilp.models.topology.solve as tr
+    import topoopt_ilp.models.topology.starts as rr
 
     evens = list(range(0, n, 2))
     instance = inst(n, d, demand={"allreduce": [{"members": "all", "bytes": 40e6}, {"members": evens, "bytes": 10e6}],
