@@ -91,8 +91,9 @@ def _score(instance: Instance, sol: Solution) -> float | None:
 START_TOLERANCE = 1e-9
 
 
-def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | None, time_limit_s: float | None
-                          ) -> Solution:
+def _not_worse_than_start(
+    instance: Instance, sol: Solution, start: Solution | None, time_limit_s: float | None
+) -> Solution:
     """The exact solve's design, or its warm start when the evaluator scores the start strictly
     better or the model stopped at its time limit with no design at all - whatever the model's
     status. A start better than a model 'optimum' happens when the model does not optimise the
@@ -115,9 +116,11 @@ def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | N
     if not sol.has_solution:
         note = "the warm start: the model found no design in its time"
     elif sol.status == "optimal":
-        note = ("the warm start: the evaluator scores it better than the model's 'optimal' design"
-                + (" (the model's optimum is over its candidate rings only, see rings_restricted)"
-                   if sol.details.get("rings_restricted") else ""))
+        note = "the warm start: the evaluator scores it better than the model's 'optimal' design" + (
+            " (the model's optimum is over its candidate rings only, see rings_restricted)"
+            if sol.details.get("rings_restricted")
+            else ""
+        )
     else:
         note = "the warm start: the evaluator scores it better than the model's design"
     bound = sol.bound
@@ -127,19 +130,41 @@ def _not_worse_than_start(instance: Instance, sol: Solution, start: Solution | N
         beaten = own > theirs + START_TOLERANCE * abs(theirs)
         if beaten or (sol.status == "optimal" and sol.details.get("rings_restricted")):
             bound = None
-            details["bound_dropped"] = ("the warm start beats the model's bound, which holds among its candidate rings only"
-                                        if sol.details.get("rings_restricted") else
-                                        "the warm start beats the model's bound" if beaten else
-                                        "the model's optimum holds among its candidate rings only")
+            details["bound_dropped"] = (
+                "the warm start beats the model's bound, which holds among its candidate rings only"
+                if sol.details.get("rings_restricted")
+                else "the warm start beats the model's bound"
+                if beaten
+                else "the model's optimum holds among its candidate rings only"
+            )
     details.pop("status_note", None)  # it described the model's design, not the one returned
     # Better than a design the model proved within its gap of a bound that still holds: so is the start.
-    status = "optimal" if sol.status == "optimal" and bound is not None and not sol.details.get("rings_restricted") else "feasible"
-    return replace(start, status=status, method="exact", objective=None, gap=None, bound=bound,
-                   backend=sol.backend, wall_time_s=sol.wall_time_s, details={**details, "returned": note})
+    status = (
+        "optimal"
+        if sol.status == "optimal" and bound is not None and not sol.details.get("rings_restricted")
+        else "feasible"
+    )
+    return replace(
+        start,
+        status=status,
+        method="exact",
+        objective=None,
+        gap=None,
+        bound=bound,
+        backend=sol.backend,
+        wall_time_s=sol.wall_time_s,
+        details={**details, "returned": note},
+    )
 
 
-def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heuristic: Heuristic | None = None,
-                incumbent: Incumbent | None = None, **kwargs) -> Solution:
+def solve_exact(
+    instance: Instance,
+    options: ExactOptions | None = None,
+    *,
+    heuristic: Heuristic | None = None,
+    incumbent: Incumbent | None = None,
+    **kwargs,
+) -> Solution:
     """Solve ``instance`` exactly with the model its topology family calls for.
 
     The method layer hands in the starts it owns (this layer never imports it, design §2):
@@ -158,27 +183,34 @@ def solve_exact(instance: Instance, options: ExactOptions | None = None, *, heur
     """
     options = options or ExactOptions(**{k: v for k, v in kwargs.items() if v is not None})
     if options.rings is not None and (instance.workload is None or instance.fixed_topology is None):
-        raise InputError("the ring policy (rings) is the placement problem's: it applies to a workload with a "
-                         "fixed_topology (and to the alternating method); the topology and joint models choose their "
-                         "own rings")
+        raise InputError(
+            "the ring policy (rings) is the placement problem's: it applies to a workload with a "
+            "fixed_topology (and to the alternating method); the topology and joint models choose their "
+            "own rings"
+        )
     if options.search_moves is not None and (instance.workload is None or instance.fixed_topology is None):
-        raise InputError("search moves budget the placement problem's local search: they apply to a workload with "
-                         "a fixed_topology (and to the alternating method); the other exact models have no local search")
+        raise InputError(
+            "search moves budget the placement problem's local search: they apply to a workload with "
+            "a fixed_topology (and to the alternating method); the other exact models have no local search"
+        )
     if instance.workload is not None:
         if instance.fixed_topology is not None:  # only the placement is free: its model is the exact one
-
             return solve_placement(instance, options)
         formulation = options.formulation or "auto"
         if formulation not in JOINT_FORMULATIONS:
-            raise InputError(f"unknown formulation {formulation!r} for a workload's joint problem; choose one of "
-                             f"{', '.join(JOINT_FORMULATIONS)}")
+            raise InputError(
+                f"unknown formulation {formulation!r} for a workload's joint problem; choose one of "
+                f"{', '.join(JOINT_FORMULATIONS)}"
+            )
         if formulation == "milp":
             return solve_joint(instance, options, incumbent=incumbent)
 
         return solve_joint_enumeration(instance, options, fallback_to_milp=formulation == "auto", incumbent=incumbent)
     if instance.fixed_topology is not None:
-        raise UnsupportedError("the instance fixes the topology; there is no topology to optimise exactly "
-                               "(score it with 'topoopt evaluate INSTANCE SOLUTION --routing optimal')")
+        raise UnsupportedError(
+            "the instance fixes the topology; there is no topology to optimise exactly "
+            "(score it with 'topoopt evaluate INSTANCE SOLUTION --routing optimal')"
+        )
     if instance.topology_family == "any":
         start = _warm_start(instance, options, heuristic)
         sol = solve_topology_routing(instance, options, None if start is None else start.topology.matrix)
@@ -204,6 +236,10 @@ def close_gap(instance: Instance, sol: Solution) -> Solution:
     excess = bound - obj if instance.objective == "throughput" else obj - bound
     gap = max(0.0, excess / abs(obj)) if obj and math.isfinite(obj) else None
     if sol.status == "feasible" and gap is not None and gap <= PROVEN_GAP:
-        return replace(sol, gap=gap, status="optimal",
-                       details={**sol.details, "status_note": "the objective meets the model's bound"})
+        return replace(
+            sol,
+            gap=gap,
+            status="optimal",
+            details={**sol.details, "status_note": "the objective meets the model's bound"},
+        )
     return replace(sol, gap=gap)

@@ -35,7 +35,17 @@ from topoopt_ilp.solvers import (
 )
 from topoopt_ilp.solvers import solve as solver_solve
 
-__all__ = ["ExactOptions", "run_model", "time_left", "native_options", "export_model", "check_backend", "check_start", "solution_status", "MAX_MODEL_NONZEROS"]
+__all__ = [
+    "ExactOptions",
+    "run_model",
+    "time_left",
+    "native_options",
+    "export_model",
+    "check_backend",
+    "check_start",
+    "solution_status",
+    "MAX_MODEL_NONZEROS",
+]
 
 # Beyond this many constraint-matrix non-zeros a model no longer builds and solves in reasonable
 # memory on a 24 GiB machine; refuse before building rather than after an out-of-memory kill.
@@ -66,8 +76,9 @@ class ExactOptions:
             raise InputError(f"time limit must be a finite number >= 0, got {self.time_limit_s}")
         if self.gap is not None and (not math.isfinite(self.gap) or self.gap < 0):
             raise InputError(f"gap must be a finite number >= 0, got {self.gap}")
-        if self.search_moves is not None and (isinstance(self.search_moves, bool) or not isinstance(self.search_moves, int)
-                                              or self.search_moves < 1):
+        if self.search_moves is not None and (
+            isinstance(self.search_moves, bool) or not isinstance(self.search_moves, int) or self.search_moves < 1
+        ):
             raise InputError(f"search moves must be an integer >= 1, got {self.search_moves!r}")
         if self.rings is not None:
             check_ring_policy(self.rings)
@@ -122,14 +133,20 @@ def export_model(model: LinearModel, options: ExactOptions) -> None:
             raise InputError(f"cannot write {options.export_model}: {exc.strerror or exc}") from None
 
 
-def run_model(model: LinearModel, options: ExactOptions, warm_start: np.ndarray | None = None,
-              tuning: Mapping[str, Mapping[str, NativeValue]] | None = None) -> SolveResult:
+def run_model(
+    model: LinearModel,
+    options: ExactOptions,
+    warm_start: np.ndarray | None = None,
+    tuning: Mapping[str, Mapping[str, NativeValue]] | None = None,
+) -> SolveResult:
     """Export (when asked) and solve ``model`` under ``options``.
 
     ``tuning``: the model's own native solver parameters (``{backend: {parameter: value}}``, measured
     to help it); the user's ``options.native_options`` override them parameter by parameter."""
     if model.num_nonzeros > MAX_MODEL_NONZEROS:
-        raise UnsupportedError(f"the model has {model.num_nonzeros:,} non-zeros, more than {MAX_MODEL_NONZEROS:,}: too large to solve here")
+        raise UnsupportedError(
+            f"the model has {model.num_nonzeros:,} non-zeros, more than {MAX_MODEL_NONZEROS:,}: too large to solve here"
+        )
     export_model(model, options)
     kwargs: dict[str, Any] = {"time_limit_s": options.time_limit_s, "threads": options.threads, "log": options.log}
     if options.gap is not None:
@@ -155,8 +172,9 @@ def time_left(options: ExactOptions, started: float) -> float | None:
     return max(0.0, options.time_limit_s - (time.perf_counter() - started))
 
 
-def native_options(options: ExactOptions, tuning: Mapping[str, Mapping[str, NativeValue]] | None = None
-                   ) -> dict[str, dict[str, NativeValue]] | None:
+def native_options(
+    options: ExactOptions, tuning: Mapping[str, Mapping[str, NativeValue]] | None = None
+) -> dict[str, dict[str, NativeValue]] | None:
     """The native parameters a solve on ``options.backend`` gets: a model's ``tuning`` for that
     backend, overridden parameter by parameter by the user's ``options.native_options`` (None when
     there are none; other backends' entries are never read, so they are left out)."""

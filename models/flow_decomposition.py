@@ -11,11 +11,19 @@ import numpy as np
 from topoopt_ilp.core.graph import hop_distances
 from topoopt_ilp.errors import UnsupportedError
 
-__all__ = ["decompose_layered_flow", "decompose_source_flow", "layered_arcs", "paths_on_links", "shortest_path",
-           "without_loops"]
+__all__ = [
+    "decompose_layered_flow",
+    "decompose_source_flow",
+    "layered_arcs",
+    "paths_on_links",
+    "shortest_path",
+    "without_loops",
+]
 
 
-def decompose_source_flow(flow: np.ndarray, source: int, supply: np.ndarray, tol: float = 1e-9) -> list[tuple[list[int], float]]:
+def decompose_source_flow(
+    flow: np.ndarray, source: int, supply: np.ndarray, tol: float = 1e-9
+) -> list[tuple[list[int], float]]:
     """Paths (and their flow) that carry ``supply[t]`` from ``source`` to every node t.
 
     ``flow[i, j]`` is the source's flow on arc i -> j. Flow cycles (which an optimal solution may
@@ -43,7 +51,7 @@ def decompose_source_flow(flow: np.ndarray, source: int, supply: np.ndarray, tol
                 path = []  # dead end: the remaining supply is numerical noise
                 break
             if nxt in position:  # a cycle: cancel it and restart the walk
-                cycle = path[position[nxt]:] + [nxt]
+                cycle = path[position[nxt] :] + [nxt]
                 amount = min(f[a, b] for a, b in zip(cycle, cycle[1:]))
                 for a, b in zip(cycle, cycle[1:]):
                     f[a, b] -= amount
@@ -80,8 +88,9 @@ def layered_arcs(n: int, sources: np.ndarray, max_hops: int) -> tuple[np.ndarray
     return tuple(np.concatenate(v).astype(np.int64) for v in (src, hop, tail, head))  # type: ignore[return-value]
 
 
-def decompose_layered_flow(n: int, source: int, hop: np.ndarray, tail: np.ndarray, head: np.ndarray,
-                           amount: np.ndarray) -> list[tuple[list[int], float]]:
+def decompose_layered_flow(
+    n: int, source: int, hop: np.ndarray, tail: np.ndarray, head: np.ndarray, amount: np.ndarray
+) -> list[tuple[list[int], float]]:
     """Paths (and their flow) of one source's hop-layered flows (arrays as :func:`layered_arcs`
     gives, restricted to that source). Decomposed in the layered graph - node (h, v): the flow has
     reached v at hop h - so no path has more hops than the layers; what reaches (h, v) and does not
@@ -99,15 +108,17 @@ def decompose_layered_flow(n: int, source: int, hop: np.ndarray, tail: np.ndarra
     flow = np.zeros((N, N))
     tails = np.where(hop == 1, 0, node(np.maximum(hop - 1, 1), tail))
     np.add.at(flow, (tails, node(hop, head)), amount)
-    inflow = flow.sum(axis=0)[1:1 + hmax * n].reshape(hmax, n)  # reaches v at hop h
-    forward = flow.sum(axis=1)[1:1 + hmax * n].reshape(hmax, n)  # leaves v at hop h + 1
+    inflow = flow.sum(axis=0)[1 : 1 + hmax * n].reshape(hmax, n)  # reaches v at hop h
+    forward = flow.sum(axis=1)[1 : 1 + hmax * n].reshape(hmax, n)  # leaves v at hop h + 1
     delivered = np.maximum(inflow - forward, 0.0)
     hh, vv = np.nonzero(delivered)
     flow[node(hh + 1, vv), 1 + hmax * n + vv] = delivered[hh, vv]
     supply = np.zeros(N)
-    supply[1 + hmax * n:] = delivered.sum(axis=0)
-    return [(without_loops([source] + [int((x - 1) % n) for x in p[1:-1]]), a)
-            for p, a in decompose_source_flow(flow, 0, supply)]
+    supply[1 + hmax * n :] = delivered.sum(axis=0)
+    return [
+        (without_loops([source] + [int((x - 1) % n) for x in p[1:-1]]), a)
+        for p, a in decompose_source_flow(flow, 0, supply)
+    ]
 
 
 def without_loops(walk: list[int]) -> list[int]:
@@ -117,7 +128,7 @@ def without_loops(walk: list[int]) -> list[int]:
     out: list[int] = []
     for v in walk:
         if v in out:
-            del out[out.index(v) + 1:]
+            del out[out.index(v) + 1 :]
         else:
             out.append(v)
     return out
@@ -135,8 +146,12 @@ def shortest_path(X: np.ndarray, s: int, t: int) -> list[int]:
     return path
 
 
-def paths_on_links(X: np.ndarray, decoded: dict[tuple[int, int], list[tuple[list[int], float]]],
-                   wanted: list[tuple[int, int]], keep_unconnected: bool) -> list[tuple[list[int], float]]:
+def paths_on_links(
+    X: np.ndarray,
+    decoded: dict[tuple[int, int], list[tuple[list[int], float]]],
+    wanted: list[tuple[int, int]],
+    keep_unconnected: bool,
+) -> list[tuple[list[int], float]]:
     """(path, fraction of its pair) rows from decoded (path, amount) lists, without solver noise.
 
     Flow on a link the rounded topology ``X`` lacks (a link count within integrality tolerance of 0)
@@ -145,11 +160,13 @@ def paths_on_links(X: np.ndarray, decoded: dict[tuple[int, int], list[tuple[list
     below the decomposition's tolerance, takes a shortest path. When ``X`` has none: with
     ``keep_unconnected`` the pair keeps its decoded paths, so that the evaluator sees a design that
     does not carry it; otherwise (or with no decoded path either) UnsupportedError."""
-    paths = {pair: kept for pair, plist in decoded.items()
-             if (kept := [(p, a) for p, a in plist if all(X[u, v] > 0 for u, v in zip(p, p[1:]))])}
+    paths = {
+        pair: kept
+        for pair, plist in decoded.items()
+        if (kept := [(p, a) for p, a in plist if all(X[u, v] > 0 for u, v in zip(p, p[1:]))])
+    }
     missing = [pair for pair in wanted if pair not in paths]
     if missing:  # rare (solver noise): only then are the hop distances computed
-
         dist = hop_distances(X)[0]
         for pair in missing:
             keep = keep_unconnected and dist[pair] < 0 and pair in decoded

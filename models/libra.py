@@ -35,8 +35,21 @@ from topoopt_ilp.solvers import (
 )
 from topoopt_ilp.solvers import solve as solver_solve
 
-__all__ = ["BandwidthSolution", "LibraData", "LibraLP", "libra_data", "message_matrix", "build_lp", "lp_point",
-           "model_objective", "equal_split", "solve_bandwidth", "DEFAULT_GAP", "OPTIMAL_GAP", "SOLUTION_FORMAT"]
+__all__ = [
+    "BandwidthSolution",
+    "LibraData",
+    "LibraLP",
+    "libra_data",
+    "message_matrix",
+    "build_lp",
+    "lp_point",
+    "model_objective",
+    "equal_split",
+    "solve_bandwidth",
+    "DEFAULT_GAP",
+    "OPTIMAL_GAP",
+    "SOLUTION_FORMAT",
+]
 
 DEFAULT_GAP = 1e-6
 #: The largest gap (of the communication time, relative) still called ``optimal``: the tolerance
@@ -132,8 +145,23 @@ def libra_data(problem: HierarchyProblem) -> LibraData:
     D = problem.num_dimensions
     budget_w = np.ones(D) if problem.budget.kind == "total_bandwidth" else cost_w
     G, sense, h = problem.linear_rows()
-    return LibraData(problem, W, M / 1e3, compute, M.max(axis=0, initial=0.0) > 0 if M.size else np.zeros(D, bool),
-                     lo, hi, order, G, sense, h, budget_w, problem.budget.value, problem.budget.spend_all, cost_w)
+    return LibraData(
+        problem,
+        W,
+        M / 1e3,
+        compute,
+        M.max(axis=0, initial=0.0) > 0 if M.size else np.zeros(D, bool),
+        lo,
+        hi,
+        order,
+        G,
+        sense,
+        h,
+        budget_w,
+        problem.budget.value,
+        problem.budget.spend_all,
+        cost_w,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -218,9 +246,17 @@ class LibraLP:
     obj_scale: float  # T_ref: the LP objective is the time (us) divided by T_ref
 
 
-def build_lp(data: LibraData, objective: str, scale: float | np.ndarray, *, c_ref: float | None = None,
-             mu_bounds: tuple[float, float] = (1.0, 1.0), b_cuts: dict[int, list[float]] | None = None,
-             mu_cuts: list[float] | None = None, b_objective: np.ndarray | None = None) -> LibraLP:
+def build_lp(
+    data: LibraData,
+    objective: str,
+    scale: float | np.ndarray,
+    *,
+    c_ref: float | None = None,
+    mu_bounds: tuple[float, float] = (1.0, 1.0),
+    b_cuts: dict[int, list[float]] | None = None,
+    mu_cuts: list[float] | None = None,
+    b_objective: np.ndarray | None = None,
+) -> LibraLP:
     """Build the LP of the comment block above (``b_cuts[d]``: tangent points b0 of i_d >= 1/b_d;
     ``mu_cuts``: tangent points mu0 of nu >= 1/mu). ``b_objective`` replaces the objective by
     ``b_objective @ b`` (used for the bounding LPs: least / largest cost, largest B_d). ``scale``: s,
@@ -244,26 +280,49 @@ def build_lp(data: LibraData, objective: str, scale: float | np.ndarray, *, c_re
     if b_objective is None and P:  # time: t'_p - (M_pd / (s_d tau_p)) i_d >= 0
         p_idx, d_idx = np.nonzero(data.M > 0)
         r = np.arange(p_idx.size)
-        bld.add_constraints(np.concatenate([r, r]), np.concatenate([t[p_idx], i_cols[d_idx]]),
-                            np.concatenate([np.ones(r.size), -data.M[p_idx, d_idx] / (s[d_idx] * tau[p_idx])]), lb=0.0, count=r.size,
-                            name="time")
+        bld.add_constraints(
+            np.concatenate([r, r]),
+            np.concatenate([t[p_idx], i_cols[d_idx]]),
+            np.concatenate([np.ones(r.size), -data.M[p_idx, d_idx] / (s[d_idx] * tau[p_idx])]),
+            lb=0.0,
+            count=r.size,
+            name="time",
+        )
     has_lo = np.flatnonzero(data.lo > 0)  # bounds (homogenised with mu)
     if has_lo.size:
         r = np.arange(has_lo.size)
-        bld.add_constraints(np.concatenate([r, r]), np.concatenate([b[has_lo], np.full(r.size, mu)]),
-                            np.concatenate([np.ones(r.size), -data.lo[has_lo] / s[has_lo]]), lb=0.0, count=r.size, name="lower")
+        bld.add_constraints(
+            np.concatenate([r, r]),
+            np.concatenate([b[has_lo], np.full(r.size, mu)]),
+            np.concatenate([np.ones(r.size), -data.lo[has_lo] / s[has_lo]]),
+            lb=0.0,
+            count=r.size,
+            name="lower",
+        )
     has_hi = np.flatnonzero(np.isfinite(data.hi))
     if has_hi.size:
         r = np.arange(has_hi.size)
-        bld.add_constraints(np.concatenate([r, r]), np.concatenate([b[has_hi], np.full(r.size, mu)]),
-                            np.concatenate([np.ones(r.size), -data.hi[has_hi] / s[has_hi]]), ub=0.0, count=r.size, name="upper")
+        bld.add_constraints(
+            np.concatenate([r, r]),
+            np.concatenate([b[has_hi], np.full(r.size, mu)]),
+            np.concatenate([np.ones(r.size), -data.hi[has_hi] / s[has_hi]]),
+            ub=0.0,
+            count=r.size,
+            name="upper",
+        )
     if data.order.shape[0]:
         K = data.order.shape[0]
         r = np.arange(K)
         hi_s, lo_s = s[data.order[:, 0]], s[data.order[:, 1]]  # s_i b_i - s_j b_j >= 0, divided by the larger s
         top = np.maximum(hi_s, lo_s)
-        bld.add_constraints(np.concatenate([r, r]), np.concatenate([b[data.order[:, 0]], b[data.order[:, 1]]]),
-                            np.concatenate([hi_s / top, -lo_s / top]), lb=0.0, count=K, name="order")
+        bld.add_constraints(
+            np.concatenate([r, r]),
+            np.concatenate([b[data.order[:, 0]], b[data.order[:, 1]]]),
+            np.concatenate([hi_s / top, -lo_s / top]),
+            lb=0.0,
+            count=K,
+            name="order",
+        )
     if data.h.size:  # linear: (s G b - h mu) / n <= / >= / == 0
         R, Dn = data.G.shape
         norm = np.maximum(np.maximum(np.abs(data.G * s[None, :]).max(axis=1), np.abs(data.h)), 1e-300)
@@ -275,22 +334,43 @@ def build_lp(data: LibraData, objective: str, scale: float | np.ndarray, *, c_re
         upper = np.where(data.sense == ">=", np.inf, 0.0).astype(float)
         bld.add_constraints(rows[keep], cols[keep], vals[keep], lb=lower, ub=upper, count=R, name="linear")
     # budget: (s / beta) a @ b - mu <= 0  (== 0 with spend_all)
-    bld.add_constraints(np.zeros(D + 1, dtype=np.int64), np.append(b, mu), np.append(s * data.budget_w / data.budget, -1.0),
-                        lb=0.0 if data.spend_all else -np.inf, ub=0.0, count=1, name="budget")
+    bld.add_constraints(
+        np.zeros(D + 1, dtype=np.int64),
+        np.append(b, mu),
+        np.append(s * data.budget_w / data.budget, -1.0),
+        lb=0.0 if data.spend_all else -np.inf,
+        ub=0.0,
+        count=1,
+        name="budget",
+    )
     if ppc:  # normalisation: (s / c_ref) u @ b = 1
-        bld.add_constraints(np.zeros(D, dtype=np.int64), b, s * data.cost_w / c_ref, lb=1.0, ub=1.0, count=1, name="norm")
+        bld.add_constraints(
+            np.zeros(D, dtype=np.int64), b, s * data.cost_w / c_ref, lb=1.0, ub=1.0, count=1, name="norm"
+        )
     if b_objective is None:
         pts = [(d, b0) for d in used for b0 in (b_cuts or {}).get(int(d), [])]
         if pts:  # epigraph cuts: i_d + b_d / b0^2 >= 2 / b0
             d_arr, b0 = np.array([p[0] for p in pts]), np.array([p[1] for p in pts], dtype=float)
             r = np.arange(b0.size)
-            bld.add_constraints(np.concatenate([r, r]), np.concatenate([i_cols[d_arr], b[d_arr]]),
-                                np.concatenate([np.ones(r.size), 1.0 / b0 ** 2]), lb=2.0 / b0, count=r.size, name="cut_i")
+            bld.add_constraints(
+                np.concatenate([r, r]),
+                np.concatenate([i_cols[d_arr], b[d_arr]]),
+                np.concatenate([np.ones(r.size), 1.0 / b0**2]),
+                lb=2.0 / b0,
+                count=r.size,
+                name="cut_i",
+            )
         if ppc and mu_cuts:  # nu + mu / mu0^2 >= 2 / mu0
             m0 = np.asarray(mu_cuts, dtype=float)
             r = np.arange(m0.size)
-            bld.add_constraints(np.concatenate([r, r]), np.concatenate([np.full(r.size, nu), np.full(r.size, mu)]),
-                                np.concatenate([np.ones(r.size), 1.0 / m0 ** 2]), lb=2.0 / m0, count=r.size, name="cut_nu")
+            bld.add_constraints(
+                np.concatenate([r, r]),
+                np.concatenate([np.full(r.size, nu), np.full(r.size, mu)]),
+                np.concatenate([np.ones(r.size), 1.0 / m0**2]),
+                lb=2.0 / m0,
+                count=r.size,
+                name="cut_nu",
+            )
         if ppc:
             bld.set_objective(np.append(t, nu), np.append(data.W * tau, data.compute_us) / t_ref)
         else:
@@ -322,8 +402,9 @@ def lp_point(lp: LibraLP, data: LibraData, B: np.ndarray) -> np.ndarray:
         full_i = np.zeros(data.M.shape[1])
         full_i[used] = x[lp.i[used]]
         with np.errstate(invalid="ignore"):
-            x[lp.t] = np.where(data.M > 0, data.M / (lp.scale[None, :] * lp.t_scale[:, None]) * full_i[None, :],
-                               0.0).max(axis=1)
+            x[lp.t] = np.where(
+                data.M > 0, data.M / (lp.scale[None, :] * lp.t_scale[:, None]) * full_i[None, :], 0.0
+            ).max(axis=1)
     return x
 
 
@@ -412,12 +493,27 @@ class BandwidthSolution:
         out: dict[str, Any] = {"format": SOLUTION_FORMAT, "version": 1}
         if instance_name:
             out["instance"] = instance_name
-        out.update(status=self.status, objective_name=self.objective_name, objective=self.objective, bound=self.bound,
-                   gap=self.gap, wall_time_s=self.wall_time_s, iterations=self.iterations, backend=self.backend,
-                   bandwidths_gbps=bw, iteration_time_s=self.iteration_time_s, cost_usd=self.cost_usd,
-                   equal_split={"bandwidths_gbps": eq, "iteration_time_s": self.equal_split_time_s,
-                                "objective": self.equal_split_objective, "feasible": self.equal_split_feasible},
-                   speedup_vs_equal=self.speedup_vs_equal, message=self.message)
+        out.update(
+            status=self.status,
+            objective_name=self.objective_name,
+            objective=self.objective,
+            bound=self.bound,
+            gap=self.gap,
+            wall_time_s=self.wall_time_s,
+            iterations=self.iterations,
+            backend=self.backend,
+            bandwidths_gbps=bw,
+            iteration_time_s=self.iteration_time_s,
+            cost_usd=self.cost_usd,
+            equal_split={
+                "bandwidths_gbps": eq,
+                "iteration_time_s": self.equal_split_time_s,
+                "objective": self.equal_split_objective,
+                "feasible": self.equal_split_feasible,
+            },
+            speedup_vs_equal=self.speedup_vs_equal,
+            message=self.message,
+        )
         return out
 
 
@@ -448,20 +544,28 @@ def _direct_infeasibility(data: LibraData) -> str | None:
     names = data.problem.dimension_names
     for d in range(len(names)):
         if data.lo[d] > data.hi[d]:
-            return (f"dimension {names[d]!r} needs at least {data.lo[d]:g} GB/s but may have at most {data.hi[d]:g} "
-                    f"(min, max and fixed values disagree)")
+            return (
+                f"dimension {names[d]!r} needs at least {data.lo[d]:g} GB/s but may have at most {data.hi[d]:g} "
+                f"(min, max and fixed values disagree)"
+            )
     unit = "GB/s" if data.problem.budget.kind == "total_bandwidth" else "$"
     least = float(data.budget_w @ data.lo)
     if least > data.budget * (1 + 1e-12):
-        return (f"the minimum and fixed bandwidths alone need {least:.6g} {unit}, more than the budget of "
-                f"{data.budget:.6g} {unit}")
+        return (
+            f"the minimum and fixed bandwidths alone need {least:.6g} {unit}, more than the budget of "
+            f"{data.budget:.6g} {unit}"
+        )
     if data.spend_all and np.isfinite(data.hi).all() and float(data.budget_w @ data.hi) < data.budget * (1 - 1e-12):
-        return (f"spend_all: the maximum and fixed bandwidths allow only {float(data.budget_w @ data.hi):.6g} {unit}, "
-                f"less than the budget of {data.budget:.6g} {unit}")
+        return (
+            f"spend_all: the maximum and fixed bandwidths allow only {float(data.budget_w @ data.hi):.6g} {unit}, "
+            f"less than the budget of {data.budget:.6g} {unit}"
+        )
     for i, j in data.order:
         if data.lo[j] > data.hi[i]:
-            return (f"ordering {names[i]} >= {names[j]} cannot hold: {names[j]} needs at least {data.lo[j]:g} GB/s, "
-                    f"{names[i]} may have at most {data.hi[i]:g}")
+            return (
+                f"ordering {names[i]} >= {names[j]} cannot hold: {names[j]} needs at least {data.lo[j]:g} GB/s, "
+                f"{names[i]} may have at most {data.hi[i]:g}"
+            )
     for d in np.flatnonzero(data.used & (data.hi <= 0)):
         return f"dimension {names[d]!r} carries traffic but its bandwidth is capped at 0: no finite iteration time"
     return None
@@ -500,7 +604,10 @@ def _run(lp: LibraLP, backend: str, clock: _Clock):
     if status == "optimal":
         return res
     if status == "infeasible":
-        raise _Stop("infeasible", "the budget, bounds, orderings and linear constraints together admit no allocation (the LP is infeasible)")
+        raise _Stop(
+            "infeasible",
+            "the budget, bounds, orderings and linear constraints together admit no allocation (the LP is infeasible)",
+        )
     if status in ("no_solution", "feasible"):
         raise _Stop("limit", f"time limit reached in an LP ({status})")
     raise _Stop("error", f"the {backend} LP solve failed: {status} {res.message}".strip())
@@ -534,15 +641,27 @@ def _check_backend(backend: str) -> None:
     except UnknownBackendError as exc:
         raise InputError(str(exc)) from None
     if not info.is_available():
-        raise InputError(str(BackendUnavailableError(f"backend {backend!r} needs the Python package {info.package!r}: "
-                                                     f"pip install {info.pip_name}")))
+        raise InputError(
+            str(
+                BackendUnavailableError(
+                    f"backend {backend!r} needs the Python package {info.package!r}: pip install {info.pip_name}"
+                )
+            )
+        )
     if not info.supports(Capability.CONTINUOUS_VARIABLES):
-        raise InputError(f"backend {backend!r} takes all-integer models only; the LIBRA model is a sequence of LPs "
-                         f"(use highs, scip or cbc)")
+        raise InputError(
+            f"backend {backend!r} takes all-integer models only; the LIBRA model is a sequence of LPs "
+            f"(use highs, scip or cbc)"
+        )
 
 
-def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, backend: str = "highs",
-                    time_limit_s: float | None = None, gap: float = DEFAULT_GAP) -> BandwidthSolution:
+def solve_bandwidth(
+    problem: HierarchyProblem,
+    objective: str | None = None,
+    backend: str = "highs",
+    time_limit_s: float | None = None,
+    gap: float = DEFAULT_GAP,
+) -> BandwidthSolution:
     """Optimal per-dimension bandwidths of ``problem`` (comment block above :func:`build_lp`).
 
     Parameters
@@ -568,7 +687,9 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
     if objective not in ("iteration_time", "perf_per_cost"):
         raise InputError(f"unknown objective {objective!r}; choose iteration_time or perf_per_cost")
     if objective == "perf_per_cost" and not problem.has_cost:
-        raise InputError("perf_per_cost needs the cost of every dimension (prices_usd_per_gbps or unit_cost_usd_per_gbps)")
+        raise InputError(
+            "perf_per_cost needs the cost of every dimension (prices_usd_per_gbps or unit_cost_usd_per_gbps)"
+        )
     if time_limit_s is not None and (not math.isfinite(time_limit_s) or time_limit_s < 0):
         raise InputError(f"time limit must be a finite number >= 0, got {time_limit_s}")
     if not (isinstance(gap, (int, float)) and math.isfinite(gap) and gap >= 0):
@@ -578,20 +699,45 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
     data = libra_data(problem)
     eq = equal_split(problem)
     eq_eval = evaluate_bandwidths(problem, eq)
-    base = dict(objective_name=objective, backend=backend, equal_split_gbps=tuple(float(v) for v in eq),
-                equal_split_time_s=eq_eval.iteration_time_s, equal_split_objective=eq_eval.objective(objective),
-                equal_split_feasible=eq_eval.feasible, dimension_names=problem.dimension_names)
+    base = dict(
+        objective_name=objective,
+        backend=backend,
+        equal_split_gbps=tuple(float(v) for v in eq),
+        equal_split_time_s=eq_eval.iteration_time_s,
+        equal_split_objective=eq_eval.objective(objective),
+        equal_split_feasible=eq_eval.feasible,
+        dimension_names=problem.dimension_names,
+    )
 
     def result(status: str, message: str = "", iterations: int = 0, B=None, bound=None) -> BandwidthSolution:
         if B is None:
-            return BandwidthSolution(status, bandwidths_gbps=None, objective=None, bound=bound, gap=None,
-                                     wall_time_s=clock.elapsed(), iterations=iterations, message=message, **base)
+            return BandwidthSolution(
+                status,
+                bandwidths_gbps=None,
+                objective=None,
+                bound=bound,
+                gap=None,
+                wall_time_s=clock.elapsed(),
+                iterations=iterations,
+                message=message,
+                **base,
+            )
         ev = evaluate_bandwidths(problem, B)
         value = ev.objective(objective)
         g = None if bound is None else (max(0.0, (value - bound) / value) if value > 0 else 0.0)
-        return BandwidthSolution(status, bandwidths_gbps=tuple(float(v) for v in B), objective=value, bound=bound, gap=g,
-                                 wall_time_s=clock.elapsed(), iterations=iterations, iteration_time_s=ev.iteration_time_s,
-                                 cost_usd=ev.cost_usd, message=message, **base)
+        return BandwidthSolution(
+            status,
+            bandwidths_gbps=tuple(float(v) for v in B),
+            objective=value,
+            bound=bound,
+            gap=g,
+            wall_time_s=clock.elapsed(),
+            iterations=iterations,
+            iteration_time_s=ev.iteration_time_s,
+            cost_usd=ev.cost_usd,
+            message=message,
+            **base,
+        )
 
     reason = _direct_infeasibility(data)
     if reason:
@@ -604,8 +750,11 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
         D = problem.num_dimensions
         # Bounding LPs (B-space, mu = 1): the largest B_d each used dimension may get, and for
         # perf_per_cost the least and largest network cost.
-        probe_scale = max(1.0, float(np.max(np.where(np.isfinite(data.hi), data.hi, 0.0), initial=0.0)),
-                          data.budget / float(np.min(data.budget_w)))  # the largest B_d the budget allows
+        probe_scale = max(
+            1.0,
+            float(np.max(np.where(np.isfinite(data.hi), data.hi, 0.0), initial=0.0)),
+            data.budget / float(np.min(data.budget_w)),
+        )  # the largest B_d the budget allows
         bmax = np.zeros(D)
         probes = []  # allocations in P, each with its own b_d at its largest
         for d in np.flatnonzero(data.used):
@@ -616,16 +765,24 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             bmax[d] = probe_scale * res.values[lp0.b[d]]
             probes.append(np.clip(probe_scale * res.values[lp0.b], data.lo, data.hi))
             if bmax[d] <= 1e-12 * probe_scale:
-                raise _Stop("infeasible", f"dimension {problem.dimension_names[d]!r} carries traffic but the constraints "
-                                          f"force its bandwidth to 0: no finite iteration time")
+                raise _Stop(
+                    "infeasible",
+                    f"dimension {problem.dimension_names[d]!r} carries traffic but the constraints "
+                    f"force its bandwidth to 0: no finite iteration time",
+                )
         if not data.used.any():  # no traffic: the time is the compute time whatever B is; the cheapest B is optimal
             w = data.cost_w if data.cost_w is not None else data.budget_w  # (and for perf_per_cost the only optimum)
             lp0 = build_lp(data, "iteration_time", probe_scale, b_objective=w / w.max())
             res = _run(lp0, backend, clock)
             B = np.clip(probe_scale * res.values[lp0.b], data.lo, data.hi)
             value = evaluate_bandwidths(problem, B).objective(objective)
-            return result("optimal", "no collective moves data: the time is the compute time; the cheapest allocation "
-                                     "is returned", 1, B, value)
+            return result(
+                "optimal",
+                "no collective moves data: the time is the compute time; the cheapest allocation is returned",
+                1,
+                B,
+                value,
+            )
         scale = float(bmax.max())
         c_ref, mu_bounds, mu_cuts = None, (1.0, 1.0), None
         if objective == "perf_per_cost":
@@ -637,13 +794,17 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             c_min, c_max = costs
             if c_min <= 1e-12 * c_max:
                 if data.compute_us == 0:
-                    raise InputError("perf_per_cost is not solved for this problem: with no compute time, time x cost "
-                                     "stays the same when every bandwidth is scaled alike, and the constraints let them "
-                                     "shrink to 0, so nothing fixes the scale; add min_gbps or fixed_gbps, or a budget "
-                                     "with spend_all")
-                raise InputError("perf_per_cost has no optimum for this problem: the constraints let every bandwidth "
-                                 "shrink to 0, and time x cost keeps falling as they do; add min_gbps or fixed_gbps, "
-                                 "or a budget with spend_all")
+                    raise InputError(
+                        "perf_per_cost is not solved for this problem: with no compute time, time x cost "
+                        "stays the same when every bandwidth is scaled alike, and the constraints let them "
+                        "shrink to 0, so nothing fixes the scale; add min_gbps or fixed_gbps, or a budget "
+                        "with spend_all"
+                    )
+                raise InputError(
+                    "perf_per_cost has no optimum for this problem: the constraints let every bandwidth "
+                    "shrink to 0, and time x cost keeps falling as they do; add min_gbps or fixed_gbps, "
+                    "or a budget with spend_all"
+                )
             c_ref, mu_bounds = c_max, (1.0, max(1.0, c_max / c_min))
             mu_cuts = list(np.geomspace(mu_bounds[0], mu_bounds[1], 5)) if mu_bounds[1] > mu_bounds[0] else [1.0]
         # iteration_time: the compute time is a constant of the objective. The cuts close the gap on
@@ -688,8 +849,10 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
             if math.isfinite(best_ub) and best_ub - lb <= gap * abs(best_ub):
                 # "optimal" means within OPTIMAL_GAP, as for solve; a looser requested gap is feasible
                 proven = best_ub - lb <= OPTIMAL_GAP * abs(best_ub)
-                return closed("optimal" if proven else "feasible",
-                              "" if proven else f"stopped at the requested gap {gap:g}; optimal means within {OPTIMAL_GAP:g}")
+                return closed(
+                    "optimal" if proven else "feasible",
+                    "" if proven else f"stopped at the requested gap {gap:g}; optimal means within {OPTIMAL_GAP:g}",
+                )
             added = False
             for d, pts in b_cuts.items():
                 bd, id_ = float(x[lp.b[d]]), float(x[lp.i[d]])
@@ -709,7 +872,9 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
                 # rescaled came out 0.5 % above HiGHS's on the same LP once in 450 random problems)
                 used_d = np.flatnonzero(data.used)
                 tilde = mu_best * best_B[used_d]
-                scales[used_d] = np.where(tilde < RESCALE_BELOW * scale, np.maximum(tilde, RESCALE_FLOOR * scale), scale)
+                scales[used_d] = np.where(
+                    tilde < RESCALE_BELOW * scale, np.maximum(tilde, RESCALE_FLOOR * scale), scale
+                )
             if mu_cuts is not None:
                 m, nu = float(x[lp.mu]), float(x[lp.nu])
                 if nu < (1.0 / m) * (1 - 1e-12) and all(abs(m - p) > 1e-15 for p in mu_cuts):
@@ -720,11 +885,19 @@ def solve_bandwidth(problem: HierarchyProblem, objective: str | None = None, bac
                     return result("error", "the cutting planes stalled before finding a finite allocation", rounds)
                 stalled = (best_ub - lb) / best_ub
                 if stalled <= OPTIMAL_GAP:  # short of a tighter requested gap, but within what optimal means
-                    return closed("optimal", f"the cuts stalled at a gap of {stalled:.3g} of the communication time "
-                                             f"(the LP solver's tolerance), within {OPTIMAL_GAP:g}")
-                return result("feasible", f"the cuts stalled at a gap of {stalled:.3g} of the communication time: the LP "
-                              f"solver's tolerance limits the bound (HiGHS is the most precise; or ask for a larger gap)",
-                              rounds, best_B, offset + lb)
+                    return closed(
+                        "optimal",
+                        f"the cuts stalled at a gap of {stalled:.3g} of the communication time "
+                        f"(the LP solver's tolerance), within {OPTIMAL_GAP:g}",
+                    )
+                return result(
+                    "feasible",
+                    f"the cuts stalled at a gap of {stalled:.3g} of the communication time: the LP "
+                    f"solver's tolerance limits the bound (HiGHS is the most precise; or ask for a larger gap)",
+                    rounds,
+                    best_B,
+                    offset + lb,
+                )
         if best_B is None:
             return result("error", f"no finite allocation after {MAX_ROUNDS} rounds", rounds)
         return result("feasible", f"stopped after {MAX_ROUNDS} rounds", rounds, best_B, offset + lb)

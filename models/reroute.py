@@ -110,8 +110,14 @@ def _walk_back(pred: np.ndarray, row: np.ndarray, src: np.ndarray, dst: np.ndarr
     return out
 
 
-def min_max_routing(X: np.ndarray, demand: np.ndarray, link_bytes_per_s: float, *, time_limit_s: float | None = None,
-                    rel_gap: float = DEFAULT_REL_GAP) -> RoutingResult:
+def min_max_routing(
+    X: np.ndarray,
+    demand: np.ndarray,
+    link_bytes_per_s: float,
+    *,
+    time_limit_s: float | None = None,
+    rel_gap: float = DEFAULT_REL_GAP,
+) -> RoutingResult:
     """The routing of ``demand`` (bytes, n x n) on topology ``X`` (link counts) whose busiest arc is
     least busy, by column generation (math in the module docstring). Raises ValueError when a pair
     with demand has no path."""
@@ -153,8 +159,16 @@ def min_max_routing(X: np.ndarray, demand: np.ndarray, link_bytes_per_s: float, 
             starts.append(len(idx))
             idx += [q, *(Q + e).tolist()]
             val += [1.0, *([dn[q] / arcs.cap.max()] * e.size)]
-        h.addCols(len(new), np.zeros(len(new)), np.zeros(len(new)), np.full(len(new), inf), len(idx),
-                  np.asarray(starts, np.int32), np.asarray(idx, np.int32), np.asarray(val, np.float64))
+        h.addCols(
+            len(new),
+            np.zeros(len(new)),
+            np.zeros(len(new)),
+            np.full(len(new), inf),
+            len(idx),
+            np.asarray(starts, np.int32),
+            np.asarray(idx, np.int32),
+            np.asarray(val, np.float64),
+        )
         columns.extend(new)
 
     add(list(enumerate(paths)))
@@ -203,8 +217,9 @@ def min_max_routing(X: np.ndarray, demand: np.ndarray, link_bytes_per_s: float, 
     out = [(columns[c][1], float(f[c] / share[commodity[c]])) for c in np.flatnonzero(keep)]
     busy = _busiest(arcs, [columns[c] for c in np.flatnonzero(keep)], d, np.array([fr for _, fr in out]))
     bound = min(lower * u0, busy)
-    return RoutingResult(out, busy, bound, busy - bound <= rel_gap * busy, rounds, len(columns),
-                         time.perf_counter() - started)
+    return RoutingResult(
+        out, busy, bound, busy - bound <= rel_gap * busy, rounds, len(columns), time.perf_counter() - started
+    )
 
 
 def _busiest(arcs: _Arcs, columns: list[tuple[int, list[int]]], d: np.ndarray, f: np.ndarray) -> float:
@@ -216,8 +231,9 @@ def _busiest(arcs: _Arcs, columns: list[tuple[int, list[int]]], d: np.ndarray, f
     return float((load / arcs.cap).max())
 
 
-def _fewest_hops(h: highspy.Highs, columns: list[tuple[int, list[int]]], dn: np.ndarray, upper: float,
-                 deadline: float) -> np.ndarray | None:
+def _fewest_hops(
+    h: highspy.Highs, columns: list[tuple[int, list[int]]], dn: np.ndarray, upper: float, deadline: float
+) -> np.ndarray | None:
     """Path shares of least bytes x hops with U at most ``upper`` (the first stage's optimum, a hair
     above); None when that LP does not solve in time."""
     ncol = len(columns)

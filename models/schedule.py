@@ -73,11 +73,25 @@ from topoopt_ilp.files import MAX_SOLUTION_BYTES, json_safe, write_json_atomic
 from topoopt_ilp.files.jsonio import check_format, json_list, json_object, read_json, with_source
 from topoopt_ilp.schedule.iteration_graph import IterationGraph, Schedule, lower_bounds
 
-__all__ = ["list_schedule", "solve_schedule", "build_schedule_model", "model_size", "schedule_to_dict",
-           "ScheduleFile", "read_schedule", "parse_schedule", "write_schedule", "file_sha256",
-           "SCHEDULE_FORMAT", "SCHEDULE_VERSION",
-           "MAX_MODEL_SIZE", "DEFAULT_TIME_UNIT_S", "PRIORITY_RULES", "JUSTIFY_ROUNDS",
-           "LARGE_GRAPH_TASKS"]
+__all__ = [
+    "list_schedule",
+    "solve_schedule",
+    "build_schedule_model",
+    "model_size",
+    "schedule_to_dict",
+    "ScheduleFile",
+    "read_schedule",
+    "parse_schedule",
+    "write_schedule",
+    "file_sha256",
+    "SCHEDULE_FORMAT",
+    "SCHEDULE_VERSION",
+    "MAX_MODEL_SIZE",
+    "DEFAULT_TIME_UNIT_S",
+    "PRIORITY_RULES",
+    "JUSTIFY_ROUNDS",
+    "LARGE_GRAPH_TASKS",
+]
 
 DEFAULT_TIME_UNIT_S = 1e-6
 #: Largest model (tasks + piece-arc memberships + precedence edges) the exact method builds. The
@@ -86,7 +100,7 @@ DEFAULT_TIME_UNIT_S = 1e-6
 MAX_MODEL_SIZE = 100_000
 #: Most time units a schedule may span (the sum of all durations and latencies, in units): CP-SAT's
 #: integer variables and the list scheduler's integer arithmetic stay far from overflow.
-MAX_TIME_UNITS = 2 ** 40
+MAX_TIME_UNITS = 2**40
 
 
 def _units(g: IterationGraph, unit: float, *, any_coarseness: bool = False) -> tuple[list[int], list[int]]:
@@ -102,11 +116,15 @@ def _units(g: IterationGraph, unit: float, *, any_coarseness: bool = False) -> t
     total = sum(t.duration_s + t.latency_s for t in g.tasks)
     longest = max((t.duration_s + t.latency_s for t in g.tasks), default=0.0)
     if not any_coarseness and longest > 0 and unit > longest * (1 + 1e-9):  # every task one unit: no times
-        raise InputError(f"a time unit of {unit:.3g} s is coarser than the longest task ({longest:.3g} s): every task "
-                         "would last one unit and the makespan count tasks, not time; use a finer unit")
+        raise InputError(
+            f"a time unit of {unit:.3g} s is coarser than the longest task ({longest:.3g} s): every task "
+            "would last one unit and the makespan count tasks, not time; use a finer unit"
+        )
     if total / unit > MAX_TIME_UNITS:
-        raise InputError(f"a time unit of {unit:.3g} s is too fine for this iteration ({total:.3g} s of tasks in all): "
-                         f"the schedule would count more than {MAX_TIME_UNITS:.3g} units; use a coarser unit")
+        raise InputError(
+            f"a time unit of {unit:.3g} s is too fine for this iteration ({total:.3g} s of tasks in all): "
+            f"the schedule would count more than {MAX_TIME_UNITS:.3g} units; use a coarser unit"
+        )
     return [up(t.duration_s) for t in g.tasks], [up(t.latency_s) for t in g.tasks]
 
 
@@ -123,11 +141,31 @@ def _tails(g: IterationGraph, dur: list[int], lat: list[int], order: list[int], 
     return tail
 
 
-def _schedule(g: IterationGraph, method: str, status: str, start: list[int] | None, dur: list[int], lat: list[int],
-              unit: float, bound_units: float | None, wall: float, details: dict[str, Any]) -> Schedule:
+def _schedule(
+    g: IterationGraph,
+    method: str,
+    status: str,
+    start: list[int] | None,
+    dur: list[int],
+    lat: list[int],
+    unit: float,
+    bound_units: float | None,
+    wall: float,
+    details: dict[str, Any],
+) -> Schedule:
     if start is None:
-        return Schedule(status, method, None, None if bound_units is None else bound_units * unit, None, None, None, unit,
-                        wall, details)
+        return Schedule(
+            status,
+            method,
+            None,
+            None if bound_units is None else bound_units * unit,
+            None,
+            None,
+            None,
+            unit,
+            wall,
+            details,
+        )
     s = np.asarray(start, dtype=np.int64)
     end = s + np.asarray(dur, dtype=np.int64)
     mk_units = int((end + np.asarray(lat, dtype=np.int64)).max()) if len(s) else 0
@@ -194,8 +232,13 @@ JUSTIFY_ROUNDS = 3
 LARGE_GRAPH_TASKS = 20_000
 
 
-def list_schedule(g: IterationGraph, *, time_unit_s: float = DEFAULT_TIME_UNIT_S, priority: str | None = None,
-                  justify: int | None = None) -> Schedule:
+def list_schedule(
+    g: IterationGraph,
+    *,
+    time_unit_s: float = DEFAULT_TIME_UNIT_S,
+    priority: str | None = None,
+    justify: int | None = None,
+) -> Schedule:
     """List scheduling (serial schedule generation): tasks are placed one at a time, each only after
     all its predecessors, at the earliest time >= their ends (plus their latencies) at which its
     server, or every arc of its path, has a free unit for its whole duration (gaps left earlier
@@ -250,12 +293,31 @@ def list_schedule(g: IterationGraph, *, time_unit_s: float = DEFAULT_TIME_UNIT_S
             break
         mk, start, how = makespan(fwd), fwd, how + "+justified"
     lb = _unit_bound(g, dur, lat, order, tail)
-    return _schedule(g, "heuristic", "feasible", start, dur, lat, time_unit_s, lb, time.perf_counter() - started,
-                     {"lower_bounds": lower_bounds(g), "source": "list schedule", "priority": how})
+    return _schedule(
+        g,
+        "heuristic",
+        "feasible",
+        start,
+        dur,
+        lat,
+        time_unit_s,
+        lb,
+        time.perf_counter() - started,
+        {"lower_bounds": lower_bounds(g), "source": "list schedule", "priority": how},
+    )
 
 
-def _serial(g: IterationGraph, dur: list[int], succ: list[list[int]], pred: list[list[int]], lag_out: list[int],
-            lag_in: list[int], key: list[int], tie: list[int], earliest: bool) -> list[int]:
+def _serial(
+    g: IterationGraph,
+    dur: list[int],
+    succ: list[list[int]],
+    pred: list[list[int]],
+    lag_out: list[int],
+    lag_in: list[int],
+    key: list[int],
+    tie: list[int],
+    earliest: bool,
+) -> list[int]:
     """One serial schedule generation pass; returns the starts (units).
 
     A task becomes ready when all of ``pred`` are placed, at the latest of their ends plus their
@@ -337,8 +399,9 @@ def _unit_bound(g: IterationGraph, dur: list[int], lat: list[int], order: list[i
 #                (NoOverlap when X_uv = 1; left out when |P_uv| <= X_uv: it cannot bind)
 #   makespan:    C >= S_j + p_j + l_j                            for every task without successor
 # Objective: minimise C.  Warm start: AddHint(S_j = list-schedule start).
-def build_schedule_model(g: IterationGraph, dur: list[int], lat: list[int], horizon: int, lb: int,
-                         hint: list[int] | None = None):
+def build_schedule_model(
+    g: IterationGraph, dur: list[int], lat: list[int], horizon: int, lb: int, hint: list[int] | None = None
+):
     """The CP-SAT model (comment block above). Returns ``(model, starts, makespan_var)``."""
     from ortools.sat.python import cp_model
 
@@ -382,9 +445,17 @@ def build_schedule_model(g: IterationGraph, dur: list[int], lat: list[int], hori
     return m, S, C
 
 
-def solve_schedule(g: IterationGraph, *, time_limit_s: float | None = None, time_unit_s: float = DEFAULT_TIME_UNIT_S,
-                   threads: int = 2, seed: int = 0, warm_start: bool = True, max_size: int = MAX_MODEL_SIZE,
-                   log: bool = False) -> Schedule:
+def solve_schedule(
+    g: IterationGraph,
+    *,
+    time_limit_s: float | None = None,
+    time_unit_s: float = DEFAULT_TIME_UNIT_S,
+    threads: int = 2,
+    seed: int = 0,
+    warm_start: bool = True,
+    max_size: int = MAX_MODEL_SIZE,
+    log: bool = False,
+) -> Schedule:
     """Minimise the makespan exactly with CP-SAT (module docstring). The list schedule gives the
     horizon and, with ``warm_start``, the hint. Refuses (UnsupportedError) a model above ``max_size``
     (:func:`model_size`) before building it."""
@@ -398,7 +469,8 @@ def solve_schedule(g: IterationGraph, *, time_limit_s: float | None = None, time
         raise UnsupportedError(
             f"the scheduling model would hold {size:,} terms ({len(g.tasks):,} tasks, {g.arc_uses():,} flow-arc uses, "
             f"{len(g.edges):,} precedence edges), above the exact method's limit of {max_size:,}; "
-            "use --method heuristic (list scheduling)")
+            "use --method heuristic (list scheduling)"
+        )
     heur = list_schedule(g, time_unit_s=time_unit_s)
     dur, lat = _units(g, time_unit_s)
     hint = np.rint(heur.start_s / time_unit_s).astype(np.int64).tolist()
@@ -412,8 +484,14 @@ def solve_schedule(g: IterationGraph, *, time_limit_s: float | None = None, time
     if time_limit_s is not None:
         solver.parameters.max_time_in_seconds = float(time_limit_s)
     code = solver.solve(model)
-    details = {"lower_bounds": lower_bounds(g), "list_makespan_s": heur.makespan_s, "model_size": size,
-               "cpsat_status": solver.status_name(code), "cpsat_wall_time_s": solver.wall_time, "source": "CP-SAT"}
+    details = {
+        "lower_bounds": lower_bounds(g),
+        "list_makespan_s": heur.makespan_s,
+        "model_size": size,
+        "cpsat_status": solver.status_name(code),
+        "cpsat_wall_time_s": solver.wall_time,
+        "source": "CP-SAT",
+    }
     wall = time.perf_counter() - started
     if code == cp_model.OPTIMAL:
         start = [solver.value(v) for v in S]
@@ -439,9 +517,26 @@ SCHEDULE_FORMAT = "topoopt-schedule"
 #: Version 2 states what the graph is rebuilt from (micro-batches, the input files' SHA-256); the
 #: version 1 files of earlier releases lack it and cannot be checked.
 SCHEDULE_VERSION = 2
-_FILE_KEYS = {"format", "version", "instance", "instance_sha256", "solution", "solution_sha256", "status", "method",
-              "makespan_s", "bound_s", "gap", "time_unit_s", "wall_time_s", "forward_fraction", "routing",
-              "micro_batches", "tasks", "summary"}
+_FILE_KEYS = {
+    "format",
+    "version",
+    "instance",
+    "instance_sha256",
+    "solution",
+    "solution_sha256",
+    "status",
+    "method",
+    "makespan_s",
+    "bound_s",
+    "gap",
+    "time_unit_s",
+    "wall_time_s",
+    "forward_fraction",
+    "routing",
+    "micro_batches",
+    "tasks",
+    "summary",
+}
 _FILE_REQUIRED = _FILE_KEYS - {"summary"}  # every key schedule_to_dict writes (the summary is the CLI's)
 _TASK_KEYS = {"name", "kind", "start_s", "end_s", "duration_s", "server", "path", "bytes", "latency_s"}
 _SHA256_HEX = frozenset("0123456789abcdef")
@@ -461,8 +556,15 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def schedule_to_dict(g: IterationGraph, sched: Schedule, *, instance: str | None = None, instance_sha256: str | None = None,
-                     solution: str | None = None, solution_sha256: str | None = None) -> dict[str, Any]:
+def schedule_to_dict(
+    g: IterationGraph,
+    sched: Schedule,
+    *,
+    instance: str | None = None,
+    instance_sha256: str | None = None,
+    solution: str | None = None,
+    solution_sha256: str | None = None,
+) -> dict[str, Any]:
     """JSON form (``"format": "topoopt-schedule"``, version :data:`SCHEDULE_VERSION`): the summary,
     what the graph is rebuilt from (forward fraction, routing, micro-batches; the time unit, which
     the check's makespan tolerance needs; the instance and solution files' SHA-256, null when the
@@ -489,8 +591,13 @@ def schedule_to_dict(g: IterationGraph, sched: Schedule, *, instance: str | None
     }
     if sched.has_schedule:
         for j, t in enumerate(g.tasks):
-            row: dict[str, Any] = {"name": t.name, "kind": t.kind, "start_s": float(sched.start_s[j]),
-                                   "end_s": float(sched.end_s[j]), "duration_s": t.duration_s}
+            row: dict[str, Any] = {
+                "name": t.name,
+                "kind": t.kind,
+                "start_s": float(sched.start_s[j]),
+                "end_s": float(sched.end_s[j]),
+                "duration_s": t.duration_s,
+            }
             if t.is_flow:
                 row.update(path=list(t.path), bytes=t.bytes, latency_s=t.latency_s)
             elif t.is_compute:
@@ -530,9 +637,11 @@ class ScheduleFile:
         """The file's times in ``g``'s task order; InputError when the file's tasks are not exactly
         ``g``'s (one missing, one extra) or ``g`` was built with other parameters."""
         where = {"source": self.source} if self.source else {}
-        for what, mine, theirs in (("micro_batches", self.micro_batches, g.micro_batches),
-                                   ("forward_fraction", self.forward_fraction, g.forward_fraction),
-                                   ("routing", self.routing, g.routing)):
+        for what, mine, theirs in (
+            ("micro_batches", self.micro_batches, g.micro_batches),
+            ("forward_fraction", self.forward_fraction, g.forward_fraction),
+            ("routing", self.routing, g.routing),
+        ):
             if mine != theirs:
                 raise InputError(f"the schedule has {what} {mine!r}, the graph {theirs!r}", field=what, **where)
         pos = {name: k for k, name in enumerate(self.names)}
@@ -540,15 +649,31 @@ class ScheduleFile:
         for t in g.tasks:
             k = pos.pop(t.name, None)
             if k is None:
-                raise InputError(f"task {t.name!r} of the iteration graph is missing from the schedule ({len(self.names)} "
-                                 f"task(s) in the file, {len(g.tasks)} in the graph)", field="tasks", **where)
+                raise InputError(
+                    f"task {t.name!r} of the iteration graph is missing from the schedule ({len(self.names)} "
+                    f"task(s) in the file, {len(g.tasks)} in the graph)",
+                    field="tasks",
+                    **where,
+                )
             order.append(k)
         if pos:
             extra = min(pos, key=pos.get)
-            raise InputError(f"task {extra!r} is not in the iteration graph (tasks[{pos[extra]}])", field="tasks", **where)
+            raise InputError(
+                f"task {extra!r} is not in the iteration graph (tasks[{pos[extra]}])", field="tasks", **where
+            )
         idx = np.asarray(order, dtype=np.int64)
-        return Schedule(self.status, self.method, self.makespan_s, self.bound_s, self.gap, self.start_s[idx],
-                        self.end_s[idx], self.time_unit_s, self.wall_time_s, {"source": f"file {self.source or '(memory)'}"})
+        return Schedule(
+            self.status,
+            self.method,
+            self.makespan_s,
+            self.bound_s,
+            self.gap,
+            self.start_s[idx],
+            self.end_s[idx],
+            self.time_unit_s,
+            self.wall_time_s,
+            {"source": f"file {self.source or '(memory)'}"},
+        )
 
 
 def _number(v: Any, field: str, *, low: float = 0.0, positive: bool = False, null: bool = False) -> float | None:
@@ -595,9 +720,15 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
     if top["format"] != SCHEDULE_FORMAT:
         raise E(f"expected {SCHEDULE_FORMAT!r}, got {top['format']!r}", field="format")
     if isinstance(top["version"], bool) or not isinstance(top["version"], int) or top["version"] != SCHEDULE_VERSION:
-        hint = " (files of earlier releases do not say what they were made from: schedule again with --out)" \
-            if top["version"] == 1 else ""
-        raise E(f"unsupported version {top['version']!r}; this release reads version {SCHEDULE_VERSION}{hint}", field="version")
+        hint = (
+            " (files of earlier releases do not say what they were made from: schedule again with --out)"
+            if top["version"] == 1
+            else ""
+        )
+        raise E(
+            f"unsupported version {top['version']!r}; this release reads version {SCHEDULE_VERSION}{hint}",
+            field="version",
+        )
     if top["status"] not in ("optimal", "feasible"):
         raise E(f"must be optimal or feasible (a file holds a schedule), got {top['status']!r}", field="status")
     if top["method"] not in ("exact", "heuristic"):
@@ -632,17 +763,32 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
         if ends[k] < starts[k]:
             raise E(f"ends at {ends[k]:.9g} s, before its start {starts[k]:.9g} s", field=f"{f}.end_s ({name})")
         _task_values(row, f"{f}.%s ({name})")
-        described.append(MappingProxyType({key: v for key, v in row.items() if key not in ("name", "start_s", "end_s")}))
+        described.append(
+            MappingProxyType({key: v for key, v in row.items() if key not in ("name", "start_s", "end_s")})
+        )
     starts.setflags(write=False)
     ends.setflags(write=False)
     return ScheduleFile(
-        source=source, status=top["status"], method=top["method"], makespan_s=_number(top["makespan_s"], "makespan_s"),
-        bound_s=_number(top.get("bound_s"), "bound_s", null=True), gap=_number(top.get("gap"), "gap", null=True),
-        time_unit_s=_number(top["time_unit_s"], "time_unit_s", positive=True), forward_fraction=ff, routing=top["routing"],
-        micro_batches=mb, instance_sha256=_sha(top["instance_sha256"], "instance_sha256"),
-        solution_sha256=_sha(top["solution_sha256"], "solution_sha256"), names=tuple(names), start_s=starts, end_s=ends,
-        wall_time_s=_number(top.get("wall_time_s", 0.0), "wall_time_s"), instance=top.get("instance"),
-        solution=top.get("solution"), described=tuple(described))
+        source=source,
+        status=top["status"],
+        method=top["method"],
+        makespan_s=_number(top["makespan_s"], "makespan_s"),
+        bound_s=_number(top.get("bound_s"), "bound_s", null=True),
+        gap=_number(top.get("gap"), "gap", null=True),
+        time_unit_s=_number(top["time_unit_s"], "time_unit_s", positive=True),
+        forward_fraction=ff,
+        routing=top["routing"],
+        micro_batches=mb,
+        instance_sha256=_sha(top["instance_sha256"], "instance_sha256"),
+        solution_sha256=_sha(top["solution_sha256"], "solution_sha256"),
+        names=tuple(names),
+        start_s=starts,
+        end_s=ends,
+        wall_time_s=_number(top.get("wall_time_s", 0.0), "wall_time_s"),
+        instance=top.get("instance"),
+        solution=top.get("solution"),
+        described=tuple(described),
+    )
 
 
 def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
@@ -666,13 +812,21 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
         off = np.flatnonzero(np.abs(times - np.rint(times / unit) * unit) > 1e-9 * np.abs(times))
         if off.size:
             k = int(off[0])
-            out.append(f"task {sf.names[k]}: {label} {times[k]:.9g} s is not a whole number of time units of {unit:.3g} s")
+            out.append(
+                f"task {sf.names[k]}: {label} {times[k]:.9g} s is not a whole number of time units of {unit:.3g} s"
+            )
             break
     pos = {name: k for k, name in enumerate(sf.names)}
     for t in g.tasks:
         said = sf.described[pos[t.name]] if sf.described and t.name in pos else {}
-        truth = {"kind": t.kind, "duration_s": t.duration_s, "server": t.server, "path": list(t.path), "bytes": t.bytes,
-                 "latency_s": t.latency_s}
+        truth = {
+            "kind": t.kind,
+            "duration_s": t.duration_s,
+            "server": t.server,
+            "path": list(t.path),
+            "bytes": t.bytes,
+            "latency_s": t.latency_s,
+        }
         written = ("path", "bytes", "latency_s") if t.is_flow else ("server",) if t.is_compute else ()
         if sf.described and t.name in pos and (omitted := [key for key in written if key not in said]):
             out.append(f"task {t.name}: the file omits its {omitted[0]} (the task graph's is {truth[omitted[0]]!r})")
@@ -681,8 +835,13 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
             continue
         for key, value in said.items():
             real = truth[key]
-            same = (value == real if isinstance(real, (str, list)) or key == "server" else
-                    isinstance(value, (int, float)) and not isinstance(value, bool) and math.isclose(value, real, rel_tol=1e-9, abs_tol=1e-15))
+            same = (
+                value == real
+                if isinstance(real, (str, list)) or key == "server"
+                else isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isclose(value, real, rel_tol=1e-9, abs_tol=1e-15)
+            )
             if not same:
                 out.append(f"task {t.name}: the file says {key} {value!r}, the task graph {real!r}")
                 break
@@ -699,8 +858,10 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
     elif sf.bound_s < floor - tol:
         out.append(f"bound {sf.bound_s:.9g} s is below {floor:.9g} s, the bound every schedule of the graph meets")
     if sf.status == "optimal" and (sf.method == "heuristic" or sf.bound_s is None or sf.bound_s < sf.makespan_s - tol):
-        out.append(f"status optimal, but the bound {sf.bound_s} s is not the makespan {sf.makespan_s:.9g} s"
-                   + (" (list scheduling never claims optimal)" if sf.method == "heuristic" else ""))
+        out.append(
+            f"status optimal, but the bound {sf.bound_s} s is not the makespan {sf.makespan_s:.9g} s"
+            + (" (list scheduling never claims optimal)" if sf.method == "heuristic" else "")
+        )
     if sf.bound_s is not None:
         gap = 0.0 if sf.makespan_s <= 0 else max(0.0, (sf.makespan_s - sf.bound_s) / sf.makespan_s)
         if sf.gap is None or abs(sf.gap - gap) > 1e-9:
@@ -715,8 +876,14 @@ def read_schedule(path: str | os.PathLike) -> ScheduleFile:
     return with_source(lambda: parse_schedule(data, str(path)), str(path), InputError)
 
 
-def write_schedule(path: str | os.PathLike, g: IterationGraph, sched: Schedule, *, summary: dict[str, Any] | None = None,
-                   **provenance: str | None) -> None:
+def write_schedule(
+    path: str | os.PathLike,
+    g: IterationGraph,
+    sched: Schedule,
+    *,
+    summary: dict[str, Any] | None = None,
+    **provenance: str | None,
+) -> None:
     """Write :func:`schedule_to_dict` (plus ``summary``) atomically; ``provenance``: ``instance``,
     ``instance_sha256``, ``solution``, ``solution_sha256``. Refuses a schedule without times."""
     if not sched.has_schedule:

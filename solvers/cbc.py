@@ -109,8 +109,9 @@ def build_problem(model: LinearModel) -> tuple[Any, list[Any]]:
         xs = [pulp.LpVariable(f"x{j}", lo[j], hi[j], cats[j]) for j in range(model.num_vars)]
     nz = np.flatnonzero(model.objective)
     prob.setObjective(
-        pulp.LpAffineExpression(zip([xs[j] for j in nz.tolist()], model.objective[nz].tolist()),
-                                constant=float(model.objective_offset))
+        pulp.LpAffineExpression(
+            zip([xs[j] for j in nz.tolist()], model.objective[nz].tolist()), constant=float(model.objective_offset)
+        )
     )
     a = model.matrix
     ptr, cols, vals = a.indptr.tolist(), a.indices.tolist(), a.data.tolist()
@@ -144,8 +145,12 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
     a = model.matrix
     empty = np.flatnonzero(np.diff(a.indptr) == 0)
     if ((model.row_lower[empty] > 0) | (model.row_upper[empty] < 0)).any():
-        return RawOutcome(SolveStatus.INFEASIBLE, message="an empty row excludes 0", wall_time_s=time.monotonic() - t0,
-                          solver_version=version())
+        return RawOutcome(
+            SolveStatus.INFEASIBLE,
+            message="an empty row excludes 0",
+            wall_time_s=time.monotonic() - t0,
+            solver_version=version(),
+        )
     prob, xs = build_problem(model)
     start = options.warm_start_vector(model.num_vars)
     given: dict[str, float] = {}
@@ -161,15 +166,25 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
     os.close(fd)
     try:
         kwargs: dict[str, Any] = dict(
-            mip=model.is_mip, msg=False, gapRel=float(options.rel_gap), gapAbs=float(options.abs_gap),
-            threads=options.threads, maxNodes=options.node_limit, warmStart=start is not None,
-            options=extra, logPath=log_path,
+            mip=model.is_mip,
+            msg=False,
+            gapRel=float(options.rel_gap),
+            gapAbs=float(options.abs_gap),
+            threads=options.threads,
+            maxNodes=options.node_limit,
+            warmStart=start is not None,
+            options=extra,
+            logPath=log_path,
         )
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                return RawOutcome(SolveStatus.NO_SOLUTION, message="time limit reached before the solve",
-                                  wall_time_s=time.monotonic() - t0, solver_version=version())
+                return RawOutcome(
+                    SolveStatus.NO_SOLUTION,
+                    message="time limit reached before the solve",
+                    wall_time_s=time.monotonic() - t0,
+                    solver_version=version(),
+                )
             kwargs["timeLimit"] = max(0.01, round(left, 2))  # CBC reads "-sec 0" as "no limit"
         solver = _make_solver(**kwargs)
         solver._start = given
@@ -177,8 +192,13 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
             prob.solve(solver)
         except pulp.PulpSolverError as exc:
             log = _read(log_path)
-            return RawOutcome(SolveStatus.ERROR, log=log, message=f"CBC failed: {exc}", wall_time_s=time.monotonic() - t0,
-                              solver_version=version(log))
+            return RawOutcome(
+                SolveStatus.ERROR,
+                log=log,
+                message=f"CBC failed: {exc}",
+                wall_time_s=time.monotonic() - t0,
+                solver_version=version(log),
+            )
         log = _read(log_path)
     finally:
         os.unlink(log_path)

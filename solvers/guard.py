@@ -62,7 +62,7 @@ def _send(stream: BinaryIO, obj: object) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:  # a raw (unbuffered) pipe may take only part of a large write
-        view = view[stream.write(view):]
+        view = view[stream.write(view) :]
     stream.flush()
 
 
@@ -202,8 +202,14 @@ def solve_isolated(
         if not _wait_readable(proc, kill_at):
             _kill(proc)
             late = time.monotonic() - deadline
-            return _failed(model, options, backend, t0, SolveStatus.NO_SOLUTION,
-                           f"wall-clock guard killed the solver {late:.2f} s after its time limit")
+            return _failed(
+                model,
+                options,
+                backend,
+                t0,
+                SolveStatus.NO_SOLUTION,
+                f"wall-clock guard killed the solver {late:.2f} s after its time limit",
+            )
         kind, payload = _recv(proc.stdout)
     except (EOFError, BrokenPipeError):
         code = proc.wait()
@@ -219,5 +225,7 @@ def solve_isolated(
     return payload
 
 
-def _failed(model: LinearModel, options: SolveOptions, backend: str, t0: float, status: SolveStatus, msg: str) -> SolveResult:
+def _failed(
+    model: LinearModel, options: SolveOptions, backend: str, t0: float, status: SolveStatus, msg: str
+) -> SolveResult:
     return finish(model, options, status=status, backend=backend, wall_time_s=time.monotonic() - t0, message=msg)

@@ -151,17 +151,28 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                return RawOutcome(SolveStatus.NO_SOLUTION, log=_read(log_path), message="time limit reached before the solve",
-                                  wall_time_s=time.monotonic() - t0, solver_version=version())
+                return RawOutcome(
+                    SolveStatus.NO_SOLUTION,
+                    log=_read(log_path),
+                    message="time limit reached before the solve",
+                    wall_time_s=time.monotonic() - t0,
+                    solver_version=version(),
+                )
             _set(h, "time_limit", float(left))
         if model.is_mip and model.num_nonzeros <= RELAXATION_FIRST_NONZEROS and options.node_limit is None:
             relaxed = _integral_relaxation(h, model)
             if relaxed is not None:
                 if log_path is not None:
                     h.setOptionValue("log_file", "")
-                return RawOutcome(SolveStatus.OPTIMAL, relaxed, model.objective_value(relaxed), _read(log_path),
-                                  "HiGHS: Optimal (the LP relaxation's optimal vertex is integral)",
-                                  time.monotonic() - t0, version())
+                return RawOutcome(
+                    SolveStatus.OPTIMAL,
+                    relaxed,
+                    model.objective_value(relaxed),
+                    _read(log_path),
+                    "HiGHS: Optimal (the LP relaxation's optimal vertex is integral)",
+                    time.monotonic() - t0,
+                    version(),
+                )
             if deadline is not None:
                 _set(h, "time_limit", float(max(deadline - time.monotonic(), 0.0)))
         start = options.warm_start_vector(model.num_vars)
@@ -195,8 +206,15 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
         elif ms == M.kUnboundedOrInfeasible:
             status = INFEASIBLE_OR_UNBOUNDED
         elif ms in (
-            M.kTimeLimit, M.kIterationLimit, M.kSolutionLimit, M.kInterrupt, M.kHighsInterrupt,
-            M.kObjectiveBound, M.kObjectiveTarget, M.kUnknown, M.kMemoryLimit,
+            M.kTimeLimit,
+            M.kIterationLimit,
+            M.kSolutionLimit,
+            M.kInterrupt,
+            M.kHighsInterrupt,
+            M.kObjectiveBound,
+            M.kObjectiveTarget,
+            M.kUnknown,
+            M.kMemoryLimit,
         ):
             status = SolveStatus.FEASIBLE if has_point else SolveStatus.NO_SOLUTION
         else:

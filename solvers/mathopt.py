@@ -81,7 +81,9 @@ def solve_scip(model: LinearModel, options: SolveOptions, *, deadline: float | N
 
 def solve_cpsat(model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> SolveResult:
     """Solve an all-integer model with CP-SAT (MathOpt ``SolverType.CP_SAT``)."""
-    return complete("cpsat", model, options, deadline, solve_raw("cpsat", model, options, deadline=deadline), solve_cpsat)
+    return complete(
+        "cpsat", model, options, deadline, solve_raw("cpsat", model, options, deadline=deadline), solve_cpsat
+    )
 
 
 def solve_raw(backend: str, model: LinearModel, options: SolveOptions, *, deadline: float | None = None) -> RawOutcome:
@@ -106,8 +108,12 @@ def solve_raw(backend: str, model: LinearModel, options: SolveOptions, *, deadli
     if deadline is not None:
         left = deadline - time.monotonic()
         if left <= 0:
-            return RawOutcome(SolveStatus.NO_SOLUTION, message="time limit reached before the solve",
-                              wall_time_s=time.monotonic() - t0, solver_version=solver_version)
+            return RawOutcome(
+                SolveStatus.NO_SOLUTION,
+                message="time limit reached before the solve",
+                wall_time_s=time.monotonic() - t0,
+                solver_version=solver_version,
+            )
         params.time_limit = timedelta(seconds=left)
     model_params = model_parameters_pb2.ModelSolveParametersProto()
     start = options.warm_start_vector(model.num_vars)
@@ -132,8 +138,13 @@ def solve_raw(backend: str, model: LinearModel, options: SolveOptions, *, deadli
         )
     except StatusNotOk as e:  # read the real message (see the module docstring)
         text = f"MathOpt {backend}: {e.status.message()} (code {e.status.code()})"
-        return RawOutcome(SolveStatus.ERROR, log="\n".join(lines) or None, message=text,
-                          wall_time_s=time.monotonic() - t0, solver_version=solver_version)
+        return RawOutcome(
+            SolveStatus.ERROR,
+            log="\n".join(lines) or None,
+            message=text,
+            wall_time_s=time.monotonic() - t0,
+            solver_version=solver_version,
+        )
     log = "\n".join(lines) if options.log else None
     R = result_pb2
     reason = res.termination.reason

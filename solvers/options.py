@@ -144,18 +144,26 @@ def _checked_native(given: object) -> dict[str, dict[str, NativeValue]]:
     parameter names as strings, scalar values. The backend names are the registry's to check
     (:func:`topoopt_ilp.solvers.registry.check_native_backends`): this module sits below it."""
     if not isinstance(given, Mapping):
-        raise NativeOptionError(f"native_options must map backend names to parameter mappings, got {type(given).__name__}")
+        raise NativeOptionError(
+            f"native_options must map backend names to parameter mappings, got {type(given).__name__}"
+        )
     out: dict[str, dict[str, NativeValue]] = {}
     for backend, params in given.items():
         if not isinstance(backend, str) or not isinstance(params, Mapping):
             raise NativeOptionError(f"native_options[{backend!r}] must be a mapping of parameter names to values")
         for name, value in params.items():
             if not isinstance(name, str) or not isinstance(value, (bool, int, float, str, np.integer, np.floating)):
-                raise NativeOptionError(f"native_options[{backend!r}][{name!r}] = {value!r}: names are strings, values bool, "
-                                 "int, float or str")
+                raise NativeOptionError(
+                    f"native_options[{backend!r}][{name!r}] = {value!r}: names are strings, values bool, "
+                    "int, float or str"
+                )
             standard = RESERVED_NATIVE.get(backend, {}).get(name.lower())
             if standard is not None:
-                raise NativeOptionError(f"native option {backend}.{name} is set by the standard option {standard}, "
-                                        "which would override it: use that instead")
-        out[backend] = {name: value.item() if isinstance(value, np.generic) else value for name, value in params.items()}
+                raise NativeOptionError(
+                    f"native option {backend}.{name} is set by the standard option {standard}, "
+                    "which would override it: use that instead"
+                )
+        out[backend] = {
+            name: value.item() if isinstance(value, np.generic) else value for name, value in params.items()
+        }
     return out

@@ -139,8 +139,13 @@ class BackendInfo:
         need: list[tuple[Capability, str]] = []
         if model.has_continuous:
             first = model.column_name(int((~model.integrality).argmax()))
-            need.append((C.CONTINUOUS_VARIABLES, f"the model has continuous columns (first: {first}); "
-                         f"{self.display_name} takes all-integer models only and we do not round"))
+            need.append(
+                (
+                    C.CONTINUOUS_VARIABLES,
+                    f"the model has continuous columns (first: {first}); "
+                    f"{self.display_name} takes all-integer models only and we do not round",
+                )
+            )
         if model.is_mip:
             need.append((C.INTEGER_VARIABLES, "the model has integer columns"))
         if options.time_limit_s is not None:
@@ -173,8 +178,14 @@ class BackendInfo:
         self.check(model, opts)
         t0 = time.monotonic()
         if opts.time_limit_s == 0:
-            return finish(model, opts, status=SolveStatus.NO_SOLUTION, backend=self.name, wall_time_s=0.0,
-                          message="time limit 0: the solver was not called")
+            return finish(
+                model,
+                opts,
+                status=SolveStatus.NO_SOLUTION,
+                backend=self.name,
+                wall_time_s=0.0,
+                message="time limit 0: the solver was not called",
+            )
         if opts.warm_start is not None:
             opts.warm_start_vector(model.num_vars)  # validate here, not in a child process
         deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
@@ -190,20 +201,38 @@ class BackendInfo:
 
 BACKENDS: dict[str, BackendInfo] = {
     "highs": BackendInfo(
-        "highs", "HiGHS", _COMMON | {C.CONTINUOUS_VARIABLES, C.THREADS, C.NODE_LIMIT, C.EXPORT, C.NATIVE_OPTIONS},
-        package="highspy", pip_name="highspy", module="highs",
+        "highs",
+        "HiGHS",
+        _COMMON | {C.CONTINUOUS_VARIABLES, C.THREADS, C.NODE_LIMIT, C.EXPORT, C.NATIVE_OPTIONS},
+        package="highspy",
+        pip_name="highspy",
+        module="highs",
     ),
     "scip": BackendInfo(
-        "scip", "SCIP (OR-Tools MathOpt)", _COMMON | {C.CONTINUOUS_VARIABLES, C.NODE_LIMIT},
-        package="ortools", pip_name="ortools", module="mathopt", function="solve_scip",
+        "scip",
+        "SCIP (OR-Tools MathOpt)",
+        _COMMON | {C.CONTINUOUS_VARIABLES, C.NODE_LIMIT},
+        package="ortools",
+        pip_name="ortools",
+        module="mathopt",
+        function="solve_scip",
     ),
     "cpsat": BackendInfo(
-        "cpsat", "CP-SAT (OR-Tools MathOpt)", _COMMON | {C.THREADS},
-        package="ortools", pip_name="ortools", module="mathopt", function="solve_cpsat",
+        "cpsat",
+        "CP-SAT (OR-Tools MathOpt)",
+        _COMMON | {C.THREADS},
+        package="ortools",
+        pip_name="ortools",
+        module="mathopt",
+        function="solve_cpsat",
     ),
     "cbc": BackendInfo(
-        "cbc", "CBC (PuLP)", _COMMON | {C.CONTINUOUS_VARIABLES, C.THREADS, C.NODE_LIMIT, C.NATIVE_OPTIONS},
-        package="pulp", pip_name="'pulp>=3.3,<4' (Python 3.11) or 'pulp[cbc]>=4' (Python >= 3.12)", module="cbc",
+        "cbc",
+        "CBC (PuLP)",
+        _COMMON | {C.CONTINUOUS_VARIABLES, C.THREADS, C.NODE_LIMIT, C.NATIVE_OPTIONS},
+        package="pulp",
+        pip_name="'pulp>=3.3,<4' (Python 3.11) or 'pulp[cbc]>=4' (Python >= 3.12)",
+        module="cbc",
     ),
 }
 
@@ -221,7 +250,9 @@ def get_backend(name: str) -> BackendInfo:
     try:
         return BACKENDS[name]
     except (KeyError, TypeError):
-        raise UnknownBackendError(f"unknown solver backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}") from None
+        raise UnknownBackendError(
+            f"unknown solver backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}"
+        ) from None
 
 
 def available_backends() -> list[str]:

@@ -190,7 +190,11 @@ def finish(
 
 
 def complete(
-    backend: str, model: LinearModel, options: SolveOptions, deadline: float | None, raw: RawOutcome,
+    backend: str,
+    model: LinearModel,
+    options: SolveOptions,
+    deadline: float | None,
+    raw: RawOutcome,
     solve_again: Callable[..., SolveResult],
 ) -> SolveResult:
     """Turn an adapter's :class:`RawOutcome` into a :class:`SolveResult` the same way for every backend.
@@ -203,8 +207,16 @@ def complete(
     """
     if raw.status != INFEASIBLE_OR_UNBOUNDED:
         return finish(
-            model, options, status=SolveStatus(raw.status), backend=backend, wall_time_s=raw.wall_time_s,
-            values=raw.values, bound=raw.bound, solver_version=raw.solver_version, log=raw.log, message=raw.message,
+            model,
+            options,
+            status=SolveStatus(raw.status),
+            backend=backend,
+            wall_time_s=raw.wall_time_s,
+            values=raw.values,
+            bound=raw.bound,
+            solver_version=raw.solver_version,
+            log=raw.log,
+            message=raw.message,
         )
     t0 = time.monotonic()
     second_opts = dataclasses.replace(options, warm_start=None, node_limit=None, isolate=False)
@@ -218,6 +230,12 @@ def complete(
         status, note = SolveStatus.NO_SOLUTION, base + f"undecided ({feas.status.value}: {feas.message})"
     logs = [t for t in (raw.log, feas.log) if t]
     return finish(
-        model, options, status=status, backend=backend, wall_time_s=raw.wall_time_s + time.monotonic() - t0,
-        solver_version=raw.solver_version or feas.solver_version, log="\n".join(logs) if logs else None, message=note,
+        model,
+        options,
+        status=status,
+        backend=backend,
+        wall_time_s=raw.wall_time_s + time.monotonic() - t0,
+        solver_version=raw.solver_version or feas.solver_version,
+        log="\n".join(logs) if logs else None,
+        message=note,
     )

@@ -102,5 +102,6 @@ def placed_solution(inst, X, strategy, rings: str = "shortest"):
         strides = [1] if rings == "coset" or k < 3 else [p for p in hops if hops[p] == min(hops.values())]
         listed += [(g, [m[(j * p) % k] for j in range(k)], 1.0 / len(strides)) for p in strides]
     routing = Routing(rings=RingSet.from_lists(listed) if listed else RingSet.empty())
-    return Solution(status="feasible", method="given", topology=Topology(X), placement=strategy_to_dict(strategy),
-                    routing=routing)
+    return Solution(
+        status="feasible", method="given", topology=Topology(X), placement=strategy_to_dict(strategy), routing=routing
+    )

@@ -102,12 +102,26 @@ def draw_topology(
         ax.plot(pts[:, 0], pts[:, 1], color=color, ls=style, lw=lw, alpha=0.85, zorder=1 + 1 / (1 + off))
         if directed:  # the head just outside the target's circle
             k = max(1, len(pts) - (4 if n <= 32 else 2))
-            ax.annotate("", xy=pts[k], xytext=pts[k - 1], zorder=2,
-                        arrowprops=dict(arrowstyle="-|>", color=color, lw=0, mutation_scale=10 if n <= 64 else 5))
+            ax.annotate(
+                "",
+                xy=pts[k],
+                xytext=pts[k - 1],
+                zorder=2,
+                arrowprops=dict(arrowstyle="-|>", color=color, lw=0, mutation_scale=10 if n <= 64 else 5),
+            )
         if cnt > 1 and n <= 64:
             m = pts[len(pts) // 2]
-            ax.text(m[0], m[1], f"x{cnt}", fontsize=7, color=color, ha="center", va="center",
-                    bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8), zorder=3)
+            ax.text(
+                m[0],
+                m[1],
+                f"x{cnt}",
+                fontsize=7,
+                color=color,
+                ha="center",
+                va="center",
+                bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8),
+                zorder=3,
+            )
         used.setdefault(label, (color, style))
 
     for a, b in zip(*np.nonzero(U)):
@@ -128,11 +142,20 @@ def draw_topology(
     handles = [Line2D([0], [0], color=used[k][0], ls=used[k][1], lw=2, label=k) for k in order if k in used]
     if handles:
         # below the circle, so it never covers nodes or the title
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(handles)),
-                  fontsize=9, frameon=False)
+        ax.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=min(4, len(handles)),
+            fontsize=9,
+            frameon=False,
+        )
     deg = X.sum(axis=1)
-    ax.set_title(title or f"n={n}, degree {int(deg.max()) if deg.min() == deg.max() else f'{deg.min()}-{deg.max()}'}"
-                 + (", directed" if directed else ""))
+    ax.set_title(
+        title
+        or f"n={n}, degree {int(deg.max()) if deg.min() == deg.max() else f'{deg.min()}-{deg.max()}'}"
+        + (", directed" if directed else "")
+    )
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_xlim(-1.2, 1.2)
@@ -197,8 +220,14 @@ _ARCH_STYLE = {
 }
 
 
-def draw_architectures(groups: Sequence[str], times_s: dict[str, Sequence[float]], path: str | Path, *,
-                       legend: dict[str, str] | None = None, title: str | None = None) -> Path:
+def draw_architectures(
+    groups: Sequence[str],
+    times_s: dict[str, Sequence[float]],
+    path: str | Path,
+    *,
+    legend: dict[str, str] | None = None,
+    title: str | None = None,
+) -> Path:
     """Grouped bar chart: one group per workload, one bar per architecture (iteration time, log scale).
 
     Parameters
@@ -227,8 +256,17 @@ def draw_architectures(groups: Sequence[str], times_s: dict[str, Sequence[float]
         vals = np.array([float(v) for v in times_s[key]]) * 1e3
         ok = np.isfinite(vals) & (vals > 0)
         color, hatch = _ARCH_STYLE.get(key, (_JUMP_COLORS[b % len(_JUMP_COLORS)], ""))
-        ax.bar(x[ok] + (b - (n_bars - 1) / 2) * width, vals[ok], width * 0.92, color=color, hatch=hatch,
-               edgecolor="#333333", linewidth=0.4, label=legend.get(key, key), zorder=2)
+        ax.bar(
+            x[ok] + (b - (n_bars - 1) / 2) * width,
+            vals[ok],
+            width * 0.92,
+            color=color,
+            hatch=hatch,
+            edgecolor="#333333",
+            linewidth=0.4,
+            label=legend.get(key, key),
+            zorder=2,
+        )
     ax.set_yscale("log")
     ax.set_ylabel("iteration time (ms, log scale; lower is better)")
     ax.set_xticks(x)

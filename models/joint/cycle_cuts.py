@@ -52,7 +52,7 @@ _NO_LINK = 1e30
 def applies(cluster: Cluster) -> bool:
     """True when the bound is defined for the cluster: undirected, degree 2, every interface used,
     3 <= n <= :data:`MAX_SERVERS`."""
-    return (not cluster.directed and cluster.degree == 2 and cluster.regular and 3 <= cluster.servers <= MAX_SERVERS)
+    return not cluster.directed and cluster.degree == 2 and cluster.regular and 3 <= cluster.servers <= MAX_SERVERS
 
 
 def two_regular_multigraphs(n: int, multi_links: bool = True) -> list[tuple[tuple[int, ...], ...]]:
@@ -93,7 +93,7 @@ def _cut_table(n: int, multi_links: bool) -> np.ndarray:
                 cuts.append(1 << cycle[0])
                 continue
             for i, j in itertools.combinations(range(len(cycle)), 2):  # edges (i, i+1) and (j, j+1)
-                cuts.append(sum(1 << v for v in cycle[i + 1:j + 1]))
+                cuts.append(sum(1 << v for v in cycle[i + 1 : j + 1]))
         columns.append(cuts)
     width = max(len(c) for c in columns)
     return np.array([c + [c[0]] * (width - len(c)) for c in columns], dtype=np.intp).T.copy()

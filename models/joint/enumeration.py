@@ -104,8 +104,15 @@ from topoopt_ilp.models.topology.milp import (
 )
 from topoopt_ilp.models.topology.solve import optimise_latency
 
-__all__ = ["AUTO_MAX_LEAVES", "AUTO_PROBE_NODES", "MAX_SEARCH_NODES", "distinct_traffic", "search_strategies",
-           "solve_joint_enumeration", "strategy_floor"]
+__all__ = [
+    "AUTO_MAX_LEAVES",
+    "AUTO_PROBE_NODES",
+    "MAX_SEARCH_NODES",
+    "distinct_traffic",
+    "search_strategies",
+    "solve_joint_enumeration",
+    "strategy_floor",
+]
 
 #: The depth-first search gives up (the answer keeps the bound of what it did not visit) after this
 #: many nodes (about 0.1-0.3 ms each).
@@ -168,12 +175,16 @@ class _Search:
         self.critical = w.compute_model == "critical_path" and inst.objective != "comm_time"
         self.path_e = path_entries(w)
         self.path_suffix, self.path_rest = path_floors(
-            self.path_e, np.array([min(self.time[o] for o in self.by_layer[i]) for i in range(self.L)]))
+            self.path_e, np.array([min(self.time[o] for o in self.by_layer[i]) for i in range(self.L)])
+        )
         # the degree-2 cut bound (models.cycle_cuts): each option's ring bytes across every server set
         self.cuts = CycleCutBound(inst.cluster) if cycle_cuts_apply(inst.cluster) else None
         if self.cuts is not None:
-            self.opt_ring_cross = np.stack([r * self.cuts.group_split(m) for r, m in zip(self.ring, self.members)]) \
-                if len(self.ring) else np.zeros((0, 1 << n))
+            self.opt_ring_cross = (
+                np.stack([r * self.cuts.group_split(m) for r, m in zip(self.ring, self.members)])
+                if len(self.ring)
+                else np.zeros((0, 1 << n))
+            )
         self.block_class = {}
         self.block_classes = block_classes(w)
         for cls in self.block_classes:
@@ -182,9 +193,12 @@ class _Search:
         # server relabellings that map strategies onto equivalent ones (models.strategy_symmetry):
         # option map (columns < options) and server map (the last n columns) per symmetry
         ordered_rings = (self.opt_k > ALL_RINGS_UP_TO) & (self.ring > 0)
-        symmetries = strategy_symmetries(n, self.opt_layer, self.opt_k, self.opt_s, ordered_rings) \
-            if inst.topology_family == "any" else np.zeros((0, len(self.opt_layer) + n), dtype=np.int64)
-        self.sym_option, self.sym_server = symmetries[:, :len(self.opt_layer)], symmetries[:, len(self.opt_layer):]
+        symmetries = (
+            strategy_symmetries(n, self.opt_layer, self.opt_k, self.opt_s, ordered_rings)
+            if inst.topology_family == "any"
+            else np.zeros((0, len(self.opt_layer) + n), dtype=np.int64)
+        )
+        self.sym_option, self.sym_server = symmetries[:, : len(self.opt_layer)], symmetries[:, len(self.opt_layer) :]
 
     # -- bounds -------------------------------------------------------------------------------
     def bound(self, node: _Node, depth: int) -> float:
@@ -228,15 +242,30 @@ class _Search:
                 ring_out[self.members[o]] += self.ring[o]
                 ring_cross = node.ring_cross + self.opt_ring_cross[o] if self.cuts is not None else None
                 mp = node.mp
-                if i and act > 0 and (self.opt_k[o], self.opt_s[o]) != (self.opt_k[node.options[-1]], self.opt_s[node.options[-1]]):
+                if (
+                    i
+                    and act > 0
+                    and (self.opt_k[o], self.opt_s[o]) != (self.opt_k[node.options[-1]], self.opt_s[node.options[-1]])
+                ):
                     mp = mp.copy()
                     src, dst = self.units[node.options[-1]], self.units[o]
                     np.add.at(mp, (src, dst), act / self.n)
                     np.add.at(mp, (dst, src), act / self.n)
                     np.fill_diagonal(mp, 0.0)
                 path = max(node.path, float(self.path_e[i])) + float(self.time[o]) if self.critical else 0.0
-                out.append(_Node(node.options + (int(o),), (), compute, mem, ring_out, mp, ring_cross,
-                                 tied=node.tied[image == o], path=path))
+                out.append(
+                    _Node(
+                        node.options + (int(o),),
+                        (),
+                        compute,
+                        mem,
+                        ring_out,
+                        mp,
+                        ring_cross,
+                        tied=node.tied[image == o],
+                        path=path,
+                    )
+                )
         else:
             j = depth - self.L
             blk = self.instance.workload.blocks[j]
@@ -256,8 +285,19 @@ class _Search:
                     np.add.at(mp[v], dst, size / self.n)
                     np.add.at(mp[:, v], dst, size / self.n)
                     mp[v, v] = 0.0
-                out.append(_Node(node.options, node.servers + (v,), compute, mem, node.ring_out, mp, node.ring_cross,
-                                 tied=node.tied, path=node.path))
+                out.append(
+                    _Node(
+                        node.options,
+                        node.servers + (v,),
+                        compute,
+                        mem,
+                        node.ring_out,
+                        mp,
+                        node.ring_cross,
+                        tied=node.tied,
+                        path=node.path,
+                    )
+                )
         for child in out:
             child.bound = self.bound(child, depth + 1)
         return out
@@ -285,12 +325,22 @@ class _Search:
         """Every complete strategy whose bound is below ``cutoff``, as (bound, compute, strategy);
         what the search did not visit (time or node budget) stays in ``self.pending``."""
         n = self.n
-        root = _Node((), (), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, n)),
-                     np.zeros(1 << n) if self.cuts is not None else None, tied=np.arange(len(self.sym_option)))
+        root = _Node(
+            (),
+            (),
+            np.zeros(n),
+            np.zeros(n),
+            np.zeros(n),
+            np.zeros((n, n)),
+            np.zeros(1 << n) if self.cuts is not None else None,
+            tied=np.arange(len(self.sym_option)),
+        )
         stack, leaves = [root], []
         depth_total = self.L + self.nb
         while stack:
-            if self.nodes >= max_nodes or (deadline is not None and self.nodes % 256 == 0 and time.perf_counter() > deadline):
+            if self.nodes >= max_nodes or (
+                deadline is not None and self.nodes % 256 == 0 and time.perf_counter() > deadline
+            ):
                 break
             node = stack.pop()
             if node.bound >= cutoff:
@@ -310,8 +360,9 @@ class _Search:
 
 
 # ------------------------------------------------------------------------------------------------
-def comm_floor(mp: np.ndarray, ring_out: np.ndarray, d: int, link_bytes_per_s: float, directed: bool = False
-               ) -> tuple[float, int]:
+def comm_floor(
+    mp: np.ndarray, ring_out: np.ndarray, d: int, link_bytes_per_s: float, directed: bool = False
+) -> tuple[float, int]:
     """Lower bounds on the bandwidth term and on the hops of the longest used path of any topology
     and routing carrying model-parallel bytes ``mp`` and rings whose members send ``ring_out``
     (the port, volume and latency bounds of the module docstring)."""
@@ -337,8 +388,12 @@ def strategy_floor(instance: Instance, strategy: Strategy) -> float:
     groups, mp, compute = strategy_demand(w, instance.n, strategy)
     comp = float(compute.max(initial=0.0))
     if w.compute_model == "critical_path":
-        comp = max(comp, critical_path(path_entries(w), np.array([w.layer_time(i, int(k))
-                                                                  for i, k in enumerate(strategy.layer_degree)])))
+        comp = max(
+            comp,
+            critical_path(
+                path_entries(w), np.array([w.layer_time(i, int(k)) for i, k in enumerate(strategy.layer_degree)])
+            ),
+        )
     ring_out = np.zeros(instance.n)
     for g in groups:
         ring_out[list(g.members)] += g.bytes_per_member()
@@ -374,8 +429,9 @@ def _traffic_graph(instance: Instance, strategy: Strategy) -> nx.DiGraph:
     return g
 
 
-def distinct_traffic(instance: Instance, leaves: list[tuple[float, float, Strategy]], *,
-                     deadline: float | None = None) -> list[tuple[float, float, Strategy, int]]:
+def distinct_traffic(
+    instance: Instance, leaves: list[tuple[float, float, Strategy]], *, deadline: float | None = None
+) -> list[tuple[float, float, Strategy, int]]:
     """One leaf per isomorphism class of traffic (its least-compute member), in order of bound, with
     the class size. Past ``deadline`` the leaves not yet grouped stay apart, each its own class (the
     grouping only saves work: every leaf is still settled)."""
@@ -400,8 +456,9 @@ def distinct_traffic(instance: Instance, leaves: list[tuple[float, float, Strate
     return sorted(reps, key=lambda t: t[0])
 
 
-def search_strategies(instance: Instance, cutoff: float, *, max_nodes: int = MAX_SEARCH_NODES,
-                      deadline: float | None = None) -> tuple[list[tuple[float, float, Strategy]], dict]:
+def search_strategies(
+    instance: Instance, cutoff: float, *, max_nodes: int = MAX_SEARCH_NODES, deadline: float | None = None
+) -> tuple[list[tuple[float, float, Strategy]], dict]:
     """Every memory-feasible strategy whose bound is below ``cutoff`` (identical blocks on non-
     decreasing servers), as (bound, compute C(S), strategy), and the search's statistics
     (``pending_bound``: the least bound of what it did not visit, inf when it visited everything)."""
@@ -452,8 +509,15 @@ def _leaf_model(instance: Instance, compute: float, best: float):
     return build_joint(instance, max(cap - compute if additive else cap, TIME_UNIT_S))
 
 
-def _bandwidth_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best: float, rel: float,
-                    deadline: float | None, counts: dict) -> None:
+def _bandwidth_pass(
+    instance: Instance,
+    options: ExactOptions,
+    leaf: _Leaf,
+    best: float,
+    rel: float,
+    deadline: float | None,
+    counts: dict,
+) -> None:
     """Pass 1 on one leaf (updates it in place)."""
     w, c = instance.workload, instance.cluster
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
@@ -499,16 +563,23 @@ def _latency_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, deadli
     opts = replace(options, time_limit_s=_remaining(deadline), warm_start=None, export_model=None)
     sol = optimise_latency(leaf.traffic, opts, leaf.bandwidth, time.perf_counter())
     if sol.topology is not None and sol.objective is not None:
-        leaf.point = Solution(status="feasible", method="exact", topology=sol.topology, routing=sol.routing,
-                              placement=strategy_to_dict(leaf.strategy), backend=sol.backend,
-                              details={"model_objective_s": objective_of(instance, leaf.compute, sol.objective)})
+        leaf.point = Solution(
+            status="feasible",
+            method="exact",
+            topology=sol.topology,
+            routing=sol.routing,
+            placement=strategy_to_dict(leaf.strategy),
+            backend=sol.backend,
+            details={"model_objective_s": objective_of(instance, leaf.compute, sol.objective)},
+        )
     if sol.bound is not None and sol.bound > 0 and "latency" in sol.details:
         leaf.lower = max(leaf.lower, objective_of(instance, leaf.compute, sol.bound))
         leaf.settled = sol.status == "optimal"
 
 
-def _full_pass(instance: Instance, options: ExactOptions, leaf: _Leaf, best: float, deadline: float | None,
-               counts: dict) -> None:
+def _full_pass(
+    instance: Instance, options: ExactOptions, leaf: _Leaf, best: float, deadline: float | None, counts: dict
+) -> None:
     """Pass 2 on one open leaf that pass 1 left without a design: the joint model with its strategy
     fixed (updates it in place)."""
     counts["full_leaf_models"] += 1
@@ -532,14 +603,21 @@ def _leaf_point(instance: Instance, jm, result) -> Solution | None:
         st, X, routing = decode_point(instance, jm, result.values)
     except UnsupportedError:
         return None
-    return Solution(status="feasible", method="exact", topology=Topology(X), routing=routing,
-                    placement=strategy_to_dict(st), backend=result.backend,
-                    details={"model_objective_s": result.objective * TIME_UNIT_S if result.objective is not None else None})
+    return Solution(
+        status="feasible",
+        method="exact",
+        topology=Topology(X),
+        routing=routing,
+        placement=strategy_to_dict(st),
+        backend=result.backend,
+        details={"model_objective_s": result.objective * TIME_UNIT_S if result.objective is not None else None},
+    )
 
 
 # ------------------------------------------------------------------------------------------------
-def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallback_to_milp: bool = False,
-                            incumbent: Incumbent | None = None) -> Solution:
+def solve_joint_enumeration(
+    instance: Instance, options: ExactOptions, *, fallback_to_milp: bool = False, incumbent: Incumbent | None = None
+) -> Solution:
     """Solve placement + topology + routing exactly by the strategy enumeration of the module
     docstring. Same instances, refusals, incumbent (the alternating method, a fifth of the time
     limit, or a solution file) and answer format as :func:`models.joint.solve_joint`.
@@ -555,11 +633,20 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
     w = instance.workload
     limit = options.time_limit_s
     deadline = None if limit is None else started + limit
-    details: dict = {"model": "joint", "algorithm": "enumeration",
-                     "ring_space": f"every ring order for groups of up to {ALL_RINGS_UP_TO} members, TotientPerms rings above"}
+    details: dict = {
+        "model": "joint",
+        "algorithm": "enumeration",
+        "ring_space": f"every ring order for groups of up to {ALL_RINGS_UP_TO} members, TotientPerms rings above",
+    }
     if limit is not None and limit <= 0:
-        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend,
-                        wall_time_s=time.perf_counter() - started, details=details)
+        return Solution(
+            status="no_solution",
+            method="exact",
+            topology=None,
+            backend=options.backend,
+            wall_time_s=time.perf_counter() - started,
+            details=details,
+        )
     incumbent = start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit), incumbent)
     best = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
     details["start_method"] = incumbent.method if incumbent is not None else None
@@ -582,11 +669,17 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
     if fallback_to_milp and (stopped or len(leaves) > AUTO_MAX_LEAVES):
         remaining = _remaining(deadline)
         sol = solve_joint(instance, replace(options, time_limit_s=remaining), start=incumbent)
-        probe_note = {"algorithm": "milp", "enumeration_probe": {k: stats[k] for k in ("search_nodes", "surviving_leaves", "distinct_leaves")
-                                                                 if k in stats}}
+        probe_note = {
+            "algorithm": "milp",
+            "enumeration_probe": {
+                k: stats[k] for k in ("search_nodes", "surviving_leaves", "distinct_leaves") if k in stats
+            },
+        }
         return replace(sol, wall_time_s=time.perf_counter() - started, details={**sol.details, **probe_note})
     if options.export_model:  # the joint MILP is the model of the problem (the leaves solve parts of it)
-        export_model(build_joint(instance, best if math.isfinite(best) else formula_upper_bound(instance)).model, options)
+        export_model(
+            build_joint(instance, best if math.isfinite(best) else formula_upper_bound(instance)).model, options
+        )
     counts = {"bandwidth_models": 0, "latency_leaf_models": 0, "full_leaf_models": 0}
     done: list[_Leaf] = []
 
@@ -620,19 +713,39 @@ def solve_joint_enumeration(instance: Instance, options: ExactOptions, *, fallba
     details.update(counts)
     wall = time.perf_counter() - started
     if incumbent is None:
-        status = "infeasible" if math.isinf(bound) and not leaves and stats["pending_bound"] == math.inf else "no_solution"
+        status = (
+            "infeasible" if math.isinf(bound) and not leaves and stats["pending_bound"] == math.inf else "no_solution"
+        )
         if status == "infeasible":
-            details["infeasible"] = ("memory: no assignment of layer configs and block servers keeps every server within "
-                                     "server_memory_bytes")
-        return Solution(status=status, method="exact", topology=None, backend=options.backend, wall_time_s=wall,
-                        details=details)
-    bad = validate_strategy(w, instance.n, Strategy(tuple(incumbent.placement["layer_degree"]),
-                                                    tuple(incumbent.placement["layer_start"]),
-                                                    tuple(incumbent.placement.get("block_server", ()))))
+            details["infeasible"] = (
+                "memory: no assignment of layer configs and block servers keeps every server within server_memory_bytes"
+            )
+        return Solution(
+            status=status, method="exact", topology=None, backend=options.backend, wall_time_s=wall, details=details
+        )
+    bad = validate_strategy(
+        w,
+        instance.n,
+        Strategy(
+            tuple(incumbent.placement["layer_degree"]),
+            tuple(incumbent.placement["layer_start"]),
+            tuple(incumbent.placement.get("block_server", ())),
+        ),
+    )
     if bad:
         raise RuntimeError("enumeration produced an invalid strategy: " + "; ".join(bad[:3]))
     gap = max(0.0, (best - bound) / best) if best > 0 else 0.0
     status = "optimal" if gap <= rel + 1e-9 else "feasible"
-    return Solution(status=status, method="exact", topology=incumbent.topology, routing=incumbent.routing,
-                    placement=incumbent.placement, objective=best, bound=bound, gap=gap, backend=options.backend,
-                    wall_time_s=wall, details=details)
+    return Solution(
+        status=status,
+        method="exact",
+        topology=incumbent.topology,
+        routing=incumbent.routing,
+        placement=incumbent.placement,
+        objective=best,
+        bound=bound,
+        gap=gap,
+        backend=options.backend,
+        wall_time_s=wall,
+        details=details,
+    )

@@ -54,8 +54,16 @@ from topoopt_ilp.models.topology.milp import (  # one ring-space threshold for e
 from topoopt_ilp.solvers import LinearModel, ModelBuilder
 from topoopt_ilp.solvers import solve as solver_solve
 
-__all__ = ["MAX_JOINT_SERVERS", "MAX_JOINT_NONZEROS", "JointModel", "build_joint", "decode_point", "fix_strategy",
-           "solve_joint", "joint_size"]
+__all__ = [
+    "MAX_JOINT_SERVERS",
+    "MAX_JOINT_NONZEROS",
+    "JointModel",
+    "build_joint",
+    "decode_point",
+    "fix_strategy",
+    "solve_joint",
+    "joint_size",
+]
 
 #: Above this many servers the joint model is refused before it is built (suggesting alternating):
 #: its hop-layered flows alone have n (n-1)^2 (n-2) columns, and measured solves already take
@@ -167,8 +175,9 @@ def joint_size(instance: Instance) -> dict[str, int]:
     hmax = max(1, n - 1)
     flows = n * (n - 1) + (hmax - 1) * n * (n - 1) * (n - 2)
     per_layer = [sum(n // k for k in layer.configs) for layer in w.layers]
-    pairs = sum(per_layer[i] * per_layer[i + 1] for i in range(len(w.layers) - 1)
-                if float(w.layers[i].activation_bytes) > 0)
+    pairs = sum(
+        per_layer[i] * per_layer[i + 1] for i in range(len(w.layers) - 1) if float(w.layers[i].activation_bytes) > 0
+    )
     consumers = {b.consumer for b in w.blocks if float(b.lookup_bytes) > 0}
     lookups = sum(n * per_layer[c] for c in consumers)
     cols = flows + pairs + lookups + sum(per_layer) + n * len(w.blocks)
@@ -180,12 +189,15 @@ def _check_size(instance: Instance) -> None:
     n = instance.n
     hint = "use --method alternating (placement MILP <-> TopologyFinder), or --method heuristic"
     if n > MAX_JOINT_SERVERS:
-        raise UnsupportedError(f"the joint placement + topology MILP is for at most {MAX_JOINT_SERVERS} servers "
-                               f"(this instance has {n}); {hint}")
+        raise UnsupportedError(
+            f"the joint placement + topology MILP is for at most {MAX_JOINT_SERVERS} servers "
+            f"(this instance has {n}); {hint}"
+        )
     size = joint_size(instance)
     if size["nonzeros"] > MAX_JOINT_NONZEROS:
-        raise UnsupportedError(f"the joint MILP would have about {size['nonzeros']:,} non-zeros (limit "
-                               f"{MAX_JOINT_NONZEROS:,}); {hint}")
+        raise UnsupportedError(
+            f"the joint MILP would have about {size['nonzeros']:,} non-zeros (limit {MAX_JOINT_NONZEROS:,}); {hint}"
+        )
 
 
 def check_request(instance: Instance, options: ExactOptions) -> None:
@@ -197,8 +209,10 @@ def check_request(instance: Instance, options: ExactOptions) -> None:
     if instance.fixed_topology is not None:
         raise InputError("the instance fixes the topology: the placement model is the exact model for it")
     if instance.topology_family != "any":
-        raise UnsupportedError(f"the joint model chooses any topology; topology_family {instance.topology_family!r} "
-                               "is not supported by it (use --method alternating)")
+        raise UnsupportedError(
+            f"the joint model chooses any topology; topology_family {instance.topology_family!r} "
+            "is not supported by it (use --method alternating)"
+        )
     check_backend(options)
     _check_size(instance)
 
@@ -219,9 +233,12 @@ def formula_upper_bound(instance: Instance) -> float:
     strategy's busiest server computes at most everything, and on a connected topology its traffic
     crosses any arc at most once per byte."""
     w = instance.workload
-    return (sum(max(w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
-            + sum(float(x.compute_s) for x in w.blocks) + _max_bytes(w, instance.n) / instance.cluster.link_bytes_per_s
-            + instance.n * instance.cluster.hop_latency_s)
+    return (
+        sum(max(w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
+        + sum(float(x.compute_s) for x in w.blocks)
+        + _max_bytes(w, instance.n) / instance.cluster.link_bytes_per_s
+        + instance.n * instance.cluster.hop_latency_s
+    )
 
 
 def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
@@ -251,7 +268,9 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     b_cols = bb.index.reshape(nb, n) if nb else np.zeros((0, n), dtype=np.int64)
     b.add_constraints(opt_layer, a.index, 1.0, lb=1.0, ub=1.0, count=L, name="choice")
     if nb:
-        b.add_constraints(np.repeat(np.arange(nb), n), b_cols.ravel(), 1.0, lb=1.0, ub=1.0, count=nb, name="block_choice")
+        b.add_constraints(
+            np.repeat(np.arange(nb), n), b_cols.ravel(), 1.0, lb=1.0, ub=1.0, count=nb, name="block_choice"
+        )
 
     cov = np.zeros((NO, n))
     for o in range(NO):
@@ -266,18 +285,36 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     blk_comp = np.array([float(x.compute_s) for x in w.blocks]) * us
     blk_mem = np.array([float(x.bytes) for x in w.blocks])
     jj, bv = np.divmod(np.arange(nb * n), n)
-    b.add_constraints(np.concatenate([vv, bv, np.arange(n)]), np.concatenate([a.index[oo], b_cols.ravel(), np.full(n, C)]),
-                      np.concatenate([lt[oo], blk_comp[jj], -np.ones(n)]), ub=0.0, count=n, name="compute")
+    b.add_constraints(
+        np.concatenate([vv, bv, np.arange(n)]),
+        np.concatenate([a.index[oo], b_cols.ravel(), np.full(n, C)]),
+        np.concatenate([lt[oo], blk_comp[jj], -np.ones(n)]),
+        ub=0.0,
+        count=n,
+        name="compute",
+    )
     # valid: the servers of a layer run at least its per-server time (tightens the LP, whose
     # fractional a could otherwise spread a degree-1 layer over all servers at no traffic)
-    b.add_constraints(np.concatenate([opt_layer, np.arange(L)]), np.concatenate([a.index, np.full(L, C)]),
-                      np.concatenate([lt, -np.ones(L)]), ub=0.0, count=L, name="layer_compute")
+    b.add_constraints(
+        np.concatenate([opt_layer, np.arange(L)]),
+        np.concatenate([a.index, np.full(L, C)]),
+        np.concatenate([lt, -np.ones(L)]),
+        ub=0.0,
+        count=L,
+        name="layer_compute",
+    )
     if instance.objective != "comm_time" and w.compute_model == "critical_path":
         rows, cols, vals, ubs = path_rows(w, opt_layer, lt, a.index, C)
         b.add_constraints(rows, cols, vals, ub=ubs * us, count=len(ubs), name="path")
     capm = float(w.server_memory_bytes)
-    b.add_constraints(np.concatenate([vv, bv]), np.concatenate([a.index[oo], b_cols.ravel()]),
-                      np.concatenate([mem[oo] / capm, blk_mem[jj] / capm]), ub=1.0 + MEMORY_RTOL, count=n, name="memory")
+    b.add_constraints(
+        np.concatenate([vv, bv]),
+        np.concatenate([a.index[oo], b_cols.ravel()]),
+        np.concatenate([mem[oo] / capm, blk_mem[jj] / capm]),
+        ub=1.0 + MEMORY_RTOL,
+        count=n,
+        name="memory",
+    )
 
     # Demand terms: (pair row s*n+v, column, link-microseconds).
     d_row: list[np.ndarray] = []
@@ -310,16 +347,27 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     if len(types):
         o_t = np.flatnonzero(has_ar)
         t_of = np.searchsorted(types, type_key[o_t])
-        b.add_constraints(np.concatenate([ring_type, t_of]), np.concatenate([g.index, a.index[o_t]]),
-                          np.concatenate([np.ones(len(ring_type)), -param[o_t] / flow_scale]), lb=0.0, ub=0.0,
-                          count=len(types), name="rings")
+        b.add_constraints(
+            np.concatenate([ring_type, t_of]),
+            np.concatenate([g.index, a.index[o_t]]),
+            np.concatenate([np.ones(len(ring_type)), -param[o_t] / flow_scale]),
+            lb=0.0,
+            ub=0.0,
+            count=len(types),
+            name="rings",
+        )
 
     # valid: a server sends (and receives) at most d links' worth per unit of Tbw, and a ring
     # member sends 2(k-1)/k of the layer's parameters whatever the ring
     ar_out = cov * np.where(has_ar, 2.0 * (opt_k - 1) / opt_k * param, 0.0)[:, None]  # (NO, n) bytes
-    b.add_constraints(np.concatenate([opt_layer, np.arange(L)]), np.concatenate([a.index, np.full(L, TB)]),
-                      np.concatenate([ar_out.max(axis=1) / (d * flow_scale), -np.ones(L)]), ub=0.0, count=L,
-                      name="layer_ports")
+    b.add_constraints(
+        np.concatenate([opt_layer, np.arange(L)]),
+        np.concatenate([a.index, np.full(L, TB)]),
+        np.concatenate([ar_out.max(axis=1) / (d * flow_scale), -np.ones(L)]),
+        ub=0.0,
+        count=L,
+        name="layer_ports",
+    )
 
     # Resharding between consecutive layers: transport products w.
     units = {}
@@ -341,15 +389,26 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
         n_pairs += len(P1)
         r1 = np.searchsorted(O1, P1)
         r2 = len(O1) + np.searchsorted(O2, P2)
-        b.add_constraints(np.concatenate([r1, r2, np.arange(len(O1)), len(O1) + np.arange(len(O2))]),
-                          np.concatenate([wv.index, wv.index, a.index[O1], a.index[O2]]),
-                          np.concatenate([np.ones(2 * len(P1)), -np.ones(len(O1) + len(O2))]),
-                          lb=0.0, ub=0.0, count=len(O1) + len(O2), name=f"transport{i}")
+        b.add_constraints(
+            np.concatenate([r1, r2, np.arange(len(O1)), len(O1) + np.arange(len(O2))]),
+            np.concatenate([wv.index, wv.index, a.index[O1], a.index[O2]]),
+            np.concatenate([np.ones(2 * len(P1)), -np.ones(len(O1) + len(O2))]),
+            lb=0.0,
+            ub=0.0,
+            count=len(O1) + len(O2),
+            name=f"transport{i}",
+        )
         # valid: a server hosting both layers (their cosets meet) runs both
         meet = (opt_s[P1] - opt_s[P2]) % np.gcd(n // opt_k[P1], n // opt_k[P2]) == 0
         comp = np.where(meet, lt[P1] + lt[P2], np.maximum(lt[P1], lt[P2]))
-        b.add_constraints(np.zeros(len(P1) + 1, dtype=np.int64), np.concatenate([wv.index, [C]]),
-                          np.concatenate([comp, [-1.0]]), ub=0.0, count=1, name=f"pair_compute{i}")
+        b.add_constraints(
+            np.zeros(len(P1) + 1, dtype=np.int64),
+            np.concatenate([wv.index, [C]]),
+            np.concatenate([comp, [-1.0]]),
+            ub=0.0,
+            count=1,
+            name=f"pair_compute{i}",
+        )
         port = np.zeros(len(P1))
         for r, (col, o1, o2) in enumerate(zip(wv.index, P1, P2)):
             out = ar_out[o1] + ar_out[o2]  # ring sends of both layers; a ring carries as much in as out
@@ -357,10 +416,20 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
                 src, dst = option_servers(o1), option_servers(o2)
                 add_pattern(int(col), np.concatenate([src, dst]), np.concatenate([dst, src]), act / n)
                 moved = src != dst  # resharding is symmetric: each server sends what it receives
-                out = out + np.bincount(src[moved], minlength=n) * (act / n) + np.bincount(dst[moved], minlength=n) * (act / n)
+                out = (
+                    out
+                    + np.bincount(src[moved], minlength=n) * (act / n)
+                    + np.bincount(dst[moved], minlength=n) * (act / n)
+                )
             port[r] = out.max() / (d * flow_scale)
-        b.add_constraints(np.zeros(len(P1) + 1, dtype=np.int64), np.concatenate([wv.index, [TB]]),
-                          np.concatenate([port, [-1.0]]), ub=0.0, count=1, name=f"pair_ports{i}")
+        b.add_constraints(
+            np.zeros(len(P1) + 1, dtype=np.int64),
+            np.concatenate([wv.index, [TB]]),
+            np.concatenate([port, [-1.0]]),
+            ub=0.0,
+            count=1,
+            name=f"pair_ports{i}",
+        )
 
     # Embedding lookups, aggregated per consumer layer.
     n_q = 0
@@ -377,11 +446,24 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
         rows = [np.repeat(np.arange(n), len(Oc)), np.repeat(np.arange(n), len(blocks_c))]
         cols = [qc.ravel(), b_cols[blocks_c].T.ravel()]
         vals = [np.ones(qc.size), -np.tile(share, n)]
-        b.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=0.0, ub=0.0, count=n,
-                          name=f"lookup{cns}")
+        b.add_constraints(
+            np.concatenate(rows),
+            np.concatenate(cols),
+            np.concatenate(vals),
+            lb=0.0,
+            ub=0.0,
+            count=n,
+            name=f"lookup{cns}",
+        )
         V, Oi = np.divmod(np.arange(qc.size), len(Oc))
-        b.add_constraints(np.concatenate([np.arange(qc.size)] * 2), np.concatenate([qc.ravel(), a.index[Oc[Oi]]]),
-                          np.concatenate([np.ones(qc.size), -np.ones(qc.size)]), ub=0.0, count=qc.size, name=f"lookup_le_a{cns}")
+        b.add_constraints(
+            np.concatenate([np.arange(qc.size)] * 2),
+            np.concatenate([qc.ravel(), a.index[Oc[Oi]]]),
+            np.concatenate([np.ones(qc.size), -np.ones(qc.size)]),
+            ub=0.0,
+            count=qc.size,
+            name=f"lookup_le_a{cns}",
+        )
         for v in range(n):
             for oi, o in enumerate(Oc):
                 dst = option_servers(int(o))
@@ -399,16 +481,34 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     z = b.add_variables((E, bits), kind="binary", name="z")
     zc = z.index.reshape(E, bits)
     pw = 2.0 ** np.arange(bits)
-    b.add_constraints(np.concatenate([np.arange(E), np.repeat(np.arange(E), bits)]),
-                      np.concatenate([x.index, zc.ravel()]), np.concatenate([np.ones(E), -np.tile(pw, E)]),
-                      lb=0.0, ub=0.0, count=E, name="expansion")
+    b.add_constraints(
+        np.concatenate([np.arange(E), np.repeat(np.arange(E), bits)]),
+        np.concatenate([x.index, zc.ravel()]),
+        np.concatenate([np.ones(E), -np.tile(pw, E)]),
+        lb=0.0,
+        ub=0.0,
+        count=E,
+        name="expansion",
+    )
     y = b.add_variables((E, bits), ub=U, name="y")
     yc = y.index.reshape(E, bits)
     m_ = E * bits
-    b.add_constraints(np.concatenate([np.arange(m_)] * 2), np.concatenate([yc.ravel(), zc.ravel()]),
-                      np.concatenate([np.ones(m_), -U * np.ones(m_)]), ub=0.0, count=m_, name="mccormick_z")
-    b.add_constraints(np.concatenate([np.arange(m_)] * 2), np.concatenate([yc.ravel(), np.full(m_, TB)]),
-                      np.concatenate([np.ones(m_), -np.ones(m_)]), ub=0.0, count=m_, name="mccormick_t")
+    b.add_constraints(
+        np.concatenate([np.arange(m_)] * 2),
+        np.concatenate([yc.ravel(), zc.ravel()]),
+        np.concatenate([np.ones(m_), -U * np.ones(m_)]),
+        ub=0.0,
+        count=m_,
+        name="mccormick_z",
+    )
+    b.add_constraints(
+        np.concatenate([np.arange(m_)] * 2),
+        np.concatenate([yc.ravel(), np.full(m_, TB)]),
+        np.concatenate([np.ones(m_), -np.ones(m_)]),
+        ub=0.0,
+        count=m_,
+        name="mccormick_t",
+    )
 
     # ---- hop-layered flows -----------------------------------------------------------------------
     f_src, f_hop, f_tail, f_head = layered_arcs(n, np.arange(n), hmax)
@@ -420,42 +520,90 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     dc = np.concatenate(d_col) if d_col else np.zeros(0, np.int64)
     dv = np.concatenate(d_val) if d_val else np.zeros(0)
     later = f_hop >= 2
-    b.add_constraints(np.concatenate([f_src * n + f_head, f_src[later] * n + f_tail[later], dr]),
-                      np.concatenate([fcols, fcols[later], dc]),
-                      np.concatenate([np.ones(NF), -np.ones(int(later.sum())), -dv]),
-                      lb=0.0, ub=0.0, count=n * n, name="delivery")
+    b.add_constraints(
+        np.concatenate([f_src * n + f_head, f_src[later] * n + f_tail[later], dr]),
+        np.concatenate([fcols, fcols[later], dc]),
+        np.concatenate([np.ones(NF), -np.ones(int(later.sum())), -dv]),
+        lb=0.0,
+        ub=0.0,
+        count=n * n,
+        name="delivery",
+    )
     if hmax >= 2:
         # forward rows (s, v, h), h = 1..hmax-1: in_h(v) - out_{h+1}(v) >= 0; row id (s*hmax + h-1)*n + v
         into = f_hop <= hmax - 1
-        b.add_constraints(np.concatenate([(f_src[into] * hmax + f_hop[into] - 1) * n + f_head[into],
-                                          (f_src[later] * hmax + f_hop[later] - 2) * n + f_tail[later]]),
-                          np.concatenate([fcols[into], fcols[later]]),
-                          np.concatenate([np.ones(int(into.sum())), -np.ones(int(later.sum()))]),
-                          lb=0.0, count=n * hmax * n, name="forward")
+        b.add_constraints(
+            np.concatenate(
+                [
+                    (f_src[into] * hmax + f_hop[into] - 1) * n + f_head[into],
+                    (f_src[later] * hmax + f_hop[later] - 2) * n + f_tail[later],
+                ]
+            ),
+            np.concatenate([fcols[into], fcols[later]]),
+            np.concatenate([np.ones(int(into.sum())), -np.ones(int(later.sum()))]),
+            lb=0.0,
+            count=n * hmax * n,
+            name="forward",
+        )
     # capacity per arc (u, v): flows <= sum_l 2^l y[e, l]
     arc_id = np.full((n, n), -1, dtype=np.int64)
     arc_id[tail, head] = np.arange(len(tail))
     fa = arc_id[f_tail, f_head]
     A = len(tail)
-    b.add_constraints(np.concatenate([fa, np.repeat(np.arange(A), bits)]),
-                      np.concatenate([fcols, yc[arc_edge].ravel()]),
-                      np.concatenate([np.ones(NF), -np.tile(pw, A)]), ub=0.0, count=A, name="capacity")
+    b.add_constraints(
+        np.concatenate([fa, np.repeat(np.arange(A), bits)]),
+        np.concatenate([fcols, yc[arc_edge].ravel()]),
+        np.concatenate([np.ones(NF), -np.tile(pw, A)]),
+        ub=0.0,
+        count=A,
+        name="capacity",
+    )
     # degree cuts: out- and in-flow of every server <= d Tbw; all flow <= n d Tbw
-    b.add_constraints(np.concatenate([f_tail, np.arange(n)]), np.concatenate([fcols, np.full(n, TB)]),
-                      np.concatenate([np.ones(NF), -float(d) * np.ones(n)]), ub=0.0, count=n, name="out_cut")
-    b.add_constraints(np.concatenate([f_head, np.arange(n)]), np.concatenate([fcols, np.full(n, TB)]),
-                      np.concatenate([np.ones(NF), -float(d) * np.ones(n)]), ub=0.0, count=n, name="in_cut")
-    b.add_constraints(np.zeros(NF + 1, dtype=np.int64), np.concatenate([fcols, [TB]]),
-                      np.concatenate([np.ones(NF), [-float(n * d)]]), ub=0.0, count=1, name="total_cut")
+    b.add_constraints(
+        np.concatenate([f_tail, np.arange(n)]),
+        np.concatenate([fcols, np.full(n, TB)]),
+        np.concatenate([np.ones(NF), -float(d) * np.ones(n)]),
+        ub=0.0,
+        count=n,
+        name="out_cut",
+    )
+    b.add_constraints(
+        np.concatenate([f_head, np.arange(n)]),
+        np.concatenate([fcols, np.full(n, TB)]),
+        np.concatenate([np.ones(NF), -float(d) * np.ones(n)]),
+        ub=0.0,
+        count=n,
+        name="in_cut",
+    )
+    b.add_constraints(
+        np.zeros(NF + 1, dtype=np.int64),
+        np.concatenate([fcols, [TB]]),
+        np.concatenate([np.ones(NF), [-float(n * d)]]),
+        ub=0.0,
+        count=1,
+        name="total_cut",
+    )
     # hop indicators
     u = b.add_variables(hmax, kind="binary", name="u")
     M = _max_bytes(w, n) / flow_scale * (1 + 1e-6) + 1e-9
-    b.add_constraints(np.concatenate([f_hop - 1, np.arange(hmax)]), np.concatenate([fcols, u.index]),
-                      np.concatenate([np.ones(NF), -M * np.ones(hmax)]), ub=0.0, count=hmax, name="hop_used")
+    b.add_constraints(
+        np.concatenate([f_hop - 1, np.arange(hmax)]),
+        np.concatenate([fcols, u.index]),
+        np.concatenate([np.ones(NF), -M * np.ones(hmax)]),
+        ub=0.0,
+        count=hmax,
+        name="hop_used",
+    )
     if hmax >= 2:
         h_ = np.arange(hmax - 1)
-        b.add_constraints(np.concatenate([h_, h_]), np.concatenate([u.index[1:], u.index[:-1]]),
-                          np.concatenate([np.ones(hmax - 1), -np.ones(hmax - 1)]), ub=0.0, count=hmax - 1, name="hop_order")
+        b.add_constraints(
+            np.concatenate([h_, h_]),
+            np.concatenate([u.index[1:], u.index[:-1]]),
+            np.concatenate([np.ones(hmax - 1), -np.ones(hmax - 1)]),
+            ub=0.0,
+            count=hmax - 1,
+            name="hop_order",
+        )
 
     # ---- objective -----------------------------------------------------------------------------
     T = -1
@@ -466,20 +614,56 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
         Tv = b.add_variables(1, name="T")
         T = int(Tv.index[0])
         b.add_constraints([0, 0], [C, T], [1.0, -1.0], ub=0.0, count=1, name="T_compute")
-        b.add_constraints(np.zeros(hmax + 2, dtype=np.int64), np.concatenate([[TB, T], lat_cols]),
-                          np.concatenate([[1.0, -1.0], lat_vals]), ub=0.0, count=1, name="T_comm")
+        b.add_constraints(
+            np.zeros(hmax + 2, dtype=np.int64),
+            np.concatenate([[TB, T], lat_cols]),
+            np.concatenate([[1.0, -1.0], lat_vals]),
+            ub=0.0,
+            count=1,
+            name="T_comm",
+        )
         b.set_objective([T], [1.0])
     else:
         b.set_objective(np.concatenate([[C, TB], lat_cols]), np.concatenate([[1.0, 1.0], lat_vals]))
 
     model = b.build()
-    stats = {"options": NO, "pairs": n_pairs, "lookup_columns": n_q, "rings": len(ring_type), "flow_columns": NF,
-             "max_hops_modelled": hmax}
-    return JointModel(model=model, n=n, opt_layer=opt_layer, opt_k=opt_k, opt_s=opt_s, a_cols=a.index, b_cols=b_cols,
-                      ring_type=ring_type, ring_order=ring_order, g_cols=g.index, type_k=type_k, type_s=type_s, edges=edges,
-                      x_cols=x.index, z_cols=zc, f_src=f_src, f_hop=f_hop, f_tail=f_tail, f_head=f_head, f_cols=fcols,
-                      u_cols=u.index, demand_pairs=np.stack(np.nonzero(~np.eye(n, dtype=bool)), axis=1), C=C, Tbw=TB, T=T,
-                      flow_scale=flow_scale, stats=stats)
+    stats = {
+        "options": NO,
+        "pairs": n_pairs,
+        "lookup_columns": n_q,
+        "rings": len(ring_type),
+        "flow_columns": NF,
+        "max_hops_modelled": hmax,
+    }
+    return JointModel(
+        model=model,
+        n=n,
+        opt_layer=opt_layer,
+        opt_k=opt_k,
+        opt_s=opt_s,
+        a_cols=a.index,
+        b_cols=b_cols,
+        ring_type=ring_type,
+        ring_order=ring_order,
+        g_cols=g.index,
+        type_k=type_k,
+        type_s=type_s,
+        edges=edges,
+        x_cols=x.index,
+        z_cols=zc,
+        f_src=f_src,
+        f_hop=f_hop,
+        f_tail=f_tail,
+        f_head=f_head,
+        f_cols=fcols,
+        u_cols=u.index,
+        demand_pairs=np.stack(np.nonzero(~np.eye(n, dtype=bool)), axis=1),
+        C=C,
+        Tbw=TB,
+        T=T,
+        flow_scale=flow_scale,
+        stats=stats,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -574,7 +758,7 @@ def _partial_point(jm: JointModel, strategy: Strategy, X: np.ndarray | None = No
     if X is not None:
         counts = X[jm.edges[:, 0], jm.edges[:, 1]]
         bits = jm.z_cols.shape[1]
-        if counts.max(initial=0) >= 2 ** bits or (counts > jm.model.col_upper[jm.x_cols]).any():
+        if counts.max(initial=0) >= 2**bits or (counts > jm.model.col_upper[jm.x_cols]).any():
             return None
         x[jm.x_cols] = counts
         x[jm.z_cols] = (counts[:, None] >> np.arange(bits)[None, :]) & 1
@@ -602,8 +786,11 @@ def _warm_point(jm: JointModel, instance: Instance, sol: Solution) -> np.ndarray
     """A partial start (strategy and links; the solver completes rings, flows and times)."""
     if sol.placement is None or sol.topology is None:
         return None
-    st = Strategy(tuple(sol.placement["layer_degree"]), tuple(sol.placement["layer_start"]),
-                  tuple(sol.placement.get("block_server", ())))
+    st = Strategy(
+        tuple(sol.placement["layer_degree"]),
+        tuple(sol.placement["layer_start"]),
+        tuple(sol.placement.get("block_server", ())),
+    )
     return _partial_point(jm, st, sol.topology.matrix)  # None: the start uses an option the model lacks (memory)
 
 
@@ -634,8 +821,9 @@ def heuristic_incumbent(instance: Instance, options: ExactOptions, budget_s: flo
         return None
 
 
-def start_solution(instance: Instance, options: ExactOptions, budget_s: float | None,
-                    incumbent: Incumbent | None = None) -> Solution | None:
+def start_solution(
+    instance: Instance, options: ExactOptions, budget_s: float | None, incumbent: Incumbent | None = None
+) -> Solution | None:
     """The incumbent: a solution file, or ``incumbent(instance, options, budget_s)`` (the method layer
     passes the alternating decomposition, which starts from TopoOpt's heuristic for the data-parallel
     strategy and never returns anything worse; default :func:`heuristic_incumbent`), within ``budget_s``."""
@@ -654,24 +842,45 @@ def start_solution(instance: Instance, options: ExactOptions, budget_s: float | 
         if not sol.has_solution:
             return sol
         metrics = evaluate(instance, sol)  # the evaluator's metrics and objective, as the method layer's finalize
-        return replace(sol, metrics=metrics.as_dict(),
-                       objective=sol.objective if sol.objective is not None else objective_value(instance, metrics))
+        return replace(
+            sol,
+            metrics=metrics.as_dict(),
+            objective=sol.objective if sol.objective is not None else objective_value(instance, metrics),
+        )
     return (incumbent or heuristic_incumbent)(instance, options, 60.0 if budget_s is None else budget_s)
 
 
-def _as_exact(start: Solution, objective: float, bound: float | None, backend: str | None, wall: float,
-              details: dict, rel_gap: float | None) -> Solution:
+def _as_exact(
+    start: Solution,
+    objective: float,
+    bound: float | None,
+    backend: str | None,
+    wall: float,
+    details: dict,
+    rel_gap: float | None,
+) -> Solution:
     """The start solution reported as the exact method's answer, with the model's bound: optimal when
     that bound proves it within the requested gap, else feasible."""
     gap = max(0.0, (objective - bound) / objective) if bound is not None and objective > 0 else None
     proven = gap is not None and gap <= (1e-4 if rel_gap is None else rel_gap) + 1e-9
-    return Solution(status="optimal" if proven else "feasible", method="exact", topology=start.topology, routing=start.routing,
-                    placement=start.placement, objective=objective, bound=bound, gap=gap, backend=backend,
-                    wall_time_s=wall, details=details)
+    return Solution(
+        status="optimal" if proven else "feasible",
+        method="exact",
+        topology=start.topology,
+        routing=start.routing,
+        placement=start.placement,
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        backend=backend,
+        wall_time_s=wall,
+        details=details,
+    )
 
 
-def solve_joint(instance: Instance, options: ExactOptions, start: Solution | None = None, *,
-                incumbent: Incumbent | None = None) -> Solution:
+def solve_joint(
+    instance: Instance, options: ExactOptions, start: Solution | None = None, *, incumbent: Incumbent | None = None
+) -> Solution:
     """Solve placement + topology + routing exactly (the model above) for a small workload instance.
 
     The incumbent (and McCormick bound) comes from the alternating decomposition (``warm_start=
@@ -690,19 +899,38 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
     limit = options.time_limit_s
     if limit is not None and limit <= 0:  # nothing may run: the caller's start, else no_solution at once
         if start is not None:  # e.g. the enumeration's probe used the time: its incumbent still stands
-
             ub = objective_value(instance, evaluate(instance, start))
             if math.isfinite(ub):
-                return _as_exact(start, ub, None, options.backend, time.perf_counter() - started,
-                                 {"model": "joint", "start_method": start.method, "start_objective_s": ub,
-                                  "note": "no time was left for the MILP; this is its start"}, options.gap)
+                return _as_exact(
+                    start,
+                    ub,
+                    None,
+                    options.backend,
+                    time.perf_counter() - started,
+                    {
+                        "model": "joint",
+                        "start_method": start.method,
+                        "start_objective_s": ub,
+                        "note": "no time was left for the MILP; this is its start",
+                    },
+                    options.gap,
+                )
         result = run_model(build_joint(instance, 1.0).model, options)
-        return Solution(status=solution_status(result), method="exact", topology=None, backend=result.backend,
-                        wall_time_s=time.perf_counter() - started, details={"model": "joint"})
+        return Solution(
+            status=solution_status(result),
+            method="exact",
+            topology=None,
+            backend=result.backend,
+            wall_time_s=time.perf_counter() - started,
+            details={"model": "joint"},
+        )
     # The start gets a fifth of the time limit (at most a minute); the MILP the rest.
 
-    incumbent = start if start is not None else start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit),
-                                                                     incumbent)
+    incumbent = (
+        start
+        if start is not None
+        else start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit), incumbent)
+    )
     ub = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
     if limit is not None:
         options = replace(options, time_limit_s=max(0.0, limit - (time.perf_counter() - started)))
@@ -710,7 +938,11 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
         incumbent = None
         ub = formula_upper_bound(instance)
     jm = build_joint(instance, ub)
-    point = _warm_point(jm, instance, incumbent) if incumbent is not None and options.warm_start not in (None, "none") else None
+    point = (
+        _warm_point(jm, instance, incumbent)
+        if incumbent is not None and options.warm_start not in (None, "none")
+        else None
+    )
     if point is not None:
         budget = 30.0 if options.time_limit_s is None else max(1.0, 0.1 * options.time_limit_s)
         point = _complete_start(jm.model, point, budget)
@@ -718,10 +950,17 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
             options = replace(options, time_limit_s=max(0.0, limit - (time.perf_counter() - started)))
     result = run_model(jm.model, options, point)
     status = solution_status(result)
-    details = {"model": "joint", "start_method": incumbent.method if incumbent else None, "variables": jm.model.num_vars, "constraints": jm.model.num_rows,
-               "nonzeros": jm.model.num_nonzeros, **jm.stats, "start_objective_s": ub if incumbent else None,
-               "routing": "hop-layered multi-commodity flow; AllReduce split over ring orders of each coset",
-               "ring_space": f"every ring order for groups of up to {ALL_RINGS_UP_TO} members, TotientPerms rings above"}
+    details = {
+        "model": "joint",
+        "start_method": incumbent.method if incumbent else None,
+        "variables": jm.model.num_vars,
+        "constraints": jm.model.num_rows,
+        "nonzeros": jm.model.num_nonzeros,
+        **jm.stats,
+        "start_objective_s": ub if incumbent else None,
+        "routing": "hop-layered multi-commodity flow; AllReduce split over ring orders of each coset",
+        "ring_space": f"every ring order for groups of up to {ALL_RINGS_UP_TO} members, TotientPerms rings above",
+    }
     if result.message:
         details["solver_message"] = result.message
     if options.warm_start not in (None, "none"):
@@ -729,17 +968,29 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
     bound = result.bound * TIME_UNIT_S if result.bound is not None and math.isfinite(result.bound) else None
     wall = time.perf_counter() - started
     if status == "infeasible" and incumbent is None:
-        details["infeasible"] = ("memory: no assignment of layer configs and block servers keeps every server within "
-                                 "server_memory_bytes (every other constraint family admits some point)")
-        return Solution(status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall,
-                        details=details)
+        details["infeasible"] = (
+            "memory: no assignment of layer configs and block servers keeps every server within "
+            "server_memory_bytes (every other constraint family admits some point)"
+        )
+        return Solution(
+            status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall, details=details
+        )
     if result.values is None or status not in ("optimal", "feasible"):
         if incumbent is None:
-            return Solution(status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall,
-                            bound=bound, details=details)
+            return Solution(
+                status=status,
+                method="exact",
+                topology=None,
+                backend=result.backend,
+                wall_time_s=wall,
+                bound=bound,
+                details=details,
+            )
         if status == "infeasible":  # the start lies outside the model's ring space and beats all of it
             bound = None
-            details["note"] = "the model has no point as good as its start (rings outside its ring space); this is the start"
+            details["note"] = (
+                "the model has no point as good as its start (rings outside its ring space); this is the start"
+            )
         else:  # a limit hit before the solver reported a point: the start is still a valid incumbent
             details["note"] = f"the MILP returned no point ({status}); this is its start, unimproved"
         return _as_exact(incumbent, ub, bound, result.backend, wall, details, options.gap)
@@ -751,8 +1002,16 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
             raise
         details["note"] = f"the MILP's point could not be decoded ({exc}); this is its start"
         return _as_exact(incumbent, ub, bound, result.backend, time.perf_counter() - started, details, options.gap)
-    sol = Solution(status=status, method="exact", topology=Topology(X), routing=routing,
-                   placement=strategy_to_dict(strategy), backend=result.backend, wall_time_s=wall, details=details)
+    sol = Solution(
+        status=status,
+        method="exact",
+        topology=Topology(X),
+        routing=routing,
+        placement=strategy_to_dict(strategy),
+        backend=result.backend,
+        wall_time_s=wall,
+        details=details,
+    )
     objective = objective_value(instance, evaluate(instance, sol))
     details["model_objective_s"] = result.objective * TIME_UNIT_S if result.objective is not None else None
     if incumbent is not None and objective > ub * (1 + 1e-9):  # e.g. a time-limited solve that dropped its start
@@ -761,6 +1020,16 @@ def solve_joint(instance: Instance, options: ExactOptions, start: Solution | Non
     gap = max(0.0, (objective - bound) / objective) if bound is not None and objective > 0 else None
     if status == "optimal" and gap is not None and gap > (1e-4 if options.gap is None else options.gap) + 1e-9:
         status = "feasible"  # the decoded point scores a little above the model's (solver tolerances)
-    return Solution(status=status, method="exact", topology=Topology(X), routing=routing,
-                    placement=strategy_to_dict(strategy), objective=objective, bound=bound, gap=gap,
-                    backend=result.backend, wall_time_s=time.perf_counter() - started, details=details)
+    return Solution(
+        status=status,
+        method="exact",
+        topology=Topology(X),
+        routing=routing,
+        placement=strategy_to_dict(strategy),
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        backend=result.backend,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )

@@ -61,12 +61,14 @@ MAX_SERVERS = 8
 def _ring_family(members: np.ndarray) -> frozenset:
     """TotientPerms' rings of a coset listed in order: member r -> member r + p, gcd(p, k) = 1."""
     k = len(members)
-    return frozenset(frozenset(zip(members.tolist(), np.roll(members, -p).tolist()))
-                     for p in range(1, k) if np.gcd(p, k) == 1)
+    return frozenset(
+        frozenset(zip(members.tolist(), np.roll(members, -p).tolist())) for p in range(1, k) if np.gcd(p, k) == 1
+    )
 
 
-def strategy_symmetries(n: int, opt_layer: np.ndarray, opt_k: np.ndarray, opt_s: np.ndarray,
-                        ordered_rings: np.ndarray) -> np.ndarray:
+def strategy_symmetries(
+    n: int, opt_layer: np.ndarray, opt_k: np.ndarray, opt_s: np.ndarray, ordered_rings: np.ndarray
+) -> np.ndarray:
     """The symmetries of the module docstring other than the identity, as an option map: row g
     gives, for every option o (layer opt_layer[o], degree opt_k[o], start opt_s[o]), the index of
     its image option, and column ``len(opt_layer) + v`` the image of server v (so the array is

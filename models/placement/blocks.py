@@ -101,23 +101,52 @@ def place_blocks_exactly(ls: StrategyScorer, strategy: Strategy, options: ExactO
         far = np.flatnonzero(hops > H0)
         if far.size:  # H >= hops u only where the lookup path is longer than the layers' longest
             u = b.add_variables(far.size, kind="binary", name="u").index
-            b.add_constraints(np.r_[np.arange(far.size), np.arange(far.size)], np.r_[m[far], u],
-                              np.r_[np.ones(far.size), -float(N) * np.ones(far.size)], ub=0.0, count=far.size,
-                              name="u_on")
+            b.add_constraints(
+                np.r_[np.arange(far.size), np.arange(far.size)],
+                np.r_[m[far], u],
+                np.r_[np.ones(far.size), -float(N) * np.ones(far.size)],
+                ub=0.0,
+                count=far.size,
+                name="u_on",
+            )
             hop_c.append(u), hop_v.append(hops[far].astype(float))
             warm.update(zip(u, (held[far] > 0).astype(float)))
-    b.add_constraints(np.r_[np.concatenate(srv_r), np.arange(n)], np.r_[np.concatenate(m_c), np.full(n, C)],
-                      np.r_[np.concatenate(comp_v), -np.ones(n)], ub=-comp0 / unit, count=n, name="compute")
+    b.add_constraints(
+        np.r_[np.concatenate(srv_r), np.arange(n)],
+        np.r_[np.concatenate(m_c), np.full(n, C)],
+        np.r_[np.concatenate(comp_v), -np.ones(n)],
+        ub=-comp0 / unit,
+        count=n,
+        name="compute",
+    )
     # in units of the server memory (bytes would put 1e11 in the rows: HiGHS warns of bad scaling)
-    b.add_constraints(np.concatenate(srv_r), np.concatenate(m_c), np.concatenate(mem_v), ub=1.0 - mem0 / ls.cap,
-                      count=n, name="memory")
-    b.add_constraints(np.r_[np.concatenate(load_r), np.arange(A)], np.r_[np.concatenate(load_c), np.full(A, T)],
-                      np.r_[np.concatenate(load_v), -np.ones(A)], ub=-load0 * inv_cap, count=A, name="load")
+    b.add_constraints(
+        np.concatenate(srv_r),
+        np.concatenate(m_c),
+        np.concatenate(mem_v),
+        ub=1.0 - mem0 / ls.cap,
+        count=n,
+        name="memory",
+    )
+    b.add_constraints(
+        np.r_[np.concatenate(load_r), np.arange(A)],
+        np.r_[np.concatenate(load_c), np.full(A, T)],
+        np.r_[np.concatenate(load_v), -np.ones(A)],
+        ub=-load0 * inv_cap,
+        count=A,
+        name="load",
+    )
     if hop_c:
         hc, hv = np.concatenate(hop_c), np.concatenate(hop_v)
         rows = np.arange(hc.size)
-        b.add_constraints(np.r_[rows, rows], np.r_[hc, np.full(hc.size, H)], np.r_[hv, -np.ones(hc.size)], ub=0.0,
-                          count=hc.size, name="hops")
+        b.add_constraints(
+            np.r_[rows, rows],
+            np.r_[hc, np.full(hc.size, H)],
+            np.r_[hv, -np.ones(hc.size)],
+            ub=0.0,
+            count=hc.size,
+            name="hops",
+        )
     path = ls.path()
     if path > 0:
         b.add_constraints([0], [C], [1.0], lb=path / unit, count=1, name="path")
@@ -167,7 +196,9 @@ def polish_blocks(ls: StrategyScorer, current_s: float, deadline: float, max_nod
     if left < MIN_POLISH_S:
         return None
     native = None if max_nodes is None else {"highs": {"mip_max_nodes": int(max_nodes)}}
-    result = place_blocks_exactly(ls, ls.strategy(), ExactOptions(time_limit_s=left, gap=BLOCK_GAP, native_options=native))
+    result = place_blocks_exactly(
+        ls, ls.strategy(), ExactOptions(time_limit_s=left, gap=BLOCK_GAP, native_options=native)
+    )
     if result.strategy is None or result.objective_s >= current_s * (1 - 1e-9):
         return None
     ls.load_state(result.strategy)

@@ -70,8 +70,11 @@ def packing_weights(lt: np.ndarray, type_k: np.ndarray, X: float, levels: np.nda
     if not np.isfinite(X) or not len(levels):
         return np.zeros((0,) + lt.shape)
     # counted only clearly above the level (float sums of equal times may land a last bit lower)
-    return np.where(lt[None] >= (X / (np.asarray(levels) + 1) * (1 + 1e-9))[:, None, None],
-                    np.asarray(type_k, dtype=float)[None, None, :], 0.0)
+    return np.where(
+        lt[None] >= (X / (np.asarray(levels) + 1) * (1 + 1e-9))[:, None, None],
+        np.asarray(type_k, dtype=float)[None, None, :],
+        0.0,
+    )
 
 
 def is_circulant(rf: RoutingFractions) -> bool:
@@ -182,8 +185,14 @@ def is_circulant(rf: RoutingFractions) -> bool:
 class _ChainData:
     """Per-type and per-pair data of the chain bound (see the comment block above)."""
 
-    def __init__(self, instance: Instance, rf: RoutingFractions, ls: StrategyScorer, classes: np.ndarray,
-                 run_pair_layers: int = RUN_PAIR_LAYERS) -> None:
+    def __init__(
+        self,
+        instance: Instance,
+        rf: RoutingFractions,
+        ls: StrategyScorer,
+        classes: np.ndarray,
+        run_pair_layers: int = RUN_PAIR_LAYERS,
+    ) -> None:
         w, n = instance.workload, instance.n
         self.L = L = len(w.layers)
         self.NT = NT = len(ls.type_k)
@@ -203,8 +212,7 @@ class _ChainData:
         # the second (resharding is symmetric).
         cp = np.concatenate([[0.0], np.cumsum(ls.param)])
         self.run_pair_layers = rpl = max(1, int(run_pair_layers))
-        run_p = [[float(cp[i + 1] - cp[i + 1 - m]) for m in range(1, min(rpl, i + 1) + 1)]
-                 for i in range(L - 1)]
+        run_p = [[float(cp[i + 1] - cp[i + 1 - m]) for m in range(1, min(rpl, i + 1) + 1)] for i in range(L - 1)]
         keys = sorted({(P, ls.param[i + 1], ls.act[i]) for i in range(L - 1) for P in run_p[i]})
         any_act = any(key[2] > 0 for key in keys)
         base = np.flatnonzero(ls.type_s == 0) if is_circulant(rf) else np.arange(NT)
@@ -229,17 +237,22 @@ class _ChainData:
         m = np.minimum(s1, s2) if len(base) < NT else np.zeros((1, 1), np.int64)
         c1, c2 = np.broadcast_to(t1 - m, (NT, NT)), np.broadcast_to(t2 - m, (NT, NT))
         first = (pos[c1] >= 0) if len(base) < NT else np.ones((NT, NT), dtype=bool)
-        self.rs_c = np.where(first[:, :, None], rs_rows[np.maximum(pos[c1], 0), c2], rs_rows[np.maximum(pos[c2], 0), c1])
+        self.rs_c = np.where(
+            first[:, :, None], rs_rows[np.maximum(pos[c1], 0), c2], rs_rows[np.maximum(pos[c2], 0), c1]
+        )
         # float32 sums of three non-negative terms are within 1e-6 relative: scale down to stay below.
-        bw = {key: np.where(first, bw_first[key][np.maximum(pos[c1], 0), c2], bw_second[key][np.maximum(pos[c2], 0), c1])
-              * (1 - 1e-6) for key in keys}
+        bw = {
+            key: np.where(first, bw_first[key][np.maximum(pos[c1], 0), c2], bw_second[key][np.maximum(pos[c2], 0), c1])
+            * (1 - 1e-6)
+            for key in keys
+        }
         # pair_bw[i][m - 1]: the run's last m layers (m = 1: the pair alone). The float32 maxima need not
         # grow with m bit for bit; a larger P never lowers the true value, so each table takes the
         # element-wise maximum with the previous (still below the true value).
         self.pair_bw = []
         for i in range(L - 1):
             tables = [bw[(P, ls.param[i + 1], ls.act[i])] for P in run_p[i]]
-            self.pair_bw.append([tables[0]] + [np.maximum.reduce(tables[:m + 1]) for m in range(1, len(tables))])
+            self.pair_bw.append([tables[0]] + [np.maximum.reduce(tables[: m + 1]) for m in range(1, len(tables))])
         # Runs: layers j..i all on type t (one coset: their compute adds on each of its servers, their
         # AllReduces add on one ring). run_comp[j, i, t] = sum of lt, run_bw[j, i, t] = (sum of p) x the
         # ring's busiest arc per byte; inf where i < j or a layer cannot use t.
@@ -264,8 +277,9 @@ class _ChainData:
                 rc = self.run_comp[i + 1 - m, i]
                 key = (rc.tobytes(), ls.lt[i + 1].tobytes())
                 if key not in comp_of:
-                    comp_of[key] = np.where(meet, rc[:, None] + ls.lt[i + 1][None, :],
-                                            np.maximum(rc[:, None], ls.lt[i + 1][None, :]))
+                    comp_of[key] = np.where(
+                        meet, rc[:, None] + ls.lt[i + 1][None, :], np.maximum(rc[:, None], ls.lt[i + 1][None, :])
+                    )
                 tables.append(comp_of[key])
             self.pair_comp.append(tables)
         self.param, self.act = ls.param, ls.act
@@ -277,8 +291,9 @@ class _ChainData:
         if (self.lam > 0).any():
             dist_c = (rf.P @ M).reshape(n, n, K)  # expected class-c arcs on the path u -> v
             us = ls.unit_server
-            self.lk_c = np.stack([(dist_c[:, us[t]].sum(axis=1) + dist_c[us[t], :].sum(axis=0)) / n for t in range(NT)],
-                                 axis=1)  # [v, t, c] = (1/n) sum_u dist_c(v, us[t, u]) + dist_c(us[t, u], v)
+            self.lk_c = np.stack(
+                [(dist_c[:, us[t]].sum(axis=1) + dist_c[us[t], :].sum(axis=0)) / n for t in range(NT)], axis=1
+            )  # [v, t, c] = (1/n) sum_u dist_c(v, us[t, u]) + dist_c(us[t, u], v)
         else:
             self.lk_c = None
 
@@ -292,18 +307,26 @@ class _ChainData:
         NT = self.NT
         out = []
         for i, plen in enumerate(pair_len):
-            rows = np.flatnonzero(run_ok[:i + 1, i].any(axis=0))
+            rows = np.flatnonzero(run_ok[: i + 1, i].any(axis=0))
             cols = np.flatnonzero(run_ok[i + 1, i + 1])
             sub = plen[np.ix_(rows, cols)]
             sub = np.minimum(sub, min(self.run_pair_layers, i + 1))  # a run ending at layer i has <= i + 1 layers
             ok = (sub > 0) & (rows[:, None] != cols[None, :])
-            flat = None if self.run_pair_layers == 1 else \
-                np.maximum(sub.astype(np.intp) - 1, 0) * len(rows) + np.arange(len(rows))[:, None]
+            flat = (
+                None
+                if self.run_pair_layers == 1
+                else np.maximum(sub.astype(np.intp) - 1, 0) * len(rows) + np.arange(len(rows))[:, None]
+            )
             out.append((None if len(rows) == NT else rows, None if len(cols) == NT else cols, ok, flat))
         return out
 
-    def dp(self, run_ok: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray | None]], mu: np.ndarray,
-           extra: np.ndarray | None = None) -> tuple[float, np.ndarray | None]:
+    def dp(
+        self,
+        run_ok: np.ndarray,
+        pairs: list[tuple[np.ndarray, np.ndarray | None]],
+        mu: np.ndarray,
+        extra: np.ndarray | None = None,
+    ) -> tuple[float, np.ndarray | None]:
         """min over allowed chains of sum_c mu_c L_c / capsum_c, and the minimiser's vector
         (L_c / capsum_c) (None when no chain is allowed). A chain is a sequence of maximal runs:
         ``run_ok[j, i, t]`` allows layers j..i on type t as (part of) one run, ``pairs`` (from
@@ -331,7 +354,7 @@ class _ChainData:
                 if m < R or R == i:
                     val, start = V[i - m], np.full(NT, i - m)
                 else:  # every run of R = run_pair_layers layers or more: starts 0..i - R
-                    start = V[:i - R + 1].argmin(axis=0)
+                    start = V[: i - R + 1].argmin(axis=0)
                     val = V[start, cols]
                 if m == 1:
                     Q[0], J[0] = val, start
@@ -341,8 +364,11 @@ class _ChainData:
             rows, tcols, ok, flat = pairs[i - 1]
             if rows is not None:
                 Q, J = Q[:, rows], J[:, rows]
-            rs = rsw if rows is None and tcols is None else \
-                rsw[np.ix_(every if rows is None else rows, every if tcols is None else tcols)]
+            rs = (
+                rsw
+                if rows is None and tcols is None
+                else rsw[np.ix_(every if rows is None else rows, every if tcols is None else tcols)]
+            )
             W = Q[0][:, None] if flat is None else np.take(Q, flat)
             M = np.where(ok, W + self.act[i - 1] * rs, np.inf)
             if M.shape[0] == 0:  # no run can end here: nothing starts at layer i
@@ -367,7 +393,7 @@ class _ChainData:
         chain = [0] * L
         i, j, t = L - 1, int(j), int(t)
         while i >= 0:
-            chain[j:i + 1] = [t] * (i + 1 - j)
+            chain[j : i + 1] = [t] * (i + 1 - j)
             if j == 0:
                 break
             t_new, j_new = int(back_t[j - 1][t]), int(back_j[j - 1][t])
@@ -383,9 +409,16 @@ class _ChainData:
         return value, vec / self.capc
 
 
-def chain_bound(instance: Instance, rf: RoutingFractions, ls: StrategyScorer | None = None, *,
-                upper: float | None = None, time_limit_s: float = 30.0, kelley_iters: int = 25,
-                run_pair_layers: int = RUN_PAIR_LAYERS) -> tuple[float, dict]:
+def chain_bound(
+    instance: Instance,
+    rf: RoutingFractions,
+    ls: StrategyScorer | None = None,
+    *,
+    upper: float | None = None,
+    time_limit_s: float = 30.0,
+    kelley_iters: int = 25,
+    run_pair_layers: int = RUN_PAIR_LAYERS,
+) -> tuple[float, dict]:
     """Seconds; a lower bound on the iteration time (or comm time) of every strategy on ``rf``'s
     topology (math in the comment block above), and a dict of what it did. ``upper`` (a known
     strategy's value) only lets cells above it be dropped early; ``time_limit_s`` bounds its time,
@@ -394,8 +427,10 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: StrategyScorer | N
     started = time.perf_counter()
     ls = ls or StrategyScorer(instance, rf)
     if len(ls.type_k) > MAX_CHAIN_TYPES:
-        return 0.0, {"chain_bound_skipped": f"{len(ls.type_k)} (k, s) types, more than {MAX_CHAIN_TYPES}: the "
-                                            f"(types x types) tables would not fit"}
+        return 0.0, {
+            "chain_bound_skipped": f"{len(ls.type_k)} (k, s) types, more than {MAX_CHAIN_TYPES}: the "
+            f"(types x types) tables would not fit"
+        }
     w = instance.workload
     n = instance.n
     classes = arc_classes(rf)
@@ -403,7 +438,9 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: StrategyScorer | N
     objective = instance.objective
     alpha = instance.cluster.hop_latency_s
     min_total = sum(min(k * w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
-    c_floor = max([(min_total + sum(float(b.compute_s) for b in w.blocks)) / n] + [float(b.compute_s) for b in w.blocks])
+    c_floor = max(
+        [(min_total + sum(float(b.compute_s) for b in w.blocks)) / n] + [float(b.compute_s) for b in w.blocks]
+    )
     finite = np.isfinite(data.lt)
     # compute_model critical_path: C = max(busiest server, P) only grows, so every term here stays a
     # valid lower bound if P is ignored. P itself is at least Pmin, the critical path with every layer
@@ -465,7 +502,7 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: StrategyScorer | N
         rhs = levels[:Q] * float(n)
 
         def call(y):
-            mu, lam = y[:K], y[K:K + Q]
+            mu, lam = y[:K], y[K : K + Q]
             live = Q and lam.any()
             val, vec = data.dp(runs, pairs, mu, np.tensordot(lam, pack, axes=1) if live else None)
             if vec is None:
@@ -474,7 +511,7 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: StrategyScorer | N
             used = pack[:, np.arange(data.L), chain].sum(axis=1) - rhs  # W_q - q n of the minimiser
             return val - float(lam @ rhs) if live else val, np.r_[vec, used]
 
-        y = np.r_[y[:K], y[K:K + Q], np.zeros(max(0, Q - len(y) + K))][:K + Q]
+        y = np.r_[y[:K], y[K : K + Q], np.zeros(max(0, Q - len(y) + K))][: K + Q]
         val, cut = call(y)
         dp_calls += 1
         if cut is None:
@@ -489,16 +526,23 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: StrategyScorer | N
                 break
             if h is None:
                 h = new_highs()
-                h.addCols(K + Q + 1, np.r_[np.zeros(K + Q), -1.0], np.r_[np.zeros(K + Q), -inf],
-                          np.r_[np.full(K, inf), np.full(Q, lam_cap), inf], 0,
-                          np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
+                h.addCols(
+                    K + Q + 1,
+                    np.r_[np.zeros(K + Q), -1.0],
+                    np.r_[np.zeros(K + Q), -inf],
+                    np.r_[np.full(K, inf), np.full(Q, lam_cap), inf],
+                    0,
+                    np.zeros(0, np.int32),
+                    np.zeros(0, np.int32),
+                    np.zeros(0),
+                )
                 h.addRow(1.0, 1.0, K, idx[:K], np.ones(K))
             h.addRow(-inf, 0.0, K + Q + 1, idx, np.r_[-cut / scale, 1.0])
             h.run()
             if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
                 break
             x = np.asarray(h.getSolution().col_value)
-            lp_top, y = x[-1] * scale, np.maximum(x[:K + Q], 0.0)
+            lp_top, y = x[-1] * scale, np.maximum(x[: K + Q], 0.0)
             y[:K] /= y[:K].sum()
             val, cut = call(y)
             dp_calls += 1
@@ -548,9 +592,15 @@ def chain_bound(instance: Instance, rf: RoutingFractions, ls: StrategyScorer | N
     if not heap and best_cell is None and not np.isfinite(best):
         best = upper_v if np.isfinite(upper_v) else 0.0  # no chain at all (memory): nothing to bound
     best *= 1 - 1e-9  # the DP's float sums (and the rotated patterns') are exact to far better than this
-    info = {"chain_bound_s": float(best), "chain_bound_time_s": time.perf_counter() - started,
-            "chain_bound_cells": cells, "chain_bound_dp_calls": dp_calls, "arc_classes": int(classes.max()) + 1,
-            "chain_bound_timed_out": timed_out, "chain_bound_converged": exhausted,
-            "chain_bound_cell": best_cell,
-            "chain_bound_precompute_s": precompute_s}
+    info = {
+        "chain_bound_s": float(best),
+        "chain_bound_time_s": time.perf_counter() - started,
+        "chain_bound_cells": cells,
+        "chain_bound_dp_calls": dp_calls,
+        "arc_classes": int(classes.max()) + 1,
+        "chain_bound_timed_out": timed_out,
+        "chain_bound_converged": exhausted,
+        "chain_bound_cell": best_cell,
+        "chain_bound_precompute_s": precompute_s,
+    }
     return float(best), info

@@ -25,9 +25,23 @@ from topoopt_ilp.core.strategy import Strategy, strategy_demand
 from topoopt_ilp.core.workload import MEMORY_RTOL, Workload
 from topoopt_ilp.errors import InputError
 
-__all__ = ["RING_POLICIES", "TIME_UNIT_S", "RoutingFractions", "check_ring_policy", "critical_path", "layer_options", "objective_of", "path_entries",
-           "path_floors", "path_rows", "placement_routing", "ring_pairs", "ring_strides", "shortest_path_fractions",
-           "strategy_times"]
+__all__ = [
+    "RING_POLICIES",
+    "TIME_UNIT_S",
+    "RoutingFractions",
+    "check_ring_policy",
+    "critical_path",
+    "layer_options",
+    "objective_of",
+    "path_entries",
+    "path_floors",
+    "path_rows",
+    "placement_routing",
+    "ring_pairs",
+    "ring_strides",
+    "shortest_path_fractions",
+    "strategy_times",
+]
 
 #: Internal time unit of the model (microseconds): link-latency terms (alpha = 1 us per hop) stay
 #: far above solver feasibility tolerances (~1e-7), which they would not in seconds.
@@ -75,8 +89,15 @@ def shortest_path_fractions(X: np.ndarray, link_bytes_per_s: float, rings: str =
         vals.append(sigma[s, a] * sigma[b, t] / sigma[s, t])
     cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
     P = sp.csr_array((cat(vals, np.float64), (cat(rows, np.int64), cat(cols, np.int64))), shape=(n * n, len(tail)))
-    return RoutingFractions(n, tail.astype(np.int64), head.astype(np.int64),
-                            link_bytes_per_s * X[tail, head].astype(np.float64), dist, P, rings)
+    return RoutingFractions(
+        n,
+        tail.astype(np.int64),
+        head.astype(np.int64),
+        link_bytes_per_s * X[tail, head].astype(np.float64),
+        dist,
+        P,
+        rings,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -139,8 +160,9 @@ def placement_routing(rf: RoutingFractions, groups: Sequence[AllReduceGroup]) ->
     return Routing(rings=RingSet.from_lists(rings) if rings else RingSet.empty())
 
 
-def pattern_loads(rf: RoutingFractions, pid: np.ndarray, src: np.ndarray, dst: np.ndarray, val: np.ndarray,
-                   count: int) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
+def pattern_loads(
+    rf: RoutingFractions, pid: np.ndarray, src: np.ndarray, dst: np.ndarray, val: np.ndarray, count: int
+) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
     """Arc loads (bytes) and hop counts of ``count`` traffic patterns given as COO triplets.
 
     Self-pairs are dropped (as :func:`~topoopt_ilp.core.strategy.strategy_demand` does). Returns the
@@ -213,8 +235,9 @@ def path_floors(e: np.ndarray, least: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return suffix, rest
 
 
-def path_rows(w: Workload, opt_layer: np.ndarray, lt: np.ndarray, a_cols: np.ndarray, C: int
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def path_rows(
+    w: Workload, opt_layer: np.ndarray, lt: np.ndarray, a_cols: np.ndarray, C: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The ``path`` rows (the placement and joint models' math blocks): sum_{o of layers >= c} lt_o a[o]
     - C <= -e_c for c = 0 and each undominated entry layer c, as (rows, columns, values, upper
     bounds); ``lt`` in the model's time unit, the upper bounds in seconds."""
@@ -226,8 +249,12 @@ def path_rows(w: Workload, opt_layer: np.ndarray, lt: np.ndarray, a_cols: np.nda
         rows += [np.full(o.size, r), [r]]
         cols += [a_cols[o], [C]]
         vals += [lt[o], [-1.0]]
-    return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64), np.concatenate(vals),
-            -e[entries])
+    return (
+        np.concatenate(rows).astype(np.int64),
+        np.concatenate(cols).astype(np.int64),
+        np.concatenate(vals),
+        -e[entries],
+    )
 
 
 def objective_of(instance: Instance, compute, comm):
@@ -248,7 +275,9 @@ def set_objective_of(b, instance: Instance, C: int, T: int, H: int, alpha: float
         return None
     if instance.workload.overlap == "full":
         Z = b.add_variables(1, name="Z").index[0]
-        b.add_constraints([0, 0, 1, 1, 1], [C, Z, T, H, Z], [1.0, -1.0, 1.0, alpha, -1.0], ub=0.0, count=2, name="overlap")
+        b.add_constraints(
+            [0, 0, 1, 1, 1], [C, Z, T, H, Z], [1.0, -1.0, 1.0, alpha, -1.0], ub=0.0, count=2, name="overlap"
+        )
         b.set_objective([Z], [1.0])
         return int(Z)
     b.set_objective([C, T, H], [1.0, 1.0, alpha])
@@ -274,8 +303,9 @@ def strategy_times(instance: Instance, rf: RoutingFractions, strategy: Strategy)
     return {"compute_s": c, "bandwidth_s": t_bw, "latency_s": t_lat, "hops": hops, "iteration_time_s": it}
 
 
-def layer_options(w: Workload, n: int, starts: Callable[[int], np.ndarray] | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def layer_options(
+    w: Workload, n: int, starts: Callable[[int], np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every option (layer i, degree k, coset start s) whose replica fits in a server's memory, as
     three arrays; ``starts(k)`` gives the starts allowed for degree k (default: all of 0..n/k-1)."""
     cap = float(w.server_memory_bytes)

@@ -134,13 +134,15 @@ class _Tables:
         least = np.where(np.isfinite(ls.lt), ls.lt, np.inf).min(axis=1)
         self.path_suffix, self.path_rest = path_floors(self.path_e, np.where(np.isfinite(least), least, 0.0))
 
-    def _patterns(self, pid: np.ndarray, src: np.ndarray, dst: np.ndarray, shape: tuple[int, int]
-                  ) -> tuple[np.ndarray, np.ndarray]:
+    def _patterns(
+        self, pid: np.ndarray, src: np.ndarray, dst: np.ndarray, shape: tuple[int, int]
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Arc busy times (shape + (A,)) and hops (shape) of patterns sending 1/n both ways per triplet."""
         both = lambda x, y: np.concatenate([x, y])  # noqa: E731
         val = np.full(2 * pid.size, 1.0 / self.n)
-        loads, hops, _ = pattern_loads(self.ls.rf, both(pid, pid), both(src, dst), both(dst, src), val,
-                                        shape[0] * shape[1])
+        loads, hops, _ = pattern_loads(
+            self.ls.rf, both(pid, pid), both(src, dst), both(dst, src), val, shape[0] * shape[1]
+        )
         return (loads.toarray() * self.ls.arc_inv).reshape(*shape, -1), hops.reshape(shape)
 
 
@@ -155,16 +157,34 @@ class _States:
     path: np.ndarray  # (S,) seconds: the running critical path R (0 under busiest_server)
 
     def take(self, keep: np.ndarray) -> _States:
-        return _States(self.types[keep], self.servers[keep], self.load[keep], self.comp[keep], self.mem[keep],
-                       self.hop[keep], self.path[keep])
+        return _States(
+            self.types[keep],
+            self.servers[keep],
+            self.load[keep],
+            self.comp[keep],
+            self.mem[keep],
+            self.hop[keep],
+            self.path[keep],
+        )
 
     @staticmethod
     def concat(parts: list[_States], tb: _Tables, nt: int, nb: int) -> _States:
         if not parts:
-            return _States(np.zeros((0, nt), np.int64), np.zeros((0, nb), np.int64), np.zeros((0, tb.A)),
-                           np.zeros((0, tb.n)), np.zeros((0, tb.n)), np.zeros(0, np.int64), np.zeros(0))
-        return _States(*(np.concatenate([getattr(p, f) for p in parts]) for f in
-                         ("types", "servers", "load", "comp", "mem", "hop", "path")))
+            return _States(
+                np.zeros((0, nt), np.int64),
+                np.zeros((0, nb), np.int64),
+                np.zeros((0, tb.A)),
+                np.zeros((0, tb.n)),
+                np.zeros((0, tb.n)),
+                np.zeros(0, np.int64),
+                np.zeros(0),
+            )
+        return _States(
+            *(
+                np.concatenate([getattr(p, f) for p in parts])
+                for f in ("types", "servers", "load", "comp", "mem", "hop", "path")
+            )
+        )
 
 
 def _bound(tb: _Tables, st: _States, rest: float) -> np.ndarray:
@@ -182,12 +202,19 @@ def _merge(tb: _Tables, st: _States, scale: float) -> _States:
     last_type = st.types[:, -1:]
     cons = st.types[:, [c for c in tb.consumers if c < st.types.shape[1]]]
     last_server = st.servers[:, -1:]
-    key = np.concatenate([
-        last_type, cons, last_server, st.hop[:, None],
-        np.round(st.load / scale, _MERGE_DIGITS).view(np.int64),
-        np.round(st.comp / scale, _MERGE_DIGITS).view(np.int64),
-        np.round(st.mem / max(float(st.mem.max()), 1.0), _MERGE_DIGITS).view(np.int64),
-    ] + ([np.round(st.path[:, None] / scale, _MERGE_DIGITS).view(np.int64)] if tb.critical else []), axis=1)
+    key = np.concatenate(
+        [
+            last_type,
+            cons,
+            last_server,
+            st.hop[:, None],
+            np.round(st.load / scale, _MERGE_DIGITS).view(np.int64),
+            np.round(st.comp / scale, _MERGE_DIGITS).view(np.int64),
+            np.round(st.mem / max(float(st.mem.max()), 1.0), _MERGE_DIGITS).view(np.int64),
+        ]
+        + ([np.round(st.path[:, None] / scale, _MERGE_DIGITS).view(np.int64)] if tb.critical else []),
+        axis=1,
+    )
     key = np.ascontiguousarray(key)
     _, first = np.unique(key.view(np.dtype((np.void, key.dtype.itemsize * key.shape[1]))).ravel(), return_index=True)
     return st.take(np.sort(first))
@@ -229,11 +256,15 @@ def _expand_layer(tb: _Tables, st: _States, i: int, cutoff: float, budget: _Budg
             hop = np.maximum(hop, tb.RS_hop[prev][:, ts])
         new = _States(
             np.concatenate([np.repeat(ch.types, T, axis=0), np.tile(ts, S)[:, None]], axis=1),
-            np.repeat(ch.servers, T, axis=0), load.reshape(S * T, -1),
+            np.repeat(ch.servers, T, axis=0),
+            load.reshape(S * T, -1),
             (ch.comp[:, None, :] + add_comp[None]).reshape(S * T, -1),
-            (ch.mem[:, None, :] + add_mem[None]).reshape(S * T, -1), hop.reshape(-1),
-            (np.maximum(ch.path, tb.path_e[i])[:, None] + ls.lt[i, ts][None, :]).reshape(-1) if tb.critical
-            else np.zeros(S * T))
+            (ch.mem[:, None, :] + add_mem[None]).reshape(S * T, -1),
+            hop.reshape(-1),
+            (np.maximum(ch.path, tb.path_e[i])[:, None] + ls.lt[i, ts][None, :]).reshape(-1)
+            if tb.critical
+            else np.zeros(S * T),
+        )
         out.append(new)
     return _prune(tb, out, tb.rest_layers[i + 1], cutoff, st.types.shape[1] + 1, st.servers.shape[1])
 
@@ -266,8 +297,9 @@ def _expand_block(tb: _Tables, st: _States, j: int, pos: int, cutoff: float, bud
         cm, mm = ch.comp[src], ch.mem[src]
         cm[np.arange(len(v)), v] += comp
         mm[np.arange(len(v)), v] += mem
-        new = _States(ch.types[src], np.concatenate([ch.servers[src], v[:, None]], axis=1), load, cm, mm, hop,
-                      ch.path[src])
+        new = _States(
+            ch.types[src], np.concatenate([ch.servers[src], v[:, None]], axis=1), load, cm, mm, hop, ch.path[src]
+        )
         out.append(new)
     return _prune(tb, out, tb.rest_blocks[pos + 1], cutoff, st.types.shape[1], st.servers.shape[1] + 1)
 
@@ -285,12 +317,21 @@ def _prune(tb: _Tables, parts: list[_States], rest: float, cutoff: float, nt: in
     return _States.concat(kept, tb, nt, nb), least
 
 
-def _run(tb: _Tables, cutoff: float, scale: float, max_states: int, budget: _Budget) -> tuple[_States, list[int], float]:
+def _run(
+    tb: _Tables, cutoff: float, scale: float, max_states: int, budget: _Budget
+) -> tuple[_States, list[int], float]:
     """Every complete state scoring at most ``cutoff``, the level sizes, and the least bound pruned
     (raises _GaveUp: a level outgrew ``max_states`` or the budget ran out)."""
     n = tb.n
-    st = _States(np.zeros((1, 0), np.int64), np.zeros((1, 0), np.int64), np.zeros((1, tb.A)), np.zeros((1, n)),
-                 np.zeros((1, n)), np.zeros(1, np.int64), np.zeros(1))
+    st = _States(
+        np.zeros((1, 0), np.int64),
+        np.zeros((1, 0), np.int64),
+        np.zeros((1, tb.A)),
+        np.zeros((1, n)),
+        np.zeros((1, n)),
+        np.zeros(1, np.int64),
+        np.zeros(1),
+    )
     sizes, least = [], math.inf
     steps = [("layer", i) for i in range(tb.L)] + [("block", p) for p in range(len(tb.block_order))]
     for kind, x in steps:
@@ -308,8 +349,15 @@ def _run(tb: _Tables, cutoff: float, scale: float, max_states: int, budget: _Bud
     return st, sizes, least
 
 
-def enumerate_placement(ls: StrategyScorer, lower: float, upper: float, *, max_states: int = MAX_STATES,
-                        max_work: float = MAX_WORK, deadline: float | None = None) -> tuple[str, EnumerationResult | None]:
+def enumerate_placement(
+    ls: StrategyScorer,
+    lower: float,
+    upper: float,
+    *,
+    max_states: int = MAX_STATES,
+    max_work: float = MAX_WORK,
+    deadline: float | None = None,
+) -> tuple[str, EnumerationResult | None]:
     """The optimal strategy on ``ls``'s topology, by the search of the comment block with rising cutoffs.
 
     ``lower`` is a valid lower bound and ``upper`` the score of a known strategy (seconds; ``inf``
@@ -338,8 +386,11 @@ def enumerate_placement(ls: StrategyScorer, lower: float, upper: float, *, max_s
                 servers = np.zeros(len(ls.w.blocks), np.int64)
                 servers[tb.block_order] = st.servers[b]
                 t = st.types[b]
-                strategy = Strategy(tuple(int(k) for k in ls.type_k[t]), tuple(int(s) for s in ls.type_s[t]),
-                                    tuple(int(v) for v in servers))
+                strategy = Strategy(
+                    tuple(int(k) for k in ls.type_k[t]),
+                    tuple(int(s) for s in ls.type_s[t]),
+                    tuple(int(v) for v in servers),
+                )
                 return "better", EnumerationResult(strategy, float(score[b]), tuple(tried), tuple(sizes))
         if cutoff >= upper:
             return ("incumbent" if math.isfinite(upper) else "infeasible"), None

@@ -131,8 +131,9 @@ def level_search(ls: StrategyScorer, upper: float, gap: float, deadline: float |
         return LevelResult("not_applicable", reason=f"more than {MAX_LEVELS} compute levels below the incumbent")
     A = len(ls.arc_inv)
     # the types any layer may use below the incumbent, and their patterns as arc busy times
-    used = np.flatnonzero((units >= 0).any(axis=0) & (units.min(axis=0, where=units >= 0, initial=np.iinfo(np.int64).max) * u
-                                                      < upper))
+    used = np.flatnonzero(
+        (units >= 0).any(axis=0) & (units.min(axis=0, where=units >= 0, initial=np.iinfo(np.int64).max) * u < upper)
+    )
     if len(used) ** 2 * A > MAX_TABLE_ENTRIES:
         return LevelResult("not_applicable", reason=f"{len(used)} usable types: the resharding tables would not fit")
     ar_busy = ls.ar[used] * ls.arc_inv  # per parameter byte
@@ -185,8 +186,21 @@ def level_search(ls: StrategyScorer, upper: float, gap: float, deadline: float |
             cached += add_l.size
         return hit
 
-    def dfs(i: int, prev: int, m: int, comp: float, u_srv: np.ndarray, u_total: int, mem: np.ndarray, load: np.ndarray,
-            hops: int, seq: list[int], allowed: list[np.ndarray], rest_min: np.ndarray, rest_max: np.ndarray) -> None:
+    def dfs(
+        i: int,
+        prev: int,
+        m: int,
+        comp: float,
+        u_srv: np.ndarray,
+        u_total: int,
+        mem: np.ndarray,
+        load: np.ndarray,
+        hops: int,
+        seq: list[int],
+        allowed: list[np.ndarray],
+        rest_min: np.ndarray,
+        rest_max: np.ndarray,
+    ) -> None:
         """Children of a node scored at once (rows: the types layer i may take), then visited best first."""
         state["nodes"] += 1
         if deadline is not None and state["nodes"] % _CLOCK_NODES == 0 and time.perf_counter() > deadline:
@@ -217,8 +231,21 @@ def level_search(ls: StrategyScorer, upper: float, gap: float, deadline: float |
                 state.update(value=float(value[c]), best=seq + [int(a[c])], theta=float(value[c]) * (1 - gap))
                 break
             nm = mem + mem_u[i, a[c]] * cov_u[a[c]] if memory_binds else mem
-            dfs(i + 1, int(a[c]), m, comp, nu[c], int(u_total + add_total[i][a[c]]), nm, nl[c], int(nh[c]),
-                seq + [int(a[c])], allowed, rest_min, rest_max)
+            dfs(
+                i + 1,
+                int(a[c]),
+                m,
+                comp,
+                nu[c],
+                int(u_total + add_total[i][a[c]]),
+                nm,
+                nl[c],
+                int(nh[c]),
+                seq + [int(a[c])],
+                allowed,
+                rest_min,
+                rest_max,
+            )
 
     def found() -> Strategy | None:
         if state["best"] is None:
@@ -236,9 +263,22 @@ def level_search(ls: StrategyScorer, upper: float, gap: float, deadline: float |
                 least = np.array([int((units_u[i, x] * k_u[x]).min()) for i, x in enumerate(allowed)] + [0])
                 most = np.array([int(units_u[i, x].max()) for i, x in enumerate(allowed)] + [0])
                 rest_min = np.cumsum(least[::-1])[::-1]  # rest_min[i]: units layers i.. add at least, in all
-                rest_max = np.cumsum(most[::-1])[::-1]   # rest_max[i]: at most, on one server
-                dfs(0, -1, m, m * u, np.zeros(n, dtype=np.int64), 0, np.zeros(n), np.zeros(A), 0, [], allowed,
-                    rest_min, rest_max)
+                rest_max = np.cumsum(most[::-1])[::-1]  # rest_max[i]: at most, on one server
+                dfs(
+                    0,
+                    -1,
+                    m,
+                    m * u,
+                    np.zeros(n, dtype=np.int64),
+                    0,
+                    np.zeros(n),
+                    np.zeros(A),
+                    0,
+                    [],
+                    allowed,
+                    rest_min,
+                    rest_max,
+                )
             m += 1
     except _GaveUp:
         # Levels below m are settled against theta; every strategy at level m or above computes at

@@ -127,9 +127,18 @@ BLOCK_POLISH_NODES = 1000
 # arc at once, so a window of them rarely moves it. Not kept: 0-2 % for 6-30 s of a 60 s budget.
 
 
-def improve_strategy(instance: Instance, rf: RoutingFractions, start: Strategy | list[Strategy], time_limit_s: float,
-                     seed: int = 0, max_stall: int = 30, kick_top: int = 8, ls: StrategyScorer | None = None,
-                     exact_blocks: bool = True, moves: int | None = None) -> Strategy:
+def improve_strategy(
+    instance: Instance,
+    rf: RoutingFractions,
+    start: Strategy | list[Strategy],
+    time_limit_s: float,
+    seed: int = 0,
+    max_stall: int = 30,
+    kick_top: int = 8,
+    ls: StrategyScorer | None = None,
+    exact_blocks: bool = True,
+    moves: int | None = None,
+) -> Strategy:
     """Iterated local search for at most ``time_limit_s`` seconds and, when given, ``moves`` moves
     (:class:`SearchBudget`: with a move budget that runs out before the time does, the result
     depends only on the seed, not on the machine). ``start`` is one memory-feasible strategy or
@@ -184,7 +193,7 @@ def improve_strategy(instance: Instance, rf: RoutingFractions, start: Strategy |
                 continue
             if kick_top:  # a random one of the best few placements of the run: disturbs without wrecking
                 allowed = allowed[np.argsort(it[allowed])][:kick_top]
-            ls.t[i:j + 1] = int(rng.choice(allowed))
+            ls.t[i : j + 1] = int(rng.choice(allowed))
             ls.refresh()
             cur = ls.descend(until, rng)
             if cur[0] < best[0] * (1 - 1e-9):
@@ -248,7 +257,9 @@ def relaxation_bound(instance: Instance, rf: RoutingFractions, ls: StrategyScore
         lam[int(b.consumer)] += float(b.lookup_bytes)
     L = len(w.layers)
     min_total = sum(min(k * w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
-    c_floor = max([(min_total + sum(float(b.compute_s) for b in w.blocks)) / n] + [float(b.compute_s) for b in w.blocks])
+    c_floor = max(
+        [(min_total + sum(float(b.compute_s) for b in w.blocks)) / n] + [float(b.compute_s) for b in w.blocks]
+    )
     if ls.path_c is not None:
         least = np.where(np.isfinite(ls.lt), ls.lt, np.inf).min(axis=1)
         if np.isfinite(least).all():

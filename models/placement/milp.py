@@ -136,8 +136,10 @@ FORMULATIONS = ("auto", "milp", "enumeration")
 MILP_MIN_SHARE = 0.25
 #: Seconds the enumeration may take under ``auto`` without a time limit (with one: half of it).
 AUTO_ENUMERATION_S = 30.0
-_MEMORY_INFEASIBLE = ("memory: no assignment of layer configs and block servers keeps every server within "
-                      "server_memory_bytes (every other constraint family admits any strategy)")
+_MEMORY_INFEASIBLE = (
+    "memory: no assignment of layer configs and block servers keeps every server within "
+    "server_memory_bytes (every other constraint family admits any strategy)"
+)
 #: Before pruning, the resharding patterns of every distinct pair of layer options are computed;
 #: that work may be this many times the model limit (pruning usually removes most of it).
 _WORK_FACTOR = 4
@@ -275,9 +277,15 @@ def _estimate_nonzeros(rf: RoutingFractions, k1: np.ndarray, k2: np.ndarray) -> 
     return int(np.minimum(np.maximum(k1, k2) * 2 * arcs_per_pair, len(rf.tail)).sum())
 
 
-def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None = None,
-                    prune: bool = True, rf: RoutingFractions | None = None,
-                    start: Strategy | None = None) -> PlacementModel:
+def build_placement(
+    instance: Instance,
+    X: np.ndarray,
+    *,
+    max_starts: int | None = None,
+    prune: bool = True,
+    rf: RoutingFractions | None = None,
+    start: Strategy | None = None,
+) -> PlacementModel:
     """Build the placement MILP (math in the comment block above) for ``instance`` on topology ``X``.
 
     Parameters
@@ -308,7 +316,9 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     started = time.perf_counter()
     w: Workload | None = instance.workload
     if w is None:
-        raise InputError("the placement model needs a workload instance (layers and blocks); this instance has a fixed demand")
+        raise InputError(
+            "the placement model needs a workload instance (layers and blocks); this instance has a fixed demand"
+        )
     if instance.objective not in OBJECTIVES:
         raise InputError(f"the placement model minimises iteration_time or comm_time, not {instance.objective!r}")
     n = instance.n
@@ -381,7 +391,9 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     min_total = sum(min(k * w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
     c_avg = (min_total + sum(float(b.compute_s) for b in w.blocks)) / n
     arc_inv = 1.0 / rf.cap
-    ar_time = (sp.csr_array(ar_load @ sp.diags(arc_inv))).max(axis=1).toarray().ravel() if A else np.zeros(len(opt_layer))
+    ar_time = (
+        (sp.csr_array(ar_load @ sp.diags(arc_inv))).max(axis=1).toarray().ravel() if A else np.zeros(len(opt_layer))
+    )
     comm_lb = ar_time + alpha_s * ar_hop
     opt_lb = objective_of(instance, np.maximum(lt, c_avg), comm_lb)
     keep = np.ones(len(opt_layer), dtype=bool)
@@ -389,7 +401,9 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         keep = opt_lb <= ub * (1 + _PRUNE_RTOL)
         if incumbent is not None:  # never drop the incumbent's own options (rounding safety)
             for i in range(L):
-                keep[(opt_layer == i) & (opt_k == incumbent.layer_degree[i]) & (opt_s == incumbent.layer_start[i])] = True
+                keep[(opt_layer == i) & (opt_k == incumbent.layer_degree[i]) & (opt_s == incumbent.layer_start[i])] = (
+                    True
+                )
     # Renumber the kept options.
     old = np.flatnonzero(keep)
     opt_layer, opt_k, opt_s, opt_type = opt_layer[old], opt_k[old], opt_s[old], opt_type[old]
@@ -409,25 +423,36 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         raise UnsupportedError(
             f"the placement model would have {n_cand:,} candidate resharding pairs of layer options before pruning "
             f"({NO} layer options), more than {_MAX_PAIR_CANDIDATES:,}: restrict the starts (max_starts), offer fewer "
-            f"configs per layer, or use --method heuristic")
-    tp_all = np.unique(np.concatenate([opt_type[o1] * NT + opt_type[o2] for o1, o2 in pairs_of.values()])) \
-        if pair_layers else np.zeros(0, np.int64)
+            f"configs per layer, or use --method heuristic"
+        )
+    tp_all = (
+        np.unique(np.concatenate([opt_type[o1] * NT + opt_type[o2] for o1, o2 in pairs_of.values()]))
+        if pair_layers
+        else np.zeros(0, np.int64)
+    )
     tp1, tp2 = tp_all // NT, tp_all % NT
     work = _estimate_nonzeros(rf, type_k[tp1], type_k[tp2])
     if work > _WORK_FACTOR * MAX_PLACEMENT_NONZEROS:
         raise UnsupportedError(
             f"the placement model would need about {work:,} resharding load coefficients ({len(tp_all):,} pairs of "
             f"layer options on {A} arcs), more than {_WORK_FACTOR * MAX_PLACEMENT_NONZEROS:,}: restrict the starts "
-            f"(max_starts), offer fewer configs per layer, or use --method heuristic")
+            f"(max_starts), offer fewer configs per layer, or use --method heuristic"
+        )
     tp_loads_parts, tp_hops_parts = [], []
     for lo in range(0, len(tp_all), _CHUNK_PAIRS):
-        a1, a2 = tp1[lo:lo + _CHUNK_PAIRS], tp2[lo:lo + _CHUNK_PAIRS]
+        a1, a2 = tp1[lo : lo + _CHUNK_PAIRS], tp2[lo : lo + _CHUNK_PAIRS]
         P_ = len(a1)
         pid = np.repeat(np.arange(P_), n)
         s_, d_ = unit_server[a1].ravel(), unit_server[a2].ravel()
         v_ = np.full(P_ * n, 1.0 / n)
-        loads, hops, _ = pattern_loads(rf, np.concatenate([pid, pid]), np.concatenate([s_, d_]),
-                                        np.concatenate([d_, s_]), np.concatenate([v_, v_]), P_)
+        loads, hops, _ = pattern_loads(
+            rf,
+            np.concatenate([pid, pid]),
+            np.concatenate([s_, d_]),
+            np.concatenate([d_, s_]),
+            np.concatenate([v_, v_]),
+            P_,
+        )
         tp_loads_parts.append(loads), tp_hops_parts.append(hops)
     tp_loads = sp.vstack(tp_loads_parts, format="csr") if tp_loads_parts else sp.csr_array((0, A))
     tp_hops = cat(tp_hops_parts)
@@ -452,8 +477,12 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
             lb = objective_of(instance, np.maximum(comp, c_avg), comm)
             sel = lb <= ub * (1 + _PRUNE_RTOL)
             if incumbent is not None:
-                sel |= ((k1 == incumbent.layer_degree[i]) & (s1 == incumbent.layer_start[i])
-                        & (k2 == incumbent.layer_degree[i + 1]) & (s2 == incumbent.layer_start[i + 1]))
+                sel |= (
+                    (k1 == incumbent.layer_degree[i])
+                    & (s1 == incumbent.layer_start[i])
+                    & (k2 == incumbent.layer_degree[i + 1])
+                    & (s2 == incumbent.layer_start[i + 1])
+                )
         else:
             sel = np.ones(len(o1), dtype=bool)
         w_o1.append(o1[sel]), w_o2.append(o2[sel]), w_load_parts.append(r_load[sel]), w_hop.append((i, r_hop[sel]))
@@ -477,8 +506,14 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         s_ = np.repeat(V, n)
         d_ = unit_server[T_].ravel()
         v_ = np.full(P_ * n, 1.0 / n)
-        loads, hops, _ = pattern_loads(rf, np.concatenate([pid, pid]), np.concatenate([s_, d_]),
-                                        np.concatenate([d_, s_]), np.concatenate([v_, v_]), P_)
+        loads, hops, _ = pattern_loads(
+            rf,
+            np.concatenate([pid, pid]),
+            np.concatenate([s_, d_]),
+            np.concatenate([d_, s_]),
+            np.concatenate([v_, v_]),
+            P_,
+        )
         q_c.append(np.full(P_, c)), q_v.append(V), q_o.append(O)
         q_load_parts.append(sp.csr_array(loads * lam[c])), q_hop.append(hops)
     q_c_a, q_v_a, q_o_a = cat(q_c), cat(q_v), cat(q_o)
@@ -490,7 +525,8 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         raise UnsupportedError(
             f"the placement model would have about {est:,} non-zeros ({NO} layer options, {NW:,} resharding pairs "
             f"after pruning, {A} arcs), more than {MAX_PLACEMENT_NONZEROS:,}: restrict the starts (max_starts), "
-            f"offer fewer configs per layer, or use --method heuristic")
+            f"offer fewer configs per layer, or use --method heuristic"
+        )
 
     # ---- variables -----------------------------------------------------------------------------
     bld = ModelBuilder(name="placement")
@@ -515,7 +551,9 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     # ---- constraints ---------------------------------------------------------------------------
     bld.add_constraints(opt_layer, a_cols, 1.0, lb=1.0, ub=1.0, count=L, name="layer_choice")
     if nb:
-        bld.add_constraints(np.repeat(np.arange(nb), n), b_cols.ravel(), 1.0, lb=1.0, ub=1.0, count=nb, name="block_choice")
+        bld.add_constraints(
+            np.repeat(np.arange(nb), n), b_cols.ravel(), 1.0, lb=1.0, ub=1.0, count=nb, name="block_choice"
+        )
     if NW:
         # transport: one row per (layer-pair side, option); rows are the positions of the options.
         out_opts = np.unique(w_o1_a)
@@ -524,13 +562,25 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         out_opts = np.unique(np.concatenate([out_opts] + [kept[i] for i in pair_layers]))
         in_opts = np.unique(np.concatenate([in_opts] + [kept[i + 1] for i in pair_layers]))
         r1 = np.searchsorted(out_opts, w_o1_a)
-        bld.add_constraints(np.concatenate([r1, np.arange(len(out_opts))]), np.concatenate([w_cols, a_cols[out_opts]]),
-                            np.concatenate([np.ones(NW), -np.ones(len(out_opts))]), lb=0.0, ub=0.0,
-                            count=len(out_opts), name="transport_out")
+        bld.add_constraints(
+            np.concatenate([r1, np.arange(len(out_opts))]),
+            np.concatenate([w_cols, a_cols[out_opts]]),
+            np.concatenate([np.ones(NW), -np.ones(len(out_opts))]),
+            lb=0.0,
+            ub=0.0,
+            count=len(out_opts),
+            name="transport_out",
+        )
         r2 = np.searchsorted(in_opts, w_o2_a)
-        bld.add_constraints(np.concatenate([r2, np.arange(len(in_opts))]), np.concatenate([w_cols, a_cols[in_opts]]),
-                            np.concatenate([np.ones(NW), -np.ones(len(in_opts))]), lb=0.0, ub=0.0,
-                            count=len(in_opts), name="transport_in")
+        bld.add_constraints(
+            np.concatenate([r2, np.arange(len(in_opts))]),
+            np.concatenate([w_cols, a_cols[in_opts]]),
+            np.concatenate([np.ones(NW), -np.ones(len(in_opts))]),
+            lb=0.0,
+            ub=0.0,
+            count=len(in_opts),
+            name="transport_in",
+        )
 
     # Coverage of servers by options: option o covers v = s + r n/k.
     cov_o = np.repeat(np.arange(NO), opt_k)
@@ -538,21 +588,39 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
     blk_c = np.array([float(b.compute_s) for b in w.blocks])
     blk_m = np.array([float(b.bytes) for b in w.blocks])
     bj, bvv = np.repeat(np.arange(nb), n), np.tile(np.arange(n), nb)
-    bld.add_constraints(np.concatenate([cov_v, bvv, np.arange(n)]),
-                        np.concatenate([a_cols[cov_o], b_cols.ravel(), np.full(n, C)]),
-                        np.concatenate([lt[cov_o] * us, blk_c[bj] * us, -np.ones(n)]),
-                        lb=-np.inf, ub=0.0, count=n, name="compute")
+    bld.add_constraints(
+        np.concatenate([cov_v, bvv, np.arange(n)]),
+        np.concatenate([a_cols[cov_o], b_cols.ravel(), np.full(n, C)]),
+        np.concatenate([lt[cov_o] * us, blk_c[bj] * us, -np.ones(n)]),
+        lb=-np.inf,
+        ub=0.0,
+        count=n,
+        name="compute",
+    )
     if objective != "comm_time":
         # Valid (implied at integer points, tighter in the LP than the per-server rows when a layer
         # is spread over many starts): C >= the chosen option's time, per layer.
-        bld.add_constraints(np.concatenate([opt_layer, np.arange(L)]), np.concatenate([a_cols, np.full(L, C)]),
-                            np.concatenate([lt * us, -np.ones(L)]), lb=-np.inf, ub=0.0, count=L, name="layer_compute")
+        bld.add_constraints(
+            np.concatenate([opt_layer, np.arange(L)]),
+            np.concatenate([a_cols, np.full(L, C)]),
+            np.concatenate([lt * us, -np.ones(L)]),
+            lb=-np.inf,
+            ub=0.0,
+            count=L,
+            name="layer_compute",
+        )
     if objective != "comm_time" and w.compute_model == "critical_path":
         rows, cols, vals, ubs = path_rows(w, opt_layer, lt * us, a_cols, C)
         bld.add_constraints(rows, cols, vals, lb=-np.inf, ub=ubs * us, count=len(ubs), name="path")
-    bld.add_constraints(np.concatenate([cov_v, bvv]), np.concatenate([a_cols[cov_o], b_cols.ravel()]),
-                        np.concatenate([mem[cov_o] / cap, blk_m[bj] / cap]),
-                        lb=-np.inf, ub=1.0 + MEMORY_RTOL, count=n, name="memory")
+    bld.add_constraints(
+        np.concatenate([cov_v, bvv]),
+        np.concatenate([a_cols[cov_o], b_cols.ravel()]),
+        np.concatenate([mem[cov_o] / cap, blk_m[bj] / cap]),
+        lb=-np.inf,
+        ub=1.0 + MEMORY_RTOL,
+        count=n,
+        name="memory",
+    )
     if NQ:
         qrow = {c: ci for ci, c in enumerate(consumers)}
         qr = np.array([qrow[int(c)] for c in q_c_a]) * n + q_v_a
@@ -560,21 +628,45 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         for j, blk in enumerate(w.blocks):
             c = int(blk.consumer)
             if c in qrow and float(blk.lookup_bytes) > 0:
-                rows.append(qrow[c] * n + np.arange(n)), cols.append(b_cols[j]), vals.append(np.full(n, -float(blk.lookup_bytes) / lam[c]))
-        bld.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=0.0, ub=0.0,
-                            count=len(consumers) * n, name="lookup_sum")
-        bld.add_constraints(np.concatenate([np.arange(NQ), np.arange(NQ)]), np.concatenate([q_cols, a_cols[q_o_a]]),
-                            np.concatenate([np.ones(NQ), -np.ones(NQ)]), lb=-np.inf, ub=0.0, count=NQ, name="lookup_option")
+                (
+                    rows.append(qrow[c] * n + np.arange(n)),
+                    cols.append(b_cols[j]),
+                    vals.append(np.full(n, -float(blk.lookup_bytes) / lam[c])),
+                )
+        bld.add_constraints(
+            np.concatenate(rows),
+            np.concatenate(cols),
+            np.concatenate(vals),
+            lb=0.0,
+            ub=0.0,
+            count=len(consumers) * n,
+            name="lookup_sum",
+        )
+        bld.add_constraints(
+            np.concatenate([np.arange(NQ), np.arange(NQ)]),
+            np.concatenate([q_cols, a_cols[q_o_a]]),
+            np.concatenate([np.ones(NQ), -np.ones(NQ)]),
+            lb=-np.inf,
+            ub=0.0,
+            count=NQ,
+            name="lookup_option",
+        )
 
     # Link loads, divided by capacity and in time units: sum(...) - Tbw <= 0 per arc.
     def triplets(M: sp.csr_array, colidx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         coo = sp.coo_array(M)
         return coo.col.astype(np.int64), colidx[coo.row], coo.data * arc_inv[coo.col] * us
+
     parts = [triplets(ar_load, a_cols), triplets(w_load, w_cols), triplets(q_load, q_cols)]
-    bld.add_constraints(np.concatenate([p[0] for p in parts] + [np.arange(A)]),
-                        np.concatenate([p[1] for p in parts] + [np.full(A, TB)]),
-                        np.concatenate([p[2] for p in parts] + [-np.ones(A)]),
-                        lb=-np.inf, ub=0.0, count=A, name="load")
+    bld.add_constraints(
+        np.concatenate([p[0] for p in parts] + [np.arange(A)]),
+        np.concatenate([p[1] for p in parts] + [np.full(A, TB)]),
+        np.concatenate([p[2] for p in parts] + [-np.ones(A)]),
+        lb=-np.inf,
+        ub=0.0,
+        count=A,
+        name="load",
+    )
 
     # Disaggregated maxima (valid; at integer points each left side is one pattern's own busiest
     # arc or one server's compute, never more than the true maximum). In the LP they stop a layer
@@ -604,15 +696,27 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
         vals += [qmax * us, -np.ones(len(consumers) * n)]
         nrow += len(consumers) * n
     if nrow:
-        bld.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=-np.inf, ub=0.0,
-                            count=nrow, name="pattern_bandwidth")
+        bld.add_constraints(
+            np.concatenate(rows),
+            np.concatenate(cols),
+            np.concatenate(vals),
+            lb=-np.inf,
+            ub=0.0,
+            count=nrow,
+            name="pattern_bandwidth",
+        )
     if NW and objective != "comm_time":
         w_comp_a = np.concatenate(w_comp)
         pl_ = np.concatenate([np.full(h.size, j) for j, (_, h) in enumerate(w_hop)])
-        bld.add_constraints(np.concatenate([pl_, np.arange(len(w_hop))]),
-                            np.concatenate([w_cols, np.full(len(w_hop), C)]),
-                            np.concatenate([w_comp_a * us, -np.ones(len(w_hop))]), lb=-np.inf, ub=0.0,
-                            count=len(w_hop), name="pair_compute")
+        bld.add_constraints(
+            np.concatenate([pl_, np.arange(len(w_hop))]),
+            np.concatenate([w_cols, np.full(len(w_hop), C)]),
+            np.concatenate([w_comp_a * us, -np.ones(len(w_hop))]),
+            lb=-np.inf,
+            ub=0.0,
+            count=len(w_hop),
+            name="pair_compute",
+        )
 
     if alpha > 0:
         # H >= hop of each layer's AllReduce and of each layer pair's resharding.
@@ -626,7 +730,7 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
                 vals += [-ar_hop[o].astype(float), [1.0]]
                 nrow += 1
         start = 0
-        for (i, hop) in w_hop:
+        for i, hop in w_hop:
             idx = np.arange(start, start + hop.size)
             start += hop.size
             nzh = hop > 0
@@ -636,8 +740,15 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
                 vals += [-hop[nzh].astype(float), [1.0]]
                 nrow += 1
         if nrow:
-            bld.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=0.0, ub=np.inf,
-                                count=nrow, name="hops")
+            bld.add_constraints(
+                np.concatenate(rows),
+                np.concatenate(cols),
+                np.concatenate(vals),
+                lb=0.0,
+                ub=np.inf,
+                count=nrow,
+                name="hops",
+            )
         if NQ:
             # H - sum_o hop_{v,o} a[o] - M_v h[c, v] >= -M_v  per (c, v);  h[c, v] >= b[j, v].
             rows, cols, vals, lbs = [], [], [], []
@@ -651,8 +762,15 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
                 cols += [a_cols[O], np.full(n, H), h_cols[c]]
                 vals += [-hop, np.ones(n), -M]
                 lbs.append(-M)
-            bld.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
-                                lb=np.concatenate(lbs), ub=np.inf, count=len(consumers) * n, name="lookup_hops")
+            bld.add_constraints(
+                np.concatenate(rows),
+                np.concatenate(cols),
+                np.concatenate(vals),
+                lb=np.concatenate(lbs),
+                ub=np.inf,
+                count=len(consumers) * n,
+                name="lookup_hops",
+            )
             rows, cols, vals, nrow = [], [], [], 0
             for j, blk in enumerate(w.blocks):
                 c = int(blk.consumer)
@@ -662,8 +780,15 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
                     cols += [h_cols[c], b_cols[j]]
                     vals += [np.ones(n), -np.ones(n)]
                     nrow += n
-            bld.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=0.0, ub=np.inf,
-                                count=nrow, name="lookup_host")
+            bld.add_constraints(
+                np.concatenate(rows),
+                np.concatenate(cols),
+                np.concatenate(vals),
+                lb=0.0,
+                ub=np.inf,
+                count=nrow,
+                name="lookup_host",
+            )
 
     # Symmetry between identical blocks (exact: they are interchangeable).
     if nb > 1:
@@ -674,24 +799,69 @@ def build_placement(instance: Instance, X: np.ndarray, *, max_starts: int | None
             vals += [np.arange(n, dtype=float), -np.arange(n, dtype=float)]
             nrow += 1
         if nrow:
-            bld.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=-np.inf, ub=0.0,
-                                count=nrow, name="block_symmetry")
+            bld.add_constraints(
+                np.concatenate(rows),
+                np.concatenate(cols),
+                np.concatenate(vals),
+                lb=-np.inf,
+                ub=0.0,
+                count=nrow,
+                name="block_symmetry",
+            )
 
     # ---- objective -----------------------------------------------------------------------------
     if objective == "comm_time":
         bld.set_objective([TB, H], [1.0, alpha])
     elif overlap == "full":
-        bld.add_constraints([0, 0, 1, 1, 1], [T, C, T, TB, H], [1.0, -1.0, 1.0, -1.0, -alpha], lb=0.0, ub=np.inf,
-                            count=2, name="overlap")
+        bld.add_constraints(
+            [0, 0, 1, 1, 1],
+            [T, C, T, TB, H],
+            [1.0, -1.0, 1.0, -1.0, -alpha],
+            lb=0.0,
+            ub=np.inf,
+            count=2,
+            name="overlap",
+        )
         bld.set_objective([T], [1.0])
     else:
         bld.set_objective([C, TB, H], [1.0, 1.0, alpha])
     model = bld.build()
-    stats = {"options": int(NO), "options_pruned": int(len(keep) - keep.sum()), "pairs": int(NW),
-             "lookup_products": int(NQ), "arcs": int(A), "estimated_nonzeros": est, "pair_patterns": len(tp_all),
-             "build_s": time.perf_counter() - started}
-    return PlacementModel(model, n, opt_layer, opt_k, opt_s, a_cols, b_cols, w_o1_a, w_o2_a, w_cols, q_c_a, q_v_a,
-                          q_o_a, q_cols, lam, h_cols, C, TB, H, T, max_starts is not None, ub, incumbent, stats)
+    stats = {
+        "options": int(NO),
+        "options_pruned": int(len(keep) - keep.sum()),
+        "pairs": int(NW),
+        "lookup_products": int(NQ),
+        "arcs": int(A),
+        "estimated_nonzeros": est,
+        "pair_patterns": len(tp_all),
+        "build_s": time.perf_counter() - started,
+    }
+    return PlacementModel(
+        model,
+        n,
+        opt_layer,
+        opt_k,
+        opt_s,
+        a_cols,
+        b_cols,
+        w_o1_a,
+        w_o2_a,
+        w_cols,
+        q_c_a,
+        q_v_a,
+        q_o_a,
+        q_cols,
+        lam,
+        h_cols,
+        C,
+        TB,
+        H,
+        T,
+        max_starts is not None,
+        ub,
+        incumbent,
+        stats,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -715,7 +885,9 @@ def _canonical_blocks(w: Workload, st: Strategy) -> Strategy:
     return Strategy(st.layer_degree, st.layer_start, tuple(servers))
 
 
-def _point(pm: PlacementModel, w: Workload, st: Strategy, alpha: float, overlap: str, objective: str) -> np.ndarray | None:
+def _point(
+    pm: PlacementModel, w: Workload, st: Strategy, alpha: float, overlap: str, objective: str
+) -> np.ndarray | None:
     """A full model point for a strategy (None if one of its options or pairs was not kept)."""
     x = np.zeros(pm.model.num_vars)
     chosen = np.full(len(w.layers), -1)
@@ -748,15 +920,21 @@ def _point(pm: PlacementModel, w: Workload, st: Strategy, alpha: float, overlap:
     act = pm.model.matrix @ x
     blocks = {b.name: b for b in pm.model.row_blocks}
     # C's rows read sum(...) - C <= ub, and act holds the sums with C = 0: C = max(sum - ub).
-    x[pm.C] = max(0.0, max((act[rb.start:rb.stop] - pm.model.row_upper[rb.start:rb.stop]).max()
-                           for name, rb in blocks.items() if name in ("compute", "path")))
-    x[pm.Tbw] = max(0.0, act[blocks["load"].start:blocks["load"].stop].max(initial=0.0))
+    x[pm.C] = max(
+        0.0,
+        max(
+            (act[rb.start : rb.stop] - pm.model.row_upper[rb.start : rb.stop]).max()
+            for name, rb in blocks.items()
+            if name in ("compute", "path")
+        ),
+    )
+    x[pm.Tbw] = max(0.0, act[blocks["load"].start : blocks["load"].stop].max(initial=0.0))
     hmax = 0.0
     if "hops" in blocks:
-        hmax = max(hmax, (-act[blocks["hops"].start:blocks["hops"].stop]).max())
+        hmax = max(hmax, (-act[blocks["hops"].start : blocks["hops"].stop]).max())
     if "lookup_hops" in blocks:
         rb = blocks["lookup_hops"]
-        hmax = max(hmax, (pm.model.row_lower[rb.start:rb.stop] - act[rb.start:rb.stop]).max())
+        hmax = max(hmax, (pm.model.row_lower[rb.start : rb.stop] - act[rb.start : rb.stop]).max())
     x[pm.H] = max(0.0, hmax)
     x[pm.T] = max(x[pm.C], x[pm.Tbw] + alpha * x[pm.H]) if overlap == "full" and objective != "comm_time" else 0.0
     return x
@@ -793,8 +971,9 @@ def _default_local_search_s(instance: Instance, time_limit_s: float | None, leve
     return 10.0 if time_limit_s is None else min(30.0, share * time_limit_s)
 
 
-def _export_placement(instance: Instance, X: np.ndarray, rf: RoutingFractions, max_starts: int | None,
-                      options: ExactOptions) -> str:
+def _export_placement(
+    instance: Instance, X: np.ndarray, rf: RoutingFractions, max_starts: int | None, options: ExactOptions
+) -> str:
     """Write the placement MILP (the unrestricted one when it can be built, else the largest
     restriction to evenly spaced starts) to ``options.export_model``; what was written."""
     ladder = [max_starts] if max_starts is not None else [None, 4, 2, 1]
@@ -810,10 +989,17 @@ def _export_placement(instance: Instance, X: np.ndarray, rf: RoutingFractions, m
     raise AssertionError("unreachable")
 
 
-def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndarray | None = None, *,
-                    max_starts: int | None = None, start: Strategy | dict | None = None,
-                    local_search_s: float | None = None, chain_bound_s: float | None = None,
-                    exact_blocks: bool = True) -> Solution:
+def solve_placement(
+    instance: Instance,
+    options: ExactOptions,
+    topology: np.ndarray | None = None,
+    *,
+    max_starts: int | None = None,
+    start: Strategy | dict | None = None,
+    local_search_s: float | None = None,
+    chain_bound_s: float | None = None,
+    exact_blocks: bool = True,
+) -> Solution:
     """Choose a config and start per layer and a server per block, minimising the iteration time.
 
     Parameters
@@ -876,12 +1062,15 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     """
     started = time.perf_counter()
     if instance.workload is None:
-        raise InputError("the placement model needs a workload instance (layers and blocks); this instance has a fixed demand")
+        raise InputError(
+            "the placement model needs a workload instance (layers and blocks); this instance has a fixed demand"
+        )
     check_backend(options)
     formulation = options.formulation or "auto"
     if formulation not in FORMULATIONS:
-        raise InputError(f"unknown formulation {formulation!r} for the placement problem; choose one of "
-                         f"{', '.join(FORMULATIONS)}")
+        raise InputError(
+            f"unknown formulation {formulation!r} for the placement problem; choose one of {', '.join(FORMULATIONS)}"
+        )
     if formulation == "enumeration" and max_starts is not None:
         raise InputError("max_starts restricts the MILP's coset starts; the enumeration takes every start")
     X = np.asarray(heuristic_topology(instance) if topology is None else topology)
@@ -891,12 +1080,16 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         import os
 
         if not os.path.exists(options.warm_start):
-            raise InputError(f"--warm-start takes 'heuristic', 'none' or a solution file; {options.warm_start!r} is none of these")
+            raise InputError(
+                f"--warm-start takes 'heuristic', 'none' or a solution file; {options.warm_start!r} is none of these"
+            )
         start = load_solution(options.warm_start).placement
         if start is None:
             raise InputError(f"{options.warm_start}: the solution has no placement to start from")
     if isinstance(start, Mapping):  # a placement as a Solution holds it
-        start = Strategy(tuple(start["layer_degree"]), tuple(start["layer_start"]), tuple(start.get("block_server", ())))
+        start = Strategy(
+            tuple(start["layer_degree"]), tuple(start["layer_start"]), tuple(start.get("block_server", ()))
+        )
     w = instance.workload
     n = instance.n
     if instance.objective not in OBJECTIVES:
@@ -913,14 +1106,27 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         options = replace(options, export_model=None)
 
     if options.time_limit_s == 0:  # as every exact method: a time limit of 0 runs nothing
-        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend,
-                        wall_time_s=time.perf_counter() - started, details={**details, "model_status": "no_solution"})
+        return Solution(
+            status="no_solution",
+            method="exact",
+            topology=None,
+            backend=options.backend,
+            wall_time_s=time.perf_counter() - started,
+            details={**details, "model_status": "no_solution"},
+        )
 
     def placed(strategy: Strategy, **fields) -> Solution:
         """The solution that places ``strategy`` on X and names its rings (placement_routing)."""
         routing = placement_routing(rf, strategy_demand(w, n, strategy)[0])
-        return Solution(method="exact", topology=Topology(X), placement=strategy_to_dict(strategy), routing=routing,
-                        wall_time_s=time.perf_counter() - started, details=details, **fields)
+        return Solution(
+            method="exact",
+            topology=Topology(X),
+            placement=strategy_to_dict(strategy),
+            routing=routing,
+            wall_time_s=time.perf_counter() - started,
+            details=details,
+            **fields,
+        )
 
     def gap_of(obj: float, bnd: float | None) -> float | None:
         return None if bnd is None else (max(0.0, (obj - bnd) / obj) if obj > 0 else 0.0)
@@ -952,12 +1158,27 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
             t0 = time.perf_counter()
             order = sorted(range(len(scored)), key=lambda j: scored[j][0])[:LOCAL_SEARCH_STARTS]
             if moves is None:
-                incumbent = improve_strategy(instance, rf, [cands[j] for j in order], local_search_s,
-                                             seed=options.seed or 0, ls=ls, exact_blocks=exact_blocks)
+                incumbent = improve_strategy(
+                    instance,
+                    rf,
+                    [cands[j] for j in order],
+                    local_search_s,
+                    seed=options.seed or 0,
+                    ls=ls,
+                    exact_blocks=exact_blocks,
+                )
             else:  # its share of the moves, the time left as the safety net
                 limit = math.inf if options.time_limit_s is None else time_left(options, started)
-                incumbent = improve_strategy(instance, rf, [cands[j] for j in order], limit, seed=options.seed or 0,
-                                             ls=ls, exact_blocks=exact_blocks, moves=max(1, int(LOCAL_SEARCH_SHARE * moves)))
+                incumbent = improve_strategy(
+                    instance,
+                    rf,
+                    [cands[j] for j in order],
+                    limit,
+                    seed=options.seed or 0,
+                    ls=ls,
+                    exact_blocks=exact_blocks,
+                    moves=max(1, int(LOCAL_SEARCH_SHARE * moves)),
+                )
                 details["local_search_timed_out"] = time.perf_counter() - t0 >= limit
             details.update(local_search_s=time.perf_counter() - t0, local_search_moves=ls.moves_scored)
         inc_time = strategy_times(instance, rf, incumbent)["iteration_time_s"]
@@ -980,23 +1201,32 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
             remaining = options.time_limit_s - (time.perf_counter() - started)
             share = remaining if formulation == "enumeration" else 0.5 * remaining
         t1 = time.perf_counter()
-        outcome, found = enumerate_placement(ls, lb, math.inf if inc_time is None else inc_time,
-                                             deadline=None if share is None else t1 + share)
+        outcome, found = enumerate_placement(
+            ls, lb, math.inf if inc_time is None else inc_time, deadline=None if share is None else t1 + share
+        )
         details.update(enumeration=outcome, enumeration_s=time.perf_counter() - t1)
         if outcome == "infeasible":
             details.update(algorithm="enumeration", infeasible=_MEMORY_INFEASIBLE)
-            return Solution(status="infeasible", method="exact", topology=None, backend=options.backend,
-                            wall_time_s=time.perf_counter() - started, details=details)
+            return Solution(
+                status="infeasible",
+                method="exact",
+                topology=None,
+                backend=options.backend,
+                wall_time_s=time.perf_counter() - started,
+                details=details,
+            )
         if outcome != "gave_up":
             if found is not None:
                 cand_time = strategy_times(instance, rf, found.strategy)["iteration_time_s"]
                 details.update(enumeration_cutoffs_s=found.cutoffs, enumeration_states=found.states)
                 if inc_time is None or cand_time < inc_time:
                     incumbent, inc_time = found.strategy, cand_time
-            details.update(algorithm="enumeration", milp="skipped: the enumeration proved the optimum",
-                           relaxation_bound_s=lb)
-            return placed(incumbent, status="optimal", objective=inc_time, bound=inc_time, gap=0.0,
-                          backend=options.backend)
+            details.update(
+                algorithm="enumeration", milp="skipped: the enumeration proved the optimum", relaxation_bound_s=lb
+            )
+            return placed(
+                incumbent, status="optimal", objective=inc_time, bound=inc_time, gap=0.0, backend=options.backend
+            )
     elif tried:
         details["enumeration"] = "not tried: the problem is too large for its tables"
     if chain_bound_s is None:
@@ -1020,8 +1250,11 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         t1 = time.perf_counter()
         # its bound comes out 1e-9 below its threshold (float noise): asked for a hair less than the gap
         lv = level_search(ls, inc_time, max(0.0, tol - 1e-8), deadline)
-        details.update(level_search=lv.status if lv.status != "not_applicable" else f"not applicable: {lv.reason}",
-                       level_search_s=time.perf_counter() - t1, level_search_nodes=lv.nodes)
+        details.update(
+            level_search=lv.status if lv.status != "not_applicable" else f"not applicable: {lv.reason}",
+            level_search_s=time.perf_counter() - t1,
+            level_search_nodes=lv.nodes,
+        )
         if lv.status != "not_applicable":  # complete, or what it settled before its deadline
             if lv.strategy is not None:
                 found = strategy_times(instance, rf, lv.strategy)["iteration_time_s"]
@@ -1032,12 +1265,22 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
 
     proven = inc_time is not None and gap_of(inc_time, lb) <= tol
     if proven or (inc_time is not None and formulation == "enumeration"):
-        details["milp"] = ("skipped: the compute-level search proves the incumbent within the gap" if proven and levels
-                           else "skipped: the relaxation bound proves the local-search incumbent within the gap" if proven
-                           else "not run (--formulation enumeration)")
+        details["milp"] = (
+            "skipped: the compute-level search proves the incumbent within the gap"
+            if proven and levels
+            else "skipped: the relaxation bound proves the local-search incumbent within the gap"
+            if proven
+            else "not run (--formulation enumeration)"
+        )
         details["algorithm"] = ("levels" if levels else "bounds") if proven else "enumeration"
-        return placed(incumbent, status="optimal" if proven else "feasible", objective=inc_time,
-                      bound=min(lb, inc_time), gap=gap_of(inc_time, lb), backend=options.backend)
+        return placed(
+            incumbent,
+            status="optimal" if proven else "feasible",
+            objective=inc_time,
+            bound=min(lb, inc_time),
+            gap=gap_of(inc_time, lb),
+            backend=options.backend,
+        )
 
     def without_milp(why: str) -> Solution:
         """The incumbent, the MILP not run (``why``): the time left (with a move budget: the moves
@@ -1052,26 +1295,47 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
                 details["local_search_timed_out"] = True  # moves were left, the time was not
         if local_search_s and remaining is not None and remaining > 0.5 and (more is None or more > 0):
             t0 = time.perf_counter()
-            cand = improve_strategy(instance, rf, incumbent, remaining, seed=(options.seed or 0) + 1, max_stall=10 ** 9,
-                                    ls=ls, exact_blocks=exact_blocks, moves=more)
+            cand = improve_strategy(
+                instance,
+                rf,
+                incumbent,
+                remaining,
+                seed=(options.seed or 0) + 1,
+                max_stall=10**9,
+                ls=ls,
+                exact_blocks=exact_blocks,
+                moves=more,
+            )
             if more is not None:
-                details["local_search_timed_out"] = (details.get("local_search_timed_out", False)
-                                                     or time.perf_counter() - t0 >= remaining)
+                details["local_search_timed_out"] = (
+                    details.get("local_search_timed_out", False) or time.perf_counter() - t0 >= remaining
+                )
             cand_time = strategy_times(instance, rf, cand)["iteration_time_s"]
             if cand_time < inc_time:
                 incumbent, inc_time = cand, cand_time
-            details.update(local_search_s=details.get("local_search_s", 0.0) + time.perf_counter() - t0,
-                           local_search_iteration_time_s=inc_time, local_search_moves=ls.moves_scored)
+            details.update(
+                local_search_s=details.get("local_search_s", 0.0) + time.perf_counter() - t0,
+                local_search_iteration_time_s=inc_time,
+                local_search_moves=ls.moves_scored,
+            )
             why += "; the time left went to local search" if more is None else "; the moves left went to local search"
         details["milp"] = why
         gap = gap_of(inc_time, lb)
-        return placed(incumbent, status="optimal" if gap <= tol else "feasible", objective=inc_time,
-                      bound=min(lb, inc_time), gap=gap, backend=options.backend)
+        return placed(
+            incumbent,
+            status="optimal" if gap <= tol else "feasible",
+            objective=inc_time,
+            bound=min(lb, inc_time),
+            gap=gap,
+            backend=options.backend,
+        )
 
     left = time_left(options, started)
     share = 0.0 if formulation == "milp" else MILP_MIN_SHARE
     if incumbent is not None and left is not None and left <= share * options.time_limit_s:
-        spent = "the local search, the bounds and the compute-level search" if levels else "the local search and the bounds"
+        spent = (
+            "the local search, the bounds and the compute-level search" if levels else "the local search and the bounds"
+        )
         return without_milp(f"not run: {spent} left {left:.3g} s of the time limit")
 
     # 4. The MILP: unrestricted when it can be built, else (only when no restriction was asked for)
@@ -1084,8 +1348,10 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     for ms in ladder:
         left = time_left(options, started)
         if incumbent is not None and left is not None and last_build_s >= left:
-            return without_milp(f"not run: building the next restriction (max_starts={ms}) would take about "
-                                f"{last_build_s:.3g} s, {left:.3g} s of the time limit was left")
+            return without_milp(
+                f"not run: building the next restriction (max_starts={ms}) would take about "
+                f"{last_build_s:.3g} s, {left:.3g} s of the time limit was left"
+            )
         t0 = time.perf_counter()
         try:
             pm = build_placement(instance, X, max_starts=ms, rf=rf, start=incumbent)
@@ -1096,8 +1362,12 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
             details.setdefault("refused", []).append(f"max_starts={ms}: {exc}")
             last_build_s = time.perf_counter() - t0
     max_starts = ms
-    if (pm.model.num_nonzeros > MILP_SEARCH_NONZEROS and incumbent is not None and local_search_s
-            and options.time_limit_s is not None):
+    if (
+        pm.model.num_nonzeros > MILP_SEARCH_NONZEROS
+        and incumbent is not None
+        and local_search_s
+        and options.time_limit_s is not None
+    ):
         # A model this large does not get past HiGHS' root within a time limit of minutes (the
         # measurements are above MILP_SEARCH_NONZEROS): the time left goes to more local search.
         # With (almost) nothing left it is not handed to the solver either: loading it alone
@@ -1105,8 +1375,10 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         details["skipped_model_nonzeros"] = pm.model.num_nonzeros
         if ms is not None:
             details.update(max_starts=ms)
-        return without_milp(f"skipped: the model that could be built has {pm.model.num_nonzeros:,} non-zeros "
-                            f"(more than {MILP_SEARCH_NONZEROS:,})")
+        return without_milp(
+            f"skipped: the model that could be built has {pm.model.num_nonzeros:,} non-zeros "
+            f"(more than {MILP_SEARCH_NONZEROS:,})"
+        )
     alpha = instance.cluster.hop_latency_s / TIME_UNIT_S
     x0 = None
     if options.warm_start not in (None, "none") and pm.incumbent is not None:
@@ -1116,8 +1388,9 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     result: SolveResult = run_model(pm.model, options, x0)
     status = solution_status(result)
     details["algorithm"] = "milp"
-    details.update(variables=pm.model.num_vars, constraints=pm.model.num_rows, nonzeros=pm.model.num_nonzeros,
-                   **pm.stats)
+    details.update(
+        variables=pm.model.num_vars, constraints=pm.model.num_rows, nonzeros=pm.model.num_nonzeros, **pm.stats
+    )
     if result.message:
         details["solver_message"] = result.message
     if options.warm_start not in (None, "none"):
@@ -1126,8 +1399,14 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
     if status == "infeasible":
         details["infeasible"] = _MEMORY_INFEASIBLE
     if (result.values is None or status not in ("optimal", "feasible")) and incumbent is None:
-        return Solution(status=status, method="exact", topology=None, backend=result.backend,
-                        wall_time_s=time.perf_counter() - started, details=details)
+        return Solution(
+            status=status,
+            method="exact",
+            topology=None,
+            backend=result.backend,
+            wall_time_s=time.perf_counter() - started,
+            details=details,
+        )
     strategy, objective = incumbent, inc_time
     if result.values is not None and status in ("optimal", "feasible"):
         cand = _decode(pm, result.values, len(w.layers))
@@ -1137,10 +1416,14 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
             strategy, objective = cand, cand_time
     if pm.restricted:
         # The restricted model's bound holds for the restriction only: report the relaxation bound.
-        details.update(restricted=True, max_starts=max_starts, restricted_status=status,
-                       restricted_bound_s=solver_bound, restricted_gap=gap_of(objective, solver_bound),
-                       note="starts restricted (heuristic): bound = the relaxation bound, valid for the "
-                            "unrestricted problem")
+        details.update(
+            restricted=True,
+            max_starts=max_starts,
+            restricted_status=status,
+            restricted_bound_s=solver_bound,
+            restricted_gap=gap_of(objective, solver_bound),
+            note="starts restricted (heuristic): bound = the relaxation bound, valid for the unrestricted problem",
+        )
         bound = lb
         status = "optimal" if gap_of(objective, bound) <= tol else "feasible"
     else:
@@ -1150,5 +1433,6 @@ def solve_placement(instance: Instance, options: ExactOptions, topology: np.ndar
         if gap_of(objective, bound) <= tol:
             status = "optimal"
     bound = min(bound, objective)
-    return placed(strategy, status=status, objective=objective, bound=bound, gap=gap_of(objective, bound),
-                  backend=result.backend)
+    return placed(
+        strategy, status=status, objective=objective, bound=bound, gap=gap_of(objective, bound), backend=result.backend
+    )

@@ -58,7 +58,6 @@ def block_classes(w: Workload) -> list[list[int]]:
     return list(classes.values())
 
 
-
 # ------------------------------------------------------------------------------------------------
 # Local search (incumbent): moves scored incrementally by the evaluator's definitions
 #
@@ -149,8 +148,14 @@ class StrategyScorer:
             b = self.unit_server.ravel()
             pid = np.repeat(np.arange(NT), n)
             v = np.full(NT * n, 1.0 / n)
-            loads, hops, _ = pattern_loads(self.rf, np.concatenate([pid, pid]), np.concatenate([a, b]),
-                                            np.concatenate([b, a]), np.concatenate([v, v]), NT)
+            loads, hops, _ = pattern_loads(
+                self.rf,
+                np.concatenate([pid, pid]),
+                np.concatenate([a, b]),
+                np.concatenate([b, a]),
+                np.concatenate([v, v]),
+                NT,
+            )
             hit = (loads.toarray(), hops)
             if len(self._rs_cache) >= self._CACHE:
                 self._rs_cache.pop(next(iter(self._rs_cache)))
@@ -169,8 +174,14 @@ class StrategyScorer:
             n = self.n
             a, b = self.unit_server[t1], self.unit_server[t2]
             v = np.full(n, 1.0 / n)
-            loads, hops, _ = pattern_loads(self.rf, np.zeros(2 * n, dtype=np.int64), np.concatenate([a, b]),
-                                            np.concatenate([b, a]), np.concatenate([v, v]), 1)
+            loads, hops, _ = pattern_loads(
+                self.rf,
+                np.zeros(2 * n, dtype=np.int64),
+                np.concatenate([a, b]),
+                np.concatenate([b, a]),
+                np.concatenate([v, v]),
+                1,
+            )
             hit = (loads.toarray()[0], int(hops[0]))
             if len(self._pair_cache) >= 50_000:
                 self._pair_cache.clear()
@@ -185,8 +196,14 @@ class StrategyScorer:
             V = np.repeat(np.arange(n), n)
             d = np.tile(self.unit_server[t], n)
             v = np.full(n * n, 1.0 / n)
-            loads, hops, _ = pattern_loads(self.rf, np.concatenate([V, V]), np.concatenate([V, d]),
-                                            np.concatenate([d, V]), np.concatenate([v, v]), n)
+            loads, hops, _ = pattern_loads(
+                self.rf,
+                np.concatenate([V, V]),
+                np.concatenate([V, d]),
+                np.concatenate([d, V]),
+                np.concatenate([v, v]),
+                n,
+            )
             hit = (loads.toarray(), hops)
             self._lk_cache[t] = hit
         return hit
@@ -199,8 +216,14 @@ class StrategyScorer:
         src = np.tile(np.repeat(V, n), NT)
         dst = np.repeat(self.unit_server, V.size, axis=0).ravel()
         val = np.tile(np.repeat(lam[V] / n, n), NT)
-        loads, hops, _ = pattern_loads(self.rf, np.concatenate([pid, pid]), np.concatenate([src, dst]),
-                                        np.concatenate([dst, src]), np.concatenate([val, val]), NT)
+        loads, hops, _ = pattern_loads(
+            self.rf,
+            np.concatenate([pid, pid]),
+            np.concatenate([src, dst]),
+            np.concatenate([dst, src]),
+            np.concatenate([val, val]),
+            NT,
+        )
         return loads.toarray(), hops
 
     def coverage(self) -> np.ndarray:
@@ -262,7 +285,11 @@ class StrategyScorer:
         return float((self.path_e + self.suffix()[self.path_c]).max())
 
     def total_load(self) -> np.ndarray:
-        return self.ar_load.sum(axis=0) + self.rs_load.sum(axis=0) + sum(self.lk_load.values(), np.zeros(len(self.rf.tail)))
+        return (
+            self.ar_load.sum(axis=0)
+            + self.rs_load.sum(axis=0)
+            + sum(self.lk_load.values(), np.zeros(len(self.rf.tail)))
+        )
 
     def hops(self) -> int:
         return int(max(self.ar_h.max(initial=0), self.rs_h.max(initial=0), max(self.lk_h.values(), default=0)))
@@ -275,11 +302,14 @@ class StrategyScorer:
         busy = tl.max(initial=0.0) > 0
         comp = max(self.comp.max(initial=0.0), self.path())
         it = float(self.combine(comp, tl.max(initial=0.0), self.hops() if busy else 0))
-        return it, float((tl ** 2).sum() + (self.comp ** 2).sum())
+        return it, float((tl**2).sum() + (self.comp**2).sum())
 
     def strategy(self) -> Strategy:
-        return Strategy(tuple(int(k) for k in self.type_k[self.t]), tuple(int(s) for s in self.type_s[self.t]),
-                        tuple(int(v) for v in self.bs))
+        return Strategy(
+            tuple(int(k) for k in self.type_k[self.t]),
+            tuple(int(s) for s in self.type_s[self.t]),
+            tuple(int(v) for v in self.bs),
+        )
 
     # ---- moves ---------------------------------------------------------------------------------
     def _base_hops(self, layers: np.ndarray, pairs: np.ndarray, consumers: list[int]) -> int:
@@ -353,7 +383,7 @@ class StrategyScorer:
                 P = np.maximum(P, e + val)
             C = np.maximum(C, P)
         g = n // self.type_k
-        sec = (tl ** 2).sum(axis=1) + (comp ** 2).sum() + (2 * lt_seg * cs.sum(axis=1) / g + self.type_k * lt_seg ** 2)
+        sec = (tl**2).sum(axis=1) + (comp**2).sum() + (2 * lt_seg * cs.sum(axis=1) / g + self.type_k * lt_seg**2)
         it = self.combine(C, bw, H)
         it[bad], sec[bad] = np.inf, np.inf
         return it, sec
@@ -406,7 +436,7 @@ class StrategyScorer:
         C = np.maximum(max(comp.max(), self.path()), comp + self.blk_comp[j])  # P: blocks do not move it
         tl = loads * self.arc_inv
         it = self.combine(C, tl.max(axis=1), H)
-        sec = (tl ** 2).sum(axis=1) + (comp ** 2).sum() + 2 * comp * self.blk_comp[j] + self.blk_comp[j] ** 2
+        sec = (tl**2).sum(axis=1) + (comp**2).sum() + 2 * comp * self.blk_comp[j] + self.blk_comp[j] ** 2
         mem = self.mem.copy()
         mem[v] -= self.blk_mem[j]
         bad = mem + self.blk_mem[j] > self.cap
@@ -456,8 +486,9 @@ class StrategyScorer:
         self.refresh()
         return None
 
-    def descend(self, budget: SearchBudget, rng: np.random.Generator, shifts: bool = True,
-                exchanges: bool = True) -> tuple[float, float]:
+    def descend(
+        self, budget: SearchBudget, rng: np.random.Generator, shifts: bool = True, exchanges: bool = True
+    ) -> tuple[float, float]:
         """Best-improvement descent over segment, suffix-shift (``shifts``) and block moves, then
         (``exchanges``, when those are stuck) type exchanges between layers or runs, until no move
         improves (or ``budget`` is spent: each move scored is one of its moves); returns the final
@@ -473,18 +504,18 @@ class StrategyScorer:
         improved = True
         while improved and not budget.spent():
             improved = False
-            for (i, j) in (segments[q] for q in rng.permutation(len(segments))):
+            for i, j in (segments[q] for q in rng.permutation(len(segments))):
                 if budget.spent():
                     break
                 budget.charge()
                 it, sec = self.segment_move(i, j)
                 tb = int(np.lexsort((sec, it))[0])
                 if better((float(it[tb]), float(sec[tb])), cur):
-                    self.t[i:j + 1] = tb
+                    self.t[i : j + 1] = tb
                     self.refresh()
                     cur = self.score()
                     improved = True
-            for i in (1 + rng.permutation(L - 1) if shifts else ()):
+            for i in 1 + rng.permutation(L - 1) if shifts else ():
                 if budget.spent():
                     break
                 budget.charge()

@@ -94,8 +94,9 @@ def symmetric_periods(instance: Instance, rf: RoutingFractions) -> list[int]:
     return out
 
 
-def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, options: ExactOptions,
-                        ls: StrategyScorer | None = None) -> SymmetricResult:
+def symmetric_placement(
+    instance: Instance, rf: RoutingFractions, period: int, options: ExactOptions, ls: StrategyScorer | None = None
+) -> SymmetricResult:
     """Solve the placement problem over the period-invariant strategies (module docstring).
     ``period`` must be one of :func:`symmetric_periods`; ``options`` gives the backend, time limit
     and gap."""
@@ -148,10 +149,24 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
         ya, yc = np.repeat(a, len(c)), np.tile(c, len(a))
         y = b.add_variables(len(ya), name=f"y{i}").index
         ra, rc = np.searchsorted(a, ya), np.searchsorted(c, yc)
-        b.add_constraints(np.r_[ra, np.arange(len(a))], np.r_[y, xcol[i, a]], np.r_[np.ones(len(y)), -np.ones(len(a))],
-                          lb=0.0, ub=0.0, count=len(a), name=f"from{i}")
-        b.add_constraints(np.r_[rc, np.arange(len(c))], np.r_[y, xcol[i + 1, c]], np.r_[np.ones(len(y)), -np.ones(len(c))],
-                          lb=0.0, ub=0.0, count=len(c), name=f"to{i}")
+        b.add_constraints(
+            np.r_[ra, np.arange(len(a))],
+            np.r_[y, xcol[i, a]],
+            np.r_[np.ones(len(y)), -np.ones(len(a))],
+            lb=0.0,
+            ub=0.0,
+            count=len(a),
+            name=f"from{i}",
+        )
+        b.add_constraints(
+            np.r_[rc, np.arange(len(c))],
+            np.r_[y, xcol[i + 1, c]],
+            np.r_[np.ones(len(y)), -np.ones(len(c))],
+            lb=0.0,
+            ub=0.0,
+            count=len(c),
+            name=f"to{i}",
+        )
         moves = ya != yc
         for t in np.unique(ya[moves]):
             sel = np.flatnonzero(moves & (ya == t))
@@ -172,13 +187,32 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
         ct = np.flatnonzero(allowed[cons])
         z = b.add_variables((p, len(ct)), name="z").index
         u = b.add_variables(p, kind="binary", name="u").index
-        b.add_constraints(np.r_[np.repeat(np.arange(p), len(ct)), np.arange(p)], np.r_[z.ravel(), m],
-                          np.r_[np.ones(z.size), -np.ones(p)], lb=0.0, ub=0.0, count=p, name="z_sum")
+        b.add_constraints(
+            np.r_[np.repeat(np.arange(p), len(ct)), np.arange(p)],
+            np.r_[z.ravel(), m],
+            np.r_[np.ones(z.size), -np.ones(p)],
+            lb=0.0,
+            ub=0.0,
+            count=p,
+            name="z_sum",
+        )
         zr = np.arange(z.size)
-        b.add_constraints(np.r_[zr, zr], np.r_[z.ravel(), np.tile(xcol[cons, ct], p)],
-                          np.r_[np.ones(z.size), -float(M) * np.ones(z.size)], ub=0.0, count=z.size, name="z_on")
-        b.add_constraints(np.r_[np.arange(p), np.arange(p)], np.r_[m, u], np.r_[np.ones(p), -float(M) * np.ones(p)],
-                          ub=0.0, count=p, name="u_on")
+        b.add_constraints(
+            np.r_[zr, zr],
+            np.r_[z.ravel(), np.tile(xcol[cons, ct], p)],
+            np.r_[np.ones(z.size), -float(M) * np.ones(z.size)],
+            ub=0.0,
+            count=z.size,
+            name="z_on",
+        )
+        b.add_constraints(
+            np.r_[np.arange(p), np.arange(p)],
+            np.r_[m, u],
+            np.r_[np.ones(p), -float(M) * np.ones(p)],
+            ub=0.0,
+            count=p,
+            name="u_on",
+        )
         for q, t in enumerate(ct):
             loads, hops = ls.lookup_per_server(int(types[t]))
             LK = loads.reshape(n // p, p, A).sum(axis=0)  # residue r: its servers summed
@@ -196,18 +230,31 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
         blk = w.blocks[cls[0]]
         comp_r.append(np.arange(p)), comp_c.append(m), comp_v.append(np.full(p, float(blk.compute_s) / unit))
         mem_r.append(np.arange(p)), mem_c.append(m), mem_v.append(np.full(p, float(blk.bytes)))
-    b.add_constraints(np.r_[np.concatenate(comp_r), np.arange(p)], np.r_[np.concatenate(comp_c), np.full(p, C)],
-                      np.r_[np.concatenate(comp_v), -np.ones(p)], ub=0.0, count=p, name="compute")
+    b.add_constraints(
+        np.r_[np.concatenate(comp_r), np.arange(p)],
+        np.r_[np.concatenate(comp_c), np.full(p, C)],
+        np.r_[np.concatenate(comp_v), -np.ones(p)],
+        ub=0.0,
+        count=p,
+        name="compute",
+    )
     # in units of the server memory (bytes would put 1e11 in the rows: HiGHS warns of bad scaling)
-    b.add_constraints(np.concatenate(mem_r), np.concatenate(mem_c), np.concatenate(mem_v) / ls.cap, ub=1.0, count=p,
-                      name="memory")
+    b.add_constraints(
+        np.concatenate(mem_r), np.concatenate(mem_c), np.concatenate(mem_v) / ls.cap, ub=1.0, count=p, name="memory"
+    )
     if ls.path_c is not None:
         pr, pc, pv, pub = path_rows(w, xi, opt_lt / unit, x.index, C)
         b.add_constraints(pr, pc, pv, ub=pub / unit, name="path")
     # Loads: T >= load_e / cap_e on every representative arc
     er, ec, ev = np.concatenate(load_r), np.concatenate(load_c), np.concatenate(load_v)
-    b.add_constraints(np.r_[er, np.arange(len(reps))], np.r_[ec, np.full(len(reps), Tb)],
-                      np.r_[ev, -np.ones(len(reps))], ub=0.0, count=len(reps), name="load")
+    b.add_constraints(
+        np.r_[er, np.arange(len(reps))],
+        np.r_[ec, np.full(len(reps), Tb)],
+        np.r_[ev, -np.ones(len(reps))],
+        ub=0.0,
+        count=len(reps),
+        name="load",
+    )
     # Hops: h col - H <= 0, or h col + h col2 - H <= h (H >= h when both are on), one row per h > 0
     hr, hc, hv, hub = [], [], [], []
     row = 0
@@ -222,16 +269,18 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
         hub.append(h if cols2 is not None else np.zeros(keep.size))
         row += keep.size
     if row:
-        b.add_constraints(np.concatenate(hr), np.concatenate(hc), np.concatenate(hv), ub=np.concatenate(hub),
-                          count=row, name="hops")
+        b.add_constraints(
+            np.concatenate(hr), np.concatenate(hc), np.concatenate(hv), ub=np.concatenate(hub), count=row, name="hops"
+        )
     alpha = instance.cluster.hop_latency_s / unit
     set_objective_of(b, instance, C, Tb, H, alpha)
     model = b.build()
     result = run_model(model, options)
     status = solution_status(result)
     if result.values is None:
-        return SymmetricResult(None, None, None if result.bound is None else result.bound * unit, status, p,
-                               model.num_nonzeros)
+        return SymmetricResult(
+            None, None, None if result.bound is None else result.bound * unit, status, p, model.num_nonzeros
+        )
     v = np.asarray(result.values)
     ty = types[xt[v[x.index] > 0.5]]  # np.nonzero listed the options layer by layer
     block_server = [0] * len(w.blocks)
@@ -241,5 +290,11 @@ def symmetric_placement(instance: Instance, rf: RoutingFractions, period: int, o
         for j, srv in zip(cls, servers):
             block_server[j] = srv
     st = Strategy(tuple(int(k) for k in ls.type_k[ty]), tuple(int(s) for s in ls.type_s[ty]), tuple(block_server))
-    return SymmetricResult(st, float(result.objective) * unit,
-                           None if result.bound is None else float(result.bound) * unit, status, p, model.num_nonzeros)
+    return SymmetricResult(
+        st,
+        float(result.objective) * unit,
+        None if result.bound is None else float(result.bound) * unit,
+        status,
+        p,
+        model.num_nonzeros,
+    )

@@ -38,8 +38,24 @@ from topoopt_ilp.solvers import (
 )
 from topoopt_ilp.solvers import solve as solver_solve
 
-__all__ = ["CATALOGUE_DIR", "CatalogueSearch", "ClassBound", "catalogue_sizes", "decode_graph6", "regular_graphs",
-           "hop_distance_total", "hop_distance_totals", "hop_statistics", "hop_floors_outside", "search_hop_objective", "layered_floor", "max_concurrent_flow_lp", "uncovered_bounds", "catalogue_applies", "search_catalogue"]
+__all__ = [
+    "CATALOGUE_DIR",
+    "CatalogueSearch",
+    "ClassBound",
+    "catalogue_sizes",
+    "decode_graph6",
+    "regular_graphs",
+    "hop_distance_total",
+    "hop_distance_totals",
+    "hop_statistics",
+    "hop_floors_outside",
+    "search_hop_objective",
+    "layered_floor",
+    "max_concurrent_flow_lp",
+    "uncovered_bounds",
+    "catalogue_applies",
+    "search_catalogue",
+]
 
 CATALOGUE_DIR = Path(__file__).resolve().parent / "data" / "regular_graphs"
 #: Relative tolerance of the stopping rule (LP values are exact to about 1e-9).
@@ -232,7 +248,7 @@ def _min_distance_total(n: int, d: int) -> np.ndarray:
     for _ in range(n):  # add one server at a time: sigma_v = s costs floor[s]
         nxt = np.full(top + 1, math.inf)
         for s in range(d + 1):
-            nxt[s:] = np.minimum(nxt[s:], best[:top + 1 - s] + floor[s])
+            nxt[s:] = np.minimum(nxt[s:], best[: top + 1 - s] + floor[s])
         best = nxt
     # sum sigma >= S: the suffix minimum
     return np.minimum.accumulate(best[::-1])[::-1]
@@ -336,10 +352,15 @@ def max_concurrent_flow_lp(x: np.ndarray) -> LinearModel:
     s_of, a_of = np.divmod(np.arange(n * A), A)
     lam_coef = np.full(n * n, -1.0)
     lam_coef[np.arange(n) * (n + 1)] = n - 1.0  # row (s, s)
-    b.add_constraints(np.concatenate([s_of * n + head[a_of], s_of * n + tail[a_of], np.arange(n * n)]),
-                      np.concatenate([fc.ravel(), fc.ravel(), np.full(n * n, lam_col)]),
-                      np.concatenate([np.ones(n * A), -np.ones(n * A), lam_coef]), lb=0.0, ub=0.0, count=n * n,
-                      name="conservation")
+    b.add_constraints(
+        np.concatenate([s_of * n + head[a_of], s_of * n + tail[a_of], np.arange(n * n)]),
+        np.concatenate([fc.ravel(), fc.ravel(), np.full(n * n, lam_col)]),
+        np.concatenate([np.ones(n * A), -np.ones(n * A), lam_coef]),
+        lb=0.0,
+        ub=0.0,
+        count=n * n,
+        name="conservation",
+    )
     b.add_constraints(a_of, fc.ravel(), 1.0, lb=-np.inf, ub=x[tail, head].astype(float), count=A, name="capacity")
     b.set_objective([lam_col], [1.0], sense="maximize")
     return b.build()
@@ -366,12 +387,22 @@ def symmetric_labelling(x: np.ndarray) -> np.ndarray:
     return x[np.ix_(order, order)]
 
 
-def solve_lp(model: LinearModel, options: ExactOptions, limit: float | None,
-             tuning: Mapping[str, Mapping[str, NativeValue]] | None = None) -> SolveResult:
+def solve_lp(
+    model: LinearModel,
+    options: ExactOptions,
+    limit: float | None,
+    tuning: Mapping[str, Mapping[str, NativeValue]] | None = None,
+) -> SolveResult:
     """``model`` solved in this process (an LP: no guard needed); ``tuning`` as for :func:`.common.run_model`."""
     try:
-        return solver_solve(model, backend=options.backend, time_limit_s=limit, threads=options.threads, isolate=False,
-                            native_options=native_options(options, tuning))
+        return solver_solve(
+            model,
+            backend=options.backend,
+            time_limit_s=limit,
+            threads=options.threads,
+            isolate=False,
+            native_options=native_options(options, tuning),
+        )
     except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError, NativeOptionError) as exc:
         raise InputError(str(exc)) from None
 
@@ -394,13 +425,18 @@ def routing_with_links_fixed(base, x: np.ndarray, lam: float, options: ExactOpti
     model = with_links_fixed(base, symmetric_labelling(np.asarray(x)))
     result = solve_lp(model.model, options, None)
     if result.status != SolveStatus.OPTIMAL or abs(result.objective - lam) > 1e-6 * max(1.0, lam):
-        raise RuntimeError(f"the routing LP of the best topology gives {result.objective} ({result.status.value}), "
-                           f"its search {lam}")
+        raise RuntimeError(
+            f"the routing LP of the best topology gives {result.objective} ({result.status.value}), its search {lam}"
+        )
     return model, result
 
 
-def search_catalogue(instance: Instance, options: ExactOptions, seed_topology: np.ndarray | None = None,
-                     tolerance: float = DEFAULT_TOLERANCE) -> tuple[CatalogueSearch, object]:
+def search_catalogue(
+    instance: Instance,
+    options: ExactOptions,
+    seed_topology: np.ndarray | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> tuple[CatalogueSearch, object]:
     """The search of the proof comment. Returns the outcome and the built strong model
     (``topology_routing.TopologyRoutingModel``) whose columns ``result.values`` index, with the
     best topology's links fixed."""
@@ -447,7 +483,18 @@ def search_catalogue(instance: Instance, options: ExactOptions, seed_topology: n
     result, model = None, base
     if best_x is not None and (applies or timed_out):
         model, result = routing_with_links_fixed(base, best_x, best_lam, options)
-    outcome = CatalogueSearch(best_lam if best_x is not None else math.nan, bound, proven, applies or timed_out,
-                              best_x, result, len(graphs), lps, uncovered, seeded, timed_out,
-                              time.perf_counter() - started)
+    outcome = CatalogueSearch(
+        best_lam if best_x is not None else math.nan,
+        bound,
+        proven,
+        applies or timed_out,
+        best_x,
+        result,
+        len(graphs),
+        lps,
+        uncovered,
+        seeded,
+        timed_out,
+        time.perf_counter() - started,
+    )
     return outcome, model

@@ -183,7 +183,11 @@ def heuristic_jumps(n: int, d: int, directed: bool, family: str) -> tuple[int, .
         m = d // 2
     try:
         pool = [int(c) for c in cands if c not in fixed and (directed or 2 * c != n)]
-        chosen = h.select_permutations(pool, m, n=n, rule=h.geometric_rule, mode="paper", directed=directed, fixed=fixed) if m else ()
+        chosen = (
+            h.select_permutations(pool, m, n=n, rule=h.geometric_rule, mode="paper", directed=directed, fixed=fixed)
+            if m
+            else ()
+        )
     except ValueError:
         return None
     out = [int(j) % n for j in chosen] + list(fixed)
@@ -249,11 +253,14 @@ def _check_request(instance: Instance, objective: str) -> None:
     c = instance.cluster
     n, d = c.servers, c.degree
     if instance.topology_family not in ("circulant", "coprime_circulant"):
-        raise InputError(f"the circulant model needs topology_family circulant or coprime_circulant, got {instance.topology_family}")
+        raise InputError(
+            f"the circulant model needs topology_family circulant or coprime_circulant, got {instance.topology_family}"
+        )
     if n > MAX_CIRCULANT_SERVERS:
         raise UnsupportedError(
             f"{n} servers: the exact circulant model is limited to n <= {MAX_CIRCULANT_SERVERS} "
-            "(its flow and reachability arrays grow as n x jump classes); use --method heuristic")
+            "(its flow and reachability arrays grow as n x jump classes); use --method heuristic"
+        )
     if objective not in ("throughput", "comm_time", "iteration_time", "aspl", "diameter"):
         raise UnsupportedError(f"objective {objective!r} is not supported by the circulant model")
     if instance.fixed_topology is not None:
@@ -270,8 +277,9 @@ def _check_request(instance: Instance, objective: str) -> None:
         if not ok:
             why = ""
             if not c.directed and d % 2 == 1 and ones == 0:
-                why = ("an odd degree needs the jump n/2, which "
-                       + ("does not exist for odd n" if n % 2 else f"is not coprime with n = {n}"))
+                why = "an odd degree needs the jump n/2, which " + (
+                    "does not exist for odd n" if n % 2 else f"is not coprime with n = {n}"
+                )
             else:
                 why = f"the family has only {cls.size} jump classes ({int(ports.sum())} ports)"
             raise UnsupportedError(f"no {fam} jump set on {n} servers has degree exactly {d}: {why}")
@@ -322,7 +330,9 @@ def build_circulant_model(
 
 
 def _degree_row(b: ModelBuilder, y: VarBlock, ports: np.ndarray, d: int, regular: bool) -> None:
-    b.add_constraints(np.zeros(y.size, dtype=np.int64), y.index, ports, lb=d if regular else 0, ub=d, count=1, name="degree")
+    b.add_constraints(
+        np.zeros(y.size, dtype=np.int64), y.index, ports, lb=d if regular else 0, ub=d, count=1, name="degree"
+    )
 
 
 def _jump_one_fixing(n: int, classes: np.ndarray, fam: str, allowed: bool) -> np.ndarray:
@@ -346,7 +356,9 @@ def _jump_one_fixing(n: int, classes: np.ndarray, fam: str, allowed: bool) -> np
 #                 (every unit of flow to t crosses >= dist(t) >= lb arcs)
 #   symmetry:     y_1 = 1 (coprime family, demand invariant under unit multipliers)
 # Objective: maximise lambda; throughput (iterations/s) = lambda * B / sum(D0).
-def _build_throughput(instance: Instance, D0: np.ndarray, lbdist: np.ndarray, strong: bool, common: dict) -> CirculantModel:
+def _build_throughput(
+    instance: Instance, D0: np.ndarray, lbdist: np.ndarray, strong: bool, common: dict
+) -> CirculantModel:
     n, d = common["n"], common["d"]
     arcs, arc_class, classes, ports = common["arcs"], common["arc_class"], common["classes"], common["ports"]
     A = arcs.size
@@ -358,7 +370,9 @@ def _build_throughput(instance: Instance, D0: np.ndarray, lbdist: np.ndarray, st
     _size_guard(3 * A * n, n, A)
     fix_one = instance.topology_family == "coprime_circulant" and _unit_invariant(D0)
     b = ModelBuilder(name=f"circulant_throughput_n{n}_d{d}")
-    y = b.add_variables(classes.size, lb=_jump_one_fixing(n, classes, common["family"], fix_one), ub=1, kind="binary", name="y")
+    y = b.add_variables(
+        classes.size, lb=_jump_one_fixing(n, classes, common["family"], fix_one), ub=1, kind="binary", name="y"
+    )
     min_hops = _min_weighted_hops(Dn[1:], lbdist)
     lam_ub = (d / min_hops) if min_hops > 0 else float(d)
     lam = b.add_variables(1, lb=0.0, ub=lam_ub, name="lambda")
@@ -379,17 +393,34 @@ def _build_throughput(instance: Instance, D0: np.ndarray, lbdist: np.ndarray, st
         if strong and _orbit_rows(b, y, n, classes, common["directed"]):
             notes.append("orbit representative: smallest second jump among the unit images containing 1")
     if strong:
-        b.add_constraints(np.zeros(A * n + 1, dtype=np.int64), np.concatenate([f.index.ravel(), [lam[0]]]),
-                          np.concatenate([np.ones(A * n), [-min_hops]]), lb=0.0, count=1, name="hops")
+        b.add_constraints(
+            np.zeros(A * n + 1, dtype=np.int64),
+            np.concatenate([f.index.ravel(), [lam[0]]]),
+            np.concatenate([np.ones(A * n), [-min_hops]]),
+            lb=0.0,
+            count=1,
+            name="hops",
+        )
         if _distance_cuts(b, y, lam, instance, D0, Dn, common, fix_one):
-            notes.append("distance-bound cuts: lambda <= d / sum_t Dn[t] dist_J(t), maximised over the jump sets "
-                         "containing each class / pair of classes (one BFS per candidate set)")
+            notes.append(
+                "distance-bound cuts: lambda <= d / sum_t Dn[t] dist_J(t), maximised over the jump sets "
+                "containing each class / pair of classes (one BFS per candidate set)"
+            )
     b.set_objective([lam[0]], [1.0], sense="maximize")
     scale = instance.cluster.link_bytes_per_s / total
     notes = tuple(notes)
-    return CirculantModel(model=b.build(), kind="throughput", y=y, lam=lam, f=f, scale=scale, demand0=D0,
-                          fixed_jump_one=fix_one, notes=notes, **common)
-
+    return CirculantModel(
+        model=b.build(),
+        kind="throughput",
+        y=y,
+        lam=lam,
+        f=f,
+        scale=scale,
+        demand0=D0,
+        fixed_jump_one=fix_one,
+        notes=notes,
+        **common,
+    )
 
 
 # Valid inequalities of the throughput model ---------------------------------------------------
@@ -466,8 +497,15 @@ def _set_stats(common: dict, combos: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return h.circulant_stats_batch(n, coins)
 
 
-def _score_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs: np.ndarray, combos: np.ndarray,
-                score: np.ndarray, name: str) -> None:
+def _score_cuts(
+    b: ModelBuilder,
+    y: VarBlock,
+    expr_cols: np.ndarray,
+    expr_coefs: np.ndarray,
+    combos: np.ndarray,
+    score: np.ndarray,
+    name: str,
+) -> None:
     """Valid inequalities ``E >= L + (L_c - L) y_c`` and ``E >= L + (L_ck - L)(y_c + y_k - 1)`` for an
     expression E (the objective, or minus it) that is ``>= score[J]`` for every candidate set J.
 
@@ -507,8 +545,16 @@ def _score_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs:
     b.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=np.array(lb), name=name)
 
 
-def _distance_cuts(b: ModelBuilder, y: VarBlock, lam: VarBlock, instance: Instance, D0: np.ndarray, Dn: np.ndarray,
-                   common: dict, fix_one: bool) -> bool:
+def _distance_cuts(
+    b: ModelBuilder,
+    y: VarBlock,
+    lam: VarBlock,
+    instance: Instance,
+    D0: np.ndarray,
+    Dn: np.ndarray,
+    common: dict,
+    fix_one: bool,
+) -> bool:
     """Cuts from the distance bound ``lambda_J <= d / sum_t Dn[t] dist_J(t)`` (capacity 1 per arc,
     d arcs per node, every unit of flow to t crosses >= dist_J(t) arcs), for uniform demand:
     ``-lambda >= -U_J`` in the form of :func:`_score_cuts`."""
@@ -524,8 +570,16 @@ def _distance_cuts(b: ModelBuilder, y: VarBlock, lam: VarBlock, instance: Instan
     return True
 
 
-def _conservation(b: ModelBuilder, fidx: np.ndarray, head: np.ndarray, tail: np.ndarray, n: int, lam_col: int,
-                  Dn: np.ndarray, source_rows: np.ndarray | None = None) -> None:
+def _conservation(
+    b: ModelBuilder,
+    fidx: np.ndarray,
+    head: np.ndarray,
+    tail: np.ndarray,
+    n: int,
+    lam_col: int,
+    Dn: np.ndarray,
+    source_rows: np.ndarray | None = None,
+) -> None:
     """Rows ``in - out - lambda * Dn[v] = 0`` for v != source (one source) or, with
     ``source_rows`` (the source of each flow column), per (source, v)."""
     fi = fidx.ravel()
@@ -556,7 +610,8 @@ def _size_guard(nnz: int, n: int, A: int) -> None:
     if nnz > MAX_MODEL_NONZEROS:
         raise UnsupportedError(
             f"the circulant model for n = {n} with {A} arc classes would have about {nnz:,} non-zeros "
-            f"(limit {MAX_MODEL_NONZEROS:,}): too large; use the coprime family, fewer servers, or --method heuristic")
+            f"(limit {MAX_MODEL_NONZEROS:,}): too large; use the coprime family, fewer servers, or --method heuristic"
+        )
 
 
 # Throughput, any demand (full multi-commodity flow over the chosen jumps) ----------------------
@@ -597,12 +652,27 @@ def _build_mcf(instance: Instance, D: np.ndarray, lbdist: np.ndarray, strong: bo
     vals = np.concatenate([np.ones(n * A * n), -np.ones(A * n)])
     b.add_constraints(rows, cols, vals, ub=np.zeros(A * n), name="capacity")
     if strong:
-        b.add_constraints(np.zeros(f.size + 1, dtype=np.int64), np.concatenate([f.index.ravel(), [lam[0]]]),
-                          np.concatenate([np.ones(f.size), [-min_hops]]), lb=0.0, count=1, name="hops")
+        b.add_constraints(
+            np.zeros(f.size + 1, dtype=np.int64),
+            np.concatenate([f.index.ravel(), [lam[0]]]),
+            np.concatenate([np.ones(f.size), [-min_hops]]),
+            lb=0.0,
+            count=1,
+            name="hops",
+        )
     b.set_objective([lam[0]], [1.0], sense="maximize")
     scale = instance.cluster.link_bytes_per_s / norm
-    return CirculantModel(model=b.build(), kind="mcf", y=y, lam=lam, f=f, scale=scale, demand=D,
-                          notes=("demand is not rotation-invariant: full multi-commodity flow over all sources",), **common)
+    return CirculantModel(
+        model=b.build(),
+        kind="mcf",
+        y=y,
+        lam=lam,
+        f=f,
+        scale=scale,
+        demand=D,
+        notes=("demand is not rotation-invariant: full multi-commodity flow over all sources",),
+        **common,
+    )
 
 
 # ASPL ----------------------------------------------------------------------------------------
@@ -623,7 +693,9 @@ def _build_aspl(instance: Instance, lbdist: np.ndarray, strong: bool, integral: 
     A = arcs.size
     _size_guard(4 * A * n, n, A)
     b = ModelBuilder(name=f"circulant_aspl_n{n}_d{d}")
-    y = b.add_variables(classes.size, lb=_jump_one_fixing(n, classes, common["family"], True), ub=1, kind="binary", name="y")
+    y = b.add_variables(
+        classes.size, lb=_jump_one_fixing(n, classes, common["family"], True), ub=1, kind="binary", name="y"
+    )
     v = np.arange(n)
     head = (v[None, :] + arcs[:, None]) % n
     f_ub = np.where(head == 0, 0.0, n - 1.0)
@@ -651,9 +723,19 @@ def _build_aspl(instance: Instance, lbdist: np.ndarray, strong: bool, integral: 
     return CirculantModel(model=b.build(), kind="aspl", y=y, f=f, notes=tuple(notes), fixed_jump_one=fix_one, **common)
 
 
-def _graph_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs: np.ndarray, what: str,
-                instance: Instance, common: dict, fix_one: bool, strong: bool, cap: float | None = None,
-                shift: float = 0.0) -> list[str]:
+def _graph_cuts(
+    b: ModelBuilder,
+    y: VarBlock,
+    expr_cols: np.ndarray,
+    expr_coefs: np.ndarray,
+    what: str,
+    instance: Instance,
+    common: dict,
+    fix_one: bool,
+    strong: bool,
+    cap: float | None = None,
+    shift: float = 0.0,
+) -> list[str]:
     """Orbit rows and score cuts (ASPL or diameter of every candidate set) for the graph objectives:
     ``expr >= score(J) + shift`` for the chosen set J (the diameter objective is ``H - sum u``, so
     ``-sum u >= diam - H``). Sets with a diameter above ``H`` (or disconnected) score ``cap``: the
@@ -668,10 +750,14 @@ def _graph_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs:
     if combos is not None:
         unreach, total, diam = _set_stats(common, combos)
         worst = float(n) if cap is None else cap
-        score = np.where(unreach > 0, worst, (total / (n - 1)) if what == "aspl" else np.minimum(diam, worst)).astype(float)
+        score = np.where(unreach > 0, worst, (total / (n - 1)) if what == "aspl" else np.minimum(diam, worst)).astype(
+            float
+        )
         _score_cuts(b, y, expr_cols, expr_coefs, combos, score + shift, f"{what}_cuts")
-        notes.append(f"{what} cuts: objective >= the best {what} over the candidate sets containing each class / pair "
-                     f"of classes ({combos.shape[0]} sets scored by one BFS each)")
+        notes.append(
+            f"{what} cuts: objective >= the best {what} over the candidate sets containing each class / pair "
+            f"of classes ({combos.shape[0]} sets scored by one BFS each)"
+        )
     return notes
 
 
@@ -694,8 +780,9 @@ def _graph_cuts(b: ModelBuilder, y: VarBlock, expr_cols: np.ndarray, expr_coefs:
 #   counting: sum_v r[h, v] <= N_h
 #   symmetry: y_1 = 1 in the coprime family
 # Objective: minimise H - sum_{h<H} u[h]  (= min{h : u[h] = 1} = the diameter).
-def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | None, strong: bool, integral: bool,
-                    common: dict) -> CirculantModel:
+def _build_diameter(
+    instance: Instance, counts: np.ndarray, hop_limit: int | None, strong: bool, integral: bool, common: dict
+) -> CirculantModel:
     n, d, directed = common["n"], common["d"], common["directed"]
     arcs, arc_class, classes, ports = common["arcs"], common["arc_class"], common["classes"], common["ports"]
     A = arcs.size
@@ -725,7 +812,9 @@ def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | Non
     _size_guard(3 * H * A * n, n, A)
     incumbent = scored
     b = ModelBuilder(name=f"circulant_diameter_n{n}_d{d}_H{H}")
-    y = b.add_variables(classes.size, lb=_jump_one_fixing(n, classes, common["family"], True), ub=1, kind="binary", name="y")
+    y = b.add_variables(
+        classes.size, lb=_jump_one_fixing(n, classes, common["family"], True), ub=1, kind="binary", name="y"
+    )
     r_lb = np.zeros((H + 1, n))
     r_ub = np.ones((H + 1, n))
     r_lb[:, 0] = 1.0
@@ -750,38 +839,70 @@ def _build_diameter(instance: Instance, counts: np.ndarray, hop_limit: int | Non
     # link to y and to the previous level
     m = zi.size
     rows = np.concatenate([np.arange(m), np.arange(m)])
-    b.add_constraints(rows, np.concatenate([zi, y.index[arc_class[aa.ravel()]]]),
-                      np.concatenate([np.ones(m), -np.ones(m)]), ub=np.zeros(m), name="z_le_y")
+    b.add_constraints(
+        rows,
+        np.concatenate([zi, y.index[arc_class[aa.ravel()]]]),
+        np.concatenate([np.ones(m), -np.ones(m)]),
+        ub=np.zeros(m),
+        name="z_le_y",
+    )
     prev = r.index[(hh - 1).ravel(), ((vv - arcs[aa]) % n).ravel()]
-    b.add_constraints(rows, np.concatenate([zi, prev]), np.concatenate([np.ones(m), -np.ones(m)]), ub=np.zeros(m), name="z_le_r")
+    b.add_constraints(
+        rows, np.concatenate([zi, prev]), np.concatenate([np.ones(m), -np.ones(m)]), ub=np.zeros(m), name="z_le_r"
+    )
     # cover: u[h] - r[h, v] <= 0
     hv2 = np.arange((H + 1) * n)
     h2, v2 = np.divmod(hv2, n)
-    b.add_constraints(np.concatenate([hv2, hv2]), np.concatenate([u.index[h2], r.index[h2, v2]]),
-                      np.concatenate([np.ones(hv2.size), -np.ones(hv2.size)]), ub=np.zeros(hv2.size), name="cover")
+    b.add_constraints(
+        np.concatenate([hv2, hv2]),
+        np.concatenate([u.index[h2], r.index[h2, v2]]),
+        np.concatenate([np.ones(hv2.size), -np.ones(hv2.size)]),
+        ub=np.zeros(hv2.size),
+        name="cover",
+    )
     if H >= 1:
         k = np.arange(H)
-        b.add_constraints(np.concatenate([k, k]), np.concatenate([u.index[k], u.index[k + 1]]),
-                          np.concatenate([np.ones(H), -np.ones(H)]), ub=np.zeros(H), name="u_monotone")
+        b.add_constraints(
+            np.concatenate([k, k]),
+            np.concatenate([u.index[k], u.index[k + 1]]),
+            np.concatenate([np.ones(H), -np.ones(H)]),
+            ub=np.zeros(H),
+            name="u_monotone",
+        )
     cnt = counts[: H + 1] if counts.size > H else np.concatenate([counts, np.full(H + 1 - counts.size, n)])
     b.add_constraints(np.repeat(np.arange(H + 1), n), r.index.ravel(), 1.0, ub=cnt.astype(float), name="counting")
     fix_one = common["family"] == "coprime_circulant" and n > 2
     # objective expression H - sum u >= score  <=>  -sum u >= score - H: shift the scores by -H
-    notes = _graph_cuts(b, y, u.index[:H], -np.ones(H), "diameter", instance, common, fix_one, strong,
-                        cap=float(H + 1), shift=-float(H))
+    notes = _graph_cuts(
+        b, y, u.index[:H], -np.ones(H), "diameter", instance, common, fix_one, strong, cap=float(H + 1), shift=-float(H)
+    )
     b.set_objective(u.index[:H], -np.ones(H), sense="minimize", constant=float(H))
     if incumbent is not None:
-        notes.append(f"hop limit H = {H} from the BFS-scored candidate set {list(incumbent)} (also the warm start "
-                     "when the heuristic set's diameter exceeds H)")
-    return CirculantModel(model=b.build(), kind="diameter", y=y, r=r, z=z, u=u, hops=H, notes=tuple(notes),
-                          fixed_jump_one=fix_one, incumbent_jumps=incumbent, **common)
+        notes.append(
+            f"hop limit H = {H} from the BFS-scored candidate set {list(incumbent)} (also the warm start "
+            "when the heuristic set's diameter exceeds H)"
+        )
+    return CirculantModel(
+        model=b.build(),
+        kind="diameter",
+        y=y,
+        r=r,
+        z=z,
+        u=u,
+        hops=H,
+        notes=tuple(notes),
+        fixed_jump_one=fix_one,
+        incumbent_jumps=incumbent,
+        **common,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # Decoding
 # ----------------------------------------------------------------------------------------------
-def decompose_offset_flow(n: int, arcs: np.ndarray, f: np.ndarray, demand: np.ndarray, tol: float = 1e-9
-                          ) -> list[tuple[int, list[int], float]]:
+def decompose_offset_flow(
+    n: int, arcs: np.ndarray, f: np.ndarray, demand: np.ndarray, tol: float = 1e-9
+) -> list[tuple[int, list[int], float]]:
     """Split source 0's arc flow ``f[a, v]`` (arc ``v -> v + arcs[a]``) into jump sequences.
 
     Returns ``[(t, [jumps], amount)]`` delivering ``demand[t]`` to each t; flow cycles are cancelled.
@@ -791,8 +912,10 @@ def decompose_offset_flow(n: int, arcs: np.ndarray, f: np.ndarray, demand: np.nd
     v = np.arange(n)
     for a, jump in enumerate(np.asarray(arcs, dtype=np.int64)):
         flow[v, (v + jump) % n] += np.where(f[a] > 0, f[a], 0.0)
-    return [(path[-1], [int((b - a) % n) for a, b in zip(path, path[1:])], amount)
-            for path, amount in decompose_source_flow(flow, 0, demand, tol)]
+    return [
+        (path[-1], [int((b - a) % n) for a, b in zip(path, path[1:])], amount)
+        for path, amount in decompose_source_flow(flow, 0, demand, tol)
+    ]
 
 
 def _routes_from_pieces(n: int, pieces: list[tuple[int, list[int], float]], demand: np.ndarray) -> OffsetRoutes:
@@ -839,7 +962,9 @@ def _fixed_y_lp(cm: CirculantModel, yv: np.ndarray, objective: str, lam_lb: floa
         obj = np.zeros(m.num_vars)
         obj[cm.f.index.ravel()] = 1.0
         sense = "minimize"
-    lp = dataclasses.replace(m, col_lower=lo, col_upper=hi, col_kind=kind, objective=obj, objective_offset=0.0, sense=sense)
+    lp = dataclasses.replace(
+        m, col_lower=lo, col_upper=hi, col_kind=kind, objective=obj, objective_offset=0.0, sense=sense
+    )
     res = solver_solve(lp, backend="highs")
     if res.status is not SolveStatus.OPTIMAL or res.values is None:
         return None
@@ -877,7 +1002,9 @@ def _warm_start(cm: CirculantModel, instance: Instance) -> tuple[np.ndarray | No
         rv = (dist[None, :] <= hr).astype(float)
         x[cm.r.index.ravel()] = rv.ravel()
         v = np.arange(n)
-        zv = (yv[cm.arc_class][None, :, None] > 0.5) & (np.take(rv[:-1], (v[None, :] - cm.arcs[:, None]) % n, axis=1) > 0.5)
+        zv = (yv[cm.arc_class][None, :, None] > 0.5) & (
+            np.take(rv[:-1], (v[None, :] - cm.arcs[:, None]) % n, axis=1) > 0.5
+        )
         x[cm.z.index.ravel()] = zv.astype(float).ravel()
         x[cm.u.index] = (np.arange(H + 1) >= dist.max()).astype(float)
         return x, jumps
@@ -923,15 +1050,27 @@ def solve_circulant(instance: Instance, options: ExactOptions | None = None) -> 
         ws, ws_jumps = _warm_start_from_file(cm, options.warm_start)
     result = run_model(cm.model, options, ws)
     details: dict[str, Any] = {
-        "model": cm.kind, "formulation": formulation, "family": cm.family,
-        "columns": cm.model.num_vars, "rows": cm.model.num_rows, "nonzeros": cm.model.num_nonzeros,
+        "model": cm.kind,
+        "formulation": formulation,
+        "family": cm.family,
+        "columns": cm.model.num_vars,
+        "rows": cm.model.num_rows,
+        "nonzeros": cm.model.num_nonzeros,
         "warm_start_jumps": list(ws_jumps) if ws_jumps is not None else None,
-        "solver_status": solution_status(result), "solver_message": result.message, "notes": list(cm.notes),
+        "solver_status": solution_status(result),
+        "solver_message": result.message,
+        "notes": list(cm.notes),
     }
     status = solution_status(result)
     if result.values is None or status not in ("optimal", "feasible"):
-        return Solution(status=status if status != "optimal" else "no_solution", method="exact", topology=None,
-                        backend=result.backend, wall_time_s=time.perf_counter() - started, details=details)
+        return Solution(
+            status=status if status != "optimal" else "no_solution",
+            method="exact",
+            topology=None,
+            backend=result.backend,
+            wall_time_s=time.perf_counter() - started,
+            details=details,
+        )
     jumps = cm.jumps_of(result.values)
 
     x = h.circulant_matrix(cm.n, jumps, cm.directed)
@@ -945,9 +1084,18 @@ def solve_circulant(instance: Instance, options: ExactOptions | None = None) -> 
         details["milp_objective"] = result.objective
         gap = _gap(value, bound)
         st = status if not (status == "optimal" and gap is not None and gap > _tol(options)) else "feasible"
-        return Solution(status=st, method="exact", topology=topo, routing=Routing(offset_routes=routes),
-                        objective=value, bound=bound, gap=gap, backend=result.backend,
-                        wall_time_s=time.perf_counter() - started, details=details)
+        return Solution(
+            status=st,
+            method="exact",
+            topology=topo,
+            routing=Routing(offset_routes=routes),
+            objective=value,
+            bound=bound,
+            gap=gap,
+            backend=result.backend,
+            wall_time_s=time.perf_counter() - started,
+            details=details,
+        )
     # throughput-like: second stage (same y, lambda kept) minimising total hops, then decompose
     yv = cm.y_vector(jumps)
     lam_star = float(result.values[cm.lam.index][0])
@@ -972,14 +1120,25 @@ def solve_circulant(instance: Instance, options: ExactOptions | None = None) -> 
             f"the MILP maximises throughput (minimises the bandwidth term 1/lambda); {objective} adds the latency "
             f"term alpha * hops of the longest route ({max_hops} hops). The objective is the evaluator's {objective} of "
             f"this solution; the bound is 1/throughput_bound + alpha * {h_lb} (a hop lower bound), so 'optimal' is "
-            "claimed only when the two meet.")
+            "claimed only when the two meet."
+        )
     gap = _gap(value, bnd)
     st = status
     if st == "optimal" and (gap is None or gap > _tol(options)):
         st = "feasible"
     details["link_bytes_per_s"] = B
-    return Solution(status=st, method="exact", topology=topo, routing=routing, objective=value, bound=bnd, gap=gap,
-                    backend=result.backend, wall_time_s=time.perf_counter() - started, details=details)
+    return Solution(
+        status=st,
+        method="exact",
+        topology=topo,
+        routing=routing,
+        objective=value,
+        bound=bnd,
+        gap=gap,
+        backend=result.backend,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )
 
 
 def _tol(options: ExactOptions) -> float:

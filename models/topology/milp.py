@@ -42,7 +42,19 @@ from topoopt_ilp.models.flow_decomposition import (
 )
 from topoopt_ilp.solvers import DEFAULT_REL_GAP, LinearModel, ModelBuilder, SolveResult, relative_gap
 
-__all__ = ["ALL_RINGS_UP_TO", "MAX_SERVERS", "FORMULATIONS", "moore_hop_bound", "moore_layer_hops", "RingCandidate", "TopologyRoutingModel", "build_topology_routing", "with_links_fixed", "to_solution", "uniform_demand"]
+__all__ = [
+    "ALL_RINGS_UP_TO",
+    "MAX_SERVERS",
+    "FORMULATIONS",
+    "moore_hop_bound",
+    "moore_layer_hops",
+    "RingCandidate",
+    "TopologyRoutingModel",
+    "build_topology_routing",
+    "with_links_fixed",
+    "to_solution",
+    "uniform_demand",
+]
 
 #: The smallest demand entry (an MP pair's bytes or a ring's bytes per member) must be at least this
 #: share of the largest: below, it is under the solvers' tolerances once scaled (see the model builder).
@@ -90,8 +102,9 @@ class RingCandidate:
     order: tuple[int, ...]
 
 
-def ring_candidates(instance: Instance, mutable: bool = True, all_orders_up_to: int = ALL_RINGS_UP_TO
-                    ) -> list[RingCandidate]:
+def ring_candidates(
+    instance: Instance, mutable: bool = True, all_orders_up_to: int = ALL_RINGS_UP_TO
+) -> list[RingCandidate]:
     """Candidate rings per group: every ring order for groups of at most ``all_orders_up_to``
     members ((k-1)! of them, stride 0; default :data:`ALL_RINGS_UP_TO`, the joint models' ring
     space), else TotientPerms rings: strides p coprime with the group size k (phi(k) of them).
@@ -125,12 +138,17 @@ def restricted_rings_note(rings: tuple[RingCandidate, ...] | list[RingCandidate]
         k = groups[g].size
         if k <= 3:  # every ring order of 2 or 3 members is a stride of the listed order
             continue
-        parts.append(f"group {g} ({k} members): rings member i -> member i+p of its listed order, p in {ps}, "
-                     f"not all {math.factorial(k - 1):,} ring orders")
+        parts.append(
+            f"group {g} ({k} members): rings member i -> member i+p of its listed order, p in {ps}, "
+            f"not all {math.factorial(k - 1):,} ring orders"
+        )
     if not parts:
         return None
-    return ("status and bound hold among the candidate rings only - " + "; ".join(parts)
-            + f" (every ring order is a candidate for groups of up to {ALL_RINGS_UP_TO} members)")
+    return (
+        "status and bound hold among the candidate rings only - "
+        + "; ".join(parts)
+        + f" (every ring order is a candidate for groups of up to {ALL_RINGS_UP_TO} members)"
+    )
 
 
 def moore_layer_hops(count: int, first: int, ratio: int) -> np.ndarray:
@@ -141,7 +159,7 @@ def moore_layer_hops(count: int, first: int, ratio: int) -> np.ndarray:
     hops = np.full(count, np.inf)
     start, h, width = 0, 1, first
     while start < count and width > 0:
-        hops[start:start + width] = h
+        hops[start : start + width] = h
         start, h, width = start + width, h + 1, width * ratio
     return hops
 
@@ -250,15 +268,22 @@ def uniform_demand(instance: Instance, mp: np.ndarray) -> bool:
     return bool(off.size) and np.allclose(off, off[0])
 
 
-def build_topology_routing(instance: Instance, formulation: str = "strong", mutable_rings: bool = True,
-                           all_orders_up_to: int = ALL_RINGS_UP_TO, max_hops: int | None = None) -> TopologyRoutingModel:
+def build_topology_routing(
+    instance: Instance,
+    formulation: str = "strong",
+    mutable_rings: bool = True,
+    all_orders_up_to: int = ALL_RINGS_UP_TO,
+    max_hops: int | None = None,
+) -> TopologyRoutingModel:
     """Build the MILP for ``instance`` (family ``any``) as arrays; ``all_orders_up_to``: see
     :func:`ring_candidates`; ``max_hops``: every byte travels at most that many links (the hop-limit
     rows of the model comment; strong formulation, objectives other than aspl)."""
     if formulation not in FORMULATIONS:
         raise InputError(f"unknown formulation {formulation!r}; choose one of {', '.join(FORMULATIONS)}")
     if max_hops is not None and (formulation != "strong" or instance.objective == "aspl" or max_hops < 1):
-        raise ValueError(f"a hop limit ({max_hops}) needs the strong formulation, an objective other than aspl and H >= 1")
+        raise ValueError(
+            f"a hop limit ({max_hops}) needs the strong formulation, an objective other than aspl and H >= 1"
+        )
     c = instance.cluster
     n, d, directed = c.servers, c.degree, c.directed
     objective = instance.objective
@@ -281,9 +306,11 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
         # Scaled to the largest entry, the smallest would sit below the solvers' feasibility
         # tolerance (~1e-7): a topology that leaves it unconnected looks feasible (measured: one
         # AllReduce of 1e13 bytes next to MP pairs of 5e6 decoded into a disconnected pair).
-        raise UnsupportedError(f"the demand spans a factor {scale / smallest:.3g} ({smallest:.3g} to {scale:.3g} bytes), "
-                               f"more than the factor {1 / DEMAND_RANGE_LIMIT:.0e} the exact model's numerics resolve; drop or merge "
-                               "the smallest entries, or use --method heuristic")
+        raise UnsupportedError(
+            f"the demand spans a factor {scale / smallest:.3g} ({smallest:.3g} to {scale:.3g} bytes), "
+            f"more than the factor {1 / DEMAND_RANGE_LIMIT:.0e} the exact model's numerics resolve; drop or merge "
+            "the smallest entries, or use --method heuristic"
+        )
     mp = mp_bytes / scale
     ring_amount = ring_amount / scale
 
@@ -298,7 +325,7 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
     r_w = ring_amount[r_c] if rings else np.zeros(0)
 
     if formulation == "strong":
-        has_out = (mp.sum(axis=1) > 0)
+        has_out = mp.sum(axis=1) > 0
         has_out[r_s] = True
         commodities = np.stack([np.flatnonzero(has_out), np.full(int(has_out.sum()), -1)], axis=1)
     else:
@@ -345,42 +372,92 @@ def build_topology_routing(instance: Instance, formulation: str = "strong", muta
         rows += [kk * n + r_t, kk * n + r_s]
         cols += [z.index[r_c], z.index[r_c]]
         vals += [-r_w, r_w]
-    b.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lb=0.0, ub=0.0, count=K * n,
-                      name="conservation")
+    b.add_constraints(
+        np.concatenate(rows),
+        np.concatenate(cols),
+        np.concatenate(vals),
+        lb=0.0,
+        ub=0.0,
+        count=K * n,
+        name="conservation",
+    )
 
     # Capacity rows: sum_k f[k, a] - x[e(a)] <= 0.
-    b.add_constraints(np.concatenate([np.tile(np.arange(A), K), np.arange(A)]),
-                      np.concatenate([fcols.ravel(), x.index[arc_edge]]),
-                      np.concatenate([np.ones(K * A), -np.ones(A)]), lb=-np.inf, ub=0.0, count=A, name="capacity")
+    b.add_constraints(
+        np.concatenate([np.tile(np.arange(A), K), np.arange(A)]),
+        np.concatenate([fcols.ravel(), x.index[arc_edge]]),
+        np.concatenate([np.ones(K * A), -np.ones(A)]),
+        lb=-np.inf,
+        ub=0.0,
+        count=A,
+        name="capacity",
+    )
     degree_rows(b, x, edges, n, d, directed, c.regular)
 
     # Ring shares: sum_{c in g} z[c] - lam = 0.
     if rings:
         gid = np.array([r.group for r in rings])
-        b.add_constraints(np.concatenate([gid, np.arange(len(groups))]),
-                          np.concatenate([z.index, np.full(len(groups), lam_col)]),
-                          np.concatenate([np.ones(len(rings)), -np.ones(len(groups))]),
-                          lb=0.0, ub=0.0, count=len(groups), name="ring_share")
+        b.add_constraints(
+            np.concatenate([gid, np.arange(len(groups))]),
+            np.concatenate([z.index, np.full(len(groups), lam_col)]),
+            np.concatenate([np.ones(len(rings)), -np.ones(len(groups))]),
+            lb=0.0,
+            ub=0.0,
+            count=len(groups),
+            name="ring_share",
+        )
 
     if formulation == "strong":
         # Moore cut per source (see the model comment): the MP bytes ride with the source's anchor ring.
         L, ring_coef = _moore_cut_coefficients(mp, src, rings, r_c, r_s, r_t, r_w, d, directed)
         kk = kindex[r_s]
-        b.add_constraints(np.concatenate([np.repeat(np.arange(K), A), np.arange(K), kk]),
-                          np.concatenate([fcols.ravel(), np.full(K, lam_col), z.index[r_c]]),
-                          np.concatenate([np.ones(K * A), -L, -ring_coef]), lb=0.0, ub=np.inf, count=K, name="moore")
+        b.add_constraints(
+            np.concatenate([np.repeat(np.arange(K), A), np.arange(K), kk]),
+            np.concatenate([fcols.ravel(), np.full(K, lam_col), z.index[r_c]]),
+            np.concatenate([np.ones(K * A), -L, -ring_coef]),
+            lb=0.0,
+            ub=np.inf,
+            count=K,
+            name="moore",
+        )
         if uniform_demand(instance, mp):
             _symmetry_rows(b, x, n, directed)
     layers = _hop_limit_rows(b, fcols, kindex, src, n, tail, head, max_hops) if max_hops is not None else None
 
     b.set_objective([lam_col], [1.0], sense="maximize")
-    return TopologyRoutingModel(b.build(), n, directed, instance.objective, formulation, scale, edges, tail, head, arc_edge,
-                                commodities, x.index, lam_col, z.index, fcols, tuple(rings), mp,
-                                np.array([g.bytes_per_member() for g in groups]) / scale, layers)
+    return TopologyRoutingModel(
+        b.build(),
+        n,
+        directed,
+        instance.objective,
+        formulation,
+        scale,
+        edges,
+        tail,
+        head,
+        arc_edge,
+        commodities,
+        x.index,
+        lam_col,
+        z.index,
+        fcols,
+        tuple(rings),
+        mp,
+        np.array([g.bytes_per_member() for g in groups]) / scale,
+        layers,
+    )
 
 
-def _hop_limit_rows(b: ModelBuilder, fcols: np.ndarray, kindex: np.ndarray, src: np.ndarray, n: int, tail: np.ndarray,
-                    head: np.ndarray, H: int) -> HopLayers:
+def _hop_limit_rows(
+    b: ModelBuilder,
+    fcols: np.ndarray,
+    kindex: np.ndarray,
+    src: np.ndarray,
+    n: int,
+    tail: np.ndarray,
+    head: np.ndarray,
+    H: int,
+) -> HopLayers:
     """The hop-limit rows of the model comment: layered flows g, f = sum_h g, and forwarding."""
     K, A = fcols.shape
     l_src, l_hop, l_tail, l_head = layered_arcs(n, src, H)
@@ -388,21 +465,44 @@ def _hop_limit_rows(b: ModelBuilder, fcols: np.ndarray, kindex: np.ndarray, src:
     arc_id = np.full((n, n), -1, dtype=np.int64)
     arc_id[tail, head] = np.arange(A)
     k_of = kindex[l_src]
-    b.add_constraints(np.concatenate([np.arange(K * A), k_of * A + arc_id[l_tail, l_head]]),
-                      np.concatenate([fcols.ravel(), g.index]),
-                      np.concatenate([np.ones(K * A), -np.ones(len(l_src))]), lb=0.0, ub=0.0, count=K * A, name="hop_layers")
+    b.add_constraints(
+        np.concatenate([np.arange(K * A), k_of * A + arc_id[l_tail, l_head]]),
+        np.concatenate([fcols.ravel(), g.index]),
+        np.concatenate([np.ones(K * A), -np.ones(len(l_src))]),
+        lb=0.0,
+        ub=0.0,
+        count=K * A,
+        name="hop_layers",
+    )
     if H >= 2:  # forward rows (k, h, v), h = 1..H-1: in_h(v) - out_{h+1}(v) >= 0
         into, later = l_hop <= H - 1, l_hop >= 2
-        b.add_constraints(np.concatenate([(k_of[into] * (H - 1) + l_hop[into] - 1) * n + l_head[into],
-                                          (k_of[later] * (H - 1) + l_hop[later] - 2) * n + l_tail[later]]),
-                          np.concatenate([g.index[into], g.index[later]]),
-                          np.concatenate([np.ones(int(into.sum())), -np.ones(int(later.sum()))]),
-                          lb=0.0, count=K * (H - 1) * n, name="hop_forward")
+        b.add_constraints(
+            np.concatenate(
+                [
+                    (k_of[into] * (H - 1) + l_hop[into] - 1) * n + l_head[into],
+                    (k_of[later] * (H - 1) + l_hop[later] - 2) * n + l_tail[later],
+                ]
+            ),
+            np.concatenate([g.index[into], g.index[later]]),
+            np.concatenate([np.ones(int(into.sum())), -np.ones(int(later.sum()))]),
+            lb=0.0,
+            count=K * (H - 1) * n,
+            name="hop_forward",
+        )
     return HopLayers(l_src, l_hop, l_tail, l_head, g.index)
 
 
-def _moore_cut_coefficients(mp: np.ndarray, src: np.ndarray, rings: list[RingCandidate], r_c: np.ndarray, r_s: np.ndarray,
-                            r_t: np.ndarray, r_w: np.ndarray, d: int, directed: bool) -> tuple[np.ndarray, np.ndarray]:
+def _moore_cut_coefficients(
+    mp: np.ndarray,
+    src: np.ndarray,
+    rings: list[RingCandidate],
+    r_c: np.ndarray,
+    r_s: np.ndarray,
+    r_t: np.ndarray,
+    r_w: np.ndarray,
+    d: int,
+    directed: bool,
+) -> tuple[np.ndarray, np.ndarray]:
     """Coefficients of the Moore cut: lam's per source, and each ring triplet's (c, s -> t).
 
     A source in no AllReduce group gets ``L_s(M[s])`` on lam. A member s of groups takes its anchor
@@ -433,8 +533,15 @@ def degree_rows(b: ModelBuilder, x, edges: np.ndarray, n: int, d: int, directed:
         b.add_constraints(edges[:, 0], x.index, 1.0, lb=lb, ub=float(d), count=n, name="out_degree")
         b.add_constraints(edges[:, 1], x.index, 1.0, lb=lb, ub=float(d), count=n, name="in_degree")
     else:
-        b.add_constraints(np.concatenate([edges[:, 0], edges[:, 1]]), np.concatenate([x.index, x.index]), np.ones(2 * E),
-                          lb=lb, ub=float(d), count=n, name="degree")
+        b.add_constraints(
+            np.concatenate([edges[:, 0], edges[:, 1]]),
+            np.concatenate([x.index, x.index]),
+            np.ones(2 * E),
+            lb=lb,
+            ub=float(d),
+            count=n,
+            name="degree",
+        )
 
 
 def _symmetry_rows(b: ModelBuilder, x, n: int, directed: bool) -> None:
@@ -443,8 +550,15 @@ def _symmetry_rows(b: ModelBuilder, x, n: int, directed: bool) -> None:
     # Edges (0, j) are the first n-1 edges in both orders (row-major, i = 0 first).
     e0 = x.index[: n - 1]
     m = n - 2
-    b.add_constraints(np.concatenate([np.arange(m), np.arange(m)]), np.concatenate([e0[:-1], e0[1:]]),
-                      np.concatenate([np.ones(m), -np.ones(m)]), lb=0.0, ub=np.inf, count=m, name="symmetry_order")
+    b.add_constraints(
+        np.concatenate([np.arange(m), np.arange(m)]),
+        np.concatenate([e0[:-1], e0[1:]]),
+        np.concatenate([np.ones(m), -np.ones(m)]),
+        lb=0.0,
+        ub=np.inf,
+        count=m,
+        name="symmetry_order",
+    )
     b.add_constraints([0], [e0[0]], [1.0], lb=1.0, ub=np.inf, count=1, name="symmetry_first")
 
 
@@ -473,14 +587,24 @@ def _build_aspl(instance, b, x, tail, head, edges, arc_edge, formulation) -> Top
         rhs = np.zeros((K, n))
         rhs[np.arange(K), commodities[:, 1]] = 1.0
         rhs[np.arange(K), src] = -1.0
-    b.add_constraints(np.concatenate([k_of * n + head[a_of], k_of * n + tail[a_of]]),
-                      np.concatenate([fcols.ravel(), fcols.ravel()]),
-                      np.concatenate([np.ones(K * A), -np.ones(K * A)]), lb=rhs.ravel(), ub=rhs.ravel(), name="conservation")
+    b.add_constraints(
+        np.concatenate([k_of * n + head[a_of], k_of * n + tail[a_of]]),
+        np.concatenate([fcols.ravel(), fcols.ravel()]),
+        np.concatenate([np.ones(K * A), -np.ones(K * A)]),
+        lb=rhs.ravel(),
+        ub=rhs.ravel(),
+        name="conservation",
+    )
     # Arc usage only on existing links: f[k, a] <= (n-1) x[e(a)]  (or 1 * x for a single pair).
     big = float(n - 1) if formulation == "strong" else 1.0
-    b.add_constraints(np.concatenate([np.arange(K * A), np.arange(K * A)]),
-                      np.concatenate([fcols.ravel(), np.tile(x.index[arc_edge], K)]),
-                      np.concatenate([np.ones(K * A), -big * np.ones(K * A)]), lb=-np.inf, ub=0.0, name="usage")
+    b.add_constraints(
+        np.concatenate([np.arange(K * A), np.arange(K * A)]),
+        np.concatenate([fcols.ravel(), np.tile(x.index[arc_edge], K)]),
+        np.concatenate([np.ones(K * A), -big * np.ones(K * A)]),
+        lb=-np.inf,
+        ub=0.0,
+        name="usage",
+    )
     degree_rows(b, x, edges, n, d, directed, c.regular)
     if formulation == "strong":
         # Every source reaches the others in at least the Moore hop total.
@@ -488,8 +612,26 @@ def _build_aspl(instance, b, x, tail, head, edges, arc_edge, formulation) -> Top
         b.add_constraints(np.repeat(np.arange(K), A), fcols.ravel(), 1.0, lb=L, ub=np.inf, count=K, name="moore")
         _symmetry_rows(b, x, n, directed)
     b.set_objective(fcols.ravel(), 1.0 / (n * (n - 1)), sense="minimize")
-    return TopologyRoutingModel(b.build(), n, directed, "aspl", formulation, 1.0, edges, tail, head, arc_edge, commodities,
-                                x.index, -1, np.zeros(0, np.int64), fcols, (), np.zeros((n, n)), np.zeros(0))
+    return TopologyRoutingModel(
+        b.build(),
+        n,
+        directed,
+        "aspl",
+        formulation,
+        1.0,
+        edges,
+        tail,
+        head,
+        arc_edge,
+        commodities,
+        x.index,
+        -1,
+        np.zeros(0, np.int64),
+        fcols,
+        (),
+        np.zeros((n, n)),
+        np.zeros(0),
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -545,8 +687,10 @@ def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
                 paths.setdefault((path[0], path[-1]), []).append((path, amount))
     wanted = [] if m.objective == "aspl" else [(int(s), int(t)) for s, t in zip(*np.nonzero(supply > 0)) if s != t]
     rows = paths_on_links(decoded_topology(m, values), paths, wanted, keep_unconnected=True)
-    return Routing(rings=RingSet.from_lists(ring_list) if ring_list else RingSet.empty(),
-                   paths=PathSet.from_lists(rows) if rows else PathSet.empty())
+    return Routing(
+        rings=RingSet.from_lists(ring_list) if ring_list else RingSet.empty(),
+        paths=PathSet.from_lists(rows) if rows else PathSet.empty(),
+    )
 
 
 def with_links_fixed(m: TopologyRoutingModel, x: np.ndarray) -> TopologyRoutingModel:
@@ -562,8 +706,14 @@ def with_links_fixed(m: TopologyRoutingModel, x: np.ndarray) -> TopologyRoutingM
 
 def to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResult, wall: float) -> Solution:
     status = solution_status(result)
-    details = {"model": "topology_routing", "formulation": m.formulation, "variables": m.model.num_vars,
-               "constraints": m.model.num_rows, "nonzeros": m.model.num_nonzeros, "model_status": status}
+    details = {
+        "model": "topology_routing",
+        "formulation": m.formulation,
+        "variables": m.model.num_vars,
+        "constraints": m.model.num_rows,
+        "nonzeros": m.model.num_nonzeros,
+        "model_status": status,
+    }
     if result.message:
         details["solver_message"] = result.message
     if status == "feasible" and m.objective != "aspl" and result.objective is not None and result.objective <= 0:
@@ -573,7 +723,9 @@ def to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResult
         details["model_status"] = status
         details["status_note"] = "the solver's only point routes none of the demand (lambda = 0)"
     if result.values is None or status not in ("optimal", "feasible"):
-        return Solution(status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall, details=details)
+        return Solution(
+            status=status, method="exact", topology=None, backend=result.backend, wall_time_s=wall, details=details
+        )
     X = decoded_topology(m, result.values)
     routing = _decode_routing(m, result.values)
     unit = instance.cluster.link_bytes_per_s / m.scale if m.objective != "aspl" else 1.0
@@ -596,10 +748,18 @@ def to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResult
                 gap = relative_gap(scored, bound) if gap is not None else None
             objective = scored
         if maximise and objective <= 0:  # the decoded design carries none of the demand (e.g. disconnected)
-            details.update(model_status="no_solution",
-                           status_note="the solver's point, decoded, carries none of the demand (throughput 0)")
-            return Solution(status="no_solution", method="exact", topology=None, backend=result.backend,
-                            wall_time_s=wall, details=details)
+            details.update(
+                model_status="no_solution",
+                status_note="the solver's point, decoded, carries none of the demand (throughput 0)",
+            )
+            return Solution(
+                status="no_solution",
+                method="exact",
+                topology=None,
+                backend=result.backend,
+                wall_time_s=wall,
+                details=details,
+            )
     obj_name = instance.objective
     if obj_name in ("comm_time", "iteration_time"):
         # The MILP maximises lam (the bandwidth term is 1/throughput); the latency term alpha*hops is
@@ -616,13 +776,26 @@ def to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResult
             if bw_gap is None:
                 details["status_note"] = "the latency term is not optimised, so comm time is not proven"
             elif bw_gap <= DEFAULT_REL_GAP * (1 + 1e-9):
-                details["status_note"] = ("bandwidth term proven optimal; the latency term is not optimised, "
-                                          "so comm time is not proven")
+                details["status_note"] = (
+                    "bandwidth term proven optimal; the latency term is not optimised, so comm time is not proven"
+                )
             else:  # the solver stopped at a requested gap: nothing is proven optimal
-                details["status_note"] = (f"bandwidth term within {bw_gap:.4g} of its bound (the requested gap), not "
-                                          "proven optimal; the latency term is not optimised")
-    return Solution(status=status, method="exact", topology=Topology(X), routing=routing, objective=objective, bound=bound,
-                    gap=gap, backend=result.backend, wall_time_s=wall, details=details)
+                details["status_note"] = (
+                    f"bandwidth term within {bw_gap:.4g} of its bound (the requested gap), not "
+                    "proven optimal; the latency term is not optimised"
+                )
+    return Solution(
+        status=status,
+        method="exact",
+        topology=Topology(X),
+        routing=routing,
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        backend=result.backend,
+        wall_time_s=wall,
+        details=details,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -666,10 +839,22 @@ def build_diameter_feasibility(instance: Instance, H: int) -> tuple[LinearModel,
     degree_rows(b, x, edges, n, d, directed, c.regular)
     e_idx = np.arange(E)
     # y <= x and x <= d*y
-    b.add_constraints(np.concatenate([e_idx, e_idx]), np.concatenate([y.index, x.index]),
-                      np.concatenate([np.ones(E), -np.ones(E)]), ub=0.0, count=E, name="y_le_x")
-    b.add_constraints(np.concatenate([e_idx, e_idx]), np.concatenate([x.index, y.index]),
-                      np.concatenate([np.ones(E), -float(d) * np.ones(E)]), ub=0.0, count=E, name="x_le_dy")
+    b.add_constraints(
+        np.concatenate([e_idx, e_idx]),
+        np.concatenate([y.index, x.index]),
+        np.concatenate([np.ones(E), -np.ones(E)]),
+        ub=0.0,
+        count=E,
+        name="y_le_x",
+    )
+    b.add_constraints(
+        np.concatenate([e_idx, e_idx]),
+        np.concatenate([x.index, y.index]),
+        np.concatenate([np.ones(E), -float(d) * np.ones(E)]),
+        ub=0.0,
+        count=E,
+        name="x_le_dy",
+    )
     # r[s, h, v] for h = 1..H (h = 0 is data); the last layer is fixed to 1 off the diagonal.
     r_lb = np.zeros((n, H, n))
     r_lb[:, H - 1, :] = 1.0
@@ -686,11 +871,22 @@ def build_diameter_feasibility(instance: Instance, H: int) -> tuple[LinearModel,
     prev_is_data = Hh == 0
     cols_prev = np.where(prev_is_data, 0, rc[S, np.maximum(Hh - 1, 0), tail[Aa]])
     keep = ~prev_is_data
-    b.add_constraints(np.concatenate([rows, rows[keep]]), np.concatenate([pc[S, Hh, Aa], cols_prev[keep]]),
-                      np.concatenate([np.ones(m), -np.ones(int(keep.sum()))]),
-                      ub=np.where(prev_is_data, (tail[Aa] == S).astype(float), 0.0), count=m, name="p_le_r")
-    b.add_constraints(np.concatenate([rows, rows]), np.concatenate([pc[S, Hh, Aa], y.index[arc_edge[Aa]]]),
-                      np.concatenate([np.ones(m), -np.ones(m)]), ub=0.0, count=m, name="p_le_y")
+    b.add_constraints(
+        np.concatenate([rows, rows[keep]]),
+        np.concatenate([pc[S, Hh, Aa], cols_prev[keep]]),
+        np.concatenate([np.ones(m), -np.ones(int(keep.sum()))]),
+        ub=np.where(prev_is_data, (tail[Aa] == S).astype(float), 0.0),
+        count=m,
+        name="p_le_r",
+    )
+    b.add_constraints(
+        np.concatenate([rows, rows]),
+        np.concatenate([pc[S, Hh, Aa], y.index[arc_edge[Aa]]]),
+        np.concatenate([np.ones(m), -np.ones(m)]),
+        ub=0.0,
+        count=m,
+        name="p_le_y",
+    )
     # r[s,h,v] - r[s,h-1,v] - sum_{a into v} p[s,h,a] <= 0   (h = 0: previous is [v == s])
     S2, H2, V2 = np.meshgrid(np.arange(n), np.arange(H), np.arange(n), indexing="ij")
     S2, H2, V2 = S2.ravel(), H2.ravel(), V2.ravel()
@@ -699,8 +895,14 @@ def build_diameter_feasibility(instance: Instance, H: int) -> tuple[LinearModel,
     rows_l = [np.arange(q), np.arange(q)[~prev_data], (S * H + Hh) * n + head[Aa]]
     cols_l = [rc[S2, H2, V2], rc[S2[~prev_data], H2[~prev_data] - 1, V2[~prev_data]], pc[S, Hh, Aa]]
     vals_l = [np.ones(q), -np.ones(int((~prev_data).sum())), -np.ones(m)]
-    b.add_constraints(np.concatenate(rows_l), np.concatenate(cols_l), np.concatenate(vals_l),
-                      ub=np.where(prev_data, (V2 == S2).astype(float), 0.0), count=q, name="reach")
+    b.add_constraints(
+        np.concatenate(rows_l),
+        np.concatenate(cols_l),
+        np.concatenate(vals_l),
+        ub=np.where(prev_data, (V2 == S2).astype(float), 0.0),
+        count=q,
+        name="reach",
+    )
     _symmetry_rows(b, x, n, directed)  # the diameter ignores the demand: servers are always interchangeable
     b.set_objective([], [], sense="minimize")
     return b.build(), x.index, edges
@@ -716,5 +918,3 @@ def moore_diameter_bound(n: int, d: int, directed: bool) -> int:
         reach += layer
         h += 1
     return h
-
-

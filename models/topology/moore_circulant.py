@@ -90,7 +90,9 @@ def moore_applies(instance: Instance, mp: np.ndarray) -> str | None:
         return "undirected links"
     if instance.objective not in ("throughput", "comm_time", "iteration_time", "aspl", "diameter"):
         return f"objective {instance.objective}"
-    if instance.objective not in ("aspl", "diameter") and (not uniform_demand(instance, mp) or mp.max(initial=0.0) <= 0):
+    if instance.objective not in ("aspl", "diameter") and (
+        not uniform_demand(instance, mp) or mp.max(initial=0.0) <= 0
+    ):
         return "the demand is not uniform all-to-all"
     if c.servers < 3 or c.degree < 1:
         return "fewer than 3 servers or degree below 1"
@@ -117,8 +119,9 @@ class MooreSearch:
     wall_time_s: float
 
 
-def search_moore_circulant(instance: Instance, options: ExactOptions,
-                           tolerance: float = DEFAULT_TOLERANCE) -> MooreSearch:
+def search_moore_circulant(
+    instance: Instance, options: ExactOptions, tolerance: float = DEFAULT_TOLERANCE
+) -> MooreSearch:
     """The search of the proof comment (call :func:`moore_applies` first)."""
     started = time.perf_counter()
     c = instance.cluster
@@ -136,10 +139,22 @@ def search_moore_circulant(instance: Instance, options: ExactOptions,
     hits = np.flatnonzero(meets)
     lps = 0
 
-    def outcome(jumps: np.ndarray | None, value: float, timed_out: bool = False, reason: str | None = None) -> MooreSearch:
+    def outcome(
+        jumps: np.ndarray | None, value: float, timed_out: bool = False, reason: str | None = None
+    ) -> MooreSearch:
         X = None if jumps is None else circulant_matrix(n, jumps, directed=True)
-        return MooreSearch(X, None if jumps is None else tuple(int(j) for j in jumps), value, floor, len(sets),
-                           len(hits), lps, timed_out, reason, time.perf_counter() - started)
+        return MooreSearch(
+            X,
+            None if jumps is None else tuple(int(j) for j in jumps),
+            value,
+            floor,
+            len(sets),
+            len(hits),
+            lps,
+            timed_out,
+            reason,
+            time.perf_counter() - started,
+        )
 
     if not hits.size:
         if instance.objective == "diameter":
@@ -163,5 +178,9 @@ def search_moore_circulant(instance: Instance, options: ExactOptions,
         best_lam = max(best_lam, lam)
         if lam >= floor * (1 - tolerance):
             return outcome(sets[g], lam)
-    return outcome(None, math.nan, reason=f"{len(seen)} circulant(s) meet the Moore floor of W, but their best lambda "
-                                          f"{best_lam:.6g} is below the bound {floor:.6g} (uneven routing)")
+    return outcome(
+        None,
+        math.nan,
+        reason=f"{len(seen)} circulant(s) meet the Moore floor of W, but their best lambda "
+        f"{best_lam:.6g} is below the bound {floor:.6g} (uneven routing)",
+    )

@@ -26,8 +26,14 @@ from topoopt_ilp.heuristic import repeated_matching
 from topoopt_ilp.models.common import ExactOptions, check_backend, run_model, solution_status
 from topoopt_ilp.solvers import LinearModel, ModelBuilder, VarBlock
 
-__all__ = ["MPMatchingModel", "MPMatchingResult", "build_mp_matching_model", "solve_mp_matching",
-           "matching_value", "mp_matching_gap"]
+__all__ = [
+    "MPMatchingModel",
+    "MPMatchingResult",
+    "build_mp_matching_model",
+    "solve_mp_matching",
+    "matching_value",
+    "mp_matching_gap",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,14 +108,21 @@ def build_mp_matching_model(T: np.ndarray, b: int, *, multi_links: bool = True) 
     if K > 1:
         m = P * (K - 1)
         r = np.arange(m)
-        builder.add_constraints(np.concatenate([r, r]), np.concatenate([xi[:, 1:].ravel(), xi[:, :-1].ravel()]),
-                                np.concatenate([np.ones(m), -np.ones(m)]), ub=np.zeros(m), name="order")
+        builder.add_constraints(
+            np.concatenate([r, r]),
+            np.concatenate([xi[:, 1:].ravel(), xi[:, :-1].ravel()]),
+            np.concatenate([np.ones(m), -np.ones(m)]),
+            ub=np.zeros(m),
+            name="order",
+        )
     coef = (w[:, None] / np.arange(1, K + 1)[None, :]).ravel()
     builder.set_objective(xi.ravel(), coef, sense="maximize")
     return MPMatchingModel(builder.build(), n, b, i, j, w, x)
 
 
-def solve_mp_matching(T: np.ndarray, b: int, options: ExactOptions | None = None, *, multi_links: bool = True) -> MPMatchingResult:
+def solve_mp_matching(
+    T: np.ndarray, b: int, options: ExactOptions | None = None, *, multi_links: bool = True
+) -> MPMatchingResult:
     """Solve the exact MP b-matching (see :func:`build_mp_matching_model`)."""
     options = options or ExactOptions(warm_start="none")
     started = time.perf_counter()
@@ -127,8 +140,9 @@ def solve_mp_matching(T: np.ndarray, b: int, options: ExactOptions | None = None
     return MPMatchingResult(status, value, res.bound, res.gap, links, res.backend, time.perf_counter() - started)
 
 
-def mp_matching_gap(T: np.ndarray, b: int, *, seed: int = 0, method: str = "blossom",
-                    options: ExactOptions | None = None) -> tuple[float, float, float]:
+def mp_matching_gap(
+    T: np.ndarray, b: int, *, seed: int = 0, method: str = "blossom", options: ExactOptions | None = None
+) -> tuple[float, float, float]:
     """``(exact_value, heuristic_value, gap)`` for ``b`` MP ports per server.
 
     ``heuristic_value`` is :func:`matching_value` of ``repeated_matching(T, b)`` (TopoOpt's rounds,

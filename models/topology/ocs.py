@@ -97,13 +97,20 @@ def build_ocs_model(T: np.ndarray, d: int, *, multi_links: bool = True) -> OCSMo
         m = d - 1
         r = np.repeat(np.arange(m), n)
         jw = np.tile(np.arange(n, dtype=float), m)
-        b.add_constraints(np.concatenate([r, r]), np.concatenate([xi[:-1, 0, :].ravel(), xi[1:, 0, :].ravel()]),
-                          np.concatenate([jw, -jw]), ub=np.zeros(m), name="plane_order")
+        b.add_constraints(
+            np.concatenate([r, r]),
+            np.concatenate([xi[:-1, 0, :].ravel(), xi[1:, 0, :].ravel()]),
+            np.concatenate([jw, -jw]),
+            ub=np.zeros(m),
+            name="plane_order",
+        )
     b.set_objective([t[0]], [1.0], sense="maximize")
     return OCSModel(b.build(), n, d, x, t)
 
 
-def ocs_permutations(T: np.ndarray, d: int, options: ExactOptions | None = None, *, multi_links: bool = True) -> OCSResult:
+def ocs_permutations(
+    T: np.ndarray, d: int, options: ExactOptions | None = None, *, multi_links: bool = True
+) -> OCSResult:
     """Solve the baseline: d permutation planes maximising ``t`` (see :func:`build_ocs_model`)."""
     options = options or ExactOptions(warm_start="none")
     started = time.perf_counter()
@@ -130,21 +137,38 @@ def solve_ocs_permutations(instance: Instance, options: ExactOptions | None = No
     if not instance.cluster.directed:
         raise InputError("the OCS-permutation baseline needs directed links (cluster.links: directed)")
     if instance.topology_family != "any":
-        raise InputError(f"the OCS baseline builds general permutation planes, not topology_family {instance.topology_family}")
+        raise InputError(
+            f"the OCS baseline builds general permutation planes, not topology_family {instance.topology_family}"
+        )
     if instance.objective not in ("throughput", "comm_time", "iteration_time"):
-        raise UnsupportedError(f"the OCS baseline maximises throughput; objective {instance.objective!r} is not supported")
+        raise UnsupportedError(
+            f"the OCS baseline maximises throughput; objective {instance.objective!r} is not supported"
+        )
     T = traffic_matrix(instance)
     np.fill_diagonal(T, 0.0)
     fan = (T > 0).sum(axis=1).max()
     fan_in = (T > 0).sum(axis=0).max()
     if max(fan, fan_in) > instance.d:
-        raise UnsupportedError(f"a server sends to (or receives from) {max(fan, fan_in)} servers but has only {instance.d} "
-                               "planes: the single-hop OCS baseline cannot serve this demand (t = 0)")
+        raise UnsupportedError(
+            f"a server sends to (or receives from) {max(fan, fan_in)} servers but has only {instance.d} "
+            "planes: the single-hop OCS baseline cannot serve this demand (t = 0)"
+        )
     r = ocs_permutations(T, instance.d, dataclasses_replace_warm(options), multi_links=instance.cluster.multi_links)
-    details = {"t": r.t, "t_bound": r.bound, "baseline": "ocs_permutations (SiP-ML style)", "routing": "one hop per demand pair"}
+    details = {
+        "t": r.t,
+        "t_bound": r.bound,
+        "baseline": "ocs_permutations (SiP-ML style)",
+        "routing": "one hop per demand pair",
+    }
     if r.links is None or r.status not in ("optimal", "feasible"):
-        return Solution(status=r.status if r.status != "optimal" else "no_solution", method="baseline", topology=None,
-                        backend=r.backend, wall_time_s=r.wall_time_s, details=details)
+        return Solution(
+            status=r.status if r.status != "optimal" else "no_solution",
+            method="baseline",
+            topology=None,
+            backend=r.backend,
+            wall_time_s=r.wall_time_s,
+            details=details,
+        )
     if not r.t or r.t <= 0:
         raise UnsupportedError("no set of permutation planes gives every demand pair a link (t = 0)")
     pi, pj = np.nonzero(T > 0)
@@ -160,8 +184,18 @@ def solve_ocs_permutations(instance: Instance, options: ExactOptions | None = No
         value = 1.0 / thr + alpha
         bound = None if not thr_bound else 1.0 / thr_bound + alpha
     gap = None if bound is None else abs(value - bound) / abs(value)
-    return Solution(status=r.status, method="baseline", topology=Topology(r.links), routing=Routing(paths=paths),
-                    objective=value, bound=bound, gap=gap, backend=r.backend, wall_time_s=r.wall_time_s, details=details)
+    return Solution(
+        status=r.status,
+        method="baseline",
+        topology=Topology(r.links),
+        routing=Routing(paths=paths),
+        objective=value,
+        bound=bound,
+        gap=gap,
+        backend=r.backend,
+        wall_time_s=r.wall_time_s,
+        details=details,
+    )
 
 
 def dataclasses_replace_warm(options: ExactOptions) -> ExactOptions:

@@ -42,8 +42,13 @@ from topoopt_ilp.solvers import DEFAULT_REL_GAP, SolveResult, SolveStatus, relat
 __all__ = ["solve_topology_routing", "optimise_latency", "solve_diameter", "export_problem_model", "StartProof"]
 
 
-def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None = None,
-                           use_catalogue: bool = True, latency: bool = True) -> Solution:
+def solve_topology_routing(
+    instance: Instance,
+    options: ExactOptions,
+    warm_start_topology: np.ndarray | None = None,
+    use_catalogue: bool = True,
+    latency: bool = True,
+) -> Solution:
     """Build, solve and decode; the returned objective is in the instance's terms.
 
     With the strong formulation and uniform all-to-all demand on undirected links, the exact method
@@ -56,17 +61,22 @@ def solve_topology_routing(instance: Instance, options: ExactOptions, warm_start
     return optimise_latency(instance, options, sol, started) if latency else sol
 
 
-def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None,
-                     use_catalogue: bool) -> Solution:
+def _solve_bandwidth(
+    instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None, use_catalogue: bool
+) -> Solution:
     """:func:`solve_topology_routing` up to the bandwidth term (objectives throughput, aspl and
     diameter: the whole solve)."""
     if instance.topology_family != "any":
-        raise InputError(f"topology_routing optimises general topologies; this instance asks for {instance.topology_family}")
+        raise InputError(
+            f"topology_routing optimises general topologies; this instance asks for {instance.topology_family}"
+        )
     if instance.fixed_topology is not None:
         raise UnsupportedError("the instance fixes the topology: there is nothing for topology_routing to choose")
     if instance.n > MAX_SERVERS:
-        raise UnsupportedError(f"{instance.n} servers is too large for the exact general-topology model (at most {MAX_SERVERS}); "
-                               "use --method heuristic or topology_family circulant")
+        raise UnsupportedError(
+            f"{instance.n} servers is too large for the exact general-topology model (at most {MAX_SERVERS}); "
+            "use --method heuristic or topology_family circulant"
+        )
     check_backend(options)
     started = time.perf_counter()
     formulation = options.formulation or "strong"
@@ -78,8 +88,12 @@ def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topol
             return sol
         if sol is not None:  # the catalogue ran but cannot prove: the MILP gets the time left
             note = sol
-            milp = _solve_bandwidth(instance, replace(options, time_limit_s=time_left(options, started)), warm_start_topology,
-                                    use_catalogue=False)
+            milp = _solve_bandwidth(
+                instance,
+                replace(options, time_limit_s=time_left(options, started)),
+                warm_start_topology,
+                use_catalogue=False,
+            )
             return replace(milp, details={**milp.details, "catalogue_not_applied": note})
     if instance.objective == "diameter":
         return solve_diameter(instance, options, warm_start_topology)
@@ -91,8 +105,16 @@ def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topol
             if options.export_model:  # the model is the problem's, though its MILP never ran
                 export_model(m.model, options)
             sol = to_solution(instance, proof.fixed, proof.result, time.perf_counter() - started)
-            return replace(sol, details={**sol.details, "algorithm": "start_proof", "start_proved": (
-                f"{proof.source}'s links, routed at best (an LP), meet the LP relaxation's bound: no MILP ran")})
+            return replace(
+                sol,
+                details={
+                    **sol.details,
+                    "algorithm": "start_proof",
+                    "start_proved": (
+                        f"{proof.source}'s links, routed at best (an LP), meet the LP relaxation's bound: no MILP ran"
+                    ),
+                },
+            )
         options = replace(options, time_limit_s=time_left(options, started))  # what the LPs left of the limit
     elif warm_start_topology is not None:  # the naive formulation: HiGHS gets the start, as it always has
         start = np.full(m.model.num_vars, np.nan)
@@ -104,12 +126,22 @@ def _solve_bandwidth(instance: Instance, options: ExactOptions, warm_start_topol
         # that start, with its best routing, is the design, under the better of the two bounds.
         bounds = [b for b in (proof.bound, result.bound) if b is not None]
         bound = (max if m.objective == "aspl" else min)(bounds)
-        kept = replace(proof.result, status=SolveStatus.FEASIBLE, bound=bound, gap=relative_gap(proof.result.objective, bound))
+        kept = replace(
+            proof.result, status=SolveStatus.FEASIBLE, bound=bound, gap=relative_gap(proof.result.objective, bound)
+        )
         sol = to_solution(instance, proof.fixed, kept, time.perf_counter() - started)
         milp = "no design" if result.objective is None else f"a design of model objective {result.objective:.6g}"
-        return replace(sol, details={**sol.details, "milp_status": result.status.value, "returned": (
-            f"{proof.source} (model objective {proof.result.objective:.6g}, routed at best by an LP): the MILP ended "
-            f"its time with {milp}")})
+        return replace(
+            sol,
+            details={
+                **sol.details,
+                "milp_status": result.status.value,
+                "returned": (
+                    f"{proof.source} (model objective {proof.result.objective:.6g}, routed at best by an LP): the MILP ended "
+                    f"its time with {milp}"
+                ),
+            },
+        )
     return to_solution(instance, m, result, time.perf_counter() - started)
 
 
@@ -168,8 +200,14 @@ class StartProof:
     proved: bool
 
 
-def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | None, options: ExactOptions,
-                 started: float, rounding: bool = True) -> StartProof | None:
+def _start_proof(
+    instance: Instance,
+    m: TopologyRoutingModel,
+    x: np.ndarray | None,
+    options: ExactOptions,
+    started: float,
+    rounding: bool = True,
+) -> StartProof | None:
     """The start that proves itself optimal within the gap (the warm start ``x`` or, with
     ``rounding``, one of the relaxation's roundings), else the best one scored (``proved`` False);
     None when none was scored (no start, the relaxation not solved, or the time limit ran out first)."""
@@ -186,18 +224,30 @@ def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | No
     candidates = [] if x is None else [("the warm start", np.asarray(x))]
     if rounding:
         c = instance.cluster
-        candidates.append(("a rounding of the LP relaxation", starts.relaxation_rounding(m, relaxation.values, c.degree, c.multi_links)))
-        candidates += [(f"ring-and-matching start {i + 1}", X)
-                   for i, X in enumerate(starts.ring_matching_starts(m, relaxation.values, c.degree, c.multi_links))]
-    relabel = m.objective == "aspl" or uniform_demand(instance, m.mp)  # the symmetry rows ask for a labelling; any is as good
+        candidates.append(
+            (
+                "a rounding of the LP relaxation",
+                starts.relaxation_rounding(m, relaxation.values, c.degree, c.multi_links),
+            )
+        )
+        candidates += [
+            (f"ring-and-matching start {i + 1}", X)
+            for i, X in enumerate(starts.ring_matching_starts(m, relaxation.values, c.degree, c.multi_links))
+        ]
+    relabel = m.objective == "aspl" or uniform_demand(
+        instance, m.mp
+    )  # the symmetry rows ask for a labelling; any is as good
     tried, best = set(), None
     for source, start in candidates:
         key = np.asarray(start, dtype=np.int64).tobytes()
         if key in tried:  # a ring-and-matching start may repeat the rounding or the warm start
             continue
         tried.add(key)
-        if source.startswith("ring-and-matching") and options.time_limit_s is not None and \
-                time_left(options, started) < (1 - RING_MATCHING_SHARE) * options.time_limit_s:
+        if (
+            source.startswith("ring-and-matching")
+            and options.time_limit_s is not None
+            and time_left(options, started) < (1 - RING_MATCHING_SHARE) * options.time_limit_s
+        ):
             return best  # the MILP keeps the rest of the limit
         fixed = with_links_fixed(m, catalogue.symmetric_labelling(start) if relabel else start)
         own = catalogue.solve_lp(fixed.model, options, time_left(options, started), tuning=tuning)
@@ -206,7 +256,11 @@ def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | No
                 return best
             continue
         # lambda is maximised (the relaxation bounds it from above); aspl's hop total is minimised
-        if own.objective >= bound * (1 - tolerance) if m.objective != "aspl" else own.objective <= bound * (1 + tolerance):
+        if (
+            own.objective >= bound * (1 - tolerance)
+            if m.objective != "aspl"
+            else own.objective <= bound * (1 + tolerance)
+        ):
             proved = replace(own, status=SolveStatus.OPTIMAL, bound=bound, gap=relative_gap(own.objective, bound))
             return StartProof(fixed, proved, source, bound, True)
         if best is None or _better(own.objective, best.result.objective, m.objective):
@@ -216,8 +270,9 @@ def _start_proof(instance: Instance, m: TopologyRoutingModel, x: np.ndarray | No
     return best
 
 
-def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None,
-                        started: float) -> Solution | str | None:
+def _solve_by_catalogue(
+    instance: Instance, options: ExactOptions, warm_start_topology: np.ndarray | None, started: float
+) -> Solution | str | None:
     """The catalogue search as a Solution; None when it does not apply to the instance, and the
     reason when it ran but a topology outside the catalogue might beat its best (the caller then
     runs the MILP)."""
@@ -233,16 +288,26 @@ def _solve_by_catalogue(instance: Instance, options: ExactOptions, warm_start_to
     if not search.applies:
         outside = ", ".join(f"{u.name} <= {u.bound:.6g}" for u in search.uncovered if u.bound > search.lam)
         return f"best catalogue lambda {search.lam:.6g} (model units) does not exclude {outside}"
-    details = {"algorithm": "catalogue", "catalogue_candidates": search.candidates, "catalogue_lps": search.lps_solved,
-               "catalogue_lambda": search.lam if math.isfinite(search.lam) else None, "catalogue_seeded": search.seeded,
-               "catalogue_units": "lambda per unit of pair demand: throughput = lambda x link bytes/s / bytes per pair",
-               "catalogue_outside_bounds": {u.name: u.bound for u in search.uncovered},
-               "catalogue_search_s": round(search.wall_time_s, 4)}
+    details = {
+        "algorithm": "catalogue",
+        "catalogue_candidates": search.candidates,
+        "catalogue_lps": search.lps_solved,
+        "catalogue_lambda": search.lam if math.isfinite(search.lam) else None,
+        "catalogue_seeded": search.seeded,
+        "catalogue_units": "lambda per unit of pair demand: throughput = lambda x link bytes/s / bytes per pair",
+        "catalogue_outside_bounds": {u.name: u.bound for u in search.uncovered},
+        "catalogue_search_s": round(search.wall_time_s, 4),
+    }
     wall = time.perf_counter() - started
     if search.result is None:
-        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend, wall_time_s=wall,
-                        details={"model": "topology_routing", "formulation": "strong", "model_status": "no_solution",
-                                 **details})
+        return Solution(
+            status="no_solution",
+            method="exact",
+            topology=None,
+            backend=options.backend,
+            wall_time_s=wall,
+            details={"model": "topology_routing", "formulation": "strong", "model_status": "no_solution", **details},
+        )
     if search.proven:  # the best LP value is the optimum: the bound equals it
         result = replace(search.result, status=SolveStatus.OPTIMAL, objective=search.lam, bound=search.lam, gap=0.0)
     else:  # a time limit hit mid-search: the best so far, and what the unsolved classes could still reach
@@ -261,22 +326,42 @@ def _solve_by_moore_circulant(instance: Instance, options: ExactOptions, started
         return None
     details = {"model": "topology_routing", "algorithm": "moore_circulant"}
     if options.time_limit_s == 0:
-        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend, wall_time_s=0.0,
-                        details={**details, "model_status": "no_solution"})
+        return Solution(
+            status="no_solution",
+            method="exact",
+            topology=None,
+            backend=options.backend,
+            wall_time_s=0.0,
+            details={**details, "model_status": "no_solution"},
+        )
     export_problem_model(instance, options)  # when asked: the MILP (diameter: its first feasibility model)
     search = moore_circulant.search_moore_circulant(instance, options)
     if search.topology is None:
         return f"Moore circulant search: {search.reason}"
-    details.update(moore_jumps=list(search.jumps), moore_candidates=search.candidates,
-                   moore_meeting_floor=search.meeting_floor, moore_lps=search.lps_solved,
-                   moore_search_s=round(search.wall_time_s, 4))
+    details.update(
+        moore_jumps=list(search.jumps),
+        moore_candidates=search.candidates,
+        moore_meeting_floor=search.meeting_floor,
+        moore_lps=search.lps_solved,
+        moore_search_s=round(search.wall_time_s, 4),
+    )
     if instance.objective in ("aspl", "diameter"):
         value = search.value / (instance.n * (instance.n - 1)) if instance.objective == "aspl" else search.value
-        return Solution(status="optimal", method="exact", topology=Topology(search.topology), objective=value, bound=value,
-                        gap=0.0, backend=options.backend, wall_time_s=time.perf_counter() - started,
-                        details={**details, "model_status": "optimal", "solver_calls": 0})
+        return Solution(
+            status="optimal",
+            method="exact",
+            topology=Topology(search.topology),
+            objective=value,
+            bound=value,
+            gap=0.0,
+            backend=options.backend,
+            wall_time_s=time.perf_counter() - started,
+            details={**details, "model_status": "optimal", "solver_calls": 0},
+        )
 
-    m, result = catalogue.routing_with_links_fixed(build_topology_routing(instance, "strong"), search.topology, search.value, options)
+    m, result = catalogue.routing_with_links_fixed(
+        build_topology_routing(instance, "strong"), search.topology, search.value, options
+    )
     result = replace(result, status=SolveStatus.OPTIMAL, objective=result.objective, bound=result.objective, gap=0.0)
     sol = to_solution(instance, m, result, time.perf_counter() - started)
     details["moore_lambda"] = search.value
@@ -289,17 +374,37 @@ def _solve_hops_by_catalogue(instance: Instance, options: ExactOptions, started:
     runs the MILP). A time limit of 0 gives no_solution, as for every exact method."""
 
     if options.time_limit_s == 0:
-        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend, wall_time_s=0.0,
-                        details={"model": "topology_routing", "algorithm": "catalogue", "model_status": "no_solution"})
+        return Solution(
+            status="no_solution",
+            method="exact",
+            topology=None,
+            backend=options.backend,
+            wall_time_s=0.0,
+            details={"model": "topology_routing", "algorithm": "catalogue", "model_status": "no_solution"},
+        )
     export_problem_model(instance, options)  # when asked: the MILP (diameter: its first feasibility model)
     X, value, proven, outside = catalogue.search_hop_objective(instance)
     if not proven:
         return f"best catalogue {instance.objective} {value:.6g} does not exclude topologies outside it (those reach >= {outside:.6g})"
-    details = {"model": "topology_routing", "algorithm": "catalogue", "model_status": "optimal",
-               "catalogue_candidates": len(catalogue.regular_graphs(instance.n, instance.cluster.degree)),
-               "catalogue_outside_floor": outside, "solver_calls": 0}
-    return Solution(status="optimal", method="exact", topology=Topology(X), objective=value, bound=value, gap=0.0,
-                    backend=options.backend, wall_time_s=time.perf_counter() - started, details=details)
+    details = {
+        "model": "topology_routing",
+        "algorithm": "catalogue",
+        "model_status": "optimal",
+        "catalogue_candidates": len(catalogue.regular_graphs(instance.n, instance.cluster.degree)),
+        "catalogue_outside_floor": outside,
+        "solver_calls": 0,
+    }
+    return Solution(
+        status="optimal",
+        method="exact",
+        topology=Topology(X),
+        objective=value,
+        bound=value,
+        gap=0.0,
+        backend=options.backend,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )
 
 
 def export_problem_model(instance: Instance, options: ExactOptions) -> None:
@@ -310,7 +415,9 @@ def export_problem_model(instance: Instance, options: ExactOptions) -> None:
         return
     if instance.objective == "diameter":
         c = instance.cluster
-        export_model(build_diameter_feasibility(instance, moore_diameter_bound(c.servers, c.degree, c.directed))[0], options)
+        export_model(
+            build_diameter_feasibility(instance, moore_diameter_bound(c.servers, c.degree, c.directed))[0], options
+        )
     else:
         export_model(build_topology_routing(instance, "strong").model, options)
 
@@ -342,8 +449,13 @@ def optimise_latency(instance: Instance, options: ExactOptions, sol: Solution, s
     term, no design, or no bound on lambda (the naive formulation keeps its bandwidth-only answer)."""
     alpha = instance.cluster.hop_latency_s
     lam_ub = sol.details.get("milp_throughput_bound")  # instance units: iterations per second
-    if (instance.objective not in ("comm_time", "iteration_time") or alpha <= 0 or sol.topology is None
-            or not lam_ub or (options.formulation or "strong") != "strong"):
+    if (
+        instance.objective not in ("comm_time", "iteration_time")
+        or alpha <= 0
+        or sol.topology is None
+        or not lam_ub
+        or (options.formulation or "strong") != "strong"
+    ):
         return sol
 
     def score(candidate: Solution) -> tuple[float, int]:
@@ -374,7 +486,9 @@ def optimise_latency(instance: Instance, options: ExactOptions, sol: Solution, s
         m = replace(m, model=replace(m.model, col_lower=lower, name=f"topology_routing_hops_le_{H}"))
         result = run_model(m.model, replace(options, time_limit_s=left, export_model=None), tuning=STRONG_TUNING)
         status = solution_status(result)
-        models.append({"max_hops": H, "threshold_hops": at_hops, "status": status, "time_s": round(result.wall_time_s, 3)})
+        models.append(
+            {"max_hops": H, "threshold_hops": at_hops, "status": status, "time_s": round(result.wall_time_s, 3)}
+        )
         if result.values is not None and status in ("optimal", "feasible"):
             candidate = to_solution(instance, m, result, time.perf_counter() - started)
             if candidate.topology is not None:
@@ -418,15 +532,27 @@ def optimise_latency(instance: Instance, options: ExactOptions, sol: Solution, s
     gap = relative_gap(U, bound)
     details = {k: v for k, v in best.details.items() if k != "status_note"}
     details["milp_throughput_bound"] = lam_ub  # of any design (a hop-limited model's own bound is lower)
-    details["latency"] = {"hop_limited_models": models, "max_hops": H_best,
-                          "bandwidth_optimum_comm_time_s": U_bandwidth_optimum}
+    details["latency"] = {
+        "hop_limited_models": models,
+        "max_hops": H_best,
+        "bandwidth_optimum_comm_time_s": U_bandwidth_optimum,
+    }
     # "optimal" as for every MILP here: within the default relative gap (a looser requested gap is not a proof)
     status = "optimal" if gap is not None and gap <= DEFAULT_REL_GAP * (1 + 1e-9) else "feasible"
     if status == "feasible":
-        details["status_note"] = (f"comm time within {gap:.4g} of its bound (bandwidth and hop-limited models; "
-                                  "a time limit or a requested gap stopped them)")
-    return replace(best, status=status, objective=U, bound=bound, gap=gap,
-                   wall_time_s=time.perf_counter() - started, details=details)
+        details["status_note"] = (
+            f"comm time within {gap:.4g} of its bound (bandwidth and hop-limited models; "
+            "a time limit or a requested gap stopped them)"
+        )
+    return replace(
+        best,
+        status=status,
+        objective=U,
+        bound=bound,
+        gap=gap,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )
 
 
 def solve_diameter(instance: Instance, options: ExactOptions, start: np.ndarray | None) -> Solution:
@@ -447,8 +573,14 @@ def solve_diameter(instance: Instance, options: ExactOptions, start: np.ndarray 
     status = "optimal"
     while H < upper:
         if H > n - 1:  # no connected topology of this degree exists
-            return Solution(status="infeasible", method="exact", topology=None, backend=options.backend,
-                            wall_time_s=time.perf_counter() - started, details=details)
+            return Solution(
+                status="infeasible",
+                method="exact",
+                topology=None,
+                backend=options.backend,
+                wall_time_s=time.perf_counter() - started,
+                details=details,
+            )
         remaining = time_left(options, started)
         if remaining == 0:
             status = "feasible"
@@ -472,10 +604,25 @@ def solve_diameter(instance: Instance, options: ExactOptions, start: np.ndarray 
         status = "feasible"  # a limit was hit before H was decided
         break
     if best_x is None or not math.isfinite(upper):  # no start, or a disconnected one: nothing found
-        return Solution(status="no_solution", method="exact", topology=None, backend=options.backend,
-                        wall_time_s=time.perf_counter() - started, details=details)
+        return Solution(
+            status="no_solution",
+            method="exact",
+            topology=None,
+            backend=options.backend,
+            wall_time_s=time.perf_counter() - started,
+            details=details,
+        )
     if lower < upper:
         status = "feasible"
     gap = (upper - lower) / upper if upper else 0.0
-    return Solution(status=status, method="exact", topology=Topology(best_x), objective=float(upper), bound=float(lower),
-                    gap=gap, backend=options.backend, wall_time_s=time.perf_counter() - started, details=details)
+    return Solution(
+        status=status,
+        method="exact",
+        topology=Topology(best_x),
+        objective=float(upper),
+        bound=float(lower),
+        gap=gap,
+        backend=options.backend,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )

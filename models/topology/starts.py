@@ -176,7 +176,9 @@ def _close_ports(X: np.ndarray, free_out: np.ndarray, free_in: np.ndarray, direc
 # exact_vs_naive.py, whose relaxation is tight and whose MILP took 66-68 s to find that design
 # (the optimum splits the group over strides 1, 5, 7, 11; laid whole, strides 1 and 5 meet it).
 # ------------------------------------------------------------------------------------------------
-def ring_matching_starts(m: TopologyRoutingModel, values: np.ndarray, degree: int, multi_links: bool) -> list[np.ndarray]:
+def ring_matching_starts(
+    m: TopologyRoutingModel, values: np.ndarray, degree: int, multi_links: bool
+) -> list[np.ndarray]:
     """Distinct link-count matrices (n x n, int64, symmetric): one-ring layouts first, best ring
     class first; none for directed links or a demand without AllReduce groups."""
     if m.directed or not m.rings:

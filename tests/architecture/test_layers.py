@@ -56,8 +56,10 @@ LAZY_PACKAGES = {
 }
 #: (importer prefix, imported prefix) pairs imported inside functions by design, with the reason.
 LAZY_EDGES = {
-    ("topoopt_ilp.methods", "topoopt_ilp.models"):
-        "`import topoopt_ilp` loads no solver library: the models import highspy and OR-Tools",
+    (
+        "topoopt_ilp.methods",
+        "topoopt_ilp.models",
+    ): "`import topoopt_ilp` loads no solver library: the models import highspy and OR-Tools",
 }
 
 
@@ -216,7 +218,9 @@ def test_no_import_cycles():
 
 @pytest.mark.parametrize("module", sorted(KNOWN))
 def test_no_private_name_crosses_a_module(module):
-    bad = [f"{i.module}:{i.line} imports {i.name} from {i.target}" for i in private_imports(IMPORTS) if i.module == module]
+    bad = [
+        f"{i.module}:{i.line} imports {i.name} from {i.target}" for i in private_imports(IMPORTS) if i.module == module
+    ]
     assert not bad, "private names used as another module's API (make them public where they live):\n" + "\n".join(bad)
 
 
@@ -225,19 +229,26 @@ def unexplained_lazy_imports(known: dict[str, Path], imports: list[Import], modu
     if any(module == p or module.startswith(p + ".") for p in LAZY_PACKAGES):
         return []
     lines = known[module].read_text().split("\n")
-    def declared(i: Import) -> bool:
-        return any((i.module == a or i.module.startswith(a + ".")) and (i.target == b or i.target.startswith(b + "."))
-                   for a, b in LAZY_EDGES)
 
-    return [f"{module}:{i.line}: {lines[i.line - 1].strip()}" for i in imports
-            if i.module == module and i.in_function and "start-up" not in lines[i.line - 1] and not declared(i)]
+    def declared(i: Import) -> bool:
+        return any(
+            (i.module == a or i.module.startswith(a + ".")) and (i.target == b or i.target.startswith(b + "."))
+            for a, b in LAZY_EDGES
+        )
+
+    return [
+        f"{module}:{i.line}: {lines[i.line - 1].strip()}"
+        for i in imports
+        if i.module == module and i.in_function and "start-up" not in lines[i.line - 1] and not declared(i)
+    ]
 
 
 @pytest.mark.parametrize("module", sorted(KNOWN))
 def test_function_level_imports_only_for_start_up_time(module):
     bad = unexplained_lazy_imports(KNOWN, IMPORTS, module)
-    assert not bad, ("imports inside functions (move them to the top, or say '# start-up time: why' on the line):\n"
-                     + "\n".join(bad))
+    assert not bad, (
+        "imports inside functions (move them to the top, or say '# start-up time: why' on the line):\n" + "\n".join(bad)
+    )
 
 
 def test_models_reach_solvers_through_the_solver_interface():
@@ -247,22 +258,32 @@ def test_models_reach_solvers_through_the_solver_interface():
             continue
         bad += [f"{module}:{line} imports {name}" for line, name in outside if name.split(".")[0] in SOLVER_LIBRARIES]
     for imp in IMPORTS:
-        if imp.module.startswith("topoopt_ilp.models") and imp.module not in SOLVER_BYPASS \
-                and imp.target.startswith("topoopt_ilp.solvers."):
+        if (
+            imp.module.startswith("topoopt_ilp.models")
+            and imp.module not in SOLVER_BYPASS
+            and imp.target.startswith("topoopt_ilp.solvers.")
+        ):
             bad.append(f"{imp.module}:{imp.line} imports {imp.target} (use topoopt_ilp.solvers)")
-    assert not bad, "models calling solvers around the interface (or declare the reason in SOLVER_BYPASS):\n" + "\n".join(bad)
+    assert not bad, (
+        "models calling solvers around the interface (or declare the reason in SOLVER_BYPASS):\n" + "\n".join(bad)
+    )
 
 
 def test_the_bypass_list_names_real_modules_that_need_it():
     for module in SOLVER_BYPASS:
         assert module in KNOWN, f"SOLVER_BYPASS names {module}, which does not exist"
-        assert any(name.split(".")[0] in SOLVER_LIBRARIES for _, name in EXTERNAL[module]), \
+        assert any(name.split(".")[0] in SOLVER_LIBRARIES for _, name in EXTERNAL[module]), (
             f"{module} no longer calls a solver library directly: drop it from SOLVER_BYPASS"
+        )
 
 
 def test_solvers_know_nothing_of_the_domain():
-    bad = [f"{i.module}:{i.line}: {i.target}" for i in IMPORTS if i.module.startswith("topoopt_ilp.solvers")
-           and not (i.target.startswith("topoopt_ilp.solvers") or i.target == "topoopt_ilp.errors")]
+    bad = [
+        f"{i.module}:{i.line}: {i.target}"
+        for i in IMPORTS
+        if i.module.startswith("topoopt_ilp.solvers")
+        and not (i.target.startswith("topoopt_ilp.solvers") or i.target == "topoopt_ilp.errors")
+    ]
     assert not bad, "solvers import domain modules: " + "; ".join(bad)
 
 
@@ -276,43 +297,72 @@ def _toy(tmp_path: Path, files: dict[str, str]):
 
 
 def test_the_checks_see_a_cycle_hidden_in_a_function(tmp_path):
-    known, imports, _ = _toy(tmp_path, {
-        "__init__.py": "", "core/__init__.py": "",
-        "core/a.py": "from topoopt_ilp.core.b import B\n",
-        "core/b.py": "B = 1\ndef f():\n    from topoopt_ilp.core import a\n",
-    })
+    known, imports, _ = _toy(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "core/__init__.py": "",
+            "core/a.py": "from topoopt_ilp.core.b import B\n",
+            "core/b.py": "B = 1\ndef f():\n    from topoopt_ilp.core import a\n",
+        },
+    )
     assert cycles(known, imports) == [["topoopt_ilp.core.a", "topoopt_ilp.core.b"]]
 
 
 def test_the_checks_see_a_private_import_and_an_upward_import(tmp_path):
-    known, imports, _ = _toy(tmp_path, {
-        "__init__.py": "", "core/__init__.py": "", "methods/__init__.py": "_helper = 1\n",
-        "core/a.py": "def f():\n    from ..methods import _helper\n",
-    })
+    known, imports, _ = _toy(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "core/__init__.py": "",
+            "methods/__init__.py": "_helper = 1\n",
+            "core/a.py": "def f():\n    from ..methods import _helper\n",
+        },
+    )
     assert [(i.module, i.name) for i in private_imports(imports)] == [("topoopt_ilp.core.a", "_helper")]
     assert layer_violations(imports) == ["topoopt_ilp.core.a:2 (layer 1) imports topoopt_ilp.methods (layer 4)"]
 
 
 def test_the_checks_see_an_unexplained_import_inside_a_function(tmp_path):
-    known, imports, _ = _toy(tmp_path, {
-        "__init__.py": "", "core/__init__.py": "", "core/b.py": "",
-        "core/a.py": "def f():\n    from topoopt_ilp.core import b\n\ndef g():\n"
-                     "    from topoopt_ilp.core import b  # start-up time: b is slow to import\n",
-    })
+    known, imports, _ = _toy(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "core/__init__.py": "",
+            "core/b.py": "",
+            "core/a.py": "def f():\n    from topoopt_ilp.core import b\n\ndef g():\n"
+            "    from topoopt_ilp.core import b  # start-up time: b is slow to import\n",
+        },
+    )
     assert unexplained_lazy_imports(known, imports, "topoopt_ilp.core.a") == [
-        "topoopt_ilp.core.a:2: from topoopt_ilp.core import b"]
+        "topoopt_ilp.core.a:2: from topoopt_ilp.core import b"
+    ]
 
 
 def test_the_checks_see_layer_two_packages_using_each_other(tmp_path):
-    _, imports, _ = _toy(tmp_path, {
-        "__init__.py": "", "evaluation/__init__.py": "", "heuristic/__init__.py": "", "files/__init__.py": "",
-        "evaluation/verify.py": "from topoopt_ilp.heuristic import x\nfrom topoopt_ilp.files import y\n",
-    })
+    _, imports, _ = _toy(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "evaluation/__init__.py": "",
+            "heuristic/__init__.py": "",
+            "files/__init__.py": "",
+            "evaluation/verify.py": "from topoopt_ilp.heuristic import x\nfrom topoopt_ilp.files import y\n",
+        },
+    )
     assert layer_violations(imports) == [
-        "topoopt_ilp.evaluation.verify:1 imports topoopt_ilp.heuristic: layer-2 packages are independent"]
+        "topoopt_ilp.evaluation.verify:1 imports topoopt_ilp.heuristic: layer-2 packages are independent"
+    ]
 
 
-@pytest.mark.parametrize("module", ["topoopt_ilp.core.instance", "topoopt_ilp.models.placement.milp",
-                                    "topoopt_ilp.cli.route", "topoopt_ilp.solvers.highs"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "topoopt_ilp.core.instance",
+        "topoopt_ilp.models.placement.milp",
+        "topoopt_ilp.cli.route",
+        "topoopt_ilp.solvers.highs",
+    ],
+)
 def test_the_walker_knows_the_modules(module):
     assert module in KNOWN

@@ -37,16 +37,24 @@ def test_wheel_contains_only_the_topoopt_ilp_package(tmp_path):
     assert "topoopt_ilp/models/__init__.py" in names and "topoopt_ilp/solvers/__init__.py" in names
     assert not any(n.startswith(("models/", "solvers/")) for n in names)
     # Every module of the source tree is in the wheel (a subpackage missing from pyproject would not be).
-    sources = {f"topoopt_ilp/{p.relative_to(ROOT / 'topoopt_ilp').as_posix()}" for p in (ROOT / "topoopt_ilp").rglob("*.py")}
-    sources |= {f"topoopt_ilp/{top}/{p.relative_to(ROOT / top).as_posix()}" for top in ("models", "solvers") for p in (ROOT / top).rglob("*.py")}
+    sources = {
+        f"topoopt_ilp/{p.relative_to(ROOT / 'topoopt_ilp').as_posix()}" for p in (ROOT / "topoopt_ilp").rglob("*.py")
+    }
+    sources |= {
+        f"topoopt_ilp/{top}/{p.relative_to(ROOT / top).as_posix()}"
+        for top in ("models", "solvers")
+        for p in (ROOT / top).rglob("*.py")
+    }
     assert sources - set(names) == set()
     # A plain (non-editable) install of that wheel imports from a neutral folder.
     target = tmp_path / "site"
     r = _run(sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheels[0]))
     assert r.returncode == 0, r.stderr[-2000:]
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import topoopt_ilp.models, topoopt_ilp.solvers, importlib.util;"
-            "import topoopt_ilp.heuristic, topoopt_ilp.cli;"
-            "assert topoopt_ilp.__file__.startswith(sys.argv[1]); print(importlib.util.find_spec('models'))")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import topoopt_ilp.models, topoopt_ilp.solvers, importlib.util;"
+        "import topoopt_ilp.heuristic, topoopt_ilp.cli;"
+        "assert topoopt_ilp.__file__.startswith(sys.argv[1]); print(importlib.util.find_spec('models'))"
+    )
     r = _run(sys.executable, "-c", code, str(target), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "None"

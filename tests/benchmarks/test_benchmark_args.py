@@ -53,16 +53,20 @@ def test_an_instance_file_that_does_not_load_gives_the_loader_message(tmp_path):
         _args.instance_files(f"instances/testbed-12.json,{tmp_path / 'missing.json'}")
 
 
-@pytest.mark.parametrize("script, args", [
-    ("placement_scale.py", ["--instances", "nope"]),
-    ("block_placement.py", ["--seeds", "0,x"]),
-    ("search_variants.py", ["--variants", "kick_top=x"]),
-    ("joint_small.py", ["--instances", "nope"]),
-    ("schedule_overlap.py", ["--instances", "nope.json"]),
-    ("model_build.py", ["1"]),
-])
+@pytest.mark.parametrize(
+    "script, args",
+    [
+        ("placement_scale.py", ["--instances", "nope"]),
+        ("block_placement.py", ["--seeds", "0,x"]),
+        ("search_variants.py", ["--variants", "kick_top=x"]),
+        ("joint_small.py", ["--instances", "nope"]),
+        ("schedule_overlap.py", ["--instances", "nope.json"]),
+        ("model_build.py", ["1"]),
+    ],
+)
 def test_a_script_given_a_bad_argument_exits_2_with_one_error_line(script, args):
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 2 and r.stdout == ""
     assert f"{script}: error: " in r.stderr and "Traceback" not in r.stderr

@@ -78,31 +78,74 @@ def test_verify_reports_violations_with_exit_1(tmp_path, capsys):
     assert "server 0 has degree 5, needs exactly 4" in text
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["solve", "missing.json"], 2, "cannot read file"),
-    (["solve", TESTBED, "--method", "exact", "--backend", "nosuch"], 2, "nosuch"),
-    (["solve", TESTBED, "--backend", "highs"], 2, "--backend applies to --method exact or alternating, not heuristic"),
-    (["solve", TESTBED, "--time-limit", "-1"], 2, "must be a finite number >= 0"),
-    (["solve", TESTBED, "--threads", "0"], 2, "must be an integer >= 1"),
-    (["evaluate", TESTBED], 2, "has no fixed_topology"),
-    (["evaluate", TESTBED, TESTBED], 2, "(this is an instance file)"),
-    (["solve", str(INSTANCES / "testbed-12.json"), "--method", "baseline", "--baseline", "torus", "--seed", "x"], 2, "expected an integer"),
-    (["solve", TESTBED, "--solver-option", "highs.presolve=off"], 2, "--solver-option applies to --method exact"),
-    (["solve", TESTBED, "--method", "exact", "--solver-option", "highs.presolve"], 2, "expected BACKEND.NAME=VALUE"),
-    (["solve", TESTBED, "--method", "exact", "--solver-option", "cbc.cuts=off"], 2, "is for cbc, but the solve runs on highs"),
-    (["solve", TESTBED, "--method", "exact", "--solver-option", "highs.no_such=1"], 2, "HiGHS rejected option no_such=1"),
-    (["solve", TESTBED, "--method", "exact", "--backend", "scip", "--solver-option", "scip.x=1"], 2, "scip takes no native parameters (highs, cbc do)"),
-    (["solve", TESTBED, "--method", "exact", "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
-    (["solve", TESTBED, "--method", "baseline", "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
-    (["compare", TESTBED, "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
-    (["generate", "bert", "--servers", "7", "--degree", "3", "--bandwidth", "1"], 2, "servers x degree = 21 is odd"),
-    (["solve", TESTBED, "--method", "exact", "--warm-start", "missing.json"], 2, "warm start file missing.json does not exist"),
-    (["solve", TESTBED, "--method", "exact", "--warm-start", "no/such/sol"], 2, "warm start file no/such/sol does not exist"),
-    (["solve", TESTBED, "--method", "exact", "--warm-start", "heurstic"], 2, "'heurstic' is none of these"),
-    (["solve", TESTBED, "--method", "exact", "--rings", "coset"], 2, "the ring policy (rings) is the placement problem's"),
-    (["solve", TESTBED, "--rings", "coset"], 2, "--rings applies to --method exact or alternating, not heuristic"),
-    (["solve", TESTBED, "--method", "exact", "--rings", "longest"], 2, "invalid choice: 'longest'"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["solve", "missing.json"], 2, "cannot read file"),
+        (["solve", TESTBED, "--method", "exact", "--backend", "nosuch"], 2, "nosuch"),
+        (
+            ["solve", TESTBED, "--backend", "highs"],
+            2,
+            "--backend applies to --method exact or alternating, not heuristic",
+        ),
+        (["solve", TESTBED, "--time-limit", "-1"], 2, "must be a finite number >= 0"),
+        (["solve", TESTBED, "--threads", "0"], 2, "must be an integer >= 1"),
+        (["evaluate", TESTBED], 2, "has no fixed_topology"),
+        (["evaluate", TESTBED, TESTBED], 2, "(this is an instance file)"),
+        (
+            ["solve", str(INSTANCES / "testbed-12.json"), "--method", "baseline", "--baseline", "torus", "--seed", "x"],
+            2,
+            "expected an integer",
+        ),
+        (["solve", TESTBED, "--solver-option", "highs.presolve=off"], 2, "--solver-option applies to --method exact"),
+        (
+            ["solve", TESTBED, "--method", "exact", "--solver-option", "highs.presolve"],
+            2,
+            "expected BACKEND.NAME=VALUE",
+        ),
+        (
+            ["solve", TESTBED, "--method", "exact", "--solver-option", "cbc.cuts=off"],
+            2,
+            "is for cbc, but the solve runs on highs",
+        ),
+        (
+            ["solve", TESTBED, "--method", "exact", "--solver-option", "highs.no_such=1"],
+            2,
+            "HiGHS rejected option no_such=1",
+        ),
+        (
+            ["solve", TESTBED, "--method", "exact", "--backend", "scip", "--solver-option", "scip.x=1"],
+            2,
+            "scip takes no native parameters (highs, cbc do)",
+        ),
+        (["solve", TESTBED, "--method", "exact", "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
+        (["solve", TESTBED, "--method", "baseline", "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
+        (["compare", TESTBED, "--seed", "-1"], 2, "--seed must be an integer >= 0, got -1"),
+        (
+            ["generate", "bert", "--servers", "7", "--degree", "3", "--bandwidth", "1"],
+            2,
+            "servers x degree = 21 is odd",
+        ),
+        (
+            ["solve", TESTBED, "--method", "exact", "--warm-start", "missing.json"],
+            2,
+            "warm start file missing.json does not exist",
+        ),
+        (
+            ["solve", TESTBED, "--method", "exact", "--warm-start", "no/such/sol"],
+            2,
+            "warm start file no/such/sol does not exist",
+        ),
+        (["solve", TESTBED, "--method", "exact", "--warm-start", "heurstic"], 2, "'heurstic' is none of these"),
+        (
+            ["solve", TESTBED, "--method", "exact", "--rings", "coset"],
+            2,
+            "the ring policy (rings) is the placement problem's",
+        ),
+        (["solve", TESTBED, "--rings", "coset"], 2, "--rings applies to --method exact or alternating, not heuristic"),
+        (["solve", TESTBED, "--method", "exact", "--rings", "longest"], 2, "invalid choice: 'longest'"),
+    ],
+)
 def test_bad_usage_is_one_line_and_exit_2(args, code, message, tmp_path):
     r = run(*args, "--out", str(tmp_path / "x.json")) if args[0] == "solve" else run(*args)
     assert r.returncode == code, r.stderr
@@ -141,8 +184,16 @@ def test_validate_and_help(capsys):
 
 
 def test_console_script_and_module_agree(tmp_path):
-    exe = subprocess.run([sys.executable, "-c", "import shutil,sys; print(shutil.which('topoopt', path=sys.argv[1]))",
-                          str(__import__('pathlib').Path(sys.executable).parent)], capture_output=True, text=True).stdout.strip()
+    exe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import shutil,sys; print(shutil.which('topoopt', path=sys.argv[1]))",
+            str(__import__("pathlib").Path(sys.executable).parent),
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     assert exe != "None"
     a = subprocess.run([exe, "solve", TESTBED, "--json"], capture_output=True, text=True)
     b = run("solve", TESTBED, "--json")
@@ -166,8 +217,23 @@ def test_exact_export_and_warm_start_file(tmp_path, capsys):
     assert main(["solve", inst, "--out", str(heur), "--quiet"]) == 0
     model = tmp_path / "model.mps"
     out = tmp_path / "exact.json"
-    code = main(["solve", inst, "--method", "exact", "--warm-start", str(heur), "--time-limit", "60",
-                 "--export-model", str(model), "--out", str(out), "--json"])
+    code = main(
+        [
+            "solve",
+            inst,
+            "--method",
+            "exact",
+            "--warm-start",
+            str(heur),
+            "--time-limit",
+            "60",
+            "--export-model",
+            str(model),
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
     assert code == 0
     sol = json.loads(out.read_text())
     assert sol["details"]["warm_start"] == str(heur)
@@ -188,13 +254,35 @@ def test_placement_on_a_fixed_topology_by_each_formulation(tmp_path, capsys):
     objectives = {}
     for formulation in ("auto", "enumeration", "milp"):
         out = tmp_path / f"{formulation}.json"
-        assert main(["solve", inst, "--method", "exact", "--formulation", formulation, "--time-limit", "120",
-                     "--out", str(out), "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "solve",
+                    inst,
+                    "--method",
+                    "exact",
+                    "--formulation",
+                    formulation,
+                    "--time-limit",
+                    "120",
+                    "--out",
+                    str(out),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         sol = json.loads(out.read_text())
-        assert sol["status"] == "optimal" and sol["details"]["algorithm"] == ("milp" if formulation == "milp" else "enumeration")
+        assert sol["status"] == "optimal" and sol["details"]["algorithm"] == (
+            "milp" if formulation == "milp" else "enumeration"
+        )
         objectives[formulation] = sol["objective"]
         assert main(["verify", inst, str(out)]) == 0
-    assert objectives["auto"] == pytest.approx(objectives["milp"], rel=1e-6) == pytest.approx(objectives["enumeration"], rel=1e-6)
+    assert (
+        objectives["auto"]
+        == pytest.approx(objectives["milp"], rel=1e-6)
+        == pytest.approx(objectives["enumeration"], rel=1e-6)
+    )
     capsys.readouterr()
     assert main(["solve", inst, "--method", "exact", "--formulation", "naive"]) == 2
     assert "unknown formulation 'naive' for the placement problem" in capsys.readouterr().err
@@ -213,12 +301,15 @@ def _no_solve(*args, **kwargs):
     raise AssertionError("the output path must be checked before solving")
 
 
-@pytest.mark.parametrize("target, message", [
-    ("nodir/x.json", "cannot write {tmp}/nodir/x.json: directory {tmp}/nodir does not exist"),
-    ("adir", "cannot write {tmp}/adir: is a directory"),
-    ("/proc/x.json", "cannot write /proc/x.json: directory /proc is not writable"),
-    ("", "--out needs a file name, got ''"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("nodir/x.json", "cannot write {tmp}/nodir/x.json: directory {tmp}/nodir does not exist"),
+        ("adir", "cannot write {tmp}/adir: is a directory"),
+        ("/proc/x.json", "cannot write /proc/x.json: directory /proc is not writable"),
+        ("", "--out needs a file name, got ''"),
+    ],
+)
 def test_unwritable_out_is_bad_input_before_solving(tmp_path, capsys, monkeypatch, target, message):
     import importlib
 
@@ -233,8 +324,23 @@ def test_unwritable_out_is_bad_input_before_solving(tmp_path, capsys, monkeypatc
 
 
 def test_unwritable_outputs_of_generate_and_draw(tmp_path, capsys):
-    assert main(["generate", "dlrm", "--servers", "8", "--degree", "2", "--bandwidth", "100",
-                 "-o", str(tmp_path / "nodir" / "g.json")]) == 2
+    assert (
+        main(
+            [
+                "generate",
+                "dlrm",
+                "--servers",
+                "8",
+                "--degree",
+                "2",
+                "--bandwidth",
+                "100",
+                "-o",
+                str(tmp_path / "nodir" / "g.json"),
+            ]
+        )
+        == 2
+    )
     assert "directory" in capsys.readouterr().err and not (tmp_path / "nodir").exists()
     assert main(["generate", "dlrm", "--servers", "8", "--degree", "2", "--bandwidth", "100", "-o", ""]) == 2
     assert "-o needs a file name" in capsys.readouterr().err
@@ -292,7 +398,22 @@ def test_verify_and_evaluate_report_a_directed_flag_that_differs_from_the_instan
 def test_evaluate_warns_when_the_solution_fails_verification(tmp_path, capsys):
     # Found by a user: a solution with a link removed was scored (iteration time inf) without a word.
     sol = tmp_path / "sol.json"
-    assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--time-limit", "20", "--out", str(sol), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                str(INSTANCES / "mix-8.json"),
+                "--method",
+                "exact",
+                "--time-limit",
+                "20",
+                "--out",
+                str(sol),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     data = json.loads(sol.read_text())
     data["topology"]["links"] = data["topology"]["links"][1:]
@@ -321,8 +442,19 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     import sys
 
     for _ in range(3):  # the reader may leave before or after the output is written
-        proc = subprocess.Popen([sys.executable, "-m", "topoopt_ilp", "compare", str(INSTANCES / "testbed-12.json"),
-                                 "--methods", "heuristic"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "topoopt_ilp",
+                "compare",
+                str(INSTANCES / "testbed-12.json"),
+                "--methods",
+                "heuristic",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         proc.stdout.readline()
         proc.stdout.close()
         err = proc.stderr.read().decode()
@@ -339,10 +471,19 @@ def test_evaluate_names_the_mismatch_when_scoring_fails(tmp_path, capsys):
     inst, sol = tmp_path / "i.json", tmp_path / "s.json"
     inst.write_text(json.dumps(minimal(demand={"mp": {"pairs": [[0, 2, 1e6]]}})))
     links = [[i, (i + 1) % 8, 1] for i in range(8)]
-    sol.write_text(json.dumps({"format": "topoopt-solution", "version": 1, "status": "feasible", "method": "given",
-                               "topology": {"servers": 8, "directed": False, "links": links, "jumps": [1]},
-                               "routing": {"offset_routes": [[1, 1.0, [1]], [7, 1.0, [7]]]},
-                               "placement": {"layer_degree": [1], "layer_start": [0], "block_server": []}}))
+    sol.write_text(
+        json.dumps(
+            {
+                "format": "topoopt-solution",
+                "version": 1,
+                "status": "feasible",
+                "method": "given",
+                "topology": {"servers": 8, "directed": False, "links": links, "jumps": [1]},
+                "routing": {"offset_routes": [[1, 1.0, [1]], [7, 1.0, [7]]]},
+                "placement": {"layer_degree": [1], "layer_start": [0], "block_server": []},
+            }
+        )
+    )
     assert main(["evaluate", str(inst), str(sol)]) == 2
     err = capsys.readouterr().err
     assert "does not match the instance" in err and "no workload" in err and err.count("\n") == 1
@@ -361,8 +502,26 @@ def test_a_requested_gap_gives_feasible_not_optimal(tmp_path):
     data["cluster"]["hop_latency_us"] = 0
     inst_path, out = tmp_path / "mix8.json", tmp_path / "s.json"
     inst_path.write_text(json.dumps(data))
-    assert main(["solve", str(inst_path), "--method", "exact", "--gap", "0.5", "--warm-start", "none",
-                 "--time-limit", "30", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                str(inst_path),
+                "--method",
+                "exact",
+                "--gap",
+                "0.5",
+                "--warm-start",
+                "none",
+                "--time-limit",
+                "30",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     sol = files.load_solution(out)
     assert sol.status == "feasible" or sol.gap <= 1e-4
     assert verify(files.load_instance(inst_path), sol).valid
@@ -376,17 +535,35 @@ def test_degree_one_cannot_carry_a_demand_that_connects_three_servers(tmp_path, 
     import json
 
     path = tmp_path / "d1.json"
-    path.write_text(json.dumps(minimal(cluster={"servers": 9, "degree": 1, "link_bandwidth_gbps": 100, "regular": False},
-                                       demand={"allreduce": [{"members": "all", "bytes": 1e7}]})))
+    path.write_text(
+        json.dumps(
+            minimal(
+                cluster={"servers": 9, "degree": 1, "link_bandwidth_gbps": 100, "regular": False},
+                demand={"allreduce": [{"members": "all", "bytes": 1e7}]},
+            )
+        )
+    )
     assert main(["validate", str(path)]) == 0
     for method in ("heuristic", "exact"):
-        assert main(["solve", str(path), "--method", method, "--warm-start", "none"] if method == "exact"
-                    else ["solve", str(path)]) == 2
+        assert (
+            main(
+                ["solve", str(path), "--method", method, "--warm-start", "none"]
+                if method == "exact"
+                else ["solve", str(path)]
+            )
+            == 2
+        )
         assert "joins servers in pairs" in capsys.readouterr().err
     assert main(["evaluate", str(path), "--architecture", "big_switch"]) == 0
     pairs = tmp_path / "pairs.json"
-    pairs.write_text(json.dumps(minimal(cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 100},
-                                        demand={"mp": {"pairs": [[0, 1, 1e6], [2, 3, 1e6], [5, 4, 1e6]]}})))
+    pairs.write_text(
+        json.dumps(
+            minimal(
+                cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 100},
+                demand={"mp": {"pairs": [[0, 1, 1e6], [2, 3, 1e6], [5, 4, 1e6]]}},
+            )
+        )
+    )
     assert main(["solve", str(pairs), "--quiet"]) == 0
 
 
@@ -415,9 +592,29 @@ def test_generate_compute_model(tmp_path, capsys):
     import json
 
     out, plain = tmp_path / "cp.json", tmp_path / "plain.json"
-    assert main(["generate", "bert-testbed", "--servers", "12", "--degree", "4", "--bandwidth", "25",
-                 "--compute-model", "critical_path", "-o", str(out)]) == 0
-    assert main(["generate", "bert-testbed", "--servers", "12", "--degree", "4", "--bandwidth", "25", "-o", str(plain)]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "bert-testbed",
+                "--servers",
+                "12",
+                "--degree",
+                "4",
+                "--bandwidth",
+                "25",
+                "--compute-model",
+                "critical_path",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(["generate", "bert-testbed", "--servers", "12", "--degree", "4", "--bandwidth", "25", "-o", str(plain)])
+        == 0
+    )
     w, w0 = json.loads(out.read_text())["workload"], json.loads(plain.read_text())["workload"]
     assert w["compute_model"] == "critical_path" and "compute_model" not in w0
     assert list(w)[-2:] == ["compute_model", "layers"] and w["layers"] == w0["layers"]
@@ -439,21 +636,33 @@ def test_a_fixed_topology_that_cannot_carry_the_demand_is_infeasible(tmp_path, c
         return path
 
     pairs = [[0, 1, 1], [2, 3, 1]]
-    ring = write("ring.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100},
-                 {"allreduce": [{"members": "all", "bytes": 1e6}]}, pairs)
+    ring = write(
+        "ring.json",
+        {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100},
+        {"allreduce": [{"members": "all", "bytes": 1e6}]},
+        pairs,
+    )
     out = tmp_path / "s.json"
     assert main(["solve", str(ring), "--out", str(out)]) == 3
     assert "no path from 0 to 2 in the topology, but both are members of AllReduce group 0" in capsys.readouterr().out
     assert files.load_solution(out).status == "infeasible"
-    mp = write("mp.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"mp": {"pairs": [[1, 3, 1e6]]}}, pairs)
+    mp = write(
+        "mp.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"mp": {"pairs": [[1, 3, 1e6]]}}, pairs
+    )
     assert main(["solve", str(mp), "--quiet"]) == 3
-    directed = write("dir.json", {"servers": 3, "degree": 1, "link_bandwidth_gbps": 100, "links": "directed"},
-                     {"mp": {"pairs": [[0, 2, 1e6]]}}, [[0, 1, 1], [1, 2, 1], [2, 0, 1]])
+    directed = write(
+        "dir.json",
+        {"servers": 3, "degree": 1, "link_bandwidth_gbps": 100, "links": "directed"},
+        {"mp": {"pairs": [[0, 2, 1e6]]}},
+        [[0, 1, 1], [1, 2, 1], [2, 0, 1]],
+    )
     assert main(["solve", str(directed), "--quiet"]) == 0  # 0 -> 1 -> 2: carried
     a2a = write("a2a.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"all_to_all": 1e6}, pairs)
     assert main(["solve", str(a2a)]) == 3
     assert "no path from 0 to 2 in the topology, but the demand sends bytes 0->2" in capsys.readouterr().out
-    ok = write("ok.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"mp": {"pairs": [[2, 3, 1e6]]}}, pairs)
+    ok = write(
+        "ok.json", {"servers": 4, "degree": 1, "link_bandwidth_gbps": 100}, {"mp": {"pairs": [[2, 3, 1e6]]}}, pairs
+    )
     assert main(["solve", str(ok), "--quiet"]) == 0
 
 
@@ -472,14 +681,39 @@ def test_fixed_topologies_a_start_or_a_score_cannot_use_say_why(tmp_path, capsys
     err = capsys.readouterr().err
     assert "TopoOpt's start (every layer data-parallel) does not fit the fixed topology" in err and not out.exists()
     disc = tmp_path / "disc.json"
-    disc.write_text(json.dumps(minimal(cluster={"servers": 4, "degree": 1, "link_bandwidth_gbps": 100},
-                                       demand={"mp": {"pairs": [[0, 3, 1e6]]}},
-                                       fixed_topology={"links": [[0, 1, 1], [2, 3, 1]]})))
+    disc.write_text(
+        json.dumps(
+            minimal(
+                cluster={"servers": 4, "degree": 1, "link_bandwidth_gbps": 100},
+                demand={"mp": {"pairs": [[0, 3, 1e6]]}},
+                fixed_topology={"links": [[0, 1, 1], [2, 3, 1]]},
+            )
+        )
+    )
     assert main(["evaluate", str(disc)]) == 0  # scored: infinite, and why
     captured = capsys.readouterr()
-    assert "inf" in captured.out and "note: the fixed topology cannot carry the demand: no path from 0 to 3 in the topology, but the demand sends bytes 0->3" in captured.err
+    assert (
+        "inf" in captured.out
+        and "note: the fixed topology cannot carry the demand: no path from 0 to 3 in the topology, but the demand sends bytes 0->3"
+        in captured.err
+    )
     sol = tmp_path / "mix.json"
-    assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--time-limit", "20", "--out", str(sol), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                str(INSTANCES / "mix-8.json"),
+                "--method",
+                "exact",
+                "--time-limit",
+                "20",
+                "--out",
+                str(sol),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     edited = json.loads(sol.read_text())
     paths = edited["routing"]["paths"]
     paths[0][0] = paths[0][0] / 2  # one path of a pair now carries half its share
@@ -551,20 +785,51 @@ def test_a_run_without_a_solution_keeps_an_existing_out_file(tmp_path, capsys):
     out = tmp_path / "keep.json"
     assert main(["solve", str(INSTANCES / "mix-8.json"), "--quiet", "--out", str(out)]) == 0
     kept = out.read_text()
-    assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--time-limit", "0", "--quiet",
-                 "--out", str(out)]) == 4
+    assert (
+        main(
+            [
+                "solve",
+                str(INSTANCES / "mix-8.json"),
+                "--method",
+                "exact",
+                "--time-limit",
+                "0",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 4
+    )
     assert "not replaced" in capsys.readouterr().err and out.read_text() == kept
     fresh = tmp_path / "fresh.json"  # with nothing to keep, the record is written
-    assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--time-limit", "0", "--quiet",
-                 "--out", str(fresh)]) == 4
+    assert (
+        main(
+            [
+                "solve",
+                str(INSTANCES / "mix-8.json"),
+                "--method",
+                "exact",
+                "--time-limit",
+                "0",
+                "--quiet",
+                "--out",
+                str(fresh),
+            ]
+        )
+        == 4
+    )
     assert json.loads(fresh.read_text())["status"] == "no_solution"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--baseline", "torus"], "--baseline applies to --method baseline, not heuristic"),
-    (["--method", "exact", "--select", "best"], "--select and --mode apply to --method heuristic or alternating"),
-    (["--method", "exact", "--threads", "2000"], "--threads must be an integer in 1..1024"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--baseline", "torus"], "--baseline applies to --method baseline, not heuristic"),
+        (["--method", "exact", "--select", "best"], "--select and --mode apply to --method heuristic or alternating"),
+        (["--method", "exact", "--threads", "2000"], "--threads must be an integer in 1..1024"),
+    ],
+)
 def test_an_option_of_another_method_or_out_of_range_is_refused(args, message, capsys):
     try:
         code = main(["solve", str(INSTANCES / "mix-8.json"), *args])
@@ -579,8 +844,12 @@ def test_a_start_file_that_says_it_holds_nothing_is_refused(tmp_path, capsys):
     data = json.loads(sol.read_text())
     data["status"] = "no_solution"
     sol.write_text(json.dumps(data))
-    assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--warm-start", str(sol),
-                 "--time-limit", "5"]) == 2
+    assert (
+        main(
+            ["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--warm-start", str(sol), "--time-limit", "5"]
+        )
+        == 2
+    )
     assert "its status is no_solution, so it holds no design to start from" in capsys.readouterr().err
     assert main(["draw", str(sol), "-o", str(tmp_path / "d.png")]) == 2
     assert "holds no design (status no_solution)" in capsys.readouterr().err

@@ -18,12 +18,18 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.errors import InstanceError
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(10**12), max_value=10**12),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**12), max_value=10**12),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
     st.sampled_from([0, -1, 10**9, 1e308, "all", "12", [], {}]),
 )
-json_values = st.recursive(json_scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                                 st.dictionaries(st.text(max_size=6), inner, max_size=3)), max_leaves=8)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8,
+)
 
 
 class _OverBudget(BaseException):
@@ -126,8 +132,14 @@ def _mutate(data, path, action, value):
     return data
 
 
-@settings(max_examples=int(__import__("os").environ.get("HOSTILE_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["testbed-12", "mix-8", "fixed-links-6", "all-to-all-16", "paper/candle-testbed-12-d4"]), st.data())
+@settings(
+    max_examples=int(__import__("os").environ.get("HOSTILE_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    st.sampled_from(["testbed-12", "mix-8", "fixed-links-6", "all-to-all-16", "paper/candle-testbed-12-d4"]), st.data()
+)
 def test_mutated_instances_give_instance_error_or_instance(name, data):
     doc = instance_data(name)
     paths = list(_paths(doc))
@@ -151,32 +163,60 @@ def test_mutated_instances_give_instance_error_or_instance(name, data):
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "topoopt_ilp", *args], capture_output=True, text=True, cwd=cwd, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "topoopt_ilp", *args], capture_output=True, text=True, cwd=cwd, timeout=60
+    )
 
 
 def test_cli_hostile_files_exit_2_with_one_line(tmp_path):
     cases = {
         "truncated.json": '{"format": "topoopt-instance", "version": 1, "cluster": {"servers": 12',
-        "huge_n.json": json.dumps({"format": "topoopt-instance", "version": 1,
-                                   "cluster": {"servers": 10**9, "degree": 4, "link_bandwidth_gbps": 1},
-                                   "demand": {"all_to_all": 1}}),
+        "huge_n.json": json.dumps(
+            {
+                "format": "topoopt-instance",
+                "version": 1,
+                "cluster": {"servers": 10**9, "degree": 4, "link_bandwidth_gbps": 1},
+                "demand": {"all_to_all": 1},
+            }
+        ),
         "nan.json": '{"format": "topoopt-instance", "version": 1, "cluster": {"servers": 4, "degree": 2, '
-                    '"link_bandwidth_gbps": 1}, "demand": {"all_to_all": NaN}}',
+        '"link_bandwidth_gbps": 1}, "demand": {"all_to_all": NaN}}',
         "inf.json": '{"format": "topoopt-instance", "version": 1, "cluster": {"servers": 4, "degree": 2, '
-                    '"link_bandwidth_gbps": 1}, "demand": {"allreduce": [{"members": "all", "bytes": Infinity}]}}',
-        "matrix.json": json.dumps({"format": "topoopt-instance", "version": 1,
-                                   "cluster": {"servers": 4, "degree": 2, "link_bandwidth_gbps": 1},
-                                   "demand": {"mp": {"matrix": [[0] * 3000] * 3000}}}),
-        "string.json": json.dumps({"format": "topoopt-instance", "version": 1,
-                                   "cluster": {"servers": "many", "degree": 2, "link_bandwidth_gbps": 1}}),
-        "odd.json": json.dumps({"format": "topoopt-instance", "version": 1,
-                                "cluster": {"servers": 5, "degree": 3, "link_bandwidth_gbps": 1}, "demand": {"all_to_all": 1}}),
+        '"link_bandwidth_gbps": 1}, "demand": {"allreduce": [{"members": "all", "bytes": Infinity}]}}',
+        "matrix.json": json.dumps(
+            {
+                "format": "topoopt-instance",
+                "version": 1,
+                "cluster": {"servers": 4, "degree": 2, "link_bandwidth_gbps": 1},
+                "demand": {"mp": {"matrix": [[0] * 3000] * 3000}},
+            }
+        ),
+        "string.json": json.dumps(
+            {
+                "format": "topoopt-instance",
+                "version": 1,
+                "cluster": {"servers": "many", "degree": 2, "link_bandwidth_gbps": 1},
+            }
+        ),
+        "odd.json": json.dumps(
+            {
+                "format": "topoopt-instance",
+                "version": 1,
+                "cluster": {"servers": 5, "degree": 3, "link_bandwidth_gbps": 1},
+                "demand": {"all_to_all": 1},
+            }
+        ),
         "binary.json": b"\xff\xfe\x00garbage",
         # Found by a user: a key given twice was accepted silently (the last one won).
         "duplicate.json": '{"format": "topoopt-instance", "version": 1, "cluster": {"servers": 8, "servers": 16, '
-                          '"degree": 2, "link_bandwidth_gbps": 1}, "demand": {"all_to_all": 1}}',
-        "version_string.json": json.dumps({"format": "topoopt-instance", "version": "1",
-                                           "cluster": {"servers": 4, "degree": 2, "link_bandwidth_gbps": 1}}),
+        '"degree": 2, "link_bandwidth_gbps": 1}, "demand": {"all_to_all": 1}}',
+        "version_string.json": json.dumps(
+            {
+                "format": "topoopt-instance",
+                "version": "1",
+                "cluster": {"servers": 4, "degree": 2, "link_bandwidth_gbps": 1},
+            }
+        ),
     }
     for name, content in cases.items():
         p = tmp_path / name
@@ -195,12 +235,21 @@ def test_cli_hostile_files_exit_2_with_one_line(tmp_path):
 
 def test_duplicate_keys_and_string_versions_are_named(tmp_path):
     p = tmp_path / "dup.json"
-    p.write_text('{"format": "topoopt-instance", "version": 1, "cluster": {"servers": 8, "servers": 16, "degree": 2, '
-                 '"link_bandwidth_gbps": 1}, "demand": {"all_to_all": 1}}')
+    p.write_text(
+        '{"format": "topoopt-instance", "version": 1, "cluster": {"servers": 8, "servers": 16, "degree": 2, '
+        '"link_bandwidth_gbps": 1}, "demand": {"all_to_all": 1}}'
+    )
     r = _cli("validate", str(p))
     assert r.returncode == 2 and "key 'servers' appears twice" in r.stderr
-    p.write_text(json.dumps({"format": "topoopt-instance", "version": "1", "cluster": {"servers": 4, "degree": 2,
-                                                                                     "link_bandwidth_gbps": 1}}))
+    p.write_text(
+        json.dumps(
+            {
+                "format": "topoopt-instance",
+                "version": "1",
+                "cluster": {"servers": 4, "degree": 2, "link_bandwidth_gbps": 1},
+            }
+        )
+    )
     r = _cli("validate", str(p))
     assert r.returncode == 2 and "the string '1'" in r.stderr and "the number 1" in r.stderr
 

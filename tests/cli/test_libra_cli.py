@@ -85,11 +85,14 @@ def test_time_limit_zero_exits_4(capsys):
     assert "no_solution" in captured.out and captured.err.count("\n") == 1
 
 
-@pytest.mark.parametrize("edit,message", [
-    (lambda d: d["constraints"].update(fixed_gbps={"ring": -5}), "constraints.fixed_gbps.ring: must be >= 0"),
-    (lambda d: d["workload"]["communicators"].update(tp=[16, -1]), "larger than dimension 'ring'"),
-    (lambda d: d["dimensions"][0].update(kind="torus"), "dimensions[0].kind: must be one of"),
-])
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda d: d["constraints"].update(fixed_gbps={"ring": -5}), "constraints.fixed_gbps.ring: must be >= 0"),
+        (lambda d: d["workload"]["communicators"].update(tp=[16, -1]), "larger than dimension 'ring'"),
+        (lambda d: d["dimensions"][0].update(kind="torus"), "dimensions[0].kind: must be one of"),
+    ],
+)
 def test_bad_files_exit_2_in_one_line(tmp_path, capsys, edit, message):
     path = _write(tmp_path, edit)
     assert main(["bandwidth", path]) == 2
@@ -105,20 +108,29 @@ def test_malformed_json_exits_2(tmp_path, capsys):
     assert err.count("\n") == 1 and "malformed JSON" in err
 
 
-@pytest.mark.parametrize("args,message", [
-    (["bandwidth", GPT3, "--backend", "nosuch"], "unknown solver backend"),
-    (["bandwidth", GPT3, "--backend", "cpsat"], "all-integer"),
-    (["bandwidth", GPT3, "--objective", "perf_per_cost"], "no optimum"),
-    (["bandwidth", str(INSTANCES / "libra" / "missing.json")], "cannot read file"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["bandwidth", GPT3, "--backend", "nosuch"], "unknown solver backend"),
+        (["bandwidth", GPT3, "--backend", "cpsat"], "all-integer"),
+        (["bandwidth", GPT3, "--objective", "perf_per_cost"], "no optimum"),
+        (["bandwidth", str(INSTANCES / "libra" / "missing.json")], "cannot read file"),
+    ],
+)
 def test_bad_requests_exit_2(capsys, args, message):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
 
 
-@pytest.mark.parametrize("args", [["bandwidth", GPT3, "--gap", "-1"], ["bandwidth", GPT3, "--time-limit", "x"],
-                                  ["bandwidth", GPT3, "--objective", "throughput"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bandwidth", GPT3, "--gap", "-1"],
+        ["bandwidth", GPT3, "--time-limit", "x"],
+        ["bandwidth", GPT3, "--objective", "throughput"],
+    ],
+)
 def test_bad_options_exit_2(args):
     with pytest.raises(SystemExit) as info:
         main(args)

@@ -64,10 +64,13 @@ def test_time_limit_without_a_schedule_exits_4_and_writes_nothing(solution_file,
     assert not target.exists()
 
 
-@pytest.mark.parametrize("argv_tail, needle", [
-    ([str(INSTANCES / "dlrm-like-6.json")], "workload"),
-    ([DLRM, "/nonexistent/solution.json"], "solution.json"),
-])
+@pytest.mark.parametrize(
+    "argv_tail, needle",
+    [
+        ([str(INSTANCES / "dlrm-like-6.json")], "workload"),
+        ([DLRM, "/nonexistent/solution.json"], "solution.json"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(solution_file, capsys, argv_tail, needle):
     argv = ["schedule"] + argv_tail + ([solution_file] if len(argv_tail) == 1 else [])
     assert main(argv) == 2
@@ -155,14 +158,17 @@ def test_micro_batches_option(solution_file, capsys):
     assert "2 micro-batches" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("value, needle", [
-    ("0", "--micro-batches must be an integer >= 1, got '0'"),
-    ("-3", "--micro-batches must be an integer >= 1"),
-    ("1.5", "--micro-batches must be an integer >= 1, got '1.5'"),
-    ("two", "--micro-batches must be an integer >= 1"),
-    ("1000000", "more than 200,000 tasks"),
-    ("600", "less than one of its 64 samples each (batch 384): at most 64 micro-batches"),  # was scheduled
-])
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("0", "--micro-batches must be an integer >= 1, got '0'"),
+        ("-3", "--micro-batches must be an integer >= 1"),
+        ("1.5", "--micro-batches must be an integer >= 1, got '1.5'"),
+        ("two", "--micro-batches must be an integer >= 1"),
+        ("1000000", "more than 200,000 tasks"),
+        ("600", "less than one of its 64 samples each (batch 384): at most 64 micro-batches"),  # was scheduled
+    ],
+)
 def test_bad_micro_batches_is_one_line_exit_2(solution_file, capsys, value, needle):
     assert main(["schedule", DLRM, solution_file, "--micro-batches", value]) == 2
     err = capsys.readouterr().err.strip()
@@ -216,8 +222,11 @@ def test_check_names_a_precedence_violation(schedule_file, solution_file, tmp_pa
     from topoopt_ilp.schedule.iteration_graph import graph_from_solution
 
     g = graph_from_solution(load_instance(DLRM), load_solution(solution_file), micro_batches=2)
-    target = next(g.tasks[b].name for a, b in g.edges.tolist()
-                  if g.tasks[a].kind == "lookup" and g.tasks[b].kind == "fwd" and g.tasks[b].micro_batch == 1)
+    target = next(
+        g.tasks[b].name
+        for a, b in g.edges.tolist()
+        if g.tasks[a].kind == "lookup" and g.tasks[b].kind == "fwd" and g.tasks[b].micro_batch == 1
+    )
 
     def edit(d):
         for t in d["tasks"]:
@@ -234,16 +243,25 @@ def _first_task(d, kind):
     return next(t for t in d["tasks"] if t["kind"] == kind)
 
 
-@pytest.mark.parametrize("edit, needle", [
-    # a coarser unit widened the makespan tolerance to one (false) unit: a later makespan passed
-    (lambda d: d.update(time_unit_s=1.0, makespan_s=d["makespan_s"] + 0.5), "is not a whole number of time units of 1 s"),
-    (lambda d: d.update(bound_s=1e-4, gap=0.0), "is below"),
-    (lambda d: d.update(gap=0.5), "gap 0.5 is not (makespan - bound) / makespan"),
-    (lambda d: d.update(bound_s=d["makespan_s"] * 0.99, gap=0.01), "status optimal, but the bound"),
-    (lambda d: _first_task(d, "block").update(server=_first_task(d, "block")["server"] + 1), "the file says server"),
-    (lambda d: _first_task(d, "fwd").update(duration_s=99.0), "the file says duration_s 99.0"),
-    (lambda d: _first_task(d, "block").update(kind="fwd"), "the file says kind 'fwd', the task graph 'block'"),
-])
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        # a coarser unit widened the makespan tolerance to one (false) unit: a later makespan passed
+        (
+            lambda d: d.update(time_unit_s=1.0, makespan_s=d["makespan_s"] + 0.5),
+            "is not a whole number of time units of 1 s",
+        ),
+        (lambda d: d.update(bound_s=1e-4, gap=0.0), "is below"),
+        (lambda d: d.update(gap=0.5), "gap 0.5 is not (makespan - bound) / makespan"),
+        (lambda d: d.update(bound_s=d["makespan_s"] * 0.99, gap=0.01), "status optimal, but the bound"),
+        (
+            lambda d: _first_task(d, "block").update(server=_first_task(d, "block")["server"] + 1),
+            "the file says server",
+        ),
+        (lambda d: _first_task(d, "fwd").update(duration_s=99.0), "the file says duration_s 99.0"),
+        (lambda d: _first_task(d, "block").update(kind="fwd"), "the file says kind 'fwd', the task graph 'block'"),
+    ],
+)
 def test_check_refuses_false_claims(schedule_file, solution_file, tmp_path, capsys, edit, needle):
     """--check accepted a false makespan under an edited time unit, a bound below what every
     schedule meets, an inconsistent gap or status, and edited task descriptions (user test 6)."""
@@ -265,29 +283,36 @@ def test_check_refuses_a_list_schedule_that_claims_optimal(solution_file, tmp_pa
     assert "list scheduling's bound is" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("edit, needle", [
-    (lambda d: d.update(version=1), "version: unsupported version 1"),
-    (lambda d: d.update(format="topoopt-solution"), "format: expected 'topoopt-schedule', got 'topoopt-solution'"),
-    (lambda d: d.pop("micro_batches"), "missing required key 'micro_batches'"),
-    (lambda d: d.update(colour="red"), "unknown key 'colour'"),
-    (lambda d: d.update(micro_batches=0), "micro_batches: expected an integer >= 1"),
-    (lambda d: d["tasks"][3].update(start_s=-1.0), "tasks[3].start_s"),
-    (lambda d: d["tasks"][3].update(end_s="soon"), "tasks[3].end_s"),
-    (lambda d: d["tasks"][3].update(colour="red"), "tasks[3]: unknown key 'colour'"),
-    (lambda d: d["tasks"][3].pop("start_s"), "tasks[3]: missing required key 'start_s'"),
-    (lambda d: d["tasks"].pop(3), "is missing from the schedule"),
-    (lambda d: d["tasks"].append({"name": "fwd L9 r0", "kind": "compute", "start_s": 0, "end_s": 0, "duration_s": 0}),
-     "'fwd L9 r0' is not in the iteration graph"),
-    # every key the tool writes is required (the summary only comes from the CLI), and values are typed
-    (lambda d: d.pop("bound_s"), "missing required key 'bound_s'"),
-    (lambda d: d.pop("wall_time_s"), "missing required key 'wall_time_s'"),
-    (lambda d: d["tasks"][3].pop("kind"), "tasks[3]: missing required key 'kind'"),
-    (lambda d: d.update(version=2.0), "version: unsupported version 2.0"),
-    (lambda d: d["tasks"][0].update(server="0"), "tasks[0].server (block B0 mb0): expected a server index >= 0"),
-    (lambda d: d["tasks"].append(dict(d["tasks"][0])), "appears twice"),
-    (lambda d: d.update(instance_sha256="0" * 64), "made from another instance file"),
-    (lambda d: d.update(solution_sha256=None), "records no SHA-256 of its solution file"),
-])
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda d: d.update(version=1), "version: unsupported version 1"),
+        (lambda d: d.update(format="topoopt-solution"), "format: expected 'topoopt-schedule', got 'topoopt-solution'"),
+        (lambda d: d.pop("micro_batches"), "missing required key 'micro_batches'"),
+        (lambda d: d.update(colour="red"), "unknown key 'colour'"),
+        (lambda d: d.update(micro_batches=0), "micro_batches: expected an integer >= 1"),
+        (lambda d: d["tasks"][3].update(start_s=-1.0), "tasks[3].start_s"),
+        (lambda d: d["tasks"][3].update(end_s="soon"), "tasks[3].end_s"),
+        (lambda d: d["tasks"][3].update(colour="red"), "tasks[3]: unknown key 'colour'"),
+        (lambda d: d["tasks"][3].pop("start_s"), "tasks[3]: missing required key 'start_s'"),
+        (lambda d: d["tasks"].pop(3), "is missing from the schedule"),
+        (
+            lambda d: d["tasks"].append(
+                {"name": "fwd L9 r0", "kind": "compute", "start_s": 0, "end_s": 0, "duration_s": 0}
+            ),
+            "'fwd L9 r0' is not in the iteration graph",
+        ),
+        # every key the tool writes is required (the summary only comes from the CLI), and values are typed
+        (lambda d: d.pop("bound_s"), "missing required key 'bound_s'"),
+        (lambda d: d.pop("wall_time_s"), "missing required key 'wall_time_s'"),
+        (lambda d: d["tasks"][3].pop("kind"), "tasks[3]: missing required key 'kind'"),
+        (lambda d: d.update(version=2.0), "version: unsupported version 2.0"),
+        (lambda d: d["tasks"][0].update(server="0"), "tasks[0].server (block B0 mb0): expected a server index >= 0"),
+        (lambda d: d["tasks"].append(dict(d["tasks"][0])), "appears twice"),
+        (lambda d: d.update(instance_sha256="0" * 64), "made from another instance file"),
+        (lambda d: d.update(solution_sha256=None), "records no SHA-256 of its solution file"),
+    ],
+)
 def test_a_bad_schedule_file_is_one_line_exit_2(schedule_file, solution_file, tmp_path, capsys, edit, needle):
     path = _edited(tmp_path, schedule_file, edit)
     assert main(["schedule", DLRM, solution_file, "--check", path]) == 2
@@ -325,8 +350,17 @@ def test_check_against_other_files_or_malformed_json_exits_2(schedule_file, solu
     assert "(this is a solution file)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("extra", [["--out", "x.json"], ["--method", "heuristic"], ["--micro-batches", "2"],
-                                   ["--time-unit-us", "5"], ["--routing", "given"], ["--time-limit", "3"]])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--out", "x.json"],
+        ["--method", "heuristic"],
+        ["--micro-batches", "2"],
+        ["--time-unit-us", "5"],
+        ["--routing", "given"],
+        ["--time-limit", "3"],
+    ],
+)
 def test_check_refuses_scheduling_options(schedule_file, solution_file, capsys, extra):
     assert main(["schedule", DLRM, solution_file, "--check", str(schedule_file)] + extra) == 2
     assert f"{extra[0]} does not go with --check" in capsys.readouterr().err
@@ -343,7 +377,12 @@ def test_python_round_trip(solution_file, tmp_path):
     path = tmp_path / "api.json"
     write_schedule(path, g, sched, instance_sha256=file_sha256(DLRM), solution_sha256=file_sha256(solution_file))
     sf = read_schedule(path)
-    assert (sf.micro_batches, sf.routing, sf.time_unit_s, sf.forward_fraction) == (3, "shortest_path", 1e-5, g.forward_fraction)
+    assert (sf.micro_batches, sf.routing, sf.time_unit_s, sf.forward_fraction) == (
+        3,
+        "shortest_path",
+        1e-5,
+        g.forward_fraction,
+    )
     assert sf.instance_sha256 == file_sha256(DLRM) and sf.instance is None
     back = sf.schedule(g)
     assert back.makespan_s == sched.makespan_s and back.status == "feasible" and back.method == "heuristic"

@@ -67,8 +67,12 @@ def strategies(inst):
 # The key
 # ------------------------------------------------------------------------------------------------
 def _section(**extra):
-    return {"batch_size": 64, "server_memory_bytes": 1e12, **extra,
-            "layers": [{"name": "a", "compute_s": 1e-3, "param_bytes": 1e6, "activation_bytes": 1e6, "configs": [1, 4]}]}
+    return {
+        "batch_size": 64,
+        "server_memory_bytes": 1e12,
+        **extra,
+        "layers": [{"name": "a", "compute_s": 1e-3, "param_bytes": 1e6, "activation_bytes": 1e6, "configs": [1, 4]}],
+    }
 
 
 def test_the_key_parses_defaults_and_round_trips():
@@ -92,7 +96,11 @@ def test_an_unknown_compute_model_names_the_field(value):
 # ------------------------------------------------------------------------------------------------
 def test_hand_computed_critical_path_pipeline_vs_data_parallel():
     # tau = 4, 4, 2 ms at degree 1 (1, 1, 0.5 ms at degree 4); the table (5 ms) feeds layer 1.
-    layers = [layer("a", 4e-3, 1e6, 1e6, [1, 4]), layer("b", 4e-3, 1e6, 1e6, [1, 4]), layer("c", 2e-3, 1e6, 1e6, [1, 4])]
+    layers = [
+        layer("a", 4e-3, 1e6, 1e6, [1, 4]),
+        layer("b", 4e-3, 1e6, 1e6, [1, 4]),
+        layer("c", 2e-3, 1e6, 1e6, [1, 4]),
+    ]
     blocks = [Block(name="t", bytes=1e6, lookup_bytes=1e6, compute_s=5e-3, consumer=1)]
     inst, X = make(4, 2, layers, blocks)
     pipe = Strategy((1, 1, 1), (0, 1, 2), (3,))
@@ -122,14 +130,31 @@ def test_a_block_without_compute_never_lengthens_the_path():
 # ------------------------------------------------------------------------------------------------
 PLACEMENT_CASES = {
     # the busiest_server optimum of each is a pipeline of degree-1 layers on different servers
-    "pipeline-4": lambda ov: make(4, 2, [layer("a", 4e-3, 1e8, 1e6, [1, 2, 4]), layer("b", 4e-3, 1e8, 1e6, [1, 2, 4]),
-                                         layer("c", 1e-3, 1e6, 1e5, [1, 2])],
-                                  [Block(name="t", bytes=1e6, lookup_bytes=1e6, compute_s=3e-3, consumer=1)], overlap=ov),
-    "tables-4": lambda ov: make(4, 2, [layer("a", 2e-3, 2e7, 2e7, [1, 2]), layer("b", 2e-3, 1e6, 4e6, [1, 2])],
-                                [Block(name=f"t{j}", bytes=1e6, lookup_bytes=6e6, compute_s=1.5e-3, consumer=1)
-                                 for j in range(2)], overlap=ov),
-    "mlp-6": lambda ov: make(6, 2, [layer("a", 6e-3, 5e7, 2e6, [1, 2, 3, 6]), layer("b", 6e-3, 5e7, 1e6, [1, 2, 3, 6])],
-                             [Block(name="t", bytes=1e6, lookup_bytes=2e6, compute_s=2e-3, consumer=0)], overlap=ov),
+    "pipeline-4": lambda ov: make(
+        4,
+        2,
+        [
+            layer("a", 4e-3, 1e8, 1e6, [1, 2, 4]),
+            layer("b", 4e-3, 1e8, 1e6, [1, 2, 4]),
+            layer("c", 1e-3, 1e6, 1e5, [1, 2]),
+        ],
+        [Block(name="t", bytes=1e6, lookup_bytes=1e6, compute_s=3e-3, consumer=1)],
+        overlap=ov,
+    ),
+    "tables-4": lambda ov: make(
+        4,
+        2,
+        [layer("a", 2e-3, 2e7, 2e7, [1, 2]), layer("b", 2e-3, 1e6, 4e6, [1, 2])],
+        [Block(name=f"t{j}", bytes=1e6, lookup_bytes=6e6, compute_s=1.5e-3, consumer=1) for j in range(2)],
+        overlap=ov,
+    ),
+    "mlp-6": lambda ov: make(
+        6,
+        2,
+        [layer("a", 6e-3, 5e7, 2e6, [1, 2, 3, 6]), layer("b", 6e-3, 5e7, 1e6, [1, 2, 3, 6])],
+        [Block(name="t", bytes=1e6, lookup_bytes=2e6, compute_s=2e-3, consumer=0)],
+        overlap=ov,
+    ),
 }
 CASE_IDS = [(name, ov) for name in PLACEMENT_CASES for ov in ("none", "full")]
 
@@ -142,8 +167,13 @@ def test_placement_methods_reach_the_brute_force_optimum(name, overlap):
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
     values = {}
     for formulation in ("milp", "enumeration", "auto"):
-        sol = solve_placement(inst, replace(EXACT, formulation=formulation), X,
-                              local_search_s=0.0 if formulation == "milp" else None, chain_bound_s=0.0)
+        sol = solve_placement(
+            inst,
+            replace(EXACT, formulation=formulation),
+            X,
+            local_search_s=0.0 if formulation == "milp" else None,
+            chain_bound_s=0.0,
+        )
         assert sol.status == "optimal", (formulation, sol.details)
         check_solution(inst, sol)  # objective == the evaluator's score of the solution
         values[formulation] = sol.objective
@@ -157,11 +187,17 @@ def test_placement_methods_reach_the_brute_force_optimum(name, overlap):
     # the bounds stay below the optimum; the local search never does worse than its start
     assert relaxation_bound(inst, rf) <= best * (1 + 1e-9)
     assert chain_bound(inst, rf, time_limit_s=5.0)[0] <= best * (1 + 1e-9)
-    start = Strategy(tuple(max(lay.configs) for lay in inst.workload.layers), (0,) * len(inst.workload.layers),
-                     (0,) * len(inst.workload.blocks))
+    start = Strategy(
+        tuple(max(lay.configs) for lay in inst.workload.layers),
+        (0,) * len(inst.workload.layers),
+        (0,) * len(inst.workload.blocks),
+    )
     found = improve_strategy(inst, rf, start, 1.0)
-    assert best * (1 - 1e-9) <= strategy_times(inst, rf, found)["iteration_time_s"] \
+    assert (
+        best * (1 - 1e-9)
+        <= strategy_times(inst, rf, found)["iteration_time_s"]
         <= strategy_times(inst, rf, start)["iteration_time_s"] * (1 + 1e-12)
+    )
 
 
 @pytest.mark.parametrize("name", list(PLACEMENT_CASES))
@@ -188,8 +224,11 @@ def test_the_models_scores_are_the_evaluators_for_every_strategy(name):
         it, _ = ls.segment_move(i, j)
         for t in np.flatnonzero(np.isfinite(it)):
             k, s = int(ls.type_k[t]), int(ls.type_s[t])
-            moved = Strategy(tuple(k if i <= x <= j else st.layer_degree[x] for x in range(L)),
-                             tuple(s if i <= x <= j else st.layer_start[x] for x in range(L)), st.block_server)
+            moved = Strategy(
+                tuple(k if i <= x <= j else st.layer_degree[x] for x in range(L)),
+                tuple(s if i <= x <= j else st.layer_start[x] for x in range(L)),
+                st.block_server,
+            )
             assert it[t] == pytest.approx(score(inst, X, moved).iteration_time_s, rel=1e-9)
 
 
@@ -228,8 +267,11 @@ def test_critical_path_moves_the_optimum_off_the_pipeline():
     assert list(st["layer_degree"]) != [1, 1, 1] or len(set(st["layer_start"])) < 3
     assert slow.objective > fast.objective * 1.5
     # and the pipeline, charged its bubble, is worse than that optimum
-    pipe = Strategy(tuple(fast.placement["layer_degree"]), tuple(fast.placement["layer_start"]),
-                    tuple(fast.placement["block_server"]))
+    pipe = Strategy(
+        tuple(fast.placement["layer_degree"]),
+        tuple(fast.placement["layer_start"]),
+        tuple(fast.placement["block_server"]),
+    )
     assert score(critical(inst), X, pipe).iteration_time_s > slow.objective
 
 
@@ -237,10 +279,18 @@ def test_critical_path_moves_the_optimum_off_the_pipeline():
 # The joint problem (topology free): the joint MILP and the strategy enumeration
 # ------------------------------------------------------------------------------------------------
 JOINT_CASES = {
-    "pipeline": lambda ov: joint_make(4, 2, [jlayer("a", 4e-3, 1e8, 1e6, [1, 2, 4]), jlayer("b", 4e-3, 1e8, 1e6, [1, 2])],
-                                      [Block(name="t", bytes=1e6, lookup_bytes=1e6, compute_s=3e-3, consumer=1)]),
-    "mlp": lambda ov: joint_make(4, 2, [jlayer("a", 4e-3, 4e7, 2e7, [1, 2]), jlayer("b", 4e-3, 4e7, 1e6, [1, 2])],
-                                 [Block(name="t", bytes=1e6, lookup_bytes=8e6, compute_s=2e-3, consumer=1)]),
+    "pipeline": lambda ov: joint_make(
+        4,
+        2,
+        [jlayer("a", 4e-3, 1e8, 1e6, [1, 2, 4]), jlayer("b", 4e-3, 1e8, 1e6, [1, 2])],
+        [Block(name="t", bytes=1e6, lookup_bytes=1e6, compute_s=3e-3, consumer=1)],
+    ),
+    "mlp": lambda ov: joint_make(
+        4,
+        2,
+        [jlayer("a", 4e-3, 4e7, 2e7, [1, 2]), jlayer("b", 4e-3, 4e7, 1e6, [1, 2])],
+        [Block(name="t", bytes=1e6, lookup_bytes=8e6, compute_s=2e-3, consumer=1)],
+    ),
 }
 
 
@@ -288,10 +338,14 @@ def test_solve_and_alternating_score_with_the_critical_path():
         sol = solve(inst, method=method)
         m = evaluate(inst, sol)
         assert sol.metrics["compute_time_s"] == pytest.approx(m.compute_time_s)
-        st = Strategy(tuple(sol.placement["layer_degree"]), tuple(sol.placement["layer_start"]),
-                      tuple(sol.placement["block_server"]))
-        busiest = score(replace(inst, workload=replace(inst.workload, compute_model="busiest_server")),
-                        sol.topology.matrix, st).compute_time_s
+        st = Strategy(
+            tuple(sol.placement["layer_degree"]),
+            tuple(sol.placement["layer_start"]),
+            tuple(sol.placement["block_server"]),
+        )
+        busiest = score(
+            replace(inst, workload=replace(inst.workload, compute_model="busiest_server")), sol.topology.matrix, st
+        ).compute_time_s
         tau = [inst.workload.layer_time(i, k) for i, k in enumerate(st.layer_degree)]
         assert m.compute_time_s == pytest.approx(max(busiest, sum(tau), 3e-3 + tau[1]), rel=1e-12)
 
@@ -327,9 +381,15 @@ def test_p_is_the_schedule_graphs_critical_path_with_free_communication_and_free
     from topoopt_ilp.evaluation.evaluate import critical_path_s
     from topoopt_ilp.schedule.iteration_graph import build_iteration_graph, lower_bounds
 
-    layers = [layer("a", 4e-3, 1e6, 1e6, [1, 4]), layer("b", 4e-3, 1e6, 1e6, [1, 4]), layer("c", 2e-3, 1e6, 1e6, [1, 4])]
-    blocks = [Block(name="t", bytes=1e6, lookup_bytes=1e6, compute_s=5e-3, consumer=1),
-              Block(name="u", bytes=1e6, lookup_bytes=1e6, compute_s=1e-3, consumer=2)]
+    layers = [
+        layer("a", 4e-3, 1e6, 1e6, [1, 4]),
+        layer("b", 4e-3, 1e6, 1e6, [1, 4]),
+        layer("c", 2e-3, 1e6, 1e6, [1, 4]),
+    ]
+    blocks = [
+        Block(name="t", bytes=1e6, lookup_bytes=1e6, compute_s=5e-3, consumer=1),
+        Block(name="u", bytes=1e6, lookup_bytes=1e6, compute_s=1e-3, consumer=2),
+    ]
     inst, X = make(4, 2, layers, blocks)
     fast = critical(replace(inst, cluster=replace(inst.cluster, link_bandwidth_gbps=1e6, hop_latency_us=0.0)))
     checked = 0

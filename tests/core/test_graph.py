@@ -108,7 +108,13 @@ def test_circulant_distances_published(n: int, jumps: list[int], diam: int, mean
 
 
 def test_circulant_distances_match_bfs_and_networkx() -> None:
-    for n, jumps, directed in [(12, [1, 5], False), (30, [2, 7], False), (17, [1, 4], True), (20, [10, 3], False), (15, [3], False)]:
+    for n, jumps, directed in [
+        (12, [1, 5], False),
+        (30, [2, 7], False),
+        (17, [1, 4], True),
+        (20, [10, 3], False),
+        (15, [3], False),
+    ]:
         X = circulant(n, jumps, directed)
         cd = circulant_distances(n, jumps, directed)
         dist, _ = hop_distances(X)
@@ -322,7 +328,13 @@ def test_degree_vectors() -> None:
 
 def test_validate_topology() -> None:
     assert validate_topology(np.array([[0.0, 2.0], [1.0 + 1e-10, 0.0]])).tolist() == [[0, 2], [1, 0]]
-    for bad in (np.array([[0, -1], [1, 0]]), np.array([[1, 1], [1, 0]]), np.array([[0, 0.5], [1, 0]]), np.zeros((2, 3)), np.array([[0, np.nan], [1, 0]])):
+    for bad in (
+        np.array([[0, -1], [1, 0]]),
+        np.array([[1, 1], [1, 0]]),
+        np.array([[0, 0.5], [1, 0]]),
+        np.zeros((2, 3)),
+        np.array([[0, np.nan], [1, 0]]),
+    ):
         with pytest.raises(ValueError):
             validate_topology(bad)
 

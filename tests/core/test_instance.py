@@ -56,8 +56,12 @@ def test_mp_matrix_form_equals_pairs_form():
     mat[0][3] = 5.0
     mat[4][1] = 7.0
     a = parse(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": 1}, demand={"mp": {"matrix": mat}}))
-    b = parse(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": 1},
-                      demand={"mp": {"pairs": [[0, 3, 5], [4, 1, 7]]}}))
+    b = parse(
+        minimal(
+            cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": 1},
+            demand={"mp": {"pairs": [[0, 3, 5], [4, 1, 7]]}},
+        )
+    )
     assert np.array_equal(a.demand.mp_matrix(6), b.demand.mp_matrix(6))
 
 
@@ -85,14 +89,26 @@ def test_instances_constructible_in_code_are_checked_alike():
         (lambda d: d["cluster"].update(colour="red"), "cluster", "unknown key 'colour'"),
         (lambda d: d.update(objective="speed"), "objective", "must be one of"),
         (lambda d: d.update(topology_family="tree"), "topology_family", "must be one of"),
-        (lambda d: d.update(demand={"allreduce": [{"members": [0, 1, 1], "bytes": 1}]}),
-         "demand.allreduce[0].members[2]", "listed twice"),
-        (lambda d: d.update(demand={"allreduce": [{"members": [0, 8], "bytes": 1}]}),
-         "demand.allreduce[0].members[1]", "out of range 0..7"),
-        (lambda d: d.update(demand={"allreduce": [{"members": "all", "bytes": -5}]}),
-         "demand.allreduce[0].bytes", "must be > 0"),
-        (lambda d: d.update(demand={"allreduce": [{"members": "some", "bytes": 5}]}),
-         "demand.allreduce[0].members", "expected a list of server ids"),
+        (
+            lambda d: d.update(demand={"allreduce": [{"members": [0, 1, 1], "bytes": 1}]}),
+            "demand.allreduce[0].members[2]",
+            "listed twice",
+        ),
+        (
+            lambda d: d.update(demand={"allreduce": [{"members": [0, 8], "bytes": 1}]}),
+            "demand.allreduce[0].members[1]",
+            "out of range 0..7",
+        ),
+        (
+            lambda d: d.update(demand={"allreduce": [{"members": "all", "bytes": -5}]}),
+            "demand.allreduce[0].bytes",
+            "must be > 0",
+        ),
+        (
+            lambda d: d.update(demand={"allreduce": [{"members": "some", "bytes": 5}]}),
+            "demand.allreduce[0].members",
+            "expected a list of server ids",
+        ),
         (lambda d: d.update(demand={"mp": {"pairs": [[0, 0, 5]]}}), "demand.mp.pairs[0]", "both server 0"),
         (lambda d: d.update(demand={"mp": {"pairs": [[0, 1, "5"]]}}), "demand.mp.pairs[0][2]", "expected a number"),
         (lambda d: d.update(demand={"mp": {"matrix": [[0]]}}), "demand.mp.matrix", "has 1 rows, expected 8"),
@@ -101,13 +117,23 @@ def test_instances_constructible_in_code_are_checked_alike():
         (lambda d: d.update(workload={"layers": []}), None, "(it has both)"),
         (lambda d: d.update(version=2), "version", "unsupported version"),
         (lambda d: d.update(fixed_topology={"jumps": [1, 7]}), "fixed_topology.jumps[1]", "same undirected jump"),
-        (lambda d: d.update(fixed_topology={"jumps": [1, 2]}), "fixed_topology", "server 0 has 4 links, needs exactly 2"),
+        (
+            lambda d: d.update(fixed_topology={"jumps": [1, 2]}),
+            "fixed_topology",
+            "server 0 has 4 links, needs exactly 2",
+        ),
         (lambda d: d.update(fixed_topology={"links": [[0, 0, 1]]}), "fixed_topology.links[0]", "to itself"),
-        (lambda d: d.update(topology_family="coprime_circulant", fixed_topology={"jumps": [2]}),
-         "fixed_topology.jumps[0]", "not coprime"),
+        (
+            lambda d: d.update(topology_family="coprime_circulant", fixed_topology={"jumps": [2]}),
+            "fixed_topology.jumps[0]",
+            "not coprime",
+        ),
         (lambda d: d.update(solver={"time_limit_s": -1}), "solver.time_limit_s", "must be >= 0"),
-        (lambda d: d.update(solver={"backend": "nope"}), "solver.backend",
-         "must be one of cbc, cpsat, highs, scip; got 'nope'"),
+        (
+            lambda d: d.update(solver={"backend": "nope"}),
+            "solver.backend",
+            "must be one of cbc, cpsat, highs, scip; got 'nope'",
+        ),
         (lambda d: d.update(solver={"backend": 3}), "solver.backend", "got int"),
     ],
 )
@@ -146,34 +172,52 @@ def test_fixed_topology_matrix_for_jumps_and_links():
     inst = parse(minimal(fixed_topology={"jumps": [1]}))
     x = inst.fixed_topology_matrix()
     assert x.sum(axis=1).tolist() == [2] * 8 and x[0, 1] == x[0, 7] == 1
-    half = parse(minimal(cluster={"servers": 8, "degree": 3, "link_bandwidth_gbps": 1}, fixed_topology={"jumps": [1, 4]}))
+    half = parse(
+        minimal(cluster={"servers": 8, "degree": 3, "link_bandwidth_gbps": 1}, fixed_topology={"jumps": [1, 4]})
+    )
     assert half.fixed_topology_matrix()[0, 4] == 1  # jump n/2 adds one link per pair, not two
     assert isinstance(half.fixed_topology, FixedTopology)
 
 
-@pytest.mark.parametrize("n,d,family,links,why", [
-    (6, 4, "coprime_circulant", "undirected", "only 1 jump class(es) (2 ports)"),
-    (6, 3, "coprime_circulant", "undirected", "is not coprime with n = 6"),
-    (9, 9, "circulant", "directed", "only 8 jump(s)"),
-    (8, 5, "coprime_circulant", "directed", "only 4 jump(s)"),
-])
+@pytest.mark.parametrize(
+    "n,d,family,links,why",
+    [
+        (6, 4, "coprime_circulant", "undirected", "only 1 jump class(es) (2 ports)"),
+        (6, 3, "coprime_circulant", "undirected", "is not coprime with n = 6"),
+        (9, 9, "circulant", "directed", "only 8 jump(s)"),
+        (8, 5, "coprime_circulant", "directed", "only 4 jump(s)"),
+    ],
+)
 def test_a_regular_circulant_family_needs_a_jump_set_of_the_degree(n, d, family, links, why):
     # Found by a user: these validated, then every method refused them.
-    doc = minimal(cluster={"servers": n, "degree": d, "link_bandwidth_gbps": 100, "links": links}, topology_family=family)
+    doc = minimal(
+        cluster={"servers": n, "degree": d, "link_bandwidth_gbps": 100, "links": links}, topology_family=family
+    )
     with pytest.raises(InstanceError, match="cluster.degree") as err:
         files.parse_instance(doc)
     assert why in str(err.value)
     files.parse_instance({**doc, "topology_family": "any"})  # the same cluster is fine without the family
-    for ok in ((8, 4, "coprime_circulant", "undirected"), (8, 3, "circulant", "undirected"), (8, 4, "coprime_circulant", "directed")):
-        files.parse_instance(minimal(cluster={"servers": ok[0], "degree": ok[1], "link_bandwidth_gbps": 100, "links": ok[3]},
-                                  topology_family=ok[2]))
+    for ok in (
+        (8, 4, "coprime_circulant", "undirected"),
+        (8, 3, "circulant", "undirected"),
+        (8, 4, "coprime_circulant", "directed"),
+    ):
+        files.parse_instance(
+            minimal(
+                cluster={"servers": ok[0], "degree": ok[1], "link_bandwidth_gbps": 100, "links": ok[3]},
+                topology_family=ok[2],
+            )
+        )
 
 
-@pytest.mark.parametrize("section,key,value", [
-    ("cluster", "link_bandwidth_gbps", 1e308),  # found by a user: the evaluator's loads overflowed into NaN
-    ("cluster", "hop_latency_us", 1e300),
-    ("demand", "all_to_all", 1e20),
-])
+@pytest.mark.parametrize(
+    "section,key,value",
+    [
+        ("cluster", "link_bandwidth_gbps", 1e308),  # found by a user: the evaluator's loads overflowed into NaN
+        ("cluster", "hop_latency_us", 1e300),
+        ("demand", "all_to_all", 1e20),
+    ],
+)
 def test_physical_quantities_have_upper_limits(section, key, value):
     doc = minimal()
     doc[section] = {**doc[section], key: value}
@@ -190,7 +234,9 @@ def test_degree_one_problem_names_what_cannot_be_carried():
     assert "chain 3 servers" in degree_one_problem(Demand(mp=((0, 1, 1.0), (1, 2, 1.0))), c)
     assert "group 0 connects 3" in degree_one_problem(Demand(allreduce=(AllReduceGroup((0, 1, 2), 1.0),)), c)
     assert "all-to-all" in degree_one_problem(Demand(all_to_all=1.0), c)
-    assert degree_one_problem(Demand(mp=((0, 1, 1.0), (2, 3, 1.0)), allreduce=(AllReduceGroup((4, 5), 1.0),)), c) is None
+    assert (
+        degree_one_problem(Demand(mp=((0, 1, 1.0), (2, 3, 1.0)), allreduce=(AllReduceGroup((4, 5), 1.0),)), c) is None
+    )
     assert degree_one_problem(Demand(all_to_all=1.0), Cluster(8, 1, 100.0, links="directed")) is None
     assert degree_one_problem(Demand(all_to_all=1.0), Cluster(8, 2, 100.0)) is None
 

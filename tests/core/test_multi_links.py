@@ -52,8 +52,9 @@ def test_heuristic_on_mix8(options, degree, directed):
     _check(inst, solve(inst, method="heuristic", **options))
 
 
-@pytest.mark.parametrize("name,degree", [("testbed-12", 3), ("dlrm-like-6", 3), ("mix-16", 6), ("all-to-all-16", 5),
-                                         ("dlrm-mini-6", 2)])
+@pytest.mark.parametrize(
+    "name,degree", [("testbed-12", 3), ("dlrm-like-6", 3), ("mix-16", 6), ("all-to-all-16", 5), ("dlrm-mini-6", 2)]
+)
 @pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
 def test_heuristic_on_other_instances(name, degree, directed):
     inst = _instance(name, degree=degree, directed=directed)
@@ -73,12 +74,24 @@ def test_heuristic_all_to_all_up_to_complete_graph(n, d, directed):
             assert sol.topology.matrix.sum() == n * (n - 1)
 
 
-@pytest.mark.parametrize("baseline,name,degree", [
-    ("expander", "mix-8", 6), ("expander", "mix-8", 7), ("expander", "testbed-12", 3), ("expander", "dlrm-like-6", 3),
-    ("torus", "mix-8", 4), ("torus", "mix-8", 6), ("torus", "testbed-12", 4), ("torus", "testbed-12", 6),
-    ("demand_greedy", "mix-8", 4), ("demand_greedy", "mix-8", 6), ("demand_greedy", "mix-8", 7),
-    ("demand_greedy", "testbed-12", 3), ("demand_greedy", "dlrm-like-6", 3),
-])
+@pytest.mark.parametrize(
+    "baseline,name,degree",
+    [
+        ("expander", "mix-8", 6),
+        ("expander", "mix-8", 7),
+        ("expander", "testbed-12", 3),
+        ("expander", "dlrm-like-6", 3),
+        ("torus", "mix-8", 4),
+        ("torus", "mix-8", 6),
+        ("torus", "testbed-12", 4),
+        ("torus", "testbed-12", 6),
+        ("demand_greedy", "mix-8", 4),
+        ("demand_greedy", "mix-8", 6),
+        ("demand_greedy", "mix-8", 7),
+        ("demand_greedy", "testbed-12", 3),
+        ("demand_greedy", "dlrm-like-6", 3),
+    ],
+)
 def test_baselines(baseline, name, degree):
     inst = _instance(name, degree=degree)
     for seed in range(4):
@@ -118,8 +131,12 @@ def test_cli_solve_and_verify(tmp_path, capsys):
     data["cluster"].update(degree=6, multi_links=False)
     inst, out = tmp_path / "ml.json", tmp_path / "sol.json"
     inst.write_text(json.dumps(data))
-    for args in ([], ["--method", "baseline", "--baseline", "torus"], ["--method", "baseline", "--baseline", "demand_greedy"],
-                 ["--method", "baseline", "--baseline", "expander"]):
+    for args in (
+        [],
+        ["--method", "baseline", "--baseline", "torus"],
+        ["--method", "baseline", "--baseline", "demand_greedy"],
+        ["--method", "baseline", "--baseline", "expander"],
+    ):
         assert main(["solve", str(inst), "--out", str(out), *args]) == 0
         assert main(["verify", str(inst), str(out)]) == 0
     capsys.readouterr()

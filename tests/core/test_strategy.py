@@ -23,17 +23,28 @@ from topoopt_ilp.errors import InstanceError
 
 
 def layer(name, *, configs, params=0.0, act=0.0, mem=None, compute_s=None, flops=None, measured=None):
-    return Layer(name=name, param_bytes=params, activation_bytes=act, memory_bytes=mem, configs=tuple(configs),
-                 compute_s=compute_s, flops=flops, measured=measured)
+    return Layer(
+        name=name,
+        param_bytes=params,
+        activation_bytes=act,
+        memory_bytes=mem,
+        configs=tuple(configs),
+        compute_s=compute_s,
+        flops=flops,
+        measured=measured,
+    )
 
 
 def four_server_case():
     """n = 4: layer a at degree 4 on {0,1,2,3}, layer b at degree 2 on {0,2}; a table on server 0."""
     w = Workload(
-        layers=(layer("a", configs=(2, 4), params=100, act=40, compute_s=1.0),
-                layer("b", configs=(1, 2), params=10, act=8, compute_s=2.0)),
+        layers=(
+            layer("a", configs=(2, 4), params=100, act=40, compute_s=1.0),
+            layer("b", configs=(1, 2), params=10, act=8, compute_s=2.0),
+        ),
         blocks=(Block(name="t", bytes=10, lookup_bytes=12, consumer=1),),
-        batch_size=8, server_memory_bytes=1e9,
+        batch_size=8,
+        server_memory_bytes=1e9,
     )
     return w, Strategy((4, 2), (0, 0), (0,))
 
@@ -47,12 +58,15 @@ def test_four_servers_by_hand():
     # first half, server 2 the second. So server 1's quarter goes to 0 and server 3's to 2; the
     # gradients come back. The table on server 0 sends 12/2 = 6 to each b replica (server 0's share
     # stays local) and gets 6 back from server 2.
-    expected = np.array([
-        [0, 10, 6, 0],
-        [10, 0, 0, 0],
-        [6, 0, 0, 10],
-        [0, 0, 10, 0],
-    ], dtype=float)
+    expected = np.array(
+        [
+            [0, 10, 6, 0],
+            [10, 0, 0, 0],
+            [6, 0, 0, 10],
+            [0, 0, 10, 0],
+        ],
+        dtype=float,
+    )
     assert np.array_equal(mp, expected)
     # a: 1.0 s / 4 on every server; b: 2.0 s / 2 on servers 0 and 2; the table costs nothing here.
     assert np.array_equal(compute, [1.25, 0.25, 1.25, 0.25])
@@ -67,7 +81,9 @@ def six_server_case():
             layer("l2", configs=(3, 6), params=7, act=99, flops=600.0),
         ),
         blocks=(Block(name="emb", bytes=1, lookup_bytes=30, compute_s=0.25, consumer=1),),
-        batch_size=12, server_memory_bytes=1e6, device_flops=100.0,
+        batch_size=12,
+        server_memory_bytes=1e6,
+        device_flops=100.0,
     )
     return w, Strategy((3, 2, 6), (1, 0, 0), (4,))
 
@@ -80,14 +96,27 @@ def test_six_servers_by_hand():
     e = np.zeros((6, 6))
     # l0 (servers 1, 3, 5 hold thirds [0,1/3), [1/3,2/3), [2/3,1) of 60 bytes) -> l1 (servers 0, 3
     # hold halves): 1->0 a third (20); 3->0 the sixth [1/3,1/2) (10), 3->3 local; 5->3 a third (20).
-    e[1, 0] += 20; e[3, 0] += 10; e[5, 3] += 20
-    e[0, 1] += 20; e[0, 3] += 10; e[3, 5] += 20  # gradients back
+    e[1, 0] += 20
+    e[3, 0] += 10
+    e[5, 3] += 20
+    e[0, 1] += 20
+    e[0, 3] += 10
+    e[3, 5] += 20  # gradients back
     # l1 (0: [0,1/2), 3: [1/2,1) of 12 bytes) -> l2 (server t holds [t/6, (t+1)/6)): 2 bytes each
     # to servers 1, 2 from 0 and to 4, 5 from 3; servers 0 and 3 keep their own sixth.
-    e[0, 1] += 2; e[0, 2] += 2; e[3, 4] += 2; e[3, 5] += 2
-    e[1, 0] += 2; e[2, 0] += 2; e[4, 3] += 2; e[5, 3] += 2
+    e[0, 1] += 2
+    e[0, 2] += 2
+    e[3, 4] += 2
+    e[3, 5] += 2
+    e[1, 0] += 2
+    e[2, 0] += 2
+    e[4, 3] += 2
+    e[5, 3] += 2
     # the table on server 4 feeds l1: 15 bytes to each of servers 0 and 3, and 15 back from each.
-    e[4, 0] += 15; e[4, 3] += 15; e[0, 4] += 15; e[3, 4] += 15
+    e[4, 0] += 15
+    e[4, 3] += 15
+    e[0, 4] += 15
+    e[3, 4] += 15
     assert np.array_equal(mp, e)
     assert mp[3, 4] == 17 and mp[0, 1] == 22  # sums of two contributions, spelled out
     # l0: 3.0/3 = 1.0 on 1, 3, 5. l1: measured 1.5 on 0, 3. l2: 600 FLOP / 100 FLOP/s = 6 s, /6 = 1.0
@@ -104,7 +133,8 @@ def test_same_placement_moves_nothing_and_identical_cosets_merge():
             layer("k1", configs=(1,), params=100, act=50, compute_s=1),  # a single replica: no AllReduce
             layer("free", configs=(2,), params=0, act=0, compute_s=1),  # no parameters: no AllReduce
         ),
-        batch_size=4, server_memory_bytes=1e6,
+        batch_size=4,
+        server_memory_bytes=1e6,
     )
     s = Strategy((2, 2, 2, 1, 2), (1, 1, 0, 2, 1), ())
     groups, mp, _ = strategy_demand(w, 4, s)
@@ -114,8 +144,12 @@ def test_same_placement_moves_nothing_and_identical_cosets_merge():
     # z {0,2} -> k1 {2}: server 0's half (25) goes to 2. k1 {2} -> free {1,3}: 25 to each.
     e = np.zeros((4, 4))
     e[1, 0] = e[0, 1] = e[3, 2] = e[2, 3] = 25
-    e[0, 2] += 25; e[2, 0] += 25
-    e[2, 1] += 25; e[1, 2] += 25; e[2, 3] += 25; e[3, 2] += 25
+    e[0, 2] += 25
+    e[2, 0] += 25
+    e[2, 1] += 25
+    e[1, 2] += 25
+    e[2, 3] += 25
+    e[3, 2] += 25
     assert np.array_equal(mp, e)
 
 
@@ -123,7 +157,8 @@ def test_data_parallel_round_robin_blocks():
     w = Workload(
         layers=(layer("a", configs=(1, 2), compute_s=1), layer("b", configs=(2, 1), compute_s=1)),
         blocks=tuple(Block(name=f"t{i}", bytes=1, lookup_bytes=1) for i in range(5)),
-        batch_size=4, server_memory_bytes=100,
+        batch_size=4,
+        server_memory_bytes=100,
     )
     s = data_parallel(w, 2)
     assert s == Strategy((2, 2), (0, 0), (0, 1, 0, 1, 0))
@@ -137,7 +172,8 @@ def test_data_parallel_places_blocks_by_memory_when_round_robin_overflows():
     w = Workload(
         layers=(layer("a", configs=(1, 2, 3, 6), mem=3e8, compute_s=1),),
         blocks=tuple(Block(name=f"t{i}", bytes=b, lookup_bytes=1) for i, b in enumerate(sizes)),
-        batch_size=6, server_memory_bytes=2.1e9,
+        batch_size=6,
+        server_memory_bytes=2.1e9,
     )
     robin = tuple(b % 6 for b in range(7))
     assert validate_strategy(w, 6, Strategy((6,), (0,), robin))  # round robin breaks memory
@@ -146,24 +182,31 @@ def test_data_parallel_places_blocks_by_memory_when_round_robin_overflows():
     assert s.block_server[0] != s.block_server[6]  # the two large tables apart
     # When round robin fits, TopoOpt's rule is kept (see the test above); when nothing fits, round
     # robin is returned and the memory check names the server.
-    tight = Workload(layers=w.layers, blocks=tuple(Block(name=f"t{i}", bytes=1.9e9, lookup_bytes=1) for i in range(7)),
-                     batch_size=6, server_memory_bytes=2.1e9)
+    tight = Workload(
+        layers=w.layers,
+        blocks=tuple(Block(name=f"t{i}", bytes=1.9e9, lookup_bytes=1) for i in range(7)),
+        batch_size=6,
+        server_memory_bytes=2.1e9,
+    )
     assert data_parallel(tight, 6).block_server == robin
 
 
 def test_violations_are_listed():
     w, good = four_server_case()
     assert validate_strategy(w, 4, Strategy((4, 2), (0,), (0,))) == [
-        "layer_start has 1 entries, the workload has 2 layers"]
+        "layer_start has 1 entries, the workload has 2 layers"
+    ]
     assert validate_strategy(w, 4, Strategy((4, 2), (0, 0), ())) == [
-        "block_server has 0 entries, the workload has 1 blocks"]
+        "block_server has 0 entries, the workload has 1 blocks"
+    ]
     assert validate_strategy(w, 4, Strategy((3, 4), (0, 2), (4,))) == [
         "layer 0 (a): degree 3 is not among its configs [2, 4]",
         "layer 1 (b): degree 4 is not among its configs [1, 2]",
         "block 0 (t): server 4 out of range 0..3",
     ]
     assert validate_strategy(w, 4, Strategy((2, 1), (2, 3), (0,))) == [
-        "layer 0 (a): start 2 out of range 0..1 for degree 2 on 4 servers"]
+        "layer 0 (a): start 2 out of range 0..1 for degree 2 on 4 servers"
+    ]
     with pytest.raises(ValueError, match="invalid strategy: layer 0 \\(a\\): start 2"):
         strategy_demand(w, 4, Strategy((2, 1), (2, 3), (0,)))
 
@@ -171,10 +214,13 @@ def test_violations_are_listed():
 def test_memory_is_counted_per_server():
     # replica memory = memory_bytes + activation_bytes / k
     w = Workload(
-        layers=(layer("a", configs=(2, 4), act=40, mem=100, compute_s=1),   # k=2: 120 on {0,2}; k=4: 110 on all
-                layer("b", configs=(1, 2), act=8, mem=20, compute_s=1)),    # k=1: 28 on {s}
+        layers=(
+            layer("a", configs=(2, 4), act=40, mem=100, compute_s=1),  # k=2: 120 on {0,2}; k=4: 110 on all
+            layer("b", configs=(1, 2), act=8, mem=20, compute_s=1),
+        ),  # k=1: 28 on {s}
         blocks=(Block(name="t", bytes=5, lookup_bytes=0), Block(name="u", bytes=3, lookup_bytes=0)),
-        batch_size=8, server_memory_bytes=150,
+        batch_size=8,
+        server_memory_bytes=150,
     )
     s = Strategy((2, 1), (0, 2), (2, 1))
     assert np.array_equal(server_memory(w, 4, s), [120, 3, 120 + 28 + 5, 0])
@@ -212,13 +258,28 @@ def random_case(draw):
     layers, degrees, starts = [], [], []
     for i in range(draw(st.integers(1, 5))):
         configs = draw(st.lists(st.sampled_from(divs), min_size=1, max_size=len(divs), unique=True))
-        layers.append(layer(f"l{i}", configs=configs, params=draw(st.integers(0, 50)), act=draw(st.integers(0, 60)),
-                            compute_s=draw(st.integers(0, 20))))
+        layers.append(
+            layer(
+                f"l{i}",
+                configs=configs,
+                params=draw(st.integers(0, 50)),
+                act=draw(st.integers(0, 60)),
+                compute_s=draw(st.integers(0, 20)),
+            )
+        )
         k = draw(st.sampled_from(configs))
         degrees.append(k)
         starts.append(draw(st.integers(0, n // k - 1)))
-    blocks = tuple(Block(name=f"b{b}", bytes=1, lookup_bytes=draw(st.integers(0, 40)), compute_s=1.0,
-                         consumer=draw(st.integers(0, len(layers) - 1))) for b in range(draw(st.integers(0, 3))))
+    blocks = tuple(
+        Block(
+            name=f"b{b}",
+            bytes=1,
+            lookup_bytes=draw(st.integers(0, 40)),
+            compute_s=1.0,
+            consumer=draw(st.integers(0, len(layers) - 1)),
+        )
+        for b in range(draw(st.integers(0, 3)))
+    )
     servers = tuple(draw(st.integers(0, n - 1)) for _ in blocks)
     w = Workload(layers=tuple(layers), blocks=blocks, batch_size=n, server_memory_bytes=1e9)
     return n, w, Strategy(tuple(degrees), tuple(starts), servers)
@@ -242,12 +303,15 @@ def test_invariants(case):
 def test_stage_strategies_cut_layers_into_contiguous_stages():
     from topoopt_ilp.core.strategy import stage_strategies
 
-    layers = tuple(Layer(name=f"l{i}", compute_s=1e-3, param_bytes=1e6, activation_bytes=1e6, configs=(1, 2, 4, 8))
-                   for i in range(3)) + (Layer(name="l3", compute_s=1e-3, param_bytes=1e6, activation_bytes=1e6,
-                                               configs=(1, 2)),)
+    layers = tuple(
+        Layer(name=f"l{i}", compute_s=1e-3, param_bytes=1e6, activation_bytes=1e6, configs=(1, 2, 4, 8))
+        for i in range(3)
+    ) + (Layer(name="l3", compute_s=1e-3, param_bytes=1e6, activation_bytes=1e6, configs=(1, 2)),)
     w = Workload(layers=layers, batch_size=64, server_memory_bytes=1e12)
     got = [(s.layer_degree, s.layer_start) for s in stage_strategies(w, 8)]
-    assert got == [((1, 1, 1, 1), (0, 1, 2, 3)),  # k = 1: 4 stages of one server
-                   ((2, 2, 2, 2), (0, 1, 2, 3)),  # k = 2: 4 stages, each on its own 2-coset
-                   ((4, 4, 4, 2), (0, 0, 1, 1))]  # k = 4: 2 stages; l3 at its largest degree <= 4
+    assert got == [
+        ((1, 1, 1, 1), (0, 1, 2, 3)),  # k = 1: 4 stages of one server
+        ((2, 2, 2, 2), (0, 1, 2, 3)),  # k = 2: 4 stages, each on its own 2-coset
+        ((4, 4, 4, 2), (0, 0, 1, 1)),
+    ]  # k = 4: 2 stages; l3 at its largest degree <= 4
     # k = 8 leaves one stage: no pipeline, so no candidate

@@ -49,8 +49,23 @@ def test_site_builds_strictly(tmp_path):
     pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install mkdocs mkdocstrings-python)")
     pytest.importorskip("mkdocstrings", reason="mkdocstrings is not installed (pip install mkdocstrings-python)")
     pytest.importorskip("mkdocstrings_handlers.python", reason="mkdocstrings-python is not installed")
-    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
-                          "--site-dir", str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(tmp_path / "site"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     api = (tmp_path / "site" / "api" / "index.html").read_text()
     for name in ("load_instance", "solve_exact", "ModelBuilder"):  # the three packages were all found

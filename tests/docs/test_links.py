@@ -93,6 +93,6 @@ def test_no_narrative_or_outside_references(page):
 
 def test_the_link_checker_sees_links():
     """The patterns above find what they should (a checker that finds nothing passes everything)."""
-    sample = "See [a](a.md#x), ![img](b.png \"t\"), `[not](c.md)` and [url](https://x.org).\n```\n[no](d.md)\n```\n"
+    sample = 'See [a](a.md#x), ![img](b.png "t"), `[not](c.md)` and [url](https://x.org).\n```\n[no](d.md)\n```\n'
     text = prose(sample)
     assert [m.group(1) for m in LINK.finditer(text)] == ["a.md#x", "b.png", "https://x.org"]

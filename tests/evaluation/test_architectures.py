@@ -16,8 +16,12 @@ from topoopt_ilp.evaluation.architectures import evaluate_architecture
 def test_big_switch_meets_the_allreduce_bandwidth_bound():
     # p = 8 ranks, S bytes, d links of B per server: T >= 2(p-1)/p * S/(d B) (Patarasuk & Yuan), and a
     # non-blocking switch attains it; plus 2 hops of latency.
-    inst = files.parse_instance(minimal(cluster={"servers": 8, "degree": 2, "link_bandwidth_gbps": 8, "hop_latency_us": 1.0},
-                                     demand={"allreduce": [{"members": "all", "bytes": 8e9}]}))
+    inst = files.parse_instance(
+        minimal(
+            cluster={"servers": 8, "degree": 2, "link_bandwidth_gbps": 8, "hop_latency_us": 1.0},
+            demand={"allreduce": [{"members": "all", "bytes": 8e9}]},
+        )
+    )
     m = evaluate_architecture(inst, "big_switch")
     assert m.bandwidth_time_s == pytest.approx(2 * 7 / 8 * 8e9 / (2 * 1e9))
     assert m.latency_time_s == pytest.approx(2e-6) and m.rack_uplink_time_s == 0.0
@@ -26,9 +30,12 @@ def test_big_switch_meets_the_allreduce_bandwidth_bound():
 def test_oversubscribed_fat_tree_is_limited_by_rack_uplinks():
     # 8 servers in 2 racks of 4, all-to-all 1 GB: each server sends 7 GB (port time 7 s at 1 GB/s),
     # each rack sends 4*4 GB = 16 GB across; uplink 4 GB/s / r.
-    inst = files.parse_instance(minimal(cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 8, "hop_latency_us": 0.0,
-                                              "regular": False},
-                                     demand={"all_to_all": 1e9}))
+    inst = files.parse_instance(
+        minimal(
+            cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 8, "hop_latency_us": 0.0, "regular": False},
+            demand={"all_to_all": 1e9},
+        )
+    )
     full = evaluate_architecture(inst, "fat_tree", rack_size=4)
     assert full.server_port_time_s == pytest.approx(7.0) and full.rack_uplink_time_s == pytest.approx(4.0)
     assert full.bandwidth_time_s == pytest.approx(7.0)
@@ -51,11 +58,18 @@ def test_workload_compute_is_added_and_bad_options_refused(capsys):
 
 def _a2a_with_prices():
     # 8 servers x 1 link of 8 Gbps; every price 1 USD per Gbps, panel ports free.
-    return files.parse_instance(minimal(cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 8, "hop_latency_us": 0.0,
-                                              "regular": False},
-                                     demand={"all_to_all": 1e9},
-                                     cost={"transceiver_usd": {"1": 1}, "nic_port_usd": {"1": 1}, "switch_port_usd": {"1": 1},
-                                           "patch_panel_port_usd": 0}))
+    return files.parse_instance(
+        minimal(
+            cluster={"servers": 8, "degree": 1, "link_bandwidth_gbps": 8, "hop_latency_us": 0.0, "regular": False},
+            demand={"all_to_all": 1e9},
+            cost={
+                "transceiver_usd": {"1": 1},
+                "nic_port_usd": {"1": 1},
+                "switch_port_usd": {"1": 1},
+                "patch_panel_port_usd": 0,
+            },
+        )
+    )
 
 
 def test_equal_cost_fat_tree_hand_computed():
@@ -95,9 +109,13 @@ def test_cli_equal_cost_fat_tree(tmp_path, capsys):
     path.write_text(json.dumps(files.instance_to_dict(_a2a_with_prices())))
     assert main(["evaluate", str(path), "--architecture", "fat_tree", "--rack-size", "4", "--equal-cost"]) == 0
     out = capsys.readouterr().out
-    assert "fat_tree 1:1, racks of 4 with 1.333 Gbps per server (equal cost to 1 x 8 Gbps direct connect: 128 USD)" in out
+    assert (
+        "fat_tree 1:1, racks of 4 with 1.333 Gbps per server (equal cost to 1 x 8 Gbps direct connect: 128 USD)" in out
+    )
     assert "iteration time     42 s" in out
-    assert main(["evaluate", str(path), "--architecture", "fat_tree", "--rack-size", "4", "--equal-cost", "--json"]) == 0
+    assert (
+        main(["evaluate", str(path), "--architecture", "fat_tree", "--rack-size", "4", "--equal-cost", "--json"]) == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["equal_cost"] is True and data["server_bandwidth_gbps"] == pytest.approx(4 / 3)
     assert main(["evaluate", str(path), "--architecture", "big_switch", "--bandwidth", "16", "--json"]) == 0

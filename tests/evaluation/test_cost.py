@@ -22,8 +22,13 @@ from topoopt_ilp.evaluation.cost import (
 )
 
 # Flat per-Gbps prices make every cost linear in the rate, so the equal-cost bandwidth has a closed form.
-LINEAR = Prices(transceiver_usd=((100.0, 100.0),), nic_port_usd=((100.0, 300.0),), switch_port_usd=((100.0, 200.0),),
-                patch_panel_port_usd=50.0, ocs_port_usd=400.0)
+LINEAR = Prices(
+    transceiver_usd=((100.0, 100.0),),
+    nic_port_usd=((100.0, 300.0),),
+    switch_port_usd=((100.0, 200.0),),
+    patch_panel_port_usd=50.0,
+    ocs_port_usd=400.0,
+)
 
 
 def test_port_price_interpolates_inside_and_scales_outside_the_table():
@@ -66,7 +71,9 @@ def test_equal_cost_bandwidth_hand_computed():
     # Fat-tree 1:1 per Gbps: 128 NIC x 3 + 640 switch x 2 + 768 xcvr x 1 = 2432 USD/Gbps -> b = 94.737 Gbps.
     b = equal_cost_bandwidth(128, 4, 100, LINEAR, rack_size=16)
     assert b == pytest.approx(230400 / 2432, rel=1e-9)
-    assert fat_tree_cost(128, b, LINEAR, rack_size=16).total_usd == pytest.approx(direct_connect_cost(128, 4, 100, LINEAR).total_usd)
+    assert fat_tree_cost(128, b, LINEAR, rack_size=16).total_usd == pytest.approx(
+        direct_connect_cost(128, 4, 100, LINEAR).total_usd
+    )
     # 1:4: 128 x 3 + 256 x 2 + 384 x 1 = 1280 USD/Gbps.
     assert equal_cost_bandwidth(128, 4, 100, LINEAR, rack_size=16, oversubscription=4) == pytest.approx(230400 / 1280)
 
@@ -90,16 +97,30 @@ def test_equal_cost_bandwidth_is_monotone():
     assert all(a < b for a, b in zip(ratios, ratios[1:]))
     assert equal_cost_bandwidth(64, 4, 100, LINEAR, rack_size=8, fabric="ocs") > ratios[0]
     # a non-linear price table: still the unique crossing of a continuous increasing cost
-    curved = Prices(transceiver_usd=((10.0, 50.0), (100.0, 150.0), (400.0, 900.0)), nic_port_usd=((100.0, 300.0),),
-                    switch_port_usd=((25.0, 100.0), (100.0, 200.0)), patch_panel_port_usd=50.0, ocs_port_usd=400.0)
+    curved = Prices(
+        transceiver_usd=((10.0, 50.0), (100.0, 150.0), (400.0, 900.0)),
+        nic_port_usd=((100.0, 300.0),),
+        switch_port_usd=((25.0, 100.0), (100.0, 200.0)),
+        patch_panel_port_usd=50.0,
+        ocs_port_usd=400.0,
+    )
     b = equal_cost_bandwidth(64, 4, 100, curved, rack_size=8)
-    assert fat_tree_cost(64, b, curved, rack_size=8).total_usd == pytest.approx(direct_connect_cost(64, 4, 100, curved).total_usd)
-    assert fat_tree_cost(64, b * 0.99, curved, rack_size=8).total_usd < direct_connect_cost(64, 4, 100, curved).total_usd
+    assert fat_tree_cost(64, b, curved, rack_size=8).total_usd == pytest.approx(
+        direct_connect_cost(64, 4, 100, curved).total_usd
+    )
+    assert (
+        fat_tree_cost(64, b * 0.99, curved, rack_size=8).total_usd < direct_connect_cost(64, 4, 100, curved).total_usd
+    )
 
 
 def test_zero_prices_have_no_equal_cost_bandwidth():
-    free = Prices(transceiver_usd=((1.0, 0.0),), nic_port_usd=((1.0, 0.0),), switch_port_usd=((1.0, 0.0),),
-                  patch_panel_port_usd=10.0, ocs_port_usd=10.0)
+    free = Prices(
+        transceiver_usd=((1.0, 0.0),),
+        nic_port_usd=((1.0, 0.0),),
+        switch_port_usd=((1.0, 0.0),),
+        patch_panel_port_usd=10.0,
+        ocs_port_usd=10.0,
+    )
     with pytest.raises(InputError, match="does not grow"):
         equal_cost_bandwidth(8, 2, 100, free, rack_size=4)
 
@@ -111,30 +132,40 @@ def _with_cost(cost) -> dict:
 def test_cost_section_parses_overrides_and_round_trips():
     data = _with_cost({"transceiver_usd": {"400": 900, "100": 250}, "patch_panel_port_usd": 80, "fabric": "ocs"})
     inst = files.parse_instance(data)
-    assert inst.cost == CostModel(transceiver_usd=((100.0, 250.0), (400.0, 900.0)), patch_panel_port_usd=80, fabric="ocs")
+    assert inst.cost == CostModel(
+        transceiver_usd=((100.0, 250.0), (400.0, 900.0)), patch_panel_port_usd=80, fabric="ocs"
+    )
     p = prices_for(inst)
     assert p.transceiver_usd == ((100.0, 250.0), (400.0, 900.0)) and p.fabric == "ocs"
     assert p.nic_port_usd == DEFAULT_PRICES.nic_port_usd and p.ocs_port_usd == DEFAULT_PRICES.ocs_port_usd
     again = files.parse_instance(json.loads(json.dumps(files.instance_to_dict(inst))))
     assert again.cost == inst.cost
-    assert files.parse_instance(minimal()).cost is None and "cost" not in files.instance_to_dict(files.parse_instance(minimal()))
+    assert files.parse_instance(minimal()).cost is None and "cost" not in files.instance_to_dict(
+        files.parse_instance(minimal())
+    )
 
 
-@pytest.mark.parametrize("cost, message", [
-    ({"transceiver": {"100": 1}}, "cost: unknown key 'transceiver'"),
-    ({"nic_port_usd": {"100": -5}}, 'cost.nic_port_usd["100"]: must be >= 0'),
-    ({"nic_port_usd": {"fast": 5}}, 'cost.nic_port_usd["fast"]: a rate must be a number of Gbps > 0'),
-    ({"nic_port_usd": {"-10": 5}}, 'cost.nic_port_usd["-10"]: a rate must be'),
-    ({"nic_port_usd": {"NaN": 5}}, 'cost.nic_port_usd["NaN"]: a rate must be'),
-    ({"nic_port_usd": {}}, "cost.nic_port_usd: expected at least one"),
-    ({"nic_port_usd": 400}, "cost.nic_port_usd: expected an object"),
-    ({"switch_port_usd": {"10": 500, "100": 300}}, "cost.switch_port_usd: a 100 Gbps port costs 300 USD, less than"),
-    ({"switch_port_usd": {"10": "cheap"}}, 'cost.switch_port_usd["10"]: expected a number, got a string'),
-    ({"patch_panel_port_usd": -1}, "cost.patch_panel_port_usd: must be >= 0"),
-    ({"ocs_port_usd": True}, "cost.ocs_port_usd: expected a number, got a boolean"),
-    ({"fabric": "copper"}, "cost.fabric: must be one of patch_panel, ocs"),
-    ([1, 2], "cost: expected an object, got a list"),
-])
+@pytest.mark.parametrize(
+    "cost, message",
+    [
+        ({"transceiver": {"100": 1}}, "cost: unknown key 'transceiver'"),
+        ({"nic_port_usd": {"100": -5}}, 'cost.nic_port_usd["100"]: must be >= 0'),
+        ({"nic_port_usd": {"fast": 5}}, 'cost.nic_port_usd["fast"]: a rate must be a number of Gbps > 0'),
+        ({"nic_port_usd": {"-10": 5}}, 'cost.nic_port_usd["-10"]: a rate must be'),
+        ({"nic_port_usd": {"NaN": 5}}, 'cost.nic_port_usd["NaN"]: a rate must be'),
+        ({"nic_port_usd": {}}, "cost.nic_port_usd: expected at least one"),
+        ({"nic_port_usd": 400}, "cost.nic_port_usd: expected an object"),
+        (
+            {"switch_port_usd": {"10": 500, "100": 300}},
+            "cost.switch_port_usd: a 100 Gbps port costs 300 USD, less than",
+        ),
+        ({"switch_port_usd": {"10": "cheap"}}, 'cost.switch_port_usd["10"]: expected a number, got a string'),
+        ({"patch_panel_port_usd": -1}, "cost.patch_panel_port_usd: must be >= 0"),
+        ({"ocs_port_usd": True}, "cost.ocs_port_usd: expected a number, got a boolean"),
+        ({"fabric": "copper"}, "cost.fabric: must be one of patch_panel, ocs"),
+        ([1, 2], "cost: expected an object, got a list"),
+    ],
+)
 def test_malformed_cost_section_is_one_clear_error(cost, message):
     with pytest.raises(InstanceError) as err:
         files.parse_instance(_with_cost(cost))

@@ -18,9 +18,18 @@ GBPS = 8.0  # 8 Gbps = 1e9 bytes/s: capacities come out in round numbers
 
 
 def a2a_instance(n, d, directed=False):
-    return files.parse_instance(minimal(cluster={"servers": n, "degree": d, "link_bandwidth_gbps": GBPS,
-                                              "hop_latency_us": 0.0, "links": "directed" if directed else "undirected"},
-                                     demand={"all_to_all": 1e9}))
+    return files.parse_instance(
+        minimal(
+            cluster={
+                "servers": n,
+                "degree": d,
+                "link_bandwidth_gbps": GBPS,
+                "hop_latency_us": 0.0,
+                "links": "directed" if directed else "undirected",
+            },
+            demand={"all_to_all": 1e9},
+        )
+    )
 
 
 def matrix_of(g: nx.Graph) -> np.ndarray:
@@ -57,8 +66,12 @@ def test_optimal_routing_gives_published_lambda(name, graph, lam):
 def test_latency_term_and_times_on_a_ring():
     # 6-ring, 1 us per hop, one 6 MB AllReduce in member order: each member sends 2*5/6*6e6 = 1e7 B to its
     # successor over one direct link of 1e9 B/s -> 10 ms + 1 hop * 1 us.
-    inst = files.parse_instance(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": GBPS, "hop_latency_us": 1.0},
-                                     demand={"allreduce": [{"members": "all", "bytes": 6e6}]}))
+    inst = files.parse_instance(
+        minimal(
+            cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": GBPS, "hop_latency_us": 1.0},
+            demand={"allreduce": [{"members": "all", "bytes": 6e6}]},
+        )
+    )
     x = inst_ring = np.roll(np.eye(6, dtype=np.int64), 1, axis=1)
     x = inst_ring + inst_ring.T
     m = evaluate(inst, Topology(x), routing="shortest_path")
@@ -74,8 +87,12 @@ def test_latency_term_and_times_on_a_ring():
 
 
 def test_ring_order_changes_traffic_and_rings_split_bytes():
-    inst = files.parse_instance(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": GBPS, "hop_latency_us": 0.0},
-                                     demand={"allreduce": [{"members": "all", "bytes": 6e6}]}))
+    inst = files.parse_instance(
+        minimal(
+            cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": GBPS, "hop_latency_us": 0.0},
+            demand={"allreduce": [{"members": "all", "bytes": 6e6}]},
+        )
+    )
     ring = np.roll(np.eye(6, dtype=np.int64), 1, axis=1)
     x = ring + ring.T
     two_rings = RingSet.from_lists([(0, [0, 1, 2, 3, 4, 5], 0.5), (0, [0, 5, 4, 3, 2, 1], 0.5)])
@@ -83,7 +100,9 @@ def test_ring_order_changes_traffic_and_rings_split_bytes():
     m = evaluate(inst, sol, routing="shortest_path")
     assert m.bandwidth_time_s == pytest.approx(0.5e7 / 1e9)  # both directions used: half the time
     bad_order = RingSet.from_lists([(0, [0, 2, 4, 1, 3, 5], 1.0)])
-    m2 = evaluate(inst, Solution("feasible", "given", Topology(x), routing=Routing(rings=bad_order)), routing="shortest_path")
+    m2 = evaluate(
+        inst, Solution("feasible", "given", Topology(x), routing=Routing(rings=bad_order)), routing="shortest_path"
+    )
     assert m2.bandwidth_time_s > m.bandwidth_time_s * 2
 
 
@@ -102,7 +121,9 @@ def ring_offset_routes(n):
 def test_given_offset_routes_equal_shortest_paths_on_a_ring():
     inst = a2a_instance(8, 2)
     x = inst_x = files.parse_instance(minimal(fixed_topology={"jumps": [1]})).fixed_topology_matrix()
-    sol = Solution("feasible", "heuristic", Topology(inst_x, (1,)), routing=Routing(offset_routes=ring_offset_routes(8)))
+    sol = Solution(
+        "feasible", "heuristic", Topology(inst_x, (1,)), routing=Routing(offset_routes=ring_offset_routes(8))
+    )
     given = evaluate(inst, sol, routing="given")
     sp = evaluate(inst, Topology(x), routing="shortest_path")
     assert given.routing == "given"
@@ -157,17 +178,22 @@ def test_a_solution_for_another_instance_is_refused_in_one_line():
     not an IndexError deep in the traffic code."""
     from topoopt_ilp.errors import InputError
 
-    two = files.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6},
-                                                          {"members": [0, 2, 4, 6], "bytes": 1e6}]}))
+    two = files.parse_instance(
+        minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6}, {"members": [0, 2, 4, 6], "bytes": 1e6}]})
+    )
     one = files.parse_instance(minimal(demand={"allreduce": [{"members": "all", "bytes": 1e6}]}))
     ring = np.roll(np.eye(8, dtype=np.int64), 1, axis=1)
     rings = RingSet.from_lists([(0, list(range(8)), 1.0), (1, [0, 2, 4, 6], 1.0)])
     sol = Solution("feasible", "x", Topology(ring + ring.T), routing=Routing(rings=rings))
     assert math.isfinite(evaluate(two, sol).comm_time_s)
-    with pytest.raises(InputError, match="the solution does not match the instance: ring 1 names AllReduce group 1, "
-                                         "the instance has 1 group"):
+    with pytest.raises(
+        InputError,
+        match="the solution does not match the instance: ring 1 names AllReduce group 1, the instance has 1 group",
+    ):
         evaluate(one, sol)
-    bad = Solution("feasible", "x", Topology(ring + ring.T), routing=Routing(rings=RingSet.from_lists([(0, [0, 1, 2], 1.0)])))
+    bad = Solution(
+        "feasible", "x", Topology(ring + ring.T), routing=Routing(rings=RingSet.from_lists([(0, [0, 1, 2], 1.0)]))
+    )
     with pytest.raises(InputError, match="ring 0 does not visit each member of AllReduce group 0 exactly once"):
         evaluate(one, bad)
 
@@ -186,8 +212,12 @@ def test_self_loops_are_bad_input():
 def _two_pair_groups():
     """Degree 1 on 6 servers, two disjoint pair groups: 1 MB over {1, 2} (not a coset), 100 MB over
     the coset {0, 3}; the matching {0-3, 1-2, 4-5} carries both (a user's case)."""
-    return files.parse_instance(minimal(cluster={"servers": 6, "degree": 1, "link_bandwidth_gbps": 100},
-                                     demand={"allreduce": [{"members": [1, 2], "bytes": 1e6}, {"members": [0, 3], "bytes": 1e8}]}))
+    return files.parse_instance(
+        minimal(
+            cluster={"servers": 6, "degree": 1, "link_bandwidth_gbps": 100},
+            demand={"allreduce": [{"members": [1, 2], "bytes": 1e6}, {"members": [0, 3], "bytes": 1e8}]},
+        )
+    )
 
 
 def test_a_group_the_solution_rings_not_is_scored_not_dropped():
@@ -223,7 +253,9 @@ def test_rings_that_carry_part_of_a_group_are_refused_not_scaled_down():
     X = np.zeros((6, 6), dtype=int)
     for a, b in ((0, 3), (1, 2), (4, 5)):
         X[a, b] = X[b, a] = 1
-    half = Solution("feasible", "given", Topology(X), Routing(rings=RingSet.from_lists([(0, [1, 2], 1.0), (1, [0, 3], 0.46)])))
+    half = Solution(
+        "feasible", "given", Topology(X), Routing(rings=RingSet.from_lists([(0, [1, 2], 1.0), (1, [0, 3], 0.46)]))
+    )
     for mode in ("given", "shortest_path", "optimal"):
         with pytest.raises(RoutingError, match="the rings of AllReduce group 1 carry 0.46 of its bytes"):
             evaluate(inst, half, routing=mode)

@@ -300,8 +300,24 @@ def test_mcf_strictly_below_distance_bound() -> None:
     # A 4-regular graph on 8 nodes (found by searching networkx random_regular_graph(4, 8, seed=1)),
     # not arc-transitive: every node sees 4 nodes at distance 1 and 3 at distance 2, so the
     # distance bound is 32 / 80 = 0.4, but the LP optimum is 4/11 (confirmed by the per-pair LP).
-    edges = [(0, 2), (0, 4), (0, 5), (0, 7), (1, 4), (1, 5), (1, 6), (1, 7), (2, 3), (2, 5), (2, 6),
-             (3, 4), (3, 6), (3, 7), (4, 7), (5, 6)]
+    edges = [
+        (0, 2),
+        (0, 4),
+        (0, 5),
+        (0, 7),
+        (1, 4),
+        (1, 5),
+        (1, 6),
+        (1, 7),
+        (2, 3),
+        (2, 5),
+        (2, 6),
+        (3, 4),
+        (3, 6),
+        (3, 7),
+        (4, 7),
+        (5, 6),
+    ]
     X = links_to_matrix(8, [(a, b, 1) for a, b in edges])
     D = _a2a(8)
     dist, _ = hop_distances(X)

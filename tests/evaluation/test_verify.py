@@ -20,9 +20,13 @@ N = 8
 
 
 def instance(**over):
-    data = minimal(cluster={"servers": N, "degree": 2, "link_bandwidth_gbps": 100, "hop_latency_us": 1.0},
-                   demand={"allreduce": [{"members": "all", "bytes": 8e6}, {"members": [0, 2, 4, 6], "bytes": 1e6}],
-                           "mp": {"pairs": [[0, 3, 1e6]]}})
+    data = minimal(
+        cluster={"servers": N, "degree": 2, "link_bandwidth_gbps": 100, "hop_latency_us": 1.0},
+        demand={
+            "allreduce": [{"members": "all", "bytes": 8e6}, {"members": [0, 2, 4, 6], "bytes": 1e6}],
+            "mp": {"pairs": [[0, 3, 1e6]]},
+        },
+    )
     data.update(over)
     return files.parse_instance(data)
 
@@ -35,8 +39,12 @@ def ring_matrix():
 def valid_solution(inst):
     rings = RingSet.from_lists([(0, list(range(N)), 0.5), (0, list(range(N))[::-1], 0.5), (1, [0, 2, 4, 6], 1.0)])
     paths = PathSet.from_lists([([0, 1, 2, 3], 1.0)])
-    sol = Solution("feasible", "heuristic", Topology(ring_matrix(), (1,)),
-                   routing=Routing(rings=rings, paths=paths, offset_routes=ring_offset_routes(N)))
+    sol = Solution(
+        "feasible",
+        "heuristic",
+        Topology(ring_matrix(), (1,)),
+        routing=Routing(rings=rings, paths=paths, offset_routes=ring_offset_routes(N)),
+    )
     return finalize(inst, sol)
 
 
@@ -61,17 +69,45 @@ def corrupt_matrix(sol, fn):
 @pytest.mark.parametrize(
     "corrupt, message",
     [
-        (lambda s: corrupt_matrix(s, lambda m: m.__setitem__((0, 4), 1) or m.__setitem__((4, 0), 1)), "server 0 has degree 3, needs exactly 2"),
+        (
+            lambda s: corrupt_matrix(s, lambda m: m.__setitem__((0, 4), 1) or m.__setitem__((4, 0), 1)),
+            "server 0 has degree 3, needs exactly 2",
+        ),
         (lambda s: corrupt_matrix(s, lambda m: m.__setitem__((0, 1), 2)), "not symmetric"),
         (lambda s: corrupt_matrix(s, lambda m: m.__setitem__((3, 3), 1)), "server 3 has a link to itself"),
         (lambda s: replace(s, topology=Topology(s.topology.matrix, None)), None),  # family any: jumps optional
-        (lambda s: replace(s, routing=replace(s.routing, rings=RingSet.from_lists([(0, list(range(N - 1)), 1.0), (1, [0, 2, 4, 6], 1.0)]))),
-         "ring 0 of group 0 does not visit each member"),
-        (lambda s: replace(s, routing=replace(s.routing, rings=RingSet.from_lists([(0, list(range(N)), 0.7), (1, [0, 2, 4, 6], 1.0)]))),
-         "carry 0.7 of its bytes"),
-        (lambda s: replace(s, routing=replace(s.routing, paths=PathSet.from_lists([([0, 4, 3], 1.0)]))), "uses 0->4, which is not a link"),
-        (lambda s: replace(s, routing=replace(s.routing, paths=PathSet.from_lists([([0, 1, 0, 7, 0, 1, 2, 3], 1.0)]))), "visits a server twice"),
-        (lambda s: replace(s, metrics={**s.metrics, "comm_time_s": s.metrics["comm_time_s"] * 1.01}), "metrics.comm_time_s is"),
+        (
+            lambda s: replace(
+                s,
+                routing=replace(
+                    s.routing, rings=RingSet.from_lists([(0, list(range(N - 1)), 1.0), (1, [0, 2, 4, 6], 1.0)])
+                ),
+            ),
+            "ring 0 of group 0 does not visit each member",
+        ),
+        (
+            lambda s: replace(
+                s,
+                routing=replace(
+                    s.routing, rings=RingSet.from_lists([(0, list(range(N)), 0.7), (1, [0, 2, 4, 6], 1.0)])
+                ),
+            ),
+            "carry 0.7 of its bytes",
+        ),
+        (
+            lambda s: replace(s, routing=replace(s.routing, paths=PathSet.from_lists([([0, 4, 3], 1.0)]))),
+            "uses 0->4, which is not a link",
+        ),
+        (
+            lambda s: replace(
+                s, routing=replace(s.routing, paths=PathSet.from_lists([([0, 1, 0, 7, 0, 1, 2, 3], 1.0)]))
+            ),
+            "visits a server twice",
+        ),
+        (
+            lambda s: replace(s, metrics={**s.metrics, "comm_time_s": s.metrics["comm_time_s"] * 1.01}),
+            "metrics.comm_time_s is",
+        ),
         (lambda s: replace(s, metrics={**s.metrics, "diameter": 3}), "metrics.diameter is 3"),
         (lambda s: replace(s, objective=s.objective * 0.5), "the evaluator gives"),
         (lambda s: replace(s, placement={"layer0": [0]}), "has a placement"),
@@ -104,8 +140,11 @@ def test_family_and_fixed_topology_checks():
     sol = valid_solution(inst)
     assert verify(inst, sol).valid
     not_coprime = corrupt_matrix(sol, lambda m: None)
-    not_coprime = replace(not_coprime, topology=Topology(np.roll(np.eye(N, dtype=np.int64), 2, 1) + np.roll(np.eye(N, dtype=np.int64), -2, 1), (2,)),
-                          metrics={})
+    not_coprime = replace(
+        not_coprime,
+        topology=Topology(np.roll(np.eye(N, dtype=np.int64), 2, 1) + np.roll(np.eye(N, dtype=np.int64), -2, 1), (2,)),
+        metrics={},
+    )
     assert any("jump 2 is not coprime" in v for v in verify(inst, not_coprime).violations)
     wrong_jumps = replace(sol, topology=Topology(sol.topology.matrix, (3,)), metrics={})
     assert any("not the circulant of the stated jumps" in v for v in verify(inst, wrong_jumps).violations)
@@ -121,7 +160,10 @@ def test_non_regular_instance_allows_unused_ports():
         x[a, (a + 1) % 5] = x[(a + 1) % 5, a] = 1
     assert verify(inst, finalize(inst, Solution("feasible", "given", Topology(x)), routing="shortest_path")).valid
     x[0, 2] = x[2, 0] = x[0, 3] = x[3, 0] = 1
-    assert any("server 0 has degree 4, needs at most 3" in v for v in verify(inst, Solution("feasible", "given", Topology(x))).violations)
+    assert any(
+        "server 0 has degree 4, needs at most 3" in v
+        for v in verify(inst, Solution("feasible", "given", Topology(x))).violations
+    )
 
 
 def test_routing_is_checked_even_without_stated_metrics():

@@ -14,9 +14,13 @@ from topoopt_ilp import files, solve
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.evaluation.verify import verify
 
-NR8 = {"format": "topoopt-instance", "version": 1, "name": "nr8",
-       "cluster": {"servers": 8, "degree": 2, "link_bandwidth_gbps": 100, "regular": False},
-       "demand": {"all_to_all": 1e6}}
+NR8 = {
+    "format": "topoopt-instance",
+    "version": 1,
+    "name": "nr8",
+    "cluster": {"servers": 8, "degree": 2, "link_bandwidth_gbps": 100, "regular": False},
+    "demand": {"all_to_all": 1e6},
+}
 
 
 def two_rings(n: int = 8) -> np.ndarray:
@@ -32,10 +36,19 @@ def two_rings(n: int = 8) -> np.ndarray:
 
 # --- 1. every demand pair needs a path -----------------------------------------------------------
 
+
 def test_the_users_empty_topology_is_rejected():
     inst = files.parse_instance(NR8)
-    sol = files.parse_solution({"format": "topoopt-solution", "version": 1, "status": "feasible", "method": "heuristic",
-                             "topology": {"servers": 8, "directed": False, "links": []}}, directed=False)
+    sol = files.parse_solution(
+        {
+            "format": "topoopt-solution",
+            "version": 1,
+            "status": "feasible",
+            "method": "heuristic",
+            "topology": {"servers": 8, "directed": False, "links": []},
+        },
+        directed=False,
+    )
     assert verify(inst, sol).violations == ("no path from 0 to 1 in the topology, but the demand sends bytes 0->1",)
 
 
@@ -47,9 +60,13 @@ def test_two_disjoint_rings_are_rejected(regular):
 
 
 def test_an_mp_pair_and_an_allreduce_group_across_components():
-    data = minimal(cluster={"servers": 8, "degree": 2, "link_bandwidth_gbps": 100, "regular": False},
-                   demand={"allreduce": [{"members": [0, 1, 2], "bytes": 1e6}, {"members": [1, 6], "bytes": 1e6}],
-                           "mp": {"pairs": [[2, 3, 1e6], [3, 5, 1e6]]}})
+    data = minimal(
+        cluster={"servers": 8, "degree": 2, "link_bandwidth_gbps": 100, "regular": False},
+        demand={
+            "allreduce": [{"members": [0, 1, 2], "bytes": 1e6}, {"members": [1, 6], "bytes": 1e6}],
+            "mp": {"pairs": [[2, 3, 1e6], [3, 5, 1e6]]},
+        },
+    )
     inst = files.parse_instance(data)
     report = verify(inst, Solution("feasible", "heuristic", Topology(two_rings())))
     assert report.violations == (
@@ -57,8 +74,9 @@ def test_an_mp_pair_and_an_allreduce_group_across_components():
         "no path from 1 to 6 in the topology, but both are members of AllReduce group 1, whose ring sends bytes between them",
     )
     # Only the pairs that carry bytes need a path: servers 4..7 without demand may sit apart.
-    fine = files.parse_instance({**data, "demand": {"allreduce": [{"members": [0, 1, 2], "bytes": 1e6}],
-                                                 "mp": {"pairs": [[2, 3, 1e6]]}}})
+    fine = files.parse_instance(
+        {**data, "demand": {"allreduce": [{"members": [0, 1, 2], "bytes": 1e6}], "mp": {"pairs": [[2, 3, 1e6]]}}}
+    )
     assert verify(fine, Solution("feasible", "heuristic", Topology(two_rings())), check_metrics=False).valid
 
 
@@ -71,10 +89,12 @@ def test_directed_topologies_need_directed_paths():
     assert verify(forward, Solution("feasible", "x", Topology(line)), check_metrics=False).valid
     backward = files.parse_instance(minimal(cluster=cluster, demand={"mp": {"pairs": [[0, 7, 1e6], [5, 2, 1e6]]}}))
     assert verify(backward, Solution("feasible", "x", Topology(line))).violations == (
-        "no path from 5 to 2 in the topology, but the demand sends bytes 5->2",)
+        "no path from 5 to 2 in the topology, but the demand sends bytes 5->2",
+    )
     group = files.parse_instance(minimal(cluster=cluster, demand={"allreduce": [{"members": [1, 4], "bytes": 1e6}]}))
     assert verify(group, Solution("feasible", "x", Topology(line))).violations == (
-        "no path from 4 to 1 in the topology, but both are members of AllReduce group 0, whose ring sends bytes between them",)
+        "no path from 4 to 1 in the topology, but both are members of AllReduce group 0, whose ring sends bytes between them",
+    )
 
 
 def test_a_workloads_demand_comes_from_its_placement():
@@ -97,6 +117,7 @@ def test_only_solutions_that_claim_a_design_are_checked():
 
 
 # --- 2. bound and gap claims ---------------------------------------------------------------------
+
 
 def claims(inst, sol, **over):
     return [v for v in verify(inst, replace(sol, **over)).violations]
@@ -138,7 +159,10 @@ def test_a_gap_that_contradicts_objective_and_bound():
     tinst = replace(inst, objective="throughput")
     tsol = valid_solution(tinst)
     assert claims(tinst, tsol, status="feasible", bound=tsol.objective * 1.25, gap=0.25) == []
-    assert any(v.startswith("gap is 0, but") for v in claims(tinst, tsol, status="feasible", bound=tsol.objective * 1.25, gap=0.0))
+    assert any(
+        v.startswith("gap is 0, but")
+        for v in claims(tinst, tsol, status="feasible", bound=tsol.objective * 1.25, gap=0.0)
+    )
 
 
 def test_optimal_needs_its_gap_closed():
@@ -146,8 +170,10 @@ def test_optimal_needs_its_gap_closed():
     sol = valid_solution(inst)
     obj = sol.objective
     report = claims(inst, sol, status="optimal", bound=obj * 0.9, gap=0.1)
-    assert report == [f"status optimal but objective {obj:.12g} and bound {obj * 0.9:.12g} are 0.1 apart (relative), "
-                      "more than the gap 0.0001 within which a solve is called optimal"]
+    assert report == [
+        f"status optimal but objective {obj:.12g} and bound {obj * 0.9:.12g} are 0.1 apart (relative), "
+        "more than the gap 0.0001 within which a solve is called optimal"
+    ]
     # Within the exact methods' default gap (1e-4) it is optimal; an instance's solver.gap widens it.
     assert claims(inst, sol, status="optimal", bound=obj * (1 - 5e-5), gap=5e-5) == []
     loose = replace(inst, solver=replace(inst.solver, gap=0.2))
@@ -158,6 +184,7 @@ def test_optimal_needs_its_gap_closed():
 
 
 # --- 3. every violation, not only the first ------------------------------------------------------
+
 
 def test_optimal_without_a_bound_does_not_hide_the_other_violations():
     inst = instance()

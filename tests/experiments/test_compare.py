@@ -17,10 +17,14 @@ from topoopt_ilp.experiments.compare import CompareRow, compare, format_rows
 
 
 def tiny_workload() -> Instance:
-    layers = (Layer(name="a", compute_s=4e-3, param_bytes=4e7, activation_bytes=2e7, configs=(1, 2)),
-              Layer(name="b", compute_s=4e-3, param_bytes=4e7, activation_bytes=1e6, configs=(1, 2)))
-    return Instance(cluster=Cluster(servers=4, degree=2, link_bandwidth_gbps=100),
-                    workload=Workload(layers=layers, batch_size=64, server_memory_bytes=1e12))
+    layers = (
+        Layer(name="a", compute_s=4e-3, param_bytes=4e7, activation_bytes=2e7, configs=(1, 2)),
+        Layer(name="b", compute_s=4e-3, param_bytes=4e7, activation_bytes=1e6, configs=(1, 2)),
+    )
+    return Instance(
+        cluster=Cluster(servers=4, degree=2, link_bandwidth_gbps=100),
+        workload=Workload(layers=layers, batch_size=64, server_memory_bytes=1e12),
+    )
 
 
 def test_demand_instance_distances_from_the_optimum():
@@ -72,16 +76,25 @@ def test_native_options_reach_each_backends_exact_solve(capsys):
     assert "is for cbc" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--methods", ",,"], "no methods given"),
-    (["--methods", ""], "no methods given"),
-    (["--backends", ""], "no backends given"),
-    (["--methods", "heuristic,exact", "--backends", " , "], "no backends given"),
-    (["--methods", "heuristic", "--backends", "scip"], "--backends applies to the exact method"),  # was ignored
-    (["--methods", "heuristic", "--solver-option", "highs.threads=1"], "--solver-option applies to the exact method"),
-    (["--methods", "heuristic", "--solver-option", "scip.x=1"], "--solver-option applies to the exact method"),
-    (["--backends", "scip", "--solver-option", "scip.limits/gap=0.1"], "scip takes no native parameters"),  # was an error row
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--methods", ",,"], "no methods given"),
+        (["--methods", ""], "no methods given"),
+        (["--backends", ""], "no backends given"),
+        (["--methods", "heuristic,exact", "--backends", " , "], "no backends given"),
+        (["--methods", "heuristic", "--backends", "scip"], "--backends applies to the exact method"),  # was ignored
+        (
+            ["--methods", "heuristic", "--solver-option", "highs.threads=1"],
+            "--solver-option applies to the exact method",
+        ),
+        (["--methods", "heuristic", "--solver-option", "scip.x=1"], "--solver-option applies to the exact method"),
+        (
+            ["--backends", "scip", "--solver-option", "scip.limits/gap=0.1"],
+            "scip takes no native parameters",
+        ),  # was an error row
+    ],
+)
 def test_empty_methods_or_backends_are_bad_usage(args, message, capsys):
     assert main(["compare", str(INSTANCES / "mix-8.json"), *args]) == 2
     captured = capsys.readouterr()
@@ -100,8 +113,10 @@ def test_empty_lists_are_refused_by_the_api_too():
 def test_a_failed_rows_message_is_shown_in_full():
     inst = files.load_instance(INSTANCES / "mix-8.json")
     long = "backend cpsat cannot honour continuous variables (this model has flow variables) " + "x" * 100 + " END"
-    rows = [CompareRow("heuristic", "-", "feasible", 1.0, None, None, 0.0, True),
-            CompareRow("exact", "cpsat", "error", None, None, None, 0.0, None, message=long)]
+    rows = [
+        CompareRow("heuristic", "-", "feasible", 1.0, None, None, 0.0, True),
+        CompareRow("exact", "cpsat", "error", None, None, None, 0.0, None, message=long),
+    ]
     text = format_rows(inst, rows)
     assert long in text and "error (note 1)" in text
     assert text.splitlines()[-1] == f"note 1: exact [cpsat]: {long}"
@@ -119,15 +134,25 @@ def test_a_row_that_fails_verification_is_not_a_solution(tmp_path, capsys):
     """Two disjoint triangles fixed, one AllReduce over all six servers: the heuristic's row is
     'feasible' at an infinite time and fails verification; compare exited 0 on it (audit)."""
     path = tmp_path / "disc.json"
-    path.write_text(json.dumps({
-        "format": "topoopt-instance", "version": 1, "cluster": {"servers": 6, "degree": 2, "link_bandwidth_gbps": 100},
-        "fixed_topology": {"links": [[0, 1, 1], [1, 2, 1], [2, 0, 1], [3, 4, 1], [4, 5, 1], [5, 3, 1]]},
-        "demand": {"allreduce": [{"members": [0, 1, 2, 3, 4, 5], "bytes": 1e6}]}}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": "topoopt-instance",
+                "version": 1,
+                "cluster": {"servers": 6, "degree": 2, "link_bandwidth_gbps": 100},
+                "fixed_topology": {"links": [[0, 1, 1], [1, 2, 1], [2, 0, 1], [3, 4, 1], [4, 5, 1], [5, 3, 1]]},
+                "demand": {"allreduce": [{"members": [0, 1, 2, 3, 4, 5], "bytes": 1e6}]},
+            }
+        )
+    )
     # That design carries nothing between the triangles: the heuristic now says infeasible (exit 3).
     assert main(["compare", str(path), "--methods", "heuristic"]) == 3
     captured = capsys.readouterr()
     assert "infeasible (note 1)" in captured.out and "(proven infeasible)" in captured.err
-    assert "note 1: heuristic: the fixed topology cannot carry the demand: no path from 0 to 3 in the topology, but both are members of AllReduce group 0" in captured.out
+    assert (
+        "note 1: heuristic: the fixed topology cannot carry the demand: no path from 0 to 3 in the topology, but both are members of AllReduce group 0"
+        in captured.out
+    )
     # and a row that fails verification still never counts as a solution
     from topoopt_ilp.cli.compare import rows_exit
 
@@ -142,8 +167,10 @@ def test_csv_names_the_objective_and_json_has_null_for_no_reference():
     import io as _io
 
     inst = files.load_instance(INSTANCES / "mix-8.json")
-    rows = [CompareRow("heuristic", "-", "feasible", 1.0, None, None, 0.0, True, distance=0.5, reference="bound"),
-            CompareRow("exact", "cpsat", "error", None, None, None, 0.0, None, message="refused")]
+    rows = [
+        CompareRow("heuristic", "-", "feasible", 1.0, None, None, 0.0, True, distance=0.5, reference="bound"),
+        CompareRow("exact", "cpsat", "error", None, None, None, 0.0, None, message="refused"),
+    ]
     table = list(csv.DictReader(_io.StringIO(format_rows(inst, rows, "csv"))))
     assert [r["objective_name"] for r in table] == ["iteration_time"] * 2 and table[0]["objective"] == "1.0"
     data = json.loads(format_rows(inst, rows, "json"))

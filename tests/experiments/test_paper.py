@@ -47,7 +47,9 @@ def test_alternating_is_never_worse_than_topoopts_rule(candle):
     # better one even within a 1 s round, and TopoOpt's rule with the strategy-search substitute uses it.
     assert res.iteration_time_s["alternating"] < 0.5 * res.details["topoopt_data_parallel_s"]
     assert res.iteration_time_s["topoopt"] <= res.details["topoopt_data_parallel_s"]
-    assert res.speedup("alternating", "topoopt") == pytest.approx(res.iteration_time_s["topoopt"] / res.iteration_time_s["alternating"])
+    assert res.speedup("alternating", "topoopt") == pytest.approx(
+        res.iteration_time_s["topoopt"] / res.iteration_time_s["alternating"]
+    )
 
 
 def test_the_rerouted_design_is_the_alternating_one_never_worse(candle):
@@ -89,13 +91,27 @@ def test_table_formats(candle):
     rows = list(csv.DictReader(format_table([res], "csv").splitlines()))
     assert len(rows) == 1
     assert float(rows[0]["fat_tree_1_gbps"]) == pytest.approx(6400 / 410, rel=1e-5)
-    assert float(rows[0]["speedup_alternating_vs_fat_tree_1"]) == pytest.approx(res.speedup("alternating", "fat_tree_1"), rel=1e-5)
+    assert float(rows[0]["speedup_alternating_vs_fat_tree_1"]) == pytest.approx(
+        res.speedup("alternating", "fat_tree_1"), rel=1e-5
+    )
 
 
 def _fake(name: str = "x") -> PaperResult:
     times = {k: 0.001 * (i + 1) for i, k in enumerate(ARCHITECTURE_LABELS)}
-    return PaperResult(name, 12, 4, 25.0, times, {k: "data-parallel start" for k in times},
-                       {k: 10.0 for k in FAT_TREES}, 1.0, 0.1, 0.2, 1, "start")
+    return PaperResult(
+        name,
+        12,
+        4,
+        25.0,
+        times,
+        {k: "data-parallel start" for k in times},
+        {k: 10.0 for k in FAT_TREES},
+        1.0,
+        0.1,
+        0.2,
+        1,
+        "start",
+    )
 
 
 def test_outputs_are_written_atomically(tmp_path, monkeypatch):
@@ -118,8 +134,26 @@ def test_outputs_are_written_atomically(tmp_path, monkeypatch):
 
 def test_cli_evaluate_paper(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["evaluate-paper", "--instances", str(RESNET), "--time-limit", "2", "--rounds", "1",
-                 "--round-time-limit", "0.5", "--rack-size", "4", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate-paper",
+                "--instances",
+                str(RESNET),
+                "--time-limit",
+                "2",
+                "--rounds",
+                "1",
+                "--round-time-limit",
+                "0.5",
+                "--rack-size",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "resnet50-testbed-12-d4" in captured.out and "speedup" in captured.out
     assert (out / "architectures.png").stat().st_size > 1000

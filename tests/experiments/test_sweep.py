@@ -38,7 +38,9 @@ def test_rows_are_compare_rows_in_input_order():
 def test_a_process_pool_gives_the_same_rows():
     order = []
     with ProcessPoolExecutor(2, mp_context=get_context("spawn")) as pool:
-        rows = sweep(FILES, ["heuristic"], executor=pool, progress=lambda done, total, path, row: order.append((done, total)))
+        rows = sweep(
+            FILES, ["heuristic"], executor=pool, progress=lambda done, total, path, row: order.append((done, total))
+        )
     assert _stable(rows) == _stable(sweep(FILES, ["heuristic"]))
     assert [d for d, _ in order] == [1, 2] and {t for _, t in order} == {2}
 
@@ -122,9 +124,25 @@ def test_sigterm_stops_a_parallel_sweep_and_its_workers():
     import sys
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "topoopt_ilp", "sweep", str(INSTANCES / "testbed-12.json"),
-                             str(INSTANCES / "mix-16.json"), "--methods", "exact", "--time-limit", "30", "--jobs", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "topoopt_ilp",
+            "sweep",
+            str(INSTANCES / "testbed-12.json"),
+            str(INSTANCES / "mix-16.json"),
+            "--methods",
+            "exact",
+            "--time-limit",
+            "30",
+            "--jobs",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     time.sleep(6)  # the workers have started their solves
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 130 and "interrupted" in proc.stderr.read().decode()
@@ -190,9 +208,26 @@ def test_an_interrupted_dask_sweep_says_interrupted_and_nothing_else(after_s):
     import sys
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "topoopt_ilp", "sweep", str(INSTANCES / "mix-16.json"),
-                             str(INSTANCES / "all-to-all-16.json"), "--time-limit", "20", "--dask", "local", "--jobs", "2",
-                             "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "topoopt_ilp",
+            "sweep",
+            str(INSTANCES / "mix-16.json"),
+            str(INSTANCES / "all-to-all-16.json"),
+            "--time-limit",
+            "20",
+            "--dask",
+            "local",
+            "--jobs",
+            "2",
+            "--quiet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     time.sleep(after_s)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130

@@ -24,14 +24,34 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
     assert oct(target.stat().st_mode & 0o777) != oct(0o600)  # an ordinary file, not mkstemp's private mode
 
 
-@pytest.mark.parametrize("doc, field", [
-    ({"format": "topoopt-solution", "version": 1, "status": "great", "method": "x", "topology": None}, "status"),
-    ({"format": "topoopt-solution", "version": 1, "status": "feasible", "method": "x",
-      "topology": {"servers": 4, "links": [[0, 9, 1]]}}, "topology.links[0]"),
-    ({"format": "topoopt-solution", "version": 1, "status": "feasible", "method": "x",
-      "topology": {"servers": 4, "links": []}, "routing": {"paths": [[1.5, [0, 1]]]}}, "routing.paths[0][0]"),
-    ({"format": "topoopt-instance", "version": 1, "status": "feasible", "method": "x", "topology": None}, "format"),
-])
+@pytest.mark.parametrize(
+    "doc, field",
+    [
+        ({"format": "topoopt-solution", "version": 1, "status": "great", "method": "x", "topology": None}, "status"),
+        (
+            {
+                "format": "topoopt-solution",
+                "version": 1,
+                "status": "feasible",
+                "method": "x",
+                "topology": {"servers": 4, "links": [[0, 9, 1]]},
+            },
+            "topology.links[0]",
+        ),
+        (
+            {
+                "format": "topoopt-solution",
+                "version": 1,
+                "status": "feasible",
+                "method": "x",
+                "topology": {"servers": 4, "links": []},
+                "routing": {"paths": [[1.5, [0, 1]]]},
+            },
+            "routing.paths[0][0]",
+        ),
+        ({"format": "topoopt-instance", "version": 1, "status": "feasible", "method": "x", "topology": None}, "format"),
+    ],
+)
 def test_malformed_solutions_name_the_field(doc, field):
     with pytest.raises(SolutionFileError) as exc:
         files.parse_solution(doc)
@@ -39,8 +59,13 @@ def test_malformed_solutions_name_the_field(doc, field):
 
 
 def test_direction_is_read_from_the_file():
-    doc = {"format": "topoopt-solution", "version": 1, "status": "feasible", "method": "x",
-           "topology": {"servers": 3, "directed": True, "links": [[0, 1, 1], [1, 2, 1], [2, 0, 1]]}}
+    doc = {
+        "format": "topoopt-solution",
+        "version": 1,
+        "status": "feasible",
+        "method": "x",
+        "topology": {"servers": 3, "directed": True, "links": [[0, 1, 1], [1, 2, 1], [2, 0, 1]]},
+    }
     sol = files.parse_solution(doc)
     assert sol.topology.matrix[0, 1] == 1 and sol.topology.matrix[1, 0] == 0
     doc["topology"]["directed"] = False
@@ -63,9 +88,16 @@ def test_non_finite_numbers_are_written_as_null_and_read_back(tmp_path):
     x[:4, :4] = x[4:, 4:] = half  # two 4-rings: disconnected, every time inf
     sol = finalize(inst, Solution("feasible", "baseline", Topology(x)))
     assert sol.metrics["group_times_s"] == [float("inf")]
-    sol = Solution("feasible", "baseline", sol.topology, objective=float("inf"), bound=float("nan"),
-                   wall_time_s=float("inf"), metrics=sol.metrics,
-                   details={"trace": [1.0, float("nan")], "best": np.float64("inf"), "n": np.int64(3)})
+    sol = Solution(
+        "feasible",
+        "baseline",
+        sol.topology,
+        objective=float("inf"),
+        bound=float("nan"),
+        wall_time_s=float("inf"),
+        metrics=sol.metrics,
+        details={"trace": [1.0, float("nan")], "best": np.float64("inf"), "n": np.int64(3)},
+    )
     path = tmp_path / "sol.json"
     files.save_solution(sol, path, directed=False)
     data = json.loads(path.read_text())

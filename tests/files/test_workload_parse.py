@@ -29,8 +29,15 @@ def small() -> dict:
         "server_memory_bytes": 1000.0,
         "layers": [
             {"name": "a", "compute_s": 1.0, "param_bytes": 100, "activation_bytes": 40, "configs": [2, 4]},
-            {"name": "b", "flops": 2e12, "param_bytes": 10, "activation_bytes": 8, "configs": [1, 2],
-             "memory_bytes": 50, "measured": {"2": 0.5}},
+            {
+                "name": "b",
+                "flops": 2e12,
+                "param_bytes": 10,
+                "activation_bytes": 8,
+                "configs": [1, 2],
+                "memory_bytes": 50,
+                "measured": {"2": 0.5},
+            },
         ],
         "blocks": [{"name": "t", "bytes": 10, "lookup_bytes": 12, "consumer": 1}],
     }
@@ -100,6 +107,7 @@ def _set(path, value):
         for key in path[:-1]:
             obj = obj[key]
         obj[path[-1]] = value
+
     return f
 
 
@@ -109,6 +117,7 @@ def _del(path):
         for key in path[:-1]:
             obj = obj[key]
         del obj[path[-1]]
+
     return f
 
 
@@ -139,7 +148,11 @@ CASES = [
     (_set(["layers", 0, "configs"], [0]), "workload.layers[0].configs[0]", "must be >= 1"),
     (_set(["batch_size"], 3), "workload.layers[0].configs[1]", "degree 4 exceeds the batch size 3"),
     (_set(["layers", 0, "flops"], 5.0), "workload.layers[0]", "either compute_s or flops, not both"),
-    (_set(["layers", 1, "measured"], {"4": 1.0}), "workload.layers[1].measured.4", "not among the layer's configs [1, 2]"),
+    (
+        _set(["layers", 1, "measured"], {"4": 1.0}),
+        "workload.layers[1].measured.4",
+        "not among the layer's configs [1, 2]",
+    ),
     (_set(["layers", 1, "measured"], {"two": 1.0}), "workload.layers[1].measured", "'two' is not a degree"),
     (_set(["layers", 1, "measured"], {"2": -1.0}), "workload.layers[1].measured.2", "must be >= 0"),
     (_set(["layers", 1, "measured"], [1.0]), "workload.layers[1].measured", "expected an object"),
@@ -189,13 +202,21 @@ def test_aggregate_memory_condition_is_exact_at_the_boundary():
     # 4 servers x 1000 bytes; per layer min over configs of k*memory + activation.
     def make(table_bytes):
         return {
-            "batch_size": 4, "server_memory_bytes": 1000,
+            "batch_size": 4,
+            "server_memory_bytes": 1000,
             "layers": [
-                {"name": "x", "compute_s": 1, "param_bytes": 0, "memory_bytes": 600, "activation_bytes": 400,
-                 "configs": [1, 2]},  # min(1*600+400, 2*600+400) = 1000
+                {
+                    "name": "x",
+                    "compute_s": 1,
+                    "param_bytes": 0,
+                    "memory_bytes": 600,
+                    "activation_bytes": 400,
+                    "configs": [1, 2],
+                },  # min(1*600+400, 2*600+400) = 1000
             ],
             "blocks": [{"name": f"t{i}", "bytes": table_bytes, "lookup_bytes": 0} for i in range(4)],
         }
+
     parse_workload(make(750), 4)  # 1000 + 4*750 = 4000 = 4 x 1000: allowed
     e = error(make(751))
     assert e.field == "workload" and "no feasible placement" in e.reason and "4004" in e.reason
@@ -205,10 +226,12 @@ def test_pigeonhole_memory_condition():
     """Condition 5: a server holds at most q blocks of more than C/(q+1). Five tables of 600 bytes on
     4 servers of 1000 pass the aggregate (3000 + layers <= 4000) but no two share a server; the
     model had to prove it (exit 3) where the file can be refused before solving (exit 2)."""
+
     def make(sizes):
         data = small()
         data["blocks"] = [{"name": f"t{i}", "bytes": b, "lookup_bytes": 0} for i, b in enumerate(sizes)]
         return data
+
     parse_workload(make([600] * 4), 4)  # one each: fits
     e = error(make([600] * 5))
     assert e.field == "workload.blocks" and "5 blocks of more than 500 bytes" in e.reason and "at most 1" in e.reason
@@ -238,7 +261,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=True) | st.text(max_size=5),
+    st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats(allow_nan=True) | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=6,
 )

@@ -22,9 +22,19 @@ def load(name: str) -> dict:
 def test_shipped_files_are_up_to_date_and_complete():
     expected = {zoo.zoo_filename(m, n, d) for m, n, d, _ in zoo.ZOO}
     assert expected <= {p.name for p in PAPER.glob("*.json")}
-    assert {"dlrm-128-d4.json", "dlrm-128-d8.json", "bert-128-d8.json", "candle-128-d4.json", "vgg16-128-d8.json",
-            "resnet50-128-d4.json", "ncf-128-d8.json", "candle-testbed-12-d4.json", "bert-testbed-12-d4.json",
-            "resnet50-testbed-12-d4.json", "vgg16-testbed-12-d4.json"} <= expected
+    assert {
+        "dlrm-128-d4.json",
+        "dlrm-128-d8.json",
+        "bert-128-d8.json",
+        "candle-128-d4.json",
+        "vgg16-128-d8.json",
+        "resnet50-128-d4.json",
+        "ncf-128-d8.json",
+        "candle-testbed-12-d4.json",
+        "bert-testbed-12-d4.json",
+        "resnet50-testbed-12-d4.json",
+        "vgg16-testbed-12-d4.json",
+    } <= expected
     for model, n, d, bw in zoo.ZOO:
         assert load(zoo.zoo_filename(model, n, d)) == zoo.generate(model, n, d, bw), model
 

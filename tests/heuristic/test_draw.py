@@ -13,7 +13,9 @@ def test_draw_png_and_svg(tmp_path):
     mp = np.zeros((12, 12))
     mp[0, 6] = 1e9
     res = topology_finder(12, 6, [(np.arange(12), 1e6)], mp)
-    svg = draw_topology(res.X, tmp_path / "t.svg", jumps=[j for js in res.jumps.values() for j in js], n_mp_links=res.mp_matrix)
+    svg = draw_topology(
+        res.X, tmp_path / "t.svg", jumps=[j for js in res.jumps.values() for j in js], n_mp_links=res.mp_matrix
+    )
     text = svg.read_text()
     assert text.lstrip().startswith("<?xml") and "<svg" in text
     # matplotlib writes each text item as an SVG comment: title, legend, parallel-link labels

@@ -294,8 +294,9 @@ def test_circulant_family_heuristic_rings_on_its_jumps():
     from topoopt_ilp.core.instance import AllReduceGroup
     from topoopt_ilp.evaluation.verify import verify
 
-    base = Instance(Cluster(10, 4, 100.0), Demand(allreduce=(AllReduceGroup(tuple(range(10)), 1e7),),
-                                                 mp=((0, 1, 5e6), (2, 4, 3e6))))
+    base = Instance(
+        Cluster(10, 4, 100.0), Demand(allreduce=(AllReduceGroup(tuple(range(10)), 1e7),), mp=((0, 1, 5e6), (2, 4, 3e6)))
+    )
     general = solve(base, method="heuristic")
     coprime = solve(replace(base, topology_family="coprime_circulant"), method="heuristic")
     assert coprime.topology.jumps == general.topology.jumps == (1, 3)

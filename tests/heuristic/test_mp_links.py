@@ -147,8 +147,11 @@ def test_greedy_equals_sequential_greedy_with_scan(kind):
     n = 120
     i, j = np.triu_indices(n, 1)
     rng = np.random.default_rng(3)
-    w = {"uniform": np.ones(i.size), "few_values": rng.integers(0, 3, i.size).astype(float),
-         "random": rng.random(i.size)}[kind]
+    w = {
+        "uniform": np.ones(i.size),
+        "few_values": rng.integers(0, 3, i.size).astype(float),
+        "random": rng.random(i.size),
+    }[kind]
     assert np.array_equal(greedy_matching(i, j, w, n), _sequential_greedy(i, j, w, n))
 
 
@@ -217,7 +220,7 @@ def _perfect_matchings(nodes):
         return
     a, rest = nodes[0], nodes[1:]
     for k, b in enumerate(rest):
-        for m in _perfect_matchings(rest[:k] + rest[k + 1:]):
+        for m in _perfect_matchings(rest[:k] + rest[k + 1 :]):
             yield [(a, b)] + m
 
 

@@ -82,7 +82,19 @@ def test_least_traffic_links_move_first():
     """The doubled pair 0-1 can swap with 2-3, 2-4, 3-5 or 4-5; it takes 2-3, the one without traffic."""
     n = 6
     X = np.zeros((n, n), dtype=np.int64)
-    for a, b, c in [(0, 1, 2), (2, 3, 1), (4, 5, 1), (0, 2, 1), (1, 3, 1), (2, 4, 1), (3, 5, 1), (0, 5, 1), (1, 4, 1), (2, 5, 1), (3, 4, 1)]:
+    for a, b, c in [
+        (0, 1, 2),
+        (2, 3, 1),
+        (4, 5, 1),
+        (0, 2, 1),
+        (1, 3, 1),
+        (2, 4, 1),
+        (3, 5, 1),
+        (0, 5, 1),
+        (1, 4, 1),
+        (2, 5, 1),
+        (3, 4, 1),
+    ]:
         X[a, b] += c
         X[b, a] += c
     assert (X.sum(axis=1) == 4).all()

@@ -75,7 +75,32 @@ def test_number_theory_comes_from_sympy_once_per_argument(monkeypatch):
     module._divisors.cache_clear()
     module._generators.cache_clear()
     try:
-        assert divisors(360) == [1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 18, 20, 24, 30, 36, 40, 45, 60, 72, 90, 120, 180, 360]
+        assert divisors(360) == [
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+            8,
+            9,
+            10,
+            12,
+            15,
+            18,
+            20,
+            24,
+            30,
+            36,
+            40,
+            45,
+            60,
+            72,
+            90,
+            120,
+            180,
+            360,
+        ]
         assert totient_perms(360, 36).tolist() == [10 * p for p in (1, 5, 7, 11, 13, 17, 19, 23, 25, 29, 31, 35)]
         assert sorted(calls) == [("divisors", 360), ("primefactors", 36), ("totient", 36)]
         first, again = divisors(360), divisors(360)

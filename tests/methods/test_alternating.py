@@ -17,9 +17,11 @@ from topoopt_ilp.methods import solve
 
 
 def small_workload() -> Instance:
-    layers = (Layer(name="a", compute_s=2e-3, param_bytes=4e7, activation_bytes=2e6, configs=(1, 2, 3, 6)),
-              Layer(name="b", compute_s=3e-3, param_bytes=6e7, activation_bytes=1e6, configs=(1, 2, 3, 6)),
-              Layer(name="c", compute_s=1e-3, param_bytes=1e7, activation_bytes=4e6, configs=(1, 3, 6)))
+    layers = (
+        Layer(name="a", compute_s=2e-3, param_bytes=4e7, activation_bytes=2e6, configs=(1, 2, 3, 6)),
+        Layer(name="b", compute_s=3e-3, param_bytes=6e7, activation_bytes=1e6, configs=(1, 2, 3, 6)),
+        Layer(name="c", compute_s=1e-3, param_bytes=1e7, activation_bytes=4e6, configs=(1, 3, 6)),
+    )
     w = Workload(layers=layers, batch_size=60, server_memory_bytes=1e12)
     return Instance(cluster=Cluster(servers=6, degree=2, link_bandwidth_gbps=100), workload=w)
 
@@ -51,8 +53,23 @@ def test_incumbent_never_worse_and_rounds_logged():
 def test_alternating_on_a_testbed_workload_improves_on_the_data_parallel_start(tmp_path, capsys):
     path = INSTANCES / "paper" / "bert-testbed-12-d4.json"
     out = tmp_path / "alt.json"
-    assert main(["solve", str(path), "--method", "alternating", "--rounds", "1", "--round-time-limit", "30",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                str(path),
+                "--method",
+                "alternating",
+                "--rounds",
+                "1",
+                "--round-time-limit",
+                "30",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "round  0" in err and "round  1 placement" in err  # the live progress lines
     inst = files.load_instance(path)
@@ -77,7 +94,9 @@ def test_the_placement_step_takes_the_ring_policy(monkeypatch):
 
     seen = []
     real = placement.solve_placement
-    monkeypatch.setattr(placement, "solve_placement", lambda inst, opts, *a, **k: seen.append(opts.rings) or real(inst, opts, *a, **k))
+    monkeypatch.setattr(
+        placement, "solve_placement", lambda inst, opts, *a, **k: seen.append(opts.rings) or real(inst, opts, *a, **k)
+    )
     sol = solve(small_workload(), method="alternating", rounds=1, round_time_limit_s=20, rings="coset")
     assert seen and set(seen) == {"coset"} and sol.has_solution
     with pytest.raises(InputError, match="unknown ring policy 'longest'"):
@@ -103,8 +122,24 @@ def test_exact_topology_step_is_verified_and_never_worse(tmp_path, capsys):
         assert ex.objective <= fi.objective + inst.cluster.hop_latency_s * (inst.n - 1) + 1e-12
     path = tmp_path / "w.json"
     files.save_instance(inst, path)
-    assert main(["solve", str(path), "--method", "alternating", "--topology-method", "exact", "--rounds", "1",
-                 "--round-time-limit", "5", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                str(path),
+                "--method",
+                "alternating",
+                "--topology-method",
+                "exact",
+                "--rounds",
+                "1",
+                "--round-time-limit",
+                "5",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert main(["solve", str(path), "--topology-method", "exact"]) == 2
     assert "apply to --method alternating only" in capsys.readouterr().err
     with pytest.raises(InputError, match="unknown topology method"):
@@ -133,7 +168,9 @@ def test_a_phase_settled_before_is_reused_not_solved_again(monkeypatch):
 
     # The trajectories below return to a settled phase with the MILP's pick among equally good
     # topologies; the relaxation's rounding picks another one there, and they do not.
-    monkeypatch.setattr(rr, "relaxation_rounding", lambda m, values, degree, multi: np.zeros((m.n, m.n), dtype=np.int64))
+    monkeypatch.setattr(
+        rr, "relaxation_rounding", lambda m, values, degree, multi: np.zeros((m.n, m.n), dtype=np.int64)
+    )
     calls = []
     real = placement.solve_placement
     monkeypatch.setattr(placement, "solve_placement", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -189,8 +226,11 @@ def test_a_trajectory_ends_at_a_relabelled_repeat(monkeypatch):
     solve_module = sys.modules["topoopt_ilp.methods"]
     seen = []
     real = solve_module.exact_topology_for_placement
-    monkeypatch.setattr(solve_module, "exact_topology_for_placement",
-                        lambda inst, placement, **k: seen.append(placement) or real(inst, placement, **k))
+    monkeypatch.setattr(
+        solve_module,
+        "exact_topology_for_placement",
+        lambda inst, placement, **k: seen.append(placement) or real(inst, placement, **k),
+    )
     from topoopt_ilp.methods import placement_traffic
     from topoopt_ilp.methods.alternating import relabelling_key
 
@@ -203,7 +243,7 @@ def test_a_trajectory_ends_at_a_relabelled_repeat(monkeypatch):
     for i, e in enumerate(log):
         if e.get("repeats_earlier"):
             assert e["phase"] == "topology" and e["status"] == "skipped" and not e["accepted"]
-            later = log[i + 1:]
+            later = log[i + 1 :]
             assert all(x.get("trajectory") != e["trajectory"] for x in later)  # that trajectory ended there
     assert verify(inst, sol).valid
 

@@ -83,13 +83,16 @@ def test_name_and_description_must_be_strings(field):
 
 
 # 3. Wrong argument types of Instance ------------------------------------------------------------
-@pytest.mark.parametrize("kw, field", [
-    ({"demand": {"all_to_all": 1.0}}, "demand"),
-    ({"fixed_topology": [1]}, "fixed_topology"),
-    ({"solver": {"backend": "highs"}}, "solver"),
-    ({"cost": {"fabric": "ocs"}}, "cost"),
-    ({"demand": None, "workload": "w.json"}, "workload"),
-])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"demand": {"all_to_all": 1.0}}, "demand"),
+        ({"fixed_topology": [1]}, "fixed_topology"),
+        ({"solver": {"backend": "highs"}}, "solver"),
+        ({"cost": {"fabric": "ocs"}}, "cost"),
+        ({"demand": None, "workload": "w.json"}, "workload"),
+    ],
+)
 def test_instance_refuses_wrong_argument_types(kw, field):
     with pytest.raises(InstanceError) as exc:
         small(**kw)
@@ -102,14 +105,17 @@ def test_instance_refuses_a_dict_as_cluster():
 
 
 # 4. Topology matrices -----------------------------------------------------------------------------
-@pytest.mark.parametrize("matrix, message", [
-    (np.full((8, 8), 0.5), "must be integers"),
-    (np.full((4, 4), np.nan), "must be integers"),
-    (-np.ones((4, 4), dtype=int), ">= 0"),
-    (np.ones((3, 4), dtype=int), "square"),
-    (np.ones(4, dtype=int), "square"),
-    ([["a", "b"], ["c", "d"]], "integer link counts"),
-])
+@pytest.mark.parametrize(
+    "matrix, message",
+    [
+        (np.full((8, 8), 0.5), "must be integers"),
+        (np.full((4, 4), np.nan), "must be integers"),
+        (-np.ones((4, 4), dtype=int), ">= 0"),
+        (np.ones((3, 4), dtype=int), "square"),
+        (np.ones(4, dtype=int), "square"),
+        ([["a", "b"], ["c", "d"]], "integer link counts"),
+    ],
+)
 def test_topology_refuses_bad_matrices(matrix, message):
     with pytest.raises(InputError, match=message) as exc:
         Topology(matrix)
@@ -125,13 +131,16 @@ def test_topology_rounds_near_integers_instead_of_truncating():
 
 
 # 5. Solution fields -------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw, field", [
-    ({"status": "great"}, "status"),
-    ({"method": ""}, "method"),
-    ({"method": 3}, "method"),
-    ({"topology": np.eye(2)}, "topology"),
-    ({"objective": "1.0"}, "objective"),
-])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"status": "great"}, "status"),
+        ({"method": ""}, "method"),
+        ({"method": 3}, "method"),
+        ({"topology": np.eye(2)}, "topology"),
+        ({"objective": "1.0"}, "objective"),
+    ],
+)
 def test_solution_refuses_bad_fields(kw, field):
     args = {"status": "feasible", "method": "given", "topology": None, **kw}
     with pytest.raises(InputError) as exc:
@@ -140,25 +149,29 @@ def test_solution_refuses_bad_fields(kw, field):
 
 
 # 6. solve()'s arguments -----------------------------------------------------------------------------
-@pytest.mark.parametrize("method, options, field, message", [
-    ("heuristic", {"select": "worst"}, "select", "unknown select rule 'worst'"),
-    ("heuristic", {"mode": "x"}, "mode", "unknown mode 'x'"),
-    ("heuristic", {"seed": "x"}, "seed", "integer >= 0"),
-    ("heuristic", {"seed": -1}, "seed", "integer >= 0"),
-    ("exact", {"threads": 0}, "threads", "integer in 1..1024"),
-    ("exact", {"time_limit_s": "5"}, "time_limit_s", "finite number >= 0"),
-    ("exact", {"gap": float("nan")}, "gap", "finite number >= 0"),
-    ("baseline", {"baseline": "nope"}, "baseline", "unknown baseline"),
-    ("alternating", {"rounds": 2.5}, "rounds", "integer"),
-])
+@pytest.mark.parametrize(
+    "method, options, field, message",
+    [
+        ("heuristic", {"select": "worst"}, "select", "unknown select rule 'worst'"),
+        ("heuristic", {"mode": "x"}, "mode", "unknown mode 'x'"),
+        ("heuristic", {"seed": "x"}, "seed", "integer >= 0"),
+        ("heuristic", {"seed": -1}, "seed", "integer >= 0"),
+        ("exact", {"threads": 0}, "threads", "integer in 1..1024"),
+        ("exact", {"time_limit_s": "5"}, "time_limit_s", "finite number >= 0"),
+        ("exact", {"gap": float("nan")}, "gap", "finite number >= 0"),
+        ("baseline", {"baseline": "nope"}, "baseline", "unknown baseline"),
+        ("alternating", {"rounds": 2.5}, "rounds", "integer"),
+    ],
+)
 def test_solve_refuses_bad_option_values(method, options, field, message):
     with pytest.raises(InputError, match=message) as exc:
         solve(small(), method=method, **options)
     assert exc.value.field == field and "\n" not in str(exc.value)
 
 
-@pytest.mark.parametrize("method, key", [("heuristic", "foo"), ("heuristic", "time_limit_s"), ("exact", "select"),
-                                         ("baseline", "mode")])
+@pytest.mark.parametrize(
+    "method, key", [("heuristic", "foo"), ("heuristic", "time_limit_s"), ("exact", "select"), ("baseline", "mode")]
+)
 def test_solve_refuses_unknown_options_naming_the_accepted_ones(method, key):
     with pytest.raises(InputError) as exc:
         solve(small(), method=method, **{key: 1})
@@ -187,8 +200,12 @@ def test_solve_refuses_an_unhashable_method_name():
 
 def test_a_user_method_gets_its_own_options_checked_by_signature():
     def mine(instance, *, flavour="plain"):
-        return Solution("feasible", "given", Topology(np.roll(np.eye(8, dtype=int), 1, 1) + np.roll(np.eye(8, dtype=int), -1, 1)),
-                        details={"flavour": flavour})
+        return Solution(
+            "feasible",
+            "given",
+            Topology(np.roll(np.eye(8, dtype=int), 1, 1) + np.roll(np.eye(8, dtype=int), -1, 1)),
+            details={"flavour": flavour},
+        )
 
     assert solve(small(), mine, flavour="x").details["flavour"] == "x"  # values are its own business
     with pytest.raises(InputError, match="unknown option 'seed' for method mine; it takes: flavour"):

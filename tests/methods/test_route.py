@@ -65,7 +65,9 @@ def test_cli_route_and_solve_reroute(tmp_path, capsys):
     assert main(["verify", str(FIXED), str(routed)]) == 0
     assert main(["solve", str(FIXED), "--reroute", "-o", str(again)]) == 0
     assert "rerouted           bandwidth 10.16 ms -> 5.08 ms" in capsys.readouterr().out
-    assert json.loads(again.read_text())["metrics"]["iteration_time_s"] == pytest.approx(data["metrics"]["iteration_time_s"])
+    assert json.loads(again.read_text())["metrics"]["iteration_time_s"] == pytest.approx(
+        data["metrics"]["iteration_time_s"]
+    )
     none = tmp_path / "none.json"
     mix = str(INSTANCES / "mix-8.json")
     assert main(["solve", mix, "--method", "exact", "--time-limit", "0", "-o", str(none), "--quiet"]) == 4

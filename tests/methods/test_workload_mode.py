@@ -89,12 +89,20 @@ def test_a_start_that_breaks_memory_is_said_plainly(tmp_path, capsys):
     from topoopt_ilp.errors import StartInfeasibleError
 
     layers = [{"name": "l0", "compute_s": 0.003, "param_bytes": 1e7, "activation_bytes": 1e6, "configs": [1, 2, 3, 6]}]
-    blocks = [{"name": f"t{i}", "bytes": b, "lookup_bytes": 1e6, "consumer": 0} for i, b in enumerate([6e8] * 5 + [4.5e8] * 3)]
+    blocks = [
+        {"name": f"t{i}", "bytes": b, "lookup_bytes": 1e6, "consumer": 0} for i, b in enumerate([6e8] * 5 + [4.5e8] * 3)
+    ]
     path = tmp_path / "binpack.json"
-    path.write_text(json.dumps({"format": "topoopt-instance", "version": 1,
-                                "cluster": {"servers": 6, "degree": 2, "link_bandwidth_gbps": 100},
-                                "workload": {"batch_size": 64, "server_memory_bytes": 1e9, "layers": layers,
-                                             "blocks": blocks}}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": "topoopt-instance",
+                "version": 1,
+                "cluster": {"servers": 6, "degree": 2, "link_bandwidth_gbps": 100},
+                "workload": {"batch_size": 64, "server_memory_bytes": 1e9, "layers": layers, "blocks": blocks},
+            }
+        )
+    )
     inst = files.load_instance(path)
     for method in ("heuristic", "alternating"):
         with pytest.raises(StartInfeasibleError, match="does not fit server memory"):

@@ -29,13 +29,23 @@ from topoopt_ilp.schedule.iteration_graph import (
 BW = 1e9  # bytes/s: 8 Gbps links
 
 
-def _instance(n: int, d: int, layers: list[dict], blocks: list[dict] = (), latency_us: float = 0.0, multi: bool = False):
-    return parse_instance({
-        "format": "topoopt-instance", "version": 1,
-        "cluster": {"servers": n, "degree": d, "link_bandwidth_gbps": 8.0, "hop_latency_us": latency_us,
-                    "multi_links": multi},
-        "workload": {"batch_size": 64, "server_memory_bytes": 1e12, "layers": layers, "blocks": list(blocks)},
-    })
+def _instance(
+    n: int, d: int, layers: list[dict], blocks: list[dict] = (), latency_us: float = 0.0, multi: bool = False
+):
+    return parse_instance(
+        {
+            "format": "topoopt-instance",
+            "version": 1,
+            "cluster": {
+                "servers": n,
+                "degree": d,
+                "link_bandwidth_gbps": 8.0,
+                "hop_latency_us": latency_us,
+                "multi_links": multi,
+            },
+            "workload": {"batch_size": 64, "server_memory_bytes": 1e12, "layers": layers, "blocks": list(blocks)},
+        }
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -62,27 +72,46 @@ def hand():
 
 def test_hand_built_graph_has_exactly_the_expected_tasks(hand):
     _, g = hand
-    compute = {("block", 0): (3, 0.0005),
-               ("fwd", 0, 0): (0, 0.00025), ("bwd", 0, 0): (0, 0.0005), ("fwd", 0, 1): (2, 0.00025), ("bwd", 0, 1): (2, 0.0005),
-               **{("fwd", 1, r): (r, 0.0005 / 3) for r in range(4)}, **{("bwd", 1, r): (r, 0.001 / 3) for r in range(4)},
-               ("fwd", 2, 0): (1, 0.0003), ("bwd", 2, 0): (1, 0.0006)}
+    compute = {
+        ("block", 0): (3, 0.0005),
+        ("fwd", 0, 0): (0, 0.00025),
+        ("bwd", 0, 0): (0, 0.0005),
+        ("fwd", 0, 1): (2, 0.00025),
+        ("bwd", 0, 1): (2, 0.0005),
+        **{("fwd", 1, r): (r, 0.0005 / 3) for r in range(4)},
+        **{("bwd", 1, r): (r, 0.001 / 3) for r in range(4)},
+        ("fwd", 2, 0): (1, 0.0003),
+        ("bwd", 2, 0): (1, 0.0006),
+    }
     flows = {  # key (piece index last) -> (path, bytes)
         # l0 -> l1: units 0,1 on server 0 go to servers 0 (kept) and 1; units 2,3 on server 2 to 2 (kept) and 3
-        ("reshard_fwd", 0, 0, 1, 0): ((0, 1), 5e5), ("reshard_fwd", 0, 1, 3, 0): ((2, 3), 5e5),
-        ("reshard_bwd", 0, 0, 1, 0): ((1, 0), 5e5), ("reshard_bwd", 0, 1, 3, 0): ((3, 2), 5e5),
+        ("reshard_fwd", 0, 0, 1, 0): ((0, 1), 5e5),
+        ("reshard_fwd", 0, 1, 3, 0): ((2, 3), 5e5),
+        ("reshard_bwd", 0, 0, 1, 0): ((1, 0), 5e5),
+        ("reshard_bwd", 0, 1, 3, 0): ((3, 2), 5e5),
         # l1 -> l2 (server 1): 0.25 MB from each replica; server 3 is two hops away over two shortest paths
-        ("reshard_fwd", 1, 0, 0, 0): ((0, 1), 2.5e5), ("reshard_fwd", 1, 2, 0, 0): ((2, 1), 2.5e5),
-        ("reshard_fwd", 1, 3, 0, 0): ((3, 0, 1), 1.25e5), ("reshard_fwd", 1, 3, 0, 1): ((3, 2, 1), 1.25e5),
-        ("reshard_bwd", 1, 0, 0, 0): ((1, 0), 2.5e5), ("reshard_bwd", 1, 2, 0, 0): ((1, 2), 2.5e5),
-        ("reshard_bwd", 1, 3, 0, 0): ((1, 0, 3), 1.25e5), ("reshard_bwd", 1, 3, 0, 1): ((1, 2, 3), 1.25e5),
+        ("reshard_fwd", 1, 0, 0, 0): ((0, 1), 2.5e5),
+        ("reshard_fwd", 1, 2, 0, 0): ((2, 1), 2.5e5),
+        ("reshard_fwd", 1, 3, 0, 0): ((3, 0, 1), 1.25e5),
+        ("reshard_fwd", 1, 3, 0, 1): ((3, 2, 1), 1.25e5),
+        ("reshard_bwd", 1, 0, 0, 0): ((1, 0), 2.5e5),
+        ("reshard_bwd", 1, 2, 0, 0): ((1, 2), 2.5e5),
+        ("reshard_bwd", 1, 3, 0, 0): ((1, 0, 3), 1.25e5),
+        ("reshard_bwd", 1, 3, 0, 1): ((1, 2, 3), 1.25e5),
         # lookups from server 3 to replicas on 0, 1, 2 (replica 3 is local), 1 MB each, and the gradients back
-        ("lookup", 0, 0, 0): ((3, 0), 1e6), ("lookup", 0, 1, 0): ((3, 0, 1), 5e5), ("lookup", 0, 1, 1): ((3, 2, 1), 5e5),
+        ("lookup", 0, 0, 0): ((3, 0), 1e6),
+        ("lookup", 0, 1, 0): ((3, 0, 1), 5e5),
+        ("lookup", 0, 1, 1): ((3, 2, 1), 5e5),
         ("lookup", 0, 2, 0): ((3, 2), 1e6),
-        ("lookup_grad", 0, 0, 0): ((0, 3), 1e6), ("lookup_grad", 0, 1, 0): ((1, 0, 3), 5e5),
-        ("lookup_grad", 0, 1, 1): ((1, 2, 3), 5e5), ("lookup_grad", 0, 2, 0): ((2, 3), 1e6),
+        ("lookup_grad", 0, 0, 0): ((0, 3), 1e6),
+        ("lookup_grad", 0, 1, 0): ((1, 0, 3), 5e5),
+        ("lookup_grad", 0, 1, 1): ((1, 2, 3), 5e5),
+        ("lookup_grad", 0, 2, 0): ((2, 3), 1e6),
         # AllReduce of l0 over (0, 2): 2(k-1)/k x 1 MB = 1 MB each way, two shortest paths each
-        ("allreduce", 0, 0, 0, 0): ((0, 1, 2), 5e5), ("allreduce", 0, 0, 0, 1): ((0, 3, 2), 5e5),
-        ("allreduce", 0, 0, 1, 0): ((2, 1, 0), 5e5), ("allreduce", 0, 0, 1, 1): ((2, 3, 0), 5e5),
+        ("allreduce", 0, 0, 0, 0): ((0, 1, 2), 5e5),
+        ("allreduce", 0, 0, 0, 1): ((0, 3, 2), 5e5),
+        ("allreduce", 0, 0, 1, 0): ((2, 1, 0), 5e5),
+        ("allreduce", 0, 0, 1, 1): ((2, 3, 0), 5e5),
     }
     got_compute = {t.key: (t.server, t.duration_s) for t in g.tasks if t.is_compute}
     got_flows = {t.key: (t.path, t.bytes) for t in g.tasks if t.is_flow}
@@ -96,22 +125,29 @@ def test_hand_built_graph_has_exactly_the_expected_tasks(hand):
         assert got_flows[k][0] == path and got_flows[k][1] == pytest.approx(nbytes), k
     for t in g.tasks:
         if t.is_flow:
-            assert t.duration_s == pytest.approx(t.bytes / BW) and t.latency_s == pytest.approx(1e-6 * (len(t.path) - 1))
+            assert t.duration_s == pytest.approx(t.bytes / BW) and t.latency_s == pytest.approx(
+                1e-6 * (len(t.path) - 1)
+            )
 
 
 def test_hand_built_graph_has_exactly_the_expected_edges(hand):
     _, g = hand
 
     def keys(prefix):
-        return [t.key for t in g.tasks if t.key[:len(prefix)] == prefix]
+        return [t.key for t in g.tasks if t.key[: len(prefix)] == prefix]
 
     want: set[tuple] = set()
     for i, k in ((0, 2), (1, 4), (2, 1)):
         want |= {(("fwd", i, r), ("bwd", i, r)) for r in range(k)}
     # same-server resharding: direct edges both ways
-    want |= {(("fwd", 0, 0), ("fwd", 1, 0)), (("bwd", 1, 0), ("bwd", 0, 0)),
-             (("fwd", 0, 1), ("fwd", 1, 2)), (("bwd", 1, 2), ("bwd", 0, 1)),
-             (("fwd", 1, 1), ("fwd", 2, 0)), (("bwd", 2, 0), ("bwd", 1, 1))}
+    want |= {
+        (("fwd", 0, 0), ("fwd", 1, 0)),
+        (("bwd", 1, 0), ("bwd", 0, 0)),
+        (("fwd", 0, 1), ("fwd", 1, 2)),
+        (("bwd", 1, 2), ("bwd", 0, 1)),
+        (("fwd", 1, 1), ("fwd", 2, 0)),
+        (("bwd", 2, 0), ("bwd", 1, 1)),
+    }
     for a, b in ((0, 1), (1, 3)):
         for key in keys(("reshard_fwd", 0, a, b)):
             want |= {(("fwd", 0, a), key), (key, ("fwd", 1, b))}
@@ -192,8 +228,12 @@ def test_given_routing_with_split_rings_matches_the_evaluator(dlrm6):
 def test_single_layer_allreduce_is_a_chain():
     """2 servers, one layer at degree 2: forward, backward, then the AllReduce (S bytes each way,
     2(k-1)/k = 1), plus one hop of latency."""
-    inst = _instance(2, 1, [{"name": "l", "compute_s": 0.003, "param_bytes": 2e6, "activation_bytes": 0.0, "configs": [2]}],
-                     latency_us=3.0)
+    inst = _instance(
+        2,
+        1,
+        [{"name": "l", "compute_s": 0.003, "param_bytes": 2e6, "activation_bytes": 0.0, "configs": [2]}],
+        latency_us=3.0,
+    )
     g = build_iteration_graph(inst, Strategy((2,), (0,), ()), circulant(2, [1]))
     want = 0.0015 + 2e6 / BW + 3e-6
     for sched in (list_schedule(g), solve_schedule(g)):
@@ -205,22 +245,27 @@ def test_single_layer_allreduce_is_a_chain():
 def _contention(links: int):
     """Layer 0 on server 0, layer 1 on server 1, a table on server 0 read by layer 1: the resharding
     (1 MB, 1 ms) and the lookup (2 MB, 2 ms) share the arc 0 -> 1, the gradients the arc 1 -> 0."""
-    layers = [{"name": "a", "compute_s": 0.0015, "param_bytes": 0.0, "activation_bytes": 1e6, "configs": [1]},
-              {"name": "b", "compute_s": 0.003, "param_bytes": 0.0, "activation_bytes": 0.0, "configs": [1]}]
+    layers = [
+        {"name": "a", "compute_s": 0.0015, "param_bytes": 0.0, "activation_bytes": 1e6, "configs": [1]},
+        {"name": "b", "compute_s": 0.003, "param_bytes": 0.0, "activation_bytes": 0.0, "configs": [1]},
+    ]
     blocks = [{"name": "t", "bytes": 1e6, "lookup_bytes": 2e6, "compute_s": 0.0005, "consumer": 1}]
     inst = _instance(2, links, layers, blocks, multi=links > 1)
     x = np.array([[0, links], [links, 0]])
     return inst, build_iteration_graph(inst, Strategy((1, 1), (0, 1), (0,)), x)
 
 
-@pytest.mark.parametrize("links, want", [
-    # one link: the two 0->1 transfers queue (3 ms from 0.5 ms), F1 1 ms, B1 2 ms, then the two 1->0
-    # transfers queue (3 ms, the resharding gradient first so that B0 (1 ms) runs under the lookup's)
-    (1, 0.0005 + 0.003 + 0.001 + 0.002 + 0.003),
-    # two parallel links: table first (0.5 ms), its lookup 0.5-2.5 ms in parallel with F0 and the
-    # resharding; F1 2.5-3.5, B1 3.5-5.5, then the 2 ms gradient lookup ends at 7.5 ms
-    (2, 0.0025 + 0.001 + 0.002 + 0.002),
-])
+@pytest.mark.parametrize(
+    "links, want",
+    [
+        # one link: the two 0->1 transfers queue (3 ms from 0.5 ms), F1 1 ms, B1 2 ms, then the two 1->0
+        # transfers queue (3 ms, the resharding gradient first so that B0 (1 ms) runs under the lookup's)
+        (1, 0.0005 + 0.003 + 0.001 + 0.002 + 0.003),
+        # two parallel links: table first (0.5 ms), its lookup 0.5-2.5 ms in parallel with F0 and the
+        # resharding; F1 2.5-3.5, B1 3.5-5.5, then the 2 ms gradient lookup ends at 7.5 ms
+        (2, 0.0025 + 0.001 + 0.002 + 0.002),
+    ],
+)
 def test_link_contention_known_optimum(links, want):
     inst, g = _contention(links)
     ex = solve_schedule(g)
@@ -342,8 +387,10 @@ def test_check_schedule_catches_each_kind_of_violation():
 
 def test_zero_length_tasks_occupy_nothing():
     """A layer with no compute still orders its neighbours but uses no server time."""
-    layers = [{"name": "a", "compute_s": 0.0015, "param_bytes": 0.0, "activation_bytes": 0.0, "configs": [1]},
-              {"name": "b", "compute_s": 0.0, "param_bytes": 0.0, "activation_bytes": 0.0, "configs": [1]}]
+    layers = [
+        {"name": "a", "compute_s": 0.0015, "param_bytes": 0.0, "activation_bytes": 0.0, "configs": [1]},
+        {"name": "b", "compute_s": 0.0, "param_bytes": 0.0, "activation_bytes": 0.0, "configs": [1]},
+    ]
     inst = _instance(2, 1, layers)
     g = build_iteration_graph(inst, Strategy((1, 1), (0, 0), ()), circulant(2, [1]))
     for sched in (list_schedule(g), solve_schedule(g)):
@@ -367,7 +414,9 @@ def test_refusals():
         build_iteration_graph(inst, g.strategy, g.x, forward_fraction=1.5)
     with pytest.raises(InputError, match="unreachable"):
         hand_inst = _instance(4, 2, HAND_LAYERS, HAND_BLOCKS)
-        build_iteration_graph(hand_inst, HAND_STRATEGY, np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]]))
+        build_iteration_graph(
+            hand_inst, HAND_STRATEGY, np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]])
+        )
     with pytest.raises(InputError, match="no topology"):
         graph_from_solution(inst, Solution("no_solution", "exact", None))
     with pytest.raises(InputError, match="invalid strategy"):
@@ -532,6 +581,6 @@ def test_micro_batches_refused(hand):
             build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=bad)
     # refused before building: the compute tasks alone are above the limit
     with pytest.raises(UnsupportedError, match="more than 200,000 tasks .* micro-batches"):
-        build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=10 ** 9)
+        build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=10**9)
     with pytest.raises(UnsupportedError, match="more than 100 tasks"):
         build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=4, max_tasks=100)

@@ -69,8 +69,14 @@ def fixed_charge_flow() -> Case:
     y = b.add_variables(m, kind="binary", name="open")
     k = np.arange(m)
     # conservation: out - in = supply
-    b.add_constraints(np.r_[tail, head].astype(int), np.r_[f.index, f.index], np.r_[np.ones(m), -np.ones(m)],
-                      lb=SUPPLY, ub=SUPPLY, name="balance")
+    b.add_constraints(
+        np.r_[tail, head].astype(int),
+        np.r_[f.index, f.index],
+        np.r_[np.ones(m), -np.ones(m)],
+        lb=SUPPLY,
+        ub=SUPPLY,
+        name="balance",
+    )
     b.add_constraints(np.r_[k, k], np.r_[f.index, y.index], np.r_[np.ones(m), -cap], ub=0.0, name="link")
     b.set_objective(np.r_[f.index, y.index], np.r_[unit, fixed])
     best = INF
@@ -112,8 +118,14 @@ def pure_lp() -> Case:
     """max 3x + 2y, x + y <= 4, x + 3y <= 6, 1 <= x - y <= 2 (ranged), x <= 3: optimum 11 at (3, 1)."""
     b = ModelBuilder("lp")
     x = b.add_variables(2, ub=[3, INF], name="x")
-    b.add_constraints([0, 0, 1, 1, 2, 2], np.r_[x.index, x.index, x.index], [1, 1, 1, 3, 1, -1],
-                      lb=[-INF, -INF, 1], ub=[4, 6, 2], name="c")
+    b.add_constraints(
+        [0, 0, 1, 1, 2, 2],
+        np.r_[x.index, x.index, x.index],
+        [1, 1, 1, 3, 1, -1],
+        lb=[-INF, -INF, 1],
+        ub=[4, 6, 2],
+        name="c",
+    )
     b.set_objective(x.index, [3, 2], sense="maximize", constant=0.5)
     res = linprog([-3, -2], A_ub=[[1, 1], [1, 3], [1, -1], [-1, 1]], b_ub=[4, 6, 2, -1], bounds=[(0, 3), (0, None)])
     return Case("pure_lp", b.build(), SolveStatus.OPTIMAL, float(-res.fun + 0.5))
@@ -156,8 +168,18 @@ def unbounded_lp() -> Case:
     return Case("unbounded_lp", b.build(), SolveStatus.UNBOUNDED)
 
 
-ALL_CASES = [knapsack, assignment, fixed_charge_flow, weak_lp_bound, general_integer, pure_lp,
-             infeasible_mip, infeasible_lp, unbounded_mip, unbounded_lp]
+ALL_CASES = [
+    knapsack,
+    assignment,
+    fixed_charge_flow,
+    weak_lp_bound,
+    general_integer,
+    pure_lp,
+    infeasible_mip,
+    infeasible_lp,
+    unbounded_mip,
+    unbounded_lp,
+]
 
 
 def market_split(m: int, n: int, seed: int) -> tuple[LinearModel, np.ndarray]:

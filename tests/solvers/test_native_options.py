@@ -43,12 +43,15 @@ def test_backend_without_the_capability_refuses(backend):
         S.solve(cases.knapsack().model, backend, native_options={backend: {"x": 1}})
 
 
-@pytest.mark.parametrize("given, match", [
-    ({"gurobi": {"Presolve": 0}}, r"unknown backend\(s\) \['gurobi'\]"),
-    ({"highs": {"presolve": [1]}}, "values bool, int, float or str"),
-    ({"highs": "presolve=off"}, "must be a mapping"),
-    ("highs.presolve=off", "must map backend names"),
-])
+@pytest.mark.parametrize(
+    "given, match",
+    [
+        ({"gurobi": {"Presolve": 0}}, r"unknown backend\(s\) \['gurobi'\]"),
+        ({"highs": {"presolve": [1]}}, "values bool, int, float or str"),
+        ({"highs": "presolve=off"}, "must be a mapping"),
+        ("highs.presolve=off", "must map backend names"),
+    ],
+)
 def test_malformed_native_options(given, match):
     with pytest.raises(ValueError, match=match):
         S.solve(cases.knapsack().model, "highs", native_options=given)
@@ -61,8 +64,16 @@ def test_options_keep_a_private_copy():
     assert opts.native("highs") == {"presolve": "off"} and opts.native("cbc") == {}
 
 
-@pytest.mark.parametrize("backend,name", [("highs", "time_limit"), ("highs", "TIME_LIMIT"), ("highs", "solve_relaxation"),
-                                          ("cbc", "sec"), ("cbc", "seconds")])
+@pytest.mark.parametrize(
+    "backend,name",
+    [
+        ("highs", "time_limit"),
+        ("highs", "TIME_LIMIT"),
+        ("highs", "solve_relaxation"),
+        ("cbc", "sec"),
+        ("cbc", "seconds"),
+    ],
+)
 def test_a_parameter_the_standard_options_set_is_refused(backend, name):
     # Found by a user: highs.time_limit=100 was silently overridden by --time-limit (the adapter
     # sets the limit from the deadline after the native options).

@@ -17,8 +17,9 @@ def _small() -> LinearModel:
     x = b.add_variables((2, 3), ub=4, kind="integer", name="x")
     y = b.add_variables(2, lb=-1, ub=INF, name="y")
     # row 0 lists (0, x[0,0]) twice: duplicates are summed
-    b.add_constraints([0, 0, 0, 1, 1], [x[0, 0], x[0, 0], y[1], x[1, 2], y[0]], [1, 2, 5, 1, -1], lb=[-INF, 2], ub=[7, 2],
-                      name="row")
+    b.add_constraints(
+        [0, 0, 0, 1, 1], [x[0, 0], x[0, 0], y[1], x[1, 2], y[0]], [1, 2, 5, 1, -1], lb=[-INF, 2], ub=[7, 2], name="row"
+    )
     b.add_constraints([0, 0], [y[0], y[1]], 1.0, lb=-3, ub=3, name="rng")
     b.set_objective([x[0, 0], y[1], y[1]], [1, 2, 0.5], sense="maximize", constant=3)
     return b.build()
@@ -72,7 +73,7 @@ def test_model_arrays_are_read_only_and_replace_derives_a_new_model():
 def test_objective_value_and_violation():
     m = _small()
     x = np.zeros(8)
-    x[0], x[5], x[6], x[7] = 1, 2, 0, 0.8   # row0: 3 + 4 = 7 ok; row1: 2 - 0 = 2 ok; rng: 0.8 ok
+    x[0], x[5], x[6], x[7] = 1, 2, 0, 0.8  # row0: 3 + 4 = 7 ok; row1: 2 - 0 = 2 ok; rng: 0.8 ok
     assert m.objective_value(x) == pytest.approx(1 + 2.5 * 0.8 + 3)
     assert m.max_violation(x) == 0.0
     x[0] = 1.5  # fractional integer and row 0 = 4.5 + 4 = 8.5 > 7

@@ -17,13 +17,42 @@ AVAILABLE = S.available_backends()
 
 # The table documented in solvers/registry.py, restated so a change to either is noticed.
 EXPECTED = {
-    "highs": {C.CONTINUOUS_VARIABLES, C.INTEGER_VARIABLES, C.TIME_LIMIT, C.GAP, C.THREADS, C.SEED, C.WARM_START,
-              C.NODE_LIMIT, C.LOG, C.EXPORT, C.NATIVE_OPTIONS},
-    "scip": {C.CONTINUOUS_VARIABLES, C.INTEGER_VARIABLES, C.TIME_LIMIT, C.GAP, C.SEED, C.WARM_START, C.NODE_LIMIT,
-             C.LOG},
+    "highs": {
+        C.CONTINUOUS_VARIABLES,
+        C.INTEGER_VARIABLES,
+        C.TIME_LIMIT,
+        C.GAP,
+        C.THREADS,
+        C.SEED,
+        C.WARM_START,
+        C.NODE_LIMIT,
+        C.LOG,
+        C.EXPORT,
+        C.NATIVE_OPTIONS,
+    },
+    "scip": {
+        C.CONTINUOUS_VARIABLES,
+        C.INTEGER_VARIABLES,
+        C.TIME_LIMIT,
+        C.GAP,
+        C.SEED,
+        C.WARM_START,
+        C.NODE_LIMIT,
+        C.LOG,
+    },
     "cpsat": {C.INTEGER_VARIABLES, C.TIME_LIMIT, C.GAP, C.THREADS, C.SEED, C.WARM_START, C.LOG},
-    "cbc": {C.CONTINUOUS_VARIABLES, C.INTEGER_VARIABLES, C.TIME_LIMIT, C.GAP, C.THREADS, C.SEED, C.WARM_START,
-            C.NODE_LIMIT, C.LOG, C.NATIVE_OPTIONS},
+    "cbc": {
+        C.CONTINUOUS_VARIABLES,
+        C.INTEGER_VARIABLES,
+        C.TIME_LIMIT,
+        C.GAP,
+        C.THREADS,
+        C.SEED,
+        C.WARM_START,
+        C.NODE_LIMIT,
+        C.LOG,
+        C.NATIVE_OPTIONS,
+    },
 }
 
 
@@ -53,7 +82,9 @@ def test_missing_package_names_what_to_install(monkeypatch):
 
 
 def test_import_probes_no_solver():
-    code = "import sys, topoopt_ilp.solvers; print(sorted(m for m in ('highspy', 'ortools', 'pulp') if m in sys.modules))"
+    code = (
+        "import sys, topoopt_ilp.solvers; print(sorted(m for m in ('highspy', 'ortools', 'pulp') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -66,8 +97,15 @@ def test_continuous_model_refused_not_rounded(backend):
 
 @pytest.mark.parametrize(
     "option, cap",
-    [({"threads": 2}, C.THREADS), ({"node_limit": 5}, C.NODE_LIMIT), ({"warm_start": {0: 1.0}}, C.WARM_START),
-     ({"seed": 3}, C.SEED), ({"log": True}, C.LOG), ({"time_limit_s": 5}, C.TIME_LIMIT), ({"rel_gap": 0.1}, C.GAP)],
+    [
+        ({"threads": 2}, C.THREADS),
+        ({"node_limit": 5}, C.NODE_LIMIT),
+        ({"warm_start": {0: 1.0}}, C.WARM_START),
+        ({"seed": 3}, C.SEED),
+        ({"log": True}, C.LOG),
+        ({"time_limit_s": 5}, C.TIME_LIMIT),
+        ({"rel_gap": 0.1}, C.GAP),
+    ],
 )
 @pytest.mark.parametrize("backend", AVAILABLE)
 def test_unsupported_option_is_an_error(backend, option, cap):

@@ -26,20 +26,30 @@ def test_claimed_optimum_with_open_gap_is_reported_feasible():
     r = finish(KNAP.model, SolveOptions(), status=SolveStatus.OPTIMAL, backend="t", wall_time_s=1, values=x, bound=60.0)
     assert r.status is SolveStatus.FEASIBLE and "claimed optimality" in r.message
     assert r.objective == 53 and r.gap == pytest.approx(7 / 53)
-    ok = finish(KNAP.model, SolveOptions(rel_gap=0.2), status=SolveStatus.OPTIMAL, backend="t", wall_time_s=1,
-                values=x, bound=60.0)
+    ok = finish(
+        KNAP.model,
+        SolveOptions(rel_gap=0.2),
+        status=SolveStatus.OPTIMAL,
+        backend="t",
+        wall_time_s=1,
+        values=x,
+        bound=60.0,
+    )
     assert ok.status is SolveStatus.OPTIMAL
 
 
 def test_claimed_mip_optimum_without_bound_is_not_trusted():
-    r = finish(KNAP.model, SolveOptions(), status=SolveStatus.OPTIMAL, backend="t", wall_time_s=1,
-               values=_feasible_point())
+    r = finish(
+        KNAP.model, SolveOptions(), status=SolveStatus.OPTIMAL, backend="t", wall_time_s=1, values=_feasible_point()
+    )
     assert r.status is SolveStatus.FEASIBLE and r.bound is None and r.gap is None
 
 
 def test_lp_optimum_is_its_own_bound():
     lp = cases.pure_lp()
-    r = finish(lp.model, SolveOptions(), status=SolveStatus.OPTIMAL, backend="t", wall_time_s=1, values=np.array([3.0, 1.0]))
+    r = finish(
+        lp.model, SolveOptions(), status=SolveStatus.OPTIMAL, backend="t", wall_time_s=1, values=np.array([3.0, 1.0])
+    )
     assert (r.status, r.objective, r.bound, r.gap) == (SolveStatus.OPTIMAL, 11.5, 11.5, 0.0)
 
 

@@ -34,7 +34,20 @@ from topoopt_ilp.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, Top
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: The command modules, in the order ``topoopt --help`` lists them; each has ``add_subcommand(sub)``.
-COMMANDS = (validate, verify, evaluate, evaluate_paper, solve, compare, sweep, generate, draw, bandwidth, schedule, route)
+COMMANDS = (
+    validate,
+    verify,
+    evaluate,
+    evaluate_paper,
+    solve,
+    compare,
+    sweep,
+    generate,
+    draw,
+    bandwidth,
+    schedule,
+    route,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,8 +63,11 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``topoopt`` parser: each module of :data:`COMMANDS` registers its subcommand."""
-    p = _Parser(prog="topoopt", description="Design the network of a distributed DNN training cluster: "
-                "topology, routing and placement, exact (MILP) or heuristic (TopoOpt).")
+    p = _Parser(
+        prog="topoopt",
+        description="Design the network of a distributed DNN training cluster: "
+        "topology, routing and placement, exact (MILP) or heuristic (TopoOpt).",
+    )
     from topoopt_ilp import __version__
 
     p.add_argument("--version", action="version", version=f"topoopt-ilp {__version__}")
@@ -61,7 +77,6 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         command.add_subcommand(sub)
     return p
-
 
 
 def _terminate(signum, frame) -> None:

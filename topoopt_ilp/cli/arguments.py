@@ -12,8 +12,19 @@ from typing import Any
 from topoopt_ilp.core.instance import MAX_THREADS
 from topoopt_ilp.errors import InputError
 
-__all__ = ["finite_float", "nonneg_float", "pos_float", "int_at_least", "nonneg_int", "pos_int", "threads",
-           "solution_output_arguments", "comparison_arguments", "split_list", "native_options"]
+__all__ = [
+    "finite_float",
+    "nonneg_float",
+    "pos_float",
+    "int_at_least",
+    "nonneg_int",
+    "pos_int",
+    "threads",
+    "solution_output_arguments",
+    "comparison_arguments",
+    "split_list",
+    "native_options",
+]
 
 
 def finite_float(text: str, *, positive: bool) -> float:
@@ -109,16 +120,34 @@ def native_options(given: list[str] | None, backends: list[str]) -> dict[str, di
 
 def comparison_arguments(p: argparse.ArgumentParser) -> None:
     """The options compare and sweep share."""
-    p.add_argument("--methods", default=None,
-                   help="comma-separated: heuristic, exact, alternating (workloads), baseline (default heuristic,exact; "
-                        "heuristic,alternating,exact for a workload)")
+    p.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated: heuristic, exact, alternating (workloads), baseline (default heuristic,exact; "
+        "heuristic,alternating,exact for a workload)",
+    )
     p.add_argument("--backends", default=None, help="comma-separated back-ends for exact (default highs)")
-    p.add_argument("--time-limit", type=nonneg_float, default=60.0, metavar="S",
-                   help="per exact solve, and the alternating method's budget (default 60)")
+    p.add_argument(
+        "--time-limit",
+        type=nonneg_float,
+        default=60.0,
+        metavar="S",
+        help="per exact solve, and the alternating method's budget (default 60)",
+    )
     p.add_argument("--seed", type=nonneg_int, default=0, help="heuristic/baseline seed (default 0)")
-    p.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
-                   help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)")
-    p.add_argument("--search-moves", type=pos_int, default=None, metavar="N",
-                   help="budget the placement's local search (alternating; exact on a workload with a fixed "
-                        "topology) in moves, not seconds: results that do not depend on the machine or the worker")
+    p.add_argument(
+        "--solver-option",
+        action="append",
+        default=None,
+        metavar="BACKEND.NAME=VALUE",
+        help="a native parameter for the exact solves on BACKEND (repeatable; highs and cbc)",
+    )
+    p.add_argument(
+        "--search-moves",
+        type=pos_int,
+        default=None,
+        metavar="N",
+        help="budget the placement's local search (alternating; exact on a workload with a fixed "
+        "topology) in moves, not seconds: results that do not depend on the machine or the worker",
+    )
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")

@@ -30,26 +30,40 @@ __all__ = ["add_subcommand", "run_bandwidth", "format_table"]
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``bandwidth`` on the ``add_subparsers`` object ``sub`` of the ``topoopt`` parser."""
     b = sub.add_parser(
-        "bandwidth", help="LIBRA: optimal bandwidth per dimension of a hierarchical network",
+        "bandwidth",
+        help="LIBRA: optimal bandwidth per dimension of a hierarchical network",
         description="Choose the bandwidth (GB/s per NPU) of every dimension of a multi-dimensional network "
-                    "(LIBRA, ISPASS 2024) to minimise the iteration time, or time x network cost, of a workload, under "
-                    "a budget and user constraints. Solved exactly by cutting planes over LPs; compared with the equal "
-                    "split of the budget.")
+        "(LIBRA, ISPASS 2024) to minimise the iteration time, or time x network cost, of a workload, under "
+        "a budget and user constraints. Solved exactly by cutting planes over LPs; compared with the equal "
+        "split of the budget.",
+    )
     b.add_argument("instance", metavar="INSTANCE", help="a topoopt-libra file (see instances/libra/)")
-    b.add_argument("--objective", choices=("iteration_time", "perf_per_cost"), default=None,
-                   help="default: the file's objective (iteration_time when it names none)")
+    b.add_argument(
+        "--objective",
+        choices=("iteration_time", "perf_per_cost"),
+        default=None,
+        help="default: the file's objective (iteration_time when it names none)",
+    )
     b.add_argument("--backend", default="highs", help="LP back-end: highs (default), scip or cbc")
     b.add_argument("--time-limit", type=nonneg_float, default=None, metavar="S", help="wall-clock limit in seconds")
-    b.add_argument("--gap", type=nonneg_float, default=None, metavar="G", help="relative gap at which the cuts stop (default 1e-6; optimal means within 1e-4, above it the result is feasible)")
+    b.add_argument(
+        "--gap",
+        type=nonneg_float,
+        default=None,
+        metavar="G",
+        help="relative gap at which the cuts stop (default 1e-6; optimal means within 1e-4, above it the result is feasible)",
+    )
     b.add_argument("-o", "--out", default=None, metavar="SOLUTION.json", help="write the solution here (atomically)")
     b.add_argument("--json", action="store_true", help="print the solution as JSON")
     b.set_defaults(func=run_bandwidth)
 
     i = sub.add_parser(
-        "import-libra", help="convert LIBRA's own input files (network, workload, communicator, cost model)",
+        "import-libra",
+        help="convert LIBRA's own input files (network, workload, communicator, cost model)",
         description="Write a topoopt-libra file from LIBRA's inputs (astra-sim/libra inputs/): network YAML, "
-                    "ASTRA-sim 1.0 workload text, communicator YAML and, optionally, cost-model YAML; with the "
-                    "budget (LIBRA keeps it in Python code). Then: topoopt bandwidth OUT.json")
+        "ASTRA-sim 1.0 workload text, communicator YAML and, optionally, cost-model YAML; with the "
+        "budget (LIBRA keeps it in Python code). Then: topoopt bandwidth OUT.json",
+    )
     i.add_argument("--network", required=True, metavar="NETWORK.yml")
     i.add_argument("--workload", required=True, metavar="WORKLOAD.txt")
     i.add_argument("--communicator", required=True, metavar="COMMUNICATOR.yml")
@@ -59,8 +73,13 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     budget.add_argument("--cost", type=pos_float, metavar="USD", help="budget: network cost in $ (needs --cost-model)")
     i.add_argument("--spend-all", action="store_true", help="the budget must be spent exactly")
     i.add_argument("--objective", choices=("iteration_time", "perf_per_cost"), default="iteration_time")
-    i.add_argument("--clock-ghz", type=pos_float, default=1.0, metavar="F",
-                   help="clock that turns the workload's compute cycles into time (default 1 GHz: 1 cycle = 1 ns)")
+    i.add_argument(
+        "--clock-ghz",
+        type=pos_float,
+        default=1.0,
+        metavar="F",
+        help="clock that turns the workload's compute cycles into time (default 1 GHz: 1 cycle = 1 ns)",
+    )
     i.add_argument("--name", default="", help="the problem's name")
     i.add_argument("-o", "--out", required=True, metavar="OUT.json")
     i.set_defaults(func=run_import)
@@ -73,13 +92,33 @@ def run_import(args: argparse.Namespace) -> int:
     from topoopt_ilp.libra.astra_import import import_libra
     from topoopt_ilp.libra.problem import save_hierarchy
 
-    check_writable(args.out, "--out", {"network": args.network, "workload": args.workload,
-                                       "communicator": args.communicator, "cost model": args.cost_model}, "the import")
-    problem = import_libra(args.network, args.workload, args.communicator, args.cost_model,
-                           total_bandwidth_gbps=args.total_bandwidth, cost_usd=args.cost, spend_all=args.spend_all,
-                           objective=args.objective, clock_ghz=args.clock_ghz, name=args.name)
+    check_writable(
+        args.out,
+        "--out",
+        {
+            "network": args.network,
+            "workload": args.workload,
+            "communicator": args.communicator,
+            "cost model": args.cost_model,
+        },
+        "the import",
+    )
+    problem = import_libra(
+        args.network,
+        args.workload,
+        args.communicator,
+        args.cost_model,
+        total_bandwidth_gbps=args.total_bandwidth,
+        cost_usd=args.cost,
+        spend_all=args.spend_all,
+        objective=args.objective,
+        clock_ghz=args.clock_ghz,
+        name=args.name,
+    )
     save_hierarchy(problem, args.out)
-    print(f"wrote {args.out}: {problem.num_dimensions} dimensions, {problem.num_npus} NPUs, {len(problem.layers)} layers")
+    print(
+        f"wrote {args.out}: {problem.num_dimensions} dimensions, {problem.num_npus} NPUs, {len(problem.layers)} layers"
+    )
     return EXIT_OK
 
 
@@ -90,14 +129,18 @@ def _gbps(v: float) -> str:
 
 def format_table(problem: Any, sol: Any, label: str | None = None) -> str:
     """The human-readable report of a :class:`~topoopt_ilp.models.libra.BandwidthSolution`."""
-    lines = [f"LIBRA bandwidth allocation: {problem.name or label or 'instance'} ({problem.num_npus} NPUs, "
-             f"{problem.num_dimensions} dimensions; objective {sol.objective_name})"]
+    lines = [
+        f"LIBRA bandwidth allocation: {problem.name or label or 'instance'} ({problem.num_npus} NPUs, "
+        f"{problem.num_dimensions} dimensions; objective {sol.objective_name})"
+    ]
     status = f"status: {sol.status}"
     if sol.gap is not None:
         status += f" (gap {sol.gap:.2g}"
     else:
         status += " ("
-    status += f"{', ' if sol.gap is not None else ''}{sol.iterations} LP rounds, {sol.wall_time_s:.3f} s, {sol.backend})"
+    status += (
+        f"{', ' if sol.gap is not None else ''}{sol.iterations} LP rounds, {sol.wall_time_s:.3f} s, {sol.backend})"
+    )
     lines.append(status)
     if sol.message:
         lines.append(f"note: {sol.message}")
@@ -138,8 +181,11 @@ def format_table(problem: Any, sol: Any, label: str | None = None) -> str:
         lines.append(f"network cost: ${sol.cost_usd:,.0f}")
     if sol.objective_name == "perf_per_cost" and sol.objective is not None:
         eq = sol.equal_split_objective
-        lines.append(f"time x cost: {sol.objective:.6g} s*$ (equal split {eq:.6g})" if eq is not None
-                     else f"time x cost: {sol.objective:.6g} s*$")
+        lines.append(
+            f"time x cost: {sol.objective:.6g} s*$ (equal split {eq:.6g})"
+            if eq is not None
+            else f"time x cost: {sol.objective:.6g} s*$"
+        )
     if sol.bound is not None:
         unit = "s" if sol.objective_name == "iteration_time" else "s*$"
         lines.append(f"lower bound: {sol.bound:.9g} {unit}")
@@ -155,8 +201,13 @@ def run_bandwidth(args: argparse.Namespace) -> int:
     problem = load_hierarchy(args.instance)
     if args.out is not None:
         check_writable(args.out, "--out", {"instance": args.instance}, "the solution")
-    sol = solve_bandwidth(problem, objective=args.objective, backend=args.backend, time_limit_s=args.time_limit,
-                          gap=DEFAULT_GAP if args.gap is None else args.gap)
+    sol = solve_bandwidth(
+        problem,
+        objective=args.objective,
+        backend=args.backend,
+        time_limit_s=args.time_limit,
+        gap=DEFAULT_GAP if args.gap is None else args.gap,
+    )
     data = json_safe(sol.to_dict(os.path.basename(args.instance)))
     if args.out is not None:
         write_json_atomic(args.out, data)

@@ -15,9 +15,12 @@ __all__ = ["add_subcommand", "run"]
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``compare`` on ``sub`` (what ``ArgumentParser.add_subparsers`` returned)."""
-    p = sub.add_parser("compare", help="compare methods and back-ends on one instance",
-                       description="Solve with each method (exact: with each back-end); print status, objective, bound, gap, "
-                                   "time, and each result's distance from the proven optimum (or from the best bound).")
+    p = sub.add_parser(
+        "compare",
+        help="compare methods and back-ends on one instance",
+        description="Solve with each method (exact: with each back-end); print status, objective, bound, gap, "
+        "time, and each result's distance from the proven optimum (or from the best bound).",
+    )
     p.add_argument("instance", metavar="INSTANCE")
     comparison_arguments(p)
     p.set_defaults(func=run)
@@ -34,8 +37,15 @@ def run(args: argparse.Namespace) -> int:
     refusal = degree_one_refusal(inst)
     if refusal:  # every method would refuse it: bad input, not a table of error rows (exit 1)
         raise InputError(refusal, source=args.instance, field="cluster.degree")
-    rows = compare(inst, methods, backends, args.time_limit, seed=args.seed,
-                   native_options=native_options(args.solver_option, backends), search_moves=args.search_moves)
+    rows = compare(
+        inst,
+        methods,
+        backends,
+        args.time_limit,
+        seed=args.seed,
+        native_options=native_options(args.solver_option, backends),
+        search_moves=args.search_moves,
+    )
     print_text(format_rows(inst, rows, args.format))
     code = rows_exit(rows)
     if code != EXIT_OK:
@@ -51,7 +61,9 @@ def no_solution_reason(code: int, rows: list[Any]) -> str:
         return "no method found a solution within its limits"
     if code == EXIT_ERROR and rows and all(r.status == "error" for r in rows):
         return "every method stopped with an error (the rows' notes say why)"
-    return "no method found a solution that passes verification" + (" (proven infeasible)" if code == EXIT_INFEASIBLE else "")
+    return "no method found a solution that passes verification" + (
+        " (proven infeasible)" if code == EXIT_INFEASIBLE else ""
+    )
 
 
 def methods_and_backends(args: argparse.Namespace) -> tuple[list[str] | None, list[str]]:

@@ -13,13 +13,20 @@ __all__ = ["add_subcommand", "run"]
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``draw`` on ``sub`` (what ``ArgumentParser.add_subparsers`` returned)."""
-    p = sub.add_parser("draw", help="draw a solution's topology (PNG/SVG/PDF)",
-                        description="Circular layout; links coloured by circulant jump, model-parallel links dashed.")
+    p = sub.add_parser(
+        "draw",
+        help="draw a solution's topology (PNG/SVG/PDF)",
+        description="Circular layout; links coloured by circulant jump, model-parallel links dashed.",
+    )
     p.add_argument("solution", metavar="SOLUTION")
     p.add_argument("-o", "--output", "--out", dest="output", required=True, metavar="FILE.png")
     p.add_argument("--title", default=None)
-    p.add_argument("--what", choices=("topology", "convergence"), default="topology",
-                    help="topology (default) or the per-round convergence of --method alternating")
+    p.add_argument(
+        "--what",
+        choices=("topology", "convergence"),
+        default="topology",
+        help="topology (default) or the per-round convergence of --method alternating",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -39,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
         from topoopt_ilp.draw import draw_convergence
 
         if not sol.details.get("rounds"):
-            raise InputError("the solution has no rounds to plot (only --method alternating records them)", source=args.solution)
+            raise InputError(
+                "the solution has no rounds to plot (only --method alternating records them)", source=args.solution
+            )
         write_atomic(args.output, lambda tmp: draw_convergence(sol.details["rounds"], tmp, title=args.title))
         print(f"wrote {args.output}")
         return EXIT_OK
@@ -55,9 +64,14 @@ def run(args: argparse.Namespace) -> int:
     mp = None
     if sol.details.get("mp_links"):
         mp = Topology.from_links(sol.topology.n, sol.details["mp_links"], directed).matrix
-    title = args.title or (f"{os.path.basename(args.solution)}: {sol.topology.n} servers"
-                           + (" (directed links)" if directed else "") + f", method {sol.method}")
-    write_atomic(args.output, lambda tmp: draw_topology(sol.topology.matrix, tmp, jumps=jumps, n_mp_links=mp, title=title,
-                                                        directed=directed))
+    title = args.title or (
+        f"{os.path.basename(args.solution)}: {sol.topology.n} servers"
+        + (" (directed links)" if directed else "")
+        + f", method {sol.method}"
+    )
+    write_atomic(
+        args.output,
+        lambda tmp: draw_topology(sol.topology.matrix, tmp, jumps=jumps, n_mp_links=mp, title=title, directed=directed),
+    )
     print(f"wrote {args.output}")
     return EXIT_OK

@@ -16,24 +16,49 @@ __all__ = ["add_subcommand", "run"]
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``evaluate`` on ``sub`` (what ``ArgumentParser.add_subparsers`` returned)."""
-    p = sub.add_parser("evaluate", help="score a solution (or the instance's fixed topology)",
-                       description="Compute iteration time, comm time, throughput, diameter, ASPL and link utilization.")
+    p = sub.add_parser(
+        "evaluate",
+        help="score a solution (or the instance's fixed topology)",
+        description="Compute iteration time, comm time, throughput, diameter, ASPL and link utilization.",
+    )
     p.add_argument("instance", metavar="INSTANCE")
-    p.add_argument("solution", metavar="SOLUTION", nargs="?", help="solution file; default: the instance's fixed_topology")
-    p.add_argument("--routing", choices=("given", "shortest_path", "optimal"), default="given",
-                   help="given: the solution's routes (shortest paths when it has none); shortest_path: equal split over "
-                        "shortest paths; optimal: max-concurrent-flow LP (default: given)")
+    p.add_argument(
+        "solution", metavar="SOLUTION", nargs="?", help="solution file; default: the instance's fixed_topology"
+    )
+    p.add_argument(
+        "--routing",
+        choices=("given", "shortest_path", "optimal"),
+        default="given",
+        help="given: the solution's routes (shortest paths when it has none); shortest_path: equal split over "
+        "shortest paths; optimal: max-concurrent-flow LP (default: given)",
+    )
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    p.add_argument("--architecture", choices=("big_switch", "fat_tree"), default=None,
-                   help="score the traffic on a switched network instead (with SOLUTION: under its placement); "
-                        "same bandwidth per server unless --bandwidth or --equal-cost")
-    p.add_argument("--oversubscription", type=float, default=1.0, metavar="R", help="fat_tree: ToR uplink oversubscription 1:R")
-    p.add_argument("--rack-size", type=pos_int, default=None, metavar="K", help="fat_tree: servers per rack (default 16)")
-    p.add_argument("--equal-cost", action="store_true",
-                   help="fat_tree: give each server the bandwidth at which the Fat-tree costs as much as the "
-                        "direct-connect cluster (cost model: the instance's 'cost' section, else the defaults)")
-    p.add_argument("--bandwidth", type=pos_float, default=None, metavar="GBPS",
-                   help="with --architecture: bandwidth per server (default: degree x link bandwidth)")
+    p.add_argument(
+        "--architecture",
+        choices=("big_switch", "fat_tree"),
+        default=None,
+        help="score the traffic on a switched network instead (with SOLUTION: under its placement); "
+        "same bandwidth per server unless --bandwidth or --equal-cost",
+    )
+    p.add_argument(
+        "--oversubscription", type=float, default=1.0, metavar="R", help="fat_tree: ToR uplink oversubscription 1:R"
+    )
+    p.add_argument(
+        "--rack-size", type=pos_int, default=None, metavar="K", help="fat_tree: servers per rack (default 16)"
+    )
+    p.add_argument(
+        "--equal-cost",
+        action="store_true",
+        help="fat_tree: give each server the bandwidth at which the Fat-tree costs as much as the "
+        "direct-connect cluster (cost model: the instance's 'cost' section, else the defaults)",
+    )
+    p.add_argument(
+        "--bandwidth",
+        type=pos_float,
+        default=None,
+        metavar="GBPS",
+        help="with --architecture: bandwidth per server (default: degree x link bandwidth)",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -48,28 +73,43 @@ def run(args: argparse.Namespace) -> int:
         from topoopt_ilp.evaluation.architectures import evaluate_architecture
 
         placement = load_solution(args.solution, directed=inst.cluster.directed).placement if args.solution else None
-        sm = evaluate_architecture(inst, args.architecture, oversubscription=args.oversubscription,
-                                   rack_size=args.rack_size, placement=placement, server_bandwidth_gbps=args.bandwidth,
-                                   equal_cost=args.equal_cost).as_dict()
+        sm = evaluate_architecture(
+            inst,
+            args.architecture,
+            oversubscription=args.oversubscription,
+            rack_size=args.rack_size,
+            placement=placement,
+            server_bandwidth_gbps=args.bandwidth,
+            equal_cost=args.equal_cost,
+        ).as_dict()
         if args.json:
             print_json(sm)
         else:
-            label = sm["architecture"] + (f" 1:{sm['oversubscription']:g}, racks of {sm['rack_size']}"
-                                          if sm["architecture"] == "fat_tree" else "")
+            label = sm["architecture"] + (
+                f" 1:{sm['oversubscription']:g}, racks of {sm['rack_size']}" if sm["architecture"] == "fat_tree" else ""
+            )
             if sm["equal_cost"]:
-                per_server = (f"{sm['server_bandwidth_gbps']:.4g} Gbps per server (equal cost to {inst.d} x "
-                              f"{inst.cluster.link_bandwidth_gbps:g} Gbps direct connect: {sm['cost_usd']:,.0f} USD)")
+                per_server = (
+                    f"{sm['server_bandwidth_gbps']:.4g} Gbps per server (equal cost to {inst.d} x "
+                    f"{inst.cluster.link_bandwidth_gbps:g} Gbps direct connect: {sm['cost_usd']:,.0f} USD)"
+                )
             elif args.bandwidth is not None:
                 per_server = f"{sm['server_bandwidth_gbps']:.4g} Gbps per server"
             else:
                 per_server = f"{inst.d} x {inst.cluster.link_bandwidth_gbps:g} Gbps per server"
             print(f"{label} with {per_server}, on {args.instance}:")
-            print(f"  iteration time     {fmt_time(sm['iteration_time_s'])}"
-                  + (f"  (compute {fmt_time(sm['compute_time_s'])})" if sm["compute_time_s"] else ""))
-            print(f"  comm time          {fmt_time(sm['comm_time_s'])}  (bandwidth {fmt_time(sm['bandwidth_time_s'])}"
-                  f" + latency {fmt_time(sm['latency_time_s'])})")
-            print(f"  busiest port       {fmt_time(sm['server_port_time_s'])}; busiest rack uplink "
-                  f"{fmt_time(sm['rack_uplink_time_s'])}")
+            print(
+                f"  iteration time     {fmt_time(sm['iteration_time_s'])}"
+                + (f"  (compute {fmt_time(sm['compute_time_s'])})" if sm["compute_time_s"] else "")
+            )
+            print(
+                f"  comm time          {fmt_time(sm['comm_time_s'])}  (bandwidth {fmt_time(sm['bandwidth_time_s'])}"
+                f" + latency {fmt_time(sm['latency_time_s'])})"
+            )
+            print(
+                f"  busiest port       {fmt_time(sm['server_port_time_s'])}; busiest rack uplink "
+                f"{fmt_time(sm['rack_uplink_time_s'])}"
+            )
         return EXIT_OK
     if args.oversubscription != 1.0 or args.rack_size is not None or args.equal_cost or args.bandwidth is not None:
         raise InputError("--oversubscription, --rack-size, --equal-cost and --bandwidth go with --architecture")
@@ -85,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
         what = args.solution
     else:
         if inst.fixed_topology is None:
-            raise InputError("the instance has no fixed_topology; give a SOLUTION file to evaluate", source=args.instance)
+            raise InputError(
+                "the instance has no fixed_topology; give a SOLUTION file to evaluate", source=args.instance
+            )
         target = Topology(inst.fixed_topology_matrix(), inst.fixed_topology.jumps)
         what = "the instance's fixed topology"
     from topoopt_ilp.evaluation.evaluate import RoutingError
@@ -99,8 +141,12 @@ def run(args: argparse.Namespace) -> int:
         # the verifier names the cause ("has a placement, but this instance has no workload").
         report = verify(inst, target, check_metrics=False) if args.solution else None
         if report is not None and not report.valid:
-            raise InputError(f"the solution does not match the instance: {report.violations[0]}", source=args.solution) from None
-        raise InputError(f"cannot be scored: {exc.reason} (see topoopt verify)", source=args.solution or args.instance) from None
+            raise InputError(
+                f"the solution does not match the instance: {report.violations[0]}", source=args.solution
+            ) from None
+        raise InputError(
+            f"cannot be scored: {exc.reason} (see topoopt verify)", source=args.solution or args.instance
+        ) from None
     except InputError as exc:  # after RoutingError, one of them
         if exc.source is not None:
             raise
@@ -113,8 +159,11 @@ def run(args: argparse.Namespace) -> int:
     if args.solution:
         report = verify(inst, target)  # its rules and its recorded metrics (those printed below are recomputed)
         if not report.valid:  # scored anyway (that is evaluate's job), but not silently
-            print(f"warning: {args.solution} fails verification ({len(report.violations)} violation(s), first: "
-                  f"{report.violations[0]}); the scores are of the solution as given (see topoopt verify)", file=sys.stderr)
+            print(
+                f"warning: {args.solution} fails verification ({len(report.violations)} violation(s), first: "
+                f"{report.violations[0]}); the scores are of the solution as given (see topoopt verify)",
+                file=sys.stderr,
+            )
     if args.json:
         print_json(metrics)
     else:

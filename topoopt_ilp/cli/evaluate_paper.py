@@ -15,19 +15,38 @@ __all__ = ["add_subcommand", "run"]
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``evaluate-paper`` on ``sub`` (what ``ArgumentParser.add_subparsers`` returned)."""
-    p = sub.add_parser("evaluate-paper", help="TopoOpt's 128-server comparison against equal-cost Fat-trees",
-                        description="For each workload instance: TopoOpt's rule (authors' mode), the alternating method, "
-                                    "a random expander, the ideal switch (d x B per server) and equal-cost Fat-trees 1:1, "
-                                    "1:2, 1:4, each switched baseline under its best candidate strategy. Prints iteration "
-                                    "times and speedups; --out writes the table (CSV, JSON) and a bar chart (PNG).")
-    p.add_argument("--instances", default=None, metavar="FILE,FILE,...",
-                    help="instance files (default: instances/paper/{dlrm,bert,candle,vgg16}-128-d{4,8}.json)")
-    p.add_argument("--time-limit", type=nonneg_float, default=100.0, metavar="S",
-                    help="budget of each alternating run (default 100)")
+    p = sub.add_parser(
+        "evaluate-paper",
+        help="TopoOpt's 128-server comparison against equal-cost Fat-trees",
+        description="For each workload instance: TopoOpt's rule (authors' mode), the alternating method, "
+        "a random expander, the ideal switch (d x B per server) and equal-cost Fat-trees 1:1, "
+        "1:2, 1:4, each switched baseline under its best candidate strategy. Prints iteration "
+        "times and speedups; --out writes the table (CSV, JSON) and a bar chart (PNG).",
+    )
+    p.add_argument(
+        "--instances",
+        default=None,
+        metavar="FILE,FILE,...",
+        help="instance files (default: instances/paper/{dlrm,bert,candle,vgg16}-128-d{4,8}.json)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=nonneg_float,
+        default=100.0,
+        metavar="S",
+        help="budget of each alternating run (default 100)",
+    )
     p.add_argument("--rounds", type=pos_int, default=5, help="alternating: at most this many rounds (default 5)")
-    p.add_argument("--round-time-limit", type=nonneg_float, default=30.0, metavar="S",
-                    help="alternating: time limit of each placement MILP (default 30)")
-    p.add_argument("--rack-size", type=pos_int, default=None, metavar="K", help="Fat-tree servers per rack (default 16)")
+    p.add_argument(
+        "--round-time-limit",
+        type=nonneg_float,
+        default=30.0,
+        metavar="S",
+        help="alternating: time limit of each placement MILP (default 30)",
+    )
+    p.add_argument(
+        "--rack-size", type=pos_int, default=None, metavar="K", help="Fat-tree servers per rack (default 16)"
+    )
     p.add_argument("--seed", type=nonneg_int, default=0, help="heuristic/expander seed (default 0)")
     p.add_argument("-o", "--out", default=None, metavar="DIR", help="write architectures.csv, .json and .png here")
     p.add_argument("--title", default=None, help="chart title")
@@ -56,8 +75,15 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"cannot make directory {args.out}: {exc.strerror or exc}") from None
         check_writable(os.path.join(args.out, "architectures.csv"), "--out")
     progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    results = evaluate_paper(paths, progress=progress, time_limit_s=args.time_limit, rounds=args.rounds,
-                             round_time_limit_s=args.round_time_limit, rack_size=args.rack_size, seed=args.seed)
+    results = evaluate_paper(
+        paths,
+        progress=progress,
+        time_limit_s=args.time_limit,
+        rounds=args.rounds,
+        round_time_limit_s=args.round_time_limit,
+        rack_size=args.rack_size,
+        seed=args.seed,
+    )
     if not args.quiet:
         print(format_table(results, args.format))
     if args.out is not None:

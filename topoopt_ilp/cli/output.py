@@ -14,11 +14,27 @@ from typing import Any
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK
 from topoopt_ilp.files import json_safe
 
-__all__ = ["STATUS_EXIT", "fmt_time", "metrics_lines", "print_json", "print_round", "print_solution", "reroute_line", "print_text", "with_newline"]
+__all__ = [
+    "STATUS_EXIT",
+    "fmt_time",
+    "metrics_lines",
+    "print_json",
+    "print_round",
+    "print_solution",
+    "reroute_line",
+    "print_text",
+    "with_newline",
+]
 
 #: The exit code of each solution status.
-STATUS_EXIT = {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE,
-                "unbounded": EXIT_ERROR, "no_solution": EXIT_NO_SOLUTION, "error": EXIT_ERROR}
+STATUS_EXIT = {
+    "optimal": EXIT_OK,
+    "feasible": EXIT_OK,
+    "infeasible": EXIT_INFEASIBLE,
+    "unbounded": EXIT_ERROR,
+    "no_solution": EXIT_NO_SOLUTION,
+    "error": EXIT_ERROR,
+}
 
 
 def fmt_time(v: float | None, digits: int = 4) -> str:
@@ -45,13 +61,16 @@ def metrics_lines(m: dict[str, Any]) -> list[str]:
         + (f"  (compute {fmt_time(m['compute_time_s'])})" if m.get("compute_time_s") else ""),
         f"  comm time          {fmt_time(m['comm_time_s'])}  (bandwidth {fmt_time(m['bandwidth_time_s'])} + latency {fmt_time(m['latency_time_s'])})",
         f"  throughput         {num(m['throughput'])} iterations/s of this traffic",
-        f"  diameter / ASPL    {num(m['diameter'])} / {num(m['aspl'])} hops" + ("" if m.get("connected", True) else "  (DISCONNECTED)"),
+        f"  diameter / ASPL    {num(m['diameter'])} / {num(m['aspl'])} hops"
+        + ("" if m.get("connected", True) else "  (DISCONNECTED)"),
         f"  longest used path  {m['max_hops']} hops",
         f"  link utilization   max {num(m['max_link_utilization'])}, mean {num(m['mean_link_utilization'])}",
         f"  routing            {m['routing']}",
     ]
     if groups:
-        shown = ", ".join(fmt_time(t) for t in groups[:6]) + (f", ... ({len(groups)} groups)" if len(groups) > 6 else "")
+        shown = ", ".join(fmt_time(t) for t in groups[:6]) + (
+            f", ... ({len(groups)} groups)" if len(groups) > 6 else ""
+        )
         lines.append(f"  AllReduce alone    {shown}")
     return lines
 
@@ -72,10 +91,14 @@ def reroute_line(details: dict[str, Any]) -> str:
     if not r["applied"] and r.get("objective_ignores_routing"):
         return f"kept the given routing: {r['note'].split(':')[0]}"
     if not r["applied"]:
-        return (f"kept the given routing: bandwidth {fmt_time(r['bandwidth_s_before'])}; the routing LP reached "
-                f"{fmt_time(r['bandwidth_s'])} ({bound}), {r['wall_time_s']:.3g} s")
-    return (f"bandwidth {fmt_time(r['bandwidth_s_before'])} -> {fmt_time(r['bandwidth_s'])} ({bound}), "
-            f"{r['paths']} paths, {r['wall_time_s']:.3g} s")
+        return (
+            f"kept the given routing: bandwidth {fmt_time(r['bandwidth_s_before'])}; the routing LP reached "
+            f"{fmt_time(r['bandwidth_s'])} ({bound}), {r['wall_time_s']:.3g} s"
+        )
+    return (
+        f"bandwidth {fmt_time(r['bandwidth_s_before'])} -> {fmt_time(r['bandwidth_s'])} ({bound}), "
+        f"{r['paths']} paths, {r['wall_time_s']:.3g} s"
+    )
 
 
 def print_round(entry: dict[str, Any]) -> None:
@@ -83,12 +106,20 @@ def print_round(entry: dict[str, Any]) -> None:
     mark = "*" if entry["accepted"] else " "
     phase = entry["phase"] + (f" (from {entry['trajectory']} start)" if entry.get("trajectory") else "")
     if entry.get("repeats_earlier"):
-        print(f"  round {entry['round']:>2} {phase:<40} skipped: its traffic relabels traffic solved before; "
-              f"this trajectory ends [{entry['wall_time_s']:.1f} s]", file=sys.stderr, flush=True)
+        print(
+            f"  round {entry['round']:>2} {phase:<40} skipped: its traffic relabels traffic solved before; "
+            f"this trajectory ends [{entry['wall_time_s']:.1f} s]",
+            file=sys.stderr,
+            flush=True,
+        )
         return
-    print(f"  round {entry['round']:>2} {phase:<40} iteration {fmt_time(entry['iteration_time_s']):>10} "
-          f"(compute {fmt_time(entry['compute_time_s'])}, comm {fmt_time(entry['comm_time_s'])}) {mark} "
-          f"[{entry['wall_time_s']:.1f} s]", file=sys.stderr, flush=True)
+    print(
+        f"  round {entry['round']:>2} {phase:<40} iteration {fmt_time(entry['iteration_time_s']):>10} "
+        f"(compute {fmt_time(entry['compute_time_s'])}, comm {fmt_time(entry['comm_time_s'])}) {mark} "
+        f"[{entry['wall_time_s']:.1f} s]",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def print_solution(args, inst, sol, report, written: bool) -> None:
@@ -97,7 +128,11 @@ def print_solution(args, inst, sol, report, written: bool) -> None:
     head = f"{name}: {c.servers} servers x {c.degree} x {c.link_bandwidth_gbps:g} Gbps ({c.links})"
     print(head)
     detail = f"method {sol.method}" + (f" [{sol.backend}]" if sol.backend else "")
-    among = " (status and bound among its candidate rings: rings_restricted below)" if sol.details.get("rings_restricted") else ""
+    among = (
+        " (status and bound among its candidate rings: rings_restricted below)"
+        if sol.details.get("rings_restricted")
+        else ""
+    )
     print(f"  status             {sol.status}{among} ({detail}, {sol.wall_time_s:.3f} s)")
     if sol.objective is not None:
         extra = ""
@@ -108,7 +143,10 @@ def print_solution(args, inst, sol, report, written: bool) -> None:
         links = sol.topology.links(c.directed)
         multi = sum(1 for *_, k in links if k > 1)
         jumps = f", jumps {list(sol.topology.jumps)}" if sol.topology.jumps is not None else ""
-        print(f"  topology           {sum(k for *_, k in links)} links{jumps}" + (f" ({multi} pairs with parallel links)" if multi else ""))
+        print(
+            f"  topology           {sum(k for *_, k in links)} links{jumps}"
+            + (f" ({multi} pairs with parallel links)" if multi else "")
+        )
     for key, value in (sol.details or {}).items():
         short_list = isinstance(value, (list, tuple)) and 0 < len(value) <= 8 and key not in ("mp_links", "rounds")
         if isinstance(value, (str, int, float)) or short_list:

@@ -29,16 +29,23 @@ DEFAULT_TIME_LIMIT_S = 60.0
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``route`` on ``sub`` (the object ``ArgumentParser.add_subparsers`` returned)."""
     p = sub.add_parser(
-        "route", help="re-route a design: the routing of its traffic that minimises the busiest link",
+        "route",
+        help="re-route a design: the routing of its traffic that minimises the busiest link",
         description="Keep the solution's topology, placement and AllReduce rings, and route its traffic (MP bytes and "
-                    "ring transfers) over the paths that minimise the busiest link's time: a linear program solved by "
-                    "column generation, with a proven bound. The re-routed design is written when the evaluator "
-                    "scores it better than the solution's own routing; else the solution is kept as it is.")
+        "ring transfers) over the paths that minimise the busiest link's time: a linear program solved by "
+        "column generation, with a proven bound. The re-routed design is written when the evaluator "
+        "scores it better than the solution's own routing; else the solution is kept as it is.",
+    )
     p.add_argument("instance", metavar="INSTANCE")
     p.add_argument("solution", metavar="SOLUTION", help="a solution file with a design for INSTANCE")
-    p.add_argument("--time-limit", type=nonneg_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
-                   help=f"seconds for the routing LP (default {DEFAULT_TIME_LIMIT_S:g}); at the limit the best routing so "
-                        "far is used, with its bound")
+    p.add_argument(
+        "--time-limit",
+        type=nonneg_float,
+        default=DEFAULT_TIME_LIMIT_S,
+        metavar="S",
+        help=f"seconds for the routing LP (default {DEFAULT_TIME_LIMIT_S:g}); at the limit the best routing so "
+        "far is used, with its bound",
+    )
     solution_output_arguments(p)
     p.set_defaults(func=run_route)
     return p

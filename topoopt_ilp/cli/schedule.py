@@ -41,35 +41,73 @@ def _fraction(text: str) -> float:
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``schedule`` on ``sub`` (the object ``ArgumentParser.add_subparsers`` returned)."""
     p = sub.add_parser(
-        "schedule", help="schedule one training iteration of a design (compute and flows, RCPSP)",
+        "schedule",
+        help="schedule one training iteration of a design (compute and flows, RCPSP)",
         description="Schedule every compute task (forward/backward per layer replica, block lookups) and every flow "
-                    "(resharding, lookups, AllReduce ring edges, split over their routes) of one training iteration on "
-                    "the solution's topology, minimising the makespan: exactly with CP-SAT (default) or by list "
-                    "scheduling. Prints the makespan, bound, gap and status next to the evaluator's iteration time "
-                    "with overlap none and full.")
+        "(resharding, lookups, AllReduce ring edges, split over their routes) of one training iteration on "
+        "the solution's topology, minimising the makespan: exactly with CP-SAT (default) or by list "
+        "scheduling. Prints the makespan, bound, gap and status next to the evaluator's iteration time "
+        "with overlap none and full.",
+    )
     p.add_argument("instance", metavar="INSTANCE", help="a workload instance")
     p.add_argument("solution", metavar="SOLUTION", help="a solution file (topology, placement, rings, routes)")
-    p.add_argument("--method", choices=("exact", "heuristic"), default=None,
-                   help="exact: CP-SAT, warm-started from the list schedule (default); heuristic: the list schedule")
-    p.add_argument("--time-limit", type=nonneg_float, default=None, metavar="S",
-                   help="exact: CP-SAT's time limit in seconds (default: none; the result is then proven optimal)")
-    p.add_argument("--time-unit-us", type=pos_float, default=None, metavar="U",
-                   help="time resolution: durations are rounded up to multiples of U microseconds (default 1; "
-                        "at most the longest task)")
-    p.add_argument("--forward-fraction", type=_fraction, default=None, metavar="F",
-                   help="share of a layer's time spent in its forward pass (default 1/3: backward = 2 x forward)")
-    p.add_argument("--routing", choices=("given", "shortest_path"), default=None,
-                   help="given: the solution's routes (shortest paths when it has none; default); shortest_path: "
-                        "every pair split equally over its shortest paths (the evaluator's modes)")
+    p.add_argument(
+        "--method",
+        choices=("exact", "heuristic"),
+        default=None,
+        help="exact: CP-SAT, warm-started from the list schedule (default); heuristic: the list schedule",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=nonneg_float,
+        default=None,
+        metavar="S",
+        help="exact: CP-SAT's time limit in seconds (default: none; the result is then proven optimal)",
+    )
+    p.add_argument(
+        "--time-unit-us",
+        type=pos_float,
+        default=None,
+        metavar="U",
+        help="time resolution: durations are rounded up to multiples of U microseconds (default 1; "
+        "at most the longest task)",
+    )
+    p.add_argument(
+        "--forward-fraction",
+        type=_fraction,
+        default=None,
+        metavar="F",
+        help="share of a layer's time spent in its forward pass (default 1/3: backward = 2 x forward)",
+    )
+    p.add_argument(
+        "--routing",
+        choices=("given", "shortest_path"),
+        default=None,
+        help="given: the solution's routes (shortest paths when it has none; default); shortest_path: "
+        "every pair split equally over its shortest paths (the evaluator's modes)",
+    )
     p.add_argument("--threads", type=threads, default=None, metavar="T", help="exact: CP-SAT workers (default 2)")
-    p.add_argument("--micro-batches", default=None, metavar="M",
-                   help="split the batch into M micro-batches (GPipe): every compute task and every flow but the "
-                        "AllReduce becomes M of 1/M each (default 1)")
-    p.add_argument("-o", "--out", default=None, metavar="SCHEDULE.json",
-                   help="write the schedule (every task's times and what the graph is rebuilt from) here, atomically")
-    p.add_argument("--check", default=None, metavar="SCHEDULE.json",
-                   help="check a schedule file written by --out against INSTANCE and SOLUTION (the files it was made "
-                        "from) instead of scheduling: exit 0 valid, 1 a violation")
+    p.add_argument(
+        "--micro-batches",
+        default=None,
+        metavar="M",
+        help="split the batch into M micro-batches (GPipe): every compute task and every flow but the "
+        "AllReduce becomes M of 1/M each (default 1)",
+    )
+    p.add_argument(
+        "-o",
+        "--out",
+        default=None,
+        metavar="SCHEDULE.json",
+        help="write the schedule (every task's times and what the graph is rebuilt from) here, atomically",
+    )
+    p.add_argument(
+        "--check",
+        default=None,
+        metavar="SCHEDULE.json",
+        help="check a schedule file written by --out against INSTANCE and SOLUTION (the files it was made "
+        "from) instead of scheduling: exit 0 valid, 1 a violation",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run_schedule)
     return p
@@ -80,7 +118,16 @@ def _fmt(v: float | None) -> str:
 
 
 #: Options that choose how to schedule; --check takes all of them from the file.
-_SCHEDULING_OPTIONS = ("method", "time_limit", "time_unit_us", "forward_fraction", "routing", "threads", "micro_batches", "out")
+_SCHEDULING_OPTIONS = (
+    "method",
+    "time_limit",
+    "time_unit_us",
+    "forward_fraction",
+    "routing",
+    "threads",
+    "micro_batches",
+    "out",
+)
 
 
 def _micro_batches(text: str | None) -> int:
@@ -103,15 +150,22 @@ def _load_design(args: argparse.Namespace) -> tuple[Any, Any]:
 
     inst = load_instance(args.instance)
     if inst.workload is None:
-        raise InputError("scheduling needs a workload instance (layers and blocks); this instance has a fixed demand",
-                         source=args.instance)
+        raise InputError(
+            "scheduling needs a workload instance (layers and blocks); this instance has a fixed demand",
+            source=args.instance,
+        )
     sol = load_solution(args.solution, directed=inst.cluster.directed)
     if sol.topology is None:
-        raise InputError(f"the solution holds no design (status {sol.status}): nothing to schedule", source=args.solution)
+        raise InputError(
+            f"the solution holds no design (status {sol.status}): nothing to schedule", source=args.solution
+        )
     report = verify(inst, sol, check_metrics=False)  # e.g. a solution made for another instance of the same size
     if not report.valid:
-        raise InputError(f"the solution does not fit the instance ({len(report.violations)} violation(s), first: "
-                         f"{report.violations[0]}; see topoopt verify)", source=args.solution)
+        raise InputError(
+            f"the solution does not fit the instance ({len(report.violations)} violation(s), first: "
+            f"{report.violations[0]}; see topoopt verify)",
+            source=args.solution,
+        )
     return inst, sol
 
 
@@ -152,21 +206,49 @@ def run_schedule(args: argparse.Namespace) -> int:
     m = evaluate(inst, sol, routing=routing)
     lb = sched.details["lower_bounds"]
     summary: dict[str, Any] = {
-        "instance": args.instance, "solution": args.solution, "method": method, "status": sched.status,
-        "makespan_s": sched.makespan_s, "bound_s": sched.bound_s, "gap": sched.gap, "wall_time_s": sched.wall_time_s,
-        "evaluator": {"overlap_none_s": m.compute_time_s + m.comm_time_s, "overlap_full_s": max(m.compute_time_s, m.comm_time_s),
-                      "instance_overlap": inst.workload.overlap, "compute_time_s": m.compute_time_s, "comm_time_s": m.comm_time_s},
-        "lower_bounds": {"compute_s": lb["compute_s"], "network_s": lb["network_s"], "critical_path_s": lb["critical_path_s"]},
+        "instance": args.instance,
+        "solution": args.solution,
+        "method": method,
+        "status": sched.status,
+        "makespan_s": sched.makespan_s,
+        "bound_s": sched.bound_s,
+        "gap": sched.gap,
+        "wall_time_s": sched.wall_time_s,
+        "evaluator": {
+            "overlap_none_s": m.compute_time_s + m.comm_time_s,
+            "overlap_full_s": max(m.compute_time_s, m.comm_time_s),
+            "instance_overlap": inst.workload.overlap,
+            "compute_time_s": m.compute_time_s,
+            "comm_time_s": m.comm_time_s,
+        },
+        "lower_bounds": {
+            "compute_s": lb["compute_s"],
+            "network_s": lb["network_s"],
+            "critical_path_s": lb["critical_path_s"],
+        },
         "busiest_server": {"server": lb["busiest_server"], "compute_s": lb["compute_s"]},
-        "busiest_arc": None if lb["busiest_arc"] is None else {"arc": list(lb["busiest_arc"]), "time_s": lb["network_s"],
-                                                               "links": int(graph.x[lb["busiest_arc"]])},
-        "tasks": len(graph), "compute_tasks": graph.num_compute, "flow_pieces": graph.num_flow_pieces,
-        "time_unit_s": unit, "routing": graph.routing, "forward_fraction": graph.forward_fraction,
+        "busiest_arc": None
+        if lb["busiest_arc"] is None
+        else {"arc": list(lb["busiest_arc"]), "time_s": lb["network_s"], "links": int(graph.x[lb["busiest_arc"]])},
+        "tasks": len(graph),
+        "compute_tasks": graph.num_compute,
+        "flow_pieces": graph.num_flow_pieces,
+        "time_unit_s": unit,
+        "routing": graph.routing,
+        "forward_fraction": graph.forward_fraction,
         "micro_batches": graph.micro_batches,
     }
     if sched.has_schedule and args.out is not None:
-        write_schedule(args.out, graph, sched, summary=summary, instance=args.instance, instance_sha256=hashes[0],
-                       solution=args.solution, solution_sha256=hashes[1])
+        write_schedule(
+            args.out,
+            graph,
+            sched,
+            summary=summary,
+            instance=args.instance,
+            instance_sha256=hashes[0],
+            solution=args.solution,
+            solution_sha256=hashes[1],
+        )
     if args.json:
         print(json.dumps(json_safe(summary), indent=1))
     else:
@@ -174,34 +256,49 @@ def run_schedule(args: argparse.Namespace) -> int:
         print(f"schedule of {args.solution} on {args.instance} ({how}): {sched.status}")
         if sched.has_schedule:
             gap = "-" if sched.gap is None else f"{sched.gap:.4g}"
-            print(f"  makespan           {_fmt(sched.makespan_s)}  (bound {_fmt(sched.bound_s)} with durations rounded up "
-                  f"to {_fmt(unit)}, gap {gap})")
+            print(
+                f"  makespan           {_fmt(sched.makespan_s)}  (bound {_fmt(sched.bound_s)} with durations rounded up "
+                f"to {_fmt(unit)}, gap {gap})"
+            )
             if sched.details.get("source", "").startswith("list schedule"):
                 print(f"  note               {sched.details['source']}")
         else:
-            print(f"  makespan           none found within the time limit (bound {_fmt(sched.bound_s)}); "
-                  "--method heuristic always gives one")
+            print(
+                f"  makespan           none found within the time limit (bound {_fmt(sched.bound_s)}); "
+                "--method heuristic always gives one"
+            )
         ev = summary["evaluator"]
-        print(f"  evaluator          overlap none {_fmt(ev['overlap_none_s'])}, overlap full {_fmt(ev['overlap_full_s'])}"
-              f"  (compute {_fmt(ev['compute_time_s'])}, comm {_fmt(ev['comm_time_s'])})")
-        print(f"  lower bounds       compute {_fmt(lb['compute_s'])}, network {_fmt(lb['network_s'])}, "
-              f"critical path {_fmt(lb['critical_path_s'])}")
+        print(
+            f"  evaluator          overlap none {_fmt(ev['overlap_none_s'])}, overlap full {_fmt(ev['overlap_full_s'])}"
+            f"  (compute {_fmt(ev['compute_time_s'])}, comm {_fmt(ev['comm_time_s'])})"
+        )
+        print(
+            f"  lower bounds       compute {_fmt(lb['compute_s'])}, network {_fmt(lb['network_s'])}, "
+            f"critical path {_fmt(lb['critical_path_s'])}"
+        )
         print(f"  busiest server     {lb['busiest_server']}: {_fmt(lb['compute_s'])} of compute")
         if lb["busiest_arc"] is not None:
             u, v = lb["busiest_arc"]
-            print(f"  busiest arc        {u}->{v}: {_fmt(lb['network_s'])} of transfer per link ({int(graph.x[u, v])} link(s))")
+            print(
+                f"  busiest arc        {u}->{v}: {_fmt(lb['network_s'])} of transfer per link ({int(graph.x[u, v])} link(s))"
+            )
         else:
             print("  busiest arc        - (no traffic)")
         milestones = len(graph) - graph.num_compute - graph.num_flow_pieces
-        print(f"  tasks              {len(graph)} ({graph.num_compute} compute, {graph.num_flow_pieces} flow pieces, "
-              f"{milestones} milestone{'' if milestones == 1 else 's'}), "
-              f"time unit {_fmt(unit)}, routing {graph.routing}, "
-              + (f"{graph.micro_batches} micro-batches, " if graph.micro_batches > 1 else "")
-              + f"solve {sched.wall_time_s:.3g} s")
+        print(
+            f"  tasks              {len(graph)} ({graph.num_compute} compute, {graph.num_flow_pieces} flow pieces, "
+            f"{milestones} milestone{'' if milestones == 1 else 's'}), "
+            f"time unit {_fmt(unit)}, routing {graph.routing}, "
+            + (f"{graph.micro_batches} micro-batches, " if graph.micro_batches > 1 else "")
+            + f"solve {sched.wall_time_s:.3g} s"
+        )
         if args.out is not None and sched.has_schedule:
             print(f"  wrote              {args.out}")
     if not sched.has_schedule:
-        print("error: no_solution: no schedule within the time limit (--method heuristic always gives one)", file=sys.stderr)
+        print(
+            "error: no_solution: no schedule within the time limit (--method heuristic always gives one)",
+            file=sys.stderr,
+        )
     return EXIT_OK if sched.has_schedule else EXIT_NO_SOLUTION
 
 
@@ -211,34 +308,58 @@ def _run_check(args: argparse.Namespace) -> int:
     from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution
 
     sf = read_schedule(args.check)
-    for role, path, recorded in (("instance", args.instance, sf.instance_sha256),
-                                 ("solution", args.solution, sf.solution_sha256)):
+    for role, path, recorded in (
+        ("instance", args.instance, sf.instance_sha256),
+        ("solution", args.solution, sf.solution_sha256),
+    ):
         if recorded is None:
-            raise InputError(f"the schedule records no SHA-256 of its {role} file (it was not written by topoopt schedule "
-                             f"--out): cannot tell whether it was made from {path}", source=args.check)
+            raise InputError(
+                f"the schedule records no SHA-256 of its {role} file (it was not written by topoopt schedule "
+                f"--out): cannot tell whether it was made from {path}",
+                source=args.check,
+            )
         actual = file_sha256(path)
         if actual != recorded:
             made = getattr(sf, role)
-            raise InputError(f"the schedule was made from another {role} file"
-                             + (f" ({made})" if made else "")
-                             + f" than {path}: SHA-256 {recorded[:12]}... in the schedule, {actual[:12]}... of {path}",
-                             source=args.check)
+            raise InputError(
+                f"the schedule was made from another {role} file"
+                + (f" ({made})" if made else "")
+                + f" than {path}: SHA-256 {recorded[:12]}... in the schedule, {actual[:12]}... of {path}",
+                source=args.check,
+            )
     inst, sol = _load_design(args)
-    graph = graph_from_solution(inst, sol, routing=sf.routing, forward_fraction=sf.forward_fraction,
-                                micro_batches=sf.micro_batches)
+    graph = graph_from_solution(
+        inst, sol, routing=sf.routing, forward_fraction=sf.forward_fraction, micro_batches=sf.micro_batches
+    )
     sched = sf.schedule(graph)
     problems = check_schedule(graph, sched) + claim_violations(graph, sf)
     if args.json:
-        print(json.dumps({"schedule": args.check, "instance": args.instance, "solution": args.solution,
-                          "valid": not problems, "makespan_s": sf.makespan_s, "status": sf.status, "method": sf.method,
-                          "tasks": len(graph), "micro_batches": sf.micro_batches, "violations": len(problems),
-                          "first_violation": problems[0] if problems else None}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "schedule": args.check,
+                    "instance": args.instance,
+                    "solution": args.solution,
+                    "valid": not problems,
+                    "makespan_s": sf.makespan_s,
+                    "status": sf.status,
+                    "method": sf.method,
+                    "tasks": len(graph),
+                    "micro_batches": sf.micro_batches,
+                    "violations": len(problems),
+                    "first_violation": problems[0] if problems else None,
+                },
+                indent=1,
+            )
+        )
     else:
         verdict = "valid" if not problems else f"invalid, {len(problems)} violation(s)"
         print(f"schedule {args.check} of {args.solution} on {args.instance}: {verdict}")
-        print(f"  makespan           {_fmt(sf.makespan_s)}  ({sf.status}, {sf.method}; {len(graph)} tasks, "
-              f"{sf.micro_batches} micro-batch{'' if sf.micro_batches == 1 else 'es'}, time unit {_fmt(sf.time_unit_s)}, "
-              f"routing {sf.routing})")
+        print(
+            f"  makespan           {_fmt(sf.makespan_s)}  ({sf.status}, {sf.method}; {len(graph)} tasks, "
+            f"{sf.micro_batches} micro-batch{'' if sf.micro_batches == 1 else 'es'}, time unit {_fmt(sf.time_unit_s)}, "
+            f"routing {sf.routing})"
+        )
         if problems:
             print(f"  first violation    {problems[0]}")
     return EXIT_OK if not problems else EXIT_ERROR

@@ -23,58 +23,136 @@ __all__ = ["add_subcommand", "run"]
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``solve`` on ``sub`` (what ``ArgumentParser.add_subparsers`` returned)."""
-    p = sub.add_parser("solve", help="design a topology (and routing) for an instance",
-                       description="Solve an instance. The result is verified and scored by the independent evaluator.")
+    p = sub.add_parser(
+        "solve",
+        help="design a topology (and routing) for an instance",
+        description="Solve an instance. The result is verified and scored by the independent evaluator.",
+    )
     p.add_argument("instance", metavar="INSTANCE")
-    p.add_argument("--method", choices=("heuristic", "exact", "alternating", "baseline"), default="heuristic",
-                   help="heuristic: TopoOpt's TopologyFinder (default); exact: MILP; alternating: placement MILP <-> "
-                        "TopologyFinder rounds (workloads); baseline: a reference topology")
+    p.add_argument(
+        "--method",
+        choices=("heuristic", "exact", "alternating", "baseline"),
+        default="heuristic",
+        help="heuristic: TopoOpt's TopologyFinder (default); exact: MILP; alternating: placement MILP <-> "
+        "TopologyFinder rounds (workloads); baseline: a reference topology",
+    )
     p.add_argument("--rounds", type=pos_int, default=None, help="alternating: at most this many rounds (default 5)")
-    p.add_argument("--round-time-limit", type=nonneg_float, default=None, metavar="S",
-                   help="alternating: time limit of each placement MILP (default 30)")
-    p.add_argument("--topology-method", default=None, choices=("auto", "finder", "exact"),
-                   help="alternating: topology step by TopoOpt's TopologyFinder or the exact topology + routing "
-                        "MILP (at most 32 servers); auto (default): exact up to 12 servers, else TopologyFinder")
-    p.add_argument("--select", default=None, choices=("geometric", "best"),
-                   help="heuristic: SelectPermutations rule (default geometric, TopoOpt's)")
-    p.add_argument("--mode", default=None, choices=("paper", "authors"),
-                   help="heuristic: follow the paper (default) or the authors' published code")
-    p.add_argument("--baseline", default=None, choices=("expander", "demand_greedy", "torus"),
-                   help="baseline: which reference topology (default expander)")
-    p.add_argument("--backend", default=None, help="exact, alternating: solver back-end (highs, scip, cpsat, cbc; default highs)")
-    p.add_argument("--time-limit", type=nonneg_float, default=None, metavar="S",
-                   help="exact: time limit in seconds; alternating: overall budget")
-    p.add_argument("--gap", type=nonneg_float, default=None, metavar="G", help="exact: relative gap at which the solver may stop (optimal still means within 1e-4; above it the result is feasible)")
+    p.add_argument(
+        "--round-time-limit",
+        type=nonneg_float,
+        default=None,
+        metavar="S",
+        help="alternating: time limit of each placement MILP (default 30)",
+    )
+    p.add_argument(
+        "--topology-method",
+        default=None,
+        choices=("auto", "finder", "exact"),
+        help="alternating: topology step by TopoOpt's TopologyFinder or the exact topology + routing "
+        "MILP (at most 32 servers); auto (default): exact up to 12 servers, else TopologyFinder",
+    )
+    p.add_argument(
+        "--select",
+        default=None,
+        choices=("geometric", "best"),
+        help="heuristic: SelectPermutations rule (default geometric, TopoOpt's)",
+    )
+    p.add_argument(
+        "--mode",
+        default=None,
+        choices=("paper", "authors"),
+        help="heuristic: follow the paper (default) or the authors' published code",
+    )
+    p.add_argument(
+        "--baseline",
+        default=None,
+        choices=("expander", "demand_greedy", "torus"),
+        help="baseline: which reference topology (default expander)",
+    )
+    p.add_argument(
+        "--backend", default=None, help="exact, alternating: solver back-end (highs, scip, cpsat, cbc; default highs)"
+    )
+    p.add_argument(
+        "--time-limit",
+        type=nonneg_float,
+        default=None,
+        metavar="S",
+        help="exact: time limit in seconds; alternating: overall budget",
+    )
+    p.add_argument(
+        "--gap",
+        type=nonneg_float,
+        default=None,
+        metavar="G",
+        help="exact: relative gap at which the solver may stop (optimal still means within 1e-4; above it the result is feasible)",
+    )
     p.add_argument("--threads", type=threads, default=None, metavar="T", help="exact: solver threads")
-    p.add_argument("--warm-start", default=None, metavar="heuristic|none|FILE", help="exact: warm start (default heuristic)")
+    p.add_argument(
+        "--warm-start", default=None, metavar="heuristic|none|FILE", help="exact: warm start (default heuristic)"
+    )
     p.add_argument("--export-model", default=None, metavar="FILE.mps|FILE.lp", help="exact: also write the model")
-    p.add_argument("--solver-option", action="append", default=None, metavar="BACKEND.NAME=VALUE",
-                   help="exact: a native parameter of a solver, passed through (repeatable; highs and cbc), e.g. "
-                        "highs.presolve=off; it overrides the model's own setting of it")
-    p.add_argument("--formulation", default=None, metavar="NAME",
-                   help="exact: the model's formulation - general topology: strong (default) or naive; circulant: "
-                        "strong (default) or basic; a workload (joint problem, or placement on a fixed topology): auto (default), "
-                        "milp or enumeration")
-    p.add_argument("--rings", default=None, choices=("shortest", "coset"),
-                   help="exact (a workload on a fixed topology), alternating: how the placement problem rings each "
-                        "AllReduce group - shortest (default): split equally over its TotientPerms rings of least hop "
-                        "total; coset: one ring in coset order")
-    p.add_argument("--search-moves", type=pos_int, default=None, metavar="N",
-                   help="exact (a workload on a fixed topology), alternating: budget the placement's local search in moves, not "
-                        "seconds, so that the same seed finds the same strategy on any machine (the time limit stays "
-                        "the safety net; the solution's details say when it cut the search)")
-    p.add_argument("--seed", type=nonneg_int, default=None, help="random seed of the heuristic/baseline (default 0) and, "
-                   "when given with --method exact, of the solver")
-    p.add_argument("--reroute", action="store_true",
-                   help="then route the design's traffic over the paths that minimise its busiest link (as topoopt "
-                        "route does) and keep that routing when it scores better")
+    p.add_argument(
+        "--solver-option",
+        action="append",
+        default=None,
+        metavar="BACKEND.NAME=VALUE",
+        help="exact: a native parameter of a solver, passed through (repeatable; highs and cbc), e.g. "
+        "highs.presolve=off; it overrides the model's own setting of it",
+    )
+    p.add_argument(
+        "--formulation",
+        default=None,
+        metavar="NAME",
+        help="exact: the model's formulation - general topology: strong (default) or naive; circulant: "
+        "strong (default) or basic; a workload (joint problem, or placement on a fixed topology): auto (default), "
+        "milp or enumeration",
+    )
+    p.add_argument(
+        "--rings",
+        default=None,
+        choices=("shortest", "coset"),
+        help="exact (a workload on a fixed topology), alternating: how the placement problem rings each "
+        "AllReduce group - shortest (default): split equally over its TotientPerms rings of least hop "
+        "total; coset: one ring in coset order",
+    )
+    p.add_argument(
+        "--search-moves",
+        type=pos_int,
+        default=None,
+        metavar="N",
+        help="exact (a workload on a fixed topology), alternating: budget the placement's local search in moves, not "
+        "seconds, so that the same seed finds the same strategy on any machine (the time limit stays "
+        "the safety net; the solution's details say when it cut the search)",
+    )
+    p.add_argument(
+        "--seed",
+        type=nonneg_int,
+        default=None,
+        help="random seed of the heuristic/baseline (default 0) and, when given with --method exact, of the solver",
+    )
+    p.add_argument(
+        "--reroute",
+        action="store_true",
+        help="then route the design's traffic over the paths that minimise its busiest link (as topoopt "
+        "route does) and keep that routing when it scores better",
+    )
     solution_output_arguments(p)
     p.set_defaults(func=run)
     return p
 
 
-_EXACT_ONLY = ("backend", "time_limit", "gap", "threads", "warm_start", "export_model", "formulation", "solver_option",
-               "rings", "search_moves")
+_EXACT_ONLY = (
+    "backend",
+    "time_limit",
+    "gap",
+    "threads",
+    "warm_start",
+    "export_model",
+    "formulation",
+    "solver_option",
+    "rings",
+    "search_moves",
+)
 
 
 def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
@@ -106,8 +184,9 @@ def run(args: argparse.Namespace) -> int:
         methods = ("exact", "alternating") if key in ("backend", "time_limit", "rings", "search_moves") else ("exact",)
         if getattr(args, key) is not None and args.method not in methods:
             raise InputError(f"--{key.replace('_', '-')} applies to --method {' or '.join(methods)}, not {args.method}")
-    if args.method != "alternating" and (args.rounds is not None or args.round_time_limit is not None
-                                         or args.topology_method is not None):
+    if args.method != "alternating" and (
+        args.rounds is not None or args.round_time_limit is not None or args.topology_method is not None
+    ):
         raise InputError("--rounds, --round-time-limit and --topology-method apply to --method alternating only")
     if args.method not in ("heuristic", "alternating") and (args.select is not None or args.mode is not None):
         raise InputError(f"--select and --mode apply to --method heuristic or alternating, not {args.method}")
@@ -134,11 +213,15 @@ def run(args: argparse.Namespace) -> int:
         if args.method == "baseline":
             options.update(baseline=args.baseline or "expander")
         if args.method == "alternating":
-            options.update(rounds=args.rounds if args.rounds is not None else 5,
-                           round_time_limit_s=args.round_time_limit if args.round_time_limit is not None else 30.0,
-                           time_limit_s=args.time_limit, backend=args.backend,  # None: the instance's, else default
-                           topology_method=args.topology_method or "auto", rings=args.rings or "shortest",
-                           search_moves=args.search_moves)
+            options.update(
+                rounds=args.rounds if args.rounds is not None else 5,
+                round_time_limit_s=args.round_time_limit if args.round_time_limit is not None else 30.0,
+                time_limit_s=args.time_limit,
+                backend=args.backend,  # None: the instance's, else default
+                topology_method=args.topology_method or "auto",
+                rings=args.rings or "shortest",
+                search_moves=args.search_moves,
+            )
             if not (args.quiet or args.json):
                 options["progress"] = print_round
     try:

@@ -18,22 +18,40 @@ __all__ = ["add_subcommand", "run"]
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``sweep`` on ``sub`` (what ``ArgumentParser.add_subparsers`` returned)."""
-    p = sub.add_parser("sweep", help="compare methods and back-ends on many instance files, in parallel",
-                       description="The comparison of 'compare' on every instance file named (files, directories, or "
-                                   "quoted glob patterns such as 'instances/**/*.json'); the solves run one after another, "
-                                   "in --jobs processes, or on a Dask cluster. Every file is checked before any solve.")
+    p = sub.add_parser(
+        "sweep",
+        help="compare methods and back-ends on many instance files, in parallel",
+        description="The comparison of 'compare' on every instance file named (files, directories, or "
+        "quoted glob patterns such as 'instances/**/*.json'); the solves run one after another, "
+        "in --jobs processes, or on a Dask cluster. Every file is checked before any solve.",
+    )
     p.add_argument("paths", nargs="+", metavar="PATH", help="instance file, directory of .json files, or glob pattern")
     comparison_arguments(p)
-    p.add_argument("--jobs", type=pos_int, default=1, metavar="N",
-                   help="solves at a time, in worker processes (default 1: one after another here); with --dask local, "
-                        "the number of Dask workers")
-    p.add_argument("--dask", default=None, metavar="ADDRESS|local",
-                   help="run the solves on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.1:8786; its workers need "
-                        "this package), or on a local Dask cluster of --jobs workers; needs pip install 'topoopt-ilp[dask]'")
-    p.add_argument("-o", "--out", default=None, metavar="FILE", help="write the results here (atomically) instead of printing them")
-    p.add_argument("--journal", default=None, metavar="FILE",
-                   help="append each solve's row to FILE (JSON lines) as it ends; run again with the same FILE to "
-                        "reuse the rows already there (resume an interrupted sweep)")
+    p.add_argument(
+        "--jobs",
+        type=pos_int,
+        default=1,
+        metavar="N",
+        help="solves at a time, in worker processes (default 1: one after another here); with --dask local, "
+        "the number of Dask workers",
+    )
+    p.add_argument(
+        "--dask",
+        default=None,
+        metavar="ADDRESS|local",
+        help="run the solves on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.1:8786; its workers need "
+        "this package), or on a local Dask cluster of --jobs workers; needs pip install 'topoopt-ilp[dask]'",
+    )
+    p.add_argument(
+        "-o", "--out", default=None, metavar="FILE", help="write the results here (atomically) instead of printing them"
+    )
+    p.add_argument(
+        "--journal",
+        default=None,
+        metavar="FILE",
+        help="append each solve's row to FILE (JSON lines) as it ends; run again with the same FILE to "
+        "reuse the rows already there (resume an interrupted sweep)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=run)
     return p
@@ -57,14 +75,22 @@ def run(args: argparse.Namespace) -> int:
         if args.out is not None and os.path.realpath(args.out) == os.path.realpath(args.journal):
             raise InputError("--out and --journal name the same file; the results would overwrite the journal")
         if not args.quiet and os.path.exists(args.journal):
-            print(f"{args.journal}: {len(read_journal(args.journal))} solve(s) recorded; those of this sweep are reused",
-                  file=sys.stderr)
+            print(
+                f"{args.journal}: {len(read_journal(args.journal))} solve(s) recorded; those of this sweep are reused",
+                file=sys.stderr,
+            )
     progress = None
     if not args.quiet:
+
         def progress(done, total, path, row):
             what = row.method + (f" [{row.backend}]" if row.backend != "-" else "")
             value = "-" if row.objective is None else f"{row.objective:.6g}"
-            print(f"[{done}/{total}] {path}: {what} {row.status} {value} ({row.time_s:.2f} s)", file=sys.stderr, flush=True)
+            print(
+                f"[{done}/{total}] {path}: {what} {row.status} {value} ({row.time_s:.2f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
     with ExitStack() as stack:
         executor = None
         if args.dask is not None:
@@ -76,8 +102,13 @@ def run(args: argparse.Namespace) -> int:
                 # silence_logs: Ctrl-C cancels the running solves, which Dask logs per task and per worker as
                 # warnings and errors; a worker that really fails reaches the user as its solve's error row
                 try:
-                    cluster = LocalCluster(n_workers=args.jobs, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, silence_logs=logging.CRITICAL)
+                    cluster = LocalCluster(
+                        n_workers=args.jobs,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        silence_logs=logging.CRITICAL,
+                    )
                 except KeyboardInterrupt:  # while its workers start
                     _quiet_dask_shutdown()
                     raise
@@ -85,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
                 client = stack.enter_context(Client(cluster))
             else:
                 try:
-                    client = stack.enter_context(Client(args.dask))  # waits distributed.comm.timeouts.connect (Dask config)
+                    client = stack.enter_context(
+                        Client(args.dask)
+                    )  # waits distributed.comm.timeouts.connect (Dask config)
                 except (OSError, TimeoutError, ValueError) as exc:
                     raise InputError(f"--dask {args.dask}: cannot connect to the scheduler ({exc})") from None
             executor = client.get_executor()
@@ -93,9 +126,18 @@ def run(args: argparse.Namespace) -> int:
             # spawn: a forked worker would share this process's imported solver state
             executor = stack.enter_context(ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")))
         try:
-            rows = sweep(paths, methods, backends, args.time_limit, seed=args.seed,
-                         native_options=native_options(args.solver_option, backends), executor=executor,
-                         progress=progress, journal=args.journal, search_moves=args.search_moves)
+            rows = sweep(
+                paths,
+                methods,
+                backends,
+                args.time_limit,
+                seed=args.seed,
+                native_options=native_options(args.solver_option, backends),
+                executor=executor,
+                progress=progress,
+                journal=args.journal,
+                search_moves=args.search_moves,
+            )
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop the workers now, not after their solves
             if args.dask is not None:
                 _quiet_dask_shutdown()

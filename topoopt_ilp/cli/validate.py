@@ -12,7 +12,9 @@ __all__ = ["add_subcommand", "run"]
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``validate`` on ``sub`` (what ``ArgumentParser.add_subparsers`` returned)."""
-    p = sub.add_parser("validate", help="check an instance file", description="Check an instance file; print a summary.")
+    p = sub.add_parser(
+        "validate", help="check an instance file", description="Check an instance file; print a summary."
+    )
     p.add_argument("instance", metavar="INSTANCE")
     p.set_defaults(func=run)
     return p
@@ -25,8 +27,9 @@ def run(args: argparse.Namespace) -> int:
     c = inst.cluster
     dm = inst.demand
     if dm is not None:
-        what = (f"{len(dm.allreduce)} AllReduce group(s), {len(dm.mp)} MP pair(s)"
-                + (f", all-to-all {dm.all_to_all:g} B" if dm.all_to_all else ""))
+        what = f"{len(dm.allreduce)} AllReduce group(s), {len(dm.mp)} MP pair(s)" + (
+            f", all-to-all {dm.all_to_all:g} B" if dm.all_to_all else ""
+        )
     else:
         w = inst.workload
         what = f"workload: {len(w.layers)} layer(s), {len(w.blocks)} block(s), batch {w.batch_size}"

@@ -12,8 +12,11 @@ __all__ = ["add_subcommand", "run"]
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``verify`` on ``sub`` (what ``ArgumentParser.add_subparsers`` returned)."""
-    p = sub.add_parser("verify", help="check a solution against its instance",
-                        description="Check ports, degrees, family, rings, routes and stated metrics. Exit 0 when valid, 1 with a list of violations.")
+    p = sub.add_parser(
+        "verify",
+        help="check a solution against its instance",
+        description="Check ports, degrees, family, rings, routes and stated metrics. Exit 0 when valid, 1 with a list of violations.",
+    )
     p.add_argument("instance", metavar="INSTANCE")
     p.add_argument("solution", metavar="SOLUTION")
     p.set_defaults(func=run)

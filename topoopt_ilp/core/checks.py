@@ -38,7 +38,7 @@ def as_int(value: Any, path: str, *, low: int | None = None, high: int | None = 
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InstanceError(f"expected an integer, got {type_name(value)}", field=path)
     value = int(value)
-    shown = value if abs(value) < 10 ** 30 else many_digits(value)
+    shown = value if abs(value) < 10**30 else many_digits(value)
     if low is not None and value < low:
         raise InstanceError(f"must be >= {low}, got {shown}", field=path)
     if high is not None and value > high:
@@ -46,7 +46,9 @@ def as_int(value: Any, path: str, *, low: int | None = None, high: int | None = 
     return value
 
 
-def as_number(value: Any, path: str, *, positive: bool = False, nonnegative: bool = False, high: float | None = None) -> float:
+def as_number(
+    value: Any, path: str, *, positive: bool = False, nonnegative: bool = False, high: float | None = None
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InstanceError(f"expected a number, got {type_name(value)}", field=path)
     try:

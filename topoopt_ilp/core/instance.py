@@ -256,7 +256,9 @@ class Instance:
             )
         if self.workload is not None:
             if not isinstance(self.workload, Workload):
-                raise InstanceError(f"expected a Workload or None, got {type(self.workload).__name__}", field="workload")
+                raise InstanceError(
+                    f"expected a Workload or None, got {type(self.workload).__name__}", field="workload"
+                )
             check_workload(self.workload, self.cluster.servers)
         if self.demand is not None:
             _check_demand(self.demand, self.cluster.servers)
@@ -304,15 +306,19 @@ def degree_one_problem(demand: Demand, cluster: Cluster) -> str | None:
             from scipy.sparse import coo_matrix
             from scipy.sparse.csgraph import connected_components
 
-            pairs = [(int(g.members[0]), int(g.members[1])) for g in demand.allreduce] + [(int(a), int(b)) for a, b, _ in demand.mp]
+            pairs = [(int(g.members[0]), int(g.members[1])) for g in demand.allreduce] + [
+                (int(a), int(b)) for a, b, _ in demand.mp
+            ]
             rows, cols = (list(x) for x in zip(*pairs)) if pairs else ([], [])
             labels = connected_components(coo_matrix(([1] * len(rows), (rows, cols)), shape=(n, n)), directed=False)[1]
             sizes = np.bincount(labels)
             if sizes.max() > 2:
                 why = f"the demand's pairs chain {int(sizes.max())} servers together"
     if why:
-        return (f"degree 1 with undirected links joins servers in pairs, but {why}: no topology carries it "
-                f"(use degree >= 2 or directed links)")
+        return (
+            f"degree 1 with undirected links joins servers in pairs, but {why}: no topology carries it "
+            f"(use degree >= 2 or directed links)"
+        )
     return None
 
 
@@ -327,8 +333,10 @@ def degree_one_refusal(instance: Instance) -> str | None:
     if instance.demand is not None:
         return degree_one_problem(instance.demand, c)
     if instance.workload is not None and c.servers > 2:
-        return (f"degree 1 with undirected links joins servers in pairs; the workload methods place layers across "
-                f"all {c.servers} servers, which no such topology connects (use degree >= 2 or directed links)")
+        return (
+            f"degree 1 with undirected links joins servers in pairs; the workload methods place layers across "
+            f"all {c.servers} servers, which no such topology connects (use degree >= 2 or directed links)"
+        )
     return None
 
 
@@ -343,9 +351,13 @@ def _check_demand(demand: Demand, n: int) -> None:
             raise InstanceError(f"expected an AllReduceGroup, got {type(group).__name__}", field=path)
         as_number(group.bytes, f"{path}.bytes", positive=True, high=MAX_BYTES)
         if not isinstance(group.members, tuple):
-            raise InstanceError(f"expected a list of server ids, got {type_name(group.members)}", field=f"{path}.members")
+            raise InstanceError(
+                f"expected a list of server ids, got {type_name(group.members)}", field=f"{path}.members"
+            )
         if len(group.members) < 2:
-            raise InstanceError(f"an AllReduce needs at least 2 members, got {len(group.members)}", field=f"{path}.members")
+            raise InstanceError(
+                f"an AllReduce needs at least 2 members, got {len(group.members)}", field=f"{path}.members"
+            )
         seen: set[int] = set()
         for m, member in enumerate(group.members):
             mpath = f"{path}.members[{m}]"
@@ -388,11 +400,16 @@ def _check_family_degree(c: Cluster, family: str) -> None:
         if (d % 2 == 0 and d // 2 <= twos) or (d % 2 == 1 and half and (d - 1) // 2 <= twos):
             return
         if d % 2 == 1 and not half:
-            why = "an odd degree needs the jump n/2, which " + ("does not exist for odd n" if n % 2 else f"is not coprime with n = {n}")
+            why = "an odd degree needs the jump n/2, which " + (
+                "does not exist for odd n" if n % 2 else f"is not coprime with n = {n}"
+            )
         else:
             why = f"the family has only {len(jumps)} jump class(es) ({2 * twos + half} ports)"
-    raise InstanceError(f"no {family} jump set on {n} servers has degree exactly {d}: {why}; "
-                        "use topology_family any or change the degree", field="cluster.degree")
+    raise InstanceError(
+        f"no {family} jump set on {n} servers has degree exactly {d}: {why}; "
+        "use topology_family any or change the degree",
+        field="cluster.degree",
+    )
 
 
 def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -> None:
@@ -411,12 +428,15 @@ def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -
             key = j if cluster.directed else min(j, n - j)
             if key in seen:
                 raise InstanceError(
-                    f"jump {j} repeats an earlier jump" + ("" if cluster.directed else f" (jumps {j} and {n - j} are the same undirected jump)"),
+                    f"jump {j} repeats an earlier jump"
+                    + ("" if cluster.directed else f" (jumps {j} and {n - j} are the same undirected jump)"),
                     field=path,
                 )
             seen.add(key)
             if family == "coprime_circulant" and math.gcd(j, n) != 1:
-                raise InstanceError(f"jump {j} is not coprime with {n} servers (topology_family is coprime_circulant)", field=path)
+                raise InstanceError(
+                    f"jump {j} is not coprime with {n} servers (topology_family is coprime_circulant)", field=path
+                )
     else:
         if family != "any":
             raise InstanceError(f"topology_family {family} needs 'jumps', not 'links'", field="fixed_topology")
@@ -460,8 +480,15 @@ def _check_fixed_degrees(fixed: FixedTopology, cluster: Cluster) -> None:
     _check_degrees(out, into, cluster, "fixed_topology", keys=keys, per_pair=per_pair)
 
 
-def _check_degrees(out: np.ndarray, into: np.ndarray, cluster: Cluster, path: str, *,
-                   keys: np.ndarray | None = None, per_pair: np.ndarray | None = None) -> None:
+def _check_degrees(
+    out: np.ndarray,
+    into: np.ndarray,
+    cluster: Cluster,
+    path: str,
+    *,
+    keys: np.ndarray | None = None,
+    per_pair: np.ndarray | None = None,
+) -> None:
     """Ports used per server against the degree: out-degree always, in-degree for directed links;
     then (``keys``: the pairs ``i * n + j`` with links, sorted; ``per_pair``: their link counts)
     parallel links against ``cluster.multi_links``."""
@@ -477,7 +504,9 @@ def _check_degrees(out: np.ndarray, into: np.ndarray, cluster: Cluster, path: st
     if not cluster.multi_links and per_pair is not None and keys is not None and (per_pair > 1).any():
         first = int(np.flatnonzero(per_pair > 1)[0])  # the first in row-major order, as np.argwhere gives
         i, j = divmod(int(keys[first]), cluster.servers)
-        raise InstanceError(f"{int(per_pair[first])} parallel links between {i} and {j} but cluster.multi_links is false", field=path)
+        raise InstanceError(
+            f"{int(per_pair[first])} parallel links between {i} and {j} but cluster.multi_links is false", field=path
+        )
 
 
 def _check_solver(solver: SolverDefaults) -> None:
@@ -506,8 +535,11 @@ def _check_price_table(table: Any, path: str) -> None:
             raise InstanceError(f"rates must increase, got {r:g} Gbps after {last_rate:g}", field=path)
         if u < last_usd:
             # a cheaper faster port would make the cost of a Fat-tree fall with its bandwidth
-            raise InstanceError(f"a {r:g} Gbps port costs {u:g} USD, less than the {last_usd:g} USD of a "
-                                f"{last_rate:g} Gbps one; prices must not fall with the rate", field=path)
+            raise InstanceError(
+                f"a {r:g} Gbps port costs {u:g} USD, less than the {last_usd:g} USD of a "
+                f"{last_rate:g} Gbps one; prices must not fall with the rate",
+                field=path,
+            )
         last_rate, last_usd = r, u
 
 

@@ -48,7 +48,9 @@ class PathSet:
     fraction: np.ndarray  # (P,) float64
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "nodes", _frozen(np.atleast_2d(self.nodes) if len(self.nodes) else np.zeros((0, 0)), np.int64))
+        object.__setattr__(
+            self, "nodes", _frozen(np.atleast_2d(self.nodes) if len(self.nodes) else np.zeros((0, 0)), np.int64)
+        )
         object.__setattr__(self, "fraction", _frozen(self.fraction, np.float64))
         if self.nodes.shape[0] != self.fraction.shape[0]:
             raise ValueError("PathSet: nodes and fraction differ in length")
@@ -95,7 +97,9 @@ class OffsetRoutes:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offset", _frozen(self.offset, np.int64))
-        object.__setattr__(self, "jumps", _frozen(np.atleast_2d(self.jumps) if len(self.offset) else np.zeros((0, 0)), np.int64))
+        object.__setattr__(
+            self, "jumps", _frozen(np.atleast_2d(self.jumps) if len(self.offset) else np.zeros((0, 0)), np.int64)
+        )
         object.__setattr__(self, "fraction", _frozen(self.fraction, np.float64))
         if not (len(self.offset) == self.jumps.shape[0] == len(self.fraction)):
             raise ValueError("OffsetRoutes: offset, jumps and fraction differ in length")
@@ -121,7 +125,10 @@ class OffsetRoutes:
         return (self.jumps != 0).sum(axis=1)
 
     def to_lists(self) -> list[tuple[int, list[int], float]]:
-        return [(int(o), [int(j) for j in row if j != 0], float(f)) for o, row, f in zip(self.offset, self.jumps, self.fraction)]
+        return [
+            (int(o), [int(j) for j in row if j != 0], float(f))
+            for o, row, f in zip(self.offset, self.jumps, self.fraction)
+        ]
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,7 +143,9 @@ class RingSet:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "group", _frozen(self.group, np.int64))
-        object.__setattr__(self, "order", _frozen(np.atleast_2d(self.order) if len(self.group) else np.zeros((0, 0)), np.int64))
+        object.__setattr__(
+            self, "order", _frozen(np.atleast_2d(self.order) if len(self.group) else np.zeros((0, 0)), np.int64)
+        )
         object.__setattr__(self, "fraction", _frozen(self.fraction, np.float64))
         if not (len(self.group) == self.order.shape[0] == len(self.fraction)):
             raise ValueError("RingSet: group, order and fraction differ in length")
@@ -158,7 +167,10 @@ class RingSet:
         return int(self.group.shape[0])
 
     def to_lists(self) -> list[tuple[int, list[int], float]]:
-        return [(int(g), [int(v) for v in row if v >= 0], float(f)) for g, row, f in zip(self.group, self.order, self.fraction)]
+        return [
+            (int(g), [int(v) for v in row if v >= 0], float(f))
+            for g, row, f in zip(self.group, self.order, self.fraction)
+        ]
 
 
 @dataclass(frozen=True, eq=False)

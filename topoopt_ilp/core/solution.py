@@ -37,8 +37,11 @@ class Topology:
         object.__setattr__(self, "matrix", _link_counts(self.matrix))
         if self.jumps is not None:
             jumps = self.jumps.tolist() if isinstance(self.jumps, np.ndarray) else self.jumps
-            if isinstance(jumps, (str, bytes)) or not isinstance(jumps, (list, tuple, range)) or any(
-                    isinstance(j, bool) or not isinstance(j, (int, np.integer)) for j in jumps):
+            if (
+                isinstance(jumps, (str, bytes))
+                or not isinstance(jumps, (list, tuple, range))
+                or any(isinstance(j, bool) or not isinstance(j, (int, np.integer)) for j in jumps)
+            ):
                 raise InputError("expected a sequence of integers or None", field="topology.jumps")
             object.__setattr__(self, "jumps", tuple(int(j) for j in jumps))
 
@@ -119,7 +122,11 @@ class Solution:
                 raise InputError(f"must be a number or None, got {type(v).__name__}", field=name)
             if isinstance(v, float) and math.isnan(v):
                 object.__setattr__(self, name, None)
-        for name in ("metrics", "details", "placement"):  # frozen like the dataclass (a copy: the caller's stays theirs)
+        for name in (
+            "metrics",
+            "details",
+            "placement",
+        ):  # frozen like the dataclass (a copy: the caller's stays theirs)
             v = getattr(self, name)
             if v is not None:
                 if not isinstance(v, Mapping):

@@ -95,7 +95,9 @@ def data_parallel(workload: Workload, n: int) -> Strategy:
     return Strategy(degree, start, place_blocks(workload, n, degree, start))
 
 
-def place_blocks(workload: Workload, n: int, layer_degree: tuple[int, ...], layer_start: tuple[int, ...]) -> tuple[int, ...]:
+def place_blocks(
+    workload: Workload, n: int, layer_degree: tuple[int, ...], layer_start: tuple[int, ...]
+) -> tuple[int, ...]:
     """Servers for the blocks next to the given layers: round robin (TopoOpt's rule) when every
     server stays within ``server_memory_bytes``; else the largest block first, each on the server
     with the most memory left (the round robin again when even that fails: the memory check then
@@ -151,12 +153,17 @@ def _structure_violations(workload: Workload, n: int, strategy: Strategy) -> lis
     if not isinstance(strategy, Strategy):
         return [f"expected a Strategy, got {type_name(strategy)}"]
     nl, nb = len(workload.layers), len(workload.blocks)
-    for name, value, want in (("layer_degree", strategy.layer_degree, nl), ("layer_start", strategy.layer_start, nl),
-                              ("block_server", strategy.block_server, nb)):
+    for name, value, want in (
+        ("layer_degree", strategy.layer_degree, nl),
+        ("layer_start", strategy.layer_start, nl),
+        ("block_server", strategy.block_server, nb),
+    ):
         if not isinstance(value, tuple):
             out.append(f"{name} must be a tuple of integers, got {type_name(value)}")
         elif len(value) != want:
-            out.append(f"{name} has {len(value)} entries, the workload has {want} {'blocks' if name == 'block_server' else 'layers'}")
+            out.append(
+                f"{name} has {len(value)} entries, the workload has {want} {'blocks' if name == 'block_server' else 'layers'}"
+            )
         elif not all(_is_int(v) for v in value):
             out.append(f"{name} must hold integers")
     if out:
@@ -167,7 +174,9 @@ def _structure_violations(workload: Workload, n: int, strategy: Strategy) -> lis
             out.append(f"layer {i} ({layer.name}): degree {k} is not among its configs {list(layer.configs)}")
             continue
         if not 0 <= s < n // k:
-            out.append(f"layer {i} ({layer.name}): start {s} out of range 0..{n // k - 1} for degree {k} on {n} servers")
+            out.append(
+                f"layer {i} ({layer.name}): start {s} out of range 0..{n // k - 1} for degree {k} on {n} servers"
+            )
     for b, block in enumerate(workload.blocks):
         j = int(strategy.block_server[b])
         if not 0 <= j < n:
@@ -183,12 +192,14 @@ def server_memory(workload: Workload, n: int, strategy: Strategy) -> np.ndarray:
     return mem
 
 
-def _layer_memory(workload: Workload, n: int, layer_degree: tuple[int, ...], layer_start: tuple[int, ...]) -> np.ndarray:
+def _layer_memory(
+    workload: Workload, n: int, layer_degree: tuple[int, ...], layer_start: tuple[int, ...]
+) -> np.ndarray:
     """Bytes each server holds for the layers' replicas alone, shape (n,)."""
     mem = np.zeros(n)
     for i, layer in enumerate(workload.layers):
         k, s = layer_degree[i], layer_start[i]
-        mem[s::n // k] += layer.replica_memory(k)
+        mem[s :: n // k] += layer.replica_memory(k)
     return mem
 
 
@@ -246,7 +257,9 @@ def strategy_demand(
     """
     bad = _structure_violations(workload, n, strategy)
     if bad:
-        raise ValueError("invalid strategy: " + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""))
+        raise ValueError(
+            "invalid strategy: " + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else "")
+        )
     layers = workload.layers
     degree = [int(k) for k in strategy.layer_degree]
     start = [int(s) for s in strategy.layer_start]
@@ -290,7 +303,7 @@ def strategy_demand(
 
     compute = np.zeros(n)
     for i in range(len(layers)):
-        compute[start[i]::n // degree[i]] += workload.layer_time(i, degree[i])
+        compute[start[i] :: n // degree[i]] += workload.layer_time(i, degree[i])
     for b, block in enumerate(workload.blocks):
         compute[int(strategy.block_server[b])] += float(block.compute_s)
     return allreduce, mp, compute
@@ -336,5 +349,7 @@ def parse_strategy(data: Any, workload: Workload, n: int, path: str = "placement
     strategy = Strategy(**values)
     bad = validate_strategy(workload, n, strategy)
     if bad:
-        raise InstanceError(bad[0] + (f" (and {len(bad) - 1} more problem(s) of the placement)" if len(bad) > 1 else ""), field=path)
+        raise InstanceError(
+            bad[0] + (f" (and {len(bad) - 1} more problem(s) of the placement)" if len(bad) > 1 else ""), field=path
+        )
     return strategy

@@ -52,7 +52,9 @@ def default_rings(instance: Instance, demand: Demand | None = None) -> RingSet:
     return RingSet.from_lists((g, group.members, 1.0) for g, group in enumerate(groups)) if groups else RingSet.empty()
 
 
-def ring_traffic(instance: Instance, rings: RingSet, only_group: int | None = None, demand: Demand | None = None) -> np.ndarray:
+def ring_traffic(
+    instance: Instance, rings: RingSet, only_group: int | None = None, demand: Demand | None = None
+) -> np.ndarray:
     """Bytes each ring member sends to its successor, summed over rings (n x n)."""
     n = instance.n
     out = np.zeros((n, n))

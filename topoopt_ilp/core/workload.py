@@ -137,7 +137,6 @@ MAX_ITEMS = 100_000
 MEMORY_RTOL = 1e-9
 
 
-
 # ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class Layer:
@@ -269,7 +268,10 @@ def _is_num(v: Any) -> bool:
 
 def _name(value: Any, path: str) -> str:
     if not isinstance(value, str) or not value:
-        raise InstanceError(f"expected a non-empty string, got {type_name(value) if not isinstance(value, str) else 'an empty string'}", field=path)
+        raise InstanceError(
+            f"expected a non-empty string, got {type_name(value) if not isinstance(value, str) else 'an empty string'}",
+            field=path,
+        )
     return value
 
 
@@ -287,8 +289,9 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
     if not isinstance(w.overlap, str) or w.overlap not in OVERLAPS:
         raise InstanceError(f"must be one of {', '.join(OVERLAPS)}; got {w.overlap!r}", field=f"{path}.overlap")
     if not isinstance(w.compute_model, str) or w.compute_model not in COMPUTE_MODELS:
-        raise InstanceError(f"must be one of {', '.join(COMPUTE_MODELS)}; got {w.compute_model!r}",
-                            field=f"{path}.compute_model")
+        raise InstanceError(
+            f"must be one of {', '.join(COMPUTE_MODELS)}; got {w.compute_model!r}", field=f"{path}.compute_model"
+        )
     if not isinstance(w.layers, tuple) or not isinstance(w.blocks, tuple):
         raise InstanceError("layers and blocks must be tuples", field=path)
     if not w.layers:
@@ -320,15 +323,22 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
             cp = f"{p}.configs[{c}]"
             k = as_int(k, cp, low=1)
             if n % k:
-                raise InstanceError(f"degree {k} does not divide the {n} servers (TopoOpt places a degree-k layer on a coset of n/k)", field=cp)
+                raise InstanceError(
+                    f"degree {k} does not divide the {n} servers (TopoOpt places a degree-k layer on a coset of n/k)",
+                    field=cp,
+                )
             if k > batch:
-                raise InstanceError(f"degree {k} exceeds the batch size {batch}: a replica would get no samples", field=cp)
+                raise InstanceError(
+                    f"degree {k} exceeds the batch size {batch}: a replica would get no samples", field=cp
+                )
             if k in seen:
                 raise InstanceError(f"degree {k} is listed twice", field=cp)
             seen.add(k)
         if layer.measured is not None:
             if not isinstance(layer.measured, Mapping):
-                raise InstanceError(f"expected a mapping degree -> seconds, got {type_name(layer.measured)}", field=f"{p}.measured")
+                raise InstanceError(
+                    f"expected a mapping degree -> seconds, got {type_name(layer.measured)}", field=f"{p}.measured"
+                )
             for k, secs in layer.measured.items():
                 mp = f"{p}.measured.{k}"
                 k = as_int(k, mp, low=1)
@@ -370,8 +380,10 @@ def _check_memory(w: Workload, n: int, cap: float, path: str) -> None:
     for b, block in enumerate(w.blocks):
         size = float(block.bytes)
         if size > slack:
-            raise InstanceError(f"block of {size:.4g} bytes is larger than any server's memory ({cap:.4g} bytes)",
-                                field=f"{path}.blocks[{b}].bytes")
+            raise InstanceError(
+                f"block of {size:.4g} bytes is larger than any server's memory ({cap:.4g} bytes)",
+                field=f"{path}.blocks[{b}].bytes",
+            )
         if size > room * (1 + MEMORY_RTOL):
             raise InstanceError(
                 f"block of {size:.4g} bytes does not fit next to the {fixed:.4g} bytes per server of the layers "

@@ -60,9 +60,16 @@ class SwitchMetrics:
         return asdict(self)
 
 
-def evaluate_architecture(instance: Instance, architecture: str = "big_switch", *, oversubscription: float = 1.0,
-                          rack_size: int | None = None, placement: Any = None, server_bandwidth_gbps: float | None = None,
-                          equal_cost: bool = False) -> SwitchMetrics:
+def evaluate_architecture(
+    instance: Instance,
+    architecture: str = "big_switch",
+    *,
+    oversubscription: float = 1.0,
+    rack_size: int | None = None,
+    placement: Any = None,
+    server_bandwidth_gbps: float | None = None,
+    equal_cost: bool = False,
+) -> SwitchMetrics:
     """Iteration time of the instance's traffic (a workload's under ``placement``, default TopoOpt's
     data-parallel start) on a switched network.
 
@@ -90,10 +97,12 @@ def evaluate_architecture(instance: Instance, architecture: str = "big_switch", 
 
         prices = prices_for(instance)
         c = instance.cluster
-        server_bandwidth_gbps = equal_cost_bandwidth(n, c.degree, c.link_bandwidth_gbps, prices,
-                                                     oversubscription=oversubscription, rack_size=rack_size)
-        cost_usd = fat_tree_cost(n, server_bandwidth_gbps, prices, oversubscription=oversubscription,
-                                 rack_size=rack_size).total_usd
+        server_bandwidth_gbps = equal_cost_bandwidth(
+            n, c.degree, c.link_bandwidth_gbps, prices, oversubscription=oversubscription, rack_size=rack_size
+        )
+        cost_usd = fat_tree_cost(
+            n, server_bandwidth_gbps, prices, oversubscription=oversubscription, rack_size=rack_size
+        ).total_usd
     elif server_bandwidth_gbps is None:
         server_bandwidth_gbps = instance.cluster.degree * instance.cluster.link_bandwidth_gbps
     if not (math.isfinite(server_bandwidth_gbps) and server_bandwidth_gbps > 0):
@@ -118,6 +127,18 @@ def evaluate_architecture(instance: Instance, architecture: str = "big_switch", 
     if instance.workload is not None and instance.workload.compute_model == "critical_path":
         compute = max(compute, critical_path_s(instance, placement))
     overlap = instance.workload.overlap if instance.workload is not None else "none"
-    return SwitchMetrics(architecture, max(compute, comm) if overlap == "full" else compute + comm, compute, comm, t_bw,
-                         t_lat, server_time, rack_time, float(oversubscription), int(rack_size), float(server_bandwidth_gbps),
-                         bool(equal_cost), cost_usd)
+    return SwitchMetrics(
+        architecture,
+        max(compute, comm) if overlap == "full" else compute + comm,
+        compute,
+        comm,
+        t_bw,
+        t_lat,
+        server_time,
+        rack_time,
+        float(oversubscription),
+        int(rack_size),
+        float(server_bandwidth_gbps),
+        bool(equal_cost),
+        cost_usd,
+    )

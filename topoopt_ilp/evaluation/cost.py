@@ -158,14 +158,17 @@ def _check_fabric(fabric: str) -> str:
     return fabric
 
 
-def direct_connect_cost(n: int, d: int, link_gbps: float, prices: Prices = DEFAULT_PRICES, *,
-                        fabric: str | None = None) -> CostBreakdown:
+def direct_connect_cost(
+    n: int, d: int, link_gbps: float, prices: Prices = DEFAULT_PRICES, *, fabric: str | None = None
+) -> CostBreakdown:
     """Cost of ``n`` servers x ``d`` interfaces of ``link_gbps``: NIC port + transceiver per interface,
     plus one patch-panel (or OCS) port per interface."""
     fabric = _check_fabric(fabric or prices.fabric)
     interfaces = float(n * d)
     panel = prices.patch_panel_port_usd if fabric == "patch_panel" else prices.ocs_port_usd
-    total = interfaces * (port_price(prices.nic_port_usd, link_gbps) + port_price(prices.transceiver_usd, link_gbps) + panel)
+    total = interfaces * (
+        port_price(prices.nic_port_usd, link_gbps) + port_price(prices.transceiver_usd, link_gbps) + panel
+    )
     return CostBreakdown("direct_connect", float(d * link_gbps), interfaces, interfaces, 0.0, interfaces, fabric, total)
 
 
@@ -182,19 +185,40 @@ def _fat_tree_counts(n: int, oversubscription: float, rack_size: int, tiers: int
     return float(n), n + 2.0 * upper_links, 2.0 * n + 2.0 * upper_links
 
 
-def fat_tree_cost(n: int, server_gbps: float, prices: Prices = DEFAULT_PRICES, *, oversubscription: float = 1.0,
-                  rack_size: int | None = None, tiers: int = DEFAULT_TIERS) -> CostBreakdown:
+def fat_tree_cost(
+    n: int,
+    server_gbps: float,
+    prices: Prices = DEFAULT_PRICES,
+    *,
+    oversubscription: float = 1.0,
+    rack_size: int | None = None,
+    tiers: int = DEFAULT_TIERS,
+) -> CostBreakdown:
     """Cost of a Fat-tree giving each of ``n`` servers ``server_gbps`` (counting in the module docstring)."""
     rack_size = min(n, 16) if rack_size is None else rack_size
     nics, switch_ports, xcvrs = _fat_tree_counts(n, oversubscription, rack_size, tiers)
-    total = (nics * port_price(prices.nic_port_usd, server_gbps) + switch_ports * port_price(prices.switch_port_usd, server_gbps)
-             + xcvrs * port_price(prices.transceiver_usd, server_gbps))
-    return CostBreakdown(f"fat_tree 1:{oversubscription:g}", float(server_gbps), nics, xcvrs, switch_ports, 0.0, "none", total)
+    total = (
+        nics * port_price(prices.nic_port_usd, server_gbps)
+        + switch_ports * port_price(prices.switch_port_usd, server_gbps)
+        + xcvrs * port_price(prices.transceiver_usd, server_gbps)
+    )
+    return CostBreakdown(
+        f"fat_tree 1:{oversubscription:g}", float(server_gbps), nics, xcvrs, switch_ports, 0.0, "none", total
+    )
 
 
-def equal_cost_bandwidth(n: int, d: int, link_gbps: float, prices: Prices = DEFAULT_PRICES, *,
-                         oversubscription: float = 1.0, rack_size: int | None = None, tiers: int = DEFAULT_TIERS,
-                         fabric: str | None = None, rel_tol: float = 1e-12) -> float:
+def equal_cost_bandwidth(
+    n: int,
+    d: int,
+    link_gbps: float,
+    prices: Prices = DEFAULT_PRICES,
+    *,
+    oversubscription: float = 1.0,
+    rack_size: int | None = None,
+    tiers: int = DEFAULT_TIERS,
+    fabric: str | None = None,
+    rel_tol: float = 1e-12,
+) -> float:
     """The per-server bandwidth (Gbps) of the Fat-tree that costs as much as the direct-connect cluster.
 
     The Fat-tree cost is continuous and non-decreasing in its bandwidth (tables with non-decreasing
@@ -202,7 +226,9 @@ def equal_cost_bandwidth(n: int, d: int, link_gbps: float, prices: Prices = DEFA
     target = direct_connect_cost(n, d, link_gbps, prices, fabric=fabric).total_usd
 
     def cost(b: float) -> float:
-        return fat_tree_cost(n, b, prices, oversubscription=oversubscription, rack_size=rack_size, tiers=tiers).total_usd
+        return fat_tree_cost(
+            n, b, prices, oversubscription=oversubscription, rack_size=rack_size, tiers=tiers
+        ).total_usd
 
     if target <= 0:
         return 0.0
@@ -212,8 +238,10 @@ def equal_cost_bandwidth(n: int, d: int, link_gbps: float, prices: Prices = DEFA
             break
         hi *= 2.0
     else:
-        raise InputError("the Fat-tree's cost does not grow with its bandwidth (all NIC, switch and transceiver "
-                         "prices are 0); no equal-cost bandwidth exists")
+        raise InputError(
+            "the Fat-tree's cost does not grow with its bandwidth (all NIC, switch and transceiver "
+            "prices are 0); no equal-cost bandwidth exists"
+        )
     lo = 0.0
     while hi - lo > rel_tol * hi:
         mid = 0.5 * (lo + hi)

@@ -39,7 +39,16 @@ from topoopt_ilp.core.traffic import default_rings, effective_demand, group_traf
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation import flows
 
-__all__ = ["ROUTING_MODES", "Metrics", "RoutingError", "arc_loads", "evaluate", "objective_value", "link_loads", "critical_path_s"]
+__all__ = [
+    "ROUTING_MODES",
+    "Metrics",
+    "RoutingError",
+    "arc_loads",
+    "evaluate",
+    "objective_value",
+    "link_loads",
+    "critical_path_s",
+]
 
 ROUTING_MODES = ("given", "shortest_path", "optimal")
 # Measured: the source-aggregated MCF LP takes ~22 s at 74k flow variables (n = 96, d = 8) on 2 cores
@@ -119,14 +128,18 @@ def _given_loads(n: int, demand: np.ndarray, routing: Routing) -> tuple[np.ndarr
         sums = (offsets.jumps.sum(axis=1) - offsets.offset) % n
         if (sums != 0).any():
             r = int(np.flatnonzero(sums)[0])
-            raise RoutingError(f"offset route {r}: jumps {offsets.to_lists()[r][1]} do not add up to offset {int(offsets.offset[r])} mod {n}")
+            raise RoutingError(
+                f"offset route {r}: jumps {offsets.to_lists()[r][1]} do not add up to offset {int(offsets.offset[r])} mod {n}"
+            )
     else:
         share = np.zeros(n)
     bad = needed[np.abs(share[needed] - 1.0) > _TOL]
     if bad.size:
         o = int(bad[0])
         s = int(s_idx[np.flatnonzero((t_idx - s_idx) % n == o)[0]])
-        raise RoutingError(f"no complete route for pair {s}->{(s + o) % n}: its routes carry {share[o]:.6g} of its traffic")
+        raise RoutingError(
+            f"no complete route for pair {s}->{(s + o) % n}: its routes carry {share[o]:.6g} of its traffic"
+        )
     src = np.arange(n)
     for r in range(len(offsets)):
         o, f = int(offsets.offset[r]) % n, float(offsets.fraction[r])
@@ -159,22 +172,36 @@ def _check_topology(x: np.ndarray) -> None:
 def _check_rings(rings: RingSet, groups, n: int, no_placement: bool) -> None:
     """The solution's rings must belong to the instance's AllReduce groups: a solution made for another
     instance (or for another placement) is refused in one line rather than scored as nonsense."""
-    why = " (the solution states no placement, so the instance's default data-parallel placement applies)" if no_placement else ""
+    why = (
+        " (the solution states no placement, so the instance's default data-parallel placement applies)"
+        if no_placement
+        else ""
+    )
     for r in range(len(rings)):
         g = int(rings.group[r])
         if not 0 <= g < len(groups):
-            raise InputError(f"the solution does not match the instance: ring {r} names AllReduce group {g}, "
-                             f"the instance has {len(groups)} group(s){why}")
+            raise InputError(
+                f"the solution does not match the instance: ring {r} names AllReduce group {g}, "
+                f"the instance has {len(groups)} group(s){why}"
+            )
         order = rings.order[r][rings.order[r] >= 0]
         if (order >= n).any():
             raise InputError(f"the solution does not match the instance: ring {r} names a server >= {n}")
         if sorted(order.tolist()) != sorted(groups[g].members):
-            raise InputError(f"the solution does not match the instance: ring {r} does not visit each member of "
-                             f"AllReduce group {g} exactly once{why}")
+            raise InputError(
+                f"the solution does not match the instance: ring {r} does not visit each member of "
+                f"AllReduce group {g} exactly once{why}"
+            )
 
 
-def link_loads(instance: Instance, x: np.ndarray, demand: np.ndarray, routing: Routing | None, mode: str,
-               mcf_paths: PathSet | None = None) -> tuple[np.ndarray, int]:
+def link_loads(
+    instance: Instance,
+    x: np.ndarray,
+    demand: np.ndarray,
+    routing: Routing | None,
+    mode: str,
+    mcf_paths: PathSet | None = None,
+) -> tuple[np.ndarray, int]:
     """Arc loads and longest used path for ``demand`` under routing ``mode``."""
     n = instance.n
     if not demand.any():
@@ -199,7 +226,9 @@ def _every_group_ringed(rings: RingSet, groups) -> RingSet:
     """``rings`` plus one ring in member order for every group with traffic that they leave out: a
     group's bytes are never dropped from the score (a solution that rings only some groups fails
     verification, and was scored as if the others sent nothing)."""
-    share = np.bincount(rings.group, weights=rings.fraction, minlength=len(groups)) if len(rings) else np.zeros(len(groups))
+    share = (
+        np.bincount(rings.group, weights=rings.fraction, minlength=len(groups)) if len(rings) else np.zeros(len(groups))
+    )
     partial = np.flatnonzero((share > 0) & (np.abs(share - 1.0) > _TOL))
     if partial.size:  # scaling the group's bytes down would under-count them; paths are refused the same way
         g = int(partial[0])
@@ -208,7 +237,10 @@ def _every_group_ringed(rings: RingSet, groups) -> RingSet:
     missing = [g for g, grp in enumerate(groups) if g not in covered and len(grp.members) > 1 and grp.bytes > 0]
     if not missing:
         return rings
-    kept = [(int(rings.group[r]), rings.order[r][rings.order[r] >= 0].tolist(), float(rings.fraction[r])) for r in range(len(rings))]
+    kept = [
+        (int(rings.group[r]), rings.order[r][rings.order[r] >= 0].tolist(), float(rings.fraction[r]))
+        for r in range(len(rings))
+    ]
     return RingSet.from_lists(kept + [(g, list(groups[g].members), 1.0) for g in missing])
 
 
@@ -243,17 +275,22 @@ def _times(instance: Instance, x: np.ndarray, load: np.ndarray, hops: int) -> tu
     return float((load[busy] / cap[busy]).max()), hops * instance.cluster.hop_latency_s
 
 
-def _scored_traffic(instance: Instance, dm, sol_routing: Routing | None, routing: str,
-                    placement) -> tuple[RingSet, str, np.ndarray]:
+def _scored_traffic(
+    instance: Instance, dm, sol_routing: Routing | None, routing: str, placement
+) -> tuple[RingSet, str, np.ndarray]:
     """The rings, routing mode and traffic matrix a solution is scored with: its rings (default ones
     for groups it leaves out, all default without any), and shortest paths for ``given`` routing
     when it gives no routes."""
     if sol_routing is not None and len(sol_routing.rings):
         _check_rings(sol_routing.rings, dm.allreduce, instance.n, instance.workload is not None and placement is None)
-    rings: RingSet = sol_routing.rings if sol_routing is not None and len(sol_routing.rings) else default_rings(instance, dm)
+    rings: RingSet = (
+        sol_routing.rings if sol_routing is not None and len(sol_routing.rings) else default_rings(instance, dm)
+    )
     rings = _every_group_ringed(rings, dm.allreduce)
     mode = routing
-    if mode == "given" and (sol_routing is None or (len(sol_routing.paths) == 0 and len(sol_routing.offset_routes) == 0)):
+    if mode == "given" and (
+        sol_routing is None or (len(sol_routing.paths) == 0 and len(sol_routing.offset_routes) == 0)
+    ):
         mode = "shortest_path"  # nothing given to follow: the documented fallback
     return rings, mode, traffic_matrix(instance, rings, dm)
 
@@ -310,7 +347,8 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
         if lp_size > MAX_OPTIMAL_ROUTING_LP:
             raise UnsupportedError(
                 f"optimal routing here is an LP with {lp_size:,} flow variables (sources x arcs); above "
-                f"{MAX_OPTIMAL_ROUTING_LP:,} it takes minutes to hours. Use --routing shortest_path or given")
+                f"{MAX_OPTIMAL_ROUTING_LP:,} it takes minutes to hours. Use --routing shortest_path or given"
+            )
     try:
         if mode == "optimal":
             mcf_paths = flows.max_concurrent_flow(x, demand, instance.cluster.link_bytes_per_s).paths
@@ -320,8 +358,23 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
             raise
         # Traffic between two components: no routing carries it, and the evaluator says so.
         inf = float("inf")
-        return Metrics(inf, compute, inf, inf, 0.0, 0.0, diam, mean_hops, False, 0.0, 0.0, 0, float(demand.sum()),
-                       tuple(inf for _ in dm.allreduce), mode)
+        return Metrics(
+            inf,
+            compute,
+            inf,
+            inf,
+            0.0,
+            0.0,
+            diam,
+            mean_hops,
+            False,
+            0.0,
+            0.0,
+            0,
+            float(demand.sum()),
+            tuple(inf for _ in dm.allreduce),
+            mode,
+        )
     t_bw, t_lat = _times(instance, x, load, hops)
     comm = t_bw + t_lat
     cap = instance.cluster.link_bytes_per_s * x

@@ -63,7 +63,9 @@ def _topology_violations(instance: Instance, x: np.ndarray, jumps) -> list[str]:
     if not c.directed and not np.array_equal(x, x.T):
         i, j = map(int, np.argwhere(x != x.T)[0])
         out.append(f"undirected topology is not symmetric: {x[i, j]} links {i}->{j} but {x[j, i]} links {j}->{i}")
-    degree_views = [("out-degree", x.sum(axis=1)), ("in-degree", x.sum(axis=0))] if c.directed else [("degree", x.sum(axis=1))]
+    degree_views = (
+        [("out-degree", x.sum(axis=1)), ("in-degree", x.sum(axis=0))] if c.directed else [("degree", x.sum(axis=1))]
+    )
     for label, used in degree_views:
         bad = np.flatnonzero(used != d) if c.regular else np.flatnonzero(used > d)
         for v in bad[:5]:
@@ -159,7 +161,9 @@ def _route_violations(instance: Instance, sol: Solution, x: np.ndarray) -> list[
             nxt = (node + int(j)) % n
             if (x[node, nxt] <= 0).any():
                 s = int(np.flatnonzero(x[node, nxt] <= 0)[0])
-                out.append(f"offset route {r} (offset {int(offs.offset[r])}) uses jump {int(j)}, which is not a link at server {int(node[s])}")
+                out.append(
+                    f"offset route {r} (offset {int(offs.offset[r])}) uses jump {int(j)}, which is not a link at server {int(node[s])}"
+                )
                 break
             node = nxt
     return out
@@ -231,8 +235,10 @@ def reachability_violations(instance: Instance, x: np.ndarray, placement: Mappin
             reach[breadth_first_order(adj, first, directed=True, return_predecessors=False)] = True
             if reach[other]:
                 a, b = other, first
-        out.append(f"no path from {a} to {b} in the topology, but both are members of AllReduce group {g}, "
-                   "whose ring sends bytes between them")
+        out.append(
+            f"no path from {a} to {b} in the topology, but both are members of AllReduce group {g}, "
+            "whose ring sends bytes between them"
+        )
         if len(out) >= 6:
             break
     return out
@@ -257,23 +263,31 @@ def _claim_violations(instance: Instance, sol: Solution) -> list[str]:
     maximise = instance.objective == "throughput"
     slack = _REL_TOL * max(abs(obj), abs(bound)) + 1e-15
     if not maximise and bound > obj + slack:
-        out.append(f"bound {bound:.12g} is above the objective {obj:.12g}, but {instance.objective} is minimised: "
-                   "a lower bound cannot exceed a value that was reached")
+        out.append(
+            f"bound {bound:.12g} is above the objective {obj:.12g}, but {instance.objective} is minimised: "
+            "a lower bound cannot exceed a value that was reached"
+        )
     if maximise and bound < obj - slack:
-        out.append(f"bound {bound:.12g} is below the objective {obj:.12g}, but throughput is maximised: "
-                   "an upper bound cannot be below a value that was reached")
+        out.append(
+            f"bound {bound:.12g} is below the objective {obj:.12g}, but throughput is maximised: "
+            "an upper bound cannot be below a value that was reached"
+        )
     diff = abs(obj - bound)
     if gap is not None and obj != 0.0:
         expected = diff / abs(obj)
         if math.isinf(float(gap)) or abs(float(gap) - expected) > _GAP_TOL * (1.0 + expected):
-            out.append(f"gap is {gap:.9g}, but objective {obj:.12g} and bound {bound:.12g} give "
-                       f"|objective - bound| / |objective| = {expected:.9g}")
+            out.append(
+                f"gap is {gap:.9g}, but objective {obj:.12g} and bound {bound:.12g} give "
+                f"|objective - bound| / |objective| = {expected:.9g}"
+            )
     if sol.status == "optimal":
         tol = max(_OPTIMAL_REL_GAP, float(instance.solver.gap or 0.0))
         scale = max(abs(obj), abs(bound))  # the solver layer's denominator (solvers.result._gap_closed)
         if diff > tol * scale * (1 + 1e-9) + 1e-12:
-            out.append(f"status optimal but objective {obj:.12g} and bound {bound:.12g} are {diff / scale:.3g} apart "
-                       f"(relative), more than the gap {tol:g} within which a solve is called optimal")
+            out.append(
+                f"status optimal but objective {obj:.12g} and bound {bound:.12g} are {diff / scale:.3g} apart "
+                f"(relative), more than the gap {tol:g} within which a solve is called optimal"
+            )
     return out
 
 
@@ -301,7 +315,9 @@ def _metric_violations(instance: Instance, sol: Solution) -> list[str]:
     if sol.objective is not None and sol.status in ("optimal", "feasible"):
         ours = objective_value(instance, metrics)
         if not _close(sol.objective, ours):
-            out.append(f"objective is {sol.objective}, the evaluator gives {ours} ({instance.objective}, {mode} routing)")
+            out.append(
+                f"objective is {sol.objective}, the evaluator gives {ours} ({instance.objective}, {mode} routing)"
+            )
     return out
 
 

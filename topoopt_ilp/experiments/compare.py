@@ -73,25 +73,31 @@ def check_request(instance: Instance, methods: Sequence[str] | None, backends: S
     return tuple(dict.fromkeys(methods))  # a method named twice runs once
 
 
-def plan_runs(instance: Instance, methods: Sequence[str] | None = None, backends: Sequence[str] = ("highs",),
-              time_limit_s: float | None = 60.0, seed: int = 0,
-              native_options: Mapping[str, Mapping[str, object]] | None = None,
-              search_moves: int | None = None) -> list[tuple[str, str, dict]]:
+def plan_runs(
+    instance: Instance,
+    methods: Sequence[str] | None = None,
+    backends: Sequence[str] = ("highs",),
+    time_limit_s: float | None = 60.0,
+    seed: int = 0,
+    native_options: Mapping[str, Mapping[str, object]] | None = None,
+    search_moves: int | None = None,
+) -> list[tuple[str, str, dict]]:
     """The solves of a comparison, as (method, backend, options for :func:`~topoopt_ilp.methods.solve`);
     the backend is ``-`` for the methods that use none. ``search_moves`` goes to the solves that have
     the placement's local search: alternating, and exact on a workload with a fixed topology."""
     runs = []
     backends = tuple(dict.fromkeys(backends))  # as methods: a back-end named twice runs once
     for method in check_request(instance, methods, backends):
-        for backend in (backends if method == "exact" else ("-",)):
+        for backend in backends if method == "exact" else ("-",):
             if method == "exact":
                 options = {"backend": backend, "time_limit_s": time_limit_s, "native_options": native_options}
             elif method == "alternating":
                 options = {"seed": seed, "time_limit_s": time_limit_s}
             else:
                 options = {"seed": seed}
-            placement = method == "alternating" or (method == "exact" and instance.workload is not None
-                                                    and instance.fixed_topology is not None)
+            placement = method == "alternating" or (
+                method == "exact" and instance.workload is not None and instance.fixed_topology is not None
+            )
             if search_moves is not None and placement:  # only when given: earlier journals' keys stay valid
                 options["search_moves"] = search_moves
             runs.append((method, backend, options))
@@ -107,11 +113,14 @@ def run_one(instance: Instance, method: str, backend: str, options: Mapping[str,
     except TopoOptError as exc:
         return CompareRow.failed(method, backend, str(exc))
     ok = verify(instance, sol).valid if sol.has_solution else None
-    why = str(sol.details.get("infeasible", "")) if sol.status == "infeasible" else ""  # the models say why there: a note
+    why = (
+        str(sol.details.get("infeasible", "")) if sol.status == "infeasible" else ""
+    )  # the models say why there: a note
     if sol.has_solution and sol.details.get("rings_restricted"):  # its optimum / bound hold among candidate rings only
         why = str(sol.details["rings_restricted"])
-    return CompareRow(method, sol.backend or backend, sol.status, sol.objective, sol.bound, sol.gap, sol.wall_time_s, ok,
-                      message=why)
+    return CompareRow(
+        method, sol.backend or backend, sol.status, sol.objective, sol.bound, sol.gap, sol.wall_time_s, ok, message=why
+    )
 
 
 def annotate(instance: Instance, rows: Sequence[CompareRow]) -> list[CompareRow]:
@@ -138,10 +147,15 @@ def annotate(instance: Instance, rows: Sequence[CompareRow]) -> list[CompareRow]
     return out
 
 
-def compare(instance: Instance, methods: Sequence[str] | None = None, backends: Sequence[str] = ("highs",),
-            time_limit_s: float | None = 60.0, seed: int = 0,
-            native_options: Mapping[str, Mapping[str, object]] | None = None,
-            search_moves: int | None = None) -> list[CompareRow]:
+def compare(
+    instance: Instance,
+    methods: Sequence[str] | None = None,
+    backends: Sequence[str] = ("highs",),
+    time_limit_s: float | None = 60.0,
+    seed: int = 0,
+    native_options: Mapping[str, Mapping[str, object]] | None = None,
+    search_moves: int | None = None,
+) -> list[CompareRow]:
     """Solve ``instance`` with every method (exact: with every backend) and compare the results.
     Default methods: heuristic and exact, plus alternating for a workload. ``native_options``
     (``{backend: {parameter: value}}``) go to the exact solves, each backend reading its own entry;
@@ -166,7 +180,9 @@ def format_rows(instance: Instance, rows: Sequence[CompareRow], fmt: str = "tabl
         out = [{**asdict(r), "reference": r.reference or None} for r in rows]
         return json.dumps(json_safe({"objective": instance.objective, "rows": out}), indent=1)
     if fmt == "csv":
-        buf = _io.StringIO()  # the objective's name in every row, as sweep's CSV has it (the table heads its column with it)
+        buf = (
+            _io.StringIO()
+        )  # the objective's name in every row, as sweep's CSV has it (the table heads its column with it)
         w = csv.DictWriter(buf, fieldnames=["objective_name"] + [f.name for f in fields(CompareRow)])
         w.writeheader()
         for r in rows:
@@ -184,12 +200,30 @@ def rows_table(objective: str, rows: Sequence[CompareRow]) -> str:
     body = []
     notes: list[str] = []  # a row's message in full, under the table (a table cell would cut it)
     for r in rows:
-        dist = "-" if r.distance is None else (f"{r.distance:.2%}" + {"bound": " (from bound)", "best": " (from best)"}.get(r.reference, ""))
-        body.append([r.method, r.backend, r.status + (f" (note {len(notes) + 1})" if r.message else ""), _fmt(r.objective),
-                     _fmt(r.bound), _fmt(r.gap, pct=True), f"{r.time_s:.2f} s",
-                     {True: "yes", False: "NO", None: "-"}[r.verified], dist])
+        dist = (
+            "-"
+            if r.distance is None
+            else (f"{r.distance:.2%}" + {"bound": " (from bound)", "best": " (from best)"}.get(r.reference, ""))
+        )
+        body.append(
+            [
+                r.method,
+                r.backend,
+                r.status + (f" (note {len(notes) + 1})" if r.message else ""),
+                _fmt(r.objective),
+                _fmt(r.bound),
+                _fmt(r.gap, pct=True),
+                f"{r.time_s:.2f} s",
+                {True: "yes", False: "NO", None: "-"}[r.verified],
+                dist,
+            ]
+        )
         if r.message:
-            notes.append(f"note {len(notes) + 1}: {r.method}" + (f" [{r.backend}]" if r.backend != "-" else "") + f": {r.message}")
+            notes.append(
+                f"note {len(notes) + 1}: {r.method}"
+                + (f" [{r.backend}]" if r.backend != "-" else "")
+                + f": {r.message}"
+            )
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head] + body]
     lines.insert(1, "  ".join("-" * w for w in widths))

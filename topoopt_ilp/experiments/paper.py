@@ -116,16 +116,26 @@ def default_instance_paths(root: str | os.PathLike = "instances/paper") -> list[
     return [Path(root) / f"{m}-128-d{d}.json" for m in PAPER_MODELS for d in PAPER_DEGREES]
 
 
-def evaluate_paper_instance(instance: Instance, *, name: str | None = None, time_limit_s: float = 100.0,
-                            rounds: int = 5, round_time_limit_s: float = 30.0, rack_size: int | None = None,
-                            seed: int = 0, backend: str = "highs", route_time_limit_s: float = 60.0) -> PaperResult:
+def evaluate_paper_instance(
+    instance: Instance,
+    *,
+    name: str | None = None,
+    time_limit_s: float = 100.0,
+    rounds: int = 5,
+    round_time_limit_s: float = 30.0,
+    rack_size: int | None = None,
+    seed: int = 0,
+    backend: str = "highs",
+    route_time_limit_s: float = 60.0,
+) -> PaperResult:
     """Run TopoOpt's rule, the alternating method and the expander on ``instance`` and score the
     switched baselines under the same candidate strategies (module docstring)."""
     from dataclasses import replace
 
     if instance.workload is None:
-        raise InputError("the paper evaluation compares training workloads; this instance has a fixed demand",
-                         source=name)
+        raise InputError(
+            "the paper evaluation compares training workloads; this instance has a fixed demand", source=name
+        )
     name = name or instance.name or "instance"
     times: dict[str, float] = {}
     used: dict[str, str] = {}
@@ -135,8 +145,16 @@ def evaluate_paper_instance(instance: Instance, *, name: str | None = None, time
     heuristic_wall = time.perf_counter() - started
 
     started = time.perf_counter()
-    alt = solve(instance, method="alternating", mode="authors", seed=seed, rounds=rounds,
-                round_time_limit_s=round_time_limit_s, time_limit_s=time_limit_s, backend=backend)
+    alt = solve(
+        instance,
+        method="alternating",
+        mode="authors",
+        seed=seed,
+        rounds=rounds,
+        round_time_limit_s=round_time_limit_s,
+        time_limit_s=time_limit_s,
+        backend=backend,
+    )
     alternating_wall = time.perf_counter() - started
     times["alternating"] = float(alt.metrics["iteration_time_s"])
     used["alternating"] = "its own"
@@ -160,22 +178,32 @@ def evaluate_paper_instance(instance: Instance, *, name: str | None = None, time
 
     # The expander is a fixed topology: score it, shortest-path routed, under every candidate.
     expander = solve(instance, method="baseline", baseline="expander", seed=seed)
-    scored = {label: finalize(instance, replace(expander, placement=p, metrics={}, objective=None), routing="shortest_path")
-              for label, p in candidates.items()}
+    scored = {
+        label: finalize(instance, replace(expander, placement=p, metrics={}, objective=None), routing="shortest_path")
+        for label, p in candidates.items()
+    }
     best_exp = min(scored, key=lambda k: scored[k].metrics["iteration_time_s"])
     times["expander"] = float(scored[best_exp].metrics["iteration_time_s"])
     used["expander"] = best_exp
 
     ft_bandwidth: dict[str, float] = {}
-    switched = [("big_switch", "big_switch", 1.0)] + [(key, "fat_tree", r) for key, r in zip(FAT_TREES, FAT_TREE_OVERSUBSCRIPTIONS)]
+    switched = [("big_switch", "big_switch", 1.0)] + [
+        (key, "fat_tree", r) for key, r in zip(FAT_TREES, FAT_TREE_OVERSUBSCRIPTIONS)
+    ]
     for key, arch, ratio in switched:
         best = None
         for label, placement in candidates.items():
             if arch == "big_switch":
                 m = evaluate_architecture(instance, "big_switch", placement=placement)
             else:
-                m = evaluate_architecture(instance, "fat_tree", oversubscription=ratio, rack_size=rack_size,
-                                          placement=placement, equal_cost=True)
+                m = evaluate_architecture(
+                    instance,
+                    "fat_tree",
+                    oversubscription=ratio,
+                    rack_size=rack_size,
+                    placement=placement,
+                    equal_cost=True,
+                )
             if best is None or m.iteration_time_s < best[0].iteration_time_s:
                 best = (m, label)
         times[key] = float(best[0].iteration_time_s)
@@ -187,20 +215,35 @@ def evaluate_paper_instance(instance: Instance, *, name: str | None = None, time
     c = instance.cluster
     cost = direct_connect_cost(c.servers, c.degree, c.link_bandwidth_gbps, prices_for(instance)).total_usd
     return PaperResult(
-        instance=name, servers=c.servers, degree=c.degree, link_bandwidth_gbps=float(c.link_bandwidth_gbps),
-        iteration_time_s=times, strategy_used=used, fat_tree_bandwidth_gbps=ft_bandwidth,
-        direct_connect_cost_usd=float(cost), heuristic_wall_s=heuristic_wall, alternating_wall_s=alternating_wall,
+        instance=name,
+        servers=c.servers,
+        degree=c.degree,
+        link_bandwidth_gbps=float(c.link_bandwidth_gbps),
+        iteration_time_s=times,
+        strategy_used=used,
+        fat_tree_bandwidth_gbps=ft_bandwidth,
+        direct_connect_cost_usd=float(cost),
+        heuristic_wall_s=heuristic_wall,
+        alternating_wall_s=alternating_wall,
         alternating_rounds=max((e["round"] for e in alt.details.get("rounds", [])), default=0),
         alternating_best_from=str(alt.details.get("best_from", "")),
-        details={"strategy_candidates": list(candidates), "time_limit_s": time_limit_s, "rounds": rounds,
-                 "round_time_limit_s": round_time_limit_s,
-                 "reroute": {k: routed.details["reroute"][k] for k in ("applied", "proven", "bandwidth_bound_s", "wall_time_s")},
-                 "topoopt_data_parallel_s": float(heur.metrics["iteration_time_s"]),
-                 "topoopt_per_strategy_s": {k: float(v.metrics["iteration_time_s"]) for k, v in rule.items()}},
+        details={
+            "strategy_candidates": list(candidates),
+            "time_limit_s": time_limit_s,
+            "rounds": rounds,
+            "round_time_limit_s": round_time_limit_s,
+            "reroute": {
+                k: routed.details["reroute"][k] for k in ("applied", "proven", "bandwidth_bound_s", "wall_time_s")
+            },
+            "topoopt_data_parallel_s": float(heur.metrics["iteration_time_s"]),
+            "topoopt_per_strategy_s": {k: float(v.metrics["iteration_time_s"]) for k, v in rule.items()},
+        },
     )
 
 
-def evaluate_paper(paths: Sequence[str | os.PathLike], *, progress: Progress | None = None, **options: Any) -> list[PaperResult]:
+def evaluate_paper(
+    paths: Sequence[str | os.PathLike], *, progress: Progress | None = None, **options: Any
+) -> list[PaperResult]:
     """:func:`evaluate_paper_instance` over instance files, in order."""
     loaded = [(load_instance(path), path) for path in paths]  # a bad file fails now, not after an hour
     results = []
@@ -210,9 +253,11 @@ def evaluate_paper(paths: Sequence[str | os.PathLike], *, progress: Progress | N
             progress(f"{name}: solving ...")
         res = evaluate_paper_instance(inst, name=name, **options)
         if progress is not None:
-            progress(f"{name}: TopoOpt {res.iteration_time_s['topoopt'] * 1e3:.4g} ms, alternating "
-                     f"{res.iteration_time_s['alternating'] * 1e3:.4g} ms in {res.alternating_wall_s:.1f} s, re-routed "
-                     f"{res.iteration_time_s['routed'] * 1e3:.4g} ms")
+            progress(
+                f"{name}: TopoOpt {res.iteration_time_s['topoopt'] * 1e3:.4g} ms, alternating "
+                f"{res.iteration_time_s['alternating'] * 1e3:.4g} ms in {res.alternating_wall_s:.1f} s, re-routed "
+                f"{res.iteration_time_s['routed'] * 1e3:.4g} ms"
+            )
         results.append(res)
     return results
 
@@ -221,8 +266,12 @@ def table_rows(results: Sequence[PaperResult]) -> list[dict[str, Any]]:
     """One flat row per instance (the CSV/JSON table): times in ms, speedups, sizes."""
     rows = []
     for r in results:
-        row: dict[str, Any] = {"instance": r.instance, "servers": r.servers, "degree": r.degree,
-                               "link_bandwidth_gbps": r.link_bandwidth_gbps}
+        row: dict[str, Any] = {
+            "instance": r.instance,
+            "servers": r.servers,
+            "degree": r.degree,
+            "link_bandwidth_gbps": r.link_bandwidth_gbps,
+        }
         for key in ARCHITECTURE_LABELS:
             row[f"{key}_ms"] = r.iteration_time_s[key] * 1e3
         for key in FAT_TREES:
@@ -243,19 +292,37 @@ def format_table(results: Sequence[PaperResult], fmt: str = "table") -> str:
     """The comparison as a text table, JSON or CSV."""
     rows = table_rows(results)
     if fmt == "json":
-        return json.dumps(json_safe({"results": [r.as_dict() for r in results], "table": rows}), indent=1, allow_nan=False)
+        return json.dumps(
+            json_safe({"results": [r.as_dict() for r in results], "table": rows}), indent=1, allow_nan=False
+        )
     if fmt == "csv":
         return _csv(rows)
     if fmt != "table":
         raise InputError(f"unknown format {fmt!r}; choose table, json or csv")
-    short = {"topoopt": "TopoOpt", "alternating": "altern.", "routed": "+route", "expander": "expander", "big_switch": "ideal sw",
-             "fat_tree_1": "FT 1:1", "fat_tree_2": "FT 1:2", "fat_tree_4": "FT 1:4"}
+    short = {
+        "topoopt": "TopoOpt",
+        "alternating": "altern.",
+        "routed": "+route",
+        "expander": "expander",
+        "big_switch": "ideal sw",
+        "fat_tree_1": "FT 1:1",
+        "fat_tree_2": "FT 1:2",
+        "fat_tree_4": "FT 1:4",
+    }
     w = max([16] + [len(r.instance) + 1 for r in results])
-    head = f"{'instance':<{w}}" + "".join(f"{short[k]:>10}" for k in ARCHITECTURE_LABELS) + \
-        "".join(f"{'T/' + short[k]:>11}" for k in FAT_TREES) + "".join(f"{'A/' + short[k]:>11}" for k in FAT_TREES) + \
-        "".join(f"{'R/' + short[k]:>11}" for k in FAT_TREES) + f"{'alt s':>7}"
-    lines = ["iteration time per architecture (ms) and speedup of TopoOpt's rule (T), the alternating method (A) "
-             "and its design re-routed (R) over each equal-cost Fat-tree", head]
+    head = (
+        f"{'instance':<{w}}"
+        + "".join(f"{short[k]:>10}" for k in ARCHITECTURE_LABELS)
+        + "".join(f"{'T/' + short[k]:>11}" for k in FAT_TREES)
+        + "".join(f"{'A/' + short[k]:>11}" for k in FAT_TREES)
+        + "".join(f"{'R/' + short[k]:>11}" for k in FAT_TREES)
+        + f"{'alt s':>7}"
+    )
+    lines = [
+        "iteration time per architecture (ms) and speedup of TopoOpt's rule (T), the alternating method (A) "
+        "and its design re-routed (R) over each equal-cost Fat-tree",
+        head,
+    ]
     for r in results:
         line = f"{r.instance:<{w}}" + "".join(f"{r.iteration_time_s[k] * 1e3:>10.4g}" for k in ARCHITECTURE_LABELS)
         line += "".join(f"{r.speedup('topoopt', k):>10.2f}x" for k in FAT_TREES)
@@ -264,8 +331,10 @@ def format_table(results: Sequence[PaperResult], fmt: str = "table") -> str:
         line += f"{r.alternating_wall_s:>7.1f}"
         lines.append(line)
     if results:
-        bw = ", ".join(f"d={r.degree}: " + "/".join(f"{r.fat_tree_bandwidth_gbps[k]:.0f}" for k in FAT_TREES)
-                       for r in {r.degree: r for r in results}.values())
+        bw = ", ".join(
+            f"d={r.degree}: " + "/".join(f"{r.fat_tree_bandwidth_gbps[k]:.0f}" for k in FAT_TREES)
+            for r in {r.degree: r for r in results}.values()
+        )
         lines.append(f"equal-cost Fat-tree bandwidth per server, 1:1/1:2/1:4 (Gbps): {bw}")
     return "\n".join(lines)
 
@@ -280,8 +349,9 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def write_outputs(results: Sequence[PaperResult], out_dir: str | os.PathLike, *, stem: str = "architectures",
-                  title: str | None = None) -> list[Path]:
+def write_outputs(
+    results: Sequence[PaperResult], out_dir: str | os.PathLike, *, stem: str = "architectures", title: str | None = None
+) -> list[Path]:
     """Write ``<stem>.csv``, ``<stem>.json`` and the bar chart ``<stem>.png`` into ``out_dir`` (atomically)."""
     from topoopt_ilp.draw import draw_architectures  # start-up time: matplotlib loads only for a chart
 
@@ -299,4 +369,3 @@ def write_outputs(results: Sequence[PaperResult], out_dir: str | os.PathLike, *,
     write_atomic(png, lambda tmp: draw_architectures(labels, times, tmp, legend=ARCHITECTURE_LABELS, title=title))
     written.append(png)
     return written
-

@@ -53,8 +53,13 @@ class SweepRow:
     row: CompareRow
 
     def as_dict(self) -> dict:
-        return {"instance": self.instance, "servers": self.servers, "degree": self.degree,
-                "objective_name": self.objective_name, **asdict(self.row)}
+        return {
+            "instance": self.instance,
+            "servers": self.servers,
+            "degree": self.degree,
+            "objective_name": self.objective_name,
+            **asdict(self.row),
+        }
 
 
 def expand_paths(patterns: Sequence[str]) -> list[str]:
@@ -71,8 +76,10 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
         else:
             found = sorted(p for p in glob.glob(pat, recursive=True) if os.path.isfile(p))
         if not found:
-            raise InputError(f"{pat}: no instance files (not a file, nor a directory with .json files, nor a "
-                             f"pattern that matches any)")
+            raise InputError(
+                f"{pat}: no instance files (not a file, nor a directory with .json files, nor a "
+                f"pattern that matches any)"
+            )
         for p in found:
             if os.path.realpath(p) not in seen:
                 seen.add(os.path.realpath(p))
@@ -89,10 +96,18 @@ def _journal_key(content_sha256: str, method: str, backend: str, options: Mappin
 def _check_row(row: CompareRow) -> None:
     """A journalled row has the types a solve gives (else ValueError): the file is not trusted."""
     number = (int, float)
-    ok = (isinstance(row.method, str) and isinstance(row.backend, str) and isinstance(row.status, str)
-          and all(v is None or (isinstance(v, number) and not isinstance(v, bool)) for v in (row.objective, row.bound, row.gap))
-          and isinstance(row.time_s, number) and (row.verified is None or isinstance(row.verified, bool))
-          and isinstance(row.message, str))
+    ok = (
+        isinstance(row.method, str)
+        and isinstance(row.backend, str)
+        and isinstance(row.status, str)
+        and all(
+            v is None or (isinstance(v, number) and not isinstance(v, bool))
+            for v in (row.objective, row.bound, row.gap)
+        )
+        and isinstance(row.time_s, number)
+        and (row.verified is None or isinstance(row.verified, bool))
+        and isinstance(row.message, str)
+    )
     if not ok:
         raise ValueError("a field of the wrong type")
 
@@ -137,11 +152,18 @@ def _end_with_newline(path: str | os.PathLike) -> None:
         pass
 
 
-def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = None,
-          backends: Sequence[str] = ("highs",), time_limit_s: float | None = 60.0, seed: int = 0,
-          native_options: Mapping[str, Mapping[str, object]] | None = None, executor: Executor | None = None,
-          progress: Callable[[int, int, str, CompareRow], None] | None = None,
-          journal: str | os.PathLike | None = None, search_moves: int | None = None) -> list[SweepRow]:
+def sweep(
+    paths: Sequence[str | os.PathLike],
+    methods: Sequence[str] | None = None,
+    backends: Sequence[str] = ("highs",),
+    time_limit_s: float | None = 60.0,
+    seed: int = 0,
+    native_options: Mapping[str, Mapping[str, object]] | None = None,
+    executor: Executor | None = None,
+    progress: Callable[[int, int, str, CompareRow], None] | None = None,
+    journal: str | os.PathLike | None = None,
+    search_moves: int | None = None,
+) -> list[SweepRow]:
     """Compare ``methods`` (default: :func:`~topoopt_ilp.experiments.compare.compare`'s) on every instance file
     in ``paths``. Solves run in ``executor`` when given (its workers must have this package
     installed), else here one by one; ``progress(done, total, path, row)`` is called as each ends.
@@ -153,8 +175,11 @@ def sweep(paths: Sequence[str | os.PathLike], methods: Sequence[str] | None = No
     if not paths:
         raise InputError("no instance files given")
     instances: list[Instance] = [load_instance(p) for p in paths]
-    tasks = [(k, j, run) for k, inst in enumerate(instances)
-             for j, run in enumerate(plan_runs(inst, methods, backends, time_limit_s, seed, native_options, search_moves))]
+    tasks = [
+        (k, j, run)
+        for k, inst in enumerate(instances)
+        for j, run in enumerate(plan_runs(inst, methods, backends, time_limit_s, seed, native_options, search_moves))
+    ]
     rows: dict[tuple[int, int], CompareRow] = {}
     keys: dict[tuple[int, int], str] = {}
     journalled: dict[str, CompareRow] = {}
@@ -226,7 +251,9 @@ def format_sweep(rows: Sequence[SweepRow], fmt: str = "table") -> str:
         w = csv.DictWriter(buf, fieldnames=fields)
         w.writeheader()
         for r in rows:
-            w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.as_dict().items()})
+            w.writerow(
+                {k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.as_dict().items()}
+            )
         return buf.getvalue()
     if fmt != "table":
         raise InputError(f"unknown format {fmt!r}; choose table, json or csv")

@@ -27,8 +27,23 @@ from topoopt_ilp.files.solution_file import (
 )
 
 __all__ = [
-    "INSTANCE_FORMAT", "SOLUTION_FORMAT", "VERSION", "MAX_FILE_BYTES", "MAX_SOLUTION_BYTES",
-    "load_instance", "parse_instance", "instance_to_dict", "save_instance", "parse_workload", "workload_to_dict",
-    "load_solution", "parse_solution", "solution_to_dict", "save_solution",
-    "check_writable", "json_safe", "write_atomic", "write_json_atomic",
+    "INSTANCE_FORMAT",
+    "SOLUTION_FORMAT",
+    "VERSION",
+    "MAX_FILE_BYTES",
+    "MAX_SOLUTION_BYTES",
+    "load_instance",
+    "parse_instance",
+    "instance_to_dict",
+    "save_instance",
+    "parse_workload",
+    "workload_to_dict",
+    "load_solution",
+    "parse_solution",
+    "solution_to_dict",
+    "save_solution",
+    "check_writable",
+    "json_safe",
+    "write_atomic",
+    "write_json_atomic",
 ]

@@ -38,21 +38,40 @@ from topoopt_ilp.core.workload import (
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.files.jsonio import check_format, json_list, json_object, read_json, with_source, write_json_atomic
 
-__all__ = ["INSTANCE_FORMAT", "VERSION", "load_instance", "parse_instance", "instance_to_dict", "save_instance",
-           "parse_workload", "workload_to_dict"]
+__all__ = [
+    "INSTANCE_FORMAT",
+    "VERSION",
+    "load_instance",
+    "parse_instance",
+    "instance_to_dict",
+    "save_instance",
+    "parse_workload",
+    "workload_to_dict",
+]
 
 INSTANCE_FORMAT = "topoopt-instance"
 #: The file version this release reads and writes (instance and solution files alike).
 VERSION = 1
 
-_WORKLOAD_KEYS = {"layers", "blocks", "batch_size", "server_memory_bytes", "device_flops", "overlap",
-                  "compute_model"}
+_WORKLOAD_KEYS = {"layers", "blocks", "batch_size", "server_memory_bytes", "device_flops", "overlap", "compute_model"}
 _LAYER_KEYS = {"name", "compute_s", "flops", "param_bytes", "activation_bytes", "memory_bytes", "configs", "measured"}
 _BLOCK_KEYS = {"name", "bytes", "lookup_bytes", "compute_s", "consumer"}
 
 
-_TOP_KEYS = {"format", "version", "name", "description", "cluster", "demand", "workload", "objective",
-             "topology_family", "fixed_topology", "solver", "cost"}
+_TOP_KEYS = {
+    "format",
+    "version",
+    "name",
+    "description",
+    "cluster",
+    "demand",
+    "workload",
+    "objective",
+    "topology_family",
+    "fixed_topology",
+    "solver",
+    "cost",
+}
 _COST_TABLES = ("transceiver_usd", "nic_port_usd", "switch_port_usd")
 _COST_KEYS = set(_COST_TABLES) | {"patch_panel_port_usd", "ocs_port_usd", "fabric"}
 _CLUSTER_KEYS = {"servers", "degree", "link_bandwidth_gbps", "hop_latency_us", "links", "regular", "multi_links"}
@@ -77,14 +96,18 @@ def parse_instance(data: Any) -> Instance:
     cluster = Cluster(**c)  # validates sizes first, so nothing below can allocate by a hostile n
     n = cluster.servers
     if ("demand" in top) == ("workload" in top):
-        raise InstanceError("an instance needs exactly one of 'demand' and 'workload'"
-                            + (" (it has both)" if "demand" in top else " (it has neither)"))
+        raise InstanceError(
+            "an instance needs exactly one of 'demand' and 'workload'"
+            + (" (it has both)" if "demand" in top else " (it has neither)")
+        )
     demand = _parse_demand(top["demand"], n) if "demand" in top else None
     workload = None
     if "workload" in top:
         workload = parse_workload(top["workload"], n)
     fixed = _parse_fixed(top["fixed_topology"]) if "fixed_topology" in top else None
-    solver = SolverDefaults(**json_object(top.get("solver", {}), "solver", {"backend", "time_limit_s", "gap", "threads"}))
+    solver = SolverDefaults(
+        **json_object(top.get("solver", {}), "solver", {"backend", "time_limit_s", "gap", "threads"})
+    )
     cost = _parse_cost(top["cost"]) if "cost" in top else None
     for key in ("name", "description"):
         if key in top and not isinstance(top[key], str):
@@ -113,8 +136,11 @@ def _parse_demand(value: Any, n: int) -> Demand:
         if members == "all":
             members = tuple(range(n))
         else:
-            members = tuple(json_list(members, f"{path}.members", max_len=n + 1) if not isinstance(members, str)
-                            else _bad_members(members, path))
+            members = tuple(
+                json_list(members, f"{path}.members", max_len=n + 1)
+                if not isinstance(members, str)
+                else _bad_members(members, path)
+            )
         groups.append(AllReduceGroup(members=members, bytes=gi["bytes"]))
     pairs: list[tuple] = []
     if "mp" in d:
@@ -130,7 +156,7 @@ def _parse_demand(value: Any, n: int) -> Demand:
 
 
 def _bad_members(value: str, path: str):
-    raise InstanceError(f"expected a list of server ids or \"all\", got {value!r}", field=f"{path}.members")
+    raise InstanceError(f'expected a list of server ids or "all", got {value!r}', field=f"{path}.members")
 
 
 def _matrix_pairs(matrix: Any, n: int) -> list[tuple[int, int, float]]:
@@ -150,7 +176,9 @@ def _matrix_pairs(matrix: Any, n: int) -> list[tuple[int, int, float]]:
         for i, row in enumerate(rows):
             for j, v in enumerate(row):
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    raise InstanceError(f"expected a number, got {type(v).__name__}", field=f"demand.mp.matrix[{i}][{j}]")
+                    raise InstanceError(
+                        f"expected a number, got {type(v).__name__}", field=f"demand.mp.matrix[{i}][{j}]"
+                    )
     bad = np.argwhere(~np.isfinite(m) | (m < 0))
     if bad.size:
         i, j = map(int, bad[0])
@@ -158,7 +186,9 @@ def _matrix_pairs(matrix: Any, n: int) -> list[tuple[int, int, float]]:
     diag = np.flatnonzero(np.diag(m))
     if diag.size:
         i = int(diag[0])
-        raise InstanceError("a server sends no traffic to itself: the diagonal must be 0", field=f"demand.mp.matrix[{i}][{i}]")
+        raise InstanceError(
+            "a server sends no traffic to itself: the diagonal must be 0", field=f"demand.mp.matrix[{i}][{i}]"
+        )
     i, j = np.nonzero(m)
     return [(int(a), int(b), float(v)) for a, b, v in zip(i, j, m[i, j])]
 
@@ -173,9 +203,11 @@ def _parse_cost(value: Any) -> CostModel:
             continue
         table = c[name]
         if not isinstance(table, dict):
-            raise InstanceError(f"expected an object {{\"<rate_gbps>\": usd}}, got {type_name(table)}", field=f"cost.{name}")
+            raise InstanceError(
+                f'expected an object {{"<rate_gbps>": usd}}, got {type_name(table)}', field=f"cost.{name}"
+            )
         if not table:
-            raise InstanceError("expected at least one {\"<rate_gbps>\": usd} entry", field=f"cost.{name}")
+            raise InstanceError('expected at least one {"<rate_gbps>": usd} entry', field=f"cost.{name}")
         entries = []
         for key, usd in table.items():
             try:
@@ -186,16 +218,22 @@ def _parse_cost(value: Any) -> CostModel:
                 raise InstanceError("a rate must be a number of Gbps > 0", field=f'cost.{name}["{key}"]')
             entries.append((rate, usd))
         tables[name] = tuple(sorted(entries, key=lambda e: e[0]))  # a JSON object has no order; rates do
-    return CostModel(**tables, patch_panel_port_usd=c.get("patch_panel_port_usd"), ocs_port_usd=c.get("ocs_port_usd"),
-                     fabric=c.get("fabric"))
+    return CostModel(
+        **tables,
+        patch_panel_port_usd=c.get("patch_panel_port_usd"),
+        ocs_port_usd=c.get("ocs_port_usd"),
+        fabric=c.get("fabric"),
+    )
 
 
 def _parse_fixed(value: Any) -> FixedTopology:
     f = json_object(value, "fixed_topology", {"links", "jumps"})
     links = None
     if "links" in f:
-        links = tuple(tuple(json_list(link, f"fixed_topology.links[{k}]"))
-                      for k, link in enumerate(json_list(f["links"], "fixed_topology.links", max_len=MAX_SERVERS * 1024)))
+        links = tuple(
+            tuple(json_list(link, f"fixed_topology.links[{k}]"))
+            for k, link in enumerate(json_list(f["links"], "fixed_topology.links", max_len=MAX_SERVERS * 1024))
+        )
     jumps = tuple(json_list(f["jumps"], "fixed_topology.jumps", max_len=MAX_SERVERS)) if "jumps" in f else None
     return FixedTopology(links=links, jumps=jumps)
 
@@ -209,8 +247,13 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
     if inst.description:
         out["description"] = inst.description
     out["cluster"] = {
-        "servers": c.servers, "degree": c.degree, "link_bandwidth_gbps": c.link_bandwidth_gbps,
-        "hop_latency_us": c.hop_latency_us, "links": c.links, "regular": c.regular, "multi_links": c.multi_links,
+        "servers": c.servers,
+        "degree": c.degree,
+        "link_bandwidth_gbps": c.link_bandwidth_gbps,
+        "hop_latency_us": c.hop_latency_us,
+        "links": c.links,
+        "regular": c.regular,
+        "multi_links": c.multi_links,
     }
     if inst.demand is not None:
         dm = inst.demand
@@ -231,9 +274,15 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
     out["topology_family"] = inst.topology_family
     if inst.fixed_topology is not None:
         ft = inst.fixed_topology
-        out["fixed_topology"] = {"jumps": list(ft.jumps)} if ft.jumps is not None else {"links": [list(x) for x in ft.links]}
+        out["fixed_topology"] = (
+            {"jumps": list(ft.jumps)} if ft.jumps is not None else {"links": [list(x) for x in ft.links]}
+        )
     s = inst.solver
-    solver = {k: v for k, v in (("backend", s.backend), ("time_limit_s", s.time_limit_s), ("gap", s.gap), ("threads", s.threads)) if v is not None}
+    solver = {
+        k: v
+        for k, v in (("backend", s.backend), ("time_limit_s", s.time_limit_s), ("gap", s.gap), ("threads", s.threads))
+        if v is not None
+    }
     if solver:
         out["solver"] = solver
     if inst.cost is not None:
@@ -288,26 +337,38 @@ def parse_workload(data: Any, n: int) -> Workload:
         if "measured" in li:
             m = li["measured"]
             if not isinstance(m, dict):
-                raise InstanceError(f"expected an object {{\"k\": seconds}}, got {type_name(m)}", field=f"{path}.measured")
+                raise InstanceError(
+                    f'expected an object {{"k": seconds}}, got {type_name(m)}', field=f"{path}.measured"
+                )
             measured = {}
             for key, secs in m.items():
                 if not (isinstance(key, str) and key.isascii() and key.isdigit() and len(key) < 10):
                     raise InstanceError(f"key {key!r} is not a degree (a positive integer)", field=f"{path}.measured")
                 measured[int(key)] = secs
-        layers.append(Layer(
-            name=li["name"], compute_s=li.get("compute_s"), flops=li.get("flops"),
-            param_bytes=li["param_bytes"], activation_bytes=li["activation_bytes"],
-            memory_bytes=li.get("memory_bytes"), configs=tuple(configs), measured=measured,
-        ))
+        layers.append(
+            Layer(
+                name=li["name"],
+                compute_s=li.get("compute_s"),
+                flops=li.get("flops"),
+                param_bytes=li["param_bytes"],
+                activation_bytes=li["activation_bytes"],
+                memory_bytes=li.get("memory_bytes"),
+                configs=tuple(configs),
+                measured=measured,
+            )
+        )
     blocks = []
     for b, item in enumerate(json_list(w.get("blocks", []), "workload.blocks", max_len=MAX_ITEMS)):
         path = f"workload.blocks[{b}]"
         bi = json_object(item, path, _BLOCK_KEYS, {"name", "bytes", "lookup_bytes"})
         blocks.append(Block(**bi))
     wl = Workload(
-        layers=tuple(layers), blocks=tuple(blocks), batch_size=w["batch_size"],
+        layers=tuple(layers),
+        blocks=tuple(blocks),
+        batch_size=w["batch_size"],
         server_memory_bytes=w["server_memory_bytes"],
-        device_flops=w.get("device_flops", DEFAULT_DEVICE_FLOPS), overlap=w.get("overlap", "none"),
+        device_flops=w.get("device_flops", DEFAULT_DEVICE_FLOPS),
+        overlap=w.get("overlap", "none"),
         compute_model=w.get("compute_model", COMPUTE_MODELS[0]),
     )
     check_workload(wl, n)
@@ -341,8 +402,13 @@ def workload_to_dict(w: Workload) -> dict:
     out["layers"] = layers
     if w.blocks:
         out["blocks"] = [
-            {"name": b.name, "bytes": b.bytes, "lookup_bytes": b.lookup_bytes, "compute_s": b.compute_s,
-             "consumer": b.consumer}
+            {
+                "name": b.name,
+                "bytes": b.bytes,
+                "lookup_bytes": b.lookup_bytes,
+                "compute_s": b.compute_s,
+                "consumer": b.consumer,
+            }
             for b in w.blocks
         ]
     return out

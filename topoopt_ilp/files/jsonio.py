@@ -111,7 +111,9 @@ def check_format(data: Any, expected: str, err: type[InputError]) -> None:
     """Name a file of the wrong kind before complaining about its keys."""
     if isinstance(data, dict) and "format" in data and data["format"] != expected:
         other = FILE_KINDS.get(data["format"]) if isinstance(data["format"], str) else None
-        raise err(f"expected {expected!r}, got {data['format']!r}" + (f" (this is {other})" if other else ""), field="format")
+        raise err(
+            f"expected {expected!r}, got {data['format']!r}" + (f" (this is {other})" if other else ""), field="format"
+        )
 
 
 def with_source(fn: Callable[[], Any], source: str | None, error: type[InputError]) -> Any:
@@ -122,8 +124,6 @@ def with_source(fn: Callable[[], Any], source: str | None, error: type[InputErro
         if source and not exc.source:
             raise error(exc.reason, source=source, field=exc.field) from None
         raise
-
-
 
 
 def json_safe(v: Any) -> Any:
@@ -149,8 +149,11 @@ def _output_problem(path: str | os.PathLike) -> str | None:
         return "is a directory"
     if text.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):
         # Path() drops a trailing separator: "out.json/" would write (or replace) "out.json"
-        return (f"the name ends in {text[-1]}, so it names a directory, and {target} is a file" if target.exists()
-                else f"directory {target} does not exist")
+        return (
+            f"the name ends in {text[-1]}, so it names a directory, and {target} is a file"
+            if target.exists()
+            else f"directory {target} does not exist"
+        )
     directory = target.parent
     if not directory.exists():
         return f"directory {directory} does not exist"
@@ -159,9 +162,12 @@ def _output_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
-def check_writable(path: str | os.PathLike, option: str = "--out",
-                   inputs: Mapping[str, str | os.PathLike | Sequence[str | os.PathLike] | None] | None = None,
-                   what: str = "the output") -> None:
+def check_writable(
+    path: str | os.PathLike,
+    option: str = "--out",
+    inputs: Mapping[str, str | os.PathLike | Sequence[str | os.PathLike] | None] | None = None,
+    what: str = "the output",
+) -> None:
     """Raise :class:`InputError` (exit 2) when ``path`` cannot be written, or is one of the
     command's ``inputs`` (role -> path or paths, e.g. ``{"instance": ...}``; ``what`` would overwrite it):
     called before a long computation, so that a typo in an output path costs nothing. Probes the
@@ -170,7 +176,7 @@ def check_writable(path: str | os.PathLike, option: str = "--out",
     if not str(text).strip():
         raise InputError(f"{option} needs a file name, got {text!r}")
     for role, given in (inputs or {}).items():
-        for one in ([] if given is None else [given] if isinstance(given, (str, os.PathLike)) else given):
+        for one in [] if given is None else [given] if isinstance(given, (str, os.PathLike)) else given:
             if os.path.exists(text) and os.path.exists(one) and os.path.samefile(text, one):
                 name = text if os.fspath(one) == text else f"{text} ({one})"
                 raise InputError(f"{option} {name} is the {role} file itself: {what} would overwrite it")
@@ -185,7 +191,9 @@ def check_writable(path: str | os.PathLike, option: str = "--out",
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=target.parent)
     except OSError as exc:
-        raise InputError(f"cannot write {text}: directory {target.parent} is not writable ({exc.strerror or exc})") from None
+        raise InputError(
+            f"cannot write {text}: directory {target.parent} is not writable ({exc.strerror or exc})"
+        ) from None
     os.close(fd)
     os.unlink(probe)
 
@@ -219,10 +227,13 @@ def write_atomic(path: str | os.PathLike, render: Callable[[str], None]) -> None
     directory = target.parent if str(target.parent) else Path(".")
     try:
         # the suffix as given (a link's target may have another): matplotlib picks the format by it
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=Path(path).suffix or target.suffix or ".tmp",
-                                   dir=directory)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=Path(path).suffix or target.suffix or ".tmp", dir=directory
+        )
     except OSError as exc:
-        raise InputError(f"cannot write {os.fspath(path)}: directory {directory} is not writable ({exc.strerror or exc})") from None
+        raise InputError(
+            f"cannot write {os.fspath(path)}: directory {directory} is not writable ({exc.strerror or exc})"
+        ) from None
     os.close(fd)
     try:
         render(tmp)

@@ -27,7 +27,14 @@ from topoopt_ilp.files.jsonio import (
     write_json_atomic,
 )
 
-__all__ = ["SOLUTION_FORMAT", "MAX_SOLUTION_BYTES", "load_solution", "parse_solution", "solution_to_dict", "save_solution"]
+__all__ = [
+    "SOLUTION_FORMAT",
+    "MAX_SOLUTION_BYTES",
+    "load_solution",
+    "parse_solution",
+    "solution_to_dict",
+    "save_solution",
+]
 
 SOLUTION_FORMAT = "topoopt-solution"
 #: Solution files carry their routing, which grows as n^2 x path length: the heuristic's solution of
@@ -35,8 +42,23 @@ SOLUTION_FORMAT = "topoopt-solution"
 MAX_SOLUTION_BYTES = 1024 * 1024 * 1024
 
 
-_SOL_KEYS = {"format", "version", "status", "objective", "bound", "gap", "wall_time_s", "method", "backend",
-             "topology", "routing", "placement", "metrics", "details", "instance"}
+_SOL_KEYS = {
+    "format",
+    "version",
+    "status",
+    "objective",
+    "bound",
+    "gap",
+    "wall_time_s",
+    "method",
+    "backend",
+    "topology",
+    "routing",
+    "placement",
+    "metrics",
+    "details",
+    "instance",
+}
 
 
 def _num_or_none(v: float | None) -> float | None:
@@ -51,18 +73,23 @@ def solution_to_dict(sol: Solution, *, directed: bool, instance_name: str | None
     out: dict[str, Any] = {"format": SOLUTION_FORMAT, "version": VERSION}
     if instance_name:
         out["instance"] = instance_name
-    out.update({
-        "status": sol.status,
-        "objective": _num_or_none(sol.objective),
-        "bound": _num_or_none(sol.bound),
-        "gap": _num_or_none(sol.gap),
-        "wall_time_s": round(float(sol.wall_time_s), 6),
-        "method": sol.method,
-        "backend": sol.backend,
-    })
+    out.update(
+        {
+            "status": sol.status,
+            "objective": _num_or_none(sol.objective),
+            "bound": _num_or_none(sol.bound),
+            "gap": _num_or_none(sol.gap),
+            "wall_time_s": round(float(sol.wall_time_s), 6),
+            "method": sol.method,
+            "backend": sol.backend,
+        }
+    )
     if sol.topology is not None:
-        topo: dict[str, Any] = {"servers": sol.topology.n, "directed": directed,
-                                "links": [list(x) for x in sol.topology.links(directed)]}
+        topo: dict[str, Any] = {
+            "servers": sol.topology.n,
+            "directed": directed,
+            "links": [list(x) for x in sol.topology.links(directed)],
+        }
         if sol.topology.jumps is not None:
             topo["jumps"] = list(sol.topology.jumps)
         out["topology"] = topo
@@ -106,7 +133,9 @@ def parse_solution(data: Any, *, directed: bool | None = None) -> Solution:
         raise E(f"must be one of {', '.join(STATUSES)}", field="status")
     topology = None
     if top["topology"] is not None:
-        t = json_object(top["topology"], "topology", {"servers", "directed", "links", "jumps"}, {"servers", "links"}, err=E)
+        t = json_object(
+            top["topology"], "topology", {"servers", "directed", "links", "jumps"}, {"servers", "links"}, err=E
+        )
         stated = t.get("directed")
         if stated is not None and not isinstance(stated, bool):
             raise E("expected true or false", field="topology.directed")
@@ -117,15 +146,20 @@ def parse_solution(data: Any, *, directed: bool | None = None) -> Solution:
             raise E(f"must be an integer in 2..{MAX_SERVERS}", field="topology.servers")
         links = []
         for k, link in enumerate(json_list(t["links"], "topology.links", err=E, max_len=MAX_SERVERS * 1024)):
-            if (not isinstance(link, list) or len(link) != 3
-                    or any(isinstance(v, bool) or not isinstance(v, int) for v in link)):
+            if (
+                not isinstance(link, list)
+                or len(link) != 3
+                or any(isinstance(v, bool) or not isinstance(v, int) for v in link)
+            ):
                 raise E("expected [i, j, count] with integers", field=f"topology.links[{k}]")
             i, j, c = link
             if not (0 <= i < n and 0 <= j < n) or c < 1:
                 raise E(f"servers must be in 0..{n - 1} and count >= 1, got {link}", field=f"topology.links[{k}]")
             links.append((i, j, c))
         jumps = t.get("jumps")
-        if jumps is not None and (not isinstance(jumps, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in jumps)):
+        if jumps is not None and (
+            not isinstance(jumps, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in jumps)
+        ):
             raise E("expected a list of integers", field="topology.jumps")
         topology = Topology.from_links(n, links, directed, jumps)
         if stated is not None:
@@ -141,9 +175,17 @@ def parse_solution(data: Any, *, directed: bool | None = None) -> Solution:
     if not isinstance(metrics, dict):
         raise E("expected an object", field="metrics")
     return Solution(
-        status=top["status"], method=str(top["method"]), topology=topology, routing=routing,
-        placement=top.get("placement"), objective=nums["objective"], bound=nums["bound"], gap=nums["gap"],
-        wall_time_s=float(nums["wall_time_s"] or 0.0), backend=top.get("backend"), metrics=metrics,
+        status=top["status"],
+        method=str(top["method"]),
+        topology=topology,
+        routing=routing,
+        placement=top.get("placement"),
+        objective=nums["objective"],
+        bound=nums["bound"],
+        gap=nums["gap"],
+        wall_time_s=float(nums["wall_time_s"] or 0.0),
+        backend=top.get("backend"),
+        metrics=metrics,
         details=top.get("details") or {},
     )
 
@@ -187,5 +229,3 @@ def _parse_routing(value: Any) -> Routing:
         paths=PathSet.from_lists(paths) if paths else PathSet.empty(),
         offset_routes=OffsetRoutes.from_lists(offsets) if offsets else OffsetRoutes.empty(),
     )
-
-

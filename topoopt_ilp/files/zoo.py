@@ -192,8 +192,15 @@ def _divisors(n: int) -> list[int]:
 
 
 def _build(
-    model: str, servers: int, degree: int, bandwidth_gbps: float, batch: int,
-    shapes: list[_Shape], hardware: str, tables: tuple[int, int, int] | None = None, consumer: int = 0,
+    model: str,
+    servers: int,
+    degree: int,
+    bandwidth_gbps: float,
+    batch: int,
+    shapes: list[_Shape],
+    hardware: str,
+    tables: tuple[int, int, int] | None = None,
+    consumer: int = 0,
 ) -> dict:
     """Assemble and check the instance dict. ``tables`` = (count, rows, dim) of embedding blocks."""
     gpus = CLUSTER_GPUS if hardware == "cluster" else TESTBED_GPUS
@@ -205,26 +212,32 @@ def _build(
         memory = BYTES_PER_PARAM_TRAINING * params
         activation = act * batch
         configs = [k for k in divisors if memory + activation / k <= capacity]
-        layers.append({
-            "name": name,
-            "flops": TRAIN_FLOPS_FACTOR * fwd * batch,
-            "param_bytes": params * FP32,
-            "activation_bytes": activation,
-            "memory_bytes": memory,
-            "configs": configs,
-        })
+        layers.append(
+            {
+                "name": name,
+                "flops": TRAIN_FLOPS_FACTOR * fwd * batch,
+                "param_bytes": params * FP32,
+                "activation_bytes": activation,
+                "memory_bytes": memory,
+                "configs": configs,
+            }
+        )
     blocks = []
     if tables is not None:
         count, rows, dim = tables
         lookup = batch * dim * FP32
         for t in range(count):
-            blocks.append({
-                "name": f"table{t}",
-                "bytes": rows * dim * FP32,
-                "lookup_bytes": lookup,
-                "compute_s": float(f"{TABLE_COMPUTE_PASSES * lookup / A100_HBM_BYTES_PER_S:.6g}"),  # one GPU holds the table
-                "consumer": consumer,
-            })
+            blocks.append(
+                {
+                    "name": f"table{t}",
+                    "bytes": rows * dim * FP32,
+                    "lookup_bytes": lookup,
+                    "compute_s": float(
+                        f"{TABLE_COMPUTE_PASSES * lookup / A100_HBM_BYTES_PER_S:.6g}"
+                    ),  # one GPU holds the table
+                    "consumer": consumer,
+                }
+            )
     workload: dict[str, Any] = {
         "batch_size": batch,
         "server_memory_bytes": capacity,
@@ -255,8 +268,7 @@ def _build(
         "version": 1,
         "name": f"{model}-{servers}-d{degree}",
         "description": summary + "Source: " + SOURCES[model] + " " + _HARDWARE[hardware],
-        "cluster": {"servers": servers, "degree": degree, "link_bandwidth_gbps": bandwidth_gbps,
-                    "hop_latency_us": 1.0},
+        "cluster": {"servers": servers, "degree": degree, "link_bandwidth_gbps": bandwidth_gbps, "hop_latency_us": 1.0},
         "workload": workload,
         "objective": "iteration_time",
     }
@@ -266,8 +278,14 @@ def _per_gpu(local: int, gpus: int) -> Callable[[int], int]:
     return lambda servers: local * gpus * servers
 
 
-def _model(model: str, shapes: Callable[[], list[_Shape]], default_batch: Callable[[int], int], hardware: str,
-           tables: tuple[int, int, int] | None = None, consumer: int = 0):
+def _model(
+    model: str,
+    shapes: Callable[[], list[_Shape]],
+    default_batch: Callable[[int], int],
+    hardware: str,
+    tables: tuple[int, int, int] | None = None,
+    consumer: int = 0,
+):
     def generator(servers: int, degree: int, bandwidth_gbps: float, batch: int | None = None) -> dict:
         b = default_batch(servers) if batch is None else batch
         return _build(model, servers, degree, bandwidth_gbps, b, shapes(), hardware, tables, consumer)
@@ -284,23 +302,33 @@ def _dlrm() -> list[_Shape]:
 
 
 def _candle(feature: int, dense: int, width: int) -> Callable[[], list[_Shape]]:
-    return lambda: ([_dense(f"feature{i}", width, width) for i in range(feature)]
-                    + [_dense(f"dense{i}", width, width) for i in range(dense)])
+    return lambda: (
+        [_dense(f"feature{i}", width, width) for i in range(feature)]
+        + [_dense(f"dense{i}", width, width) for i in range(dense)]
+    )
 
 
 #: Model name -> generator ``(servers, degree, bandwidth_gbps, batch=None) -> instance dict``.
 MODELS: dict[str, Callable[..., dict]] = {
     "dlrm": _model("dlrm", _dlrm, _per_gpu(128, CLUSTER_GPUS), "cluster", tables=(64, 10_000_000, 128), consumer=8),
-    "bert": _model("bert", lambda: [_transformer(f"layer{i}", 1024, 64) for i in range(12)],
-                   _per_gpu(16, CLUSTER_GPUS), "cluster"),
+    "bert": _model(
+        "bert", lambda: [_transformer(f"layer{i}", 1024, 64) for i in range(12)], _per_gpu(16, CLUSTER_GPUS), "cluster"
+    ),
     "candle": _model("candle", _candle(16, 8, 16384), _per_gpu(256, CLUSTER_GPUS), "cluster"),
     "vgg16": _model("vgg16", _vgg16, _per_gpu(128, CLUSTER_GPUS), "cluster"),
     "resnet50": _model("resnet50", _resnet50, _per_gpu(128, CLUSTER_GPUS), "cluster"),
-    "ncf": _model("ncf", lambda: [_dense(f"mlp{i}", 4096, 4096) for i in range(8)], _per_gpu(128, CLUSTER_GPUS),
-                  "cluster", tables=(32, 1_000_000, 128), consumer=0),
+    "ncf": _model(
+        "ncf",
+        lambda: [_dense(f"mlp{i}", 4096, 4096) for i in range(8)],
+        _per_gpu(128, CLUSTER_GPUS),
+        "cluster",
+        tables=(32, 1_000_000, 128),
+        consumer=0,
+    ),
     "candle-testbed": _model("candle-testbed", _candle(8, 4, 4096), lambda servers: 120, "testbed"),
-    "bert-testbed": _model("bert-testbed", lambda: [_transformer(f"layer{i}", 1024, 64) for i in range(6)],
-                           lambda servers: 24, "testbed"),
+    "bert-testbed": _model(
+        "bert-testbed", lambda: [_transformer(f"layer{i}", 1024, 64) for i in range(6)], lambda servers: 24, "testbed"
+    ),
     "resnet50-testbed": _model("resnet50-testbed", _resnet50, _per_gpu(128, TESTBED_GPUS), "testbed"),
     "vgg16-testbed": _model("vgg16-testbed", _vgg16, _per_gpu(128, TESTBED_GPUS), "testbed"),
 }
@@ -345,9 +373,11 @@ def generate(model: str, servers: int, degree: int, bandwidth_gbps: float, batch
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
     if degree >= 1 and servers * degree % 2:  # the zoo writes regular undirected clusters, which then cannot exist
-        raise ValueError(f"servers x degree = {servers * degree} is odd: no {degree}-regular undirected topology on "
-                         f"{servers} servers; change one of them (a written file may then be edited for "
-                         "regular: false or directed links)")
+        raise ValueError(
+            f"servers x degree = {servers * degree} is odd: no {degree}-regular undirected topology on "
+            f"{servers} servers; change one of them (a written file may then be edited for "
+            "regular: false or directed links)"
+        )
     try:
         Cluster(servers=servers, degree=degree, link_bandwidth_gbps=bandwidth_gbps, hop_latency_us=1.0)
     except InstanceError as exc:
@@ -362,6 +392,7 @@ def zoo_filename(model: str, servers: int, degree: int) -> str:
 
 def dumps(data: dict) -> str:
     """Compact, readable JSON: top-level sections indented, one layer or block per line."""
+
     def block(value: Any, indent: str) -> str:
         if isinstance(value, dict) and indent.count(" ") < 2:
             inner = indent + " "

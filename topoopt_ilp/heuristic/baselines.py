@@ -63,8 +63,9 @@ def _pick(masks, weight: np.ndarray | None, rng: np.random.Generator) -> int | N
     return None
 
 
-def _swap_edge(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator,
-               weight: np.ndarray | None = None) -> tuple[int, int] | None:
+def _swap_edge(
+    X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator, weight: np.ndarray | None = None
+) -> tuple[int, int] | None:
     """A link inside ``nodes`` whose removal keeps them connected: a single non-bridge link if any
     (so demand-driven parallel links are kept), else one of a parallel bundle, else any link. With
     ``weight`` (per link, n x n) the least-weighted link whose removal keeps them connected (single
@@ -87,8 +88,9 @@ def _swap_edge(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator,
     return None if e is None else (int(nodes[iu[e]]), int(nodes[ju[e]]))
 
 
-def connect_components(X: np.ndarray, rng: np.random.Generator, directed: bool = False,
-                       weight: np.ndarray | None = None) -> None:
+def connect_components(
+    X: np.ndarray, rng: np.random.Generator, directed: bool = False, weight: np.ndarray | None = None
+) -> None:
     """Join the components of a multigraph in place, keeping every degree. With ``weight`` (n x n,
     e.g. each link's load) the links given up are the least-weighted candidates instead of random.
 
@@ -126,8 +128,9 @@ def connect_components(X: np.ndarray, rng: np.random.Generator, directed: bool =
             X[v, u] += s
 
 
-def _swap_arc(X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator,
-              weight: np.ndarray | None = None) -> tuple[int, int] | None:
+def _swap_arc(
+    X: np.ndarray, nodes: np.ndarray, rng: np.random.Generator, weight: np.ndarray | None = None
+) -> tuple[int, int] | None:
     """An arc inside ``nodes`` (a strongly connected component): a single one if any, else one of
     a parallel bundle (the least ``weight`` of them when given, else at random)."""
     sub = X[np.ix_(nodes, nodes)]

@@ -68,7 +68,9 @@ def circulant_stats(n: int, jumps: Iterable[int], directed: bool = False) -> tup
     return int(d.max()), float(d[1:].sum() / (n - 1))
 
 
-def circulant_stats_batch(n: int, coin_sets: np.ndarray, chunk: int = 2048) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def circulant_stats_batch(
+    n: int, coin_sets: np.ndarray, chunk: int = 2048
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """BFS over residues for many coin sets at once (vectorized across sets).
 
     Parameters

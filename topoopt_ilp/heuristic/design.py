@@ -20,7 +20,13 @@ from topoopt_ilp.core.strategy import data_parallel, strategy_to_dict, validate_
 from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.errors import InputError, StartInfeasibleError
 
-__all__ = ["fitting_start_placement", "heuristic_circulant", "heuristic_design", "heuristic_for_placement", "start_placement"]
+__all__ = [
+    "fitting_start_placement",
+    "heuristic_circulant",
+    "heuristic_design",
+    "heuristic_for_placement",
+    "start_placement",
+]
 
 
 def start_placement(instance: Instance) -> dict | None:
@@ -42,14 +48,17 @@ def fitting_start_placement(instance: Instance) -> dict | None:
     strategy = data_parallel(instance.workload, instance.n)
     bad = [v for v in validate_strategy(instance.workload, instance.n, strategy) if "memory" in v]
     if bad:
-        raise StartInfeasibleError(f"TopoOpt's start (every layer data-parallel, blocks round robin, else largest first "
-                                   f"on the server with the most memory left) does not fit server memory ({bad[0]}); "
-                                   f"--method exact decides whether any placement fits")
+        raise StartInfeasibleError(
+            f"TopoOpt's start (every layer data-parallel, blocks round robin, else largest first "
+            f"on the server with the most memory left) does not fit server memory ({bad[0]}); "
+            f"--method exact decides whether any placement fits"
+        )
     return strategy_to_dict(strategy)
 
 
-def heuristic_for_placement(instance: Instance, placement: dict | None, *, select: str = "geometric", mode: str = "paper",
-                            seed: int = 0) -> Solution:
+def heuristic_for_placement(
+    instance: Instance, placement: dict | None, *, select: str = "geometric", mode: str = "paper", seed: int = 0
+) -> Solution:
     """TopologyFinder for the traffic of ``placement`` (a workload's strategy; None for a demand) on a
     general topology."""
     started = time.perf_counter()
@@ -58,8 +67,18 @@ def heuristic_for_placement(instance: Instance, placement: dict | None, *, selec
     groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
     multi = instance.cluster.multi_links
     try:
-        res = h.topology_finder(n, d, groups, demand.mp_matrix(n), directed=directed, select=select, mode=mode, seed=seed,
-                                multi_links=multi, regular=instance.cluster.regular)
+        res = h.topology_finder(
+            n,
+            d,
+            groups,
+            demand.mp_matrix(n),
+            directed=directed,
+            select=select,
+            mode=mode,
+            seed=seed,
+            multi_links=multi,
+            regular=instance.cluster.regular,
+        )
     except ValueError as exc:  # what the instance asks for is beyond the heuristic (its message says why)
         if not any(why in str(exc) for why in ("multi_links", "without a link")):
             raise
@@ -69,17 +88,32 @@ def heuristic_for_placement(instance: Instance, placement: dict | None, *, selec
     if jumps is not None and not np.array_equal(h.circulant_matrix(n, jumps, directed), res.X):
         jumps = None  # repeated jumps (authors' duplicate quirk) make parallel rings, not a jump set
     details = {
-        "select": select, "mode": mode, "split": res.split, "d_allreduce": res.d_allreduce, "d_mp": res.d_mp,
+        "select": select,
+        "mode": mode,
+        "split": res.split,
+        "d_allreduce": res.d_allreduce,
+        "d_mp": res.d_mp,
         "jumps_by_group_size": {str(k): list(v) for k, v in res.jumps.items()},
         "virtual_jumps": {str(k): list(v) for k, v in res.virtual_jumps.items()},
-        "group_kind": list(res.group_kind), "notes": list(res.notes),
+        "group_kind": list(res.group_kind),
+        "notes": list(res.notes),
         "mp_links": Topology(res.mp_matrix).links(directed),
     }
     if not multi:
-        details["multi_links"] = {"rewired_swaps": res.rewired, "links_rewired": 2 * res.rewired,
-                                  "routing_jumps": None if res.routing_jumps is None else list(res.routing_jumps)}
-    return Solution(status="feasible", method="heuristic", topology=Topology(res.X, jumps), routing=res.routing,
-                    placement=placement, wall_time_s=time.perf_counter() - started, details=details)
+        details["multi_links"] = {
+            "rewired_swaps": res.rewired,
+            "links_rewired": 2 * res.rewired,
+            "routing_jumps": None if res.routing_jumps is None else list(res.routing_jumps),
+        }
+    return Solution(
+        status="feasible",
+        method="heuristic",
+        topology=Topology(res.X, jumps),
+        routing=res.routing,
+        placement=placement,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )
 
 
 def heuristic_design(instance: Instance, *, select: str = "geometric", mode: str = "paper", seed: int = 0) -> Solution:
@@ -91,8 +125,9 @@ def heuristic_design(instance: Instance, *, select: str = "geometric", mode: str
     return heuristic_for_placement(instance, fitting_start_placement(instance), select=select, mode=mode, seed=seed)
 
 
-def heuristic_circulant(instance: Instance, placement: dict | None, *, select: str = "geometric", mode: str = "paper",
-                        seed: int = 0) -> Solution:
+def heuristic_circulant(
+    instance: Instance, placement: dict | None, *, select: str = "geometric", mode: str = "paper", seed: int = 0
+) -> Solution:
     """SelectPermutations' jump set for an instance of a circulant family (its topology must be a pure
     jump set, whatever the traffic), CoinChangeMod routes and TopologyFinder's rings for the traffic
     of ``placement``."""
@@ -110,8 +145,10 @@ def heuristic_circulant(instance: Instance, placement: dict | None, *, select: s
         half_jump = n % 2 == 0 and (instance.topology_family == "circulant" or n == 2)
         if d % 2 and (half_jump or instance.cluster.regular):
             if not half_jump:
-                raise InputError(f"an undirected {instance.topology_family} topology of odd degree {d} needs the jump n/2, "
-                                 f"which {'does not exist' if n % 2 else 'is not coprime with n'} for n = {n}")
+                raise InputError(
+                    f"an undirected {instance.topology_family} topology of odd degree {d} needs the jump n/2, "
+                    f"which {'does not exist' if n % 2 else 'is not coprime with n'} for n = {n}"
+                )
             fixed = (n // 2,)
         m = d // 2
     if m > 0:
@@ -122,15 +159,26 @@ def heuristic_circulant(instance: Instance, placement: dict | None, *, select: s
         chosen = ()
     jumps = tuple(sorted(set(chosen))) + fixed
     if len(jumps) != m + len(fixed):
-        raise InputError(f"not enough distinct jumps for degree {d} in the {instance.topology_family} family on {n} servers")
+        raise InputError(
+            f"not enough distinct jumps for degree {d} in the {instance.topology_family} family on {n} servers"
+        )
     x = h.circulant_matrix(n, jumps, directed)
     dist, offset_routes = h.coin_change_mod(n, jumps, directed=directed)
     rings = _rings_on_jumps(h, effective_demand(instance, placement)[0], n, jumps, dist, directed)
-    return Solution(status="feasible", method="heuristic", topology=Topology(x, jumps), placement=placement,
-                    routing=Routing(rings=rings, offset_routes=offset_routes), wall_time_s=time.perf_counter() - started,
-                    details={"select": select if isinstance(select, str) else getattr(select, "__name__", "custom"),
-                             "family": instance.topology_family, "jumps": list(jumps),
-                             "mode": "paper (a jump set cannot repeat a jump, so the authors' duplicate quirk does not apply)"})
+    return Solution(
+        status="feasible",
+        method="heuristic",
+        topology=Topology(x, jumps),
+        placement=placement,
+        routing=Routing(rings=rings, offset_routes=offset_routes),
+        wall_time_s=time.perf_counter() - started,
+        details={
+            "select": select if isinstance(select, str) else getattr(select, "__name__", "custom"),
+            "family": instance.topology_family,
+            "jumps": list(jumps),
+            "mode": "paper (a jump set cannot repeat a jump, so the authors' duplicate quirk does not apply)",
+        },
+    )
 
 
 def _rings_on_jumps(h, demand, n: int, jumps: tuple[int, ...], dist: np.ndarray, directed: bool):

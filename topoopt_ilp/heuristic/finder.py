@@ -111,8 +111,9 @@ def _ring_rows(n: int, s: int, k: int, jumps: Sequence[int], directed: bool) -> 
     return rows
 
 
-def classify_groups(groups: Sequence[tuple[np.ndarray | Sequence[int], float]], n: int
-                    ) -> tuple[list[str], list[tuple[int, int] | None], list[np.ndarray]]:
+def classify_groups(
+    groups: Sequence[tuple[np.ndarray | Sequence[int], float]], n: int
+) -> tuple[list[str], list[tuple[int, int] | None], list[np.ndarray]]:
     """Per AllReduce group (members, bytes): its kind - ``trivial`` (at most one member or no bytes),
     ``coset`` (the members are a coset ``{s, s + n/k, ...}``: ``(k, s)`` given), or ``ordered`` -
     with the coset and the members as an array. Raises ValueError for negative bytes or members
@@ -133,9 +134,16 @@ def classify_groups(groups: Sequence[tuple[np.ndarray | Sequence[int], float]], 
     return kinds, coset, members
 
 
-def group_rings(n: int, kinds: Sequence[str], coset: Sequence[tuple[int, int] | None], members: Sequence[np.ndarray],
-                jumps: dict[int, tuple[int, ...]], dist: np.ndarray, directed: bool, notes: list[str]
-                ) -> tuple[RingSet, list[str], dict[int, tuple[int, ...]]]:
+def group_rings(
+    n: int,
+    kinds: Sequence[str],
+    coset: Sequence[tuple[int, int] | None],
+    members: Sequence[np.ndarray],
+    jumps: dict[int, tuple[int, ...]],
+    dist: np.ndarray,
+    directed: bool,
+    notes: list[str],
+) -> tuple[RingSet, list[str], dict[int, tuple[int, ...]]]:
     """The AllReduce rings of every group (step 6 of :func:`topology_finder`): an ``ordered`` group
     rings in its member order (both directions undirected); a ``coset`` group of size k on the
     jumps chosen for k (``direct``), else on the candidate jumps of k that CoinChangeMod reaches in the
@@ -171,8 +179,10 @@ def group_rings(n: int, kinds: Sequence[str], coset: Sequence[tuple[int, int] | 
                 rj = virtual[k]
                 final_kinds.append("virtual" if rj else "routed")
                 if not rj:
-                    notes.append(f"group {gi}: no ring of size {k} on the circulant; it rings in member order "
-                                 "over shortest paths")
+                    notes.append(
+                        f"group {gi}: no ring of size {k} on the circulant; it rings in member order "
+                        "over shortest paths"
+                    )
             rows = _ring_rows(n, s, k, rj, directed) if rj else ([mem] if directed else [mem, mem[::-1].copy()])
         for r in rows:
             ring_group.append(gi)
@@ -329,8 +339,10 @@ def topology_finder(
     d_a, d_mp = degree_split(d, t_ar, mp_total, split=split, directed=directed)
     if odd_ports:  # rings take every port they can (an even number); the last one goes to a near-perfect matching
         if t_ar > 0 and d_a != d - 1:
-            notes.append(f"n={n} and d={d} odd: {d - 1} ports go to AllReduce rings, the last to one MP matching "
-                         f"round that leaves one server's port free (regular false)")
+            notes.append(
+                f"n={n} and d={d} odd: {d - 1} ports go to AllReduce rings, the last to one MP matching "
+                f"round that leaves one server's port free (regular false)"
+            )
         d_a, d_mp = (d - 1, 1) if t_ar > 0 else (0, d)
     elif d_mp and not directed and n % 2:
         notes.append(f"n={n} odd: no perfect matching, all {d} ports go to AllReduce rings")
@@ -351,7 +363,9 @@ def topology_finder(
     for k, pk in ports.items():
         cands = totient_perms(n, k)
         m = pk // jump_ports(n, int(cands[0]), directed)
-        picked = select_permutations(cands, m, n=n, rule=rule, mode=mode, directed=directed, fixed=tuple(chosen), seed=seed)
+        picked = select_permutations(
+            cands, m, n=n, rule=rule, mode=mode, directed=directed, fixed=tuple(chosen), seed=seed
+        )
         jumps[k] = picked
         chosen.extend(picked)
     ar = circulant_matrix(n, chosen, directed) if chosen else np.zeros((n, n), dtype=np.int64)
@@ -371,10 +385,17 @@ def topology_finder(
     if d_a == 0 and t_ar > 0:
         live = [(mem, S) for kind, mem, (_, S) in zip(kinds, members_l, groups) if kind != "trivial"]
         src = np.concatenate([mem for mem, _ in live])
-        ring = sp.coo_matrix((np.concatenate([np.full(mem.size, 2 * (mem.size - 1) / mem.size * S) for mem, S in live]),
-                              (src, np.concatenate([np.roll(mem, -1) for mem, _ in live]))), shape=(n, n))
+        ring = sp.coo_matrix(
+            (
+                np.concatenate([np.full(mem.size, 2 * (mem.size - 1) / mem.size * S) for mem, S in live]),
+                (src, np.concatenate([np.roll(mem, -1) for mem, _ in live])),
+            ),
+            shape=(n, n),
+        )
         weights = sp.csr_matrix(mp) + ring if sp.issparse(mp) else mp + ring.toarray()
-    mpm = repeated_matching(weights, d_mp, seed=seed, method=matching, directed=directed, base=ar, tie_break=mp_tie_break)
+    mpm = repeated_matching(
+        weights, d_mp, seed=seed, method=matching, directed=directed, base=ar, tie_break=mp_tie_break
+    )
     X = ar + mpm
     if odd_ports:  # near-perfect rounds may leave free ports on different servers: link them
         mpm += _link_free_ports(X, d, multi_links)
@@ -407,11 +428,15 @@ def topology_finder(
         dist, offset_routes = coin_change_mod(n, routing_jumps, directed=directed, max_routes=max_routes)
         repaired = True
         broken = sorted({(int(j) % n if directed else min(int(j) % n, n - int(j) % n)) for j in chosen} - set(whole))
-        note = (f"multi_links false: {rewired} degree-preserving link swaps ({2 * rewired} links rewired) removed "
-                f"{before} parallel links")
+        note = (
+            f"multi_links false: {rewired} degree-preserving link swaps ({2 * rewired} links rewired) removed "
+            f"{before} parallel links"
+        )
         if broken:
-            note += (f"; jumps {broken} lost links, so CoinChangeMod routes over {list(routing_jumps)} and "
-                     "explicit shortest paths carry the rest")
+            note += (
+                f"; jumps {broken} lost links, so CoinChangeMod routes over {list(routing_jumps)} and "
+                "explicit shortest paths carry the rest"
+            )
         notes.append(note)
 
     # ---- 8. explicit paths where the combined topology beats the circulant routes

@@ -39,7 +39,9 @@ DEFAULT_MATCHING = "auto"
 TIE_BREAKS = ("distance", "none")
 
 
-def blossom_matching(i: np.ndarray, j: np.ndarray, w: np.ndarray, n: int, *, maxcardinality: bool = False) -> np.ndarray:
+def blossom_matching(
+    i: np.ndarray, j: np.ndarray, w: np.ndarray, n: int, *, maxcardinality: bool = False
+) -> np.ndarray:
     """Exact maximum-weight matching (networkx Blossom, O(n^3)). Returns matched edge indices."""
     G = nx.Graph()
     G.add_nodes_from(range(n))

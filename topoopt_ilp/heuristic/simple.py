@@ -142,7 +142,11 @@ def _neutral_move(X, directed, rng):
             c, e2 = e2, c
         if e == f or len({a, b, c, e2}) < (3 if directed else 4) or (directed and (a == e2 or c == b)):
             return None
-        moves = ((a, b, -1), (c, e2, -1), (a, e2, 1), (c, b, 1)) if directed else ((a, b, -1), (c, e2, -1), (a, c, 1), (b, e2, 1))
+        moves = (
+            ((a, b, -1), (c, e2, -1), (a, e2, 1), (c, b, 1))
+            if directed
+            else ((a, b, -1), (c, e2, -1), (a, c, 1), (b, e2, 1))
+        )
     if kind >= 0.5 and any(X[p, q] > 0 for p, q, sg in moves if sg > 0):
         return None
     if any(p == q for p, q, _ in moves) or n < 3:
@@ -165,8 +169,14 @@ def _neutral_swap(X, directed, keep_connected, rng) -> bool:
     return False
 
 
-def remove_parallel_links(X: np.ndarray, *, directed: bool = False, weight: np.ndarray | None = None,
-                          seed: int = 0, max_neutral: int | None = None) -> int:
+def remove_parallel_links(
+    X: np.ndarray,
+    *,
+    directed: bool = False,
+    weight: np.ndarray | None = None,
+    seed: int = 0,
+    max_neutral: int | None = None,
+) -> int:
     """Rewire ``X`` in place until no pair has two links; return the number of swaps made.
 
     Parameters
@@ -193,8 +203,10 @@ def remove_parallel_links(X: np.ndarray, *, directed: bool = False, weight: np.n
         raise ValueError("the topology has a self-loop")
     deg = [X.sum(axis=1), X.sum(axis=0)] if directed else [X.sum(axis=1)]
     if any((dg > n - 1).any() for dg in deg):
-        raise ValueError(f"a server has more than {n - 1} links: no simple topology on {n} servers has its degree "
-                         "(multi_links false)")
+        raise ValueError(
+            f"a server has more than {n - 1} links: no simple topology on {n} servers has its degree "
+            "(multi_links false)"
+        )
     if weight is None:
         w = np.zeros((n, n))
     else:

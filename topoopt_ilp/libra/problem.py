@@ -135,7 +135,9 @@ class Dimension:
         as_choice(self.kind, "kind", KINDS)
         object.__setattr__(self, "size", as_int(self.size, "size", low=2, high=MAX_DIM_SIZE))
         if self.prices_usd_per_gbps is not None and self.unit_cost_usd_per_gbps is not None:
-            raise InstanceError("give prices_usd_per_gbps or unit_cost_usd_per_gbps, not both", field="unit_cost_usd_per_gbps")
+            raise InstanceError(
+                "give prices_usd_per_gbps or unit_cost_usd_per_gbps, not both", field="unit_cost_usd_per_gbps"
+            )
         if self.prices_usd_per_gbps is not None:
             prices = self.prices_usd_per_gbps
             if not isinstance(prices, Mapping):
@@ -144,16 +146,23 @@ class Dimension:
             clean = {}
             for key, value in prices.items():
                 if key not in allowed:
-                    raise InstanceError(f"unknown or inapplicable element {key!r} for a {self.kind} dimension "
-                                        f"(allowed: {', '.join(allowed)})", field="prices_usd_per_gbps")
-                clean[key] = as_number(value, f"prices_usd_per_gbps.{key}", positive=key == "link", nonnegative=True,
-                                     high=MAX_USD)
+                    raise InstanceError(
+                        f"unknown or inapplicable element {key!r} for a {self.kind} dimension "
+                        f"(allowed: {', '.join(allowed)})",
+                        field="prices_usd_per_gbps",
+                    )
+                clean[key] = as_number(
+                    value, f"prices_usd_per_gbps.{key}", positive=key == "link", nonnegative=True, high=MAX_USD
+                )
             if "link" not in clean:
                 raise InstanceError("missing required key 'link'", field="prices_usd_per_gbps")
             object.__setattr__(self, "prices_usd_per_gbps", tuple(sorted(clean.items())))
         if self.unit_cost_usd_per_gbps is not None:
-            object.__setattr__(self, "unit_cost_usd_per_gbps",
-                               as_number(self.unit_cost_usd_per_gbps, "unit_cost_usd_per_gbps", positive=True, high=MAX_USD))
+            object.__setattr__(
+                self,
+                "unit_cost_usd_per_gbps",
+                as_number(self.unit_cost_usd_per_gbps, "unit_cost_usd_per_gbps", positive=True, high=MAX_USD),
+            )
 
     @property
     def prices(self) -> dict[str, float] | None:
@@ -197,8 +206,10 @@ def _check_communicator(comm: tuple[int, ...], dims: tuple, path: str) -> None:
         raise InstanceError(f"has {len(comm)} entries, one per dimension expected ({len(dims)})", field=path)
     for di, c in enumerate(comm):
         if c > dims[di].size:
-            raise InstanceError(f"communicator size {c} is larger than dimension {dims[di].name!r} "
-                                f"(size {dims[di].size})", field=f"{path}[{di}]")
+            raise InstanceError(
+                f"communicator size {c} is larger than dimension {dims[di].name!r} (size {dims[di].size})",
+                field=f"{path}[{di}]",
+            )
 
 
 @dataclass(frozen=True)
@@ -307,8 +318,10 @@ class Constraints:
                 value = dict(value)
             if not isinstance(value, Mapping):
                 raise InstanceError(f"expected an object, got {type_name(value)}", field=label)
-            clean = tuple((as_str(k, label), as_number(v, f"{label}.{k}", nonnegative=True, high=MAX_GBPS))
-                          for k, v in value.items())
+            clean = tuple(
+                (as_str(k, label), as_number(v, f"{label}.{k}", nonnegative=True, high=MAX_GBPS))
+                for k, v in value.items()
+            )
             object.__setattr__(self, label, clean)
         orderings = self.orderings
         if not isinstance(orderings, (list, tuple)):
@@ -331,13 +344,22 @@ class Constraints:
             if isinstance(terms, tuple):
                 terms = dict(terms)
             if not isinstance(terms, Mapping) or not terms:
-                raise InstanceError("terms: expected a non-empty object {dimension: coefficient}", field=f"{path}.terms")
-            clean = tuple((as_str(k, f"{path}.terms"), _signed(v, f"{path}.terms.{k}", _MAX_COEFFICIENT))
-                          for k, v in terms.items())
+                raise InstanceError(
+                    "terms: expected a non-empty object {dimension: coefficient}", field=f"{path}.terms"
+                )
+            clean = tuple(
+                (as_str(k, f"{path}.terms"), _signed(v, f"{path}.terms.{k}", _MAX_COEFFICIENT))
+                for k, v in terms.items()
+            )
             if all(v == 0 for _, v in clean):
                 raise InstanceError("every coefficient is 0", field=f"{path}.terms")
-            rows.append((clean, as_choice(sense, f"{path}.sense", ("<=", ">=", "==")),
-                         _signed(rhs, f"{path}.rhs", _MAX_COEFFICIENT * MAX_GBPS)))
+            rows.append(
+                (
+                    clean,
+                    as_choice(sense, f"{path}.sense", ("<=", ">=", "==")),
+                    _signed(rhs, f"{path}.rhs", _MAX_COEFFICIENT * MAX_GBPS),
+                )
+            )
         object.__setattr__(self, "linear", tuple(rows))
 
 
@@ -377,8 +399,10 @@ class HierarchyProblem:
         for label in ("min_gbps", "max_gbps", "fixed_gbps"):
             for key, _ in getattr(self.constraints, label):
                 if key not in names:
-                    raise InstanceError(f"unknown dimension {key!r} (dimensions: {', '.join(d.name for d in dims)})",
-                                        field=f"constraints.{label}")
+                    raise InstanceError(
+                        f"unknown dimension {key!r} (dimensions: {', '.join(d.name for d in dims)})",
+                        field=f"constraints.{label}",
+                    )
         for i, (a, b) in enumerate(self.constraints.orderings):
             for k, key in enumerate((a, b)):
                 if key not in names:
@@ -386,15 +410,19 @@ class HierarchyProblem:
         for i, (terms, _, _) in enumerate(self.constraints.linear):
             for key, _ in terms:
                 if key not in names:
-                    raise InstanceError(f"unknown dimension {key!r} (dimensions: {', '.join(d.name for d in dims)})",
-                                        field=f"constraints.linear[{i}].terms")
+                    raise InstanceError(
+                        f"unknown dimension {key!r} (dimensions: {', '.join(d.name for d in dims)})",
+                        field=f"constraints.linear[{i}].terms",
+                    )
         as_choice(self.objective, "objective", OBJECTIVES)
         if self.budget.kind == "cost" or self.objective == "perf_per_cost":
             for i, d in enumerate(dims):
                 if not d.has_cost:
                     why = "a cost budget" if self.budget.kind == "cost" else "the perf_per_cost objective"
-                    raise InstanceError(f"{why} needs the cost of every dimension (prices_usd_per_gbps or "
-                                        f"unit_cost_usd_per_gbps)", field=f"dimensions[{i}]")
+                    raise InstanceError(
+                        f"{why} needs the cost of every dimension (prices_usd_per_gbps or unit_cost_usd_per_gbps)",
+                        field=f"dimensions[{i}]",
+                    )
         as_str(self.name, "name")
         as_str(self.description, "description")
 
@@ -513,12 +541,18 @@ class BandwidthBreakdown:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (no per-phase list)."""
-        return {"iteration_time_s": self.iteration_time_s, "compute_time_s": self.compute_time_s,
-                "comm_time_s": self.comm_time_s, "total_bandwidth_gbps": self.total_bandwidth_gbps,
-                "cost_usd": self.cost_usd, "perf_per_cost": self.perf_per_cost,
-                "bottleneck_time_s": dict(self.bottleneck_time_s),
-                "layer_times_s": [{"layer": n, "time_s": t} for n, t in self.layer_times_s],
-                "feasible": self.feasible, "violations": list(self.violations)}
+        return {
+            "iteration_time_s": self.iteration_time_s,
+            "compute_time_s": self.compute_time_s,
+            "comm_time_s": self.comm_time_s,
+            "total_bandwidth_gbps": self.total_bandwidth_gbps,
+            "cost_usd": self.cost_usd,
+            "perf_per_cost": self.perf_per_cost,
+            "bottleneck_time_s": dict(self.bottleneck_time_s),
+            "layer_times_s": [{"layer": n, "time_s": t} for n, t in self.layer_times_s],
+            "feasible": self.feasible,
+            "violations": list(self.violations),
+        }
 
 
 def phase_messages(collective: Collective | None, num_dimensions: int) -> list[float]:
@@ -565,7 +599,7 @@ def _network_cost(problem: HierarchyProblem, bw: Sequence[float]) -> float | Non
         elif dim.kind == "fully_connected":
             blocks, links, link_bw = N // k, k * (k - 1), bw[i] / (k - 1)
         else:
-            blocks, links, link_bw = math.prod(sizes[i + 1:]), math.prod(sizes[: i + 1]), bw[i]
+            blocks, links, link_bw = math.prod(sizes[i + 1 :]), math.prod(sizes[: i + 1]), bw[i]
         total += blocks * links * link_bw * sum(prices.values())
     return total
 
@@ -603,7 +637,9 @@ def _violations(problem: HierarchyProblem, bw: Sequence[float], cost: float | No
     return out
 
 
-def evaluate_bandwidths(problem: HierarchyProblem, bandwidths: Sequence[float], *, rtol: float = 1e-6) -> BandwidthBreakdown:
+def evaluate_bandwidths(
+    problem: HierarchyProblem, bandwidths: Sequence[float], *, rtol: float = 1e-6
+) -> BandwidthBreakdown:
     """Score an allocation ``bandwidths`` (GB/s per NPU, one per dimension) of ``problem``.
 
     Iteration time = sum over layers (x count) and phases of compute + max over dimensions of
@@ -649,9 +685,16 @@ def evaluate_bandwidths(problem: HierarchyProblem, bandwidths: Sequence[float], 
         layer_times.append((layer.name, layer_total))
     cost = _network_cost(problem, bw)
     return BandwidthBreakdown(
-        bandwidths_gbps=tuple(bw), iteration_time_s=compute + comm, compute_time_s=compute, comm_time_s=comm,
-        phases=tuple(phases), layer_times_s=tuple(layer_times), bottleneck_time_s=tuple(bottleneck.items()),
-        total_bandwidth_gbps=sum(bw), cost_usd=cost, violations=tuple(_violations(problem, bw, cost, rtol)),
+        bandwidths_gbps=tuple(bw),
+        iteration_time_s=compute + comm,
+        compute_time_s=compute,
+        comm_time_s=comm,
+        phases=tuple(phases),
+        layer_times_s=tuple(layer_times),
+        bottleneck_time_s=tuple(bottleneck.items()),
+        total_bandwidth_gbps=sum(bw),
+        cost_usd=cost,
+        violations=tuple(_violations(problem, bw, cost, rtol)),
     )
 
 
@@ -718,15 +761,24 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
         prices = d.get("prices_usd_per_gbps")
         if prices is not None:
             json_object(prices, f"{path}.prices_usd_per_gbps", set(PRICE_ELEMENTS))
-        dims.append(_at(path, lambda d=d, i=i: Dimension(d.get("name", f"dim{i + 1}"), d["kind"], d["size"], prices,
-                                                         d.get("unit_cost_usd_per_gbps"))))
+        dims.append(
+            _at(
+                path,
+                lambda d=d, i=i: Dimension(
+                    d.get("name", f"dim{i + 1}"), d["kind"], d["size"], prices, d.get("unit_cost_usd_per_gbps")
+                ),
+            )
+        )
     _check_dimension_list(tuple(dims))
     work = json_object(top["workload"], "workload", {"layers", "communicators"}, {"layers"})
     named = {}
     for key, value in _mapping(work.get("communicators", {}), "workload.communicators").items():
         path = f"workload.communicators.{key}"
-        comm = (_named_communicator(value, path, [d.name for d in dims]) if isinstance(value, dict)
-                else json_list(value, path, max_len=MAX_DIMENSIONS))
+        comm = (
+            _named_communicator(value, path, [d.name for d in dims])
+            if isinstance(value, dict)
+            else json_list(value, path, max_len=MAX_DIMENSIONS)
+        )
         # checked here whether or not a layer uses it (a typo in an unused one is still a typo)
         named[key] = _at(path, lambda comm=comm: _communicator_entries(comm))
         _check_communicator(named[key], tuple(dims), path)
@@ -748,15 +800,23 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
                     comm = _named_communicator(comm, f"{cpath}.communicator", [d.name for d in dims])
                 elif isinstance(comm, str):
                     if comm not in named:
-                        raise InstanceError(f"unknown communicator {comm!r} (workload.communicators has: "
-                                            f"{', '.join(named) or 'none'})", field=f"{cpath}.communicator")
+                        raise InstanceError(
+                            f"unknown communicator {comm!r} (workload.communicators has: {', '.join(named) or 'none'})",
+                            field=f"{cpath}.communicator",
+                        )
                     comm = named[comm]
                 else:
                     comm = json_list(comm, f"{cpath}.communicator", max_len=MAX_DIMENSIONS)
                 coll = _at(cpath, lambda c=c, comm=comm: Collective(c["type"], c["bytes"], tuple(comm)))
             phases[p] = _at(f"{path}.{p}", lambda ph=ph, coll=coll: Phase(ph.get("compute_us", 0.0), coll))
-        layers.append(_at(path, lambda lay=lay, li=li, phases=phases: Layer(lay.get("name", f"layer{li + 1}"),
-                                                                            count=lay.get("count", 1), **phases)))
+        layers.append(
+            _at(
+                path,
+                lambda lay=lay, li=li, phases=phases: Layer(
+                    lay.get("name", f"layer{li + 1}"), count=lay.get("count", 1), **phases
+                ),
+            )
+        )
     b = json_object(top["budget"], "budget", _BUDGET_KEYS)
     kinds = [k for k in ("total_bandwidth_gbps", "cost_usd") if k in b]
     if len(kinds) != 1:
@@ -775,10 +835,19 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
     for i, raw in enumerate(json_list(c.get("linear", []), "constraints.linear")):
         row = json_object(raw, f"constraints.linear[{i}]", _LINEAR_KEYS, _LINEAR_KEYS)
         linear.append((_mapping(row["terms"], f"constraints.linear[{i}].terms"), row["sense"], row["rhs"]))
-    cons = _at("constraints", lambda: Constraints(maps["min_gbps"], maps["max_gbps"], maps["fixed_gbps"], tuple(orderings),
-                                                  tuple(linear)))
-    return HierarchyProblem(tuple(dims), tuple(layers), budget, cons, objective=top.get("objective", "iteration_time"),
-                            name=top.get("name", ""), description=top.get("description", ""))
+    cons = _at(
+        "constraints",
+        lambda: Constraints(maps["min_gbps"], maps["max_gbps"], maps["fixed_gbps"], tuple(orderings), tuple(linear)),
+    )
+    return HierarchyProblem(
+        tuple(dims),
+        tuple(layers),
+        budget,
+        cons,
+        objective=top.get("objective", "iteration_time"),
+        name=top.get("name", ""),
+        description=top.get("description", ""),
+    )
 
 
 def hierarchy_to_dict(problem: HierarchyProblem) -> dict[str, Any]:
@@ -802,8 +871,11 @@ def hierarchy_to_dict(problem: HierarchyProblem) -> dict[str, Any]:
                 continue
             entry: dict[str, Any] = {"compute_us": ph.compute_us}
             if ph.collective is not None:
-                entry["collective"] = {"type": ph.collective.type, "bytes": ph.collective.bytes,
-                                       "communicator": list(ph.collective.communicator)}
+                entry["collective"] = {
+                    "type": ph.collective.type,
+                    "bytes": ph.collective.bytes,
+                    "communicator": list(ph.collective.communicator),
+                }
             item[p] = entry
         layers.append(item)
     b = problem.budget
@@ -817,7 +889,9 @@ def hierarchy_to_dict(problem: HierarchyProblem) -> dict[str, Any]:
     if problem.constraints.orderings:
         cons["orderings"] = [[a, ">=", b] for a, b in problem.constraints.orderings]
     if problem.constraints.linear:
-        cons["linear"] = [{"terms": dict(terms), "sense": sense, "rhs": rhs} for terms, sense, rhs in problem.constraints.linear]
+        cons["linear"] = [
+            {"terms": dict(terms), "sense": sense, "rhs": rhs} for terms, sense, rhs in problem.constraints.linear
+        ]
     out: dict[str, Any] = {"format": LIBRA_FORMAT, "version": VERSION}
     if problem.name:
         out["name"] = problem.name

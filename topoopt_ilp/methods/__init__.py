@@ -51,15 +51,27 @@ def _fixed(instance: Instance, started: float) -> Solution:
     unreachable = reachability_violations(instance, topo.matrix, placement)
     gap = unreachable[0] if unreachable else None
     if gap and instance.workload is None:
-        return Solution(status="infeasible", method="given", topology=None, wall_time_s=time.perf_counter() - started,
-                        details={"infeasible": f"the fixed topology cannot carry the demand: {gap}"})
+        return Solution(
+            status="infeasible",
+            method="given",
+            topology=None,
+            wall_time_s=time.perf_counter() - started,
+            details={"infeasible": f"the fixed topology cannot carry the demand: {gap}"},
+        )
     if gap:  # a workload: another placement might keep its traffic inside the components
-        raise StartInfeasibleError(f"TopoOpt's start (every layer data-parallel) does not fit the fixed topology: {gap}; "
-                                   "a placement inside its components may exist, which no method here searches "
-                                   "(the exact placement model needs a connected topology)")
-    return Solution(status="feasible", method="given", topology=topo, placement=placement,
-                    wall_time_s=time.perf_counter() - started,
-                    details={"note": "the instance fixes the topology"})
+        raise StartInfeasibleError(
+            f"TopoOpt's start (every layer data-parallel) does not fit the fixed topology: {gap}; "
+            "a placement inside its components may exist, which no method here searches "
+            "(the exact placement model needs a connected topology)"
+        )
+    return Solution(
+        status="feasible",
+        method="given",
+        topology=topo,
+        placement=placement,
+        wall_time_s=time.perf_counter() - started,
+        details={"note": "the instance fixes the topology"},
+    )
 
 
 def _heuristic(instance: Instance, *, select: str = "geometric", mode: str = "paper", seed: int = 0) -> Solution:
@@ -80,7 +92,9 @@ def _baseline(instance: Instance, *, baseline: str = "expander", seed: int = 0) 
     if instance.fixed_topology is not None:
         return _fixed(instance, started)
     if instance.topology_family != "any":
-        raise InputError(f"baseline topologies are general graphs; this instance asks for topology_family {instance.topology_family}")
+        raise InputError(
+            f"baseline topologies are general graphs; this instance asks for topology_family {instance.topology_family}"
+        )
     if instance.cluster.directed:
         raise InputError("the baseline topologies are undirected; this instance has directed links")
     n, d = instance.n, instance.d
@@ -88,7 +102,12 @@ def _baseline(instance: Instance, *, baseline: str = "expander", seed: int = 0) 
         if baseline == "expander":
             x = h.random_expander(n, d, seed=seed)
         elif baseline == "demand_greedy":
-            x = h.demand_greedy(n, d, traffic_matrix(instance, demand=effective_demand(instance, start_placement(instance))[0]), seed=seed)
+            x = h.demand_greedy(
+                n,
+                d,
+                traffic_matrix(instance, demand=effective_demand(instance, start_placement(instance))[0]),
+                seed=seed,
+            )
         elif baseline == "torus":
             if d not in (4, 6):
                 raise InputError(f"a torus has degree 4 (2D) or 6 (3D); this instance has degree {d}")
@@ -100,8 +119,14 @@ def _baseline(instance: Instance, *, baseline: str = "expander", seed: int = 0) 
             details.update(_simple_links(instance, x, seed))
     except ValueError as exc:
         raise InputError(f"baseline {baseline}: {exc}") from None
-    return Solution(status="feasible", method="baseline", topology=Topology(x), placement=start_placement(instance),
-                    wall_time_s=time.perf_counter() - started, details=details)
+    return Solution(
+        status="feasible",
+        method="baseline",
+        topology=Topology(x),
+        placement=start_placement(instance),
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )
 
 
 def _simple_links(instance: Instance, x: np.ndarray, seed: int) -> dict:
@@ -115,9 +140,11 @@ def _simple_links(instance: Instance, x: np.ndarray, seed: int) -> dict:
         swaps = remove_parallel_links(x, weight=weight, seed=seed)
     except ValueError as exc:
         raise ValueError(f"cluster.multi_links is false: {exc}") from None
-    return {"multi_links": {"rewired_swaps": swaps, "links_rewired": 2 * swaps},
-            "note": f"multi_links false: {swaps} degree-preserving link swaps ({2 * swaps} links rewired) removed "
-                    f"{before} parallel links"}
+    return {
+        "multi_links": {"rewired_swaps": swaps, "links_rewired": 2 * swaps},
+        "note": f"multi_links false: {swaps} degree-preserving link swaps ({2 * swaps} links rewired) removed "
+        f"{before} parallel links",
+    }
 
 
 def _exact(instance: Instance, **options: Any) -> Solution:
@@ -126,8 +153,12 @@ def _exact(instance: Instance, **options: Any) -> Solution:
     decomposition (the joint models' incumbent)."""
     from topoopt_ilp.models import ExactOptions, solve_exact
 
-    return solve_exact(instance, ExactOptions(**{k: v for k, v in options.items() if v is not None}),
-                       heuristic=METHODS["heuristic"], incumbent=alternating.alternating_incumbent)
+    return solve_exact(
+        instance,
+        ExactOptions(**{k: v for k, v in options.items() if v is not None}),
+        heuristic=METHODS["heuristic"],
+        incumbent=alternating.alternating_incumbent,
+    )
 
 
 def _exact_options() -> dict[str, Any]:
@@ -174,8 +205,11 @@ def _signature_options(func: Callable[..., Any]) -> dict[str, Any] | None:
         return None
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None
-    return {p.name: (None if p.default is inspect.Parameter.empty else p.default) for p in params
-            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    return {
+        p.name: (None if p.default is inspect.Parameter.empty else p.default)
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
 
 
 def method_options(method: str | Callable[..., Solution]) -> dict[str, Any] | None:
@@ -200,6 +234,7 @@ def _choices(label: str, names) -> Callable[[Any], str | None]:
         if isinstance(v, str) and v in names_:
             return None
         return f"unknown {label} {v!r}; choose one of {', '.join(names_)}"
+
     return check
 
 
@@ -241,7 +276,9 @@ _OPTION_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "warm_start": _path,
     "export_model": _path,
     "log": lambda v: None if isinstance(v, bool) else f"expected True or False, got {v!r}",
-    "native_options": lambda v: None if isinstance(v, Mapping) else f"expected a mapping {{backend: {{name: value}}}}, got {type(v).__name__}",
+    "native_options": lambda v: (
+        None if isinstance(v, Mapping) else f"expected a mapping {{backend: {{name: value}}}}, got {type(v).__name__}"
+    ),
     "progress": lambda v: None if callable(v) else f"expected a callable, got {type(v).__name__}",
 }
 
@@ -255,8 +292,10 @@ def _check_options(name: str, func: Callable[..., Solution], options: dict[str, 
         if key not in accepted:
             also = [m for m in METHODS if m != name and key in (method_options(m) or {})]
             hint = f" ({key} is an option of {' and '.join(also)})" if also else ""
-            raise InputError(f"unknown option {key!r} for method {name}; it takes: {', '.join(accepted) or 'no options'}"
-                             + hint, source="solve")
+            raise InputError(
+                f"unknown option {key!r} for method {name}; it takes: {', '.join(accepted) or 'no options'}" + hint,
+                source="solve",
+            )
     if func not in METHODS.values():
         return  # a user's method checks its own values
     for key, value in options.items():
@@ -268,7 +307,9 @@ def _check_options(name: str, func: Callable[..., Solution], options: dict[str, 
             raise InputError(message, source="solve", field=key)
 
 
-def _with_solver_defaults(instance: Instance, options: dict[str, Any], accepted: Mapping[str, Any] | None) -> dict[str, Any]:
+def _with_solver_defaults(
+    instance: Instance, options: dict[str, Any], accepted: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """A method's options with the instance's ``solver`` section filling those not given (None
     counts as not given, as the CLI passes it: its flags win the same way); only the options the
     method ``accepted`` (exact: all four; alternating: backend and time_limit_s)."""
@@ -326,6 +367,9 @@ def _optimal_only_when_proven(sol: Solution) -> Solution:
     within that gap of the bound, not a proven optimum: it is ``feasible`` with its gap, as a solve
     stopped by a time limit is. "optimal" always means within the default relative gap."""
     if sol.status == "optimal" and sol.gap is not None and sol.gap > DEFAULT_REL_GAP * (1 + 1e-9):
-        return replace(sol, status="feasible",
-                       details={**sol.details, "status_note": f"stopped at the requested gap: {sol.gap:.4g} from the bound"})
+        return replace(
+            sol,
+            status="feasible",
+            details={**sol.details, "status_note": f"stopped at the requested gap: {sol.gap:.4g} from the bound"},
+        )
     return sol

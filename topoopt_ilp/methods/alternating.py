@@ -77,15 +77,25 @@ def relabelling_key(traffic: Instance) -> bytes:
     members = [np.asarray(g.members, dtype=np.int64) for g in demand.allreduce]
     best = None
     for m in range(maps.shape[0]):
-        groups = tuple(sorted((tuple(sorted(maps[m, g].tolist())), float(b.bytes)) for g, b in zip(members, demand.allreduce)))
+        groups = tuple(
+            sorted((tuple(sorted(maps[m, g].tolist())), float(b.bytes)) for g, b in zip(members, demand.allreduce))
+        )
         key = (groups, images[m].tobytes())
         if best is None or key < best:
             best = key
     return repr(best[0]).encode() + best[1]
 
 
-def _topology_phase(instance: Instance, placement: dict | None, select: str, mode: str, seed: int,
-                    method: str = "finder", time_limit_s: float | None = None, backend: str = "highs") -> Solution:
+def _topology_phase(
+    instance: Instance,
+    placement: dict | None,
+    select: str,
+    mode: str,
+    seed: int,
+    method: str = "finder",
+    time_limit_s: float | None = None,
+    backend: str = "highs",
+) -> Solution:
     """A topology and routing for the traffic that ``placement`` induces: TopologyFinder, or the exact
     topology + routing MILP (``method="exact"``). An instance that asks for a circulant family gets a
     jump set: SelectPermutations' (finder), or the circulant model's optimum for the traffic (exact).
@@ -121,8 +131,15 @@ def _joined_topology(instance: Instance, sol: Solution) -> np.ndarray:
     return x
 
 
-def _circulant_phase(instance: Instance, placement: dict | None, select: str, seed: int, method: str,
-                     time_limit_s: float | None, backend: str) -> Solution:
+def _circulant_phase(
+    instance: Instance,
+    placement: dict | None,
+    select: str,
+    seed: int,
+    method: str,
+    time_limit_s: float | None,
+    backend: str,
+) -> Solution:
     """The topology phase of a circulant-family instance (see :func:`_topology_phase`)."""
     from topoopt_ilp.models import ExactOptions
     from topoopt_ilp.models.topology.circulant import solve_circulant
@@ -132,20 +149,41 @@ def _circulant_phase(instance: Instance, placement: dict | None, select: str, se
         traffic = placement_traffic(instance, placement)
         if traffic is not None:
             try:
-                sol = solve_circulant(traffic, ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="heuristic"))
+                sol = solve_circulant(
+                    traffic, ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="heuristic")
+                )
             except (InputError, UnsupportedError) as exc:  # e.g. too large for the model: SelectPermutations' set
                 sol = Solution(status="error", method="exact", details={"message": str(exc)})
             if sol.has_solution:
-                return replace(sol, placement=placement, objective=None, bound=None, gap=None,
-                               wall_time_s=time.perf_counter() - started, details={**sol.details, "topology_method": "exact"})
+                return replace(
+                    sol,
+                    placement=placement,
+                    objective=None,
+                    bound=None,
+                    gap=None,
+                    wall_time_s=time.perf_counter() - started,
+                    details={**sol.details, "topology_method": "exact"},
+                )
     sol = heuristic_circulant(instance, placement, select=select, mode="paper", seed=seed)
     return replace(sol, wall_time_s=time.perf_counter() - started)  # the exact attempt's time included
 
 
-def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3, round_time_limit_s: float = 30.0,
-                      time_limit_s: float | None = None, backend: str = "highs", select: str = "geometric",
-                      mode: str = "paper", seed: int = 0, topology_method: str = "auto", rings: str = "shortest",
-                      search_moves: int | None = None, progress: Progress | None = None) -> Solution:
+def solve_alternating(
+    instance: Instance,
+    *,
+    rounds: int = 5,
+    tol: float = 1e-3,
+    round_time_limit_s: float = 30.0,
+    time_limit_s: float | None = None,
+    backend: str = "highs",
+    select: str = "geometric",
+    mode: str = "paper",
+    seed: int = 0,
+    topology_method: str = "auto",
+    rings: str = "shortest",
+    search_moves: int | None = None,
+    progress: Progress | None = None,
+) -> Solution:
     """Alternate placement and topology optimisation; return the best solution found.
 
     Parameters
@@ -172,11 +210,15 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     check_ring_policy(rings)  # before anything runs
     ExactOptions(search_moves=search_moves)  # checks it, before anything runs
     if instance.workload is None:
-        raise InputError("--method alternating optimises a workload's placement; this instance has a fixed demand "
-                         "(use --method heuristic or exact)")
+        raise InputError(
+            "--method alternating optimises a workload's placement; this instance has a fixed demand "
+            "(use --method heuristic or exact)"
+        )
     if instance.fixed_topology is not None:
-        raise InputError("the instance fixes the topology: there is nothing to alternate with; use --method exact "
-                         "(placement on the fixed topology)")
+        raise InputError(
+            "the instance fixes the topology: there is nothing to alternate with; use --method exact "
+            "(placement on the fixed topology)"
+        )
     if topology_method not in TOPOLOGY_METHODS:
         raise InputError(f"unknown topology method {topology_method!r}; choose one of {', '.join(TOPOLOGY_METHODS)}")
     if topology_method == "auto":
@@ -186,20 +228,31 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         from topoopt_ilp.models.topology.milp import MAX_SERVERS
 
         if instance.n > MAX_SERVERS and instance.topology_family == "any":
-            raise InputError(f"--topology-method exact is for at most {MAX_SERVERS} servers (this instance has "
-                             f"{instance.n}); use --topology-method finder")
+            raise InputError(
+                f"--topology-method exact is for at most {MAX_SERVERS} servers (this instance has "
+                f"{instance.n}); use --topology-method finder"
+            )
     started = time.perf_counter()
     log: list[dict[str, Any]] = []
 
-    def record(round_: int, phase: str, sol: Solution, accepted: bool, reused: bool = False,
-               repeats_earlier: bool = False) -> None:
+    def record(
+        round_: int, phase: str, sol: Solution, accepted: bool, reused: bool = False, repeats_earlier: bool = False
+    ) -> None:
         m = sol.metrics
-        entry = {"round": round_, "phase": phase, "iteration_time_s": m.get("iteration_time_s"),
-                 "compute_time_s": m.get("compute_time_s"), "comm_time_s": m.get("comm_time_s"),
-                 "status": sol.status, "accepted": accepted, "wall_time_s": round(time.perf_counter() - started, 3)}
+        entry = {
+            "round": round_,
+            "phase": phase,
+            "iteration_time_s": m.get("iteration_time_s"),
+            "compute_time_s": m.get("compute_time_s"),
+            "comm_time_s": m.get("comm_time_s"),
+            "status": sol.status,
+            "accepted": accepted,
+            "wall_time_s": round(time.perf_counter() - started, 3),
+        }
         if repeats_earlier:  # not solved: the placement's traffic relabels one solved before; the trajectory ends
-            entry.update(status="skipped", repeats_earlier=True, iteration_time_s=None, compute_time_s=None,
-                         comm_time_s=None)
+            entry.update(
+                status="skipped", repeats_earlier=True, iteration_time_s=None, compute_time_s=None, comm_time_s=None
+            )
         if sol.details.get("restricted"):  # the placement model was cut to this many coset starts per degree
             entry["restricted_to_starts"] = sol.details.get("max_starts")
         if reused:  # the same phase input was solved to optimality before in this run
@@ -218,7 +271,9 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     settled_traffic: set[bytes] = set()  # relabelling keys of the exact step's proven-optimal inputs
 
     def placement_key(placement: dict) -> bytes:
-        return repr(tuple(tuple(placement.get(f, ())) for f in ("layer_degree", "layer_start", "block_server"))).encode()
+        return repr(
+            tuple(tuple(placement.get(f, ())) for f in ("layer_degree", "layer_start", "block_server"))
+        ).encode()
 
     def topology_step(placement: dict, limit: float) -> tuple[Solution | None, bool, bool]:
         """The topology phase for ``placement``, scored by the evaluator; (solution, usable, reused).
@@ -256,8 +311,9 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
         key = topology.matrix.tobytes()
         if key in settled_placement:
             return settled_placement[key], True
-        options = ExactOptions(backend=backend, time_limit_s=limit, warm_start="heuristic", rings=rings,
-                               search_moves=search_moves)
+        options = ExactOptions(
+            backend=backend, time_limit_s=limit, warm_start="heuristic", rings=rings, search_moves=search_moves
+        )
         # solve_placement itself falls back to fewer coset starts when the full model is too large
         cand = solve_placement(instance, options, topology.matrix, start=current.placement)
         if not cand.has_solution:
@@ -288,7 +344,9 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                     try:
                         cand, reused = placement_step(current, limit)
                     except UnsupportedError as exc:  # a placement model this topology cannot express
-                        record(r, phase, replace(current, status="error", metrics={}, details={"error": str(exc)}), False)
+                        record(
+                            r, phase, replace(current, status="error", metrics={}, details={"error": str(exc)}), False
+                        )
                         continue
                     if not cand.has_solution:
                         record(r, phase, cand, False)
@@ -312,8 +370,9 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
                 break
         return False
 
-    data_parallel_start = finalize(instance, _topology_phase(instance, fitting_start_placement(instance), select, mode,
-                                                             seed))
+    data_parallel_start = finalize(
+        instance, _topology_phase(instance, fitting_start_placement(instance), select, mode, seed)
+    )
     best = data_parallel_start
     record(0, "start: data-parallel + TopologyFinder", best, True)
     # Pipelines of data-parallel groups, each with its own topology, are a second start: from the
@@ -342,10 +401,21 @@ def solve_alternating(instance: Instance, *, rounds: int = 5, tol: float = 1e-3,
     out_of_time = descend(stage_start, "stages") if stage_start is not None else False
     if not out_of_time:
         descend(data_parallel_start, "data-parallel")
-    details = {**best.details, "rounds": log, "best_from": next(e for e in reversed(log) if e["accepted"])["phase"],
-               "topology_method": topology_method}
-    return replace(best, method="alternating", status="feasible", bound=None, gap=None,
-                   wall_time_s=time.perf_counter() - started, details=details)
+    details = {
+        **best.details,
+        "rounds": log,
+        "best_from": next(e for e in reversed(log) if e["accepted"])["phase"],
+        "topology_method": topology_method,
+    }
+    return replace(
+        best,
+        method="alternating",
+        status="feasible",
+        bound=None,
+        gap=None,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )
 
 
 def alternating_incumbent(instance: Instance, options: Any, budget_s: float) -> Solution | None:
@@ -354,7 +424,12 @@ def alternating_incumbent(instance: Instance, options: Any, budget_s: float) -> 
     decomposition, 3 rounds within ``budget_s`` seconds (a quarter of it, at least 1 s, per placement
     solve), on ``options.backend``. None when TopoOpt's data-parallel start breaks the memory limit."""
     try:
-        return solve_alternating(instance, rounds=3, round_time_limit_s=max(1.0, budget_s / 4), time_limit_s=budget_s,
-                                 backend=options.backend)
+        return solve_alternating(
+            instance,
+            rounds=3,
+            round_time_limit_s=max(1.0, budget_s / 4),
+            time_limit_s=budget_s,
+            backend=options.backend,
+        )
     except (InstanceError, StartInfeasibleError):  # the data-parallel start breaks the memory limit: no incumbent
         return None

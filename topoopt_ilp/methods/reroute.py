@@ -47,8 +47,9 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
     design or fails verification."""
     from topoopt_ilp.models.reroute import min_max_routing
 
-    if time_limit_s is not None and not (isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s)
-                                         and time_limit_s >= 0):
+    if time_limit_s is not None and not (
+        isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s) and time_limit_s >= 0
+    ):
         raise InputError(f"time limit must be a finite number >= 0 or None, got {time_limit_s!r}", field="time_limit_s")
     if not solution.has_solution:
         raise InputError(f"the solution holds no design (status {solution.status}): nothing to route")
@@ -56,8 +57,10 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
     # (one scored for another objective used to print its summary, then fail verification with exit 1)
     report = verify(instance, solution)
     if not report.valid:
-        raise InputError(f"the solution does not fit the instance ({len(report.violations)} violation(s), first: "
-                         f"{report.violations[0]}; see topoopt verify)")
+        raise InputError(
+            f"the solution does not fit the instance ({len(report.violations)} violation(s), first: "
+            f"{report.violations[0]}; see topoopt verify)"
+        )
     started = time.perf_counter()
     dm, _ = effective_demand(instance, solution.placement)
     rings = solution.routing.rings if len(solution.routing.rings) else default_rings(instance, dm)
@@ -65,30 +68,55 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
     x = solution.topology.matrix
     result = min_max_routing(x, demand, instance.cluster.link_bytes_per_s, time_limit_s=time_limit_s)
     before = evaluate(instance, solution)
-    routed = replace(solution, routing=Routing(rings=rings, paths=PathSet.from_lists(result.paths)),
-                     status="feasible", objective=None, bound=None, gap=None, metrics={})
+    routed = replace(
+        solution,
+        routing=Routing(rings=rings, paths=PathSet.from_lists(result.paths)),
+        status="feasible",
+        objective=None,
+        bound=None,
+        gap=None,
+        metrics={},
+    )
     after = evaluate(instance, routed)
     value_before, value_after = objective_value(instance, before), objective_value(instance, after)
     improved = _better(instance, value_after, value_before)
     record = {
         "algorithm": "min_max_routing (column generation, models/reroute.py)",
-        "bandwidth_s_before": before.bandwidth_time_s, "bandwidth_s": after.bandwidth_time_s,
-        "bandwidth_bound_s": result.bound_s, "proven": result.proven,
-        "objective_before": value_before, "objective_rerouted": value_after, "applied": improved,
-        "paths": len(result.paths), "rounds": result.rounds, "columns": result.columns,
+        "bandwidth_s_before": before.bandwidth_time_s,
+        "bandwidth_s": after.bandwidth_time_s,
+        "bandwidth_bound_s": result.bound_s,
+        "proven": result.proven,
+        "objective_before": value_before,
+        "objective_rerouted": value_after,
+        "applied": improved,
+        "paths": len(result.paths),
+        "rounds": result.rounds,
+        "columns": result.columns,
         "wall_time_s": round(time.perf_counter() - started, 4),
     }
     if not improved:
         record["objective_ignores_routing"] = instance.objective in ("aspl", "diameter")
-        record["note"] = (f"the objective ({instance.objective}) does not depend on the routing: kept"
-                          if record["objective_ignores_routing"] else
-                          "the solution's own routing is as good: kept" if result.proven else
-                          "the routing LP did not beat the solution's own routing within its time limit: kept")
+        record["note"] = (
+            f"the objective ({instance.objective}) does not depend on the routing: kept"
+            if record["objective_ignores_routing"]
+            else "the solution's own routing is as good: kept"
+            if result.proven
+            else "the routing LP did not beat the solution's own routing within its time limit: kept"
+        )
         return replace(solution, details={**solution.details, "reroute": record})
-    record["replaced"] = {"status": solution.status, "objective": solution.objective, "bound": solution.bound,
-                          "gap": solution.gap}
+    record["replaced"] = {
+        "status": solution.status,
+        "objective": solution.objective,
+        "bound": solution.bound,
+        "gap": solution.gap,
+    }
     details = {**solution.details, "reroute": record}
     if isinstance(details.get("routing"), str):  # the method's own words on its routing no longer hold
         details["routing"] = "re-routed: the routing LP's paths (topoopt route), rings kept"
-    return replace(routed, metrics=after.as_dict(), objective=value_after,
-                   wall_time_s=solution.wall_time_s + record["wall_time_s"], details=details)
+    return replace(
+        routed,
+        metrics=after.as_dict(),
+        objective=value_after,
+        wall_time_s=solution.wall_time_s + record["wall_time_s"],
+        details=details,
+    )

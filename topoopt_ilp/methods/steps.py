@@ -31,12 +31,18 @@ def placement_traffic(instance: Instance, placement: dict | None) -> Instance | 
     demand = strategy_to_demand(instance.workload, instance.n, strategy)
     if not demand.allreduce and not demand.mp:
         return None
-    return Instance(cluster=instance.cluster, demand=demand, objective="comm_time",
-                    topology_family=instance.topology_family, name=instance.name)
+    return Instance(
+        cluster=instance.cluster,
+        demand=demand,
+        objective="comm_time",
+        topology_family=instance.topology_family,
+        name=instance.name,
+    )
 
 
-def exact_topology_for_placement(instance: Instance, placement: dict | None, *, time_limit_s: float | None = None,
-                                 backend: str = "highs") -> Solution:
+def exact_topology_for_placement(
+    instance: Instance, placement: dict | None, *, time_limit_s: float | None = None, backend: str = "highs"
+) -> Solution:
     """The exact topology + routing MILP (``topology_routing``, comm-time objective: AllReduce split
     over TotientPerms rings, multi-commodity flow) for the traffic of a workload's ``placement``."""
     from topoopt_ilp.models import ExactOptions  # start-up time: the models load the solver packages
@@ -48,5 +54,12 @@ def exact_topology_for_placement(instance: Instance, placement: dict | None, *, 
         return heuristic_for_placement(instance, placement)
     options = ExactOptions(backend=backend, time_limit_s=time_limit_s, warm_start="none")
     sol = solve_topology_routing(traffic, options, latency=False)  # its objective is discarded: the bandwidth optimum
-    return replace(sol, placement=placement, objective=None, bound=None, gap=None, wall_time_s=time.perf_counter() - started,
-                   details={**sol.details, "topology_method": "exact"})
+    return replace(
+        sol,
+        placement=placement,
+        objective=None,
+        bound=None,
+        gap=None,
+        wall_time_s=time.perf_counter() - started,
+        details={**sol.details, "topology_method": "exact"},
+    )

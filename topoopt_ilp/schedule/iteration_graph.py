@@ -224,7 +224,11 @@ class IterationGraph:
         import heapq
 
         succ = self.successors()
-        indeg = np.bincount(self.edges[:, 1], minlength=len(self.tasks)).tolist() if len(self.edges) else [0] * len(self.tasks)
+        indeg = (
+            np.bincount(self.edges[:, 1], minlength=len(self.tasks)).tolist()
+            if len(self.edges)
+            else [0] * len(self.tasks)
+        )
         ready = [j for j, d in enumerate(indeg) if d == 0]
         heapq.heapify(ready)
         order = []
@@ -303,7 +307,9 @@ class _Paths:
             for path, _ in self.cache[key]:
                 for u, v in zip(path[:-1], path[1:]):
                     if self.x[u, v] <= 0:
-                        raise InputError(f"the route {list(path)} of pair {s}->{t} uses {u}->{v}, which is not a link of the topology")
+                        raise InputError(
+                            f"the route {list(path)} of pair {s}->{t} uses {u}->{v}, which is not a link of the topology"
+                        )
         return self.cache[key]
 
     def _given(self, s: int, t: int) -> list[tuple[tuple[int, ...], float]]:
@@ -330,8 +336,10 @@ class _Paths:
             raise InputError(f"server {t} is unreachable from server {s} in the topology: pair {s}->{t} has traffic")
         count = int(self.sigma[s, t])
         if count > MAX_PATHS_PER_PAIR:
-            raise UnsupportedError(f"pair {s}->{t} has {count} shortest paths (more than {MAX_PATHS_PER_PAIR}): "
-                                   "too many flow pieces to schedule")
+            raise UnsupportedError(
+                f"pair {s}->{t} has {count} shortest paths (more than {MAX_PATHS_PER_PAIR}): "
+                "too many flow pieces to schedule"
+            )
         nbrs, dist = self.nbrs, self.dist
         paths: list[tuple[int, ...]] = []
 
@@ -357,7 +365,9 @@ class _Builder:
 
     def add(self, task: Task) -> int:
         if len(self.tasks) >= self.limit:
-            raise UnsupportedError(f"the iteration graph would have more than {self.limit:,} tasks: too large to schedule")
+            raise UnsupportedError(
+                f"the iteration graph would have more than {self.limit:,} tasks: too large to schedule"
+            )
         self.index[task.key] = len(self.tasks)
         self.tasks.append(task)
         return len(self.tasks) - 1
@@ -425,12 +435,16 @@ def build_iteration_graph(
     servers = [coset(n, deg[i], start[i]) for i in range(L)]
     compute_tasks = M * (len(w.blocks) + 2 * sum(deg))
     if compute_tasks > max_tasks:  # the same refusal _Builder.add makes, without building up to it
-        raise UnsupportedError(f"the iteration graph would have more than {max_tasks:,} tasks "
-                               f"({compute_tasks:,} compute tasks with {M} micro-batches): too large to schedule")
+        raise UnsupportedError(
+            f"the iteration graph would have more than {max_tasks:,} tasks "
+            f"({compute_tasks:,} compute tasks with {M} micro-batches): too large to schedule"
+        )
     if M > 1 and M * max(deg) > w.batch_size:  # a replica of degree k holds batch / k samples
-        raise InputError(f"{M} micro-batches leave a replica of degree {max(deg)} less than one of its "
-                         f"{w.batch_size / max(deg):g} samples each (batch {w.batch_size}): at most "
-                         f"{w.batch_size // max(deg)} micro-batches for this placement")
+        raise InputError(
+            f"{M} micro-batches leave a replica of degree {max(deg)} less than one of its "
+            f"{w.batch_size / max(deg):g} samples each (batch {w.batch_size}): at most "
+            f"{w.batch_size // max(deg)} micro-batches for this placement"
+        )
     # keys: with M = 1 exactly those of the graph without micro-batches; else m follows (_KEY_LEN)
     mbs = [()] if M == 1 else [(m,) for m in range(M)]
 
@@ -492,10 +506,15 @@ def build_iteration_graph(
                 flow(("lookup_grad", b, r) + mb, v, j, nbytes, [Bw[(c, r) + mb]], [])
 
     # AllReduce, once per iteration: groups as strategy_demand forms them; rings as the routing says
-    rings = routing.rings if routing is not None and len(routing.rings) else RingSet.from_lists(
-        (g, grp.members, 1.0) for g, grp in enumerate(groups))
-    group_layers = [[i for i in range(L) if deg[i] >= 2 and float(w.layers[i].param_bytes) > 0 and servers[i] == grp.members]
-                    for grp in groups]
+    rings = (
+        routing.rings
+        if routing is not None and len(routing.rings)
+        else RingSet.from_lists((g, grp.members, 1.0) for g, grp in enumerate(groups))
+    )
+    group_layers = [
+        [i for i in range(L) if deg[i] >= 2 and float(w.layers[i].param_bytes) > 0 and servers[i] == grp.members]
+        for grp in groups
+    ]
     for q, (g, order, frac) in enumerate(rings.to_lists()):
         if not 0 <= g < len(groups):
             raise InputError(f"ring {q} names AllReduce group {g}; the placement has {len(groups)} group(s)")
@@ -516,13 +535,29 @@ def build_iteration_graph(
     edges = np.array(sorted(B.edges), dtype=np.int64).reshape(-1, 2)
     xi = np.array(x, dtype=np.int64)
     xi.setflags(write=False)
-    return IterationGraph(n, tuple(B.tasks), edges, xi, bw, ff, strategy, "given" if paths.given else "shortest_path", B.index,
-                          micro_batches=M)
+    return IterationGraph(
+        n,
+        tuple(B.tasks),
+        edges,
+        xi,
+        bw,
+        ff,
+        strategy,
+        "given" if paths.given else "shortest_path",
+        B.index,
+        micro_batches=M,
+    )
 
 
-def graph_from_solution(instance: Instance, solution: Solution, *, routing: str = "given",
-                        forward_fraction: float = DEFAULT_FORWARD_FRACTION, micro_batches: int = 1,
-                        max_tasks: int = MAX_GRAPH_TASKS) -> IterationGraph:
+def graph_from_solution(
+    instance: Instance,
+    solution: Solution,
+    *,
+    routing: str = "given",
+    forward_fraction: float = DEFAULT_FORWARD_FRACTION,
+    micro_batches: int = 1,
+    max_tasks: int = MAX_GRAPH_TASKS,
+) -> IterationGraph:
     """The iteration graph of a solution: its placement (default: the data-parallel start), topology,
     rings, and, with ``routing="given"``, its routes (shortest paths when it has none) - the
     evaluator's ``given`` / ``shortest_path`` modes."""
@@ -538,8 +573,15 @@ def graph_from_solution(instance: Instance, solution: Solution, *, routing: str 
     w = instance.workload
     strategy = data_parallel(w, n) if solution.placement is None else parse_strategy(solution.placement, w, n)
     rt = solution.routing if routing == "given" else Routing(rings=solution.routing.rings)
-    return build_iteration_graph(instance, strategy, solution.topology.matrix, rt, forward_fraction=forward_fraction,
-                                 micro_batches=micro_batches, max_tasks=max_tasks)
+    return build_iteration_graph(
+        instance,
+        strategy,
+        solution.topology.matrix,
+        rt,
+        forward_fraction=forward_fraction,
+        micro_batches=micro_batches,
+        max_tasks=max_tasks,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -572,8 +614,14 @@ def lower_bounds(g: IterationGraph) -> dict[str, Any]:
         finish[j] = ready + t.duration_s + t.latency_s
     cp = float(finish.max()) if len(finish) else 0.0
     comp, net = float(load.max()) if g.n else 0.0, float(busy.max()) if busy.size else 0.0
-    return {"compute_s": comp, "busiest_server": server, "network_s": net,
-            "busiest_arc": (u, v) if net > 0 else None, "critical_path_s": cp, "bound_s": max(comp, net, cp)}
+    return {
+        "compute_s": comp,
+        "busiest_server": server,
+        "network_s": net,
+        "busiest_arc": (u, v) if net > 0 else None,
+        "critical_path_s": cp,
+        "bound_s": max(comp, net, cp),
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -609,8 +657,10 @@ def check_schedule(graph: IterationGraph, schedule: Schedule, *, rtol: float = 1
     for a, b in graph.edges.tolist():
         ready = e[a] + graph.tasks[a].latency_s
         if s[b] < ready - tol:
-            out.append(f"precedence {graph.tasks[a].name} -> {graph.tasks[b].name}: starts at {s[b]:.9g} s, "
-                       f"before {ready:.9g} s")
+            out.append(
+                f"precedence {graph.tasks[a].name} -> {graph.tasks[b].name}: starts at {s[b]:.9g} s, "
+                f"before {ready:.9g} s"
+            )
     by_server: dict[int, list[int]] = {}
     by_arc: dict[tuple[int, int], list[int]] = {}
     for j, t in enumerate(graph.tasks):
@@ -624,24 +674,39 @@ def check_schedule(graph: IterationGraph, schedule: Schedule, *, rtol: float = 1
         js.sort(key=lambda j: s[j])
         for a, b in zip(js[:-1], js[1:]):
             if s[b] < e[a] - tol:
-                out.append(f"server {v}: {graph.tasks[a].name} and {graph.tasks[b].name} overlap "
-                           f"({s[a]:.9g}-{e[a]:.9g} s and {s[b]:.9g}-{e[b]:.9g} s)")
+                out.append(
+                    f"server {v}: {graph.tasks[a].name} and {graph.tasks[b].name} overlap "
+                    f"({s[a]:.9g}-{e[a]:.9g} s and {s[b]:.9g}-{e[b]:.9g} s)"
+                )
     for (u, v), js in sorted(by_arc.items()):
         cap = int(graph.x[u, v])
         if len(js) <= cap:
             continue
         # pieces running at each start time t: started at or before t, not ended by t (a sweep)
         starts, ends = np.sort(s[js]), np.sort(e[js])
-        running = np.searchsorted(starts, starts + tol, side="right") - np.searchsorted(ends, starts + tol, side="right")
+        running = np.searchsorted(starts, starts + tol, side="right") - np.searchsorted(
+            ends, starts + tol, side="right"
+        )
         worst = int(np.argmax(running))
         if running[worst] > cap:
-            out.append(f"arc {u}->{v}: {int(running[worst])} flow pieces at {starts[worst]:.9g} s, it has {cap} link(s)")
+            out.append(
+                f"arc {u}->{v}: {int(running[worst])} flow pieces at {starts[worst]:.9g} s, it has {cap} link(s)"
+            )
     if N:
         last = float(np.max(e + np.array([t.latency_s for t in graph.tasks])))
-        if schedule.makespan_s is None or not last - tol <= float(schedule.makespan_s) <= last + schedule.time_unit_s + tol:
+        if (
+            schedule.makespan_s is None
+            or not last - tol <= float(schedule.makespan_s) <= last + schedule.time_unit_s + tol
+        ):
             stated = "missing" if schedule.makespan_s is None else f"{float(schedule.makespan_s):.9g} s"
-            out.append(f"makespan {stated} is not the latest end + latency {last:.9g} s "
-                       f"(up to one time unit of {schedule.time_unit_s:.3g} s later)")
-        if schedule.bound_s is not None and schedule.makespan_s is not None and schedule.bound_s > schedule.makespan_s + tol:
+            out.append(
+                f"makespan {stated} is not the latest end + latency {last:.9g} s "
+                f"(up to one time unit of {schedule.time_unit_s:.3g} s later)"
+            )
+        if (
+            schedule.bound_s is not None
+            and schedule.makespan_s is not None
+            and schedule.bound_s > schedule.makespan_s + tol
+        ):
             out.append(f"bound {schedule.bound_s:.9g} s is above the makespan {schedule.makespan_s:.9g} s")
     return out

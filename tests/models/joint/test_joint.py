@@ -32,7 +32,9 @@ OPTS = ExactOptions(time_limit_s=120, gap=1e-9)
 # The models as the exact method runs them: with the starts the method layer hands them (the
 # alternating decomposition as the joint models' incumbent, TopoOpt's heuristic as the warm start).
 def solve_exact(instance, options=None, **kwargs):
-    return models.solve_exact(instance, options, heuristic=METHODS["heuristic"], incumbent=alternating_incumbent, **kwargs)
+    return models.solve_exact(
+        instance, options, heuristic=METHODS["heuristic"], incumbent=alternating_incumbent, **kwargs
+    )
 
 
 def solve_joint(instance, options, start=None):
@@ -47,11 +49,27 @@ def solve_joint_enumeration(instance, options, **kwargs):
     return model(instance, options, incumbent=alternating_incumbent, **kwargs)
 
 
-def make(n: int, d: int, layers, blocks=(), *, directed=False, multi=False, latency=0.0, memory=1e12,
-         objective="iteration_time") -> Instance:
+def make(
+    n: int,
+    d: int,
+    layers,
+    blocks=(),
+    *,
+    directed=False,
+    multi=False,
+    latency=0.0,
+    memory=1e12,
+    objective="iteration_time",
+) -> Instance:
     w = Workload(layers=tuple(layers), blocks=tuple(blocks), batch_size=64, server_memory_bytes=memory)
-    c = Cluster(servers=n, degree=d, link_bandwidth_gbps=GBPS, hop_latency_us=latency,
-                links="directed" if directed else "undirected", multi_links=multi)
+    c = Cluster(
+        servers=n,
+        degree=d,
+        link_bandwidth_gbps=GBPS,
+        hop_latency_us=latency,
+        links="directed" if directed else "undirected",
+        multi_links=multi,
+    )
     return Instance(cluster=c, workload=w, objective=objective)
 
 
@@ -101,8 +119,12 @@ def check(inst: Instance, sol: Solution) -> None:
 
 CASES = {
     # pipeline vs data parallel: a heavy AllReduce makes splitting the layers across servers pay
-    "mlp-undirected": make(4, 2, [L("a", 4e-3, 4e7, 2e7, [1, 2]), L("b", 4e-3, 4e7, 1e6, [1, 2])],
-                           [Block(name="t", bytes=1e6, lookup_bytes=8e6, consumer=1)]),
+    "mlp-undirected": make(
+        4,
+        2,
+        [L("a", 4e-3, 4e7, 2e7, [1, 2]), L("b", 4e-3, 4e7, 1e6, [1, 2])],
+        [Block(name="t", bytes=1e6, lookup_bytes=8e6, consumer=1)],
+    ),
     "mlp-directed": make(4, 1, [L("a", 2e-3, 2e7, 4e7, [1, 2]), L("b", 2e-3, 1e6, 1e6, [1, 2])], directed=True),
     "multi-links": make(4, 2, [L("a", 1e-3, 3e7, 1e7, [1, 2]), L("b", 1e-3, 3e7, 1e6, [2])], multi=True),
 }
@@ -203,9 +225,11 @@ def test_small_groups_may_use_any_ring_order():
     # cannot go below 0.17 s on any topology (found by a review; the model now has every order of
     # groups of up to 6 members).
     G = 1e8
-    layers = [Layer(name="A", compute_s=1e-3, param_bytes=G, activation_bytes=0.0, memory_bytes=0.0, configs=(4,)),
-              Layer(name="B", compute_s=1e-3, param_bytes=G, activation_bytes=2 * G, memory_bytes=0.6e9, configs=(2,)),
-              Layer(name="C", compute_s=1e-3, param_bytes=G, activation_bytes=0.0, memory_bytes=0.6e9, configs=(2,))]
+    layers = [
+        Layer(name="A", compute_s=1e-3, param_bytes=G, activation_bytes=0.0, memory_bytes=0.0, configs=(4,)),
+        Layer(name="B", compute_s=1e-3, param_bytes=G, activation_bytes=2 * G, memory_bytes=0.6e9, configs=(2,)),
+        Layer(name="C", compute_s=1e-3, param_bytes=G, activation_bytes=0.0, memory_bytes=0.6e9, configs=(2,)),
+    ]
     w = Workload(layers=tuple(layers), batch_size=64, server_memory_bytes=1.25e9)
     inst = Instance(cluster=Cluster(servers=4, degree=2, link_bandwidth_gbps=10.0, hop_latency_us=1.0), workload=w)
     sol = solve_joint(inst, OPTS)

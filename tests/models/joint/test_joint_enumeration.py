@@ -28,9 +28,15 @@ def strategy_value(inst, st) -> float:
 
 # the brute-force cases of the joint MILP (degrees <= 2: one ring per group, so brute force is exact),
 # and one with two identical tables
-SMALL = {**CASES,
-         "tables": make(4, 2, [L("a", 2e-3, 2e7, 2e7, [1, 2]), L("b", 2e-3, 1e6, 4e6, [1, 2])],
-                        [Block(name=f"t{j}", bytes=1e6, lookup_bytes=6e6, consumer=1) for j in range(2)])}
+SMALL = {
+    **CASES,
+    "tables": make(
+        4,
+        2,
+        [L("a", 2e-3, 2e7, 2e7, [1, 2]), L("b", 2e-3, 1e6, 4e6, [1, 2])],
+        [Block(name=f"t{j}", bytes=1e6, lookup_bytes=6e6, consumer=1) for j in range(2)],
+    ),
+}
 
 
 @pytest.mark.parametrize("name", list(SMALL))
@@ -69,8 +75,14 @@ def _relabelling_classes(inst, strategies) -> set:
         for pi in itertools.permutations(range(n)):
             pi = np.array(pi)
             inv = np.argsort(pi)
-            forms.append((tuple(np.round(mp[np.ix_(inv, inv)], 3).ravel()), tuple(compute[inv]), tuple(memory[inv]),
-                          tuple(sorted((tuple(sorted(pi[list(g.members)])), g.bytes) for g in groups))))
+            forms.append(
+                (
+                    tuple(np.round(mp[np.ix_(inv, inv)], 3).ravel()),
+                    tuple(compute[inv]),
+                    tuple(memory[inv]),
+                    tuple(sorted((tuple(sorted(pi[list(g.members)])), g.bytes) for g in groups)),
+                )
+            )
         out.add(min(forms))
     return out
 
@@ -114,22 +126,27 @@ def test_every_symmetry_maps_a_strategy_to_its_relabelled_traffic(n, configs):
         st = Strategy(tuple(int(opt_k[o]) for o in opts), tuple(int(opt_s[o]) for o in opts), servers)
         groups, mp, compute = strategy_demand(w, n, st)
         for row in sym:
-            image, pi = row[:len(opt_layer)], row[len(opt_layer):]
-            mapped = Strategy(tuple(int(opt_k[image[o]]) for o in opts), tuple(int(opt_s[image[o]]) for o in opts),
-                              tuple(int(pi[v]) for v in servers))
+            image, pi = row[: len(opt_layer)], row[len(opt_layer) :]
+            mapped = Strategy(
+                tuple(int(opt_k[image[o]]) for o in opts),
+                tuple(int(opt_s[image[o]]) for o in opts),
+                tuple(int(pi[v]) for v in servers),
+            )
             g2, mp2, compute2 = strategy_demand(w, n, mapped)
             assert np.allclose(mp2[np.ix_(pi, pi)], mp)
             assert np.allclose(compute2[pi], compute)
             assert np.allclose(server_memory(w, n, mapped)[pi], server_memory(w, n, st))
-            assert {(frozenset(pi[list(g.members)].tolist()), g.bytes) for g in groups} == \
-                   {(frozenset(g.members), g.bytes) for g in g2}
+            assert {(frozenset(pi[list(g.members)].tolist()), g.bytes) for g in groups} == {
+                (frozenset(g.members), g.bytes) for g in g2
+            }
             for g in groups:
                 if len(g.members) > ALL_RINGS_UP_TO:  # TotientPerms rings: the family must map onto itself
                     k = len(g.members)
                     rings = lambda m: {frozenset(zip(m, m[p:] + m[:p])) for p in range(1, k) if np.gcd(p, k) == 1}
                     target = next(h for h in g2 if set(h.members) == set(pi[list(g.members)].tolist()))
-                    assert {frozenset((int(pi[a]), int(pi[b])) for a, b in r) for r in rings(list(g.members))} == \
-                           rings(list(target.members))
+                    assert {frozenset((int(pi[a]), int(pi[b])) for a, b in r) for r in rings(list(g.members))} == rings(
+                        list(target.members)
+                    )
 
 
 def test_symmetry_cuts_the_search():
@@ -160,8 +177,12 @@ def _all_strategies(inst):
     per_layer = [[(k, s) for k in layer.configs for s in range(n // k)] for layer in w.layers]
     for opts in itertools.product(*per_layer):
         for servers in itertools.product(range(n), repeat=len(w.blocks)):
-            same = [j for j in range(1, len(w.blocks)) if w.blocks[j].bytes == w.blocks[j - 1].bytes
-                    and w.blocks[j].lookup_bytes == w.blocks[j - 1].lookup_bytes]
+            same = [
+                j
+                for j in range(1, len(w.blocks))
+                if w.blocks[j].bytes == w.blocks[j - 1].bytes
+                and w.blocks[j].lookup_bytes == w.blocks[j - 1].lookup_bytes
+            ]
             if any(servers[j] < servers[j - 1] for j in same):
                 continue
             yield Strategy(tuple(k for k, _ in opts), tuple(s for _, s in opts), servers)
@@ -179,7 +200,8 @@ def test_isomorphic_traffic_has_the_same_optimum(name):
     for st, v in values.items():
         assert any(v == pytest.approx(r, rel=1e-6, abs=1e-12) for r in reps.values()), st
     assert min(values[st] + c for _, c, st in leaves) == pytest.approx(
-        min(reps[st] + c for _, c, st, _ in classes), rel=1e-9)
+        min(reps[st] + c for _, c, st, _ in classes), rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("name", list(SMALL))
@@ -208,9 +230,13 @@ def test_time_limit_zero_and_memory_infeasibility():
 
     assert solve_joint_enumeration(inst, ExactOptions(time_limit_s=0)).status == "no_solution"
     # 3 tables of 0.6 C and 3 of 0.45 C on 4 servers: the checks before solving pass, no packing does
-    tight = make(4, 2, [L("l", 1e-3, 1e6, 1e6, [1, 2, 4])],
-                 [Block(name=f"t{j}", bytes=b, lookup_bytes=1e6) for j, b in enumerate([6e8] * 3 + [4.5e8] * 3)],
-                 memory=1e9)
+    tight = make(
+        4,
+        2,
+        [L("l", 1e-3, 1e6, 1e6, [1, 2, 4])],
+        [Block(name=f"t{j}", bytes=b, lookup_bytes=1e6) for j, b in enumerate([6e8] * 3 + [4.5e8] * 3)],
+        memory=1e9,
+    )
     sol = solve_joint_enumeration(tight, OPTS)
     assert sol.status == "infeasible" and "memory" in sol.details["infeasible"]
 
@@ -219,7 +245,6 @@ def test_identical_blocks_take_non_decreasing_servers():
     leaves, _ = search_strategies(SMALL["tables"], np.inf)
     assert all(st.block_server[0] <= st.block_server[1] for *_, st in leaves)
     assert len({st for *_, st in leaves}) == len(leaves)
-
 
 
 def test_formulation_auto_picks_enumeration_or_falls_back_to_the_milp(monkeypatch):
@@ -249,7 +274,10 @@ def test_formulation_is_checked_and_reaches_the_cli(tmp_path, capsys):
         solve_exact(inst, ExactOptions(formulation="naive"))
     path, out = tmp_path / "w.json", tmp_path / "sol.json"
     path.write_text(json.dumps(files.instance_to_dict(inst)))
-    assert main(["solve", str(path), "--method", "exact", "--formulation", "enumeration", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(["solve", str(path), "--method", "exact", "--formulation", "enumeration", "--out", str(out), "--quiet"])
+        == 0
+    )
     sol = json.loads(out.read_text())
     assert sol["status"] == "optimal" and sol["details"]["algorithm"] == "enumeration"
     assert main(["verify", str(path), str(out)]) == 0
@@ -288,8 +316,9 @@ def test_two_regular_multigraphs_are_all_of_them():
         assert set(found) == {X.tobytes() for X in topologies(n, 2, False, multi)}
 
 
-@pytest.mark.parametrize("n,multi,seed", [(4, True, 0), (4, False, 1), (5, True, 2), (5, True, 3), (6, True, 4),
-                                          (6, False, 5)])
+@pytest.mark.parametrize(
+    "n,multi,seed", [(4, True, 0), (4, False, 1), (5, True, 2), (5, True, 3), (6, True, 4), (6, False, 5)]
+)
 def test_cycle_cut_bound_is_below_the_best_topology(n, multi, seed):
     # brute force: the least bandwidth term over every 2-regular topology (optimal routing, rings in
     # member order: one of the orders the bound allows) is at least the bound
@@ -308,7 +337,9 @@ def test_cycle_cut_bound_is_below_the_best_topology(n, multi, seed):
     bound = cuts.bandwidth_floor(mp, group.bytes_per_member() * cuts.group_split(members))
     from topoopt_ilp.models.joint.cycle_cuts import two_regular_multigraphs
 
-    every = [_link_matrix(n, cycles) for cycles in two_regular_multigraphs(n, multi)]  # checked above against brute force
+    every = [
+        _link_matrix(n, cycles) for cycles in two_regular_multigraphs(n, multi)
+    ]  # checked above against brute force
     best = min(evaluate(inst, X, routing="optimal").bandwidth_time_s for X in every)
     assert 0 < bound <= best * (1 + 1e-9)
     if len(members) == 2:  # a 2-member group has one ring: on these tiny cycles the cut bound is often exact
@@ -353,7 +384,9 @@ def test_a_short_limit_keeps_the_start_instead_of_no_solution():
     assert sol.objective == pytest.approx(evaluate(inst, sol).iteration_time_s, rel=1e-9)
     start = solve_joint_enumeration(inst, ExactOptions(time_limit_s=4.0), fallback_to_milp=False)
     none_left = solve_joint(inst, ExactOptions(time_limit_s=0.0), start=start)
-    assert none_left.status in ("feasible", "optimal") and none_left.objective == pytest.approx(start.objective, rel=1e-9)
+    assert none_left.status in ("feasible", "optimal") and none_left.objective == pytest.approx(
+        start.objective, rel=1e-9
+    )
     assert "no time was left" in none_left.details["note"]
 
 

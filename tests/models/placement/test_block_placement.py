@@ -25,17 +25,34 @@ N = 8
 X = circulant(N, (1, 3))
 
 
-def instance(overlap: str = "none", compute_model: str = "busiest_server", objective: str = "iteration_time",
-             hop_latency_us: float = 1.0, memory: float = 1e12) -> Instance:
-    layers = (Layer(name="bot", compute_s=2e-3, param_bytes=2e7, activation_bytes=4e7, configs=(1, 2, 4, 8)),
-              Layer(name="top", compute_s=6e-3, param_bytes=5e7, activation_bytes=2e7, configs=(1, 2, 4, 8)))
-    blocks = tuple(Block(name=f"a{j}", bytes=1e9, lookup_bytes=3e7, compute_s=4e-4, consumer=1) for j in range(3)) + \
-        (Block(name="b", bytes=2e9, lookup_bytes=8e7, compute_s=1e-3, consumer=0),
-         Block(name="c", bytes=1e9, lookup_bytes=0.0, compute_s=2e-3, consumer=0))
-    w = Workload(layers=layers, blocks=blocks, batch_size=64, server_memory_bytes=memory, overlap=overlap,
-                 compute_model=compute_model)
-    return Instance(cluster=Cluster(servers=N, degree=4, link_bandwidth_gbps=100.0, hop_latency_us=hop_latency_us),
-                    workload=w, objective=objective)
+def instance(
+    overlap: str = "none",
+    compute_model: str = "busiest_server",
+    objective: str = "iteration_time",
+    hop_latency_us: float = 1.0,
+    memory: float = 1e12,
+) -> Instance:
+    layers = (
+        Layer(name="bot", compute_s=2e-3, param_bytes=2e7, activation_bytes=4e7, configs=(1, 2, 4, 8)),
+        Layer(name="top", compute_s=6e-3, param_bytes=5e7, activation_bytes=2e7, configs=(1, 2, 4, 8)),
+    )
+    blocks = tuple(Block(name=f"a{j}", bytes=1e9, lookup_bytes=3e7, compute_s=4e-4, consumer=1) for j in range(3)) + (
+        Block(name="b", bytes=2e9, lookup_bytes=8e7, compute_s=1e-3, consumer=0),
+        Block(name="c", bytes=1e9, lookup_bytes=0.0, compute_s=2e-3, consumer=0),
+    )
+    w = Workload(
+        layers=layers,
+        blocks=blocks,
+        batch_size=64,
+        server_memory_bytes=memory,
+        overlap=overlap,
+        compute_model=compute_model,
+    )
+    return Instance(
+        cluster=Cluster(servers=N, degree=4, link_bandwidth_gbps=100.0, hop_latency_us=hop_latency_us),
+        workload=w,
+        objective=objective,
+    )
 
 
 LAYERS = [((4, 8), (1, 0)), ((2, 2), (1, 0)), ((1, 1), (3, 2)), ((8, 8), (0, 0))]  # (degrees, starts)
@@ -52,9 +69,17 @@ def brute_force(inst: Instance, rf, degrees, starts) -> float:
     return best
 
 
-@pytest.mark.parametrize("variant", [{}, {"overlap": "full"}, {"objective": "comm_time"},
-                                     {"compute_model": "critical_path"}, {"hop_latency_us": 3000.0},
-                                     {"memory": 2.5e9}])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {},
+        {"overlap": "full"},
+        {"objective": "comm_time"},
+        {"compute_model": "critical_path"},
+        {"hop_latency_us": 3000.0},
+        {"memory": 2.5e9},
+    ],
+)
 @pytest.mark.parametrize("layers", LAYERS[:2])
 def test_the_block_milp_is_the_best_block_placement_and_scores_as_the_evaluator(variant, layers):
     inst = instance(**variant)
@@ -68,7 +93,9 @@ def test_the_block_milp_is_the_best_block_placement_and_scores_as_the_evaluator(
     assert not validate_strategy(inst.workload, N, st)
     assert res.objective_s == pytest.approx(brute_force(inst, rf, degrees, starts), rel=1e-6)
     ev = evaluate(inst, placed_solution(inst, X, st), routing="shortest_path")
-    assert (ev.comm_time_s if inst.objective == "comm_time" else ev.iteration_time_s) == pytest.approx(res.objective_s, rel=1e-6)
+    assert (ev.comm_time_s if inst.objective == "comm_time" else ev.iteration_time_s) == pytest.approx(
+        res.objective_s, rel=1e-6
+    )
 
 
 def test_no_room_for_the_blocks_next_to_the_layers_is_infeasible():

@@ -43,11 +43,15 @@ def ring(n: int, mult: tuple[int, ...] | None = None) -> np.ndarray:
     return X
 
 
-def make(n: int, d: int, layers, blocks=(), *, memory=1e12, overlap="none", X=None, latency=1.0,
-         objective="iteration_time") -> tuple[Instance, np.ndarray]:
+def make(
+    n: int, d: int, layers, blocks=(), *, memory=1e12, overlap="none", X=None, latency=1.0, objective="iteration_time"
+) -> tuple[Instance, np.ndarray]:
     w = Workload(layers=tuple(layers), blocks=tuple(blocks), batch_size=64, server_memory_bytes=memory, overlap=overlap)
-    inst = Instance(cluster=Cluster(servers=n, degree=d, link_bandwidth_gbps=GBPS, hop_latency_us=latency),
-                    workload=w, objective=objective)
+    inst = Instance(
+        cluster=Cluster(servers=n, degree=d, link_bandwidth_gbps=GBPS, hop_latency_us=latency),
+        workload=w,
+        objective=objective,
+    )
     return inst, (ring(n) if X is None else X)
 
 
@@ -79,9 +83,13 @@ def check_solution(inst: Instance, sol: Solution) -> None:
     want = m.iteration_time_s if inst.objective == "iteration_time" else m.comm_time_s
     assert sol.objective == pytest.approx(want, rel=1e-6)
     assert len(sol.routing.paths) == 0  # the evaluator's shortest-path fallback, as the model routes
-    st = Strategy(tuple(sol.placement["layer_degree"]), tuple(sol.placement["layer_start"]),
-                  tuple(sol.placement["block_server"]))
-    assert sol.routing.rings.to_lists() == placed_solution(inst, sol.topology.matrix, st, sol.details["rings"]).routing.rings.to_lists()
+    st = Strategy(
+        tuple(sol.placement["layer_degree"]), tuple(sol.placement["layer_start"]), tuple(sol.placement["block_server"])
+    )
+    assert (
+        sol.routing.rings.to_lists()
+        == placed_solution(inst, sol.topology.matrix, st, sol.details["rings"]).routing.rings.to_lists()
+    )
     fin = finalize(inst, sol)
     assert verify(inst, fin).valid, verify(inst, fin).violations
 
@@ -93,20 +101,42 @@ BOTH = pytest.mark.parametrize("opts", [MILP, ENUM], ids=["milp", "enumeration"]
 
 
 def L(name, compute, param, act, configs, memory=None):
-    return Layer(name=name, compute_s=compute, param_bytes=param, activation_bytes=act, configs=tuple(configs),
-                 memory_bytes=memory)
+    return Layer(
+        name=name,
+        compute_s=compute,
+        param_bytes=param,
+        activation_bytes=act,
+        configs=tuple(configs),
+        memory_bytes=memory,
+    )
 
 
 # Trade-offs of the same order: 1e-3 s of compute, 1.25e7 bytes = 1e-3 s on one link.
 CASES = {
-    "mlp-ring4": (4, 2, [L("l0", 2e-3, 1e7, 2e7, [1, 2, 4]), L("l1", 4e-3, 3e7, 1e7, [1, 2, 4]),
-                         L("l2", 1e-3, 2e6, 4e7, [1, 2, 4])], [], None),
-    "dlrm-ring4": (4, 2, [L("bot", 1e-3, 5e6, 2e7, [1, 2, 4]), L("top", 3e-3, 2e7, 1e7, [2, 4])],
-                   [Block(name="t0", bytes=1e9, lookup_bytes=3e7, compute_s=5e-4, consumer=1),
-                    Block(name="t1", bytes=1e9, lookup_bytes=3e7, compute_s=5e-4, consumer=1)], None),
-    "mixed-ring6-multilinks": (6, 3, [L("a", 3e-3, 2e7, 3e7, [1, 2, 3, 6]), L("b", 2e-3, 1e7, 2e7, [2, 3, 6])],
-                               [Block(name="e", bytes=1e9, lookup_bytes=2e7, compute_s=1e-3, consumer=0)],
-                               ring(6, (2, 1, 2, 1, 2, 1))),
+    "mlp-ring4": (
+        4,
+        2,
+        [L("l0", 2e-3, 1e7, 2e7, [1, 2, 4]), L("l1", 4e-3, 3e7, 1e7, [1, 2, 4]), L("l2", 1e-3, 2e6, 4e7, [1, 2, 4])],
+        [],
+        None,
+    ),
+    "dlrm-ring4": (
+        4,
+        2,
+        [L("bot", 1e-3, 5e6, 2e7, [1, 2, 4]), L("top", 3e-3, 2e7, 1e7, [2, 4])],
+        [
+            Block(name="t0", bytes=1e9, lookup_bytes=3e7, compute_s=5e-4, consumer=1),
+            Block(name="t1", bytes=1e9, lookup_bytes=3e7, compute_s=5e-4, consumer=1),
+        ],
+        None,
+    ),
+    "mixed-ring6-multilinks": (
+        6,
+        3,
+        [L("a", 3e-3, 2e7, 3e7, [1, 2, 3, 6]), L("b", 2e-3, 1e7, 2e7, [2, 3, 6])],
+        [Block(name="e", bytes=1e9, lookup_bytes=2e7, compute_s=1e-3, consumer=0)],
+        ring(6, (2, 1, 2, 1, 2, 1)),
+    ),
 }
 
 
@@ -127,8 +157,14 @@ def test_optimum_equals_brute_force(name, rings, opts):
 def test_full_overlap_and_memory_limit_against_brute_force(opts):
     # memory 1.2e8 per server: layer "big" (1e8 + act/k) cannot run on one server at k = 1.
     layers = [L("big", 4e-3, 2.5e7, 4e7, [1, 2, 4], memory=1e8), L("small", 1e-3, 5e6, 1e7, [1, 2, 4], memory=1e7)]
-    inst, X = make(4, 2, layers, [Block(name="t", bytes=5e6, lookup_bytes=1e7, compute_s=2e-4, consumer=1)],
-                   memory=1.2e8, overlap="full")
+    inst, X = make(
+        4,
+        2,
+        layers,
+        [Block(name="t", bytes=5e6, lookup_bytes=1e7, compute_s=2e-4, consumer=1)],
+        memory=1.2e8,
+        overlap="full",
+    )
     sol = solve_placement(inst, opts, X)
     assert sol.status == "optimal"
     check_solution(inst, sol)
@@ -161,8 +197,9 @@ def test_memory_infeasible_is_reported(opts):
 def test_backends_agree(backend):
     n, d, layers, blocks, X = CASES["dlrm-ring4"]
     inst, X = make(n, d, layers, blocks, X=X)
-    sol = solve_placement(inst, ExactOptions(backend=backend, time_limit_s=60, gap=1e-9, warm_start="none",
-                                             formulation="milp"), X)
+    sol = solve_placement(
+        inst, ExactOptions(backend=backend, time_limit_s=60, gap=1e-9, warm_start="none", formulation="milp"), X
+    )
     assert sol.status == "optimal" and sol.backend == backend
     check_solution(inst, sol)
     ref = solve_placement(inst, MILP, X)
@@ -205,8 +242,11 @@ def test_testbed_instance_with_heuristic_topology(name, opts):
 def test_fixed_topology_is_the_default():
     _, _, layers, _, _ = CASES["mlp-ring4"]
     w = Workload(layers=tuple(layers), batch_size=64, server_memory_bytes=1e12)
-    inst = Instance(cluster=Cluster(servers=4, degree=2, link_bandwidth_gbps=GBPS, hop_latency_us=1.0), workload=w,
-                    fixed_topology=FixedTopology(jumps=(1,)))
+    inst = Instance(
+        cluster=Cluster(servers=4, degree=2, link_bandwidth_gbps=GBPS, hop_latency_us=1.0),
+        workload=w,
+        fixed_topology=FixedTopology(jumps=(1,)),
+    )
     sol = solve_placement(inst, OPTS)
     assert np.array_equal(sol.topology.matrix, ring(4))
     check_solution(inst, sol)
@@ -252,8 +292,12 @@ def _random_checks(inst: Instance, X: np.ndarray, rng: np.random.Generator, coun
     rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
     ls = pl.StrategyScorer(inst, rf)
     w, n = inst.workload, inst.n
-    ls.load_state(min((c for c in pl._candidates(w, n, rf) if pl._memory_feasible(w, n, c)),
-                      key=lambda c: strategy_times(inst, rf, c)["iteration_time_s"]))
+    ls.load_state(
+        min(
+            (c for c in pl._candidates(w, n, rf) if pl._memory_feasible(w, n, c)),
+            key=lambda c: strategy_times(inst, rf, c)["iteration_time_s"],
+        )
+    )
     assert ls.score()[0] == pytest.approx(strategy_times(inst, rf, ls.strategy())["iteration_time_s"], rel=1e-9)
     checked = 0
     L = len(w.layers)
@@ -261,9 +305,10 @@ def _random_checks(inst: Instance, X: np.ndarray, rng: np.random.Generator, coun
         it, _ = ls.segment_move(i, j)
         for t in rng.choice(np.flatnonzero(np.isfinite(it)), min(count, int(np.isfinite(it).sum())), replace=False):
             tt = ls.t.copy()
-            tt[i:j + 1] = t
-            st = Strategy(tuple(int(k) for k in ls.type_k[tt]), tuple(int(s) for s in ls.type_s[tt]),
-                          tuple(int(v) for v in ls.bs))
+            tt[i : j + 1] = t
+            st = Strategy(
+                tuple(int(k) for k in ls.type_k[tt]), tuple(int(s) for s in ls.type_s[tt]), tuple(int(v) for v in ls.bs)
+            )
             assert not pl.validate_strategy(w, n, st)
             assert it[t] == pytest.approx(strategy_times(inst, rf, st)["iteration_time_s"], rel=1e-9)
             checked += 1
@@ -272,8 +317,11 @@ def _random_checks(inst: Instance, X: np.ndarray, rng: np.random.Generator, coun
         it, _, types = ls.shift_move(i)
         assert ls.score() == before  # the state is restored
         for r in np.flatnonzero(np.isfinite(it))[:count]:
-            st = Strategy(tuple(int(k) for k in ls.type_k[types[r]]), tuple(int(s) for s in ls.type_s[types[r]]),
-                          tuple(int(v) for v in ls.bs))
+            st = Strategy(
+                tuple(int(k) for k in ls.type_k[types[r]]),
+                tuple(int(s) for s in ls.type_s[types[r]]),
+                tuple(int(v) for v in ls.bs),
+            )
             assert not pl.validate_strategy(w, n, st)
             assert it[r] == pytest.approx(strategy_times(inst, rf, st)["iteration_time_s"], rel=1e-9)
             checked += 1
@@ -282,8 +330,11 @@ def _random_checks(inst: Instance, X: np.ndarray, rng: np.random.Generator, coun
         for v in np.flatnonzero(np.isfinite(it)):
             bs = ls.bs.copy()
             bs[b] = v
-            st = Strategy(tuple(int(k) for k in ls.type_k[ls.t]), tuple(int(s) for s in ls.type_s[ls.t]),
-                          tuple(int(x) for x in bs))
+            st = Strategy(
+                tuple(int(k) for k in ls.type_k[ls.t]),
+                tuple(int(s) for s in ls.type_s[ls.t]),
+                tuple(int(x) for x in bs),
+            )
             assert it[v] == pytest.approx(strategy_times(inst, rf, st)["iteration_time_s"], rel=1e-9)
             checked += 1
     return checked
@@ -359,8 +410,10 @@ def test_balanced_cuts_minimise_the_largest_stage():
         for S, cuts in zip(range(2, 6), _balanced_cuts(tau, 5)):
             assert len(cuts) == S and cuts[0][0] == 0 and cuts[-1][1] == 7
             assert all(a < b for a, b in cuts) and all(b == a2 for (_, b), (a2, _) in zip(cuts, cuts[1:]))
-            best = min(max(tau[a:b].sum() for a, b in zip((0,) + c, c + (7,)))
-                       for c in itertools.combinations(range(1, 7), S - 1))
+            best = min(
+                max(tau[a:b].sum() for a, b in zip((0,) + c, c + (7,)))
+                for c in itertools.combinations(range(1, 7), S - 1)
+            )
             assert max(tau[a:b].sum() for a, b in cuts) == best
 
 
@@ -395,7 +448,8 @@ def test_pipeline_starts_are_balanced_pipelines_on_distinct_cosets():
     # (measured 20.50 ms against 25.71 ms).
     others = [st for st in pl._candidates(w, n, rf) if st not in set(starts)]
     assert min(strategy_times(inst, rf, st)["iteration_time_s"] for st in starts) < 0.85 * min(
-        strategy_times(inst, rf, st)["iteration_time_s"] for st in others)
+        strategy_times(inst, rf, st)["iteration_time_s"] for st in others
+    )
 
 
 def test_a_short_time_limit_scores_only_the_first_candidates():
@@ -449,9 +503,18 @@ def test_the_local_search_takes_a_tenth_of_the_limit_before_a_level_search(monke
     with pytest.raises(Stop):
         solve_placement(inst, ExactOptions(time_limit_s=20, gap=1e-9))
     assert calls == [pytest.approx(share * 20)]
-    assert (pl.not_levelled(pl.StrategyScorer(inst, shortest_path_fractions(
-        solve_placement(inst, ExactOptions(time_limit_s=0.5, gap=1.0), local_search_s=0).topology.matrix,
-        inst.cluster.link_bytes_per_s))) is None) == (model == "bert")
+    assert (
+        pl.not_levelled(
+            pl.StrategyScorer(
+                inst,
+                shortest_path_fractions(
+                    solve_placement(inst, ExactOptions(time_limit_s=0.5, gap=1.0), local_search_s=0).topology.matrix,
+                    inst.cluster.link_bytes_per_s,
+                ),
+            )
+        )
+        is None
+    ) == (model == "bert")
 
 
 def test_the_time_a_skipped_milp_leaves_goes_to_local_search(monkeypatch):
@@ -465,7 +528,9 @@ def test_the_time_a_skipped_milp_leaves_goes_to_local_search(monkeypatch):
     monkeypatch.setattr(pl, "improve_strategy", lambda *a, **k: calls.append(a[3]) or real(*a, **k))
     sol = solve_placement(inst, ExactOptions(time_limit_s=10, gap=1e-9), local_search_s=0.1)
     assert calls == [0.1, 1.5]  # the first local search, then the time left
-    assert sol.details["milp"].startswith("not run") and sol.details["milp"].endswith("the time left went to local search")
+    assert sol.details["milp"].startswith("not run") and sol.details["milp"].endswith(
+        "the time left went to local search"
+    )
     assert sol.objective == pytest.approx(sol.details["local_search_iteration_time_s"], rel=1e-12)
     check_solution(inst, sol)
 
@@ -573,8 +638,9 @@ def test_large_model_hands_its_time_to_the_local_search(monkeypatch, left_s):
     if left_s is not None:
         monkeypatch.setattr(pl, "time_left", lambda options, started: left_s)
         monkeypatch.setattr(pl, "run_model", lambda *a, **k: pytest.fail("the solver was handed the model"))
-    sol = solve_placement(inst, ExactOptions(time_limit_s=3, gap=1e-9, formulation="milp"), X, chain_bound_s=0.2,
-                          local_search_s=0.5)
+    sol = solve_placement(
+        inst, ExactOptions(time_limit_s=3, gap=1e-9, formulation="milp"), X, chain_bound_s=0.2, local_search_s=0.5
+    )
     best = brute_force(inst, X)
     if "skipped_model_nonzeros" in sol.details:
         assert sol.details["milp"].startswith("skipped") and "variables" not in sol.details

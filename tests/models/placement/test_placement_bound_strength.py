@@ -83,8 +83,9 @@ def test_new_bound_is_below_the_brute_force_optimum(seed, rings, monkeypatch):
             assert _bound(inst, rf, R, packing, monkeypatch) <= best * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("seed,run_pairs,packing", [(26, True, False), (9, False, True), (18, False, True),
-                                                    (1, True, True)])
+@pytest.mark.parametrize(
+    "seed,run_pairs,packing", [(26, True, False), (9, False, True), (18, False, True), (1, True, True)]
+)
 def test_each_term_raises_the_bound(seed, run_pairs, packing, monkeypatch):
     """Instances (found by search, with one ring per group in coset order) where the term raises the
     previous bound (R = 1, no packing) strictly, and every variant stays below the brute-force optimum."""

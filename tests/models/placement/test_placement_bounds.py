@@ -64,8 +64,9 @@ def test_arc_classes_are_the_jumps():
 
 
 @pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("overlap,objective", [("none", "iteration_time"), ("full", "iteration_time"),
-                                               ("none", "comm_time")])
+@pytest.mark.parametrize(
+    "overlap,objective", [("none", "iteration_time"), ("full", "iteration_time"), ("none", "comm_time")]
+)
 def test_both_bounds_are_below_the_brute_force_optimum(name, overlap, objective):
     n, d, layers, blocks, X = CASES[name]
     inst, X = make(n, d, layers, blocks, X=X, overlap=overlap, objective=objective)
@@ -91,11 +92,26 @@ def _random_instance(rng: np.random.Generator, n: int):
     layers = []
     for i in range(nl):
         configs = sorted(set(rng.choice(degs, size=int(rng.integers(1, len(degs) + 1)), replace=False).tolist()))
-        layers.append(L(f"l{i}", float(rng.uniform(0.5e-3, 5e-3)), float(rng.choice([0.0, rng.uniform(1e6, 4e7)])),
-                        float(rng.choice([0.0, rng.uniform(1e6, 6e7)])), configs))
+        layers.append(
+            L(
+                f"l{i}",
+                float(rng.uniform(0.5e-3, 5e-3)),
+                float(rng.choice([0.0, rng.uniform(1e6, 4e7)])),
+                float(rng.choice([0.0, rng.uniform(1e6, 6e7)])),
+                configs,
+            )
+        )
     nb = int(rng.integers(0, 2 if n == 8 else 3))
-    blocks = [Block(name=f"t{j}", bytes=1e8, lookup_bytes=float(rng.uniform(1e6, 4e7)),
-                    compute_s=float(rng.uniform(0, 1e-3)), consumer=int(rng.integers(nl))) for j in range(nb)]
+    blocks = [
+        Block(
+            name=f"t{j}",
+            bytes=1e8,
+            lookup_bytes=float(rng.uniform(1e6, 4e7)),
+            compute_s=float(rng.uniform(0, 1e-3)),
+            consumer=int(rng.integers(nl)),
+        )
+        for j in range(nb)
+    ]
     jumps = {4: [(1,), (1, 2)], 6: [(1,), (1, 2), (1, 3)], 8: [(1,), (1, 3), (1, 2), (1, 4)]}[n]
     shape = rng.random()
     if shape < 0.6:

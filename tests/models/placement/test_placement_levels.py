@@ -21,8 +21,16 @@ def _lattice_instance(rng: np.random.Generator, n: int):
     layers = []
     for i in range(int(rng.integers(2, 5 if n <= 4 else 4))):
         configs = sorted(set(rng.choice(degs, size=int(rng.integers(1, len(degs) + 1)), replace=False).tolist()))
-        layers.append(L(f"l{i}", 1e-3 * int(rng.integers(1, 4)), float(rng.choice([0.0, rng.uniform(1e6, 4e7)])),
-                        float(rng.choice([0.0, rng.uniform(1e6, 6e7)])), configs, memory=1e9))
+        layers.append(
+            L(
+                f"l{i}",
+                1e-3 * int(rng.integers(1, 4)),
+                float(rng.choice([0.0, rng.uniform(1e6, 4e7)])),
+                float(rng.choice([0.0, rng.uniform(1e6, 6e7)])),
+                configs,
+                memory=1e9,
+            )
+        )
     jumps = {4: [(1,), (1, 2)], 6: [(1,), (1, 2), (1, 3)], 8: [(1,), (1, 3), (1, 2)]}[n]
     X = circulant(n, jumps[int(rng.integers(len(jumps)))]) if rng.random() < 0.7 else ring(n)
     memory = 2.5e9 if rng.random() < 0.3 else 1e12  # 2.5e9: at most two replicas a server
@@ -69,7 +77,12 @@ def test_the_addition_tables_kept_or_dropped_give_the_same_search(monkeypatch, s
     kept = level_search(StrategyScorer(inst, rf), np.inf, 0.0, None)
     monkeypatch.setattr(plv, "_CACHE_FLOATS", 0)
     dropped = level_search(StrategyScorer(inst, rf), np.inf, 0.0, None)
-    assert (dropped.nodes, dropped.value, dropped.bound, dropped.strategy) == (kept.nodes, kept.value, kept.bound, kept.strategy)
+    assert (dropped.nodes, dropped.value, dropped.bound, dropped.strategy) == (
+        kept.nodes,
+        kept.value,
+        kept.bound,
+        kept.strategy,
+    )
 
 
 def test_a_search_stopped_early_keeps_what_it_settled(monkeypatch):
@@ -92,9 +105,11 @@ def test_a_search_stopped_early_keeps_what_it_settled(monkeypatch):
         for c in sorted({0, total // 3, total // 2, total - 2}):
             if not 0 <= c < total - 1:
                 continue
-            readings = iter(range(10 ** 9))
+            readings = iter(range(10**9))
             monkeypatch.setattr(placement_levels, "_CLOCK_NODES", 1)
-            monkeypatch.setattr(placement_levels, "time", SimpleNamespace(perf_counter=lambda: float(next(readings) >= c)))
+            monkeypatch.setattr(
+                placement_levels, "time", SimpleNamespace(perf_counter=lambda: float(next(readings) >= c))
+            )
             got = level_search(StrategyScorer(inst, rf), np.inf, 0.0, 0.5)
             monkeypatch.undo()
             assert got.status == "gave_up" and got.nodes == c + 1
@@ -116,8 +131,12 @@ def test_level_search_says_when_it_does_not_apply():
     inst, X = make(4, 2, [L("a", 1e-3, 1e7, 1e7, [1, 2]), L("b", np.pi * 1e-3, 1e7, 0.0, [1, 2])])
     ls = StrategyScorer(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s))
     assert level_search(ls, np.inf, 0.0, None).status == "not_applicable"
-    inst, X = make(4, 2, [L("a", 1e-3, 1e7, 1e7, [1, 2])],
-                   [Block(name="t", bytes=1e8, lookup_bytes=1e6, compute_s=1e-4, consumer=0)])
+    inst, X = make(
+        4,
+        2,
+        [L("a", 1e-3, 1e7, 1e7, [1, 2])],
+        [Block(name="t", bytes=1e8, lookup_bytes=1e6, compute_s=1e-4, consumer=0)],
+    )
     ls = StrategyScorer(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s))
     assert "blocks" in level_search(ls, np.inf, 0.0, None).reason
     inst, X = make(4, 2, [L("a", 1e-3, 1e7, 1e7, [1, 2])], objective="comm_time")

@@ -21,15 +21,19 @@ N = 8
 
 
 def workload(blocks: int, memory: float = 1e12) -> Workload:
-    layers = (Layer(name="bot", compute_s=2e-3, param_bytes=2e7, activation_bytes=4e7, configs=(1, 2, 4, 8)),
-              Layer(name="top", compute_s=6e-3, param_bytes=5e7, activation_bytes=2e7, configs=(2, 4, 8)))
+    layers = (
+        Layer(name="bot", compute_s=2e-3, param_bytes=2e7, activation_bytes=4e7, configs=(1, 2, 4, 8)),
+        Layer(name="top", compute_s=6e-3, param_bytes=5e7, activation_bytes=2e7, configs=(2, 4, 8)),
+    )
     tables = tuple(Block(name=f"t{j}", bytes=1e9, lookup_bytes=3e7, compute_s=4e-4, consumer=1) for j in range(blocks))
     return Workload(layers=layers, blocks=tables, batch_size=64, server_memory_bytes=memory)
 
 
 def instance(blocks: int = 2, memory: float = 1e12) -> Instance:
-    return Instance(cluster=Cluster(servers=N, degree=4, link_bandwidth_gbps=100.0, hop_latency_us=1.0),
-                    workload=workload(blocks, memory))
+    return Instance(
+        cluster=Cluster(servers=N, degree=4, link_bandwidth_gbps=100.0, hop_latency_us=1.0),
+        workload=workload(blocks, memory),
+    )
 
 
 def invariant_strategies(inst: Instance, p: int):

@@ -84,7 +84,7 @@ def test_without_a_move_budget_the_search_stops_on_its_time(dlrm8):
     starts = _starts(inst, rf)
     t0 = time.perf_counter()
     ls = StrategyScorer(inst, rf)
-    improve_strategy(inst, rf, starts, 0.5, ls=ls, max_stall=10 ** 9)
+    improve_strategy(inst, rf, starts, 0.5, ls=ls, max_stall=10**9)
     assert time.perf_counter() - t0 < 0.5 + 0.5 and ls.moves_scored > 0
 
 
@@ -102,7 +102,7 @@ def test_solve_placement_with_a_move_budget_is_reproducible_and_reports_its_move
     second = solve_placement(inst, opts, X, chain_bound_s=0)
     assert dict(second.placement) == dict(first.placement) and second.objective == first.objective
     # the time limit stays the safety net, and says so
-    cut = solve_placement(inst, ExactOptions(time_limit_s=1.5, gap=1e-6, search_moves=10 ** 9), X, chain_bound_s=0)
+    cut = solve_placement(inst, ExactOptions(time_limit_s=1.5, gap=1e-6, search_moves=10**9), X, chain_bound_s=0)
     assert cut.has_solution and cut.details["local_search_timed_out"] is True
 
 
@@ -119,14 +119,32 @@ def test_the_cli_checks_search_moves(tmp_path, capsys):
         main(["solve", str(INSTANCES / "dlrm-mini-8-fixed.json"), "--search-moves", "0"])
     assert usage.value.code == 2
     assert "--search-moves" in capsys.readouterr().err
-    assert main(["solve", str(INSTANCES / "dlrm-mini-8-fixed.json"), "--method", "heuristic", "--search-moves", "5"]) == 2
+    assert (
+        main(["solve", str(INSTANCES / "dlrm-mini-8-fixed.json"), "--method", "heuristic", "--search-moves", "5"]) == 2
+    )
     assert "applies to --method exact or alternating" in capsys.readouterr().err
     assert main(["solve", str(INSTANCES / "mix-8.json"), "--method", "exact", "--search-moves", "5"]) == 2
     err = capsys.readouterr().err
     assert "workload with a fixed_topology" in err and err.count("\n") == 1
     out = tmp_path / "sol.json"
-    assert main(["solve", str(INSTANCES / "dlrm-mini-8-fixed.json"), "--method", "exact", "--search-moves", "50",
-                 "--time-limit", "30", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                str(INSTANCES / "dlrm-mini-8-fixed.json"),
+                "--method",
+                "exact",
+                "--search-moves",
+                "50",
+                "--time-limit",
+                "30",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert json.loads(out.read_text())["placement"]
 
 
@@ -148,7 +166,22 @@ def test_compare_and_sweep_hand_the_budget_to_the_placement_searches_only():
 def test_the_cli_compares_with_a_move_budget(capsys):
     from conftest import INSTANCES
 
-    assert main(["compare", str(INSTANCES / "dlrm-mini-8-fixed.json"), "--methods", "heuristic,exact",
-                 "--search-moves", "50", "--time-limit", "30", "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(INSTANCES / "dlrm-mini-8-fixed.json"),
+                "--methods",
+                "heuristic,exact",
+                "--search-moves",
+                "50",
+                "--time-limit",
+                "30",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["method"] for r in rows} == {"heuristic", "exact"} and all(r["status"] != "error" for r in rows)

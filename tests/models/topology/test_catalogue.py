@@ -28,15 +28,42 @@ SIZES = gc.catalogue_sizes()
 # Connected regular graphs: cubic OEIS A002851, quartic A006820, quintic A006821, sextic A006822; a
 # cycle, K_n and K_n minus a perfect matching are alone in their class. (n = 12: the 6-regular graphs
 # are the complements of all 5-regular ones, the 7848 connected and two K6's, hence one more.)
-KNOWN_COUNTS = {(4, 3): 1, (6, 3): 2, (8, 3): 5, (10, 3): 19, (12, 3): 85,
-                (5, 4): 1, (6, 4): 1, (7, 4): 2, (8, 4): 6, (9, 4): 16, (10, 4): 59, (11, 4): 265, (12, 4): 1544,
-                (6, 5): 1, (8, 5): 3, (10, 5): 60, (12, 5): 7848,
-                (7, 6): 1, (8, 6): 1, (9, 6): 4, (10, 6): 21, (11, 6): 266, (12, 6): 7849}
+KNOWN_COUNTS = {
+    (4, 3): 1,
+    (6, 3): 2,
+    (8, 3): 5,
+    (10, 3): 19,
+    (12, 3): 85,
+    (5, 4): 1,
+    (6, 4): 1,
+    (7, 4): 2,
+    (8, 4): 6,
+    (9, 4): 16,
+    (10, 4): 59,
+    (11, 4): 265,
+    (12, 4): 1544,
+    (6, 5): 1,
+    (8, 5): 3,
+    (10, 5): 60,
+    (12, 5): 7848,
+    (7, 6): 1,
+    (8, 6): 1,
+    (9, 6): 4,
+    (10, 6): 21,
+    (11, 6): 266,
+    (12, 6): 7849,
+}
 
 
 def inst(n, d, *, multi=True, regular=True, latency=0.0, objective="throughput", demand=None, directed=False):
-    cluster = {"servers": n, "degree": d, "link_bandwidth_gbps": B, "hop_latency_us": latency, "multi_links": multi,
-               "regular": regular}
+    cluster = {
+        "servers": n,
+        "degree": d,
+        "link_bandwidth_gbps": B,
+        "hop_latency_us": latency,
+        "multi_links": multi,
+        "regular": regular,
+    }
     if directed:
         cluster["links"] = "directed"
     return files.parse_instance(minimal(cluster=cluster, demand=demand or {"all_to_all": 1e9}, objective=objective))
@@ -136,7 +163,9 @@ def _labelled_connected_regular(n: int, d: int) -> int:
     """Components of a d-regular graph are d-regular: split off the component of vertex 1 (size k)."""
     c = {}
     for m in range(1, n + 1):
-        c[m] = _labelled_regular(m, d) - sum(math.comb(m - 1, k - 1) * c[k] * _labelled_regular(m - k, d) for k in range(1, m))
+        c[m] = _labelled_regular(m, d) - sum(
+            math.comb(m - 1, k - 1) * c[k] * _labelled_regular(m - k, d) for k in range(1, m)
+        )
     return c[n]
 
 
@@ -160,7 +189,9 @@ def _automorphisms(g: nx.Graph) -> int:
             classes.append([c])
     total = 1
     for cls in classes:
-        total *= sum(1 for _ in nx.vf2pp_all_isomorphisms(cls[0], cls[0], node_label="inv")) ** len(cls) * math.factorial(len(cls))
+        total *= sum(1 for _ in nx.vf2pp_all_isomorphisms(cls[0], cls[0], node_label="inv")) ** len(
+            cls
+        ) * math.factorial(len(cls))
     return total
 
 
@@ -257,8 +288,11 @@ def test_brute_force_over_all_multigraphs_matches_the_catalogue(n, d, regular):
     # The best lambda over every multigraph (one per class, scored by the evaluator's own LP) is
     # what the catalogue search returns - no multigraph or non-regular topology beats it.
     instance = inst(n, d, regular=regular)
-    best = max(evaluate(instance, Topology(x), routing="optimal").throughput for x in _classes(_multigraphs(n, d, regular))
-               if np.isfinite(gc.hop_distance_total(x)))
+    best = max(
+        evaluate(instance, Topology(x), routing="optimal").throughput
+        for x in _classes(_multigraphs(n, d, regular))
+        if np.isfinite(gc.hop_distance_total(x))
+    )
     sol = solve(instance, method="exact", warm_start="none")
     assert sol.details["algorithm"] == "catalogue" and sol.status == "optimal"
     assert sol.objective == pytest.approx(best, rel=1e-6)
@@ -342,7 +376,7 @@ def test_export_writes_the_topology_milp(tmp_path):
     sol = solve_topology_routing(inst(8, 3), ExactOptions(export_model=str(path)))
     assert sol.details["algorithm"] == "catalogue" and sol.status == "optimal"
     text = path.read_text().split()
-    general = text[text.index("gen") + 1:text.index("semi")]  # the integer link counts
+    general = text[text.index("gen") + 1 : text.index("semi")]  # the integer link counts
     assert len(general) == 8 * 7 // 2 and "lam" in text
 
 
@@ -352,8 +386,12 @@ def test_other_instances_keep_the_milp():
     assert solve(mixed, method="exact", warm_start="none").details.get("algorithm") != "catalogue"
     assert gc.catalogue_applies(inst(6, 2, directed=True), np.ones((6, 6))) == "directed links"
     # aspl and diameter depend on the topology alone: any demand will do
-    assert gc.catalogue_applies(inst(6, 3, objective="aspl", demand={"allreduce": [{"members": "all", "bytes": 1e9}]}),
-                                np.zeros((6, 6))) is None
+    assert (
+        gc.catalogue_applies(
+            inst(6, 3, objective="aspl", demand={"allreduce": [{"members": "all", "bytes": 1e9}]}), np.zeros((6, 6))
+        )
+        is None
+    )
     assert "no catalogue" in gc.catalogue_applies(inst(14, 3), np.ones((14, 14)))
 
 

@@ -33,7 +33,10 @@ REL = 1e-6
 def inst(n, d, *, objective="throughput", family="circulant", demand=None, directed=False, regular=True, latency=0.0):
     return Instance(
         Cluster(n, d, GBPS, hop_latency_us=latency, links="directed" if directed else "undirected", regular=regular),
-        demand or Demand(all_to_all=1e6), objective=objective, topology_family=family)
+        demand or Demand(all_to_all=1e6),
+        objective=objective,
+        topology_family=family,
+    )
 
 
 def close(a, b, rel=REL):
@@ -77,8 +80,10 @@ CASES = [
 @pytest.mark.parametrize("n,d,directed,family", CASES)
 def test_throughput_equals_best_enumerated(n, d, directed, family):
     instance = inst(n, d, directed=directed, family=family)
-    best = max(evaluate(instance, Topology(circulant_matrix(n, J, directed), J), routing="optimal").throughput
-               for J in jump_sets(n, d, directed, family))
+    best = max(
+        evaluate(instance, Topology(circulant_matrix(n, J, directed), J), routing="optimal").throughput
+        for J in jump_sets(n, d, directed, family)
+    )
     sol, m = checked(instance)
     assert close(sol.objective, best)
     assert close(m.throughput, sol.details["milp_throughput"])  # the routes reproduce the MILP's lambda
@@ -90,8 +95,10 @@ def test_throughput_non_rotation_invariant_demand_uses_full_mcf():
     mp = tuple((int(s), int(t), float(rng.integers(1, 9)) * 1e6) for s, t in rng.integers(0, n, (14, 2)) if s != t)
     instance = inst(n, d, demand=Demand(mp=mp))
     assert rotation_offsets(traffic_matrix(instance)) is None
-    best = max(evaluate(instance, Topology(circulant_matrix(n, J), J), routing="optimal").throughput
-               for J in jump_sets(n, d, False, "circulant"))
+    best = max(
+        evaluate(instance, Topology(circulant_matrix(n, J), J), routing="optimal").throughput
+        for J in jump_sets(n, d, False, "circulant")
+    )
     sol, _ = checked(instance)
     assert sol.details["model"] == "mcf"
     assert close(sol.objective, best)
@@ -103,8 +110,10 @@ def test_ring_allreduce_demand_is_rotation_invariant_and_optimal():
     assert rotation_offsets(traffic_matrix(instance)) is not None
     cm = build_circulant_model(instance)
     assert not cm.fixed_jump_one  # a ring demand is not invariant under unit multipliers
-    best = max(evaluate(instance, Topology(circulant_matrix(n, J), J), routing="optimal").throughput
-               for J in jump_sets(n, d, False, "coprime_circulant"))
+    best = max(
+        evaluate(instance, Topology(circulant_matrix(n, J), J), routing="optimal").throughput
+        for J in jump_sets(n, d, False, "coprime_circulant")
+    )
     sol, _ = checked(instance)
     assert close(sol.objective, best)
 
@@ -129,11 +138,18 @@ def test_comm_time_objective_adds_latency_honestly():
 
 # ---------------------------------------------------------------------------------------------
 # ASPL and diameter: brute force by BFS; closed form A344517
-@pytest.mark.parametrize("n,d,family", [(12, 4, "circulant"), (13, 4, "circulant"), (16, 6, "coprime_circulant"),
-                                        (12, 5, "circulant"), (20, 4, "coprime_circulant")])
+@pytest.mark.parametrize(
+    "n,d,family",
+    [
+        (12, 4, "circulant"),
+        (13, 4, "circulant"),
+        (16, 6, "coprime_circulant"),
+        (12, 5, "circulant"),
+        (20, 4, "coprime_circulant"),
+    ],
+)
 def test_aspl_and_diameter_equal_bfs_minimum(n, d, family):
-    stats = [circulant_stats(n, J) for J in jump_sets(n, d, False, family)
-             if np.gcd.reduce(list(J) + [n]) == 1]
+    stats = [circulant_stats(n, J) for J in jump_sets(n, d, False, family) if np.gcd.reduce(list(J) + [n]) == 1]
     for objective, idx in (("aspl", 1), ("diameter", 0)):
         instance = inst(n, d, objective=objective, family=family)
         sol, m = checked(instance, ExactOptions())

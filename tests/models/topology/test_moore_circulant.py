@@ -24,8 +24,15 @@ B = 8.0  # Gbps: 1e9 bytes/s per link, so with 1e9 bytes per pair lambda is in t
 
 
 def inst(n, d, *, objective="throughput", multi=True, regular=True, demand=None):
-    cluster = {"servers": n, "degree": d, "link_bandwidth_gbps": B, "hop_latency_us": 0.0, "links": "directed",
-               "multi_links": multi, "regular": regular}
+    cluster = {
+        "servers": n,
+        "degree": d,
+        "link_bandwidth_gbps": B,
+        "hop_latency_us": 0.0,
+        "links": "directed",
+        "multi_links": multi,
+        "regular": regular,
+    }
     return files.parse_instance(minimal(cluster=cluster, demand=demand or {"all_to_all": 1e9}, objective=objective))
 
 

@@ -17,7 +17,9 @@ from topoopt_ilp.models.topology.mp_matching import (
 
 def brute_force(T, b, multi=True):
     """Best matching_value over every multigraph with degree <= b."""
-    return max(matching_value(T, links) for links in bounded_multigraphs(T.shape[0], b, max_multiplicity=None if multi else 1))
+    return max(
+        matching_value(T, links) for links in bounded_multigraphs(T.shape[0], b, max_multiplicity=None if multi else 1)
+    )
 
 
 def random_T(rng, n, density=0.6):
@@ -26,7 +28,9 @@ def random_T(rng, n, density=0.6):
     return T
 
 
-@pytest.mark.parametrize("n,b,multi", [(4, 1, True), (4, 2, True), (5, 2, True), (6, 1, True), (6, 2, False), (5, 3, True)])
+@pytest.mark.parametrize(
+    "n,b,multi", [(4, 1, True), (4, 2, True), (5, 2, True), (6, 1, True), (6, 2, False), (5, 3, True)]
+)
 def test_exact_equals_brute_force(n, b, multi):
     rng = np.random.default_rng(n * 10 + b)
     for _ in range(3):

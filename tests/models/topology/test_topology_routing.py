@@ -21,9 +21,19 @@ B = 8.0  # Gbps: 1e9 bytes/s per link
 
 
 def inst(n, d, *, demand=None, objective="throughput", multi=True, latency=0.0):
-    return files.parse_instance(minimal(
-        cluster={"servers": n, "degree": d, "link_bandwidth_gbps": B, "hop_latency_us": latency, "multi_links": multi},
-        demand=demand or {"all_to_all": 1e9}, objective=objective))
+    return files.parse_instance(
+        minimal(
+            cluster={
+                "servers": n,
+                "degree": d,
+                "link_bandwidth_gbps": B,
+                "hop_latency_us": latency,
+                "multi_links": multi,
+            },
+            demand=demand or {"all_to_all": 1e9},
+            objective=objective,
+        )
+    )
 
 
 def exact(instance, **kw):
@@ -80,8 +90,10 @@ def test_allreduce_mutability_finds_the_stride_that_fits():
 
 
 def test_mixed_demand_latency_is_settled_by_hop_limited_models():
-    data = minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": 40, "hop_latency_us": 1.0},
-                   demand={"allreduce": [{"members": "all", "bytes": 20e6}], "mp": {"pairs": [[0, 3, 6e6], [3, 0, 6e6]]}})
+    data = minimal(
+        cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": 40, "hop_latency_us": 1.0},
+        demand={"allreduce": [{"members": "all", "bytes": 20e6}], "mp": {"pairs": [[0, 3, 6e6], [3, 0, 6e6]]}},
+    )
     instance = files.parse_instance(data)
     sol = exact(instance)
     assert sol.status == "optimal" and "status_note" not in sol.details
@@ -130,8 +142,14 @@ def _hop_limited_comm_time(x, pairs, link_bytes_per_s, alpha):
             a_ub[i, -1] = -link_bytes_per_s * 1e-6 / 1e5 * x[a]
         c = np.zeros(cols)
         c[-1] = 1.0
-        res = linprog(c, A_ub=a_ub, b_ub=np.zeros(len(arcs)), A_eq=a_eq, b_eq=np.array([b for *_, b in pairs]) / 1e5,
-                      method="highs")
+        res = linprog(
+            c,
+            A_ub=a_ub,
+            b_ub=np.zeros(len(arcs)),
+            A_eq=a_eq,
+            b_eq=np.array([b for *_, b in pairs]) / 1e5,
+            method="highs",
+        )
         best = min(best, res.fun * 1e-6 + alpha * H)
     return best
 
@@ -151,10 +169,14 @@ def test_comm_time_with_latency_equals_brute_force(seed):
     n, d = 6, 3
     ordered = [(s, t) for s in range(n) for t in range(n) if s != t]
     pairs = tuple((*ordered[i], float(rng.choice([1, 2, 4]) * 1e5)) for i in rng.choice(len(ordered), 9, replace=False))
-    instance = Instance(Cluster(n, d, 100.0, hop_latency_us=2.0, multi_links=False), Demand(mp=pairs), objective="comm_time")
+    instance = Instance(
+        Cluster(n, d, 100.0, hop_latency_us=2.0, multi_links=False), Demand(mp=pairs), objective="comm_time"
+    )
     c = instance.cluster
-    brute = min(_hop_limited_comm_time(np.array(x), pairs, c.link_bytes_per_s, c.hop_latency_s)
-                for x in bounded_multigraphs(n, d, regular=True, max_multiplicity=1))
+    brute = min(
+        _hop_limited_comm_time(np.array(x), pairs, c.link_bytes_per_s, c.hop_latency_s)
+        for x in bounded_multigraphs(n, d, regular=True, max_multiplicity=1)
+    )
     sol = exact(instance)
     assert sol.status == "optimal" and sol.objective == pytest.approx(brute, rel=1e-6)
     assert sol.bound <= sol.objective and sol.metrics["comm_time_s"] == pytest.approx(sol.objective, rel=1e-12)
@@ -203,7 +225,9 @@ def test_aspl_objective_equals_brute_force():
     instance = inst(n, d, objective="aspl", multi=False)
     best = min(evaluate(instance, Topology(x), routing="shortest_path").aspl for x in regular_graphs(n, d, False))
     sol = exact(instance)
-    assert sol.status == "optimal" and sol.objective == pytest.approx(best) and sol.metrics["aspl"] == pytest.approx(best)
+    assert (
+        sol.status == "optimal" and sol.objective == pytest.approx(best) and sol.metrics["aspl"] == pytest.approx(best)
+    )
 
 
 def test_moore_bound_and_model_size():
@@ -221,11 +245,14 @@ def test_warm_start_from_heuristic_is_accepted_and_time_limit_zero_is_no_solutio
     assert none.status == "no_solution" and none.topology is None
 
 
-@pytest.mark.parametrize("n, d, multi, expected", [
-    (7, 2, True, 3),     # a connected 2-regular graph is a cycle: diameter floor(n/2)
-    (10, 3, False, 2),   # the Petersen graph reaches the Moore bound
-    (6, 3, False, None),  # brute force below
-])
+@pytest.mark.parametrize(
+    "n, d, multi, expected",
+    [
+        (7, 2, True, 3),  # a connected 2-regular graph is a cycle: diameter floor(n/2)
+        (10, 3, False, 2),  # the Petersen graph reaches the Moore bound
+        (6, 3, False, None),  # brute force below
+    ],
+)
 def test_diameter_objective(n, d, multi, expected):
     from topoopt_ilp.core.graph import diameter
 
@@ -241,8 +268,12 @@ def test_diameter_lower_bound_is_proven_by_an_infeasible_model():
     # Directed, n = 7, d = 2: the Moore bound (1 + 2 + 4 = 7) allows diameter 2, but no Moore digraph
     # with d > 1 and diameter > 1 exists (Plesnik & Znam; Bridges & Toueg), so the model for 2 must be
     # infeasible and the one for 3 feasible.
-    instance = files.parse_instance(minimal(cluster={"servers": 7, "degree": 2, "link_bandwidth_gbps": B, "links": "directed",
-                                                  "multi_links": False}, objective="diameter"))
+    instance = files.parse_instance(
+        minimal(
+            cluster={"servers": 7, "degree": 2, "link_bandwidth_gbps": B, "links": "directed", "multi_links": False},
+            objective="diameter",
+        )
+    )
     sol = exact(instance, warm_start="none")
     assert sol.objective == 3 and sol.status == "optimal" and sol.bound == 3
     assert [m["status"] for m in sol.details["feasibility_models"]] == ["infeasible", "optimal"]
@@ -259,19 +290,27 @@ def test_ring_anchored_moore_cut_removes_no_optimum(seed, monkeypatch):
     rng = np.random.default_rng(seed)
     n, d = (5, 2) if seed % 2 else (6, 3)
     members = sorted(rng.choice(n, size=n - 1 - seed % 2, replace=False).tolist())
-    pairs = [[int(s), int(t), float(rng.choice([1, 4, 16]) * 1e8)] for s in range(n) for t in range(n)
-             if s != t and rng.random() < 0.3]
-    demand = {"allreduce": [{"members": "all", "bytes": 4e9}, {"members": members, "bytes": 1e9}], "mp": {"pairs": pairs}}
+    pairs = [
+        [int(s), int(t), float(rng.choice([1, 4, 16]) * 1e8)]
+        for s in range(n)
+        for t in range(n)
+        if s != t and rng.random() < 0.3
+    ]
+    demand = {
+        "allreduce": [{"members": "all", "bytes": 4e9}, {"members": members, "bytes": 1e9}],
+        "mp": {"pairs": pairs},
+    }
     instance = inst(n, d, demand=demand, multi=False)
     with_cut = exact(instance)
     original = tr._moore_cut_coefficients
-    monkeypatch.setattr(tr, "_moore_cut_coefficients",
-                        lambda *a: tuple(np.zeros_like(v) for v in original(*a)))
+    monkeypatch.setattr(tr, "_moore_cut_coefficients", lambda *a: tuple(np.zeros_like(v) for v in original(*a)))
     without_cut = exact(instance)
     assert with_cut.status == without_cut.status == "optimal"
     assert with_cut.objective == pytest.approx(without_cut.objective, rel=1e-6)
     # Single-ring designs (listed member order) on every simple regular graph never beat it.
-    best_listed = max(evaluate(instance, Topology(x), routing="optimal").throughput for x in regular_graphs(n, d, False))
+    best_listed = max(
+        evaluate(instance, Topology(x), routing="optimal").throughput for x in regular_graphs(n, d, False)
+    )
     assert best_listed <= with_cut.objective * (1 + 1e-6)
 
 
@@ -285,13 +324,24 @@ def test_strong_formulation_carries_its_solver_tuning_and_the_user_overrides_it(
 
     seen = []
     real = common.solver_solve
-    monkeypatch.setattr(common, "solver_solve", lambda model, **kw: seen.append(kw.get("native_options")) or real(model, **kw))
+    monkeypatch.setattr(
+        common, "solver_solve", lambda model, **kw: seen.append(kw.get("native_options")) or real(model, **kw)
+    )
     monkeypatch.setattr(tr, "_start_proof", lambda *a, **k: None)  # the MILP runs (a rounding would prove this one)
     demand = {"allreduce": [{"members": "all", "bytes": 20e6}], "mp": {"pairs": [[0, 3, 6e6], [3, 0, 6e6]]}}
     instance = inst(6, 2, demand=demand)
-    results = [exact(instance), exact(instance, native_options={"highs": {"presolve": "on", "random_seed": 3}}),
-               exact(instance, formulation="naive"), exact(instance, backend="cbc")]
-    assert seen == [STRONG_TUNING, {"highs": {**STRONG_TUNING["highs"], "presolve": "on", "random_seed": 3}}, None, None]
+    results = [
+        exact(instance),
+        exact(instance, native_options={"highs": {"presolve": "on", "random_seed": 3}}),
+        exact(instance, formulation="naive"),
+        exact(instance, backend="cbc"),
+    ]
+    assert seen == [
+        STRONG_TUNING,
+        {"highs": {**STRONG_TUNING["highs"], "presolve": "on", "random_seed": 3}},
+        None,
+        None,
+    ]
     assert all(r.status == "optimal" and r.objective == pytest.approx(results[0].objective, rel=1e-6) for r in results)
     with pytest.raises(InputError, match="unknown backend"):
         exact(instance, native_options={"gurobi": {"Presolve": 0}})
@@ -361,8 +411,10 @@ def test_exact_never_worse_than_its_warm_start_and_optimal_at_its_bound():
     from topoopt_ilp import Cluster, Demand, Instance, solve
     from topoopt_ilp.core.instance import AllReduceGroup
 
-    inst = Instance(Cluster(6, 3, 100.0, multi_links=False),
-                    Demand(allreduce=(AllReduceGroup(tuple(range(6)), 1e7),), mp=((0, 3, 4e6), (1, 4, 4e6))))
+    inst = Instance(
+        Cluster(6, 3, 100.0, multi_links=False),
+        Demand(allreduce=(AllReduceGroup(tuple(range(6)), 1e7),), mp=((0, 3, 4e6), (1, 4, 4e6))),
+    )
     heuristic = solve(inst, method="heuristic")
     for backend in ("highs", "cbc"):
         sol = solve(inst, method="exact", backend=backend, time_limit_s=30)
@@ -408,10 +460,13 @@ def _ring_case(members, cycle, n):
     """One AllReduce over every server listed as ``members`` (40 MB) plus MP pairs of 30 MB along
     ``cycle``: the best ring follows ``cycle``, which need not be a stride of the listed order."""
     pairs = [[cycle[i], cycle[(i + 1) % n], 30e6] for i in range(n)]
-    return files.parse_instance(minimal(
-        cluster={"servers": n, "degree": 2, "link_bandwidth_gbps": 100, "hop_latency_us": 0.0},
-        demand={"allreduce": [{"members": list(members), "bytes": 40e6}], "mp": {"pairs": pairs}},
-        objective="throughput"))
+    return files.parse_instance(
+        minimal(
+            cluster={"servers": n, "degree": 2, "link_bandwidth_gbps": 100, "hop_latency_us": 0.0},
+            demand={"allreduce": [{"members": list(members), "bytes": 40e6}], "mp": {"pairs": pairs}},
+            objective="throughput",
+        )
+    )
 
 
 def test_small_groups_take_every_ring_order():
@@ -468,11 +523,18 @@ def test_the_cli_prints_the_ring_restriction(tmp_path, capsys):
     from topoopt_ilp.cli import main
 
     path = tmp_path / "ring8.json"
-    path.write_text(json.dumps(minimal(
-        cluster={"servers": 8, "degree": 2, "link_bandwidth_gbps": 100, "hop_latency_us": 0.0},
-        demand={"allreduce": [{"members": list(range(8)), "bytes": 40e6}],
-                "mp": {"pairs": [[c, _cycle8()[(i + 1) % 8], 30e6] for i, c in enumerate(_cycle8())]}},
-        objective="throughput")))
+    path.write_text(
+        json.dumps(
+            minimal(
+                cluster={"servers": 8, "degree": 2, "link_bandwidth_gbps": 100, "hop_latency_us": 0.0},
+                demand={
+                    "allreduce": [{"members": list(range(8)), "bytes": 40e6}],
+                    "mp": {"pairs": [[c, _cycle8()[(i + 1) % 8], 30e6] for i, c in enumerate(_cycle8())]},
+                },
+                objective="throughput",
+            )
+        )
+    )
     main(["solve", str(path), "--method", "exact", "--warm-start", "none"])
     out = capsys.readouterr().out
     assert "rings_restricted" in out and "candidate rings only" in out
@@ -513,7 +575,9 @@ def test_export_model_writes_the_diameter_model(tmp_path, use_catalogue):
 
     instance = inst(8, 2, objective="diameter")
     path = tmp_path / "diameter.lp"
-    sol = solve_topology_routing(instance, ExactOptions(time_limit_s=60, export_model=str(path)), use_catalogue=use_catalogue)
+    sol = solve_topology_routing(
+        instance, ExactOptions(time_limit_s=60, export_model=str(path)), use_catalogue=use_catalogue
+    )
     assert sol.status == "optimal" and sol.objective == 4
     text = path.read_text()
     assert "reach" in text and "p_le_y" in text  # the feasibility model's rows, not the flow MILP's
@@ -561,11 +625,16 @@ def test_a_warm_start_at_the_relaxation_bound_is_proven_by_two_lps(monkeypatch):
 
     starts = []
     real = tr.run_model
-    monkeypatch.setattr(tr, "run_model", lambda model, options, start=None, **kw: starts.append(start) or
-                        real(model, options, start, **kw))
+    monkeypatch.setattr(
+        tr,
+        "run_model",
+        lambda model, options, start=None, **kw: starts.append(start) or real(model, options, start, **kw),
+    )
     ring_and_pair = {"allreduce": [{"members": "all", "bytes": 20e6}], "mp": {"pairs": [[0, 3, 6e6], [3, 0, 6e6]]}}
-    two_groups = {"allreduce": [{"members": "all", "bytes": 20e6}, {"members": [0, 2, 4, 6], "bytes": 5e6}],
-                  "mp": {"pairs": [[0, 3, 6e6], [3, 0, 6e6], [1, 5, 4e6]]}}
+    two_groups = {
+        "allreduce": [{"members": "all", "bytes": 20e6}, {"members": [0, 2, 4, 6], "bytes": 5e6}],
+        "mp": {"pairs": [[0, 3, 6e6], [3, 0, 6e6], [1, 5, 4e6]]},
+    }
     for instance, proved in ((inst(6, 2, demand=ring_and_pair), True), (inst(8, 3, demand=two_groups), False)):
         starts.clear()
         warm = exact(instance, warm_start="heuristic")
@@ -576,23 +645,53 @@ def test_a_warm_start_at_the_relaxation_bound_is_proven_by_two_lps(monkeypatch):
         assert warm.objective == pytest.approx(cold.objective, rel=1e-6)
 
 
-NO_STARTS = {"relaxation_rounding": lambda m, values, degree, multi: np.zeros((m.n, m.n), dtype=np.int64),
-             "ring_matching_starts": lambda m, values, degree, multi: []}
+NO_STARTS = {
+    "relaxation_rounding": lambda m, values, degree, multi: np.zeros((m.n, m.n), dtype=np.int64),
+    "ring_matching_starts": lambda m, values, degree, multi: [],
+}
 
 
-@pytest.mark.parametrize("n, d, mp, source, switched_off", [
-    # seed 4 of the benchmark's 6-server, degree-2 mixes: the relaxation's rounding meets its bound
-    (6, 2, [[0, 2, 32e6], [0, 4, 1e6], [2, 1, 1e6], [2, 5, 4e6], [3, 1, 4e6]], "a rounding of the LP relaxation",
-     ("relaxation_rounding", "ring_matching_starts")),
-    # seed 1 of the 6-server, degree-3 mixes: the rounding misses (0.72 of the bound), the heaviest
-    # group's second ring class plus the matching of the MP bytes and the small group's ring meets it
-    (6, 3, [[0, 1, 1e6], [1, 2, 1e6], [3, 0, 4e6], [3, 1, 1e6], [3, 4, 32e6]], "ring-and-matching start",
-     ("ring_matching_starts",)),
-    # seed 1 of the 8-server, degree-4 mixes: every one-ring start misses (0.90 of the bound at best),
-    # two of the heaviest group's ring classes laid together plus the MP bytes' matching meet it
-    (8, 4, [[0, 1, 1e6], [0, 7, 1e6], [2, 1, 4e6], [2, 3, 1e6], [2, 5, 32e6], [4, 7, 4e6], [5, 0, 4e6], [6, 0, 4e6],
-            [6, 7, 2e6]], "ring-and-matching start", ("ring_matching_starts",)),
-])
+@pytest.mark.parametrize(
+    "n, d, mp, source, switched_off",
+    [
+        # seed 4 of the benchmark's 6-server, degree-2 mixes: the relaxation's rounding meets its bound
+        (
+            6,
+            2,
+            [[0, 2, 32e6], [0, 4, 1e6], [2, 1, 1e6], [2, 5, 4e6], [3, 1, 4e6]],
+            "a rounding of the LP relaxation",
+            ("relaxation_rounding", "ring_matching_starts"),
+        ),
+        # seed 1 of the 6-server, degree-3 mixes: the rounding misses (0.72 of the bound), the heaviest
+        # group's second ring class plus the matching of the MP bytes and the small group's ring meets it
+        (
+            6,
+            3,
+            [[0, 1, 1e6], [1, 2, 1e6], [3, 0, 4e6], [3, 1, 1e6], [3, 4, 32e6]],
+            "ring-and-matching start",
+            ("ring_matching_starts",),
+        ),
+        # seed 1 of the 8-server, degree-4 mixes: every one-ring start misses (0.90 of the bound at best),
+        # two of the heaviest group's ring classes laid together plus the MP bytes' matching meet it
+        (
+            8,
+            4,
+            [
+                [0, 1, 1e6],
+                [0, 7, 1e6],
+                [2, 1, 4e6],
+                [2, 3, 1e6],
+                [2, 5, 32e6],
+                [4, 7, 4e6],
+                [5, 0, 4e6],
+                [6, 0, 4e6],
+                [6, 7, 2e6],
+            ],
+            "ring-and-matching start",
+            ("ring_matching_starts",),
+        ),
+    ],
+)
 def test_a_start_from_the_relaxation_can_prove_optimality_without_a_milp(monkeypatch, n, d, mp, source, switched_off):
     """A mix whose relaxation is tight (an AllReduce over every server, one over the even ones, MP
     pairs) is proved by the start named, with no MILP; with that start switched off the MILP runs (a
@@ -601,8 +700,14 @@ def test_a_start_from_the_relaxation_can_prove_optimality_without_a_milp(monkeyp
     import topoopt_ilp.models.topology.starts as rr
 
     evens = list(range(0, n, 2))
-    instance = inst(n, d, demand={"allreduce": [{"members": "all", "bytes": 40e6}, {"members": evens, "bytes": 10e6}],
-                                  "mp": {"pairs": mp}})
+    instance = inst(
+        n,
+        d,
+        demand={
+            "allreduce": [{"members": "all", "bytes": 40e6}, {"members": evens, "bytes": 10e6}],
+            "mp": {"pairs": mp},
+        },
+    )
     milps = []
     real = tr.run_model
     monkeypatch.setattr(tr, "run_model", lambda *a, **kw: milps.append(1) or real(*a, **kw))
@@ -625,8 +730,14 @@ def test_a_milp_stopped_below_the_best_start_returns_the_start(monkeypatch, milp
     import topoopt_ilp.models.topology.solve as tr
     from topoopt_ilp.solvers import SolveStatus
 
-    instance = inst(6, 2, demand={"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
-                                  "mp": {"pairs": [[1, 0, 1e6], [1, 5, 32e6], [3, 0, 32e6], [3, 4, 1e6], [4, 0, 4e6]]}})
+    instance = inst(
+        6,
+        2,
+        demand={
+            "allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
+            "mp": {"pairs": [[1, 0, 1e6], [1, 5, 32e6], [3, 0, 32e6], [3, 4, 1e6], [4, 0, 4e6]]},
+        },
+    )
     optimum = exact(instance)
     assert optimum.status == "optimal" and "start_proved" not in optimum.details
     scored = []
@@ -639,8 +750,13 @@ def test_a_milp_stopped_below_the_best_start_returns_the_start(monkeypatch, milp
         if milp_ends == "no_design":
             return dataclasses.replace(res, status=SolveStatus.NO_SOLUTION, objective=None, values=None, bound=None)
         if milp_ends == "worse":  # an objective below the best start's
-            return dataclasses.replace(res, status=SolveStatus.FEASIBLE, objective=0.5 * scored[-1].result.objective,
-                                       bound=res.objective * 1.5, gap=2.0)
+            return dataclasses.replace(
+                res,
+                status=SolveStatus.FEASIBLE,
+                objective=0.5 * scored[-1].result.objective,
+                bound=res.objective * 1.5,
+                gap=2.0,
+            )
         return dataclasses.replace(res, status=SolveStatus.FEASIBLE, bound=res.objective * 1.5, gap=0.5)
 
     monkeypatch.setattr(tr, "run_model", stopped)
@@ -653,7 +769,9 @@ def test_a_milp_stopped_below_the_best_start_returns_the_start(monkeypatch, milp
     assert sol.details["returned"].startswith(best.source)
     assert sol.objective < optimum.objective * (1 - 1e-6)  # the start is not optimal (no start proved itself)
     assert sol.objective == pytest.approx(evaluate(instance, sol).throughput, rel=1e-9)
-    assert sol.bound == pytest.approx(optimum.objective, rel=1e-6)  # the relaxation's bound (tight here), not the MILP's 1.5x
+    assert sol.bound == pytest.approx(
+        optimum.objective, rel=1e-6
+    )  # the relaxation's bound (tight here), not the MILP's 1.5x
 
 
 @pytest.mark.parametrize("multi", [True, False])
@@ -664,8 +782,10 @@ def test_ring_matching_starts_are_topologies_of_the_cluster(multi):
     from topoopt_ilp.models.topology.starts import RING_CLASSES_TRIED, ring_matching_starts
 
     rng = np.random.default_rng(5)
-    demand = {"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
-              "mp": {"pairs": [[0, 2, 32e6], [3, 1, 4e6]]}}
+    demand = {
+        "allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
+        "mp": {"pairs": [[0, 2, 32e6], [3, 1, 4e6]]},
+    }
     for n, d in ((6, 2), (6, 3), (8, 3), (9, 4), (10, 5)):
         instance = inst(n, d, demand=demand, multi=multi)
         m = build_topology_routing(instance)
@@ -678,8 +798,13 @@ def test_ring_matching_starts_are_topologies_of_the_cluster(multi):
                 assert (np.diag(X) == 0).all() and (X >= 0).all() and (X == X.T).all()
                 assert (X.sum(axis=1) == d).all()
                 assert multi or X.max() <= 1
-    directed = files.parse_instance(minimal(cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": B, "links": "directed"},
-                                         demand=demand, objective="throughput"))
+    directed = files.parse_instance(
+        minimal(
+            cluster={"servers": 6, "degree": 2, "link_bandwidth_gbps": B, "links": "directed"},
+            demand=demand,
+            objective="throughput",
+        )
+    )
     m = build_topology_routing(directed)
     assert ring_matching_starts(m, np.ones(m.model.num_vars), 2, True) == []
 
@@ -720,11 +845,23 @@ def test_relaxation_roundings_are_topologies_of_the_cluster(directed, multi):
 
     rng = np.random.default_rng(3)
     for n, d in ((6, 2), (7, 2), (8, 3), (9, 4)):
-        demand = {"allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
-                  "mp": {"pairs": [[0, 2, 32e6], [3, 1, 4e6]]}}
-        instance = files.parse_instance(minimal(
-            cluster={"servers": n, "degree": d, "link_bandwidth_gbps": B, "multi_links": multi,
-                     "links": "directed" if directed else "undirected"}, demand=demand, objective="throughput"))
+        demand = {
+            "allreduce": [{"members": "all", "bytes": 40e6}, {"members": [0, 2, 4], "bytes": 10e6}],
+            "mp": {"pairs": [[0, 2, 32e6], [3, 1, 4e6]]},
+        }
+        instance = files.parse_instance(
+            minimal(
+                cluster={
+                    "servers": n,
+                    "degree": d,
+                    "link_bandwidth_gbps": B,
+                    "multi_links": multi,
+                    "links": "directed" if directed else "undirected",
+                },
+                demand=demand,
+                objective="throughput",
+            )
+        )
         m = build_topology_routing(instance)
         for _ in range(20):
             values = rng.random(m.model.num_vars) * rng.choice([0.1, 1.0, d])
