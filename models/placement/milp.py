@@ -34,6 +34,7 @@ relaxation bounds and a completed level search's; a restricted model's own bound
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -1060,6 +1061,120 @@ def solve_placement(
         alone, without a MILP (``details["milp"]`` says so). Status ``infeasible`` means no placement
         satisfies the memory rows (the only constraints that can cut every strategy).
     """
+    run = _prepare(instance, options, topology, max_starts, start, local_search_s, chain_bound_s, exact_blocks)
+    if options.time_limit_s == 0:  # as every exact method: a time limit of 0 runs nothing
+        return run.stopped("no_solution", model_status="no_solution")
+    _incumbent_phase(run)
+    _volume_bound_phase(run)
+    settled = _enumeration_phase(run)
+    if settled is None:
+        _chain_bound_phase(run)
+        _level_search_phase(run)
+        settled = _settled_without_milp(run)
+    return settled if settled is not None else _milp_phase(run)
+
+
+def _gap(objective: float, bound: float | None) -> float | None:
+    """The relative gap of ``objective`` above ``bound`` (0 for a zero objective; None without a bound)."""
+    return None if bound is None else (max(0.0, (objective - bound) / objective) if objective > 0 else 0.0)
+
+
+@dataclass
+class _PlacementRun:
+    """What the phases of :func:`solve_placement` share: the problem on its topology, the budget,
+    and the incumbent and bound as they improve. ``details`` collects what each phase reports."""
+
+    instance: Instance
+    options: ExactOptions
+    X: np.ndarray
+    rf: RoutingFractions
+    formulation: str
+    max_starts: int | None
+    local_search_s: float | None
+    chain_bound_s: float | None
+    exact_blocks: bool
+    start: Strategy | None
+    started: float
+    scorer: StrategyScorer
+    details: dict
+    tol: float
+    incumbent: Strategy | None = None
+    inc_time: float | None = None
+    bound: float = 0.0
+    bounds_started: float = 0.0
+    levels: bool = False  # the compute-level search ran because the gap was open
+
+    @property
+    def moves(self) -> int | None:
+        """The local search's move budget (None: its stages share the time limit)."""
+        return self.options.search_moves
+
+    @property
+    def open(self) -> bool:
+        """True while there is no incumbent, or its gap to the bound exceeds the tolerance."""
+        return self.inc_time is None or _gap(self.inc_time, self.bound) > self.tol
+
+    def time_of(self, strategy: Strategy) -> float:
+        return strategy_times(self.instance, self.rf, strategy)["iteration_time_s"]
+
+    def offer(self, strategy: Strategy) -> None:
+        """Keep ``strategy`` as the incumbent when it is better."""
+        t = self.time_of(strategy)
+        if self.inc_time is None or t < self.inc_time:
+            self.incumbent, self.inc_time = strategy, t
+
+    def placed(self, strategy: Strategy, **fields) -> Solution:
+        """The solution that places ``strategy`` on X and names its rings (placement_routing)."""
+        w, n = self.instance.workload, self.instance.n
+        routing = placement_routing(self.rf, strategy_demand(w, n, strategy)[0])
+        return Solution(
+            method="exact",
+            topology=Topology(self.X),
+            placement=strategy_to_dict(strategy),
+            routing=routing,
+            wall_time_s=time.perf_counter() - self.started,
+            details=self.details,
+            **fields,
+        )
+
+    def incumbent_solution(self) -> Solution:
+        """The incumbent with the bound as it stands: optimal when the gap is within the tolerance."""
+        gap = _gap(self.inc_time, self.bound)
+        return self.placed(
+            self.incumbent,
+            status="optimal" if gap <= self.tol else "feasible",
+            objective=self.inc_time,
+            bound=min(self.bound, self.inc_time),
+            gap=gap,
+            backend=self.options.backend,
+        )
+
+    def stopped(self, status: str, backend: str | None = None, **details) -> Solution:
+        """A solution without a design (a time limit of 0, infeasible memory, a solver without a point)."""
+        self.details.update(details)
+        return Solution(
+            status=status,
+            method="exact",
+            topology=None,
+            backend=backend or self.options.backend,
+            wall_time_s=time.perf_counter() - self.started,
+            details=self.details,
+        )
+
+
+def _prepare(
+    instance: Instance,
+    options: ExactOptions,
+    topology: np.ndarray | None,
+    max_starts: int | None,
+    start: Strategy | dict | None,
+    local_search_s: float | None,
+    chain_bound_s: float | None,
+    exact_blocks: bool,
+) -> _PlacementRun:
+    """Check the problem and the options, settle the topology, its routing fractions and the start,
+    and write the model when asked (before any phase: it is the model of the problem, whichever phase
+    settles it)."""
     started = time.perf_counter()
     if instance.workload is None:
         raise InputError(
@@ -1077,8 +1192,6 @@ def solve_placement(
     rings = options.rings or RING_POLICIES[0]
     rf = shortest_path_fractions(X, instance.cluster.link_bytes_per_s, rings)
     if start is None and options.warm_start not in (None, "none", "heuristic"):
-        import os
-
         if not os.path.exists(options.warm_start):
             raise InputError(
                 f"--warm-start takes 'heuristic', 'none' or a solution file; {options.warm_start!r} is none of these"
@@ -1090,271 +1203,242 @@ def solve_placement(
         start = Strategy(
             tuple(start["layer_degree"]), tuple(start["layer_start"]), tuple(start.get("block_server", ()))
         )
-    w = instance.workload
-    n = instance.n
     if instance.objective not in OBJECTIVES:
         raise InputError(f"the placement model minimises iteration_time or comm_time, not {instance.objective!r}")
     if (rf.dist < 0).any():
         raise UnsupportedError("the topology is disconnected; the placement model needs every pair reachable")
     details: dict = {"model": "placement", "routing": "shortest_path (equal split)", "rings": rings}
-    tol = options.gap if options.gap is not None else 1e-4
-    moves = options.search_moves  # None: the local search's stages share the time limit
     if options.export_model:
-        # The MILP is the model of the problem, whichever stage settles it (the enumeration and the
-        # bounds may return before it is built): written now, from the largest buildable restriction.
         details["exported_model"] = _export_placement(instance, X, rf, max_starts, options)
         options = replace(options, export_model=None)
+    return _PlacementRun(
+        instance=instance,
+        options=options,
+        X=X,
+        rf=rf,
+        formulation=formulation,
+        max_starts=max_starts,
+        local_search_s=local_search_s,
+        chain_bound_s=chain_bound_s,
+        exact_blocks=exact_blocks,
+        start=start,
+        started=started,
+        scorer=StrategyScorer(instance, rf),
+        details=details,
+        tol=options.gap if options.gap is not None else 1e-4,
+    )
 
-    if options.time_limit_s == 0:  # as every exact method: a time limit of 0 runs nothing
-        return Solution(
-            status="no_solution",
-            method="exact",
-            topology=None,
-            backend=options.backend,
-            wall_time_s=time.perf_counter() - started,
-            details={**details, "model_status": "no_solution"},
-        )
 
-    def placed(strategy: Strategy, **fields) -> Solution:
-        """The solution that places ``strategy`` on X and names its rings (placement_routing)."""
-        routing = placement_routing(rf, strategy_demand(w, n, strategy)[0])
-        return Solution(
-            method="exact",
-            topology=Topology(X),
-            placement=strategy_to_dict(strategy),
-            routing=routing,
-            wall_time_s=time.perf_counter() - started,
-            details=details,
-            **fields,
-        )
+def _incumbent_phase(run: _PlacementRun) -> None:
+    """1. The incumbent: the best cheap candidate (or the given start), improved by local search.
 
-    def gap_of(obj: float, bnd: float | None) -> float | None:
-        return None if bnd is None else (max(0.0, (obj - bnd) / obj) if obj > 0 else 0.0)
+    Candidates are scored in order (the cheap ones first, the pipeline starts, whose count grows
+    with n, last) until :data:`CANDIDATE_SCORING_SHARE` of the time limit has passed, at least one;
+    with a move budget every candidate is scored (the search's starts must not depend on the clock)."""
+    instance, options, details = run.instance, run.options, run.details
+    w, n = instance.workload, instance.n
+    if run.start is not None and validate_strategy(w, n, run.start):
+        raise InputError("the start strategy is invalid: " + "; ".join(validate_strategy(w, n, run.start)[:3]))
+    given = [run.start] if run.start is not None else []
+    cands = [st for st in given + _candidates(w, n, run.rf) if _memory_feasible(w, n, st)]
+    if not cands:
+        return
+    timed = options.time_limit_s is not None and run.moves is None
+    stop = run.started + CANDIDATE_SCORING_SHARE * options.time_limit_s if timed else math.inf
+    scored = []
+    for j, st in enumerate(cands):
+        if scored and time.perf_counter() > stop:
+            details["candidates_unscored"] = len(cands) - j
+            break
+        scored.append((run.time_of(st), j))
+    details["start_iteration_time_s"] = min(scored)[0]
+    run.incumbent = cands[min(scored)[1]]
+    if run.local_search_s is None:
+        levelled = run.formulation != "milp" and run.max_starts is None and not_levelled(run.scorer) is None
+        run.local_search_s = _default_local_search_s(instance, options.time_limit_s, levelled)
+    if run.local_search_s > 0:
+        t0 = time.perf_counter()
+        starts = [cands[j] for j in sorted(range(len(scored)), key=lambda j: scored[j][0])[:LOCAL_SEARCH_STARTS]]
+        common = dict(seed=options.seed or 0, ls=run.scorer, exact_blocks=run.exact_blocks)
+        if run.moves is None:
+            run.incumbent = improve_strategy(instance, run.rf, starts, run.local_search_s, **common)
+        else:  # its share of the moves, the time left as the safety net
+            limit = math.inf if options.time_limit_s is None else time_left(options, run.started)
+            share = max(1, int(LOCAL_SEARCH_SHARE * run.moves))
+            run.incumbent = improve_strategy(instance, run.rf, starts, limit, moves=share, **common)
+            details["local_search_timed_out"] = time.perf_counter() - t0 >= limit
+        details.update(local_search_s=time.perf_counter() - t0, local_search_moves=run.scorer.moves_scored)
+    run.inc_time = run.time_of(run.incumbent)
+    details["local_search_iteration_time_s"] = run.inc_time
 
-    # 1. Incumbent: the best cheap candidate (or the given start), improved by local search.
-    if start is not None and validate_strategy(w, n, start):
-        raise InputError("the start strategy is invalid: " + "; ".join(validate_strategy(w, n, start)[:3]))
-    cands = [st for st in ([start] if start is not None else []) + _candidates(w, n, rf) if _memory_feasible(w, n, st)]
-    incumbent, inc_time = None, None
-    ls = StrategyScorer(instance, rf)
-    if cands:
-        # Scored in order (the cheap candidates first, the pipeline starts, whose count grows with
-        # n, last) until CANDIDATE_SCORING_SHARE of the time limit has passed; at least one.
-        # (With a move budget every candidate is scored: the search's starts must not depend on the clock.)
-        timed = options.time_limit_s is not None and moves is None
-        stop = started + CANDIDATE_SCORING_SHARE * options.time_limit_s if timed else math.inf
-        scored = []
-        for j, st in enumerate(cands):
-            if scored and time.perf_counter() > stop:
-                details["candidates_unscored"] = len(cands) - j
-                break
-            scored.append((strategy_times(instance, rf, st)["iteration_time_s"], j))
-        details["start_iteration_time_s"] = min(scored)[0]
-        incumbent = cands[min(scored)[1]]
-        if local_search_s is None:
-            levelled = formulation != "milp" and max_starts is None and not_levelled(ls) is None
-            local_search_s = _default_local_search_s(instance, options.time_limit_s, levelled)
-        if local_search_s > 0:
-            t0 = time.perf_counter()
-            order = sorted(range(len(scored)), key=lambda j: scored[j][0])[:LOCAL_SEARCH_STARTS]
-            if moves is None:
-                incumbent = improve_strategy(
-                    instance,
-                    rf,
-                    [cands[j] for j in order],
-                    local_search_s,
-                    seed=options.seed or 0,
-                    ls=ls,
-                    exact_blocks=exact_blocks,
-                )
-            else:  # its share of the moves, the time left as the safety net
-                limit = math.inf if options.time_limit_s is None else time_left(options, started)
-                incumbent = improve_strategy(
-                    instance,
-                    rf,
-                    [cands[j] for j in order],
-                    limit,
-                    seed=options.seed or 0,
-                    ls=ls,
-                    exact_blocks=exact_blocks,
-                    moves=max(1, int(LOCAL_SEARCH_SHARE * moves)),
-                )
-                details["local_search_timed_out"] = time.perf_counter() - t0 >= limit
-            details.update(local_search_s=time.perf_counter() - t0, local_search_moves=ls.moves_scored)
-        inc_time = strategy_times(instance, rf, incumbent)["iteration_time_s"]
-        details["local_search_iteration_time_s"] = inc_time
 
-    # 2. Bounds valid for the unrestricted problem, without a solver; they may already close the gap:
-    # the volume relaxation, then (after the enumeration, when it does not settle the problem) the
-    # chain bound (arc classes, runs and pair thresholds; anytime: a share of the time limit after its
-    # precomputation).
-    t0 = time.perf_counter()
-    lb = relaxation_bound(instance, rf, ls)
-    details["volume_bound_s"] = lb
+def _volume_bound_phase(run: _PlacementRun) -> None:
+    """2. The volume relaxation: a bound valid for the unrestricted problem, without a solver."""
+    run.bounds_started = time.perf_counter()
+    run.bound = relaxation_bound(run.instance, run.rf, run.scorer)
+    run.details["volume_bound_s"] = run.bound
 
-    # 3. Small problems: the enumeration (exact; it gives up when its states outgrow the budget).
-    tried = formulation != "milp" and max_starts is None and (inc_time is None or gap_of(inc_time, lb) > tol)
-    if tried and enumeration_fits(ls):
-        if options.time_limit_s is None:
-            share = None if formulation == "enumeration" else AUTO_ENUMERATION_S
-        else:
-            remaining = options.time_limit_s - (time.perf_counter() - started)
-            share = remaining if formulation == "enumeration" else 0.5 * remaining
-        t1 = time.perf_counter()
-        outcome, found = enumerate_placement(
-            ls, lb, math.inf if inc_time is None else inc_time, deadline=None if share is None else t1 + share
-        )
-        details.update(enumeration=outcome, enumeration_s=time.perf_counter() - t1)
-        if outcome == "infeasible":
-            details.update(algorithm="enumeration", infeasible=_MEMORY_INFEASIBLE)
-            return Solution(
-                status="infeasible",
-                method="exact",
-                topology=None,
-                backend=options.backend,
-                wall_time_s=time.perf_counter() - started,
-                details=details,
-            )
-        if outcome != "gave_up":
-            if found is not None:
-                cand_time = strategy_times(instance, rf, found.strategy)["iteration_time_s"]
-                details.update(enumeration_cutoffs_s=found.cutoffs, enumeration_states=found.states)
-                if inc_time is None or cand_time < inc_time:
-                    incumbent, inc_time = found.strategy, cand_time
-            details.update(
-                algorithm="enumeration", milp="skipped: the enumeration proved the optimum", relaxation_bound_s=lb
-            )
-            return placed(
-                incumbent, status="optimal", objective=inc_time, bound=inc_time, gap=0.0, backend=options.backend
-            )
-    elif tried:
+
+def _enumeration_phase(run: _PlacementRun) -> Solution | None:
+    """3. Small problems: the enumeration (exact; it gives up when its states outgrow its budget).
+    The solution when it settles the problem, else None."""
+    options, details = run.options, run.details
+    if run.formulation == "milp" or run.max_starts is not None or not run.open:
+        return None
+    if not enumeration_fits(run.scorer):
         details["enumeration"] = "not tried: the problem is too large for its tables"
-    if chain_bound_s is None:
-        chain_bound_s = 5.0 if options.time_limit_s is None else 0.3 * options.time_limit_s
+        return None
+    if options.time_limit_s is None:
+        share = None if run.formulation == "enumeration" else AUTO_ENUMERATION_S
+    else:
+        remaining = options.time_limit_s - (time.perf_counter() - run.started)
+        share = remaining if run.formulation == "enumeration" else 0.5 * remaining
+    t1 = time.perf_counter()
+    upper = math.inf if run.inc_time is None else run.inc_time
+    outcome, found = enumerate_placement(run.scorer, run.bound, upper, deadline=None if share is None else t1 + share)
+    details.update(enumeration=outcome, enumeration_s=time.perf_counter() - t1)
+    if outcome == "infeasible":
+        return run.stopped("infeasible", algorithm="enumeration", infeasible=_MEMORY_INFEASIBLE)
+    if outcome == "gave_up":
+        return None
+    if found is not None:
+        details.update(enumeration_cutoffs_s=found.cutoffs, enumeration_states=found.states)
+        run.offer(found.strategy)
+    details.update(
+        algorithm="enumeration", milp="skipped: the enumeration proved the optimum", relaxation_bound_s=run.bound
+    )
+    return run.placed(
+        run.incumbent, status="optimal", objective=run.inc_time, bound=run.inc_time, gap=0.0, backend=options.backend
+    )
+
+
+def _chain_bound_phase(run: _PlacementRun) -> None:
+    """The chain bound (arc classes, runs and pair thresholds; anytime: a share of the time limit
+    after its precomputation), when the volume relaxation leaves the gap open."""
+    options = run.options
+    seconds = run.chain_bound_s
+    if seconds is None:
+        seconds = 5.0 if options.time_limit_s is None else 0.3 * options.time_limit_s
     if options.time_limit_s is not None:
-        chain_bound_s = min(chain_bound_s, time_left(options, started))  # none once the limit is used up
-    if chain_bound_s > 0 and (inc_time is None or gap_of(inc_time, lb) > tol):
-        cb, cb_info = chain_bound(instance, rf, ls, upper=inc_time, time_limit_s=chain_bound_s)
-        details.update(cb_info)
-        lb = max(lb, cb)
-    details.update(relaxation_bound_s=lb, relaxation_bound_time_s=time.perf_counter() - t0)
+        seconds = min(seconds, time_left(options, run.started))  # none once the limit is used up
+    if seconds > 0 and run.open:
+        cb, cb_info = chain_bound(run.instance, run.rf, run.scorer, upper=run.inc_time, time_limit_s=seconds)
+        run.details.update(cb_info)
+        run.bound = max(run.bound, cb)
+    run.details.update(relaxation_bound_s=run.bound, relaxation_bound_time_s=time.perf_counter() - run.bounds_started)
 
-    # 3b. Layer times on one lattice (identical layers), no blocks: the compute-level search
-    # (placement_levels; exact, it may prove the incumbent or find a better strategy).
-    levels = False
-    if inc_time is not None and gap_of(inc_time, lb) > tol and formulation != "milp" and max_starts is None:
-        if options.time_limit_s is not None:
-            deadline = started + options.time_limit_s
+
+def _level_search_phase(run: _PlacementRun) -> None:
+    """3b. Layer times on one lattice (identical layers), no blocks: the compute-level search
+    (exact; it may prove the incumbent or find a better strategy)."""
+    options = run.options
+    if run.inc_time is None or not run.open or run.formulation == "milp" or run.max_starts is not None:
+        return
+    if options.time_limit_s is not None:
+        deadline = run.started + options.time_limit_s
+    else:
+        deadline = None if run.formulation == "enumeration" else time.perf_counter() + AUTO_ENUMERATION_S
+    t1 = time.perf_counter()
+    # its bound comes out 1e-9 below its threshold (float noise): asked for a hair less than the gap
+    lv = level_search(run.scorer, run.inc_time, max(0.0, run.tol - 1e-8), deadline)
+    run.details.update(
+        level_search=lv.status if lv.status != "not_applicable" else f"not applicable: {lv.reason}",
+        level_search_s=time.perf_counter() - t1,
+        level_search_nodes=lv.nodes,
+    )
+    if lv.status != "not_applicable":  # complete, or what it settled before its deadline
+        if lv.strategy is not None:
+            run.offer(lv.strategy)
+        run.bound = max(run.bound, min(lv.bound, run.inc_time))
+        run.levels = True
+
+
+def _settled_without_milp(run: _PlacementRun) -> Solution | None:
+    """The solution when the bounds prove the incumbent, the formulation is the enumeration, or too
+    little of the time limit is left for the MILP; None when the MILP is to run."""
+    options, details = run.options, run.details
+    proven = run.inc_time is not None and not run.open
+    if proven or (run.inc_time is not None and run.formulation == "enumeration"):
+        if proven and run.levels:
+            details["milp"] = "skipped: the compute-level search proves the incumbent within the gap"
+        elif proven:
+            details["milp"] = "skipped: the relaxation bound proves the local-search incumbent within the gap"
         else:
-            deadline = None if formulation == "enumeration" else time.perf_counter() + AUTO_ENUMERATION_S
-        t1 = time.perf_counter()
-        # its bound comes out 1e-9 below its threshold (float noise): asked for a hair less than the gap
-        lv = level_search(ls, inc_time, max(0.0, tol - 1e-8), deadline)
-        details.update(
-            level_search=lv.status if lv.status != "not_applicable" else f"not applicable: {lv.reason}",
-            level_search_s=time.perf_counter() - t1,
-            level_search_nodes=lv.nodes,
-        )
-        if lv.status != "not_applicable":  # complete, or what it settled before its deadline
-            if lv.strategy is not None:
-                found = strategy_times(instance, rf, lv.strategy)["iteration_time_s"]
-                if found < inc_time:
-                    incumbent, inc_time = lv.strategy, found
-            lb = max(lb, min(lv.bound, inc_time))
-            levels = True  # it ran because the gap was open: a proof from here on is its doing
-
-    proven = inc_time is not None and gap_of(inc_time, lb) <= tol
-    if proven or (inc_time is not None and formulation == "enumeration"):
-        details["milp"] = (
-            "skipped: the compute-level search proves the incumbent within the gap"
-            if proven and levels
-            else "skipped: the relaxation bound proves the local-search incumbent within the gap"
-            if proven
-            else "not run (--formulation enumeration)"
-        )
-        details["algorithm"] = ("levels" if levels else "bounds") if proven else "enumeration"
-        return placed(
-            incumbent,
-            status="optimal" if proven else "feasible",
-            objective=inc_time,
-            bound=min(lb, inc_time),
-            gap=gap_of(inc_time, lb),
-            backend=options.backend,
-        )
-
-    def without_milp(why: str) -> Solution:
-        """The incumbent, the MILP not run (``why``): the time left (with a move budget: the moves
-        left, the time left as the safety net), when more than half a second and the local search
-        is on, goes to more local search from the incumbent."""
-        nonlocal incumbent, inc_time
-        remaining = time_left(options, started)
-        more = None if moves is None else moves - ls.moves_scored  # the rest of the move budget
-        if more is not None:
-            remaining = math.inf if remaining is None else remaining
-            if more > 0 and local_search_s and remaining <= 0.5:
-                details["local_search_timed_out"] = True  # moves were left, the time was not
-        if local_search_s and remaining is not None and remaining > 0.5 and (more is None or more > 0):
-            t0 = time.perf_counter()
-            cand = improve_strategy(
-                instance,
-                rf,
-                incumbent,
-                remaining,
-                seed=(options.seed or 0) + 1,
-                max_stall=10**9,
-                ls=ls,
-                exact_blocks=exact_blocks,
-                moves=more,
-            )
-            if more is not None:
-                details["local_search_timed_out"] = (
-                    details.get("local_search_timed_out", False) or time.perf_counter() - t0 >= remaining
-                )
-            cand_time = strategy_times(instance, rf, cand)["iteration_time_s"]
-            if cand_time < inc_time:
-                incumbent, inc_time = cand, cand_time
-            details.update(
-                local_search_s=details.get("local_search_s", 0.0) + time.perf_counter() - t0,
-                local_search_iteration_time_s=inc_time,
-                local_search_moves=ls.moves_scored,
-            )
-            why += "; the time left went to local search" if more is None else "; the moves left went to local search"
-        details["milp"] = why
-        gap = gap_of(inc_time, lb)
-        return placed(
-            incumbent,
-            status="optimal" if gap <= tol else "feasible",
-            objective=inc_time,
-            bound=min(lb, inc_time),
-            gap=gap,
-            backend=options.backend,
-        )
-
-    left = time_left(options, started)
-    share = 0.0 if formulation == "milp" else MILP_MIN_SHARE
-    if incumbent is not None and left is not None and left <= share * options.time_limit_s:
+            details["milp"] = "not run (--formulation enumeration)"
+        details["algorithm"] = ("levels" if run.levels else "bounds") if proven else "enumeration"
+        return run.incumbent_solution()
+    left = time_left(options, run.started)
+    share = 0.0 if run.formulation == "milp" else MILP_MIN_SHARE
+    if run.incumbent is not None and left is not None and left <= share * options.time_limit_s:
         spent = (
-            "the local search, the bounds and the compute-level search" if levels else "the local search and the bounds"
+            "the local search, the bounds and the compute-level search"
+            if run.levels
+            else "the local search and the bounds"
         )
-        return without_milp(f"not run: {spent} left {left:.3g} s of the time limit")
+        return _without_milp(run, f"not run: {spent} left {left:.3g} s of the time limit")
+    return None
 
-    # 4. The MILP: unrestricted when it can be built, else (only when no restriction was asked for)
-    # the largest restriction to evenly spaced starts (plus the incumbent's) that can.
-    # Each rung is smaller than the one before, so the last refused rung's build time bounds the next
-    # one's: with an incumbent, a rung that would not fit in the time left is not started
-    # (dlrm-128-d8 with 3 s: 4.4 s in all before, when the rungs took 1.7 s of a 1 s remainder).
-    ladder = [max_starts] if max_starts is not None else [None, 4, 2, 1]
+
+def _without_milp(run: _PlacementRun, why: str) -> Solution:
+    """The incumbent, the MILP not run (``why``): the time left (with a move budget: the moves left,
+    the time left as the safety net), when more than half a second and the local search is on, goes
+    to more local search from the incumbent."""
+    options, details = run.options, run.details
+    remaining = time_left(options, run.started)
+    more = None if run.moves is None else run.moves - run.scorer.moves_scored  # the rest of the move budget
+    if more is not None:
+        remaining = math.inf if remaining is None else remaining
+        if more > 0 and run.local_search_s and remaining <= 0.5:
+            details["local_search_timed_out"] = True  # moves were left, the time was not
+    if run.local_search_s and remaining is not None and remaining > 0.5 and (more is None or more > 0):
+        t0 = time.perf_counter()
+        cand = improve_strategy(
+            run.instance,
+            run.rf,
+            run.incumbent,
+            remaining,
+            seed=(options.seed or 0) + 1,
+            max_stall=10**9,
+            ls=run.scorer,
+            exact_blocks=run.exact_blocks,
+            moves=more,
+        )
+        if more is not None:
+            details["local_search_timed_out"] = (
+                details.get("local_search_timed_out", False) or time.perf_counter() - t0 >= remaining
+            )
+        run.offer(cand)
+        details.update(
+            local_search_s=details.get("local_search_s", 0.0) + time.perf_counter() - t0,
+            local_search_iteration_time_s=run.inc_time,
+            local_search_moves=run.scorer.moves_scored,
+        )
+        why += "; the time left went to local search" if more is None else "; the moves left went to local search"
+    details["milp"] = why
+    return run.incumbent_solution()
+
+
+def _milp_phase(run: _PlacementRun) -> Solution:
+    """4. The MILP: unrestricted when it can be built, else (only when no restriction was asked for)
+    the largest restriction to evenly spaced starts (plus the incumbent's) that can.
+
+    Each rung is smaller than the one before, so the last refused rung's build time bounds the next
+    one's: with an incumbent, a rung that would not fit in the time left is not started."""
+    instance, options, details = run.instance, run.options, run.details
+    w = instance.workload
+    ladder = [run.max_starts] if run.max_starts is not None else [None, 4, 2, 1]
     pm, last_build_s = None, 0.0
     for ms in ladder:
-        left = time_left(options, started)
-        if incumbent is not None and left is not None and last_build_s >= left:
-            return without_milp(
+        left = time_left(options, run.started)
+        if run.incumbent is not None and left is not None and last_build_s >= left:
+            return _without_milp(
+                run,
                 f"not run: building the next restriction (max_starts={ms}) would take about "
-                f"{last_build_s:.3g} s, {left:.3g} s of the time limit was left"
+                f"{last_build_s:.3g} s, {left:.3g} s of the time limit was left",
             )
         t0 = time.perf_counter()
         try:
-            pm = build_placement(instance, X, max_starts=ms, rf=rf, start=incumbent)
+            pm = build_placement(instance, run.X, max_starts=ms, rf=run.rf, start=run.incumbent)
             break
         except UnsupportedError as exc:
             if ms == ladder[-1]:
@@ -1364,27 +1448,27 @@ def solve_placement(
     max_starts = ms
     if (
         pm.model.num_nonzeros > MILP_SEARCH_NONZEROS
-        and incumbent is not None
-        and local_search_s
+        and run.incumbent is not None
+        and run.local_search_s
         and options.time_limit_s is not None
     ):
-        # A model this large does not get past HiGHS' root within a time limit of minutes (the
-        # measurements are above MILP_SEARCH_NONZEROS): the time left goes to more local search.
-        # With (almost) nothing left it is not handed to the solver either: loading it alone
-        # overshot the limit (dlrm-128-d8 with 10 s: 11.2 s in all, 4.3 M non-zeros loaded for 0.2 s).
+        # A model this large does not get past HiGHS' root within a time limit of minutes: the time
+        # left goes to more local search. With (almost) nothing left it is not handed to the solver
+        # either: loading it alone would overshoot the limit.
         details["skipped_model_nonzeros"] = pm.model.num_nonzeros
         if ms is not None:
             details.update(max_starts=ms)
-        return without_milp(
+        return _without_milp(
+            run,
             f"skipped: the model that could be built has {pm.model.num_nonzeros:,} non-zeros "
-            f"(more than {MILP_SEARCH_NONZEROS:,})"
+            f"(more than {MILP_SEARCH_NONZEROS:,})",
         )
     alpha = instance.cluster.hop_latency_s / TIME_UNIT_S
     x0 = None
     if options.warm_start not in (None, "none") and pm.incumbent is not None:
         x0 = _point(pm, w, pm.incumbent, alpha, w.overlap, instance.objective)
     if options.time_limit_s is not None:
-        options = replace(options, time_limit_s=time_left(options, started))  # 0 left: the incumbent stands
+        options = replace(options, time_limit_s=time_left(options, run.started))  # 0 left: the incumbent stands
     result: SolveResult = run_model(pm.model, options, x0)
     status = solution_status(result)
     details["algorithm"] = "milp"
@@ -1398,22 +1482,13 @@ def solve_placement(
     solver_bound = result.bound * TIME_UNIT_S if result.bound is not None and math.isfinite(result.bound) else None
     if status == "infeasible":
         details["infeasible"] = _MEMORY_INFEASIBLE
-    if (result.values is None or status not in ("optimal", "feasible")) and incumbent is None:
-        return Solution(
-            status=status,
-            method="exact",
-            topology=None,
-            backend=result.backend,
-            wall_time_s=time.perf_counter() - started,
-            details=details,
-        )
-    strategy, objective = incumbent, inc_time
+    if (result.values is None or status not in ("optimal", "feasible")) and run.incumbent is None:
+        return run.stopped(status, backend=result.backend)
     if result.values is not None and status in ("optimal", "feasible"):
         cand = _decode(pm, result.values, len(w.layers))
-        cand_time = strategy_times(instance, rf, cand)["iteration_time_s"]
         details["model_objective_s"] = result.objective * TIME_UNIT_S if result.objective is not None else None
-        if objective is None or cand_time < objective:
-            strategy, objective = cand, cand_time
+        run.offer(cand)
+    strategy, objective = run.incumbent, run.inc_time
     if pm.restricted:
         # The restricted model's bound holds for the restriction only: report the relaxation bound.
         details.update(
@@ -1421,18 +1496,18 @@ def solve_placement(
             max_starts=max_starts,
             restricted_status=status,
             restricted_bound_s=solver_bound,
-            restricted_gap=gap_of(objective, solver_bound),
+            restricted_gap=_gap(objective, solver_bound),
             note="starts restricted (heuristic): bound = the relaxation bound, valid for the unrestricted problem",
         )
-        bound = lb
-        status = "optimal" if gap_of(objective, bound) <= tol else "feasible"
+        bound = run.bound
+        status = "optimal" if _gap(objective, bound) <= run.tol else "feasible"
     else:
-        bound = lb if solver_bound is None else max(lb, solver_bound)
+        bound = run.bound if solver_bound is None else max(run.bound, solver_bound)
         if status not in ("optimal", "feasible"):
             status = "feasible"  # the solver stopped without a point: the incumbent stands
-        if gap_of(objective, bound) <= tol:
+        if _gap(objective, bound) <= run.tol:
             status = "optimal"
     bound = min(bound, objective)
-    return placed(
-        strategy, status=status, objective=objective, bound=bound, gap=gap_of(objective, bound), backend=result.backend
+    return run.placed(
+        strategy, status=status, objective=objective, bound=bound, gap=_gap(objective, bound), backend=result.backend
     )

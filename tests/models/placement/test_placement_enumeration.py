@@ -74,7 +74,7 @@ def test_budget_gives_up_and_auto_falls_back_to_the_milp(monkeypatch):
 
 
 def test_agrees_with_the_milp_on_a_small_workload():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
     from small_workloads import small_instances
 
     from topoopt_ilp.methods import METHODS
