@@ -203,12 +203,36 @@ def solve_alternating(
     progress : called with each log entry as it happens (the CLI prints them live).
     """
     from topoopt_ilp.models import ExactOptions
-    from topoopt_ilp.models.joint.enumeration import strategy_floor
     from topoopt_ilp.models.placement.data import check_ring_policy
-    from topoopt_ilp.models.placement.milp import solve_placement
 
     check_ring_policy(rings)  # before anything runs
     ExactOptions(search_moves=search_moves)  # checks it, before anything runs
+    topology_method = _checked_topology_method(instance, topology_method)
+    run = _Alternation(
+        instance,
+        rounds=rounds,
+        tol=tol,
+        round_time_limit_s=round_time_limit_s,
+        time_limit_s=time_limit_s,
+        backend=backend,
+        select=select,
+        mode=mode,
+        seed=seed,
+        topology_method=topology_method,
+        rings=rings,
+        search_moves=search_moves,
+        progress=progress,
+    )
+    data_parallel_start, stage_start = run.starts()
+    out_of_time = run.descend(stage_start, "stages") if stage_start is not None else False
+    if not out_of_time:
+        run.descend(data_parallel_start, "data-parallel")
+    return run.solution()
+
+
+def _checked_topology_method(instance: Instance, topology_method: str) -> str:
+    """The topology step's method for ``instance`` (``auto`` resolved), after the checks that need
+    nothing solved: a workload, no fixed topology, a known method, a size the exact step takes."""
     if instance.workload is None:
         raise InputError(
             "--method alternating optimises a workload's placement; this instance has a fixed demand "
@@ -232,11 +256,61 @@ def solve_alternating(
                 f"--topology-method exact is for at most {MAX_SERVERS} servers (this instance has "
                 f"{instance.n}); use --topology-method finder"
             )
-    started = time.perf_counter()
-    log: list[dict[str, Any]] = []
+    return topology_method
+
+
+def _placement_key(placement: dict) -> bytes:
+    return repr(tuple(tuple(placement.get(f, ())) for f in ("layer_degree", "layer_start", "block_server"))).encode()
+
+
+class _Alternation:
+    """One run of the alternating method: its options, the log of every phase, the best solution so
+    far, and the phases already settled.
+
+    Settled phases are kept by what they were given: a trajectory that reaches a placement (or
+    topology) seen before would only repeat that phase's work. Only results that do not depend on
+    where the phase started are kept: proven-optimal ones (and TopologyFinder's, which is
+    deterministic)."""
+
+    def __init__(
+        self,
+        instance: Instance,
+        *,
+        rounds: int,
+        tol: float,
+        round_time_limit_s: float,
+        time_limit_s: float | None,
+        backend: str,
+        select: str,
+        mode: str,
+        seed: int,
+        topology_method: str,
+        rings: str,
+        search_moves: int | None,
+        progress: Progress | None,
+    ) -> None:
+        self.instance = instance
+        self.rounds, self.tol = rounds, tol
+        self.round_time_limit_s, self.time_limit_s = round_time_limit_s, time_limit_s
+        self.backend, self.select, self.mode, self.seed = backend, select, mode, seed
+        self.topology_method, self.rings, self.search_moves = topology_method, rings, search_moves
+        self.progress = progress
+        self.started = time.perf_counter()
+        self.log: list[dict[str, Any]] = []
+        self.best: Solution | None = None
+        self.trajectory = ""
+        self.settled_topology: dict[bytes, Solution] = {}
+        self.settled_placement: dict[bytes, Solution] = {}
+        self.settled_traffic: set[bytes] = set()  # relabelling keys of the exact step's proven-optimal inputs
 
     def record(
-        round_: int, phase: str, sol: Solution, accepted: bool, reused: bool = False, repeats_earlier: bool = False
+        self,
+        round_: int,
+        phase: str,
+        sol: Solution,
+        accepted: bool,
+        reused: bool = False,
+        repeats_earlier: bool = False,
     ) -> None:
         m = sol.metrics
         entry = {
@@ -247,7 +321,7 @@ def solve_alternating(
             "comm_time_s": m.get("comm_time_s"),
             "status": sol.status,
             "accepted": accepted,
-            "wall_time_s": round(time.perf_counter() - started, 3),
+            "wall_time_s": round(time.perf_counter() - self.started, 3),
         }
         if repeats_earlier:  # not solved: the placement's traffic relabels one solved before; the trajectory ends
             entry.update(
@@ -258,37 +332,28 @@ def solve_alternating(
         if reused:  # the same phase input was solved to optimality before in this run
             entry["reused"] = True
         if round_ > 0:  # which start's trajectory this round belongs to (both may run)
-            entry["trajectory"] = trajectory
-        log.append(entry)
-        if progress is not None:
-            progress(entry)
+            entry["trajectory"] = self.trajectory
+        self.log.append(entry)
+        if self.progress is not None:
+            self.progress(entry)
 
-    # Settled phases, by what they were given: a trajectory that reaches a placement (or topology)
-    # seen before would only repeat that phase's work. Only results that do not depend on where the
-    # phase started are kept: proven-optimal ones (and TopologyFinder's, which is deterministic).
-    settled_topology: dict[bytes, Solution] = {}
-    settled_placement: dict[bytes, Solution] = {}
-    settled_traffic: set[bytes] = set()  # relabelling keys of the exact step's proven-optimal inputs
-
-    def placement_key(placement: dict) -> bytes:
-        return repr(
-            tuple(tuple(placement.get(f, ())) for f in ("layer_degree", "layer_start", "block_server"))
-        ).encode()
-
-    def topology_step(placement: dict, limit: float) -> tuple[Solution | None, bool, bool]:
+    def topology_step(self, placement: dict, limit: float) -> tuple[Solution | None, bool, bool]:
         """The topology phase for ``placement``, scored by the evaluator; (solution, usable, reused).
         None (exact step only) when the placement's traffic is a relabelled image of traffic solved
         to optimality before: its optimum is the same, so the trajectory has nothing new to find."""
-        key = placement_key(placement)
-        if key in settled_topology:
-            return settled_topology[key], True, True
+        instance = self.instance
+        key = _placement_key(placement)
+        if key in self.settled_topology:
+            return self.settled_topology[key], True, True
         traffic_key = None
-        if topology_method == "exact" and instance.n <= RELABELLING_MAX_SERVERS:
+        if self.topology_method == "exact" and instance.n <= RELABELLING_MAX_SERVERS:
             traffic = placement_traffic(instance, placement)
             traffic_key = None if traffic is None else relabelling_key(traffic)
-            if traffic_key in settled_traffic:
+            if traffic_key in self.settled_traffic:
                 return None, False, False
-        cand = _topology_phase(instance, placement, select, mode, seed, topology_method, limit, backend)
+        cand = _topology_phase(
+            instance, placement, self.select, self.mode, self.seed, self.topology_method, limit, self.backend
+        )
         if not cand.has_solution:
             return cand, False, False
         try:
@@ -296,126 +361,141 @@ def solve_alternating(
         except RoutingError as exc:  # the exact step's routes left a (noise-sized) pair uncarried
             return replace(cand, status="error", details={**cand.details, "error": str(exc)}), False, False
         # (the exact step's own status is at best "feasible": it does not optimise the latency term)
-        if topology_method == "finder" or cand.details.get("model_status", cand.status) == "optimal":
-            settled_topology[key] = out
+        if self.topology_method == "finder" or cand.details.get("model_status", cand.status) == "optimal":
+            self.settled_topology[key] = out
             if traffic_key is not None:
-                settled_traffic.add(traffic_key)
+                self.settled_traffic.add(traffic_key)
         return out, True, False
 
-    def placement_step(current: Solution, limit: float) -> tuple[Solution, bool]:
+    def placement_step(self, current: Solution, limit: float) -> tuple[Solution, bool]:
         """The placement phase on ``current``'s topology, scored by the evaluator; (solution, reused).
         Raises UnsupportedError as solve_placement does."""
+        from topoopt_ilp.models import ExactOptions
+        from topoopt_ilp.models.placement.milp import solve_placement
+
         topology = current.topology
         if not is_connected(topology.matrix):
-            topology = Topology(_joined_topology(instance, current))
+            topology = Topology(_joined_topology(self.instance, current))
         key = topology.matrix.tobytes()
-        if key in settled_placement:
-            return settled_placement[key], True
+        if key in self.settled_placement:
+            return self.settled_placement[key], True
         options = ExactOptions(
-            backend=backend, time_limit_s=limit, warm_start="heuristic", rings=rings, search_moves=search_moves
+            backend=self.backend,
+            time_limit_s=limit,
+            warm_start="heuristic",
+            rings=self.rings,
+            search_moves=self.search_moves,
         )
         # solve_placement itself falls back to fewer coset starts when the full model is too large
-        cand = solve_placement(instance, options, topology.matrix, start=current.placement)
+        cand = solve_placement(self.instance, options, topology.matrix, start=current.placement)
         if not cand.has_solution:
             return cand, False
         cand = replace(cand, topology=topology)  # the same links; keeps a circulant's jump set
-        out = finalize(instance, cand, routing="shortest_path")
+        out = finalize(self.instance, cand, routing="shortest_path")
         if cand.status == "optimal":
-            settled_placement[key] = out
+            self.settled_placement[key] = out
         return out, False
 
-    trajectory = ""
+    def starts(self) -> tuple[Solution, Solution | None]:
+        """The data-parallel start, and the best pipeline of data-parallel groups when one beats it.
 
-    def descend(start: Solution, label: str) -> bool:
+        Pipelines of data-parallel groups, each with its own topology, are a second start: from the
+        data-parallel start alone the alternation stays near it (its placement step only sees that
+        start's topology), while the joint optimum is often such a hybrid. When one beats the
+        data-parallel start, both trajectories run (within the time budget) and the best result wins.
+        The candidates are scored with TopologyFinder (milliseconds each); the exact topology step,
+        when asked for, then rebuilds the topology of the best one only."""
+        from topoopt_ilp.models.joint.enumeration import strategy_floor
+
+        instance = self.instance
+        placement = fitting_start_placement(instance)
+        data_parallel_start = finalize(
+            instance, _topology_phase(instance, placement, self.select, self.mode, self.seed)
+        )
+        self.best = data_parallel_start
+        self.record(0, "start: data-parallel + TopologyFinder", self.best, True)
+        stage_start, stage_label = None, ""
+        for st in stage_strategies(instance.workload, instance.n):
+            if validate_strategy(instance.workload, instance.n, st):
+                continue  # breaks the memory limit
+            if strategy_floor(instance, st) >= self.best.objective:
+                continue  # no topology makes it better (e.g. activations too large to pipeline)
+            cand = finalize(
+                instance, _topology_phase(instance, strategy_to_dict(st), self.select, self.mode, self.seed)
+            )
+            if cand.objective < self.best.objective:
+                self.best = stage_start = cand
+                stage_label = f"start: stages of {max(st.layer_degree)}-server data-parallel groups + TopologyFinder"
+                self.record(0, stage_label, cand, True)
+        if stage_start is not None and self.topology_method == "exact":
+            cand, usable, _ = self.topology_step(stage_start.placement, self.round_time_limit_s)
+            accepted = usable and cand.objective < self.best.objective
+            self.record(0, stage_label.replace("TopologyFinder", "exact topology"), cand, accepted)
+            if accepted:
+                self.best = stage_start = cand
+        return data_parallel_start, stage_start
+
+    def descend(self, start: Solution, label: str) -> bool:
         """Rounds from ``start`` (each from this trajectory's best: TopoOpt's reset-to-best); a
         candidate is *accepted* when it beats everything found so far. True when out of time."""
-        nonlocal best, trajectory
-        trajectory = label
+        self.trajectory = label
         local = start
-        for r in range(1, rounds + 1):
+        for r in range(1, self.rounds + 1):
             round_start = local.objective
             current = local
             for phase in ("placement", "topology"):
-                remaining = None if time_limit_s is None else time_limit_s - (time.perf_counter() - started)
+                remaining = (
+                    None if self.time_limit_s is None else self.time_limit_s - (time.perf_counter() - self.started)
+                )
                 if remaining is not None and remaining <= 0:
                     return True
-                limit = round_time_limit_s if remaining is None else min(round_time_limit_s, remaining)
+                limit = self.round_time_limit_s if remaining is None else min(self.round_time_limit_s, remaining)
                 if phase == "placement":
                     try:
-                        cand, reused = placement_step(current, limit)
+                        cand, reused = self.placement_step(current, limit)
                     except UnsupportedError as exc:  # a placement model this topology cannot express
-                        record(
-                            r, phase, replace(current, status="error", metrics={}, details={"error": str(exc)}), False
-                        )
+                        failed = replace(current, status="error", metrics={}, details={"error": str(exc)})
+                        self.record(r, phase, failed, False)
                         continue
                     if not cand.has_solution:
-                        record(r, phase, cand, False)
+                        self.record(r, phase, cand, False)
                         continue
                 else:
-                    cand, usable, reused = topology_step(current.placement, limit)
+                    cand, usable, reused = self.topology_step(current.placement, limit)
                     if cand is None:  # a relabelled repeat: what follows would be too
-                        record(r, phase, current, False, repeats_earlier=True)
+                        self.record(r, phase, current, False, repeats_earlier=True)
                         return False
                     if not usable:
-                        record(r, phase, cand, False)
+                        self.record(r, phase, cand, False)
                         continue
-                accepted = cand.objective < best.objective  # the instance's objective, as the evaluator scores it
-                record(r, phase, cand, accepted, reused)
+                accepted = cand.objective < self.best.objective  # the instance's objective, as the evaluator scores it
+                self.record(r, phase, cand, accepted, reused)
                 current = cand  # the next phase works on what this one produced
                 local = cand if cand.objective < local.objective else local
                 if accepted:
-                    best = cand
+                    self.best = cand
             improvement = (round_start - local.objective) / round_start if round_start else 0.0
-            if improvement < tol:
+            if improvement < self.tol:
                 break
         return False
 
-    data_parallel_start = finalize(
-        instance, _topology_phase(instance, fitting_start_placement(instance), select, mode, seed)
-    )
-    best = data_parallel_start
-    record(0, "start: data-parallel + TopologyFinder", best, True)
-    # Pipelines of data-parallel groups, each with its own topology, are a second start: from the
-    # data-parallel start alone the alternation stays near it (its placement step only sees that
-    # start's topology), while the joint optimum is often such a hybrid. When one beats the
-    # data-parallel start, both trajectories run (within the time budget) and the best result wins.
-    # The candidates are scored with TopologyFinder (milliseconds each); the exact topology step, when
-    # asked for, then rebuilds the topology of the best one only.
-    stage_start, stage_label = None, ""
-    for st in stage_strategies(instance.workload, instance.n):
-        if validate_strategy(instance.workload, instance.n, st):
-            continue  # breaks the memory limit
-        if strategy_floor(instance, st) >= best.objective:
-            continue  # no topology makes it better (e.g. activations too large to pipeline)
-        cand = finalize(instance, _topology_phase(instance, strategy_to_dict(st), select, mode, seed))
-        if cand.objective < best.objective:
-            best = stage_start = cand
-            stage_label = f"start: stages of {max(st.layer_degree)}-server data-parallel groups + TopologyFinder"
-            record(0, stage_label, cand, True)
-    if stage_start is not None and topology_method == "exact":
-        cand, usable, _ = topology_step(stage_start.placement, round_time_limit_s)
-        accepted = usable and cand.objective < best.objective
-        record(0, stage_label.replace("TopologyFinder", "exact topology"), cand, accepted)
-        if accepted:
-            best = stage_start = cand
-    out_of_time = descend(stage_start, "stages") if stage_start is not None else False
-    if not out_of_time:
-        descend(data_parallel_start, "data-parallel")
-    details = {
-        **best.details,
-        "rounds": log,
-        "best_from": next(e for e in reversed(log) if e["accepted"])["phase"],
-        "topology_method": topology_method,
-    }
-    return replace(
-        best,
-        method="alternating",
-        status="feasible",
-        bound=None,
-        gap=None,
-        wall_time_s=time.perf_counter() - started,
-        details=details,
-    )
+    def solution(self) -> Solution:
+        """The best solution found, with the log of every phase (``details["rounds"]``)."""
+        details = {
+            **self.best.details,
+            "rounds": self.log,
+            "best_from": next(e for e in reversed(self.log) if e["accepted"])["phase"],
+            "topology_method": self.topology_method,
+        }
+        return replace(
+            self.best,
+            method="alternating",
+            status="feasible",
+            bound=None,
+            gap=None,
+            wall_time_s=time.perf_counter() - self.started,
+            details=details,
+        )
 
 
 def alternating_incumbent(instance: Instance, options: Any, budget_s: float) -> Solution | None:
