@@ -96,3 +96,23 @@ def test_the_link_checker_sees_links():
     sample = 'See [a](a.md#x), ![img](b.png "t"), `[not](c.md)` and [url](https://x.org).\n```\n[no](d.md)\n```\n'
     text = prose(sample)
     assert [m.group(1) for m in LINK.finditer(text)] == ["a.md#x", "b.png", "https://x.org"]
+
+
+#: A repository path named in inline code (`models/topology/milp.py`, `instances/testbed-12.json`).
+CODE_PATH = re.compile(r"`((?:topoopt_ilp|models|solvers|benchmarks|tests|instances)/[\w./*-]*)`")
+#: Paths the pages name on purpose although they do not exist (an error example).
+NOT_A_FILE = {"instances/no-such-file.json"}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
+def test_code_paths_named_exist(page):
+    text = page.read_text()
+    missing = []
+    for match in CODE_PATH.finditer(text):
+        path = match.group(1).rstrip(".")
+        if path in NOT_A_FILE:
+            continue
+        found = list(ROOT.glob(path)) if "*" in path else [ROOT / path] if (ROOT / path).exists() else []
+        if not found:
+            missing.append(path)
+    assert not missing, f"{page.relative_to(ROOT)} names files that do not exist: {', '.join(sorted(set(missing)))}"
