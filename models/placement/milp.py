@@ -278,6 +278,62 @@ def _estimate_nonzeros(rf: RoutingFractions, k1: np.ndarray, k2: np.ndarray) -> 
     return int(np.minimum(np.maximum(k1, k2) * 2 * arcs_per_pair, len(rf.tail)).sum())
 
 
+@dataclass
+class _PlacementData:
+    """The placement model's data and columns, named as in the math block above: what each
+    constraint family's rows are built from."""
+
+    A: int
+    C: int
+    H: int
+    L: int
+    NQ: int
+    NW: int
+    T: int
+    TB: int
+    a_cols: np.ndarray
+    alpha: float
+    ar_hop: np.ndarray
+    ar_load: sp.csr_array
+    ar_time: np.ndarray
+    arc_inv: np.ndarray
+    b_cols: np.ndarray
+    bj: np.ndarray
+    blk_c: np.ndarray
+    blk_m: np.ndarray
+    bvv: np.ndarray
+    cap: float
+    consumers: list[int]
+    cov_o: np.ndarray
+    cov_v: np.ndarray
+    h_cols: dict[int, np.ndarray]
+    kept: list[np.ndarray]
+    lam: dict[int, float]
+    lt: np.ndarray
+    mem: np.ndarray
+    n: int
+    nb: int
+    objective: str
+    opt_layer: np.ndarray
+    overlap: str
+    pair_layers: list[int]
+    q_c_a: np.ndarray
+    q_cols: np.ndarray
+    q_hop_a: np.ndarray
+    q_load: sp.csr_array
+    q_o_a: np.ndarray
+    q_v_a: np.ndarray
+    us: float
+    w: Workload
+    w_bw: list[np.ndarray]
+    w_cols: np.ndarray
+    w_comp: list[np.ndarray]
+    w_hop: list[tuple[int, np.ndarray]]
+    w_load: sp.csr_array
+    w_o1_a: np.ndarray
+    w_o2_a: np.ndarray
+
+
 def build_placement(
     instance: Instance,
     X: np.ndarray,
@@ -549,12 +605,134 @@ def build_placement(
     h_cols = {c: hv.index.reshape(len(consumers), n)[ci] for ci, c in enumerate(consumers)}
     C, TB, H, T = int(Cv.index[0]), int(Tbw.index[0]), int(Hv.index[0]), int(Tv.index[0])
 
-    # ---- constraints ---------------------------------------------------------------------------
+    # Coverage of servers by options: option o covers v = s + r n/k.
+    cov_o = np.repeat(np.arange(NO), opt_k)
+    cov_v = np.concatenate([np.asarray(coset(n, int(k), int(s))) for k, s in zip(opt_k, opt_s)]).astype(np.int64)
+    blk_c = np.array([float(b.compute_s) for b in w.blocks])
+    blk_m = np.array([float(b.bytes) for b in w.blocks])
+    bj, bvv = np.repeat(np.arange(nb), n), np.tile(np.arange(n), nb)
+    d = _PlacementData(
+        A=A,
+        C=C,
+        H=H,
+        L=L,
+        NQ=NQ,
+        NW=NW,
+        T=T,
+        TB=TB,
+        a_cols=a_cols,
+        alpha=alpha,
+        ar_hop=ar_hop,
+        ar_load=ar_load,
+        ar_time=ar_time,
+        arc_inv=arc_inv,
+        b_cols=b_cols,
+        bj=bj,
+        blk_c=blk_c,
+        blk_m=blk_m,
+        bvv=bvv,
+        cap=cap,
+        consumers=consumers,
+        cov_o=cov_o,
+        cov_v=cov_v,
+        h_cols=h_cols,
+        kept=kept,
+        lam=lam,
+        lt=lt,
+        mem=mem,
+        n=n,
+        nb=nb,
+        objective=objective,
+        opt_layer=opt_layer,
+        overlap=overlap,
+        pair_layers=pair_layers,
+        q_c_a=q_c_a,
+        q_cols=q_cols,
+        q_hop_a=q_hop_a,
+        q_load=q_load,
+        q_o_a=q_o_a,
+        q_v_a=q_v_a,
+        us=us,
+        w=w,
+        w_bw=w_bw,
+        w_cols=w_cols,
+        w_comp=w_comp,
+        w_hop=w_hop,
+        w_load=w_load,
+        w_o1_a=w_o1_a,
+        w_o2_a=w_o2_a,
+    )
+    _choice_rows(bld, d)
+    _transport_rows(bld, d)
+    _compute_rows(bld, d)
+    _memory_rows(bld, d)
+    _lookups_rows(bld, d)
+    _load_rows(bld, d)
+    _pattern_bandwidth_rows(bld, d)
+    _pair_compute_rows(bld, d)
+    _hops_rows(bld, d)
+    _symmetry_rows(bld, d)
+    _objective(bld, d)
+    model = bld.build()
+    stats = {
+        "options": int(NO),
+        "options_pruned": int(len(keep) - keep.sum()),
+        "pairs": int(NW),
+        "lookup_products": int(NQ),
+        "arcs": int(A),
+        "estimated_nonzeros": est,
+        "pair_patterns": len(tp_all),
+        "build_s": time.perf_counter() - started,
+    }
+    return PlacementModel(
+        model,
+        n,
+        opt_layer,
+        opt_k,
+        opt_s,
+        a_cols,
+        b_cols,
+        w_o1_a,
+        w_o2_a,
+        w_cols,
+        q_c_a,
+        q_v_a,
+        q_o_a,
+        q_cols,
+        lam,
+        h_cols,
+        C,
+        TB,
+        H,
+        T,
+        max_starts is not None,
+        ub,
+        incumbent,
+        stats,
+    )
+
+
+def _choice_rows(bld: ModelBuilder, d: _PlacementData) -> None:
+    """choice: every layer takes one option, every block one server."""
+    L, a_cols, b_cols, n, nb, opt_layer = d.L, d.a_cols, d.b_cols, d.n, d.nb, d.opt_layer
     bld.add_constraints(opt_layer, a_cols, 1.0, lb=1.0, ub=1.0, count=L, name="layer_choice")
     if nb:
         bld.add_constraints(
             np.repeat(np.arange(nb), n), b_cols.ravel(), 1.0, lb=1.0, ub=1.0, count=nb, name="block_choice"
         )
+
+
+def _transport_rows(bld: ModelBuilder, d: _PlacementData) -> None:
+    """transport: the pair products w of consecutive layers' options, by their marginals."""
+    NW, a_cols, kept, pair_layers, w_cols, w_o1_a, w_o2_a = (
+        d.NW,
+        d.a_cols,
+        d.kept,
+        d.pair_layers,
+        d.w_cols,
+        d.w_o1_a,
+        d.w_o2_a,
+    )
     if NW:
         # transport: one row per (layer-pair side, option); rows are the positions of the options.
         out_opts = np.unique(w_o1_a)
@@ -583,12 +761,26 @@ def build_placement(
             name="transport_in",
         )
 
-    # Coverage of servers by options: option o covers v = s + r n/k.
-    cov_o = np.repeat(np.arange(NO), opt_k)
-    cov_v = np.concatenate([np.asarray(coset(n, int(k), int(s))) for k, s in zip(opt_k, opt_s)]).astype(np.int64)
-    blk_c = np.array([float(b.compute_s) for b in w.blocks])
-    blk_m = np.array([float(b.bytes) for b in w.blocks])
-    bj, bvv = np.repeat(np.arange(nb), n), np.tile(np.arange(n), nb)
+
+def _compute_rows(bld: ModelBuilder, d: _PlacementData) -> None:
+    """compute: the busiest server's compute C (per server, per layer; the path rows under ``critical_path``)."""
+    C, L, a_cols, b_cols, bj, blk_c, bvv, cov_o, cov_v, lt, n, objective, opt_layer, us, w = (
+        d.C,
+        d.L,
+        d.a_cols,
+        d.b_cols,
+        d.bj,
+        d.blk_c,
+        d.bvv,
+        d.cov_o,
+        d.cov_v,
+        d.lt,
+        d.n,
+        d.objective,
+        d.opt_layer,
+        d.us,
+        d.w,
+    )
     bld.add_constraints(
         np.concatenate([cov_v, bvv, np.arange(n)]),
         np.concatenate([a_cols[cov_o], b_cols.ravel(), np.full(n, C)]),
@@ -613,6 +805,22 @@ def build_placement(
     if objective != "comm_time" and w.compute_model == "critical_path":
         rows, cols, vals, ubs = path_rows(w, opt_layer, lt * us, a_cols, C)
         bld.add_constraints(rows, cols, vals, lb=-np.inf, ub=ubs * us, count=len(ubs), name="path")
+
+
+def _memory_rows(bld: ModelBuilder, d: _PlacementData) -> None:
+    """memory: each server's replicas and blocks fit its capacity."""
+    a_cols, b_cols, bj, blk_m, bvv, cap, cov_o, cov_v, mem, n = (
+        d.a_cols,
+        d.b_cols,
+        d.bj,
+        d.blk_m,
+        d.bvv,
+        d.cap,
+        d.cov_o,
+        d.cov_v,
+        d.mem,
+        d.n,
+    )
     bld.add_constraints(
         np.concatenate([cov_v, bvv]),
         np.concatenate([a_cols[cov_o], b_cols.ravel()]),
@@ -621,6 +829,23 @@ def build_placement(
         ub=1.0 + MEMORY_RTOL,
         count=n,
         name="memory",
+    )
+
+
+def _lookups_rows(bld: ModelBuilder, d: _PlacementData) -> None:
+    """lookups: the lookup products q of a consumer's blocks and options."""
+    NQ, a_cols, b_cols, consumers, lam, n, q_c_a, q_cols, q_o_a, q_v_a, w = (
+        d.NQ,
+        d.a_cols,
+        d.b_cols,
+        d.consumers,
+        d.lam,
+        d.n,
+        d.q_c_a,
+        d.q_cols,
+        d.q_o_a,
+        d.q_v_a,
+        d.w,
     )
     if NQ:
         qrow = {c: ci for ci, c in enumerate(consumers)}
@@ -653,6 +878,22 @@ def build_placement(
             name="lookup_option",
         )
 
+
+def _load_rows(bld: ModelBuilder, d: _PlacementData) -> None:
+    """load: every arc's bytes over its capacity, at most Tbw."""
+    A, TB, a_cols, ar_load, arc_inv, q_cols, q_load, us, w_cols, w_load = (
+        d.A,
+        d.TB,
+        d.a_cols,
+        d.ar_load,
+        d.arc_inv,
+        d.q_cols,
+        d.q_load,
+        d.us,
+        d.w_cols,
+        d.w_load,
+    )
+
     # Link loads, divided by capacity and in time units: sum(...) - Tbw <= 0 per arc.
     def triplets(M: sp.csr_array, colidx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         coo = sp.coo_array(M)
@@ -669,6 +910,28 @@ def build_placement(
         name="load",
     )
 
+
+def _pattern_bandwidth_rows(bld: ModelBuilder, d: _PlacementData) -> None:
+    """pattern bw: each part of the traffic's own busiest arc, at most Tbw (valid, tightens the LP)."""
+    L, NQ, TB, a_cols, ar_time, arc_inv, consumers, kept, n, q_c_a, q_cols, q_load, q_v_a, us, w_bw, w_cols, w_hop = (
+        d.L,
+        d.NQ,
+        d.TB,
+        d.a_cols,
+        d.ar_time,
+        d.arc_inv,
+        d.consumers,
+        d.kept,
+        d.n,
+        d.q_c_a,
+        d.q_cols,
+        d.q_load,
+        d.q_v_a,
+        d.us,
+        d.w_bw,
+        d.w_cols,
+        d.w_hop,
+    )
     # Disaggregated maxima (valid; at integer points each left side is one pattern's own busiest
     # arc or one server's compute, never more than the true maximum). In the LP they stop a layer
     # spread over many starts from averaging its AllReduce over many arcs.
@@ -706,6 +969,11 @@ def build_placement(
             count=nrow,
             name="pattern_bandwidth",
         )
+
+
+def _pair_compute_rows(bld: ModelBuilder, d: _PlacementData) -> None:
+    """compute, per layer pair: both layers' time when their cosets meet, at most C (valid)."""
+    C, NW, objective, us, w_cols, w_comp, w_hop = d.C, d.NW, d.objective, d.us, d.w_cols, d.w_comp, d.w_hop
     if NW and objective != "comm_time":
         w_comp_a = np.concatenate(w_comp)
         pl_ = np.concatenate([np.full(h.size, j) for j, (_, h) in enumerate(w_hop)])
@@ -719,6 +987,48 @@ def build_placement(
             name="pair_compute",
         )
 
+
+def _hops_rows(bld: ModelBuilder, d: _PlacementData) -> None:
+    """hops: H at least each used path's hop count (AllReduce, resharding, lookups)."""
+    (
+        H,
+        L,
+        NQ,
+        a_cols,
+        alpha,
+        ar_hop,
+        b_cols,
+        consumers,
+        h_cols,
+        kept,
+        n,
+        q_c_a,
+        q_hop_a,
+        q_o_a,
+        q_v_a,
+        w,
+        w_cols,
+        w_hop,
+    ) = (
+        d.H,
+        d.L,
+        d.NQ,
+        d.a_cols,
+        d.alpha,
+        d.ar_hop,
+        d.b_cols,
+        d.consumers,
+        d.h_cols,
+        d.kept,
+        d.n,
+        d.q_c_a,
+        d.q_hop_a,
+        d.q_o_a,
+        d.q_v_a,
+        d.w,
+        d.w_cols,
+        d.w_hop,
+    )
     if alpha > 0:
         # H >= hop of each layer's AllReduce and of each layer pair's resharding.
         rows, cols, vals = [], [], []
@@ -791,6 +1101,10 @@ def build_placement(
                 name="lookup_host",
             )
 
+
+def _symmetry_rows(bld: ModelBuilder, d: _PlacementData) -> None:
+    """symmetry: identical blocks in server order."""
+    b_cols, n, nb, w = d.b_cols, d.n, d.nb, d.w
     # Symmetry between identical blocks (exact: they are interchangeable).
     if nb > 1:
         rows, cols, vals, nrow = [], [], [], 0
@@ -810,7 +1124,10 @@ def build_placement(
                 name="block_symmetry",
             )
 
-    # ---- objective -----------------------------------------------------------------------------
+
+def _objective(bld: ModelBuilder, d: _PlacementData) -> None:
+    """The objective: C + Tbw + alpha H, or T with overlap, or Tbw + alpha H for comm_time (microseconds)."""
+    C, H, T, TB, alpha, objective, overlap = d.C, d.H, d.T, d.TB, d.alpha, d.objective, d.overlap
     if objective == "comm_time":
         bld.set_objective([TB, H], [1.0, alpha])
     elif overlap == "full":
@@ -826,43 +1143,6 @@ def build_placement(
         bld.set_objective([T], [1.0])
     else:
         bld.set_objective([C, TB, H], [1.0, 1.0, alpha])
-    model = bld.build()
-    stats = {
-        "options": int(NO),
-        "options_pruned": int(len(keep) - keep.sum()),
-        "pairs": int(NW),
-        "lookup_products": int(NQ),
-        "arcs": int(A),
-        "estimated_nonzeros": est,
-        "pair_patterns": len(tp_all),
-        "build_s": time.perf_counter() - started,
-    }
-    return PlacementModel(
-        model,
-        n,
-        opt_layer,
-        opt_k,
-        opt_s,
-        a_cols,
-        b_cols,
-        w_o1_a,
-        w_o2_a,
-        w_cols,
-        q_c_a,
-        q_v_a,
-        q_o_a,
-        q_cols,
-        lam,
-        h_cols,
-        C,
-        TB,
-        H,
-        T,
-        max_starts is not None,
-        ub,
-        incumbent,
-        stats,
-    )
 
 
 # ------------------------------------------------------------------------------------------------
