@@ -1,7 +1,7 @@
 """``routing``: the best routing of a fixed design's traffic on a fixed topology, by column generation.
 
 The placement model and TopoOpt's heuristic route every pair over its shortest paths (split equally,
-or by CoinChangeMod); the design's problem (design §3) leaves the split over paths free. For a fixed
+or by CoinChangeMod); the problem itself (docs/guide/evaluator.md) leaves the split over paths free. For a fixed
 topology and a fixed traffic matrix (MP bytes plus every ring transfer), the routing that minimises
 the busiest link's time is a linear program. Its arc-flow form (one commodity per source, the
 evaluator's ``--routing optimal``) has sources x arcs variables: 131k at 128 servers of degree 8,

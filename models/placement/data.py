@@ -103,7 +103,7 @@ def shortest_path_fractions(X: np.ndarray, link_bytes_per_s: float, rings: str =
 # ------------------------------------------------------------------------------------------------
 # Rings: how the placement model rings an AllReduce group on a fixed topology
 #
-# AllReduce is mutable (design §3): a group's ring order is free and its bytes may be split over
+# AllReduce is mutable (docs/guide/evaluator.md): a group's ring order is free and its bytes may be split over
 # several rings. For a group listed m_0..m_{k-1} (a coset, in coset order) TotientPerms' rings are
 # m_j -> m_{j+p mod k} for the strides p with gcd(p, k) = 1; ring p costs H(p) = sum_j dist(m_j,
 # m_{j+p}) hops. The policy "shortest" (the default) splits the group's bytes equally over the

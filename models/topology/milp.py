@@ -83,7 +83,7 @@ LP_TUNING_NONZEROS = 20_000
 RING_MATCHING_SHARE = 0.5
 #: AllReduce groups of at most this many members get every ring order as candidates ((k-1)! directed
 #: rings: 120 at k = 6), larger ones TotientPerms' rings of the listed member order m_r -> m_{r+p},
-#: gcd(p, k) = 1 (design §3), as TopoOpt does. One constant for this model and the joint ones
+#: gcd(p, k) = 1 (docs/methods/topology.md), as TopoOpt does. One constant for this model and the joint ones
 #: (:mod:`.joint`, :mod:`.joint_enumeration`): within it their optima are over every ring; above it,
 #: over the candidate rings only (``details["rings_restricted"]`` says so).
 ALL_RINGS_UP_TO = 6

@@ -156,7 +156,7 @@ def _close_ports(X: np.ndarray, free_out: np.ndarray, free_in: np.ndarray, direc
 # ------------------------------------------------------------------------------------------------
 # Ring + matching starts (undirected links)
 #
-# TopoOpt's shape of design (topoopt.md 3.6): the heaviest AllReduce group's rings as direct links,
+# TopoOpt's shape of design (docs/methods/heuristic.md): the heaviest AllReduce group's rings as direct links,
 # the other ports by repeated maximum-weight matching on the rest of the demand. The relaxation says
 # which rings to try: the heaviest group's (largest bytes per member x members) first
 # RING_CLASSES_TRIED classes by summed share, each alone and then (degree 4 and up: a ring takes two

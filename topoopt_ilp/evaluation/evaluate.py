@@ -3,7 +3,7 @@
 It recomputes everything from the instance, the topology and (for ``given`` routing) the
 solution's rings and routes, and shares no code with the optimisation models.
 
-Time model (design §3), per iteration:
+Time model (docs/guide/evaluator.md), per iteration:
 
 * link load ``L[i,j]`` = bytes crossing the arc i -> j; capacity ``c[i,j] = B * X[i,j]`` bytes/s;
 * bandwidth term ``T_bw = max_{i,j} L[i,j] / c[i,j]``; latency term ``T_lat = alpha * H`` with H
