@@ -51,8 +51,8 @@ __all__ = [
 ]
 
 ROUTING_MODES = ("given", "shortest_path", "optimal")
-# Measured: the source-aggregated MCF LP takes ~22 s at 74k flow variables (n = 96, d = 8) on 2 cores
-# and did not finish in 2.5 minutes at 131k (n = 128, d = 8).
+# Flow variables above which the source-aggregated MCF LP is refused: at n = 128, d = 8 (131k) it did
+# not finish in 2.5 minutes (docs/notes/routing-lps.md).
 MAX_OPTIMAL_ROUTING_LP = 100_000
 _TOL = 1e-6
 
