@@ -54,7 +54,9 @@ MAX_MODEL_NONZEROS = 50_000_000
 
 @dataclass(frozen=True)
 class ExactOptions:
-    """Options of ``--method exact`` (design §5). ``warm_start``: ``"heuristic"``, ``"none"`` or a solution file."""
+    """Options of ``--method exact`` (docs/methods/topology.md).
+
+    ``warm_start``: ``"heuristic"``, ``"none"`` or a solution file."""
 
     backend: str = "highs"
     time_limit_s: float | None = None
@@ -183,5 +185,5 @@ def native_options(
 
 
 def solution_status(result: SolveResult) -> str:
-    """The Solution status for a solver status (they share the vocabulary of design §5)."""
+    """The Solution status for a solver status (they share one vocabulary, docs/guide/solvers.md)."""
     return str(getattr(result.status, "value", result.status))

@@ -1,7 +1,7 @@
 """``routing``: the best routing of a fixed design's traffic on a fixed topology, by column generation.
 
 The placement model and TopoOpt's heuristic route every pair over its shortest paths (split equally,
-or by CoinChangeMod); the design's problem (design §3) leaves the split over paths free. For a fixed
+or by CoinChangeMod); the problem itself (docs/guide/evaluator.md) leaves the split over paths free. For a fixed
 topology and a fixed traffic matrix (MP bytes plus every ring transfer), the routing that minimises
 the busiest link's time is a linear program. Its arc-flow form (one commodity per source, the
 evaluator's ``--routing optimal``) has sources x arcs variables: 131k at 128 servers of degree 8,
@@ -56,8 +56,8 @@ DEFAULT_REL_GAP = 1e-6
 #: about its optimality tolerance (1e-7).
 _PRICE_TOL = 1e-7
 #: HiGHS's interior point without crossover for every master LP: its duals are central rather than a
-#: vertex's, which steadies the prices. Measured (dlrm-128-d8, 736 pairs): 60 rounds, 4.8 s, against
-#: 170 rounds, 17.7 s with primal simplex (which keeps the basis across rounds) and 50 s with dual.
+#: vertex's, which steadies the prices: on dlrm-128-d8 it needed about a third of primal simplex's
+#: rounds (docs/notes/routing-lps.md).
 _LP_OPTIONS = {"solver": "ipm", "run_crossover": "off"}
 
 

@@ -18,7 +18,7 @@ Two methods:
 * :func:`solve_schedule` - the exact model below on CP-SAT: ``optimal`` when CP-SAT proves it,
   ``feasible`` with CP-SAT's bound and gap when a limit stops it, ``no_solution`` when it found none.
 
-Why CP-SAT directly, not the solver layer. The toolkit's solver layer (design §5) takes a model as
+Why CP-SAT directly, not the solver layer. The toolkit's solver layer (docs/guide/solvers.md) takes a model as
 arrays of one linear program: bounds, a sparse matrix, an objective. Scheduling needs interval
 variables with global constraints (NoOverlap, Cumulative), which a linear array model can only
 imitate with big-M ordering binaries for every pair of tasks on a resource - a quadratic, weak

@@ -6,8 +6,8 @@ SetHint). The worker is a fresh interpreter started with ``subprocess``: ``multi
 spawn and forkserver children re-import the caller's ``__main__`` (breaking scripts without an
 ``if __name__ == "__main__"`` guard), and fork would copy HiGHS's thread pool into the child.
 
-Workers are kept and reused: a fresh interpreter with numpy, scipy and a solver imported costs
-1-2 s on a 2-core box, a reused one a few milliseconds (pickling the model). A worker is
+Workers are kept and reused: a fresh interpreter with numpy, scipy and a solver imported costs a
+second or two, a reused one a few milliseconds (pickling the model). A worker is
 discarded when it is killed or dies. The budget starts when the worker has the job (it
 acknowledges it), so a cold start does not eat the solver's time: the worker is killed at
 ``ack + time_limit_s + grace_period(time_limit_s)``. Call :func:`prestart` to pay the cold start

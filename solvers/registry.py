@@ -296,7 +296,7 @@ def solve(
     (``isolate=None``) in a reused worker process (:mod:`.guard`): the solver gets the limit, and
     the worker is killed ``grace_period(limit)`` (1 s + 10 %) after it, giving ``no_solution``.
     The budget starts when the worker holds the job, so the first isolated solve of a process
-    also pays the worker's start (about 1-2.5 s on 2 cores; :func:`.guard.prestart` hides it).
+    also pays the worker's start (a second or two; :func:`.guard.prestart` hides it).
     In-process (``isolate=False``, the default without a limit) the limit covers the whole call,
     model translation included, and relies on the solver honouring it.
     """

@@ -1,4 +1,4 @@
-"""Errors and the CLI exit codes they map to (design §6)."""
+"""Errors and the CLI exit codes they map to (docs/guide/cli.md)."""
 
 from __future__ import annotations
 

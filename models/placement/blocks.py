@@ -4,7 +4,7 @@ With every layer's (k, s) fixed, what is left of the placement problem is where 
 blocks (DLRM's embedding tables) go: a small MILP over how many blocks of each class of identical
 blocks each server holds. The local search moves one block at a time; this re-places all of them at
 once, optimally for the layers it is given (on dlrm-128-d8 one call took a local optimum of the local
-search from 17.948 to 17.601 ms in 0.15 s of HiGHS: the single-block moves were stuck).
+search from 17.948 to 17.601 ms, where the single-block moves were stuck).
 
 Math (TIME_UNIT_S units; the layers' contributions are constants):
 
@@ -179,10 +179,9 @@ def place_blocks_exactly(ls: StrategyScorer, strategy: Strategy, options: ExactO
     return BlockResult(st, float(result.objective) * unit, bound, status, model.num_nonzeros)
 
 
-#: :func:`polish_blocks` is not started with less time than this left. (On dlrm-128-d8 HiGHS proved
-#: the 1e-3 gap in 0.15 s for one local optimum of the local search; for another it had 17.878 /
-#: 17.815 ms after 0.5 / 2 s and the optimum, 17.739 ms, after 12.7 s, its root bound 17.69 ms being
-#: tight: finding the placement is the slow part, so whatever it has at the deadline is used.)
+#: :func:`polish_blocks` is not started with less time than this left. The block MILP's root bound is
+#: tight and finding the placement is the slow part, so whatever it has at the deadline is used
+#: (docs/notes/placement-search.md).
 MIN_POLISH_S = 0.5
 
 

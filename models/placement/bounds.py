@@ -43,7 +43,8 @@ __all__ = ["MAX_CHAIN_TYPES", "PACKING_LEVELS", "RUN_PAIR_LAYERS", "arc_classes"
 MAX_CHAIN_TYPES = 1100
 
 #: Run pairs (comment block below): the busiest arc and compute of the last up to this many layers of a
-#: run together with the next layer. More layers: more (types x types) tables, a slower precomputation.
+#: run together with the next layer. More layers: more (types x types) tables, a slower precomputation,
+#: and 3 or 4 gave the same bounds on the paper instances (docs/notes/placement-bounds.md).
 RUN_PAIR_LAYERS = 2
 
 #: Packing levels q = 1..PACKING_LEVELS (comment block below): a server hosts at most q layers of time
@@ -146,33 +147,9 @@ def is_circulant(rf: RoutingFractions) -> bool:
 # and more take the least over their starts: allowed after a longer run means allowed after every
 # shorter one, so the least over lengths <= the allowed one is the right value).
 #
-# Measured (dlrm-128-d8 / bert-128-d8 on TopoOpt's topology, no incumbent, one other job running):
-# pair terms alone (R = 1, no packing, the previous bound) 13.923 / 20.397 ms in 5.8 / 3.0 s; R = 2
-# with packing 14.009 / 20.753 ms in 7.5 / 1.0 s (R = 3, 4 gave the same values; the master LP kept
-# in one HiGHS model instead of a scipy linprog per cut saves about a third of the time). On BERT packing removes the cells of compute below the 10.01 ms of one
-# layer at k = 8 (a chain there reused a few 16-server cosets); on DLRM it does not bind (its cheap
-# chains already fit). What did not help: splitting the classes by residue (the Lagrangian's best
-# weights are rotation-invariant on a circulant); the exact min over chains of the largest class
-# load (a label-setting search over 8-dimensional loads did not finish one threshold in minutes;
-# the cutting planes' mixtures combine chains that differ only in their offsets, which a single chain
-# can interleave, so little is left to gain there).
-# Also measured without gain (dlrm-128-d8, HiGHS, scratch models, not kept): a MILP with each
-# server's exact compute (x over all 255 types), the pairs allowed under a threshold as flows (at the
-# 16 boundaries with at most 16,000 of them) and their exact class volumes: its LP is 10.85 ms in the
-# cell of the chain bound's threshold 8.809 ms and its bound did not move in 120 s; the exact per-arc
-# MILP inside the cell C <= 2.5 ms (5.1 M arc non-zeros, arc rows added lazily, 32 per round): bound
-# 11.05 -> 11.47 ms in six 40 s rounds, below 12.114. A chain of the first that passes every run and
-# pair threshold of 9.5 ms with C 3.95 ms evaluates at 46.6 ms (its busiest arc 42.7 ms, its largest
-# class average 11.0 ms): the pairs' loads pile onto a few arcs, which class averages cannot see.
-# The minimisers of the binding cell return to cosets they left (A-B-A-B between two 16-server
-# cosets, a one-layer detour splitting a run), so compute, AllReduce and resharding stack where the
-# run and pair terms see each visit alone. Measured (scratch, not kept): the DP's state extended by
-# the previous run's type, a return to it allowed only when the two layers around the detour fit
-# the cell's compute threshold together and their AllReduce and both reshardings fit its
-# bandwidth threshold. In the binding cell g rose from 8.794 to 8.801 ms, which is still below
-# that cell's pair threshold of 8.809 ms. So the bound stayed at 12.114 ms. The chains turned to
-# returns after two runs (A-B-C-A), which one remembered type cannot see, and each DP call took
-# about 70x longer.
+# Run pairs of more than two layers, finer arc classes, MILP bounds and a DP that remembers the
+# previous run's type were measured and did not raise the bound on the paper instances
+# (docs/notes/placement-bounds.md).
 #
 # Precomputation. On a circulant topology (X[i, j] = X[0, j - i], TopoOpt's) rotating every server by
 # r maps shortest paths to shortest paths, arc classes to themselves, and a type (k, s) with

@@ -103,15 +103,15 @@ def shortest_path_fractions(X: np.ndarray, link_bytes_per_s: float, rings: str =
 # ------------------------------------------------------------------------------------------------
 # Rings: how the placement model rings an AllReduce group on a fixed topology
 #
-# AllReduce is mutable (design §3): a group's ring order is free and its bytes may be split over
+# AllReduce is mutable (docs/guide/evaluator.md): a group's ring order is free and its bytes may be split over
 # several rings. For a group listed m_0..m_{k-1} (a coset, in coset order) TotientPerms' rings are
 # m_j -> m_{j+p mod k} for the strides p with gcd(p, k) = 1; ring p costs H(p) = sum_j dist(m_j,
 # m_{j+p}) hops. The policy "shortest" (the default) splits the group's bytes equally over the
 # strides of least H(p) - as every pair splits equally over its shortest paths - so the rings use
 # whichever links the topology has toward the members (on TopoOpt's circulants, both directions and
 # several jump classes) instead of the one ring the coset's listing happens to give; "coset" is
-# that one ring (p = 1), the model before (measured on the 128-server paper instances, TopoOpt's
-# topology, 60 s: BERT 24.93 ms with coset rings against 19.51 ms with shortest ones).
+# that one ring (p = 1), which makes the 128-server paper jobs' placements worse on TopoOpt's
+# topology (docs/notes/ring-policy.md).
 # Both are fixed by the topology and the members alone, so every model keeps one arc-load pattern
 # per (k, s), and the solution names its rings (placement_routing) for the evaluator to score.
 # ------------------------------------------------------------------------------------------------

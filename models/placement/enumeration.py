@@ -3,8 +3,9 @@
 The same problem as the placement MILP (:mod:`.placement`): one (degree k, coset start s) per layer
 and one server per block, minimising the evaluator's iteration time with shortest-path routing and
 the rings of the ring policy (:func:`~.placement_data.ring_strides`). On the small workloads (n = 6..10,
-a few hundred options) it proves the optimum in 0.02-0.5 s where HiGHS needs 0.6-6 s on the MILP (its root gap is 15-20 %), which is what the
-alternating method's placement step needs. It gives up (returns ``"gave_up"``) when a level would
+a few hundred options) it proves the optimum far faster than HiGHS on the MILP, whose root gap is
+15-20 % (docs/benchmarks/placement-small.md), which is what the alternating method's placement step
+needs. It gives up (returns ``"gave_up"``) when a level would
 keep more than :data:`MAX_STATES` states, its work exceeds :data:`MAX_WORK` or the deadline
 passes; the caller then solves the MILP.
 """
@@ -27,11 +28,9 @@ __all__ = ["MAX_STATES", "MAX_WORK", "MAX_TABLE_ENTRIES", "EnumerationResult", "
 #: candidates per state times (arcs + 2 n) floats, expanded in chunks of :data:`_CHUNK_ROWS`).
 MAX_STATES = 20_000
 #: Floats all runs together may produce (candidate states x (arcs + 2 n)) before the search gives
-#: up: a deterministic stand-in for time (1.5-3 s on the 2-core test machine). Measured: the
-#: problems it settles (the small workloads at n = 6..10, the 12-server testbed jobs, VGG-16 at 16
-#: and 32 servers) used 0.5-35 million (CANDLE's testbed job the most); 16- and 32-server BERT,
-#: CANDLE and DLRM jobs, which it cannot settle, spent 5-60 s before outgrowing the state budget
-#: without this one.
+#: up: a deterministic stand-in for time, several times what the problems it settles use, so that
+#: those it cannot settle give up in seconds instead of outgrowing the state budget late
+#: (docs/notes/placement-enumeration.md).
 MAX_WORK = 150_000_000
 #: Candidate states (state x option) expanded at once.
 _CHUNK_ROWS = 200_000

@@ -4,16 +4,11 @@ For workloads whose layer times are commensurate - every allowed per-replica tim
 multiple of one unit u, as for identical layers (a transformer's blocks: t/k for every k | n is a
 multiple of t/n) - the busiest server's compute is m u for an integer level m. A depth-first
 branch and bound per level then carries an exact compute value from its first node, which the
-chain bound (:mod:`.placement_bounds`) cannot: on bert-128-d8 (TopoOpt's topology) it proves the
+chain bound (:mod:`.bounds`) cannot: on bert-128-d8 (TopoOpt's topology) it proves the
 local search's 19.23 ms within 1 % where that bound stops at 17.53 ms.
 
-It does not reach DLRM. Measured in session 29 on a relaxation of dlrm-128-d8 that the search
-accepts: the 64 tables dropped, bottom0's FLOPs set to 0 (both only lower the optimum, so a completed
-search would bound the real problem), and :data:`MAX_TABLE_ENTRIES` lifted for its 255 usable types
-(67 M resharding entries). From the incumbent 17.9 ms with a 1 % gap, the search ran 180 s and
-3.1 M nodes without finishing its first level (busiest server 1.99 ms, communication budget about
-15.7 ms). Exact arc loads prune a node only when its partial strategy is already too slow, and with
-that budget a chain of 24 layers gets there only deep in the tree.
+It does not reach DLRM: exact arc loads prune a node only when its partial strategy is already too
+slow, and on DLRM's 24 layers that happens only deep in the tree (docs/notes/dlrm-128-gap.md).
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ __all__ = ["improve_strategy", "pipeline_starts", "relaxation_bound"]
 #     cosets' arcs may be the ones the AllReduce rings load (TopoOpt's 128-circulant, k = 16:
 #     strides 1, 7 have 160 hops, 3, 5 have 224, and the best DLRM pipeline uses 3);
 #   * blocks by strategy.place_blocks.
-# Measured (dlrm-128-d8 on TopoOpt's topology, solve_placement, 60 s, seeds 0-2): best start 20.50 ms
-# against 25.71 ms without these; after the local search 17.65-17.72 ms against 17.92-19.18 ms.
+# Kept because on dlrm-128-d8 they give both a better start and a better search result
+# (docs/notes/placement-search.md).
 # ------------------------------------------------------------------------------------------------
 #: Coset strides tried per (degree, stage count) by :func:`pipeline_starts` (comment block above).
 STRIDES = 4
@@ -107,24 +107,18 @@ def _adjacent_strides(n: int, g: int, dist: np.ndarray) -> list[int]:
 
 
 #: improve_strategy's exact block move (workloads with blocks): the last BLOCK_POLISH_SHARE of its
-#: time (or of its moves), at most BLOCK_POLISH_S seconds (README, Benchmarks: as a move after every
-#: new best it gained or lost by more than the run-to-run spread of the search, seed by seed; at the
-#: end, on the same layers, it always gains).
+#: time (or of its moves), at most BLOCK_POLISH_S seconds: at the end, on the same layers, it always
+#: gains, while as a move after every new best it gained or lost by more than the search's run-to-run
+#: spread (docs/notes/placement-search.md).
 BLOCK_POLISH_S, BLOCK_POLISH_SHARE = 3.0, 0.1
 #: With a move budget the block MILP stops at this many branch-and-bound nodes, not at a time, so that
 #: the search stays reproducible. (Measured on two dlrm-128-d8 local optima: HiGHS proved the 1e-3 gap
 #: at its first node, 1.3-1.9 s, the same placement at 1, 10, 100 and 1000 nodes.)
 BLOCK_POLISH_NODES = 1000
 
-# Measured and not adopted (dlrm-128-d8, shortest rings, a scratch prototype): an exact *window* move,
-# the MILP over the types of w consecutive layers, each among its K best single-layer moves and its
-# own, with transport columns for the resharding inside the window and every arc row exact. From the
-# 18,000-move results of seeds 0-3 (17.995, 17.225, 18.547, 17.768 ms), w = 5 and K = 10 over every
-# window (0.2-5.7 s of HiGHS each, 6-30 s a pass) reached 17.978, -, 18.181 (after a descent), - ms;
-# w = 3, K = 25 and w = 12, K = 6 found nothing on seeds 1 and 3; all 24 layers at K = 4 proved the
-# incumbent best among its candidates in 8 s (K = 10: 956k non-zeros, no better point in 60 s). Once,
-# from a 60 s time-limited result (18.044 ms), one window gave 17.261 ms. Most layers load the busiest
-# arc at once, so a window of them rarely moves it. Not kept: 0-2 % for 6-30 s of a 60 s budget.
+# No exact move over the types of a window of consecutive layers: most layers load the busiest arc at
+# once, so a window rarely moves it, and it gained 0-2 % for 6-30 s of a 60 s budget
+# (docs/notes/placement-search.md).
 
 
 def improve_strategy(
@@ -148,7 +142,7 @@ def improve_strategy(
     and descend again, keeping the best. Stops early after ``max_stall`` kicks without improvement
     (small instances converge in well under a second). Never worse than any start.
     ``ls``: a scorer of ``instance`` on ``rf`` to reuse with its pattern caches (its state is
-    overwritten); else one is built, inside the time limit (0.7 s at dlrm-128-d8). ``exact_blocks``
+    overwritten); else one is built, inside the time limit. ``exact_blocks``
     (workloads with blocks): the last :data:`BLOCK_POLISH_SHARE` of the budget, at most
     :data:`BLOCK_POLISH_S`, re-places the best strategy's blocks by the exact block MILP
     (:func:`.block_placement.polish_blocks`, HiGHS; with a move budget stopped at

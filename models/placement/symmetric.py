@@ -14,10 +14,10 @@ Its optimum is not a bound on the placement problem (the unrestricted optimum ma
 symmetry), but it is the best of a large, structured family - pipelines of data-parallel stages on
 cosets of every degree k >= n / ``period``, mixed as the arcs' loads balance best - and its bound
 holds for that whole family. ``benchmarks/placement_symmetric.py`` sets it beside
-:func:`~.placement.solve_placement`. It is not a stage of ``solve_placement``: measured as one (half
-the time left after the bounds, then local search from the better strategy), it gained nothing on
-the 128-server DLRM and NCF jobs in 60 s (README, Benchmarks), because HiGHS' LP spreads every layer
-evenly over the cosets with no resharding and the tree moves its bound slowly.
+:func:`~.placement.solve_placement`. It is not a stage of ``solve_placement``: as one it gained
+nothing on the 128-server DLRM and NCF jobs in 60 s, because HiGHS' LP spreads every layer evenly
+over the cosets with no resharding and the tree moves its bound slowly
+(docs/notes/placement-search.md).
 
 Math (every symbol per residue class or arc orbit; TIME_UNIT_S units):
 

@@ -67,23 +67,20 @@ FORMULATIONS = ("strong", "naive")
 #: usually a one-server capacity bound that only branching closes, so the time goes into node LPs:
 #: without presolve the node LPs warm-start from the model as built, and with no reliability
 #: threshold on pseudo-costs (strong branching only on variables never branched on) fewer node LPs
-#: are spent on strong branching. Measured on the AllReduce + MP mixes of
-#: ``benchmarks/exact_vs_naive.py`` (no warm start; TotientPerms rings only, before every ring order of
-#: groups up to ALL_RINGS_UP_TO members was a candidate), default -> these: n=10 d=2 1.9 -> 0.8 s, d=3
-#: 3.9 -> 1.5 s; n=12 d=2 7.5 -> 3.9 s, d=3 32.0 -> 15.2 s, d=4 37.1 -> 18.5 s. The naive
-#: formulation gains nothing from them (n=10 d=2 16.0 -> 13.4 s, n=8 d=3 1.6 -> 2.1 s).
+#: are spent on strong branching. They halved the time to proven optimality on the AllReduce + MP
+#: mixes of ``benchmarks/exact_vs_naive.py``; the naive formulation gains nothing from them
+#: (docs/notes/exact-topology-settings.md).
 STRONG_TUNING = {"highs": {"presolve": "off", "mip_pscost_minreliable": 0}}
 #: The start proof's LPs run with STRONG_TUNING (no presolve) up to this many non-zeros, with the
 #: solver's defaults above (see the comment block above ``_start_proof``).
 LP_TUNING_NONZEROS = 20_000
 #: The start proof's ring-and-matching starts (:func:`.relaxation_rounding.ring_matching_starts`)
-#: are not tried once this share of the time limit has passed: the MILP keeps the rest. Measured
-#: (skewed mixes of benchmarks/exact_vs_naive.py, degree 4, 120 s limit, up to 10 distinct starts):
-#: their LPs take 0.3 s in all at 12 servers, 1.1 s at 16 and 1.6 s at 24 (after a 7.4 s relaxation).
+#: are not tried once this share of the time limit has passed: the MILP keeps the rest. Their LPs
+#: take a small part of a 120 s limit up to 24 servers (docs/notes/exact-topology-starts.md).
 RING_MATCHING_SHARE = 0.5
 #: AllReduce groups of at most this many members get every ring order as candidates ((k-1)! directed
 #: rings: 120 at k = 6), larger ones TotientPerms' rings of the listed member order m_r -> m_{r+p},
-#: gcd(p, k) = 1 (design §3), as TopoOpt does. One constant for this model and the joint ones
+#: gcd(p, k) = 1 (docs/methods/topology.md), as TopoOpt does. One constant for this model and the joint ones
 #: (:mod:`.joint`, :mod:`.joint_enumeration`): within it their optima are over every ring; above it,
 #: over the candidate rings only (``details["rings_restricted"]`` says so).
 ALL_RINGS_UP_TO = 6

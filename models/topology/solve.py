@@ -172,20 +172,12 @@ def _better(value: float, than: float, objective: str, rtol: float = 0.0) -> boo
 # the start is optimal and no MILP runs: the LP solution is decoded as the model's would be, status
 # optimal with bound R. Else the MILP runs *without* the starts; when it stops at its limit with no
 # design or one below the best start (``_start_beats``), that start with its LP routing is returned,
-# feasible, under the better of R and the MILP's bound. Small models' LPs run without
-# presolve (the model's HiGHS tuning, up to LP_TUNING_NONZEROS): the relaxation of the 8-server,
-# degree-2 mix below took 3.2 ms without it and 7.6 ms with it; at 32 servers, degree 4 (131k
-# non-zeros) the relaxation and the rounding's LP took 10.3 + 15.0 s without and 1.7 + 0.4 s with it
-# (20 servers, 32k non-zeros: 0.08 + 0.12 s against 0.10 + 0.04 s). Measured on the skewed AllReduce + MP
-# mixes of benchmarks/exact_vs_naive.py (HiGHS, median of 3): given TopoOpt's topology as a start
-# where it is not optimal, HiGHS took 2-4x longer than without (n = 8, d = 2: 0.13 s vs 0.03 s;
-# n = 10, d = 2 / 3: 2.08 / 5.75 s vs 0.90 / 2.58 s): its root search leaves the rounding that finds
-# these optima at once. Where the start is optimal (n = 8, d = 3; n = 12, d = 4) the relaxation is
-# tight and the two LPs settle it (the MILP without a start took 34.7 s at n = 12, d = 4). The method
-# layer still returns the start when the evaluator scores it better than what the MILP found. Where
-# the MILP cannot finish, the start may help its search a little: instances/mix-16.json (throughput,
-# 60 s) ended at 263.5 without it against 267.0 with it, both far from the bound 336.1 (session 13;
-# 258.2 either way in session 20 on a slower machine); all-to-all-16 ends at the same 1858.1 either way.
+# feasible, under the better of R and the MILP's bound. Small models' LPs run without presolve (the
+# model's HiGHS tuning, up to LP_TUNING_NONZEROS), which is faster there and far slower on large ones.
+# The starts are not handed to HiGHS: given a start that is not optimal, its root search leaves the
+# rounding that finds these optima at once, and it took 2-4x longer on the benchmark mixes
+# (docs/notes/exact-topology-starts.md). The method layer still returns the start when the evaluator
+# scores it better than what the MILP found.
 # ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StartProof:

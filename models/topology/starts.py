@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["RING_CLASSES_TRIED", "relaxation_rounding", "ring_matching_starts"]
 
 #: :func:`ring_matching_starts` lays each of this many ring classes of the heaviest group (largest
-#: relaxation share first), and from degree 4 every two of them. Measured on the 29 mixes of
-#: benchmarks/relaxation_rounding.py with one ring each: 2 classes prove 7, 3 prove 10 (three
-#: 6-server mixes at the third class), 6 prove 10.
+#: relaxation share first), and from degree 4 every two of them. Three because on the mixes of
+#: benchmarks/relaxation_rounding.py a third class proves more of them optimal and further classes
+#: prove none more (docs/notes/exact-topology-starts.md).
 RING_CLASSES_TRIED = 3
 
 
@@ -39,9 +39,8 @@ RING_CLASSES_TRIED = 3
 # members lack the free ports is left out). The remaining ports then go greedily to the pairs of
 # largest residual xbar - X (a pair taken loses one unit of its key), then to any pair with ports at
 # both ends (the MP bytes break ties); ports left at one server are closed by splitting a link.
-# Measured on the skewed AllReduce + MP mixes of benchmarks/exact_vs_naive.py (n = 6..10, d = 2..4,
-# seeds 1-5, 29 instances): it proved optimality on 5; the second best ring class of each group,
-# tried as well, proved none more.
+# Only the best ring class per group: the second best, tried as well, proved no more of the benchmark
+# mixes optimal (docs/notes/exact-topology-starts.md).
 # ------------------------------------------------------------------------------------------------
 def relaxation_rounding(m: TopologyRoutingModel, values: np.ndarray, degree: int, multi_links: bool) -> np.ndarray:
     """A link-count matrix (n x n, int64; symmetric when undirected) rounded from the relaxation
@@ -156,7 +155,7 @@ def _close_ports(X: np.ndarray, free_out: np.ndarray, free_in: np.ndarray, direc
 # ------------------------------------------------------------------------------------------------
 # Ring + matching starts (undirected links)
 #
-# TopoOpt's shape of design (topoopt.md 3.6): the heaviest AllReduce group's rings as direct links,
+# TopoOpt's shape of design (docs/methods/heuristic.md): the heaviest AllReduce group's rings as direct links,
 # the other ports by repeated maximum-weight matching on the rest of the demand. The relaxation says
 # which rings to try: the heaviest group's (largest bytes per member x members) first
 # RING_CLASSES_TRIED classes by summed share, each alone and then (degree 4 and up: a ring takes two
@@ -167,14 +166,10 @@ def _close_ports(X: np.ndarray, free_out: np.ndarray, free_in: np.ndarray, direc
 # each round (networkx's exact Blossom, maximum cardinality, so the ports fill) weighing a pair
 # W[i, j] / (1 + links it has), as TopoOpt's repeated matching does; ports left over are closed by
 # splitting a link. Why not the relaxation's own links for the free ports, as relaxation_rounding
-# does: on the 8-server, degree-3 mix of benchmarks/exact_vs_naive.py the relaxation is tight but
-# puts its weight on the wrong ring class, and with either ring forced its links still round to the
-# wrong matching (0.838 / 0.865 of the bound), while the stride-1 ring plus the MP bytes' matching is
-# the optimum. Measured on the 29 mixes of benchmarks/relaxation_rounding.py (n = 6..10, d = 2..4):
-# the one-ring starts meet the relaxation's bound on 10, relaxation_rounding on 5 (all among the
-# 10). The two-ring layouts add 8x4 seeds 1 and 3 and the 12-server, degree-4 mix of
-# exact_vs_naive.py, whose relaxation is tight and whose MILP took 66-68 s to find that design
-# (the optimum splits the group over strides 1, 5, 7, 11; laid whole, strides 1 and 5 meet it).
+# does: a tight relaxation may put its weight on the wrong ring class, and with either ring forced
+# its links may still round to the wrong matching, while the ring plus the MP bytes' matching is the
+# optimum; these starts prove at least twice as many benchmark mixes optimal as the rounding
+# (docs/notes/exact-topology-starts.md).
 # ------------------------------------------------------------------------------------------------
 def ring_matching_starts(
     m: TopologyRoutingModel, values: np.ndarray, degree: int, multi_links: bool

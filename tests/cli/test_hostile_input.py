@@ -46,7 +46,7 @@ MAX_PEAK_BYTES = 32 * 1024 * 1024
 
 @contextmanager
 def bounded_work(max_lines: int = MAX_LINES, max_peak_bytes: int | None = MAX_PEAK_BYTES):
-    """The work of the block as counts, not seconds (design §7): Python line events of the calls
+    """The work of the block as counts, not seconds: Python line events of the calls
     made in the block (stopped with
     an error at ``max_lines``, so a runaway loop fails at once) and, unless None, peak traced memory
     (numpy's arrays included). Yields a dict with ``lines`` and ``peak_bytes``."""

@@ -195,8 +195,8 @@ def test_sigma_closed_forms(bfs_kind: str) -> None:
 
 
 def _bfs_rounds(fn):
-    """Run ``fn()`` and record each round of :func:`graph.bfs_levels` (counts, not seconds: design
-    §7): its frontier (entries ``(source, node)``) and the arcs it expands (sum of their degrees),
+    """Run ``fn()`` and record each round of :func:`graph.bfs_levels` (counts, not
+    seconds): its frontier (entries ``(source, node)``) and the arcs it expands (sum of their degrees),
     read from the search's own variables when it starts a level (its line ``level += 1``)."""
     import inspect
     import sys

@@ -1,4 +1,4 @@
-"""The evaluator against closed forms (../shared/reference/bounds.md) and hand computations."""
+"""The evaluator against closed forms (max-concurrent-flow lambda of rings and hypercubes) and hand computations."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def matrix_of(g: nx.Graph) -> np.ndarray:
     return nx.to_numpy_array(g, nodelist=sorted(g), dtype=np.int64)
 
 
-# With 1e9 B/s per link and 1e9 B per pair, throughput is the unit-capacity lambda of bounds.md.
+# With 1e9 B/s per link and 1e9 B per pair, throughput is the unit-capacity max-concurrent-flow lambda.
 @pytest.mark.parametrize(
     "name, graph, lam",
     [

@@ -178,7 +178,8 @@ def test_csv_names_the_objective_and_json_has_null_for_no_reference():
 
 
 def test_every_method_at_its_limit_without_a_solution_exits_4(capsys):
-    """Design §6: 4 = limit reached without a solution. compare exited 1 on a table of no_solution rows."""
+    """Exit code 4 = limit reached without a solution (docs/guide/cli.md): a table of no_solution rows
+    exits 4, not 1."""
     assert main(["compare", str(INSTANCES / "mix-8.json"), "--methods", "exact", "--time-limit", "0"]) == 4
     assert "no_solution" in capsys.readouterr().out
     from topoopt_ilp.cli.compare import rows_exit

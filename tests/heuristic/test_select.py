@@ -16,7 +16,7 @@ from topoopt_ilp.heuristic import (
     totient_perms,
 )
 
-# (n, d) -> (jumps, diameter, mean hops): reference/topoopt.md 3.4, bounds.md
+# (n, d) -> (jumps, diameter, mean hops) of the authors' choose_n_geo rule (docs/methods/heuristic.md)
 REFERENCE = {
     (12, 4): ((1, 5), 3, 1.82),
     (16, 4): ((1, 5), 4, 2.13),

@@ -64,7 +64,7 @@ def test_jump_ports():
 
 
 def test_number_theory_comes_from_sympy_once_per_argument(monkeypatch):
-    """Design §7: totient and divisors are sympy's (they were hand-written here); each argument is
+    """Totient and divisors are sympy's; each argument is
     computed once (lru_cache), and callers get their own list or array to change."""
     from topoopt_ilp.heuristic import totient as module
 

@@ -2,7 +2,7 @@
 
 Registered by :func:`add_subcommand` on the ``topoopt`` sub-command parser; ``topoopt solve --reroute``
 applies the same step to a fresh solution (:func:`reroute_line` prints its summary). Exit codes
-(design §6): 0 done (re-routed, or the given routing kept because it is as good), 1 the result fails
+(docs/guide/cli.md): 0 done (re-routed, or the given routing kept because it is as good), 1 the result fails
 verification, 2 bad input or usage.
 """
 

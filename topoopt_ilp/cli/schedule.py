@@ -2,7 +2,7 @@
 
 Registered by :func:`add_subcommand` on the ``topoopt`` sub-command parser. Prints the makespan, its
 bound and gap, the status, the evaluator's iteration time with ``overlap`` none and full for
-comparison, and the busiest server and arc. Exit codes (design §6): 0 solved (optimal or feasible),
+comparison, and the busiest server and arc. Exit codes (docs/guide/cli.md): 0 solved (optimal or feasible),
 2 bad input or usage, 4 time limit without a schedule, 1 anything else; errors are one line (the
 ``topoopt`` entry point turns every :class:`~topoopt_ilp.errors.TopoOptError` into one).
 

@@ -1,4 +1,4 @@
-"""The canonical problem instance (design §3) as frozen, validated dataclasses.
+"""The canonical problem instance (docs/guide/instance-format.md) as frozen, validated dataclasses.
 
 An :class:`Instance` is valid as soon as it exists: every dataclass checks its own fields in
 ``__post_init__`` and the :class:`Instance` checks what needs the whole (member ids against the
@@ -142,7 +142,7 @@ class AllReduceGroup:
         return len(self.members)
 
     def bytes_per_member(self) -> float:
-        """Bytes each member sends to its ring successor: 2(k-1)/k * S (design §3)."""
+        """Bytes each member sends to its ring successor: 2(k-1)/k * S (docs/guide/evaluator.md)."""
         k = self.size
         return 2.0 * (k - 1) / k * self.bytes
 

@@ -1,4 +1,4 @@
-"""The result of any method (design §6): a frozen :class:`Solution` with its topology and routing."""
+"""The result of any method (docs/guide/python-api.md): a frozen :class:`Solution` with its topology and routing."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """From an instance's demand (and a choice of AllReduce rings) to byte matrices.
 
 Ring AllReduce over k members sends ``2(k-1)/k * S`` bytes from each member to its ring successor
-(design §3). AllReduce is mutable: which ring (member order) and how the bytes split over several
+(docs/guide/evaluator.md). AllReduce is mutable: which ring (member order) and how the bytes split over several
 rings is a decision, recorded in a :class:`~topoopt_ilp.core.routes.RingSet`. Without one, every group
 uses a single ring in the order its members are listed.
 

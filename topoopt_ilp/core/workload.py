@@ -1,4 +1,4 @@
-"""Workload mode (design §3): a training job whose parallelisation strategy induces the demand.
+"""Workload mode (docs/guide/workloads.md): a training job whose parallelisation strategy induces the demand.
 
 A :class:`Workload` describes one training iteration of a DNN on ``n`` servers:
 
@@ -120,7 +120,7 @@ __all__ = [
 
 #: Peak dense bf16 tensor-core throughput of one NVIDIA A100 (datasheet: 312 TFLOPS).
 A100_BF16_DENSE_FLOPS = 312e12
-#: GPUs per server in TopoOpt's simulations (``--big-gpu 4``, topoopt.md §5).
+#: GPUs per server in TopoOpt's simulations (``--big-gpu 4``).
 GPUS_PER_SERVER = 4
 #: Sustained fraction of peak during training. 40% is an assumption in the range that large
 #: training runs report as model-FLOPs utilisation; change ``device_flops`` to use another.

@@ -1,6 +1,7 @@
 """Switched reference architectures, scored on the same demand as the direct-connect designs.
 
-These are evaluator-level baselines (TopoOpt §3.9, §5): no topology to choose, only a time model.
+These are evaluator-level baselines (TopoOpt (Wang et al., NSDI 2023), §5; docs/guide/evaluator.md): no
+topology to choose, only a time model.
 
 * ``big_switch`` - one ideal non-blocking switch; every server has the same total bandwidth as in the
   direct-connect cluster (``degree x link bandwidth``). A server's time is the larger of the bytes it

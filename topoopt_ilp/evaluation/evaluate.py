@@ -3,7 +3,7 @@
 It recomputes everything from the instance, the topology and (for ``given`` routing) the
 solution's rings and routes, and shares no code with the optimisation models.
 
-Time model (design §3), per iteration:
+Time model (docs/guide/evaluator.md), per iteration:
 
 * link load ``L[i,j]`` = bytes crossing the arc i -> j; capacity ``c[i,j] = B * X[i,j]`` bytes/s;
 * bandwidth term ``T_bw = max_{i,j} L[i,j] / c[i,j]``; latency term ``T_lat = alpha * H`` with H
@@ -51,8 +51,8 @@ __all__ = [
 ]
 
 ROUTING_MODES = ("given", "shortest_path", "optimal")
-# Measured: the source-aggregated MCF LP takes ~22 s at 74k flow variables (n = 96, d = 8) on 2 cores
-# and did not finish in 2.5 minutes at 131k (n = 128, d = 8).
+# Flow variables above which the source-aggregated MCF LP is refused: at n = 128, d = 8 (131k) it did
+# not finish in 2.5 minutes (docs/notes/routing-lps.md).
 MAX_OPTIMAL_ROUTING_LP = 100_000
 _TOL = 1e-6
 

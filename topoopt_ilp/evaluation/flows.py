@@ -268,12 +268,10 @@ def max_concurrent_flow(
     Notes
     -----
     Source-aggregated multicommodity LP with ``|S| * m + 1`` variables (``S`` = sources with demand,
-    ``m`` arcs) and ``|S| * (n - 1)`` equalities plus ``m`` capacity rows. Measured on 2 cores,
-    all-to-all demand on random regular graphs (LP only / LP + min-total-flow + decomposition):
-    n=8 d=4 0.01 s / 0.02 s; n=16 d=4 0.02 s / 0.05 s; n=24 d=4 0.07 s / 0.12 s; n=48 d=4
-    0.9 s / 1.4 s; n=64 d=4 2 s / 5 s; n=64 d=8 4 s / 7 s; n=96 d=8 22 s / 44 s. The practical
-    limit is therefore about 10^5 variables (n ~ 100 at degree 8); beyond that use
-    :func:`shortest_path_loads` or a column-generation solver.
+    ``m`` arcs) and ``|S| * (n - 1)`` equalities plus ``m`` capacity rows. Its time grows fast with
+    the size: the practical limit is about 10^5 variables (n ~ 100 at degree 8;
+    docs/notes/routing-lps.md); beyond that use :func:`shortest_path_loads` or a column-generation
+    solver.
     """
     A = validate_topology(X)
     n = A.shape[0]

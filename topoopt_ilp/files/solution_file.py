@@ -69,7 +69,7 @@ def _num_or_none(v: float | None) -> float | None:
 
 
 def solution_to_dict(sol: Solution, *, directed: bool, instance_name: str | None = None) -> dict[str, Any]:
-    """The JSON form of a solution (design §6). Non-finite numbers become null (JSON has none)."""
+    """The JSON form of a solution (docs/guide/instance-format.md). Non-finite numbers become null (JSON has none)."""
     out: dict[str, Any] = {"format": SOLUTION_FORMAT, "version": VERSION}
     if instance_name:
         out["instance"] = instance_name

@@ -7,7 +7,7 @@
 
 Where the numbers come from
 ---------------------------
-Model shapes are TopoOpt's (``reference/topoopt.md`` §5, read from the authors' FlexFlow scripts);
+Model shapes are TopoOpt's (read from the authors' FlexFlow scripts; docs/guide/workloads.md);
 the byte and FLOP counts are computed here from those shapes, with these conventions:
 
 * parameters, gradients and activations are fp32 (4 bytes), as FlexFlow trains; a layer's

@@ -1,4 +1,4 @@
-"""Baseline topologies from TopoOpt's evaluation (topoopt.md 3.9): random expander, demand greedy
+"""Baseline topologies from TopoOpt's evaluation (docs/methods/baselines.md): random expander, demand greedy
 ("dheu", used for the OCS-reconfig and SiP-ML baselines) and tori.
 
 The ideal big switch and the (oversubscribed) Fat-tree are *evaluator-level* baselines: they are

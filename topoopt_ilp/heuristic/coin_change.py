@@ -1,4 +1,4 @@
-"""CoinChangeMod: shortest jump decompositions of every residue mod n (topoopt.md 3.7).
+"""CoinChangeMod: shortest jump decompositions of every residue mod n (docs/methods/heuristic.md).
 
 The coins are the chosen ring jumps (and their negatives when links are undirected). The fewest
 coins summing to ``r (mod n)`` is the hop distance from 0 to ``r`` in the circulant (Cayley graph)

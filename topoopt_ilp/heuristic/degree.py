@@ -1,5 +1,5 @@
 """Degree split between AllReduce and MP links, and AllReduce port allocation per group size
-(topoopt.md 3.2 and 3.5)."""
+(docs/methods/heuristic.md, steps 2 and 3)."""
 
 from __future__ import annotations
 

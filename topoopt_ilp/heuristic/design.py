@@ -1,6 +1,6 @@
 """TopoOpt's heuristic applied to an instance: its start placement and its TopologyFinder design.
 
-Core (design §2): the method layer (:mod:`topoopt_ilp.methods`, ``--method heuristic``) and the model
+Core (docs/architecture.md): the method layer (:mod:`topoopt_ilp.methods`, ``--method heuristic``) and the model
 layer (the models' default start and topology when their caller hands them none) both call these, so
 the two never drift apart and models never import the method layer. :mod:`topoopt_ilp.heuristic` is
 imported inside the functions, so the CLI's start-up does not pay for it.

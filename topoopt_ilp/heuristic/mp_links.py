@@ -1,5 +1,5 @@
 """MP sub-topology by repeated maximum-weight matching, and MP routing over the combined
-topology (topoopt.md 3.6-3.7)."""
+topology (docs/methods/heuristic.md, steps 8 and 9)."""
 
 from __future__ import annotations
 

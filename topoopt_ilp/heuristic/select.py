@@ -1,4 +1,4 @@
-"""SelectPermutations: choose ``m`` ring jumps out of the TotientPerms candidates (topoopt.md 3.4).
+"""SelectPermutations: choose ``m`` ring jumps out of the TotientPerms candidates (docs/methods/heuristic.md).
 
 Rules are plain functions with one signature (networkx ``flow_func`` style)::
 

@@ -1,4 +1,4 @@
-"""TotientPerms: the candidate ring permutations of TopoOpt (topoopt.md section 3.3).
+"""TotientPerms: the candidate ring permutations of TopoOpt (docs/methods/heuristic.md).
 
 A group of size ``k`` (``k`` divides ``n``) placed on a coset ``{s, s + n/k, s + 2n/k, ...}`` of the
 cyclic subgroup of order ``k`` of Z_n can be ordered on a ring by any generator ``p`` of Z_k
@@ -6,8 +6,8 @@ cyclic subgroup of order ``k`` of Z_n can be ordered on a ring by any generator 
 physical jump ``j = (n/k) * p``, and the same jump applied from every coset start
 ``s in [0, n/k)`` gives ``n/k`` disjoint rings. There are ``phi(k)`` (Euler's totient) candidates.
 
-The number theory is sympy's (``sympy.divisors``, ``sympy.primefactors``, ``sympy.totient``;
-design §7), imported on first use (importing sympy takes ~0.25 s) and cached per argument.
+The number theory is sympy's (``sympy.divisors``, ``sympy.primefactors``, ``sympy.totient``),
+imported on first use (importing sympy takes ~0.25 s) and cached per argument.
 """
 
 from __future__ import annotations

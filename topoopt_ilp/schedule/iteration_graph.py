@@ -1,6 +1,6 @@
 """The task graph of one training iteration, for scheduling (``topoopt schedule``), and its checks.
 
-The toolkit's time model (design §3) scores an iteration as ``T_compute + T_comm`` or
+The toolkit's time model (docs/guide/evaluator.md) scores an iteration as ``T_compute + T_comm`` or
 ``max(T_compute, T_comm)``: no precedence, no pipeline bubbles. This module spells out what one
 iteration *does*, task by task, so that :mod:`topoopt_ilp.models.schedule` can schedule it (a
 resource-constrained project scheduling problem, RCPSP, as TOPO-X casts flow scheduling).
@@ -41,7 +41,7 @@ bytes and edges are exactly those of the graph without micro-batches.
   - ``("lookup", b, r, p)``: block b's server -> replica r of its consumer, ``lookup_bytes / k``;
   - ``("lookup_grad", b, r, p)``: the gradients back, replica r -> block b's server;
   - ``("allreduce", g, q, m, p)``: AllReduce group g, ring q (fraction f of the group's bytes), ring
-    member m -> its ring successor, ``f * 2(k-1)/k * S_g`` (design §3's ring AllReduce, one flow
+    member m -> its ring successor, ``f * 2(k-1)/k * S_g`` (the evaluator's ring AllReduce, one flow
     per ring edge; the 2(k-1) pipelined steps of a real ring are not modelled one by one).
 
   A flow between a server and itself, or of zero bytes, is no task: its precedence becomes a
