@@ -5,7 +5,7 @@
 * :mod:`.mp_matching` - exact b-matching for model-parallel links.
 * :mod:`.ocs_permutations` - SiP-ML-style OCS permutation planes.
 * :mod:`.placement` - a workload's placement (configs per layer, servers per block) on a fixed topology
-  (``formulation``: ``auto`` tries :mod:`.placement_enumeration` before the MILP).
+  (``formulation``: ``auto`` tries :mod:`.placement.enumeration` before the MILP).
 * :mod:`.joint` - placement + topology + routing in one MILP (small clusters).
 * :mod:`.joint_enumeration` - the same problem strategy by strategy: enumeration with bounds, each
   surviving strategy's topology by MILP (``formulation``: ``auto`` picks it or the joint MILP).
@@ -167,7 +167,7 @@ def solve_exact(
 ) -> Solution:
     """Solve ``instance`` exactly with the model its topology family calls for.
 
-    The method layer hands in the starts it owns (this layer never imports it, design §2):
+    The method layer hands in the starts it owns (this layer never imports it: docs/architecture.md):
 
     heuristic : ``heuristic(instance) -> Solution``, optional
         The warm start of the general-topology model when ``options.warm_start`` is ``"heuristic"``

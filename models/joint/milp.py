@@ -1,4 +1,4 @@
-"""``joint``: placement + topology + routing in one MILP, for small clusters (design §3-4, issue 6).
+"""``joint``: placement + topology + routing in one MILP, for small clusters (docs/methods/joint.md).
 
 The exact reference the alternating decomposition is measured against. For a workload instance with
 ``topology_family: any`` and no fixed topology, it chooses at once
@@ -8,7 +8,7 @@ The exact reference the alternating decomposition is measured against. For a wor
 * for every AllReduce group a split of its bytes over ring orders of its coset: every order for
   groups of up to :data:`ALL_RINGS_UP_TO` members, TotientPerms' rings ``m_r -> m_{r+p mod k}``,
   gcd(p, k) = 1 (members in coset order) for larger ones - so for larger groups the optimum and
-  bound are those of the TotientPerms ring space (design §3), as ``details["ring_space"]`` says,
+  bound are those of the TotientPerms ring space (docs/guide/evaluator.md), as ``details["ring_space"]`` says,
 * a multi-commodity flow routing of all the traffic the strategy induces, on any paths,
 
 minimising the evaluator's iteration time: the busiest server's compute (or, with ``compute_model:
@@ -119,7 +119,7 @@ _RING_TOL = 1e-7
 #              sum_{o of i} lt_o a[o] <= C per layer; sum comp_{o,o'} w[o, o'] <= C per layer pair
 #              (comp = both times if the two cosets meet, else the larger; valid, tightens the LP)
 #   path       (compute_model critical_path only) sum_{o of layers i >= c} lt_o a[o] + e_c <= C for c = 0
-#              and every undominated entry layer c (placement_data.path_rows, as in the placement
+#              and every undominated entry layer c (placement.data.path_rows, as in the placement
 #              model): at an integer point C >= P, the chain of one micro-batch, so C = max(busiest server, P)
 #   ports      sum_o out_o a[o] <= d Tbw per layer, sum out_{o,o'} w[o, o'] <= d Tbw per layer pair
 #              (out = the most bytes one server sends or receives in the ring(s) and resharding)

@@ -1,10 +1,10 @@
-"""``placement``: the exact placement MILP for a fixed topology (design §3, workload mode).
+"""``placement``: the exact placement MILP for a fixed topology (workload mode, docs/methods/placement.md).
 
 For a workload instance and a fixed link-count matrix ``X`` (the instance's ``fixed_topology``, or
 TopoOpt's heuristic topology for the data-parallel start), choose per layer a data-parallel degree
 ``k`` and coset start ``s`` and per block a server, minimising the evaluator's iteration time with
 shortest-path routing (every pair split equally over all its shortest paths on ``X``) and the
-AllReduce rings of the ring policy (:func:`~.placement_data.ring_strides`: by default each group split
+AllReduce rings of the ring policy (:func:`~.data.ring_strides`: by default each group split
 equally over its TotientPerms rings of least hop total). The returned
 :class:`~topoopt_ilp.core.solution.Solution` names those rings and no paths, so the evaluator (whose
 fallback routing is the same shortest-path split) reproduces the model's link loads exactly.
@@ -21,7 +21,7 @@ except the optional ``max_starts`` restriction.
 start candidates, the pipeline starts among them) for the incumbent, warm start and pruning bound;
 the relaxation bounds (:func:`relaxation_bound` and :func:`~.placement_bounds.chain_bound`, valid for
 the unrestricted problem, no solver), which alone may prove the gap; the enumeration of small
-problems (:mod:`.placement_enumeration`) and, when the layer times share a unit and there are no
+problems (:mod:`.enumeration`) and, when the layer times share a unit and there are no
 blocks, the compute-level search (:mod:`.placement_levels`), both exact; then the MILP -
 unrestricted when it can be built, else restricted to evenly spaced starts plus the incumbent's
 (recorded in ``details["restricted"]``); a model above
@@ -101,34 +101,30 @@ __all__ = [
 #: beyond 5 million there is no hope of a useful gap; pass ``max_starts`` or use the heuristic.
 MAX_PLACEMENT_NONZEROS = 5_000_000
 #: Above this many non-zeros :func:`solve_placement` (with a time limit and local search on) spends
-#: the time left after the bounds on more local search instead of the solver. Measured (HiGHS, 2
-#: cores, 60 s limit): on the 128-server paper instances the models of 1.0 M (BERT, 4 starts),
-#: 3.1 M (BERT, all starts) and 4.5 M (DLRM, 2 starts) non-zeros never improved on the local
-#: search's incumbent in the 35-40 s they had, while the same seconds of local search did.
+#: the time left after the bounds on more local search instead of the solver: on the 128-server
+#: paper instances models of 1-4.5 M non-zeros never improved on the local search's incumbent
+#: within a 60 s limit, while the same seconds of local search did (docs/notes/placement-search.md).
 MILP_SEARCH_NONZEROS = 1_000_000
 #: At most this many placement options (every layer's (degree, coset start) pairs plus every block's
 #: servers) the MILP has a few thousand non-zeros and HiGHS settles it in about a second, sooner than
-#: the local search stalls: the local search is then off unless asked for. Measured on the small
-#: workloads (``benchmarks/small_workloads.py``, 90-144 options at n = 6..10) inside the alternating
-#: method, local search off vs on: BERT-6 3.1 s vs 10.2 s, ResNet-50-6 0.06 s vs 0.52 s, the DLRM-like
-#: n = 6 job 21.9 s vs 23.2 s (and 7.844 ms, its optimum, vs 8.057 ms); the 128-server instances have
-#: thousands of options.
+#: the local search stalls: the local search is then off unless asked for (the small workloads of
+#: ``benchmarks/small_workloads.py`` have 90-144 options and solve faster without it; the 128-server
+#: instances have thousands; docs/notes/placement-search.md).
 SMALL_PLACEMENT_OPTIONS = 400
 #: The local search descends from at most this many of the best-scored candidates (each gets an
-#: equal share of half its time). Measured on dlrm-128-d8 (TopoOpt's topology, 60 s, seeds 0-2),
-#: with the 387 candidates of the pipeline starts: the best 16 end at 17.65-17.72 ms, all of them at
-#: 17.74-18.10 ms (before the pipeline starts: 17 candidates, 17.92-19.18 ms).
+#: equal share of half its time): on dlrm-128-d8 the best 16 of its 387 candidates end better than
+#: all of them sharing the same time (docs/notes/placement-search.md).
 LOCAL_SEARCH_STARTS = 16
 #: With a time limit, the start candidates are scored in order (the cheap ones first, the pipeline
-#: starts last) only until this share of it has passed. Measured (DLRM, TopoOpt's topology, all candidates): 128 servers 387 in
-#: 0.7 s, 256 servers 481 in 1.6 s, 512 servers 575 in 9.7 s (17 ms each).
+#: starts last) only until this share of it has passed: scoring one takes milliseconds, but their
+#: number grows with n (about 575 at 512 servers).
 CANDIDATE_SCORING_SHARE = 0.1
 #: Relative slack when pruning options by bounds: an option is only dropped when its lower bound
 #: exceeds the incumbent by more than this, so rounding can never remove an optimal option.
 _PRUNE_RTOL = 1e-6
 OBJECTIVES = ("iteration_time", "comm_time")
 #: ``formulation`` (``ExactOptions``, ``--formulation``): ``auto`` (default: the enumeration of
-#: :mod:`.placement_enumeration`, the MILP when it gives up), ``milp`` or ``enumeration`` (alone: when
+#: :mod:`.enumeration`, the MILP when it gives up), ``milp`` or ``enumeration`` (alone: when
 #: it gives up, the incumbent is returned as ``feasible`` with the relaxation bound).
 FORMULATIONS = ("auto", "milp", "enumeration")
 #: Under ``auto`` with an incumbent, the MILP is built only when more than this share of the time
@@ -172,7 +168,7 @@ def _candidates(w: Workload, n: int, rf: RoutingFractions) -> list[Strategy]:
     (:func:`~topoopt_ilp.core.strategy.stage_strategies`, the alternating method's second start: on
     bert-128-d8, 4 stages of 3 layers on the 4 cosets of degree 32 take 19.228 ms against the
     data-parallel start's 19.510, and the local search did not find them from the others), and the
-    compute-balanced pipelines on adjacent cosets of :func:`~.placement_search.pipeline_starts`."""
+    compute-balanced pipelines on adjacent cosets of :func:`~.local_search.pipeline_starts`."""
     out = [data_parallel(w, n)]
     blocks = tuple(b % n for b in range(len(w.blocks)))
     for k in sorted({k for layer in w.layers for k in layer.configs}):
@@ -211,7 +207,7 @@ def _candidates(w: Workload, n: int, rf: RoutingFractions) -> list[Strategy]:
 #   compute      sum_o lt_o cov_o[v] a[o] + sum_j compute_j b[j, v] <= C         for every server v
 #                sum_{o of i} lt_o a[o] <= C   per layer (valid; tightens the LP)
 #                sum_p comp_p w[p] <= C        per layer pair (comp_p: both layers' time if their cosets meet)
-#   path         (compute_model critical_path only) the chain of one micro-batch (placement_data):
+#   path         (compute_model critical_path only) the chain of one micro-batch (data.path_rows):
 #                sum_{o of layers i >= c} lt_o a[o] + e_c <= C   for c = 0 and every layer c whose
 #                e_c (largest compute_s of its blocks) exceeds every earlier one; at an integer point
 #                the largest left side is P, so C = max(busiest server, P), the evaluator's compute
@@ -416,7 +412,7 @@ def build_placement(
     unit_server = type_s[:, None] + (units[None, :] // g_of[:, None]) * g_of[:, None]  # (NT, n)
 
     # AllReduce pattern per type (one byte of parameters): member r -> r+p, 2(k-1)/k bytes split over
-    # the rings of the ring policy (placement_data.ring_strides).
+    # the rings of the ring policy (data.ring_strides).
     pid, src, dst, val = [], [], [], []
     for t in range(NT):
         k = int(type_k[t])
@@ -1233,11 +1229,8 @@ def heuristic_topology(instance: Instance) -> np.ndarray:
 
 #: The local search's default share of a time limit (at most 30 s), and its share when the compute-
 #: level search may apply (no blocks, layer times on one lattice): that search is exact and keeps
-#: the best strategy it finds, so the local search only gives it a first incumbent. Measured on
-#: bert-128-d8 (``benchmarks/placement_scale.py``, 60 s, one run each, 2-core machine about 2x slower
-#: than session 17's): shortest rings optimal in 47.8 s with 6 s of local search against 55.2 s with
-#: 15 s; coset rings 25.344 ms with 6 s and with 15 s in direct runs (24.93 ms in one 15 s run: the
-#: local search's spread).
+#: the best strategy it finds, so the local search only gives it a first incumbent: on bert-128-d8
+#: the smaller share proves the optimum sooner (docs/notes/placement-search.md).
 LOCAL_SEARCH_SHARE = 0.25
 LEVELLED_LOCAL_SEARCH_SHARE = 0.1
 
@@ -1291,10 +1284,10 @@ def solve_placement(
         Backend, limits, warm start (``"heuristic"``: the best of TopoOpt's data-parallel start and
         uniform-degree strategies, as a full point), export, ``formulation`` (:data:`FORMULATIONS`:
         by default the enumeration, then the MILP when the enumeration gives up), ``rings``: how
-        each AllReduce group is ringed (:data:`~.placement_data.RING_POLICIES`): ``"shortest"``
+        each AllReduce group is ringed (:data:`~.data.RING_POLICIES`): ``"shortest"``
         (default) splits it equally over its TotientPerms rings of least hop total, ``"coset"`` is
-        one ring in coset order (:func:`~.placement_data.ring_strides`). ``search_moves``: the local
-        search budgeted in moves (:class:`~.placement_search.SearchBudget`), not seconds: every
+        one ring in coset order (:func:`~.data.ring_strides`). ``search_moves``: the local
+        search budgeted in moves (:class:`~.scoring.SearchBudget`), not seconds: every
         candidate start is scored, :data:`LOCAL_SEARCH_SHARE` of the moves go to the search before
         the bounds and the rest, when the MILP is not run, to the search after them, each with the
         time left as its safety net. The strategy found then depends only on the seed, not on the
@@ -1326,8 +1319,8 @@ def solve_placement(
         when the volume relaxation already proves the gap.
     exact_blocks : bool
         Each local-search call ends by re-placing its best strategy's blocks with the exact block
-        MILP (:func:`~.block_placement.place_blocks_exactly`, always HiGHS, whatever
-        ``options.backend``; :func:`~.placement_search.improve_strategy`) and searching on from what
+        MILP (:func:`~.blocks.place_blocks_exactly`, always HiGHS, whatever
+        ``options.backend``; :func:`~.local_search.improve_strategy`) and searching on from what
         that gains. Default on; off is the search before it (benchmarks/block_placement.py).
 
     Returns

@@ -20,7 +20,9 @@ def _ruff() -> str:
 
 
 def test_ruff_rules_hold():
-    r = subprocess.run([_ruff(), "check", "--output-format", "concise", *TREE], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(
+        [_ruff(), "check", "--output-format", "concise", *TREE], cwd=ROOT, capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -222,7 +222,7 @@ def _bfs_rounds(fn):
 
 
 def test_hop_distances_n1024_does_o_nm_work() -> None:
-    """The all-sources level-synchronous search at n = 1024 (was a timed test, ~0.6 s): one round per
+    """The all-sources level-synchronous search at n = 1024: one round per
     level, every (source, node) pair expanded once, so n * m arcs in all (not n searches, not n^2
     per level)."""
     n, jumps = 1024, [1, 7, 33, 181]

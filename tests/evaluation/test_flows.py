@@ -401,7 +401,7 @@ def test_mcf_edge_cases() -> None:
 
 
 def test_mcf_size_n16(monkeypatch) -> None:
-    """The LP's size instead of its time (was a timed test, ~0.05 s): source-aggregated, |S| * m + 1
+    """The LP's size instead of its time: source-aggregated, |S| * m + 1
     variables, |S| * (n - 1) equalities and m capacity rows (not a commodity per pair), solved twice
     (max lam, then min total flow), by dual simplex at this size."""
     n = 16

@@ -226,7 +226,7 @@ def test_out_may_not_overwrite_an_input(tmp_path, capsys, which):
             r"work.txt: line 1, forward compute cycles: must be a finite number >= 0, got -100",
         ),
         ("cost.yml", lambda t: t.replace("Link: 2.0", "Link: -3", 1), r"cost.yml: chiplet.Link: must be > 0"),
-        # accepted before this release: a dimension named None, a key given twice (the last kept), bytes
+        # each of these must be refused: a dimension named None, a key given twice (the last kept), bytes
         # of -7 in a phase without a collective, an unknown price element, a NaN price a ring does not pay
         (
             "net.yml",

@@ -1,4 +1,4 @@
-"""TopologyFinder: TopoOpt's end-to-end topology + routing heuristic (topoopt.md 3.8).
+"""TopologyFinder: TopoOpt's end-to-end topology + routing heuristic (docs/methods/heuristic.md).
 
 Steps: traffic weights per group size -> degree split (d_A, d_MP) -> AllReduce ports per group size
 -> TotientPerms candidates + SelectPermutations per size -> circulant AllReduce links ->

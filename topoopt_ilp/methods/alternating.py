@@ -1,4 +1,4 @@
-"""The alternating decomposition (TopoOpt §2): placement <-> topology + routing.
+"""The alternating decomposition (docs/methods/alternating.md): placement <-> topology + routing.
 
 Start from TopoOpt's data-parallel strategy and its TopologyFinder topology (and, when it is better,
 from the best pipeline of data-parallel groups with its own topology), then repeat
@@ -100,10 +100,9 @@ def _topology_phase(
     topology + routing MILP (``method="exact"``). An instance that asks for a circulant family gets a
     jump set: SelectPermutations' (finder), or the circulant model's optimum for the traffic (exact).
 
-    The exact MILP gets no warm start. The current topology as a start made HiGHS slower on most of
-    ``benchmarks/small_workloads.py`` (whole alternating runs: 24 s against 21 s in all; skewed MLP
-    n = 8: 5.5 s against 1.4 s) and never better: the start steers its root search away from the
-    rounding that finds these optima at once. Nothing is lost when a step ends worse than the
+    The exact MILP gets no warm start: the current topology as a start made HiGHS slower and never
+    better, steering its root search away from the rounding that finds these optima at once
+    (docs/notes/exact-topology-starts.md). Nothing is lost when a step ends worse than the
     topology it replaces: every round restarts from the trajectory's best."""
     if instance.topology_family != "any":
         return _circulant_phase(instance, placement, select, seed, method, time_limit_s, backend)
