@@ -22,8 +22,9 @@ SOURCES = Path("build") / "api-src"
 
 def _not_python(folder: str, names: list[str]) -> list[str]:
     """What ``shutil.copytree`` leaves out: everything but Python files and the folders that may hold them."""
-    return [name for name in names
-            if name == "__pycache__" or not (name.endswith(".py") or (Path(folder) / name).is_dir())]
+    return [
+        name for name in names if name == "__pycache__" or not (name.endswith(".py") or (Path(folder) / name).is_dir())
+    ]
 
 
 @event_priority(100)  # before mkdocstrings reads its handlers' paths
