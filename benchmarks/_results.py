@@ -53,11 +53,13 @@ _SPEC = re.compile(r"^(?:(?P<fill>.)?(?P<align>[<>=^]))?(?P<sign>[-+ ]?)(?P<z>z?
                    r"(?P<width>\d*)(?P<grouping>[,_]?)(?P<precision>\.\d+)?(?P<type>[bcdeEfFgGnosxX%]?)$")
 
 
-def add_out_argument(parser: argparse.ArgumentParser) -> None:
+OUT_HELP = ("also write the tables as a JSON record to PATH (no value or 'auto': "
+            "benchmarks/results/<script>-<YYYY-MM-DD>.json)")
+
+
+def add_out_argument(parser: argparse.ArgumentParser, help: str = OUT_HELP, metavar: str = "PATH") -> None:
     """Add ``--out [PATH]``: write the run's record to PATH; no value or ``auto``: the default path."""
-    parser.add_argument("--out", nargs="?", const=AUTO, default=None, metavar="PATH",
-                        help="also write the tables as a JSON record to PATH (no value or 'auto': "
-                             "benchmarks/results/<script>-<YYYY-MM-DD>.json)")
+    parser.add_argument("--out", nargs="?", const=AUTO, default=None, metavar=metavar, help=help)
 
 
 def default_path(script: str, when: _dt.datetime | None = None) -> Path:
@@ -125,8 +127,9 @@ class Column:
 
     @property
     def width(self) -> int:
+        """The printed width: the spec's (and the suffix), at least the name's."""
         w = self._part("width")
-        return (int(w) if w else 0) + len(self.suffix)
+        return max((int(w) if w else 0) + len(self.suffix), len(self.name) if w else 0)
 
     @property
     def numeric(self) -> bool:
@@ -158,18 +161,23 @@ class Column:
 
 
 class Table:
-    """One printed table and its record: :meth:`add` keeps a row's values and returns its printed line."""
+    """One printed table and its record: :meth:`add` keeps a row's values and returns its printed line.
+
+    ``columns`` are :class:`Column` objects or ``(name, spec[, suffix])`` tuples; a plain string is
+    printed as it is between columns (``"|"``) and is not part of the record. ``sep`` goes between
+    every two pieces."""
 
     def __init__(self, title: str, columns: Sequence[Column | tuple | str], *, sep: str = " ",
                  notes: Iterable[str] = ()):
         self.title = title
-        self.columns = [c if isinstance(c, Column) else Column(c) if isinstance(c, str) else Column(*c) for c in columns]
+        self.layout = [c if isinstance(c, (Column, str)) else Column(*c) for c in columns]
+        self.columns = [c for c in self.layout if isinstance(c, Column)]
         self.sep = sep
         self.rows: list[list[Any]] = []
         self.notes: list[str] = list(notes)
 
     def header(self) -> str:
-        return self.sep.join(c.header() for c in self.columns)
+        return self.sep.join(c.header() if isinstance(c, Column) else c for c in self.layout)
 
     def rule(self) -> str:
         """The header and a line of dashes under it."""
@@ -179,7 +187,8 @@ class Table:
     def line(self, values: Sequence[Any]) -> str:
         if len(values) != len(self.columns):
             raise ValueError(f"table {self.title!r}: {len(values)} values for {len(self.columns)} columns")
-        return self.sep.join(c.cell(v) for c, v in zip(self.columns, values))
+        it = iter(values)
+        return self.sep.join(c.cell(next(it)) if isinstance(c, Column) else c for c in self.layout)
 
     def add(self, *values: Any) -> str:
         """Keep the row and return its printed line."""
@@ -188,7 +197,7 @@ class Table:
         return text
 
     def note(self, text: str) -> str:
-        """Keep a line printed with the table (a summary, a refused case) and return it."""
+        """Keep a line printed with the table (a summary, a skipped case) and return it."""
         self.notes.append(text)
         return text
 
@@ -229,11 +238,29 @@ def machine() -> dict:
     return {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
 
 
+def _flat(value: Any) -> bool:
+    return not isinstance(value, (dict, list)) or all(not isinstance(v, (dict, list)) for v in
+                                                       (value.values() if isinstance(value, dict) else value))
+
+
+def dumps(value: Any, indent: int = 0, key: str | None = None) -> str:
+    """JSON, one key per line, a list of plain values on one line, and each table row on one line."""
+    pad, inner = " " * indent, " " * (indent + 1)
+    one = lambda v: json.dumps(v, allow_nan=False)  # noqa: E731
+    if isinstance(value, dict) and value and not (key == "ratios" or _flat(value) and len(value) <= 3):
+        items = [f"{inner}{one(str(k))}: {dumps(v, indent + 1, str(k))}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list) and value and (key == "rows" or not _flat(value)):
+        items = [inner + (one(v) if key == "rows" else dumps(v, indent + 1)) for v in value]
+        return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    return one(value)
+
+
 def write_json(path: Path, data: Any) -> Path:
     """Write ``data`` as JSON to ``path`` atomically (a temporary file beside it, then os.replace)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(json_safe(data), indent=1, allow_nan=False) + "\n"
+    text = dumps(json_safe(data)) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
