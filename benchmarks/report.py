@@ -91,6 +91,11 @@ def cell(value, template: str = "{}") -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
+def _text(value) -> str:
+    """A title or a note as Markdown text: emphasis and HTML characters shown as they are."""
+    return re.sub(r"([\\`*_<>\[\]|])", r"\\\1", str(value)).replace("\n", " ")
+
+
 def markdown_table(columns: list[str], rows: list[list], formats: list[str] | None = None) -> list[str]:
     formats = formats or ["{}"] * len(columns)
     right = [bool(col) and all(_number(v) for v in col) for col in
@@ -128,13 +133,13 @@ def render_record(stem: str, found: tuple[Path, dict] | None, page_dir: Path) ->
     for table in tables:
         out += [head, ""]
         if table.get("title"):
-            out += [f"**{cell(table['title'])}**", ""]
+            out += [f"**{_text(table['title'])}**", ""]
         out += markdown_table(list(table.get("columns") or []), list(table.get("rows") or []), table.get("formats"))
         if not table.get("rows"):
             out += ["", "(no rows)"]
         notes = table.get("notes") or []
         if notes:
-            out += [""] + [f"- {cell(n)}" for n in notes]
+            out += [""] + [f"- {_text(n)}" for n in notes]
         out.append("")
     return out
 
