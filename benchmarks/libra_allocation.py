@@ -34,7 +34,7 @@ def shipped(backends: list[str], record: Record) -> None:
     columns = [("instance", "<24"), ("objective", "<16"), ("status", "<9"), ("rounds", ">6"), ("T opt", ">9.3f", "ms"),
                ("T equal", ">9.3f", "ms"), ("equal/opt", ">10.4f"), ("TxC eq/opt", ">11.4f")]
     for b in backends:
-        columns += [(f"time {b}", ">11.3f", "s"), (f"{b}/{backends[0]}", ">8.1f", "x")]
+        columns += [" ", (f"time {b}", ">10.3f", "s"), " ", (f"{b}/{backends[0]}", ">8.1f", "x")]
     table = record.table("Part 1: shipped instances (gap 1e-6)", columns, sep="")
     print(table.title)
     print(table.header())
