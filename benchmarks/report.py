@@ -261,7 +261,7 @@ def readme_text(folder: Path, results: dict[str, tuple[Path, dict]], readme_dir:
             latest = f"[{_when(found[1]):%Y-%m-%d}]({link})"
         lines.append(f"| [`{p.name}`]({p.name}) | {cell(summary(p))} | {latest} |")
     if helpers:
-        lines += ["", "Modules the scripts share (no tables of their own):", ""]
+        lines += ["", "The other Python files here (no benchmark tables of their own):", ""]
         lines += [f"* [`{p.name}`]({p.name}): {summary(p)}" for p in helpers]
     return "\n".join(lines) + "\n\n" + README_TAIL
 
