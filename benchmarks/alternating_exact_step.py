@@ -17,15 +17,21 @@ from joint_small import _warm_up_solver_worker
 from small_workloads import small_instances, small_names
 from topoopt_ilp import solve
 
+from _results import Record, add_out_argument
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="median of this many runs")
     ap.add_argument("--instances", type=small_names, default="", help="comma-separated names (default: all)")
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     wanted = set(args.instances)
     _warm_up_solver_worker()
-    print(f"{'instance':<20} {'altX_ms':>9} {'altX_s':>7}")
+    table = record.table(f"alternating with the exact topology step (10 s per step), median of {args.repeat} run(s)",
+                         [("instance", "<20"), ("altX_ms", ">9.3f"), ("altX_s", ">7.2f")])
+    print(table.header())
     total = 0.0
     for name, inst in small_instances().items():
         if wanted and name not in wanted:
@@ -37,8 +43,9 @@ def main() -> None:
             times.append(time.perf_counter() - t)
         secs = statistics.median(times)
         total += secs
-        print(f"{name:<20} {sol.objective * 1e3:9.3f} {secs:7.2f}")
-    print(f"total {total:.2f} s")
+        print(table.add(name, sol.objective * 1e3, secs))
+    print(table.note(f"total {total:.2f} s"))
+    record.write()
 
 
 if __name__ == "__main__":

@@ -17,19 +17,26 @@ from _args import seconds
 from joint_small import print_joint, run
 from small_workloads import small_names
 
+from _results import Record, add_out_argument
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=seconds, default=600.0, help="seconds for each joint solve")
     ap.add_argument("--instances", type=small_names, default="", help="comma-separated names (default: all)")
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     rows = run(args.instances or None, args.time_limit)
-    print(f"\nexact runs (HiGHS, {args.time_limit:g} s limit each incl. the alternating warm start)")
-    print_joint(rows)
-    hdr = (f"{'instance':<20} {'opt_ms':>8} {'alt_ms':>8} {'alt/opt':>8} {'alt_s':>6} {'altX_ms':>8} {'altX/opt':>8} "
-           f"{'altX_s':>6} {'milp_s':>7} {'exact_s':>7} {'milp/alt':>8} {'milp/altX':>9}")
-    print("\nalternating (TopologyFinder) and alternating with the exact topology step (altX) vs the optimum")
-    print(f"{hdr}\n{'-' * len(hdr)}")
+    title = f"exact runs (HiGHS, {args.time_limit:g} s limit each incl. the alternating warm start)"
+    print(f"\n{title}")
+    print_joint(rows, record, title)
+    table = record.table("alternating (TopologyFinder) and alternating with the exact topology step (altX) vs the optimum",
+                         [("instance", "<20"), ("opt_ms", ">8.3f"), ("alt_ms", ">8.3f"), ("alt/opt", ">8.3f"),
+                          ("alt_s", ">6.1f"), ("altX_ms", ">8.3f"), ("altX/opt", ">8.3f"), ("altX_s", ">6.1f"),
+                          ("milp_s", ">7.1f"), ("exact_s", ">7.1f"), ("milp/alt", ">7.1f", "x"), ("milp/altX", ">8.1f", "x")])
+    print(f"\n{table.title}")
+    print(table.rule())
     within, within_x, faster, faster_x = 0, 0, 0, 0
     for r in rows:
         ref = r.best_ms if r.proven else r.bound_ms
@@ -39,13 +46,17 @@ def main() -> None:
         within_x += ratio_x <= 1.05
         faster += speed >= 10
         faster_x += speed_x >= 10
-        note = "" if r.proven else f"  (opt_ms is a bound; best found {r.best_ms:.3f})"
-        print(f"{r.instance:<20} {ref:>8.3f} {r.alternating_ms:>8.3f} {ratio:>8.3f} {r.alternating_s:>6.1f} "
-              f"{r.alternating_exact_ms:>8.3f} {ratio_x:>8.3f} {r.alternating_exact_s:>6.1f} {r.joint_s:>7.1f} "
-              f"{r.exact_s:>7.1f} {speed:>7.1f}x {speed_x:>8.1f}x{note}")
+        line = table.add(r.instance, ref, r.alternating_ms, ratio, r.alternating_s, r.alternating_exact_ms, ratio_x,
+                         r.alternating_exact_s, r.joint_s, r.exact_s, speed, speed_x)
+        if not r.proven:
+            line += "  " + table.note(f"{r.instance}: opt_ms is a bound; best found {r.best_ms:.3f}")
+        print(line)
     k = len(rows)
-    print(f"\nwithin 5% of optimal: alternating {within}/{k}, with the exact topology step {within_x}/{k}")
-    print(f"at least 10x faster than the joint MILP: alternating {faster}/{k}, with the exact topology step {faster_x}/{k}")
+    print()
+    print(table.note(f"within 5% of optimal: alternating {within}/{k}, with the exact topology step {within_x}/{k}"))
+    print(table.note(f"at least 10x faster than the joint MILP: alternating {faster}/{k}, with the exact topology step "
+                     f"{faster_x}/{k}"))
+    record.write()
 
 
 if __name__ == "__main__":

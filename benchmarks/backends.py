@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from exact_vs_naive import skewed_mix
 
+from _results import Record, add_out_argument
+
 
 def instances():
     yield "mix n=8 d=3", skewed_mix(8, 3), {}
@@ -56,12 +58,18 @@ def main() -> None:
     ap.add_argument("--limit", type=seconds, default=60.0)
     ap.add_argument("--backends", default="highs,scip,cbc")
     ap.add_argument("--warm-start", choices=("none", "heuristic"), default="none")
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     backends = args.backends.split(",")
     guard.prestart()  # so that no backend pays the worker's start-up
     solve(skewed_mix(8, 2), method="heuristic")  # nor the heuristic's one-time imports
-    print(f"time limit {args.limit:g} s, warm start: {args.warm_start}")
-    print(f"{'model':<16}{'solved by':<18}" + "".join(f"{b:>30}" for b in backends))
+    columns = [("model", "<15"), ("solved by", "<28")]
+    for b in backends:  # per backend: status, objective, wall time, time over the first backend's
+        columns += ["|", (f"{b} status", ">9"), (f"{b} obj", ">9.5g"), (f"{b} s", ">6.2f", "s"), (f"{b}/{backends[0]}", ">5.1f", "x")]
+    table = record.table(f"time limit {args.limit:g} s, warm start: {args.warm_start}", columns)
+    print(table.title)
+    print(table.header())
     for label, inst, kw in instances():
         cells, base, by = [], None, ""
         for b in backends:
@@ -70,8 +78,9 @@ def main() -> None:
             secs = time.perf_counter() - t
             base = base or secs
             by = by or f"{sol.details.get('model', '?')} {sol.details.get('algorithm', sol.details.get('formulation', ''))}"
-            cells.append(f"{sol.status[:4]} {sol.objective or 0:9.5g} {secs:6.2f}s {secs / base:5.1f}x")
-        print(f"{label:<16}{by:<18}" + "".join(f"{c:>30}" for c in cells), flush=True)
+            cells += [sol.status, sol.objective, secs, secs / base]
+        print(table.add(label, by, *cells), flush=True)
+    record.write()
 
 
 if __name__ == "__main__":

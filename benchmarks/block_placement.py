@@ -30,17 +30,26 @@ from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.methods import solve
 from topoopt_ilp.core.strategy import parse_strategy
 
+from _results import Record, add_out_argument
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--instances", type=paper_names, default="dlrm-128-d8,ncf-128-d8")
     ap.add_argument("--seeds", type=int_list, default="0,1,2")
     ap.add_argument("--time-limit", type=seconds, default=60.0, help="seconds per solve_placement call")
+    add_out_argument(ap)
     args = ap.parse_args()
-    print(f"solve_placement, exact block move off / on, HiGHS, {args.time_limit:g} s each; topology = TopoOpt "
-          f"heuristic for the data-parallel start; shortest-path routing, shortest rings")
-    print(f"{'instance':<12} {'seed':>4} {'off_ms':>8} {'on_ms':>8} {'on/off':>7} {'eval_ok':>7} {'bound_ms':>8} "
-          f"{'off_s':>6} {'on_s':>6}")
+    record = Record(args)
+    table = record.table(f"solve_placement, exact block move off / on, HiGHS, {args.time_limit:g} s each; topology = TopoOpt "
+                         f"heuristic for the data-parallel start; shortest-path routing, shortest rings",
+                         [("instance", "<12"), ("seed", ">4"), ("off_ms", ">8.3f"), ("on_ms", ">8.3f"), ("on/off", ">7.4f"),
+                          ("eval_ok", ">7"), ("bound_ms", ">8.3f"), ("off_s", ">6.1f"), ("on_s", ">6.1f")])
+    alone = record.table("the block MILP alone on the first seed's 'off' result",
+                         [("instance", "<12"), ("status", ">9"), ("time_s", ">7.2f"), ("off_ms", ">8.3f"),
+                          ("block_ms", ">8.3f"), ("nonzeros", ">10,")])
+    print(table.title)
+    print(table.header())
     for name in args.instances:
         inst = load_paper(name)
         X = solve(inst, method="heuristic").topology.matrix
@@ -55,9 +64,9 @@ def main() -> None:
             ok = all(abs(evaluate(inst, s, routing="shortest_path").iteration_time_s - s.objective) <= 1e-6 * s.objective
                      for s in res.values())
             first_off = first_off or res[False]
-            print(f"{name:<12} {seed:>4} {res[False].objective * 1e3:8.3f} {res[True].objective * 1e3:8.3f} "
-                  f"{res[True].objective / res[False].objective:7.4f} {ok!s:>7} {res[True].bound * 1e3:8.3f} "
-                  f"{secs[False]:6.1f} {secs[True]:6.1f}")
+            print(table.add(name, seed, res[False].objective * 1e3, res[True].objective * 1e3,
+                            res[True].objective / res[False].objective, ok, res[True].bound * 1e3, secs[False], secs[True]),
+                  flush=True)
         rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
         ls = StrategyScorer(inst, rf)
         st = parse_strategy(first_off.placement, inst.workload, inst.n)
@@ -65,9 +74,12 @@ def main() -> None:
                                          st.layer_start[inst.workload.blocks[0].consumer])])  # its table, not timed
         t0 = time.perf_counter()
         blk = place_blocks_exactly(ls, st, ExactOptions(time_limit_s=args.time_limit))
+        blk_s = time.perf_counter() - t0
+        alone.add(name, blk.status, blk_s, first_off.objective * 1e3, blk.objective_s * 1e3, blk.nonzeros)
         print(f"{name:<12} the block MILP alone on the first 'off' result: {blk.status} in "
-              f"{time.perf_counter() - t0:.2f} s, {first_off.objective * 1e3:.3f} -> "
+              f"{blk_s:.2f} s, {first_off.objective * 1e3:.3f} -> "
               f"{blk.objective_s * 1e3:.3f} ms ({blk.nonzeros:,} non-zeros)")
+    record.write()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""How far the chain bound's own minimisers are from strategies: each chain its dynamic program
-returns (:func:`~topoopt_ilp.models.placement.bounds.chain_bound`, recorded on the way) scored as a
-real strategy (blocks by TopoOpt's rule) by the local search's scorer, which is the evaluator's
-definition; then the local search from the best memory-feasible ones.
+"""How far the chain bound's own minimisers are from strategies, and the local search from them.
+
+Each chain the bound's dynamic program returns (:func:`~topoopt_ilp.models.placement.bounds.chain_bound`,
+recorded on the way) is scored as a real strategy (blocks by TopoOpt's rule) by the local search's
+scorer, which is the evaluator's definition; then the local search runs from the best
+memory-feasible ones.
 
 Where the bound is weak its chains are far from feasible-looking strategies: the busiest server and
 busiest arc of the best chains, against the bound's cell (compute threshold, bandwidth terms).
@@ -24,6 +26,8 @@ from topoopt_ilp.models.placement.local_search import improve_strategy
 from topoopt_ilp.methods import solve
 from topoopt_ilp.core.strategy import Strategy, place_blocks, server_memory
 
+from _results import Record, add_out_argument
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -31,7 +35,9 @@ def main() -> None:
     ap.add_argument("--bound-s", type=seconds, default=60.0, help="time limit of the chain bound")
     ap.add_argument("--search-s", type=seconds, default=50.0, help="seconds of local search from the best chains")
     ap.add_argument("--starts", type=int, default=8, help="how many of the best chains start it")
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     inst = load_paper(args.instance)
     w, n = inst.workload, inst.n
     X = solve(inst, method="heuristic").topology.matrix
@@ -53,7 +59,13 @@ def main() -> None:
     finally:
         pb._ChainData.dp = dp
     cell = info["chain_bound_cell"]
-    print(f"{args.instance}: chain bound {bound * 1e3:.3f} ms in {time.perf_counter() - t0:.1f} s"
+    bound_s = time.perf_counter() - t0
+    record.table("the chain bound and its cell (compute threshold, pair bandwidth, class-weighted bandwidth g)",
+                 [("instance", ""), ("bound_ms", ".3f"), ("time_s", ".1f"), ("compute_ms", ".3f"), ("pair_bw_ms", ".3f"),
+                  ("class_bw_ms", ".3f"), ("chains", "")]).add(
+        args.instance, bound * 1e3, bound_s, *((None,) * 3 if cell is None else (cell[0] * 1e3, cell[1] * 1e3, cell[2] * 1e3)),
+        len(chains))
+    print(f"{args.instance}: chain bound {bound * 1e3:.3f} ms in {bound_s:.1f} s"
           + ("" if cell is None else f"; its cell: compute >= {cell[0] * 1e3:.3f} ms, pair bandwidth >= "
                                      f"{cell[1] * 1e3:.3f} ms, class-weighted bandwidth g = {cell[2] * 1e3:.3f} ms")
           + f"; {len(chains)} distinct chains")
@@ -67,16 +79,24 @@ def main() -> None:
         fits = bool((server_memory(w, n, st) <= w.server_memory_bytes * (1 + 1e-9)).all())
         scored.append((ls.score()[0], float(ls.comp.max()), float((ls.total_load() * ls.arc_inv).max()), fits, st))
     scored.sort(key=lambda r: r[0])
-    print(f"{'rank':>4} {'iter_ms':>8} {'busiest_server_ms':>17} {'busiest_arc_ms':>14} {'memory_ok':>9}  degrees")
+    ranked = record.table("the 10 best chains scored as strategies", [("rank", ">4"), ("iter_ms", ">8.3f"),
+                                                                        ("busiest_server_ms", ">17.3f"),
+                                                                        ("busiest_arc_ms", ">14.3f"), ("memory_ok", ">9"),
+                                                                        "", ("degrees", "")])
+    print(ranked.header())
     for r, (it, comp, bw, fits, st) in enumerate(scored[:10]):
-        print(f"{r:>4} {it * 1e3:8.3f} {comp * 1e3:17.3f} {bw * 1e3:14.3f} {fits!s:>9}  {list(st.layer_degree)}")
+        print(ranked.add(r, it * 1e3, comp * 1e3, bw * 1e3, fits, list(st.layer_degree)))
     starts = [r[4] for r in scored if r[3]][:args.starts]
     if starts:
         t0 = time.perf_counter()
         best = improve_strategy(inst, rf, starts, args.search_s, ls=ls)
         ls.load_state(best)
+        search_s = time.perf_counter() - t0
+        record.table("the local search from the best memory-feasible chains",
+                     [("starts", ""), ("iter_ms", ".3f"), ("time_s", ".1f")]).add(len(starts), ls.score()[0] * 1e3, search_s)
         print(f"local search from the best {len(starts)} memory-feasible chains: {ls.score()[0] * 1e3:.3f} ms "
-              f"in {time.perf_counter() - t0:.1f} s")
+              f"in {search_s:.1f} s")
+    record.write()
 
 
 if __name__ == "__main__":

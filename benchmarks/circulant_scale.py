@@ -19,6 +19,8 @@ from topoopt_ilp.core.instance import Cluster, Demand, Instance
 from topoopt_ilp.models.topology.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
 from topoopt_ilp.models.common import ExactOptions
 
+from _results import Record, add_out_argument
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -26,15 +28,18 @@ def main() -> None:
     ap.add_argument("--sizes", default="32,64,128,256")
     ap.add_argument("--degrees", default="4,8")
     ap.add_argument("--formulation", default="strong", choices=["strong", "basic"])
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     sizes = [int(x) for x in args.sizes.split(",")]
     degrees = [int(x) for x in args.degrees.split(",")]
-    print(f"coprime circulant, all-to-all 1 MB per pair, 100 Gbps links, throughput objective, "
-          f"time limit {args.time_limit:g} s per instance, formulation {args.formulation}")
-    hdr = f"{'n':>4} {'d':>2} {'status':>9} {'time_s':>8} {'exact jumps':<22} {'thr_exact':>10} {'thr_bound':>10} " \
-          f"{'geo jumps':<22} {'thr_geo':>10} {'geo/exact':>9} {'eval_given':>10}"
-    print(hdr)
-    print("-" * len(hdr))
+    table = record.table(f"coprime circulant, all-to-all 1 MB per pair, 100 Gbps links, throughput objective, "
+                         f"time limit {args.time_limit:g} s per instance, formulation {args.formulation}",
+                         [("n", ">4"), ("d", ">2"), ("status", ">9"), ("time_s", ">8.1f"), ("exact jumps", "<22"),
+                          ("thr_exact", ">10.2f"), ("thr_bound", ">10.2f"), ("geo jumps", "<22"), ("thr_geo", ">10.2f"),
+                          ("geo/exact", ">9.4f"), ("eval_given", ">10.2f")])
+    print(table.title)
+    print(table.rule())
     for d in degrees:
         for n in sizes:
             inst = Instance(Cluster(n, d, 100.0, hop_latency_us=0.0), Demand(all_to_all=1e6),
@@ -44,14 +49,14 @@ def main() -> None:
             dt = time.perf_counter() - t0
             geo = heuristic_jumps(n, d, False, "coprime_circulant")
             thr_geo = jump_set_throughput(inst, geo) if geo else float("nan")
+            geo = list(geo) if geo else None
             if sol.has_solution:
                 ev = evaluate(inst, sol, routing="given").throughput  # independent check of the routes
-                print(f"{n:>4} {d:>2} {sol.status:>9} {dt:>8.1f} {str(list(sol.topology.jumps)):<22} {sol.objective:>10.2f} "
-                      f"{(sol.bound or float('nan')):>10.2f} {str(list(geo)):<22} {thr_geo:>10.2f} "
-                      f"{thr_geo / sol.objective:>9.4f} {ev:>10.2f}", flush=True)
+                print(table.add(n, d, sol.status, dt, list(sol.topology.jumps), sol.objective, sol.bound, geo, thr_geo,
+                                thr_geo / sol.objective, ev), flush=True)
             else:
-                print(f"{n:>4} {d:>2} {sol.status:>9} {dt:>8.1f} {'-':<22} {'-':>10} {'-':>10} {str(list(geo)):<22} "
-                      f"{thr_geo:>10.2f} {'-':>9} {'-':>10}", flush=True)
+                print(table.add(n, d, sol.status, dt, None, None, None, geo, thr_geo, None, None), flush=True)
+    record.write()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from topoopt_ilp import Cluster, Demand, Instance
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.topology.solve import solve_topology_routing
 
+from _results import Record, add_out_argument
+
 
 def run(instance: Instance, limit: float, use_search: bool):
     _warm_up_solver_worker()
@@ -34,9 +36,16 @@ def main() -> None:
     ap.add_argument("--limit", type=seconds, default=60.0)
     ap.add_argument("--sizes", default="8x3,8x4,9x3,10x4,11x4,12x4,13x4")
     ap.add_argument("--objectives", default="throughput,aspl")
+    add_out_argument(ap)
     args = ap.parse_args()
-    print(f"directed links, all-to-all, HiGHS, time limit {args.limit:g} s per solve, no warm start")
-    print(f"{'instance':<22} {'exact method':>34} {'MILP alone':>24} {'MILP/method':>12}")
+    record = Record(args)
+    table = record.table(f"directed links, all-to-all, HiGHS, time limit {args.limit:g} s per solve, no warm start; "
+                         "MILP/method is a lower bound where the MILP is not optimal",
+                         [("objective", "<10"), ("n", ">3"), ("d", ">2"), "|", ("method", ">8"),
+                          ("method_s", ">8.3f", "s"), ("method_obj", ">9.5g"), ("algorithm", "<22"), "|", ("milp", ">8"),
+                          ("milp_s", ">7.2f", "s"), ("milp_obj", ">9.5g"), "|", ("MILP/method", ">10.1f", "x")])
+    print(table.title)
+    print(table.header())
     for size in args.sizes.split(","):
         n, d = map(int, size.split("x"))
         for objective in args.objectives.split(","):
@@ -44,10 +53,9 @@ def main() -> None:
                             objective=objective)
             (s, ts), (m, tm) = run(inst, args.limit, True), run(inst, args.limit, False)
             how = s.details.get("algorithm", "MILP")
-            left = f"{s.status[:4]} {ts:7.3f}s {s.objective or 0:.5g} ({how})"
-            right = f"{m.status[:4]} {tm:7.2f}s {m.objective or 0:.5g}"
-            ratio = f"{'>' if m.status != 'optimal' else ''}{tm / ts:.1f}x" if s.status == "optimal" else "unproven"
-            print(f"{objective:<10} n={n:<2} d={d:<2}   {left:>34} {right:>24} {ratio:>12}", flush=True)
+            print(table.add(objective, n, d, s.status, ts, s.objective, how, m.status, tm, m.objective,
+                            tm / ts if s.status == "optimal" else None), flush=True)
+    record.write()
 
 
 if __name__ == "__main__":

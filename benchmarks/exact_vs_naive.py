@@ -24,6 +24,8 @@ from joint_small import _warm_up_solver_worker
 from topoopt_ilp import Cluster, Demand, Instance, solve
 from topoopt_ilp.core.instance import AllReduceGroup
 
+from _results import Record, add_out_argument
+
 
 def all_to_all(n: int, d: int) -> Instance:
     return Instance(Cluster(n, d, 100.0, hop_latency_us=0.0), Demand(all_to_all=1e6), objective="throughput")
@@ -61,13 +63,20 @@ def main() -> None:
     ap.add_argument("--warm-start", choices=("none", "heuristic"), default="none")
     ap.add_argument("--repeat", type=int, default=1, help="median of this many runs per proven solve")
     ap.add_argument("--demands", default="a2a,mix", help="which demands: a2a (all-to-all), mix (AllReduce + MP), or both")
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     demands = {"a2a": all_to_all, "mix": skewed_mix}
     if unknown := set(args.demands.split(",")) - set(demands):
         ap.error(f"unknown demand(s) {sorted(unknown)}; choose from a2a, mix")
     start = "no warm start" if args.warm_start == "none" else "both warm-started by the heuristic (its time included)"
-    print(f"backend {args.backend}, time limit {args.limit:g} s per solve, {start}, median of {args.repeat} run(s)")
-    print(f"{'instance':<16} {'strong':>22} {'naive':>22} {'naive/strong':>13}")
+    table = record.table(f"backend {args.backend}, time limit {args.limit:g} s per solve, {start}, median of {args.repeat} "
+                         "run(s); naive/strong is a lower bound where the naive solve is not optimal",
+                         [("demand", "<6"), ("n", ">3"), ("d", ">2"), "|", ("strong", ">8"), ("strong_s", ">7.2f", "s"),
+                          ("strong_obj", ">10.5g"), "|", ("naive", ">8"), ("naive_s", ">7.2f", "s"), ("naive_obj", ">10.5g"),
+                          "|", ("naive/strong", ">11.1f", "x")])
+    print(table.title)
+    print(table.header())
     for size in args.sizes.split(","):
         n, d = map(int, size.split("x"))
         for label in args.demands.split(","):
@@ -76,11 +85,11 @@ def main() -> None:
             times = []
             for form in ("strong", "naive"):
                 sol, secs = median_run(inst, form, args)
-                cells.append(f"{sol.status[:4]} {secs:6.2f}s {sol.objective or 0:.5g}")
+                cells += [sol.status, secs, sol.objective]
                 times.append((secs, sol.status == "optimal"))
             (ts, s_ok), (tn, n_ok) = times
-            ratio = f"{'>' if not n_ok else ''}{tn / ts:.1f}x" if s_ok else "strong unproven"
-            print(f"{label} n={n:<2} d={d:<2}    {cells[0]:>22} {cells[1]:>22} {ratio:>13}", flush=True)
+            print(table.add(label, n, d, *cells, tn / ts if s_ok else None), flush=True)
+    record.write()
 
 
 if __name__ == "__main__":

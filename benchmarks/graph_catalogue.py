@@ -29,6 +29,8 @@ from pathlib import Path
 from _args import seconds
 import networkx as nx
 
+from _results import Record, add_out_argument
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "models" / "data" / "regular_graphs"
 
@@ -90,24 +92,32 @@ def write_catalogue(n: int, d: int) -> int:
     return len(graphs)
 
 
-def generate(max_n: int, max_low_degree: int) -> None:
+def generate(max_n: int, max_low_degree: int, record: Record | None = None) -> None:
+    record = record or Record()
+    table = record.table(f"connected regular graphs written to {OUT.relative_to(ROOT)}, n <= {max_n}",
+                         [("n", ">3"), ("d", ">3"), ("classes", ">7"), ("time_s", ">8.2f")])
+    print(table.header())
     OUT.mkdir(parents=True, exist_ok=True)
     for n in range(3, max_n + 1):
         for d in range(2, n):
             if n * d % 2:
                 continue
             if min(d, n - 1 - d) > max_low_degree:
-                print(f"n={n:<2} d={d:<2} skipped (neither d nor n - 1 - d is at most {max_low_degree})")
+                print(table.note(f"n={n} d={d} skipped (neither d nor n - 1 - d is at most {max_low_degree})"))
                 continue
             started = time.perf_counter()
             count = write_catalogue(n, d)
-            print(f"n={n:<2} d={d:<2} {count:>6} classes  {time.perf_counter() - started:7.2f} s", flush=True)
+            print(table.add(n, d, count, time.perf_counter() - started), flush=True)
 
 
-def search(sizes: str, limit: float) -> None:
+def search(sizes: str, limit: float, record: Record | None = None) -> None:
     from topoopt_ilp import Cluster, Demand, Instance, solve
 
-    print(f"{'size':<8} {'status':<9} {'lambda':>10} {'candidates':>10} {'LPs':>5} {'time':>8}")
+    record = record or Record()
+    table = record.table(f"catalogue search, all-to-all demand, throughput, time limit {limit:g} s",
+                         [("size", "<8"), ("status", "<9"), ("lambda", ">10.6f"), ("candidates", ">10"), ("LPs", ">5"),
+                          ("time", ">7.2f", "s"), "", ("algorithm", "")])
+    print(table.header())
     for size in sizes.split(","):
         n, d = map(int, size.split("x"))
         inst = Instance(Cluster(n, d, 100.0, hop_latency_us=0.0), Demand(all_to_all=1e6), objective="throughput")
@@ -115,9 +125,8 @@ def search(sizes: str, limit: float) -> None:
         sol = solve(inst, method="exact", warm_start="none", time_limit_s=limit)
         secs = time.perf_counter() - t
         det = sol.details
-        print(f"{size:<8} {sol.status:<9} {det.get('catalogue_lambda', float('nan')):>10.6f} "
-              f"{det.get('catalogue_candidates', '-'):>10} {det.get('catalogue_lps', '-'):>5} {secs:7.2f}s  "
-              f"{det.get('algorithm', 'milp')}", flush=True)
+        print(table.add(size, sol.status, det.get("catalogue_lambda"), det.get("catalogue_candidates"),
+                        det.get("catalogue_lps"), secs, det.get("algorithm", "milp")), flush=True)
 
 
 def main() -> None:
@@ -126,14 +135,18 @@ def main() -> None:
     g = sub.add_parser("generate", help="write the catalogue files (needs python-igraph)")
     g.add_argument("--max-n", type=int, default=12)
     g.add_argument("--max-low-degree", type=int, default=5)
+    add_out_argument(g)
     s = sub.add_parser("search", help="run the catalogue search on all-to-all instances")
     s.add_argument("--sizes", default="8x3,8x4,10x3,10x4,12x3,12x4")
     s.add_argument("--limit", type=seconds, default=60.0)
+    add_out_argument(s)
     args = ap.parse_args()
+    record = Record(args)
     if args.command == "generate":
-        generate(args.max_n, args.max_low_degree)
+        generate(args.max_n, args.max_low_degree, record)
     else:
-        search(args.sizes, args.limit)
+        search(args.sizes, args.limit, record)
+    record.write()
 
 
 if __name__ == "__main__":

@@ -21,27 +21,33 @@ from topoopt_ilp.core.instance import Cluster, Demand, Instance
 from topoopt_ilp.models.topology.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
 from topoopt_ilp.models.common import ExactOptions
 
+from _results import Record, add_out_argument
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="16,24,32,48,64,96,128")
     ap.add_argument("--degrees", default="4,6,8")
     ap.add_argument("--time-limit", type=seconds, default=120.0)
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     sizes = [int(x) for x in args.sizes.split(",")]
     degrees = [int(x) for x in args.degrees.split(",")]
-    print(f"coprime circulants, all-to-all demand; geometric rule (paper mode: jumps <= n/2) vs exact; "
-          f"time limit {args.time_limit:g} s per MILP; '*' = not proven optimal")
-    hdr = (f"{'n':>4} {'d':>2} {'geo jumps':<16} {'aspl_geo':>8} {'aspl_opt':>8} {'diam_geo':>8} {'diam_opt':>8} "
-           f"{'thr_geo':>9} {'thr_opt':>9} {'thr_ratio':>9} {'t_aspl':>7} {'t_diam':>7} {'t_thr':>7}")
-    print(hdr)
-    print("-" * len(hdr))
+    table = record.table(f"coprime circulants, all-to-all demand; geometric rule (paper mode: jumps <= n/2) vs exact; "
+                         f"time limit {args.time_limit:g} s per MILP; '*' = not proven optimal",
+                         [("n", ">4"), ("d", ">2"), ("geo jumps", "<16"), ("aspl_geo", ">8.4f"), ("aspl_opt", ">8.4f"),
+                          ("*", "<1"), ("diam_geo", ">8d"), ("diam_opt", ">8.0f"), ("*", "<1"), ("thr_geo", ">9.2f"),
+                          ("thr_opt", ">9.2f"), ("*", "<1"), ("thr_ratio", ">9.4f"), ("t_aspl", ">7.1f"),
+                          ("t_diam", ">7.1f"), ("t_thr", ">7.1f")])
+    print(table.title)
+    print(table.rule())
     rows = []
     for d in degrees:
         for n in sizes:
             geo = heuristic_jumps(n, d, False, "coprime_circulant")
             if geo is None:
-                print(f"{n:>4} {d:>2}  (no geometric set of distinct classes)")
+                print(table.note(f"n={n} d={d}: no geometric set of distinct classes"))
                 continue
             diam_g, aspl_g = circulant_stats(n, geo)
             res, times, flags = {}, {}, {}
@@ -57,27 +63,30 @@ def main() -> None:
                             objective="throughput", topology_family="coprime_circulant")
             thr_g = jump_set_throughput(inst, geo)
             rows.append((n, d, aspl_g, res["aspl"], diam_g, res["diameter"], thr_g, res["throughput"], flags))
-            print(f"{n:>4} {d:>2} {str(list(geo)):<16} {aspl_g:>8.4f} {res['aspl']:>7.4f}{flags['aspl']:1} "
-                  f"{diam_g:>8d} {res['diameter']:>7.0f}{flags['diameter']:1} {thr_g:>9.2f} {res['throughput']:>8.2f}"
-                  f"{flags['throughput']:1} {thr_g / res['throughput']:>9.4f} {times['aspl']:>7.1f} {times['diameter']:>7.1f} "
-                  f"{times['throughput']:>7.1f}", flush=True)
+            print(table.add(n, d, list(geo), aspl_g, res["aspl"], flags["aspl"], diam_g, res["diameter"], flags["diameter"],
+                            thr_g, res["throughput"], flags["throughput"], thr_g / res["throughput"], times["aspl"],
+                            times["diameter"], times["throughput"]), flush=True)
     if not rows:
+        record.write()
         return
     a = np.array([r[:8] for r in rows], dtype=float)
     tot = len(rows)
     print("\nsummary over", tot, "(n, d) cases")
     miss = a[:, 2] > a[:, 3] + 1e-9
-    print(f"  ASPL:       geometric misses the optimum in {int(miss.sum())}/{tot}; excess mean "
-          f"{np.mean(a[:, 2] / a[:, 3] - 1) * 100:.2f}%, max {np.max(a[:, 2] / a[:, 3] - 1) * 100:.2f}%")
+    print("  " + table.note(f"ASPL:       geometric misses the optimum in {int(miss.sum())}/{tot}; excess mean "
+                            f"{np.mean(a[:, 2] / a[:, 3] - 1) * 100:.2f}%, max {np.max(a[:, 2] / a[:, 3] - 1) * 100:.2f}%"))
     miss = a[:, 4] > a[:, 5]
-    print(f"  diameter:   geometric misses the optimum in {int(miss.sum())}/{tot}; excess hops "
-          f"max {int(np.max(a[:, 4] - a[:, 5]))}, total {int(np.sum(a[:, 4] - a[:, 5]))}")
+    print("  " + table.note(f"diameter:   geometric misses the optimum in {int(miss.sum())}/{tot}; excess hops "
+                            f"max {int(np.max(a[:, 4] - a[:, 5]))}, total {int(np.sum(a[:, 4] - a[:, 5]))}"))
     ratio = a[:, 6] / a[:, 7]
     miss = ratio < 1 - 1e-6
-    print(f"  throughput: geometric misses the optimum in {int(miss.sum())}/{tot}; geo/opt mean {ratio.mean():.4f}, "
-          f"min {ratio.min():.4f}")
+    print("  " + table.note(f"throughput: geometric misses the optimum in {int(miss.sum())}/{tot}; geo/opt mean "
+                            f"{ratio.mean():.4f}, min {ratio.min():.4f}"))
+    record.ratios.update({"throughput geo/opt mean": ratio.mean(), "throughput geo/opt min": ratio.min(),
+                          "aspl geo/opt mean": np.mean(a[:, 2] / a[:, 3]), "aspl geo/opt max": np.max(a[:, 2] / a[:, 3])})
     unproven = sum(1 for r in rows for f in r[8].values() if f)
-    print(f"  MILPs not proven optimal within the limit: {unproven}")
+    print("  " + table.note(f"MILPs not proven optimal within the limit: {unproven}"))
+    record.write()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import time
 
 import numpy as np
 
+from _results import Record, add_out_argument
+
 
 def workload(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
@@ -101,6 +103,7 @@ def main() -> None:
     ap.add_argument("--match-sizes", type=int, nargs="*", default=[128, 256, 512])
     ap.add_argument("--one", nargs=2, metavar=("N", "MODE"))
     ap.add_argument("--match-one", type=int)
+    add_out_argument(ap)
     a = ap.parse_args()
     if a.one:
         print(json.dumps(one(int(a.one[0]), a.one[1], a.repeat)))
@@ -113,22 +116,32 @@ def main() -> None:
         out = subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True, text=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
 
-    print(f"topology_finder, d=8, 4 group sizes, ~5% MP pairs, best of {a.repeat} (targets: n=1024 < 1 s; n=4096 < 10 s, < 2 GiB)")
-    print("time = wall clock, cpu = process CPU time (robust to other load on the machine)")
-    print(f"{'n':>5} {'mode':>7} {'time s':>8} {'cpu s':>7} {'peak RSS MiB':>13} {'RSS growth':>11} {'d_A':>4} {'d_MP':>4} "
-          f"{'rings':>6} {'off.routes':>10} {'paths':>8} {'MP pairs':>9} {'circ diam':>9}  ports / jumps")
+    record = Record(a)
+    table = record.table(f"topology_finder, d=8, 4 group sizes, ~5% MP pairs, best of {a.repeat} (targets: n=1024 < 1 s; "
+                         "n=4096 < 10 s, < 2 GiB)",
+                         [("n", ">5"), ("mode", ">7"), ("time s", ">8.3f"), ("cpu s", ">7.3f"), ("peak RSS MiB", ">13.0f"),
+                          ("RSS growth", ">11.0f"), ("d_A", ">4"), ("d_MP", ">4"), ("rings", ">6"), ("off.routes", ">10"),
+                          ("paths", ">8"), ("MP pairs", ">9"), ("circ diam", ">9"), "", ("ports", ""), ("jumps", "")],
+                         notes=["time = wall clock, cpu = process CPU time (robust to other load on the machine)"])
+    print(table.title)
+    print(table.notes[0])
+    print(table.header())
     for n in a.sizes:
         for mode in a.modes:
             r = sub("--one", str(n), mode, "--repeat", str(a.repeat))
-            print(f"{r['n']:>5} {r['mode']:>7} {r['time_s']:>8.3f} {r['cpu_s']:>7.3f} {r['peak_rss_mib']:>13.0f} {r['rss_growth_mib']:>11.0f} "
-                  f"{r['d_A']:>4} {r['d_MP']:>4} {r['rings']:>6} {r['offset_routes']:>10} {r['paths']:>8} {r['mp_pairs']:>9} "
-                  f"{r['circ_diameter']:>9}  {r['ports']} {r['jumps']}")
+            print(table.add(*(r[k] for k in ("n", "mode", "time_s", "cpu_s", "peak_rss_mib", "rss_growth_mib", "d_A", "d_MP",
+                                              "rings", "offset_routes", "paths", "mp_pairs", "circ_diameter", "ports",
+                                              "jumps"))), flush=True)
     if a.match_sizes:
-        print("\nMP matching, one round on the symmetrised workload demand: vectorized greedy vs networkx Blossom (exact)")
-        print(f"{'n':>5} {'edges':>8} {'greedy s':>9} {'blossom s':>10} {'greedy/opt weight':>18}")
+        match = record.table("MP matching, one round on the symmetrised workload demand: vectorized greedy vs networkx "
+                             "Blossom (exact)", [("n", ">5"), ("edges", ">8"), ("greedy s", ">9.4f"), ("blossom s", ">10.2f"),
+                                                 ("greedy/opt weight", ">18.4f")])
+        print(f"\n{match.title}")
+        print(match.header())
         for n in a.match_sizes:
             r = sub("--match-one", str(n))
-            print(f"{r['n']:>5} {r['edges']:>8} {r['greedy_s']:>9.4f} {r['blossom_s']:>10.2f} {r['weight_ratio']:>18.4f}")
+            print(match.add(r["n"], r["edges"], r["greedy_s"], r["blossom_s"], r["weight_ratio"]), flush=True)
+    record.write()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ from topoopt_ilp.methods.alternating import alternating_incumbent
 from topoopt_ilp.methods import METHODS, finalize, solve
 from topoopt_ilp.evaluation.verify import verify
 
+from _results import Record, Table, add_out_argument
+
 
 @dataclass
 class Row:
@@ -112,16 +114,21 @@ def run(names: list[str] | None, time_limit: float) -> list[Row]:
     return rows
 
 
-def print_joint(rows: list[Row]) -> None:
-    hdr = (f"{'instance':<20} {'n':>3} {'heur_ms':>8} | {'milp_ms':>8} {'bound_ms':>8} {'status':>8} {'milp_s':>7} | "
-           f"{'exact_ms':>8} {'bound_ms':>8} {'status':>8} {'exact_s':>7} {'algorithm':>11} | {'heur/best':>9} {'checked':>7}")
-    print(hdr)
-    print("-" * len(hdr))
-    f = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+JOINT_COLUMNS = [("instance", "<20"), ("n", ">3"), ("heur_ms", ">8.3f"), "|", ("milp_ms", ">8.3f"), ("milp_bound_ms", ">8.3f"),
+                 ("milp_status", ">8"), ("milp_s", ">7.1f"), "|", ("exact_ms", ">8.3f"), ("exact_bound_ms", ">8.3f"),
+                 ("exact_status", ">8"), ("exact_s", ">7.1f"), ("algorithm", ">11"), "|", ("heur/best", ">9.2f"),
+                 ("checked", ">7")]
+
+
+def print_joint(rows: list[Row], record: Record | None = None, title: str = "") -> Table:
+    """Print the exact runs' table (and keep it in ``record``)."""
+    table = record.table(title, JOINT_COLUMNS) if record is not None else Table(title, JOINT_COLUMNS)
+    print(table.rule())
     for r in rows:
-        print(f"{r.instance:<20} {r.n:>3} {r.heuristic_ms:>8.3f} | {r.joint_ms:>8.3f} {f(r.joint_bound_ms):>8} "
-              f"{r.joint_status:>8} {r.joint_s:>7.1f} | {r.exact_ms:>8.3f} {f(r.exact_bound_ms):>8} {r.exact_status:>8} "
-              f"{r.exact_s:>7.1f} {r.exact_algorithm:>11} | {r.heuristic_ms / r.best_ms:>9.2f} {str(r.checked):>7}")
+        print(table.add(r.instance, r.n, r.heuristic_ms, r.joint_ms, r.joint_bound_ms, r.joint_status, r.joint_s,
+                        r.exact_ms, r.exact_bound_ms, r.exact_status, r.exact_s, r.exact_algorithm,
+                        r.heuristic_ms / r.best_ms, r.checked))
+    return table
 
 
 def main() -> None:
@@ -129,11 +136,15 @@ def main() -> None:
     ap.add_argument("--time-limit", type=seconds, default=600.0, help="seconds for each joint solve")
     ap.add_argument("--instances", type=small_names, default="", help="comma-separated names (default: all)")
     ap.add_argument("--json", default=None, help="also write the rows here")
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     rows = run(args.instances or None, args.time_limit)
-    print(f"\njoint MILP and default exact method (HiGHS, gap 1e-4, {args.time_limit:g} s limit each, incl. the alternating "
-          "warm start) vs TopoOpt's heuristic")
-    print_joint(rows)
+    title = (f"joint MILP and default exact method (HiGHS, gap 1e-4, {args.time_limit:g} s limit each, incl. the alternating "
+             "warm start) vs TopoOpt's heuristic")
+    print(f"\n{title}")
+    print_joint(rows, record, title)
+    record.write()
     if args.json:
         with open(args.json, "w") as fh:
             json.dump([r.__dict__ for r in rows], fh, indent=1)

@@ -22,15 +22,25 @@ from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.models import ExactOptions
 from topoopt_ilp.models.topology.solve import solve_topology_routing
 
+from _results import Record, add_out_argument
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="8x2,8x3,10x2")
     ap.add_argument("--latency-us", type=float, default=1.0)
     ap.add_argument("--limit", type=seconds, default=120.0)
+    add_out_argument(ap)
     args = ap.parse_args()
-    print(f"HiGHS, no warm start, hop latency {args.latency_us:g} us, time limit {args.limit:g} s per solve")
-    print(f"{'instance':<14} {'bandwidth optimum only':>34} {'latency settled':>46} {'time ratio':>10}")
+    record = Record(args)
+    table = record.table(f"HiGHS, no warm start, hop latency {args.latency_us:g} us, time limit {args.limit:g} s per solve; "
+                         "bw_*: the bandwidth optimum only (latency=False), lat_*: the latency term settled",
+                         [("instance", "<12"), "|", ("bw_status", ">9"), ("bw_comm_us", ">10.3f"), ("bw_hops", ">7"),
+                          ("bw_s", ">6.2f", "s"), "|", ("lat_status", ">10"), ("lat_comm_us", ">11.3f"), ("lat_hops", ">8"),
+                          ("lat_s", ">6.2f", "s"), ("lat_bound_us", ">12.3f"), ("models", ">6"), "|",
+                          ("time ratio", ">9.1f", "x")])
+    print(table.title)
+    print(table.header())
     for size in args.sizes.split(","):
         n, d = map(int, size.split("x"))
         base = skewed_mix(n, d)
@@ -43,12 +53,12 @@ def main() -> None:
             sol = solve_topology_routing(instance, options, latency=latency)
             times.append(time.perf_counter() - t)
             metrics = evaluate(instance, sol, routing="given")
-            cell = f"{sol.status[:4]} {metrics.comm_time_s * 1e6:9.3f} us {metrics.max_hops} hops {times[-1]:6.2f}s"
+            cells += [sol.status, metrics.comm_time_s * 1e6, metrics.max_hops, times[-1]]
             if latency:
                 models = sol.details.get("latency", {}).get("hop_limited_models", [])
-                cell += f" bound {sol.bound * 1e6:9.3f} us, {len(models)} models"
-            cells.append(cell)
-        print(f"mix n={n:<2} d={d:<2}  {cells[0]:>34} {cells[1]:>46} {times[1] / times[0]:9.1f}x", flush=True)
+                cells += [None if sol.bound is None else sol.bound * 1e6, len(models)]
+        print(table.add(f"mix n={n} d={d}", *cells, times[1] / times[0]), flush=True)
+    record.write()
 
 
 if __name__ == "__main__":

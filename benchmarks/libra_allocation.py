@@ -24,14 +24,19 @@ from topoopt_ilp.errors import InputError
 from topoopt_ilp.libra.problem import Budget, Collective, Constraints, Dimension, HierarchyProblem, Layer, Phase, load_hierarchy
 from topoopt_ilp.models.libra import solve_bandwidth
 
+from _results import Record, add_out_argument
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def shipped(backends: list[str]) -> None:
-    print("Part 1: shipped instances (gap 1e-6)")
-    head = (f"{'instance':<24}{'objective':<16}{'status':<9}{'rounds':>6}{'T opt':>11}{'T equal':>11}"
-            f"{'equal/opt':>10}{'TxC eq/opt':>11}")
-    print(head + "".join(f"{'time ' + b:>20}" for b in backends))
+def shipped(backends: list[str], record: Record) -> None:
+    columns = [("instance", "<24"), ("objective", "<16"), ("status", "<9"), ("rounds", ">6"), ("T opt", ">9.3f", "ms"),
+               ("T equal", ">9.3f", "ms"), ("equal/opt", ">10.4f"), ("TxC eq/opt", ">11.4f")]
+    for b in backends:
+        columns += [" ", (f"time {b}", ">10.3f", "s"), " ", (f"{b}/{backends[0]}", ">8.1f", "x")]
+    table = record.table("Part 1: shipped instances (gap 1e-6)", columns, sep="")
+    print(table.title)
+    print(table.header())
     for path in sorted((ROOT / "instances" / "libra").glob("*.json")):
         problem = load_hierarchy(path)
         for objective in ("iteration_time", "perf_per_cost"):
@@ -47,16 +52,15 @@ def shipped(backends: list[str]) -> None:
                     raise
                 secs = time.perf_counter() - t0
                 base = base or secs
-                cells.append(f"{secs:8.3f}s ({secs / base:4.1f}x)")
+                cells += [secs, secs / base]
                 sol = sol or s
             if sol is None:
-                print(f"{path.stem:<24}{objective:<16}(no optimum: nothing keeps the bandwidths above 0)")
+                print(table.note(f"{path.stem} {objective}: no optimum (nothing keeps the bandwidths above 0)"))
                 continue
             ratio = sol.equal_split_time_s / sol.iteration_time_s
             cost_ratio = (sol.equal_split_objective / sol.objective) if objective == "perf_per_cost" else None
-            cr = f"{cost_ratio:11.4f}" if cost_ratio is not None else f"{'-':>11}"
-            print(f"{path.stem:<24}{objective:<16}{sol.status:<9}{sol.iterations:>6}{sol.iteration_time_s * 1e3:>9.3f}ms"
-                  f"{sol.equal_split_time_s * 1e3:>9.3f}ms{ratio:>10.4f}{cr}" + "".join(f"{c:>20}" for c in cells), flush=True)
+            print(table.add(path.stem, objective, sol.status, sol.iterations, sol.iteration_time_s * 1e3,
+                            sol.equal_split_time_s * 1e3, ratio, cost_ratio, *cells), flush=True)
 
 
 def random_problem(D: int, P: int, seed: int) -> HierarchyProblem:
@@ -78,25 +82,30 @@ def random_problem(D: int, P: int, seed: int) -> HierarchyProblem:
     return HierarchyProblem(dims, tuple(layers), Budget("total_bandwidth", 200.0 * D), cons)
 
 
-def scale() -> None:
-    print("\nPart 2: scale (random workloads, HiGHS, gap 1e-6)")
-    print(f"{'D':>3}{'P':>7}{'status':>10}{'rounds':>8}{'wall s':>9}{'equal/opt':>11}  equal split meets the constraints")
+def scale(record: Record) -> None:
+    table = record.table("Part 2: scale (random workloads, HiGHS, gap 1e-6)",
+                         [("D", ">3"), ("P", ">7"), ("status", ">10"), ("rounds", ">8"), ("wall s", ">9.3f"),
+                          ("equal/opt", ">11.4f"), "  ", ("equal split meets the constraints", "")], sep="")
+    print(f"\n{table.title}")
+    print(table.header())
     for D in (4, 6, 8):
         for P in (10, 100, 1000):
             sol = solve_bandwidth(random_problem(D, P, seed=D * 1000 + P))
-            print(f"{D:>3}{P:>7}{sol.status:>10}{sol.iterations:>8}{sol.wall_time_s:>9.3f}"
-                  f"{sol.equal_split_time_s / sol.iteration_time_s:>11.4f}  {'yes' if sol.equal_split_feasible else 'no'}",
-                  flush=True)
+            print(table.add(D, P, sol.status, sol.iterations, sol.wall_time_s, sol.equal_split_time_s / sol.iteration_time_s,
+                            "yes" if sol.equal_split_feasible else "no"), flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backends", default="highs,scip,cbc")
     ap.add_argument("--no-scale", action="store_true", help="skip part 2")
+    add_out_argument(ap)
     args = ap.parse_args()
-    shipped([b for b in args.backends.split(",") if b])
+    record = Record(args)
+    shipped([b for b in args.backends.split(",") if b], record)
     if not args.no_scale:
-        scale()
+        scale(record)
+    record.write()
 
 
 if __name__ == "__main__":

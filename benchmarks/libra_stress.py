@@ -23,6 +23,8 @@ from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.libra.problem import Budget, Collective, Constraints, Dimension, HierarchyProblem, Layer, Phase
 from topoopt_ilp.models.libra import OPTIMAL_GAP, solve_bandwidth
 
+from _results import Record, add_out_argument
+
 KINDS = ("ring", "fully_connected", "switch")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 
@@ -69,8 +71,13 @@ def main() -> None:
     ap.add_argument("--seeds", type=int_list, default="0,1,2,3,4")
     ap.add_argument("--problems", type=int, default=150, help="valid problems per seed")
     ap.add_argument("--backends", default="highs,scip,cbc")
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    table = record.table(f"problems per seed where a back-end of {', '.join(backends)} does not end optimal or the optima "
+                         f"differ by more than {OPTIMAL_GAP:g}; the listed problems are the notes",
+                         [("seed", ">4"), ("listed", ">6"), ("problems", ">8")])
     for seed in args.seeds:
         rng = np.random.default_rng(seed)
         listed = checked = 0
@@ -83,8 +90,10 @@ def main() -> None:
             if line is not None:
                 listed += 1
                 dims = " x ".join(f"{d.kind}({d.size})" for d in problem.dimensions)
-                print(f"seed {seed} problem {checked}: {dims}: {line}", flush=True)
+                print(table.note(f"seed {seed} problem {checked}: {dims}: {line}"), flush=True)
+        table.add(seed, listed, checked)
         print(f"seed {seed}: {listed} of {checked} problems listed", flush=True)
+    record.write()
 
 
 if __name__ == "__main__":

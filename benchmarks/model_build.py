@@ -32,6 +32,8 @@ import scipy.sparse as sp
 from topoopt_ilp.solvers import ModelBuilder, solve
 from topoopt_ilp.solvers.highs import load
 
+from _results import Record, add_out_argument
+
 REPEATS = 5
 DEGREE, CAP, DEMAND = 4, 10.0, 1.0
 
@@ -113,18 +115,25 @@ def best_of(fn, *args) -> tuple[float, object]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("n", nargs="?", type=int, default=24, help="nodes of the complete digraph, 2..40 (default 24)")
-    n = ap.parse_args().n
+    add_out_argument(ap)
+    args = ap.parse_args()
+    n = args.n
     if not 2 <= n <= 40:  # n**4 flow variables: 40 is 2.5 M already
         ap.error(f"n must be 2..40, not {n}")
+    record = Record(args)
     print(f"multi-commodity flow, complete digraph n={n}; {os.cpu_count()} cores; min of {REPEATS} runs")
     t_raw, (h_raw, _) = best_of(build_raw, n)
     t_neu, (h_neu, model) = best_of(build_neutral, n)
     assert (h_raw.getNumCol(), h_raw.getNumRow(), h_raw.getNumNz()) == (h_neu.getNumCol(), h_neu.getNumRow(),
                                                                         h_neu.getNumNz()), "the two builds differ"
+    build = record.table(f"build + load of the multi-commodity-flow MILP, n={n}: {model.num_vars:,} columns, "
+                         f"{model.num_rows:,} rows, {model.num_nonzeros:,} non-zeros; min of {REPEATS} runs",
+                         ["  ", ("variant", "<41"), ": ", ("seconds", ".3f", " s")], sep="")
     print(f"  model: {model.num_vars:,} columns, {model.num_rows:,} rows, {model.num_nonzeros:,} non-zeros")
-    print(f"  raw highspy (CSR + addVars/addRows)       : {t_raw:.3f} s")
-    print(f"  ModelBuilder -> LinearModel -> passModel  : {t_neu:.3f} s")
-    print(f"  ratio neutral / raw                        : {t_neu / t_raw:.2f}  (target <= 1.5, absolute < 1 s)")
+    print(build.add("raw highspy (CSR + addVars/addRows)", t_raw))
+    print(build.add("ModelBuilder -> LinearModel -> passModel", t_neu))
+    record.ratios["neutral/raw"] = t_neu / t_raw
+    print(build.note(f"ratio neutral / raw: {t_neu / t_raw:.2f}  (target <= 1.5, absolute < 1 s)").join(["  ", ""]))
 
     # Isolation overhead on a small model: why the worker process is the default only with a time limit.
     b = ModelBuilder()
@@ -137,10 +146,13 @@ def main() -> None:
     cold = time.perf_counter() - t
     t_in, _ = best_of(lambda: solve(small, "highs", isolate=False))
     t_iso, _ = best_of(lambda: solve(small, "highs", isolate=True))
+    iso = record.table("small MILP (8 binaries), highs: solve time in process and isolated (worker process)",
+                       ["  ", ("solve", "<24"), ": ", ("ms", ".1f", " ms")], sep="")
     print("small MILP (8 binaries), highs:")
-    print(f"  in-process solve        : {t_in * 1e3:.1f} ms")
-    print(f"  isolated, warm worker   : {t_iso * 1e3:.1f} ms")
-    print(f"  isolated, cold worker   : {cold * 1e3:.1f} ms (first isolated solve of a process)")
+    print(iso.add("in-process solve", t_in * 1e3))
+    print(iso.add("isolated, warm worker", t_iso * 1e3))
+    print(iso.add("isolated, cold worker", cold * 1e3) + " (first isolated solve of a process)")
+    record.write()
 
 
 if __name__ == "__main__":

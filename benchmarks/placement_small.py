@@ -27,22 +27,27 @@ from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement.milp import solve_placement
 from topoopt_ilp.methods import METHODS
 
+from _results import Record, add_out_argument
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=seconds, default=60.0, help="seconds for each solve")
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     _warm_up_solver_worker()
     instances = dict(small_instances())
     for path in sorted((ROOT / "instances" / "paper").glob("*testbed-12-d4.json")):
         inst = files.load_instance(path)
         instances[inst.name or path.stem] = inst
-    hdr = (f"{'instance':<24} {'n':>3} {'enum_ms':>9} {'enum_s':>7} {'milp_ms':>9} {'milp_s':>7} {'milp/enum':>9} "
-           f"{'settled by':>10}  same optimum")
-    print(hdr)
-    print("-" * len(hdr))
+    table = record.table(f"placement enumeration vs placement MILP (HiGHS, gap 1e-4, {args.time_limit:g} s each) on "
+                         "TopoOpt's heuristic topology for the data-parallel start",
+                         [("instance", "<24"), ("n", ">3"), ("enum_ms", ">9.3f"), ("enum_s", ">7.2f"), ("milp_ms", ">9.3f"),
+                          ("milp_s", ">7.2f"), ("milp/enum", ">8.1f", "x"), ("settled by", ">10"), "", ("same optimum", "")])
+    print(table.rule())
     faster = []
     for name, inst in instances.items():
         X = METHODS["heuristic"](inst).topology.matrix
@@ -64,10 +69,11 @@ def main() -> None:
         settled = m.details.get("algorithm", "?")  # "bounds": a start candidate proven by the bounds, no MILP ran
         if settled == "milp":
             faster.append(tm / te)
-        print(f"{name:<24} {inst.n:>3} {e.objective * 1e3:>9.3f} {te:>7.2f} {m.objective * 1e3:>9.3f} {tm:>7.2f} "
-              f"{tm / te:>8.1f}x {settled:>10}  {verdict}")
+        print(table.add(name, inst.n, e.objective * 1e3, te, m.objective * 1e3, tm, tm / te, settled, verdict), flush=True)
     if faster:
-        print(f"\nwhere the MILP ran, the enumeration was {min(faster):.1f}x to {max(faster):.1f}x faster")
+        record.ratios.update({"milp/enum min (MILP ran)": min(faster), "milp/enum max (MILP ran)": max(faster)})
+        print("\n" + table.note(f"where the MILP ran, the enumeration was {min(faster):.1f}x to {max(faster):.1f}x faster"))
+    record.write()
 
 
 if __name__ == "__main__":

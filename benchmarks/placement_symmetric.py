@@ -27,17 +27,24 @@ from topoopt_ilp.models.placement.symmetric import symmetric_periods, symmetric_
 
 from topoopt_ilp.methods import solve
 
+from _results import Record, add_out_argument
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--instances", type=paper_names, default="dlrm-128-d8")
     ap.add_argument("--periods", default="8", help="comma list of periods (those that do not apply are skipped)")
     ap.add_argument("--time-limit", type=seconds, default=60.0, help="seconds per solve, each side")
+    add_out_argument(ap)
     args = ap.parse_args()
-    print(f"symmetric placement MILP vs solve_placement, HiGHS, {args.time_limit:g} s each; topology = TopoOpt "
-          f"heuristic for the data-parallel start; shortest-path routing, shortest rings")
-    print(f"{'instance':<14} {'p':>3} {'status':>9} {'time_s':>7} {'model_ms':>9} {'eval_ms':>9} {'inv_bound':>9} "
-          f"{'nnz':>8} | {'place_ms':>9} {'bound_ms':>9} {'time_s':>7} | {'sym/place':>9}")
+    record = Record(args)
+    table = record.table(f"symmetric placement MILP vs solve_placement, HiGHS, {args.time_limit:g} s each; topology = "
+                         f"TopoOpt heuristic for the data-parallel start; shortest-path routing, shortest rings",
+                         [("instance", "<14"), ("p", ">3"), ("status", ">9"), ("time_s", ">7.1f"), ("model_ms", ">9.3f"),
+                          ("eval_ms", ">9.3f"), ("inv_bound", ">9.3f"), ("nnz", ">8"), "|", ("place_ms", ">9.3f"),
+                          ("bound_ms", ">9.3f"), ("place_s", ">7.1f"), "|", ("sym/place", ">9.3f")])
+    print(table.title)
+    print(table.header())
     for name in args.instances:
         inst = load_paper(name)
         X = solve(inst, method="heuristic").topology.matrix
@@ -45,7 +52,7 @@ def main() -> None:
         ls = StrategyScorer(inst, rf)
         periods = [p for p in map(int, args.periods.split(",")) if p in symmetric_periods(inst, rf)]
         if not periods:
-            print(f"{name:<14} no period of {args.periods} applies (periods: {symmetric_periods(inst, rf)})")
+            print(table.note(f"{name}: no period of {args.periods} applies (periods: {symmetric_periods(inst, rf)})"))
             continue
         t0 = time.perf_counter()
         place = solve_placement(inst, ExactOptions(time_limit_s=args.time_limit, gap=0.01), X)
@@ -54,12 +61,12 @@ def main() -> None:
             t0 = time.perf_counter()
             res = symmetric_placement(inst, rf, p, ExactOptions(time_limit_s=args.time_limit, gap=1e-4), ls)
             sym_s = time.perf_counter() - t0
-            ms = lambda v: "-" if v is None else f"{v * 1e3:.3f}"
+            ms = lambda v: None if v is None else v * 1e3  # noqa: E731
             ev = strategy_times(inst, rf, res.strategy)["iteration_time_s"] if res.strategy else None
-            ratio = "-" if ev is None else f"{ev / place.objective:.3f}"
-            print(f"{name:<14} {p:>3} {res.status:>9} {sym_s:>7.1f} {ms(res.objective_s):>9} {ms(ev):>9} "
-                  f"{ms(res.bound_s):>9} {res.nonzeros:>8} | {ms(place.objective):>9} {ms(place.bound):>9} "
-                  f"{place_s:>7.1f} | {ratio:>9}", flush=True)
+            print(table.add(name, p, res.status, sym_s, ms(res.objective_s), ms(ev), ms(res.bound_s), res.nonzeros,
+                            ms(place.objective), ms(place.bound), place_s, None if ev is None else ev / place.objective),
+                  flush=True)
+    record.write()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from exact_vs_naive import skewed_mix
 from joint_small import _warm_up_solver_worker
 from topoopt_ilp import solve
 
+from _results import Record, add_out_argument
+
 WITH_ROUNDING = tr._start_proof
 WITHOUT_ROUNDING = functools.partial(WITH_ROUNDING, rounding=False)
 
@@ -43,10 +45,15 @@ def main() -> None:
     ap.add_argument("--sizes", default="6x2,6x3,8x2,8x3,8x4,10x2,10x3")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 1..S per size (n >= 10: at most 2)")
     ap.add_argument("--repeat", type=int, default=3)
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     _warm_up_solver_worker()
-    print(f"HiGHS, no warm start, median of {args.repeat}")
-    print(f"{'instance':<18} {'without':>9} {'with':>9} {'ratio':>7}  settled by")
+    table = record.table(f"HiGHS, no warm start, median of {args.repeat}; skewed AllReduce + MP mixes, times without and with the rounding",
+                         [("n", ">3"), ("d", ">2"), ("seed", ">4"), ("without_ms", ">10.1f"), ("with_ms", ">8.1f"),
+                          ("ratio", ">6.2f", "x"), ("settled by", "")])
+    print(table.title)
+    print(table.header())
     ratios, settled, total = [], 0, [0.0, 0.0]
     for size in args.sizes.split(","):
         n, d = map(int, size.split("x"))
@@ -60,9 +67,13 @@ def main() -> None:
             ratios.append(t_off / t_on)
             total[0] += t_off
             total[1] += t_on
-            print(f"mix n={n:<2} d={d} s={seed}  {t_off * 1e3:7.1f}ms {t_on * 1e3:7.1f}ms {t_off / t_on:6.2f}x  {by}")
-    print(f"settled without a MILP: {settled} of {len(ratios)}; ratio without/with: median {statistics.median(ratios):.2f}x, "
-          f"range {min(ratios):.2f}-{max(ratios):.2f}x; total {total[0]:.2f} s without, {total[1]:.2f} s with")
+            print(table.add(n, d, seed, t_off * 1e3, t_on * 1e3, t_off / t_on, by))
+    record.ratios.update({"without/with median": statistics.median(ratios), "without/with min": min(ratios),
+                          "without/with max": max(ratios), "without/with total": total[0] / total[1]})
+    print(table.note(f"settled without a MILP: {settled} of {len(ratios)}; ratio without/with: median "
+                     f"{statistics.median(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x; total {total[0]:.2f} s "
+                     f"without, {total[1]:.2f} s with"))
+    record.write()
 
 
 if __name__ == "__main__":

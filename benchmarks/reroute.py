@@ -31,6 +31,8 @@ from topoopt_ilp.files import load_instance  # noqa: E402
 from topoopt_ilp.methods.reroute import route  # noqa: E402
 from topoopt_ilp.methods import solve  # noqa: E402
 
+from _results import Record, add_out_argument  # noqa: E402
+
 CASES = ("dlrm-mini-8-fixed:heuristic,dlrm-mini-8-fixed:exact,mix-16:heuristic,testbed-12:heuristic,"
          "dlrm-mini-6:alternating,dlrm-128-d8:alternating,bert-128-d8:alternating")
 
@@ -42,19 +44,21 @@ def _path(name: str) -> Path:
     raise SystemExit(f"no instance {name} under instances/ or instances/paper/")
 
 
-def _ms(v: float) -> str:
-    return f"{v * 1e3:8.3f}"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=CASES)
     ap.add_argument("--time-limit", type=seconds, default=60.0, help="alternating/exact budget, and the routing LP's")
     ap.add_argument("--arc-limit", type=seconds, default=120.0,
                     help="skip the arc-flow LP where the column generation took longer than this")
+    add_out_argument(ap)
     args = ap.parse_args()
-    print(f"{'case':<28} {'bw ms':>8} {'-> ms':>8} {'iter ms':>8} {'-> ms':>8} {'ratio':>6} {'bound ms':>8} "
-          f"{'proven':>6} {'paths':>6} {'route s':>8} {'arc LP s':>8} {'arc bw ms':>9}")
+    record = Record(args)
+    table = record.table(f"each design's own routing against topoopt route's LP ({args.time_limit:g} s), and the arc-flow LP "
+                         f"(skipped where the route took over {args.arc_limit:g} s)",
+                         [("case", "<28"), ("bw ms", ">8.3f"), ("-> bw ms", ">8.3f"), ("iter ms", ">8.3f"),
+                          ("-> iter ms", ">8.3f"), ("ratio", ">6.3f"), ("bound ms", ">8.3f"), ("proven", ">6"),
+                          ("paths", ">6"), ("route s", ">8.2f"), ("arc LP s", ">8.2f"), ("arc bw ms", ">9.3f")])
+    print(table.header())
     for case in args.cases.split(","):
         name, method = case.split(":")
         inst = load_instance(_path(name))
@@ -64,18 +68,18 @@ def main() -> None:
         routed = route(inst, sol, time_limit_s=args.time_limit)
         secs = time.perf_counter() - t
         r = routed.details["reroute"]
-        arc_s, arc_bw = "-", "-"
+        arc_s, arc_bw = None, None
         if secs <= args.arc_limit:
             t = time.perf_counter()
             try:
                 arc = evaluate(inst, sol, routing="optimal")
-                arc_s, arc_bw = f"{time.perf_counter() - t:8.2f}", _ms(arc.bandwidth_time_s)
+                arc_s, arc_bw = time.perf_counter() - t, arc.bandwidth_time_s * 1e3
             except UnsupportedError:
                 arc_s = "too big"
-        print(f"{case:<28} {_ms(r['bandwidth_s_before'])} {_ms(r['bandwidth_s'])} {_ms(r['objective_before'])} "
-              f"{_ms(r['objective_rerouted'])} {r['objective_rerouted'] / r['objective_before']:6.3f} "
-              f"{_ms(r['bandwidth_bound_s'])} {str(r['proven']):>6} {r['paths']:>6} {secs:8.2f} {arc_s:>8} {arc_bw:>9}",
-              flush=True)
+        print(table.add(case, r["bandwidth_s_before"] * 1e3, r["bandwidth_s"] * 1e3, r["objective_before"] * 1e3,
+                        r["objective_rerouted"] * 1e3, r["objective_rerouted"] / r["objective_before"],
+                        r["bandwidth_bound_s"] * 1e3, r["proven"], r["paths"], secs, arc_s, arc_bw), flush=True)
+    record.write()
 
 
 if __name__ == "__main__":

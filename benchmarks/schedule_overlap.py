@@ -40,12 +40,14 @@ from topoopt_ilp.models.schedule import list_schedule, solve_schedule  # noqa: E
 from topoopt_ilp.methods import heuristic_for_placement, solve  # noqa: E402
 from topoopt_ilp.core.strategy import Strategy, place_blocks, stage_strategies, strategy_to_dict, validate_strategy  # noqa: E402
 
+from _results import Record, add_out_argument  # noqa: E402
+
 DEFAULT = ["instances/dlrm-mini-6.json", "instances/dlrm-like-6.json", *sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "instances" / "paper").glob("*testbed-12*.json"))]
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1e3:.3f}"
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * 1e3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,19 +59,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the random strategies (default 0)")
     ap.add_argument("--micro-batches", type=int, nargs="+", default=[1], metavar="M",
                     help="schedule each design with each number of micro-batches (default: 1)")
+    add_out_argument(ap)
     args = ap.parse_args(argv)
     if any(m < 1 for m in args.micro_batches):
         ap.error("--micro-batches: each M must be an integer >= 1")
+    record = Record(args, argv=None if argv is None else [sys.argv[0], *argv])
     labelled = args.micro_batches != [1]
     wd = 21 if labelled else 16  # "heuristic (DP) M=16"
-    head = (f"{'instance':<28} {'design':<{wd}} {'tasks':>5} {'none ms':>9} {'full ms':>9} {'list ms':>9} {'CP-SAT ms':>9} "
-            f"{'bound ms':>9} {'status':<8} {'CP/none':>7} {'CP/full':>7} {'list s':>6} {'CP s':>6}")
-    print(head)
-    print("-" * len(head))
+    table = record.table(f"evaluator overlap none / full against the list schedule and CP-SAT ({args.time_limit:g} s per "
+                         "design)", [("instance", "<28"), ("design", f"<{wd}"), ("tasks", ">5"), ("none ms", ">9.3f"),
+                                     ("full ms", ">9.3f"), ("list ms", ">9.3f"), ("CP-SAT ms", ">9.3f"),
+                                     ("bound ms", ">9.3f"), ("status", "<8"), ("CP/none", ">7.3f"), ("CP/full", ">7.3f"),
+                                     ("list s", ">6.2f"), ("CP s", ">6.2f")])
+    print(table.rule())
     for path in args.instances:
         inst = load_instance(ROOT / path)
         name = Path(path).stem
         if inst.workload is None:
+            table.note(f"{name} skipped: a demand instance (no workload to schedule)")
             print(f"{name:<28} skipped: a demand instance (no workload to schedule)")
             continue
         designs = [("heuristic (DP)", solve(inst, method="heuristic"))]
@@ -92,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 g = graph_from_solution(inst, sol, micro_batches=mb)
             except InputError as exc:  # e.g. fewer samples per replica than micro-batches
+                table.note(f"{name} {label} refused: {exc}")
                 print(f"{name:<28} {label:<{wd}} refused: {exc}")
                 continue
             m = evaluate(inst, sol)
@@ -105,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                 if bad:
                     raise SystemExit(f"{name} {label}: {s.method} schedule fails its check: {bad[0]}")
             mk = ex.makespan_s
-            print(f"{name:<28} {label:<{wd}} {len(g):>5} {_ms(none):>9} {_ms(full):>9} {_ms(heur.makespan_s):>9} {_ms(mk):>9} "
-                  f"{_ms(ex.bound_s):>9} {ex.status:<8} {mk / none if mk else float('nan'):>7.3f} "
-                  f"{mk / full if mk else float('nan'):>7.3f} {t_list:>6.2f} {ex.wall_time_s:>6.2f}")
+            print(table.add(name, label, len(g), _ms(none), _ms(full), _ms(heur.makespan_s), _ms(mk), _ms(ex.bound_s),
+                            ex.status, mk / none if mk else None, mk / full if mk else None, t_list, ex.wall_time_s),
+                  flush=True)
+    record.write()
     return 0
 
 

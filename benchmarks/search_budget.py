@@ -25,6 +25,8 @@ from topoopt_ilp.models.placement.milp import solve_placement
 
 from topoopt_ilp.methods import solve
 
+from _results import Record, add_out_argument
+
 
 def _spin() -> None:
     while True:
@@ -37,13 +39,18 @@ def main() -> None:
     ap.add_argument("--time-limit", type=seconds, default=60.0, help="seconds of the time-limited runs")
     ap.add_argument("--moves", type=int, default=18000, help="move budget of the move-limited runs")
     ap.add_argument("--safety", type=seconds, default=600.0, help="time limit of the move-limited runs")
+    add_out_argument(ap)
     args = ap.parse_args()
-    print("solve_placement (HiGHS, gap 1%) on TopoOpt's heuristic topology; 'busy': another process spins on one core")
-    hdr = f"{'instance':<12} {'budget':>12} {'load':>5} {'wall_s':>7} {'iter_ms':>8} {'moves':>7} {'cut':>5}"
+    record = Record(args)
+    table = record.table("solve_placement (HiGHS, gap 1%) on TopoOpt's heuristic topology; 'busy': another process spins on "
+                         "one core", [("instance", "<12"), ("budget", ">12"), ("load", ">5"), ("wall_s", ">7.1f"),
+                                      ("iter_ms", ">8.3f"), ("moves", ">7"), ("cut", ">5")])
+    same = record.table("per budget: the same strategy alone and busy", [("instance", "<12"), ("budget", ">12"), ("same", "")])
+    print(table.title)
     for name in args.instances:
         inst = load_paper(name)
         X = solve(inst, method="heuristic").topology.matrix
-        print("\n" + hdr + "\n" + "-" * len(hdr))
+        print("\n" + table.rule())
         for label, opts in ((f"{args.time_limit:g} s", ExactOptions(time_limit_s=args.time_limit, gap=0.01)),
                             (f"{args.moves} mv", ExactOptions(time_limit_s=args.safety, gap=0.01, search_moves=args.moves))):
             found = []
@@ -61,9 +68,11 @@ def main() -> None:
                         spinner.join()
                 d = sol.details
                 found.append(dict(sol.placement))
-                print(f"{name:<12} {label:>12} {load:>5} {wall:7.1f} {sol.objective * 1e3:8.3f} "
-                      f"{d.get('local_search_moves', 0):>7} {str(d.get('local_search_timed_out', '-')):>5}")
+                print(table.add(name, label, load, wall, sol.objective * 1e3, d.get("local_search_moves", 0),
+                                d.get("local_search_timed_out")), flush=True)
+            same.add(name, label, found[0] == found[1])
             print(f"{'':<12} {label:>12} same strategy alone and busy: {found[0] == found[1]}")
+    record.write()
 
 
 if __name__ == "__main__":

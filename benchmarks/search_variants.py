@@ -22,6 +22,8 @@ from topoopt_ilp.models.common import ExactOptions
 
 from topoopt_ilp.methods import solve
 
+from _results import Record, add_out_argument
+
 SETTINGS = {"kick_top": int, "max_stall": int, "exact_blocks": lambda v: v not in ("off", "false", "0")}
 
 
@@ -50,13 +52,19 @@ def main() -> None:
     ap.add_argument("--seeds", type=int_list, default="0,1,2,3")
     ap.add_argument("--variants", type=_variants, default="default,kick_top=4,kick_top=16,exact_blocks=off")
     ap.add_argument("--safety", type=seconds, default=900.0, help="time limit of each run (the safety net)")
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     seeds, variants = args.seeds, args.variants
     inst = load_paper(args.instance)
     X = solve(inst, method="heuristic").topology.matrix
     search = pl.improve_strategy
-    print(f"{args.instance}: solve_placement, {args.moves} moves per run (time limit {args.safety:g} s as the safety net)")
-    print(f"{'variant':<18} " + " ".join(f"{'seed ' + str(s):>9}" for s in seeds) + f" {'mean':>9} {'wall_s':>7}")
+    table = record.table(f"{args.instance}: solve_placement, {args.moves} moves per run (time limit {args.safety:g} s as the "
+                         "safety net); iteration time (ms) per seed",
+                         [("variant", "<18")] + [(f"seed {s}", ">9.3f") for s in seeds] + [("mean", ">9.3f"),
+                                                                                           ("wall_s", ">7.1f")])
+    print(table.title)
+    print(table.header())
     for name, settings in variants:
         pl.improve_strategy = lambda *a, _s=settings, **k: search(*a, **{**k, **_s})
         got, t0, cut = [], time.perf_counter(), False
@@ -68,8 +76,11 @@ def main() -> None:
                 cut |= bool(sol.details.get("local_search_timed_out"))
         finally:
             pl.improve_strategy = search
-        print(f"{name:<18} " + " ".join(f"{v:9.3f}" for v in got) + f" {sum(got) / len(got):9.3f} "
-              f"{time.perf_counter() - t0:7.1f}" + ("  (the time limit cut a search)" if cut else ""))
+        line = table.add(name, *got, sum(got) / len(got), time.perf_counter() - t0)
+        if cut:
+            line += "  (" + table.note(f"{name}: the time limit cut a search") + ")"
+        print(line, flush=True)
+    record.write()
 
 
 if __name__ == "__main__":

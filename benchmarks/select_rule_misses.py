@@ -19,13 +19,17 @@ import numpy as np
 
 from topoopt_ilp.heuristic import best_rule, circulant_stats, select_permutations, totient_perms
 
+from _results import Record, add_out_argument
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nmin", type=int, default=16)
     ap.add_argument("--nmax", type=int, default=128)
     ap.add_argument("--worst", type=int, default=5, help="worst cases listed per d")
+    add_out_argument(ap)
     a = ap.parse_args()
+    record = Record(a)
     t0 = time.perf_counter()
     rows = []
     for d in (4, 6, 8):
@@ -42,12 +46,14 @@ def main() -> None:
             rows.append((d, n, ga, gp, b, aa, ap_, ab, da, dp, db, dup))
     el = time.perf_counter() - t0
 
-    print(f"geometric SelectPermutations vs exact best (min ASPL, then diameter), full group k = n, undirected, "
-          f"n = {a.nmin}..{a.nmax} (all n), {el:.1f} s")
-    hdr = (f"{'d':>2} {'cases':>5} | {'authors: miss':>13} {'dup j,n-j':>9} {'mean +ASPL%':>11} {'max +ASPL%':>10} {'diam worse':>10} "
-           f"| {'paper: miss':>11} {'mean +ASPL%':>11} {'max +ASPL%':>10} {'diam worse':>10}")
-    print(hdr)
-    print("-" * len(hdr))
+    table = record.table(f"geometric SelectPermutations vs exact best (min ASPL, then diameter), full group k = n, "
+                         f"undirected, n = {a.nmin}..{a.nmax} (all n), {el:.1f} s; A = authors' mode, P = paper mode",
+                         [("d", ">2"), ("cases", ">5"), "|", ("A miss", ">6"), ("A miss %", ">4.0%"), ("dup j,n-j", ">9"),
+                          ("A mean +ASPL%", ">11.2f"), ("A max +ASPL%", ">10.2f"), ("A diam worse", ">10"), "|",
+                          ("P miss", ">4"), ("P miss %", ">4.0%"), ("P mean +ASPL%", ">11.2f"), ("P max +ASPL%", ">10.2f"),
+                          ("P diam worse", ">10")])
+    print(table.title)
+    print(table.rule())
     for d in (4, 6, 8):
         R = [r for r in rows if r[0] == d]
         aa = np.array([r[5] for r in R])
@@ -58,14 +64,19 @@ def main() -> None:
         dwa = sum(r[8] > r[10] for r in R)
         dwp = sum(r[9] > r[10] for r in R)
         dup = sum(r[11] for r in R)
-        print(f"{d:>2} {len(R):>5} | {ma.sum():>6} ({ma.mean():>4.0%}) {dup:>9} {ea.mean():>11.2f} {ea.max():>10.2f} {dwa:>10} "
-              f"| {mp.sum():>4} ({mp.mean():>4.0%}) {ep.mean():>11.2f} {ep.max():>10.2f} {dwp:>10}")
-    print("(mean +ASPL% is over all cases, misses and hits; 'diam worse' = geometric diameter > the best set's)")
+        print(table.add(d, len(R), ma.sum(), ma.mean(), dup, ea.mean(), ea.max(), dwa, mp.sum(), mp.mean(), ep.mean(),
+                        ep.max(), dwp))
+    print(table.note("(mean +ASPL% is over all cases, misses and hits; 'diam worse' = geometric diameter > the best set's)"))
+    worst = record.table(f"the {a.worst} worst authors-mode cases per d: geometric jumps against the best jumps",
+                         [("d", ">2"), ("n", ">4"), ("geometric jumps", "<16"), ("geo ASPL", ">8.3f"), ("geo diam", ">8"),
+                          ("best jumps", "<16"), ("best ASPL", ">9.3f"), ("best diam", ">9"), ("+ASPL%", ">7.1f")])
+    print(f"\n{worst.title}")
+    print(worst.rule())
     for d in (4, 6, 8):
         R = sorted((r for r in rows if r[0] == d), key=lambda r: -(r[5] / r[7]))[: a.worst]
-        print(f"\nworst authors-mode cases, d={d}:  n: geometric jumps (ASPL, diam) -> best jumps (ASPL, diam)")
         for r in R:
-            print(f"  n={r[1]:>3}: {r[2]} ({r[5]:.3f}, {r[8]}) -> {r[4]} ({r[7]:.3f}, {r[10]})  +{(r[5] / r[7] - 1) * 100:.1f}%")
+            print(worst.add(d, r[1], list(r[2]), r[5], r[8], list(r[4]), r[7], r[10], (r[5] / r[7] - 1) * 100))
+    record.write()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ from exact_vs_naive import skewed_mix
 from topoopt_ilp import files
 from topoopt_ilp.experiments.sweep import sweep
 
+from _results import Record, add_out_argument
+
 
 def run(paths: list[str], args: argparse.Namespace, executor) -> tuple[float, list]:
     started = time.perf_counter()
@@ -37,7 +39,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--time-limit", type=seconds, default=30.0)
     ap.add_argument("--sizes", default="8x2,8x3,8x4,10x2,10x3,10x4,12x2")
+    add_out_argument(ap)
     args = ap.parse_args()
+    record = Record(args)
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
         for size in args.sizes.split(","):
@@ -57,9 +61,15 @@ def main() -> None:
 
             variants.append((f"Dask LocalCluster, {args.jobs} workers", dask_executor))
         except ImportError:
-            print("(Dask's distributed is not installed: no Dask row)")
-        print(f"{len(paths)} instances x (heuristic + exact, HiGHS 1 thread, {args.time_limit:g} s limit)")
-        print(f"{'variant':<34} {'wall s':>8} {'speed-up':>9} {'same results':>13}")
+            dask_missing = "(Dask's distributed is not installed: no Dask row)"
+            print(dask_missing)
+        else:
+            dask_missing = None
+        table = record.table(f"{len(paths)} instances x (heuristic + exact, HiGHS 1 thread, {args.time_limit:g} s limit)",
+                             [("variant", "<34"), ("wall s", ">8.1f"), ("speed-up", ">8.2f", "x"), ("same results", ">13")],
+                             notes=[dask_missing] if dask_missing else [])
+        print(table.title)
+        print(table.header())
         base_time = base_rows = None
         for label, make in variants:
             executor = make()
@@ -74,7 +84,8 @@ def main() -> None:
                 base_time, base_rows = secs, key
             same = "yes" if key == base_rows else "NO: " + "; ".join(
                 f"{a[0].rsplit('/', 1)[-1]} {a[1]} {a[2]}/{b[2]}" for a, b in zip(key, base_rows) if a != b)
-            print(f"{label:<34} {secs:8.1f} {base_time / secs:8.2f}x {same:>13}", flush=True)
+            print(table.add(label, secs, base_time / secs, same), flush=True)
+    record.write()
 
 
 if __name__ == "__main__":
