@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 
 from topoopt_ilp import files
-from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.errors import InstanceError
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "instances" / "paper"

@@ -40,8 +40,9 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 BENCHMARKS = Path(__file__).resolve().parent
 ROOT = BENCHMARKS.parent
@@ -64,8 +65,8 @@ def add_out_argument(parser: argparse.ArgumentParser, help: str = OUT_HELP, meta
 
 def default_path(script: str, when: _dt.datetime | None = None) -> Path:
     """``benchmarks/results/<script>-<YYYY-MM-DD>.json`` (the UTC date of ``when``, default now)."""
-    when = when or _dt.datetime.now(_dt.timezone.utc)
-    return RESULTS / f"{script}-{when.astimezone(_dt.timezone.utc):%Y-%m-%d}.json"
+    when = when or _dt.datetime.now(_dt.UTC)
+    return RESULTS / f"{script}-{when.astimezone(_dt.UTC):%Y-%m-%d}.json"
 
 
 def out_path(out: str | None, script: str, when: _dt.datetime | None = None) -> Path | None:
@@ -283,7 +284,7 @@ class Record:
         self.out = params.pop("out", None)
         self.parameters = params
         self.command = command(argv, self.script)
-        self.date = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+        self.date = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
         self.commit = commit()  # the code as the run started
         self.tables: list[Table] = []
         self.ratios: dict[str, Any] = {}

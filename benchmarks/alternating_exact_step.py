@@ -13,11 +13,11 @@ import argparse
 import statistics
 import time
 
+from _results import Record, add_out_argument
 from joint_small import _warm_up_solver_worker
 from small_workloads import small_instances, small_names
-from topoopt_ilp import solve
 
-from _results import Record, add_out_argument
+from topoopt_ilp import solve
 
 
 def main() -> None:

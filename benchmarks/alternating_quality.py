@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 
 from _args import seconds
+from _results import Record, add_out_argument
 from joint_small import print_joint, run
 from small_workloads import small_names
-
-from _results import Record, add_out_argument
 
 
 def main() -> None:

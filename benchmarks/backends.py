@@ -31,16 +31,15 @@ import time
 from pathlib import Path
 
 from _args import seconds
-from topoopt_ilp.solvers import guard
 
 from topoopt_ilp import Cluster, Demand, Instance, load_instance, solve
 from topoopt_ilp.core.instance import AllReduceGroup
+from topoopt_ilp.solvers import guard
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from exact_vs_naive import skewed_mix
-
 from _results import Record, add_out_argument
+from exact_vs_naive import skewed_mix
 
 
 def instances():

@@ -21,16 +21,15 @@ import argparse
 import time
 
 from _args import int_list, load_paper, paper_names, seconds
-from topoopt_ilp.models.placement.blocks import place_blocks_exactly
-from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement
-from topoopt_ilp.models.placement.scoring import StrategyScorer
+from _results import Record, add_out_argument
 
+from topoopt_ilp.core.strategy import parse_strategy
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.methods import solve
-from topoopt_ilp.core.strategy import parse_strategy
-
-from _results import Record, add_out_argument
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement.blocks import place_blocks_exactly
+from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement
+from topoopt_ilp.models.placement.scoring import StrategyScorer
 
 
 def main() -> None:

@@ -18,15 +18,14 @@ import time
 
 import numpy as np
 from _args import load_paper, paper_name, seconds
+from _results import Record, add_out_argument
+
+from topoopt_ilp.core.strategy import Strategy, place_blocks, server_memory
+from topoopt_ilp.methods import solve
 from topoopt_ilp.models.placement import bounds as pb
+from topoopt_ilp.models.placement.local_search import improve_strategy
 from topoopt_ilp.models.placement.milp import shortest_path_fractions
 from topoopt_ilp.models.placement.scoring import StrategyScorer
-from topoopt_ilp.models.placement.local_search import improve_strategy
-
-from topoopt_ilp.methods import solve
-from topoopt_ilp.core.strategy import Strategy, place_blocks, server_memory
-
-from _results import Record, add_out_argument
 
 
 def main() -> None:

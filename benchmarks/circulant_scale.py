@@ -14,12 +14,12 @@ import argparse
 import time
 
 from _args import seconds
-from topoopt_ilp.evaluation.evaluate import evaluate
-from topoopt_ilp.core.instance import Cluster, Demand, Instance
-from topoopt_ilp.models.topology.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
-from topoopt_ilp.models.common import ExactOptions
-
 from _results import Record, add_out_argument
+
+from topoopt_ilp.core.instance import Cluster, Demand, Instance
+from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.topology.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
 
 
 def main() -> None:

@@ -15,12 +15,12 @@ import argparse
 import time
 
 from _args import seconds
+from _results import Record, add_out_argument
 from joint_small import _warm_up_solver_worker
+
 from topoopt_ilp import Cluster, Demand, Instance
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.topology.solve import solve_topology_routing
-
-from _results import Record, add_out_argument
 
 
 def run(instance: Instance, limit: float, use_search: bool):

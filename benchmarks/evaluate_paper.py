@@ -23,9 +23,9 @@ import sys
 import time
 
 from _args import instance_files, seconds
-from topoopt_ilp.experiments.paper import default_instance_paths, evaluate_paper, format_table, write_outputs
-
 from _results import AUTO, Record, add_out_argument
+
+from topoopt_ilp.experiments.paper import default_instance_paths, evaluate_paper, format_table, write_outputs
 
 BUDGET_S = 120.0  # issue 7: each 128-server workload under 120 s on a 2-core machine
 

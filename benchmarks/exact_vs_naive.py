@@ -20,11 +20,11 @@ import statistics
 import time
 
 from _args import seconds
+from _results import Record, add_out_argument
 from joint_small import _warm_up_solver_worker
+
 from topoopt_ilp import Cluster, Demand, Instance, solve
 from topoopt_ilp.core.instance import AllReduceGroup
-
-from _results import Record, add_out_argument
 
 
 def all_to_all(n: int, d: int) -> Instance:

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
-from _args import seconds
 import networkx as nx
-
+from _args import seconds
 from _results import Record, add_out_argument
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +42,7 @@ def _canonical(n: int, edges) -> tuple[tuple[int, int], ...]:
     return tuple(sorted((min(a, b), max(a, b)) for a, b in g.get_edgelist()))
 
 
-@lru_cache(maxsize=None)
+@cache
 def all_classes(degrees: tuple[int, ...]) -> frozenset[tuple[tuple[int, int], ...]]:
     """Every isomorphism class (canonical edge list) of simple graphs with this degree sequence
     (cached: d and n - 1 - d share one search, e.g. n = 12, d = 5 and 6)."""

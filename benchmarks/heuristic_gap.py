@@ -13,15 +13,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from _args import seconds
 import numpy as np
-
-from topoopt_ilp.heuristic import circulant_stats
-from topoopt_ilp.core.instance import Cluster, Demand, Instance
-from topoopt_ilp.models.topology.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
-from topoopt_ilp.models.common import ExactOptions
-
+from _args import seconds
 from _results import Record, add_out_argument
+
+from topoopt_ilp.core.instance import Cluster, Demand, Instance
+from topoopt_ilp.heuristic import circulant_stats
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.topology.circulant import heuristic_jumps, jump_set_throughput, solve_circulant
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ import sys
 import time
 
 import numpy as np
-
 from _results import Record, add_out_argument
 
 

@@ -21,16 +21,15 @@ import time
 from dataclasses import dataclass
 
 from _args import seconds
+from _results import Record, Table, add_out_argument
 from small_workloads import small_instances, small_names
 
 from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
+from topoopt_ilp.evaluation.verify import verify
+from topoopt_ilp.methods import METHODS, finalize, solve
+from topoopt_ilp.methods.alternating import alternating_incumbent
 from topoopt_ilp.models import solve_exact
 from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.methods.alternating import alternating_incumbent
-from topoopt_ilp.methods import METHODS, finalize, solve
-from topoopt_ilp.evaluation.verify import verify
-
-from _results import Record, Table, add_out_argument
 
 
 @dataclass

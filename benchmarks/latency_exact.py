@@ -16,13 +16,13 @@ import time
 from dataclasses import replace
 
 from _args import seconds
+from _results import Record, add_out_argument
 from exact_vs_naive import skewed_mix
 from joint_small import _warm_up_solver_worker
+
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.models import ExactOptions
 from topoopt_ilp.models.topology.solve import solve_topology_routing
-
-from _results import Record, add_out_argument
 
 
 def main() -> None:

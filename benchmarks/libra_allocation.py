@@ -19,12 +19,20 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _results import Record, add_out_argument
 
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.libra.problem import Budget, Collective, Constraints, Dimension, HierarchyProblem, Layer, Phase, load_hierarchy
+from topoopt_ilp.libra.problem import (
+    Budget,
+    Collective,
+    Constraints,
+    Dimension,
+    HierarchyProblem,
+    Layer,
+    Phase,
+    load_hierarchy,
+)
 from topoopt_ilp.models.libra import solve_bandwidth
-
-from _results import Record, add_out_argument
 
 ROOT = Path(__file__).resolve().parent.parent
 

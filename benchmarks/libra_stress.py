@@ -18,12 +18,11 @@ import argparse
 
 import numpy as np
 from _args import int_list
+from _results import Record, add_out_argument
 
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.libra.problem import Budget, Collective, Constraints, Dimension, HierarchyProblem, Layer, Phase
 from topoopt_ilp.models.libra import OPTIMAL_GAP, solve_bandwidth
-
-from _results import Record, add_out_argument
 
 KINDS = ("ring", "fully_connected", "switch")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")

@@ -28,11 +28,10 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from _results import Record, add_out_argument
 
 from topoopt_ilp.solvers import ModelBuilder, solve
 from topoopt_ilp.solvers.highs import load
-
-from _results import Record, add_out_argument
 
 REPEATS = 5
 DEGREE, CAP, DEMAND = 4, 10.0, 1.0

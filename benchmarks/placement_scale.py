@@ -41,14 +41,13 @@ import argparse
 import time
 
 from _args import load_paper, paper_names, seconds
-from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement.milp import RING_POLICIES, shortest_path_fractions, solve_placement, strategy_times
+from _results import Record, add_out_argument
 
+from topoopt_ilp.core.strategy import parse_strategy
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.methods import solve, start_placement
-from topoopt_ilp.core.strategy import parse_strategy
-
-from _results import Record, add_out_argument
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement.milp import RING_POLICIES, shortest_path_fractions, solve_placement, strategy_times
 
 
 def _is_variant(v: str) -> bool:

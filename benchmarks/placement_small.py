@@ -18,16 +18,15 @@ import time
 from pathlib import Path
 
 from _args import seconds
+from _results import Record, add_out_argument
 from joint_small import _warm_up_solver_worker
 from small_workloads import small_instances
 
 from topoopt_ilp import files
 from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.methods import METHODS
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement.milp import solve_placement
-from topoopt_ilp.methods import METHODS
-
-from _results import Record, add_out_argument
 
 ROOT = Path(__file__).resolve().parent.parent
 

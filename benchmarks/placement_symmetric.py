@@ -20,14 +20,13 @@ import argparse
 import time
 
 from _args import load_paper, paper_names, seconds
+from _results import Record, add_out_argument
+
+from topoopt_ilp.methods import solve
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.placement.milp import shortest_path_fractions, solve_placement, strategy_times
 from topoopt_ilp.models.placement.scoring import StrategyScorer
 from topoopt_ilp.models.placement.symmetric import symmetric_periods, symmetric_placement
-
-from topoopt_ilp.methods import solve
-
-from _results import Record, add_out_argument
 
 
 def main() -> None:

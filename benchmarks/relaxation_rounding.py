@@ -16,12 +16,12 @@ import functools
 import statistics
 import time
 
-import topoopt_ilp.models.topology.solve as tr
+from _results import Record, add_out_argument
 from exact_vs_naive import skewed_mix
 from joint_small import _warm_up_solver_worker
-from topoopt_ilp import solve
 
-from _results import Record, add_out_argument
+import topoopt_ilp.models.topology.solve as tr
+from topoopt_ilp import solve
 
 WITH_ROUNDING = tr._start_proof
 WITHOUT_ROUNDING = functools.partial(WITH_ROUNDING, rounding=False)

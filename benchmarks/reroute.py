@@ -25,13 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from _args import seconds  # noqa: E402
+from _results import Record, add_out_argument  # noqa: E402
+
 from topoopt_ilp.errors import UnsupportedError  # noqa: E402
 from topoopt_ilp.evaluation.evaluate import evaluate  # noqa: E402
 from topoopt_ilp.files import load_instance  # noqa: E402
-from topoopt_ilp.methods.reroute import route  # noqa: E402
 from topoopt_ilp.methods import solve  # noqa: E402
-
-from _results import Record, add_out_argument  # noqa: E402
+from topoopt_ilp.methods.reroute import route  # noqa: E402
 
 CASES = ("dlrm-mini-8-fixed:heuristic,dlrm-mini-8-fixed:exact,mix-16:heuristic,testbed-12:heuristic,"
          "dlrm-mini-6:alternating,dlrm-128-d8:alternating,bert-128-d8:alternating")

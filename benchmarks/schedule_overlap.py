@@ -32,15 +32,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from _args import instance_file, seconds  # noqa: E402
+from _results import Record, add_out_argument  # noqa: E402
+
+from topoopt_ilp.core.strategy import Strategy, place_blocks, stage_strategies, strategy_to_dict, validate_strategy  # noqa: E402
 from topoopt_ilp.errors import InputError  # noqa: E402
 from topoopt_ilp.evaluation.evaluate import evaluate  # noqa: E402
 from topoopt_ilp.files import load_instance  # noqa: E402
-from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution  # noqa: E402
-from topoopt_ilp.models.schedule import list_schedule, solve_schedule  # noqa: E402
 from topoopt_ilp.methods import heuristic_for_placement, solve  # noqa: E402
-from topoopt_ilp.core.strategy import Strategy, place_blocks, stage_strategies, strategy_to_dict, validate_strategy  # noqa: E402
-
-from _results import Record, add_out_argument  # noqa: E402
+from topoopt_ilp.models.schedule import list_schedule, solve_schedule  # noqa: E402
+from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution  # noqa: E402
 
 DEFAULT = ["instances/dlrm-mini-6.json", "instances/dlrm-like-6.json", *sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "instances" / "paper").glob("*testbed-12*.json"))]

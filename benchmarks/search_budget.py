@@ -20,12 +20,11 @@ import multiprocessing as mp
 import time
 
 from _args import load_paper, paper_names, seconds
-from topoopt_ilp.models.common import ExactOptions
-from topoopt_ilp.models.placement.milp import solve_placement
+from _results import Record, add_out_argument
 
 from topoopt_ilp.methods import solve
-
-from _results import Record, add_out_argument
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement.milp import solve_placement
 
 
 def _spin() -> None:

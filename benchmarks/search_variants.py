@@ -17,12 +17,11 @@ import argparse
 import time
 
 from _args import int_list, load_paper, paper_name, seconds
-from topoopt_ilp.models.placement import milp as pl
-from topoopt_ilp.models.common import ExactOptions
+from _results import Record, add_out_argument
 
 from topoopt_ilp.methods import solve
-
-from _results import Record, add_out_argument
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.placement import milp as pl
 
 SETTINGS = {"kick_top": int, "max_stall": int, "exact_blocks": lambda v: v not in ("off", "false", "0")}
 

@@ -16,10 +16,9 @@ import argparse
 import time
 
 import numpy as np
+from _results import Record, add_out_argument
 
 from topoopt_ilp.heuristic import best_rule, circulant_stats, select_permutations, totient_perms
-
-from _results import Record, add_out_argument
 
 
 def main() -> None:

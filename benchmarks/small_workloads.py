@@ -14,9 +14,10 @@ All at 100 Gbps per link, 1 us per hop, 160 GB per server, ``overlap: none``.
 from __future__ import annotations
 
 from _args import names_from
+
 from topoopt_ilp import files
-from topoopt_ilp.files import zoo
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.files import zoo
 
 GB = 1e9
 

@@ -20,11 +20,11 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from _args import seconds
+from _results import Record, add_out_argument
 from exact_vs_naive import skewed_mix
+
 from topoopt_ilp import files
 from topoopt_ilp.experiments.sweep import sweep
-
-from _results import Record, add_out_argument
 
 
 def run(paths: list[str], args: argparse.Namespace, executor) -> tuple[float, list]:
