@@ -24,11 +24,13 @@ def _items(text: str) -> list[str]:
 
 def names_from(known: list[str], what: str):
     """A type for a comma list of names drawn from ``known`` (an empty list stays empty: "all")."""
+
     def parse(text: str) -> list[str]:
         names = _items(text)
         if unknown := [s for s in names if s not in known]:
             raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown)}; choose from {', '.join(known)}")
         return names
+
     return parse
 
 

@@ -50,12 +50,15 @@ RESULTS = BENCHMARKS / "results"
 AUTO = "auto"
 
 # [[fill]align][sign][z][#][0][width][grouping][.precision][type]
-_SPEC = re.compile(r"^(?:(?P<fill>.)?(?P<align>[<>=^]))?(?P<sign>[-+ ]?)(?P<z>z?)(?P<alt>#?)(?P<zero>0?)"
-                   r"(?P<width>\d*)(?P<grouping>[,_]?)(?P<precision>\.\d+)?(?P<type>[bcdeEfFgGnosxX%]?)$")
+_SPEC = re.compile(
+    r"^(?:(?P<fill>.)?(?P<align>[<>=^]))?(?P<sign>[-+ ]?)(?P<z>z?)(?P<alt>#?)(?P<zero>0?)"
+    r"(?P<width>\d*)(?P<grouping>[,_]?)(?P<precision>\.\d+)?(?P<type>[bcdeEfFgGnosxX%]?)$"
+)
 
 
-OUT_HELP = ("also write the tables as a JSON record to PATH (no value or 'auto': "
-            "benchmarks/results/<script>-<YYYY-MM-DD>.json)")
+OUT_HELP = (
+    "also write the tables as a JSON record to PATH (no value or 'auto': benchmarks/results/<script>-<YYYY-MM-DD>.json)"
+)
 
 
 def add_out_argument(parser: argparse.ArgumentParser, help: str = OUT_HELP, metavar: str = "PATH") -> None:
@@ -168,8 +171,9 @@ class Table:
     printed as it is between columns (``"|"``) and is not part of the record. ``sep`` goes between
     every two pieces."""
 
-    def __init__(self, title: str, columns: Sequence[Column | tuple | str], *, sep: str = " ",
-                 notes: Iterable[str] = ()):
+    def __init__(
+        self, title: str, columns: Sequence[Column | tuple | str], *, sep: str = " ", notes: Iterable[str] = ()
+    ):
         self.title = title
         self.layout = [c if isinstance(c, (Column, str)) else Column(*c) for c in columns]
         self.columns = [c for c in self.layout if isinstance(c, Column)]
@@ -203,8 +207,12 @@ class Table:
         return text
 
     def as_dict(self) -> dict:
-        out = {"title": self.title, "columns": [c.name for c in self.columns],
-               "formats": [c.template for c in self.columns], "rows": json_safe(self.rows)}
+        out = {
+            "title": self.title,
+            "columns": [c.name for c in self.columns],
+            "formats": [c.template for c in self.columns],
+            "rows": json_safe(self.rows),
+        }
         if self.notes:
             out["notes"] = list(self.notes)
         return out
@@ -240,8 +248,9 @@ def machine() -> dict:
 
 
 def _flat(value: Any) -> bool:
-    return not isinstance(value, (dict, list)) or all(not isinstance(v, (dict, list)) for v in
-                                                       (value.values() if isinstance(value, dict) else value))
+    return not isinstance(value, (dict, list)) or all(
+        not isinstance(v, (dict, list)) for v in (value.values() if isinstance(value, dict) else value)
+    )
 
 
 def dumps(value: Any, indent: int = 0, key: str | None = None) -> str:
@@ -276,8 +285,13 @@ def write_json(path: Path, data: Any) -> Path:
 class Record:
     """A run's tables, ratios and metadata; :meth:`write` stores them when ``--out`` was given."""
 
-    def __init__(self, args: argparse.Namespace | dict | None = None, *, script: str | None = None,
-                 argv: Sequence[str] | None = None):
+    def __init__(
+        self,
+        args: argparse.Namespace | dict | None = None,
+        *,
+        script: str | None = None,
+        argv: Sequence[str] | None = None,
+    ):
         argv = list(sys.argv if argv is None else argv)
         self.script = script or Path(argv[0]).stem
         params = dict(vars(args) if isinstance(args, argparse.Namespace) else (args or {}))
@@ -295,9 +309,15 @@ class Record:
         return t
 
     def as_dict(self) -> dict:
-        data = {"script": self.script, "command": self.command, "commit": self.commit,
-                "date": self.date.isoformat().replace("+00:00", "Z"), "machine": machine(),
-                "parameters": json_safe(self.parameters), "tables": [t.as_dict() for t in self.tables]}
+        data = {
+            "script": self.script,
+            "command": self.command,
+            "commit": self.commit,
+            "date": self.date.isoformat().replace("+00:00", "Z"),
+            "machine": machine(),
+            "parameters": json_safe(self.parameters),
+            "tables": [t.as_dict() for t in self.tables],
+        }
         if self.ratios:
             data["ratios"] = json_safe(self.ratios)
         return data

@@ -29,8 +29,10 @@ def main() -> None:
     record = Record(args)
     wanted = set(args.instances)
     _warm_up_solver_worker()
-    table = record.table(f"alternating with the exact topology step (10 s per step), median of {args.repeat} run(s)",
-                         [("instance", "<20"), ("altX_ms", ">9.3f"), ("altX_s", ">7.2f")])
+    table = record.table(
+        f"alternating with the exact topology step (10 s per step), median of {args.repeat} run(s)",
+        [("instance", "<20"), ("altX_ms", ">9.3f"), ("altX_s", ">7.2f")],
+    )
     print(table.header())
     total = 0.0
     for name, inst in small_instances().items():

@@ -30,10 +30,23 @@ def main() -> None:
     title = f"exact runs (HiGHS, {args.time_limit:g} s limit each incl. the alternating warm start)"
     print(f"\n{title}")
     print_joint(rows, record, title)
-    table = record.table("alternating (TopologyFinder) and alternating with the exact topology step (altX) vs the optimum",
-                         [("instance", "<20"), ("opt_ms", ">8.3f"), ("alt_ms", ">8.3f"), ("alt/opt", ">8.3f"),
-                          ("alt_s", ">6.1f"), ("altX_ms", ">8.3f"), ("altX/opt", ">8.3f"), ("altX_s", ">6.1f"),
-                          ("milp_s", ">7.1f"), ("exact_s", ">7.1f"), ("milp/alt", ">7.1f", "x"), ("milp/altX", ">8.1f", "x")])
+    table = record.table(
+        "alternating (TopologyFinder) and alternating with the exact topology step (altX) vs the optimum",
+        [
+            ("instance", "<20"),
+            ("opt_ms", ">8.3f"),
+            ("alt_ms", ">8.3f"),
+            ("alt/opt", ">8.3f"),
+            ("alt_s", ">6.1f"),
+            ("altX_ms", ">8.3f"),
+            ("altX/opt", ">8.3f"),
+            ("altX_s", ">6.1f"),
+            ("milp_s", ">7.1f"),
+            ("exact_s", ">7.1f"),
+            ("milp/alt", ">7.1f", "x"),
+            ("milp/altX", ">8.1f", "x"),
+        ],
+    )
     print(f"\n{table.title}")
     print(table.rule())
     within, within_x, faster, faster_x = 0, 0, 0, 0
@@ -45,16 +58,32 @@ def main() -> None:
         within_x += ratio_x <= 1.05
         faster += speed >= 10
         faster_x += speed_x >= 10
-        line = table.add(r.instance, ref, r.alternating_ms, ratio, r.alternating_s, r.alternating_exact_ms, ratio_x,
-                         r.alternating_exact_s, r.joint_s, r.exact_s, speed, speed_x)
+        line = table.add(
+            r.instance,
+            ref,
+            r.alternating_ms,
+            ratio,
+            r.alternating_s,
+            r.alternating_exact_ms,
+            ratio_x,
+            r.alternating_exact_s,
+            r.joint_s,
+            r.exact_s,
+            speed,
+            speed_x,
+        )
         if not r.proven:
             line += "  " + table.note(f"{r.instance}: opt_ms is a bound; best found {r.best_ms:.3f}")
         print(line)
     k = len(rows)
     print()
     print(table.note(f"within 5% of optimal: alternating {within}/{k}, with the exact topology step {within_x}/{k}"))
-    print(table.note(f"at least 10x faster than the joint MILP: alternating {faster}/{k}, with the exact topology step "
-                     f"{faster_x}/{k}"))
+    print(
+        table.note(
+            f"at least 10x faster than the joint MILP: alternating {faster}/{k}, with the exact topology step "
+            f"{faster_x}/{k}"
+        )
+    )
     record.write()
 
 

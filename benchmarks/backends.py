@@ -45,8 +45,10 @@ from exact_vs_naive import skewed_mix
 def instances():
     yield "mix n=8 d=3", skewed_mix(8, 3), {}
     yield "mix n=10 d=2", skewed_mix(10, 2), {}
-    mix = Demand(allreduce=(AllReduceGroup(tuple(range(8)), 40e6), AllReduceGroup((0, 2, 4, 6), 10e6)),
-                 mp=((0, 1, 30e6), (1, 0, 30e6), (2, 5, 20e6), (6, 3, 10e6)))
+    mix = Demand(
+        allreduce=(AllReduceGroup(tuple(range(8)), 40e6), AllReduceGroup((0, 2, 4, 6), 10e6)),
+        mp=((0, 1, 30e6), (1, 0, 30e6), (2, 5, 20e6), (6, 3, 10e6)),
+    )
     yield "mix n=8 d=4", Instance(Cluster(8, 4, 100.0, hop_latency_us=0.0), mix, objective="throughput"), {}
     yield "aspl circ n=32", load_instance(ROOT / "instances/coprime-circulant-32.json"), {}
     yield "place dlrm-8", load_instance(ROOT / "instances/dlrm-mini-8-fixed.json"), {"formulation": "milp"}
@@ -65,7 +67,13 @@ def main() -> None:
     solve(skewed_mix(8, 2), method="heuristic")  # nor the heuristic's one-time imports
     columns = [("model", "<15"), ("solved by", "<28")]
     for b in backends:  # per backend: status, objective, wall time, time over the first backend's
-        columns += ["|", (f"{b} status", ">9"), (f"{b} obj", ">9.5g"), (f"{b} s", ">6.2f", "s"), (f"{b}/{backends[0]}", ">5.1f", "x")]
+        columns += [
+            "|",
+            (f"{b} status", ">9"),
+            (f"{b} obj", ">9.5g"),
+            (f"{b} s", ">6.2f", "s"),
+            (f"{b}/{backends[0]}", ">5.1f", "x"),
+        ]
     table = record.table(f"time limit {args.limit:g} s, warm start: {args.warm_start}", columns)
     print(table.title)
     print(table.header())
@@ -76,7 +84,10 @@ def main() -> None:
             sol = solve(inst, method="exact", backend=b, time_limit_s=args.limit, warm_start=args.warm_start, **kw)
             secs = time.perf_counter() - t
             base = base or secs
-            by = by or f"{sol.details.get('model', '?')} {sol.details.get('algorithm', sol.details.get('formulation', ''))}"
+            by = (
+                by
+                or f"{sol.details.get('model', '?')} {sol.details.get('algorithm', sol.details.get('formulation', ''))}"
+            )
             cells += [sol.status, sol.objective, secs, secs / base]
         print(table.add(label, by, *cells), flush=True)
     record.write()

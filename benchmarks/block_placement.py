@@ -40,13 +40,32 @@ def main() -> None:
     add_out_argument(ap)
     args = ap.parse_args()
     record = Record(args)
-    table = record.table(f"solve_placement, exact block move off / on, HiGHS, {args.time_limit:g} s each; topology = TopoOpt "
-                         f"heuristic for the data-parallel start; shortest-path routing, shortest rings",
-                         [("instance", "<12"), ("seed", ">4"), ("off_ms", ">8.3f"), ("on_ms", ">8.3f"), ("on/off", ">7.4f"),
-                          ("eval_ok", ">7"), ("bound_ms", ">8.3f"), ("off_s", ">6.1f"), ("on_s", ">6.1f")])
-    alone = record.table("the block MILP alone on the first seed's 'off' result",
-                         [("instance", "<12"), ("status", ">9"), ("time_s", ">7.2f"), ("off_ms", ">8.3f"),
-                          ("block_ms", ">8.3f"), ("nonzeros", ">10,")])
+    table = record.table(
+        f"solve_placement, exact block move off / on, HiGHS, {args.time_limit:g} s each; topology = TopoOpt "
+        f"heuristic for the data-parallel start; shortest-path routing, shortest rings",
+        [
+            ("instance", "<12"),
+            ("seed", ">4"),
+            ("off_ms", ">8.3f"),
+            ("on_ms", ">8.3f"),
+            ("on/off", ">7.4f"),
+            ("eval_ok", ">7"),
+            ("bound_ms", ">8.3f"),
+            ("off_s", ">6.1f"),
+            ("on_s", ">6.1f"),
+        ],
+    )
+    alone = record.table(
+        "the block MILP alone on the first seed's 'off' result",
+        [
+            ("instance", "<12"),
+            ("status", ">9"),
+            ("time_s", ">7.2f"),
+            ("off_ms", ">8.3f"),
+            ("block_ms", ">8.3f"),
+            ("nonzeros", ">10,"),
+        ],
+    )
     print(table.title)
     print(table.header())
     for name in args.instances:
@@ -57,27 +76,46 @@ def main() -> None:
             res, secs = {}, {}
             for on in (False, True):
                 t0 = time.perf_counter()
-                res[on] = solve_placement(inst, ExactOptions(time_limit_s=args.time_limit, gap=0.01, seed=seed), X,
-                                          exact_blocks=on)
+                res[on] = solve_placement(
+                    inst, ExactOptions(time_limit_s=args.time_limit, gap=0.01, seed=seed), X, exact_blocks=on
+                )
                 secs[on] = time.perf_counter() - t0
-            ok = all(abs(evaluate(inst, s, routing="shortest_path").iteration_time_s - s.objective) <= 1e-6 * s.objective
-                     for s in res.values())
+            ok = all(
+                abs(evaluate(inst, s, routing="shortest_path").iteration_time_s - s.objective) <= 1e-6 * s.objective
+                for s in res.values()
+            )
             first_off = first_off or res[False]
-            print(table.add(name, seed, res[False].objective * 1e3, res[True].objective * 1e3,
-                            res[True].objective / res[False].objective, ok, res[True].bound * 1e3, secs[False], secs[True]),
-                  flush=True)
+            print(
+                table.add(
+                    name,
+                    seed,
+                    res[False].objective * 1e3,
+                    res[True].objective * 1e3,
+                    res[True].objective / res[False].objective,
+                    ok,
+                    res[True].bound * 1e3,
+                    secs[False],
+                    secs[True],
+                ),
+                flush=True,
+            )
         rf = shortest_path_fractions(X, inst.cluster.link_bytes_per_s)
         ls = StrategyScorer(inst, rf)
         st = parse_strategy(first_off.placement, inst.workload, inst.n)
-        ls.lookup_per_server(ls.type_of[(st.layer_degree[inst.workload.blocks[0].consumer],
-                                         st.layer_start[inst.workload.blocks[0].consumer])])  # its table, not timed
+        ls.lookup_per_server(
+            ls.type_of[
+                (st.layer_degree[inst.workload.blocks[0].consumer], st.layer_start[inst.workload.blocks[0].consumer])
+            ]
+        )  # its table, not timed
         t0 = time.perf_counter()
         blk = place_blocks_exactly(ls, st, ExactOptions(time_limit_s=args.time_limit))
         blk_s = time.perf_counter() - t0
         alone.add(name, blk.status, blk_s, first_off.objective * 1e3, blk.objective_s * 1e3, blk.nonzeros)
-        print(f"{name:<12} the block MILP alone on the first 'off' result: {blk.status} in "
-              f"{blk_s:.2f} s, {first_off.objective * 1e3:.3f} -> "
-              f"{blk.objective_s * 1e3:.3f} ms ({blk.nonzeros:,} non-zeros)")
+        print(
+            f"{name:<12} the block MILP alone on the first 'off' result: {blk.status} in "
+            f"{blk_s:.2f} s, {first_off.objective * 1e3:.3f} -> "
+            f"{blk.objective_s * 1e3:.3f} ms ({blk.nonzeros:,} non-zeros)"
+        )
     record.write()
 
 

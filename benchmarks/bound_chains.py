@@ -59,15 +59,34 @@ def main() -> None:
         pb._ChainData.dp = dp
     cell = info["chain_bound_cell"]
     bound_s = time.perf_counter() - t0
-    record.table("the chain bound and its cell (compute threshold, pair bandwidth, class-weighted bandwidth g)",
-                 [("instance", ""), ("bound_ms", ".3f"), ("time_s", ".1f"), ("compute_ms", ".3f"), ("pair_bw_ms", ".3f"),
-                  ("class_bw_ms", ".3f"), ("chains", "")]).add(
-        args.instance, bound * 1e3, bound_s, *((None,) * 3 if cell is None else (cell[0] * 1e3, cell[1] * 1e3, cell[2] * 1e3)),
-        len(chains))
-    print(f"{args.instance}: chain bound {bound * 1e3:.3f} ms in {bound_s:.1f} s"
-          + ("" if cell is None else f"; its cell: compute >= {cell[0] * 1e3:.3f} ms, pair bandwidth >= "
-                                     f"{cell[1] * 1e3:.3f} ms, class-weighted bandwidth g = {cell[2] * 1e3:.3f} ms")
-          + f"; {len(chains)} distinct chains")
+    record.table(
+        "the chain bound and its cell (compute threshold, pair bandwidth, class-weighted bandwidth g)",
+        [
+            ("instance", ""),
+            ("bound_ms", ".3f"),
+            ("time_s", ".1f"),
+            ("compute_ms", ".3f"),
+            ("pair_bw_ms", ".3f"),
+            ("class_bw_ms", ".3f"),
+            ("chains", ""),
+        ],
+    ).add(
+        args.instance,
+        bound * 1e3,
+        bound_s,
+        *((None,) * 3 if cell is None else (cell[0] * 1e3, cell[1] * 1e3, cell[2] * 1e3)),
+        len(chains),
+    )
+    print(
+        f"{args.instance}: chain bound {bound * 1e3:.3f} ms in {bound_s:.1f} s"
+        + (
+            ""
+            if cell is None
+            else f"; its cell: compute >= {cell[0] * 1e3:.3f} ms, pair bandwidth >= "
+            f"{cell[1] * 1e3:.3f} ms, class-weighted bandwidth g = {cell[2] * 1e3:.3f} ms"
+        )
+        + f"; {len(chains)} distinct chains"
+    )
     scored = []
     for ch in chains:
         t = np.array(ch)
@@ -78,23 +97,35 @@ def main() -> None:
         fits = bool((server_memory(w, n, st) <= w.server_memory_bytes * (1 + 1e-9)).all())
         scored.append((ls.score()[0], float(ls.comp.max()), float((ls.total_load() * ls.arc_inv).max()), fits, st))
     scored.sort(key=lambda r: r[0])
-    ranked = record.table("the 10 best chains scored as strategies", [("rank", ">4"), ("iter_ms", ">8.3f"),
-                                                                        ("busiest_server_ms", ">17.3f"),
-                                                                        ("busiest_arc_ms", ">14.3f"), ("memory_ok", ">9"),
-                                                                        "", ("degrees", "")])
+    ranked = record.table(
+        "the 10 best chains scored as strategies",
+        [
+            ("rank", ">4"),
+            ("iter_ms", ">8.3f"),
+            ("busiest_server_ms", ">17.3f"),
+            ("busiest_arc_ms", ">14.3f"),
+            ("memory_ok", ">9"),
+            "",
+            ("degrees", ""),
+        ],
+    )
     print(ranked.header())
     for r, (it, comp, bw, fits, st) in enumerate(scored[:10]):
         print(ranked.add(r, it * 1e3, comp * 1e3, bw * 1e3, fits, list(st.layer_degree)))
-    starts = [r[4] for r in scored if r[3]][:args.starts]
+    starts = [r[4] for r in scored if r[3]][: args.starts]
     if starts:
         t0 = time.perf_counter()
         best = improve_strategy(inst, rf, starts, args.search_s, ls=ls)
         ls.load_state(best)
         search_s = time.perf_counter() - t0
-        record.table("the local search from the best memory-feasible chains",
-                     [("starts", ""), ("iter_ms", ".3f"), ("time_s", ".1f")]).add(len(starts), ls.score()[0] * 1e3, search_s)
-        print(f"local search from the best {len(starts)} memory-feasible chains: {ls.score()[0] * 1e3:.3f} ms "
-              f"in {search_s:.1f} s")
+        record.table(
+            "the local search from the best memory-feasible chains",
+            [("starts", ""), ("iter_ms", ".3f"), ("time_s", ".1f")],
+        ).add(len(starts), ls.score()[0] * 1e3, search_s)
+        print(
+            f"local search from the best {len(starts)} memory-feasible chains: {ls.score()[0] * 1e3:.3f} ms "
+            f"in {search_s:.1f} s"
+        )
     record.write()
 
 

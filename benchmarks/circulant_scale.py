@@ -33,17 +33,33 @@ def main() -> None:
     record = Record(args)
     sizes = [int(x) for x in args.sizes.split(",")]
     degrees = [int(x) for x in args.degrees.split(",")]
-    table = record.table(f"coprime circulant, all-to-all 1 MB per pair, 100 Gbps links, throughput objective, "
-                         f"time limit {args.time_limit:g} s per instance, formulation {args.formulation}",
-                         [("n", ">4"), ("d", ">2"), ("status", ">9"), ("time_s", ">8.1f"), ("exact jumps", "<22"),
-                          ("thr_exact", ">10.2f"), ("thr_bound", ">10.2f"), ("geo jumps", "<22"), ("thr_geo", ">10.2f"),
-                          ("geo/exact", ">9.4f"), ("eval_given", ">10.2f")])
+    table = record.table(
+        f"coprime circulant, all-to-all 1 MB per pair, 100 Gbps links, throughput objective, "
+        f"time limit {args.time_limit:g} s per instance, formulation {args.formulation}",
+        [
+            ("n", ">4"),
+            ("d", ">2"),
+            ("status", ">9"),
+            ("time_s", ">8.1f"),
+            ("exact jumps", "<22"),
+            ("thr_exact", ">10.2f"),
+            ("thr_bound", ">10.2f"),
+            ("geo jumps", "<22"),
+            ("thr_geo", ">10.2f"),
+            ("geo/exact", ">9.4f"),
+            ("eval_given", ">10.2f"),
+        ],
+    )
     print(table.title)
     print(table.rule())
     for d in degrees:
         for n in sizes:
-            inst = Instance(Cluster(n, d, 100.0, hop_latency_us=0.0), Demand(all_to_all=1e6),
-                            objective="throughput", topology_family="coprime_circulant")
+            inst = Instance(
+                Cluster(n, d, 100.0, hop_latency_us=0.0),
+                Demand(all_to_all=1e6),
+                objective="throughput",
+                topology_family="coprime_circulant",
+            )
             t0 = time.perf_counter()
             sol = solve_circulant(inst, ExactOptions(time_limit_s=args.time_limit, formulation=args.formulation))
             dt = time.perf_counter() - t0
@@ -52,8 +68,22 @@ def main() -> None:
             geo = list(geo) if geo else None
             if sol.has_solution:
                 ev = evaluate(inst, sol, routing="given").throughput  # independent check of the routes
-                print(table.add(n, d, sol.status, dt, list(sol.topology.jumps), sol.objective, sol.bound, geo, thr_geo,
-                                thr_geo / sol.objective, ev), flush=True)
+                print(
+                    table.add(
+                        n,
+                        d,
+                        sol.status,
+                        dt,
+                        list(sol.topology.jumps),
+                        sol.objective,
+                        sol.bound,
+                        geo,
+                        thr_geo,
+                        thr_geo / sol.objective,
+                        ev,
+                    ),
+                    flush=True,
+                )
             else:
                 print(table.add(n, d, sol.status, dt, None, None, None, geo, thr_geo, None, None), flush=True)
     record.write()

@@ -39,22 +39,52 @@ def main() -> None:
     add_out_argument(ap)
     args = ap.parse_args()
     record = Record(args)
-    table = record.table(f"directed links, all-to-all, HiGHS, time limit {args.limit:g} s per solve, no warm start; "
-                         "MILP/method is a lower bound where the MILP is not optimal",
-                         [("objective", "<10"), ("n", ">3"), ("d", ">2"), "|", ("method", ">8"),
-                          ("method_s", ">8.3f", "s"), ("method_obj", ">9.5g"), ("algorithm", "<22"), "|", ("milp", ">8"),
-                          ("milp_s", ">7.2f", "s"), ("milp_obj", ">9.5g"), "|", ("MILP/method", ">10.1f", "x")])
+    table = record.table(
+        f"directed links, all-to-all, HiGHS, time limit {args.limit:g} s per solve, no warm start; "
+        "MILP/method is a lower bound where the MILP is not optimal",
+        [
+            ("objective", "<10"),
+            ("n", ">3"),
+            ("d", ">2"),
+            "|",
+            ("method", ">8"),
+            ("method_s", ">8.3f", "s"),
+            ("method_obj", ">9.5g"),
+            ("algorithm", "<22"),
+            "|",
+            ("milp", ">8"),
+            ("milp_s", ">7.2f", "s"),
+            ("milp_obj", ">9.5g"),
+            "|",
+            ("MILP/method", ">10.1f", "x"),
+        ],
+    )
     print(table.title)
     print(table.header())
     for size in args.sizes.split(","):
         n, d = map(int, size.split("x"))
         for objective in args.objectives.split(","):
-            inst = Instance(Cluster(n, d, 100.0, hop_latency_us=0.0, links="directed"), Demand(all_to_all=1e6),
-                            objective=objective)
+            inst = Instance(
+                Cluster(n, d, 100.0, hop_latency_us=0.0, links="directed"), Demand(all_to_all=1e6), objective=objective
+            )
             (s, ts), (m, tm) = run(inst, args.limit, True), run(inst, args.limit, False)
             how = s.details.get("algorithm", "MILP")
-            print(table.add(objective, n, d, s.status, ts, s.objective, how, m.status, tm, m.objective,
-                            tm / ts if s.status == "optimal" else None), flush=True)
+            print(
+                table.add(
+                    objective,
+                    n,
+                    d,
+                    s.status,
+                    ts,
+                    s.objective,
+                    how,
+                    m.status,
+                    tm,
+                    m.objective,
+                    tm / ts if s.status == "optimal" else None,
+                ),
+                flush=True,
+            )
     record.write()
 
 

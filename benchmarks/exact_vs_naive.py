@@ -34,14 +34,23 @@ def all_to_all(n: int, d: int) -> Instance:
 def skewed_mix(n: int, d: int, seed: int = 1) -> Instance:
     rng = random.Random(seed)
     groups = (AllReduceGroup(tuple(range(n)), 40e6), AllReduceGroup(tuple(range(0, n, 2)), 10e6))
-    pairs = tuple((s, t, float(rng.choice([1, 2, 4, 32]) * 1e6)) for s in range(n) for t in range(n) if s != t and rng.random() < 0.2)
-    return Instance(Cluster(n, d, 100.0, hop_latency_us=0.0), Demand(allreduce=groups, mp=pairs), objective="throughput")
+    pairs = tuple(
+        (s, t, float(rng.choice([1, 2, 4, 32]) * 1e6))
+        for s in range(n)
+        for t in range(n)
+        if s != t and rng.random() < 0.2
+    )
+    return Instance(
+        Cluster(n, d, 100.0, hop_latency_us=0.0), Demand(allreduce=groups, mp=pairs), objective="throughput"
+    )
 
 
 def run(instance: Instance, formulation: str, backend: str, limit: float, warm_start: str = "none"):
     _warm_up_solver_worker()  # a solve the guard killed takes its worker along: the next one would pay the cold start
     t = time.perf_counter()
-    sol = solve(instance, method="exact", backend=backend, time_limit_s=limit, warm_start=warm_start, formulation=formulation)
+    sol = solve(
+        instance, method="exact", backend=backend, time_limit_s=limit, warm_start=warm_start, formulation=formulation
+    )
     return sol, time.perf_counter() - t
 
 
@@ -62,7 +71,9 @@ def main() -> None:
     ap.add_argument("--sizes", default="8x2,8x3,10x2,10x3,12x2,12x4")
     ap.add_argument("--warm-start", choices=("none", "heuristic"), default="none")
     ap.add_argument("--repeat", type=int, default=1, help="median of this many runs per proven solve")
-    ap.add_argument("--demands", default="a2a,mix", help="which demands: a2a (all-to-all), mix (AllReduce + MP), or both")
+    ap.add_argument(
+        "--demands", default="a2a,mix", help="which demands: a2a (all-to-all), mix (AllReduce + MP), or both"
+    )
     add_out_argument(ap)
     args = ap.parse_args()
     record = Record(args)
@@ -70,11 +81,25 @@ def main() -> None:
     if unknown := set(args.demands.split(",")) - set(demands):
         ap.error(f"unknown demand(s) {sorted(unknown)}; choose from a2a, mix")
     start = "no warm start" if args.warm_start == "none" else "both warm-started by the heuristic (its time included)"
-    table = record.table(f"backend {args.backend}, time limit {args.limit:g} s per solve, {start}, median of {args.repeat} "
-                         "run(s); naive/strong is a lower bound where the naive solve is not optimal",
-                         [("demand", "<6"), ("n", ">3"), ("d", ">2"), "|", ("strong", ">8"), ("strong_s", ">7.2f", "s"),
-                          ("strong_obj", ">10.5g"), "|", ("naive", ">8"), ("naive_s", ">7.2f", "s"), ("naive_obj", ">10.5g"),
-                          "|", ("naive/strong", ">11.1f", "x")])
+    table = record.table(
+        f"backend {args.backend}, time limit {args.limit:g} s per solve, {start}, median of {args.repeat} "
+        "run(s); naive/strong is a lower bound where the naive solve is not optimal",
+        [
+            ("demand", "<6"),
+            ("n", ">3"),
+            ("d", ">2"),
+            "|",
+            ("strong", ">8"),
+            ("strong_s", ">7.2f", "s"),
+            ("strong_obj", ">10.5g"),
+            "|",
+            ("naive", ">8"),
+            ("naive_s", ">7.2f", "s"),
+            ("naive_obj", ">10.5g"),
+            "|",
+            ("naive/strong", ">11.1f", "x"),
+        ],
+    )
     print(table.title)
     print(table.header())
     for size in args.sizes.split(","):

@@ -85,16 +85,23 @@ def write_catalogue(n: int, d: int) -> int:
     """Write ``n{n:02d}_d{d}.g6``; returns the number of classes."""
     graphs = connected_regular(n, d)
     # Sorted by the hop-distance total W (the catalogue search's bound order), then graph6.
-    lines = sorted((int(sum(sum(dist.values()) for _, dist in nx.all_pairs_shortest_path_length(g))),
-                    nx.to_graph6_bytes(g, header=False).strip()) for g in graphs)
+    lines = sorted(
+        (
+            int(sum(sum(dist.values()) for _, dist in nx.all_pairs_shortest_path_length(g))),
+            nx.to_graph6_bytes(g, header=False).strip(),
+        )
+        for g in graphs
+    )
     (OUT / f"n{n:02d}_d{d}.g6").write_bytes(b"".join(line + b"\n" for _, line in lines))
     return len(graphs)
 
 
 def generate(max_n: int, max_low_degree: int, record: Record | None = None) -> None:
     record = record or Record()
-    table = record.table(f"connected regular graphs written to {OUT.relative_to(ROOT)}, n <= {max_n}",
-                         [("n", ">3"), ("d", ">3"), ("classes", ">7"), ("time_s", ">8.2f")])
+    table = record.table(
+        f"connected regular graphs written to {OUT.relative_to(ROOT)}, n <= {max_n}",
+        [("n", ">3"), ("d", ">3"), ("classes", ">7"), ("time_s", ">8.2f")],
+    )
     print(table.header())
     OUT.mkdir(parents=True, exist_ok=True)
     for n in range(3, max_n + 1):
@@ -113,9 +120,19 @@ def search(sizes: str, limit: float, record: Record | None = None) -> None:
     from topoopt_ilp import Cluster, Demand, Instance, solve
 
     record = record or Record()
-    table = record.table(f"catalogue search, all-to-all demand, throughput, time limit {limit:g} s",
-                         [("size", "<8"), ("status", "<9"), ("lambda", ">10.6f"), ("candidates", ">10"), ("LPs", ">5"),
-                          ("time", ">7.2f", "s"), "", ("algorithm", "")])
+    table = record.table(
+        f"catalogue search, all-to-all demand, throughput, time limit {limit:g} s",
+        [
+            ("size", "<8"),
+            ("status", "<9"),
+            ("lambda", ">10.6f"),
+            ("candidates", ">10"),
+            ("LPs", ">5"),
+            ("time", ">7.2f", "s"),
+            "",
+            ("algorithm", ""),
+        ],
+    )
     print(table.header())
     for size in sizes.split(","):
         n, d = map(int, size.split("x"))
@@ -124,8 +141,18 @@ def search(sizes: str, limit: float, record: Record | None = None) -> None:
         sol = solve(inst, method="exact", warm_start="none", time_limit_s=limit)
         secs = time.perf_counter() - t
         det = sol.details
-        print(table.add(size, sol.status, det.get("catalogue_lambda"), det.get("catalogue_candidates"),
-                        det.get("catalogue_lps"), secs, det.get("algorithm", "milp")), flush=True)
+        print(
+            table.add(
+                size,
+                sol.status,
+                det.get("catalogue_lambda"),
+                det.get("catalogue_candidates"),
+                det.get("catalogue_lps"),
+                secs,
+                det.get("algorithm", "milp"),
+            ),
+            flush=True,
+        )
 
 
 def main() -> None:

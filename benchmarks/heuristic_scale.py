@@ -91,7 +91,13 @@ def matching_compare(n: int, seed: int = 0) -> dict:
     t = time.perf_counter()
     eb = blossom_matching(i, j, w, n)
     tb = time.perf_counter() - t
-    return {"n": n, "edges": int(w.size), "greedy_s": tg, "blossom_s": tb, "weight_ratio": float(w[eg].sum() / w[eb].sum())}
+    return {
+        "n": n,
+        "edges": int(w.size),
+        "greedy_s": tg,
+        "blossom_s": tb,
+        "weight_ratio": float(w[eg].sum() / w[eb].sum()),
+    }
 
 
 def main() -> None:
@@ -116,25 +122,71 @@ def main() -> None:
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     record = Record(a)
-    table = record.table(f"topology_finder, d=8, 4 group sizes, ~5% MP pairs, best of {a.repeat} (targets: n=1024 < 1 s; "
-                         "n=4096 < 10 s, < 2 GiB)",
-                         [("n", ">5"), ("mode", ">7"), ("time s", ">8.3f"), ("cpu s", ">7.3f"), ("peak RSS MiB", ">13.0f"),
-                          ("RSS growth", ">11.0f"), ("d_A", ">4"), ("d_MP", ">4"), ("rings", ">6"), ("off.routes", ">10"),
-                          ("paths", ">8"), ("MP pairs", ">9"), ("circ diam", ">9"), "", ("ports", ""), ("jumps", "")],
-                         notes=["time = wall clock, cpu = process CPU time (robust to other load on the machine)"])
+    table = record.table(
+        f"topology_finder, d=8, 4 group sizes, ~5% MP pairs, best of {a.repeat} (targets: n=1024 < 1 s; "
+        "n=4096 < 10 s, < 2 GiB)",
+        [
+            ("n", ">5"),
+            ("mode", ">7"),
+            ("time s", ">8.3f"),
+            ("cpu s", ">7.3f"),
+            ("peak RSS MiB", ">13.0f"),
+            ("RSS growth", ">11.0f"),
+            ("d_A", ">4"),
+            ("d_MP", ">4"),
+            ("rings", ">6"),
+            ("off.routes", ">10"),
+            ("paths", ">8"),
+            ("MP pairs", ">9"),
+            ("circ diam", ">9"),
+            "",
+            ("ports", ""),
+            ("jumps", ""),
+        ],
+        notes=["time = wall clock, cpu = process CPU time (robust to other load on the machine)"],
+    )
     print(table.title)
     print(table.notes[0])
     print(table.header())
     for n in a.sizes:
         for mode in a.modes:
             r = sub("--one", str(n), mode, "--repeat", str(a.repeat))
-            print(table.add(*(r[k] for k in ("n", "mode", "time_s", "cpu_s", "peak_rss_mib", "rss_growth_mib", "d_A", "d_MP",
-                                              "rings", "offset_routes", "paths", "mp_pairs", "circ_diameter", "ports",
-                                              "jumps"))), flush=True)
+            print(
+                table.add(
+                    *(
+                        r[k]
+                        for k in (
+                            "n",
+                            "mode",
+                            "time_s",
+                            "cpu_s",
+                            "peak_rss_mib",
+                            "rss_growth_mib",
+                            "d_A",
+                            "d_MP",
+                            "rings",
+                            "offset_routes",
+                            "paths",
+                            "mp_pairs",
+                            "circ_diameter",
+                            "ports",
+                            "jumps",
+                        )
+                    )
+                ),
+                flush=True,
+            )
     if a.match_sizes:
-        match = record.table("MP matching, one round on the symmetrised workload demand: vectorized greedy vs networkx "
-                             "Blossom (exact)", [("n", ">5"), ("edges", ">8"), ("greedy s", ">9.4f"), ("blossom s", ">10.2f"),
-                                                 ("greedy/opt weight", ">18.4f")])
+        match = record.table(
+            "MP matching, one round on the symmetrised workload demand: vectorized greedy vs networkx Blossom (exact)",
+            [
+                ("n", ">5"),
+                ("edges", ">8"),
+                ("greedy s", ">9.4f"),
+                ("blossom s", ">10.2f"),
+                ("greedy/opt weight", ">18.4f"),
+            ],
+        )
         print(f"\n{match.title}")
         print(match.header())
         for n in a.match_sizes:

@@ -99,24 +99,67 @@ def run(names: list[str] | None, time_limit: float) -> list[Row]:
         alt, ta = _timed(lambda: solve(inst, method="alternating", topology_method="finder"))
         alx, tx = _timed(lambda: solve(inst, method="alternating", topology_method="exact", round_time_limit_s=10.0))
         starts = {"heuristic": METHODS["heuristic"], "incumbent": alternating_incumbent}  # as topoopt solve passes them
-        joint, tj = _timed(lambda: finalize(inst, solve_exact(inst, ExactOptions(time_limit_s=time_limit, formulation="milp"),
-                                                              **starts)))
+        joint, tj = _timed(
+            lambda: finalize(
+                inst, solve_exact(inst, ExactOptions(time_limit_s=time_limit, formulation="milp"), **starts)
+            )
+        )
         exact, te = _timed(lambda: finalize(inst, solve_exact(inst, ExactOptions(time_limit_s=time_limit), **starts)))
-        ok = all(verify(inst, s).valid and abs(objective_value(inst, evaluate(inst, s)) - s.objective) <= 1e-9 * s.objective
-                 for s in (heur, alt, alx, joint, exact))
+        ok = all(
+            verify(inst, s).valid and abs(objective_value(inst, evaluate(inst, s)) - s.objective) <= 1e-9 * s.objective
+            for s in (heur, alt, alx, joint, exact)
+        )
         ms = lambda v: None if v is None else v * 1e3  # noqa: E731
-        rows.append(Row(name, inst.n, heur.objective * 1e3, th, alt.objective * 1e3, ta, alx.objective * 1e3, tx,
-                        joint.status, joint.objective * 1e3, ms(joint.bound), joint.gap, tj,
-                        exact.details.get("algorithm", "milp"), exact.status, exact.objective * 1e3, ms(exact.bound), te, ok))
-        print(f"  done {name}: joint MILP {joint.status} in {tj:.1f} s, exact ({rows[-1].exact_algorithm}) "
-              f"{exact.status} in {te:.1f} s", flush=True)
+        rows.append(
+            Row(
+                name,
+                inst.n,
+                heur.objective * 1e3,
+                th,
+                alt.objective * 1e3,
+                ta,
+                alx.objective * 1e3,
+                tx,
+                joint.status,
+                joint.objective * 1e3,
+                ms(joint.bound),
+                joint.gap,
+                tj,
+                exact.details.get("algorithm", "milp"),
+                exact.status,
+                exact.objective * 1e3,
+                ms(exact.bound),
+                te,
+                ok,
+            )
+        )
+        print(
+            f"  done {name}: joint MILP {joint.status} in {tj:.1f} s, exact ({rows[-1].exact_algorithm}) "
+            f"{exact.status} in {te:.1f} s",
+            flush=True,
+        )
     return rows
 
 
-JOINT_COLUMNS = [("instance", "<20"), ("n", ">3"), ("heur_ms", ">8.3f"), "|", ("milp_ms", ">8.3f"), ("milp_bound_ms", ">8.3f"),
-                 ("milp_status", ">8"), ("milp_s", ">7.1f"), "|", ("exact_ms", ">8.3f"), ("exact_bound_ms", ">8.3f"),
-                 ("exact_status", ">8"), ("exact_s", ">7.1f"), ("algorithm", ">11"), "|", ("heur/best", ">9.2f"),
-                 ("checked", ">7")]
+JOINT_COLUMNS = [
+    ("instance", "<20"),
+    ("n", ">3"),
+    ("heur_ms", ">8.3f"),
+    "|",
+    ("milp_ms", ">8.3f"),
+    ("milp_bound_ms", ">8.3f"),
+    ("milp_status", ">8"),
+    ("milp_s", ">7.1f"),
+    "|",
+    ("exact_ms", ">8.3f"),
+    ("exact_bound_ms", ">8.3f"),
+    ("exact_status", ">8"),
+    ("exact_s", ">7.1f"),
+    ("algorithm", ">11"),
+    "|",
+    ("heur/best", ">9.2f"),
+    ("checked", ">7"),
+]
 
 
 def print_joint(rows: list[Row], record: Record | None = None, title: str = "") -> Table:
@@ -124,9 +167,24 @@ def print_joint(rows: list[Row], record: Record | None = None, title: str = "") 
     table = record.table(title, JOINT_COLUMNS) if record is not None else Table(title, JOINT_COLUMNS)
     print(table.rule())
     for r in rows:
-        print(table.add(r.instance, r.n, r.heuristic_ms, r.joint_ms, r.joint_bound_ms, r.joint_status, r.joint_s,
-                        r.exact_ms, r.exact_bound_ms, r.exact_status, r.exact_s, r.exact_algorithm,
-                        r.heuristic_ms / r.best_ms, r.checked))
+        print(
+            table.add(
+                r.instance,
+                r.n,
+                r.heuristic_ms,
+                r.joint_ms,
+                r.joint_bound_ms,
+                r.joint_status,
+                r.joint_s,
+                r.exact_ms,
+                r.exact_bound_ms,
+                r.exact_status,
+                r.exact_s,
+                r.exact_algorithm,
+                r.heuristic_ms / r.best_ms,
+                r.checked,
+            )
+        )
     return table
 
 
@@ -139,8 +197,10 @@ def main() -> None:
     args = ap.parse_args()
     record = Record(args)
     rows = run(args.instances or None, args.time_limit)
-    title = (f"joint MILP and default exact method (HiGHS, gap 1e-4, {args.time_limit:g} s limit each, incl. the alternating "
-             "warm start) vs TopoOpt's heuristic")
+    title = (
+        f"joint MILP and default exact method (HiGHS, gap 1e-4, {args.time_limit:g} s limit each, incl. the alternating "
+        "warm start) vs TopoOpt's heuristic"
+    )
     print(f"\n{title}")
     print_joint(rows, record, title)
     record.write()

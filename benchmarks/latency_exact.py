@@ -33,12 +33,27 @@ def main() -> None:
     add_out_argument(ap)
     args = ap.parse_args()
     record = Record(args)
-    table = record.table(f"HiGHS, no warm start, hop latency {args.latency_us:g} us, time limit {args.limit:g} s per solve; "
-                         "bw_*: the bandwidth optimum only (latency=False), lat_*: the latency term settled",
-                         [("instance", "<12"), "|", ("bw_status", ">9"), ("bw_comm_us", ">10.3f"), ("bw_hops", ">7"),
-                          ("bw_s", ">6.2f", "s"), "|", ("lat_status", ">10"), ("lat_comm_us", ">11.3f"), ("lat_hops", ">8"),
-                          ("lat_s", ">6.2f", "s"), ("lat_bound_us", ">12.3f"), ("models", ">6"), "|",
-                          ("time ratio", ">9.1f", "x")])
+    table = record.table(
+        f"HiGHS, no warm start, hop latency {args.latency_us:g} us, time limit {args.limit:g} s per solve; "
+        "bw_*: the bandwidth optimum only (latency=False), lat_*: the latency term settled",
+        [
+            ("instance", "<12"),
+            "|",
+            ("bw_status", ">9"),
+            ("bw_comm_us", ">10.3f"),
+            ("bw_hops", ">7"),
+            ("bw_s", ">6.2f", "s"),
+            "|",
+            ("lat_status", ">10"),
+            ("lat_comm_us", ">11.3f"),
+            ("lat_hops", ">8"),
+            ("lat_s", ">6.2f", "s"),
+            ("lat_bound_us", ">12.3f"),
+            ("models", ">6"),
+            "|",
+            ("time ratio", ">9.1f", "x"),
+        ],
+    )
     print(table.title)
     print(table.header())
     for size in args.sizes.split(","):

@@ -38,8 +38,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def shipped(backends: list[str], record: Record) -> None:
-    columns = [("instance", "<24"), ("objective", "<16"), ("status", "<9"), ("rounds", ">6"), ("T opt", ">9.3f", "ms"),
-               ("T equal", ">9.3f", "ms"), ("equal/opt", ">10.4f"), ("TxC eq/opt", ">11.4f")]
+    columns = [
+        ("instance", "<24"),
+        ("objective", "<16"),
+        ("status", "<9"),
+        ("rounds", ">6"),
+        ("T opt", ">9.3f", "ms"),
+        ("T equal", ">9.3f", "ms"),
+        ("equal/opt", ">10.4f"),
+        ("TxC eq/opt", ">11.4f"),
+    ]
     for b in backends:
         columns += [" ", (f"time {b}", ">10.3f", "s"), " ", (f"{b}/{backends[0]}", ">8.1f", "x")]
     table = record.table("Part 1: shipped instances (gap 1e-6)", columns, sep="")
@@ -67,16 +75,29 @@ def shipped(backends: list[str], record: Record) -> None:
                 continue
             ratio = sol.equal_split_time_s / sol.iteration_time_s
             cost_ratio = (sol.equal_split_objective / sol.objective) if objective == "perf_per_cost" else None
-            print(table.add(path.stem, objective, sol.status, sol.iterations, sol.iteration_time_s * 1e3,
-                            sol.equal_split_time_s * 1e3, ratio, cost_ratio, *cells), flush=True)
+            print(
+                table.add(
+                    path.stem,
+                    objective,
+                    sol.status,
+                    sol.iterations,
+                    sol.iteration_time_s * 1e3,
+                    sol.equal_split_time_s * 1e3,
+                    ratio,
+                    cost_ratio,
+                    *cells,
+                ),
+                flush=True,
+            )
 
 
 def random_problem(D: int, P: int, seed: int) -> HierarchyProblem:
     rng = np.random.default_rng(seed)
     sizes = [int(rng.choice([2, 4, 8, 16])) for _ in range(D)]
     kinds = ["ring", "fully_connected", "switch"]
-    dims = tuple(Dimension(f"d{i}", kinds[i % 3], sizes[i], unit_cost_usd_per_gbps=float(rng.uniform(2, 60)))
-                 for i in range(D))
+    dims = tuple(
+        Dimension(f"d{i}", kinds[i % 3], sizes[i], unit_cost_usd_per_gbps=float(rng.uniform(2, 60))) for i in range(D)
+    )
     colls = ["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]
     layers = []
     for k in range(P):
@@ -91,16 +112,37 @@ def random_problem(D: int, P: int, seed: int) -> HierarchyProblem:
 
 
 def scale(record: Record) -> None:
-    table = record.table("Part 2: scale (random workloads, HiGHS, gap 1e-6)",
-                         [("D", ">3"), ("P", ">7"), ("status", ">10"), ("rounds", ">8"), ("wall s", ">9.3f"),
-                          ("equal/opt", ">11.4f"), "  ", ("equal split meets the constraints", "")], sep="")
+    table = record.table(
+        "Part 2: scale (random workloads, HiGHS, gap 1e-6)",
+        [
+            ("D", ">3"),
+            ("P", ">7"),
+            ("status", ">10"),
+            ("rounds", ">8"),
+            ("wall s", ">9.3f"),
+            ("equal/opt", ">11.4f"),
+            "  ",
+            ("equal split meets the constraints", ""),
+        ],
+        sep="",
+    )
     print(f"\n{table.title}")
     print(table.header())
     for D in (4, 6, 8):
         for P in (10, 100, 1000):
             sol = solve_bandwidth(random_problem(D, P, seed=D * 1000 + P))
-            print(table.add(D, P, sol.status, sol.iterations, sol.wall_time_s, sol.equal_split_time_s / sol.iteration_time_s,
-                            "yes" if sol.equal_split_feasible else "no"), flush=True)
+            print(
+                table.add(
+                    D,
+                    P,
+                    sol.status,
+                    sol.iterations,
+                    sol.wall_time_s,
+                    sol.equal_split_time_s / sol.iteration_time_s,
+                    "yes" if sol.equal_split_feasible else "no",
+                ),
+                flush=True,
+            )
 
 
 def main() -> None:

@@ -33,8 +33,15 @@ def random_problem(rng: np.random.Generator) -> HierarchyProblem | None:
     than allowed, a communicator size that does not fit)."""
     n_dims = int(rng.integers(1, 7))
     sizes = [2, 4, 8, 16, 64, 512, 4096] if n_dims < 4 else [2, 4, 8]
-    dims = tuple(Dimension(f"d{i}", str(rng.choice(KINDS)), int(rng.choice(sizes)),
-                           unit_cost_usd_per_gbps=float(rng.choice([1.0, 3.0, 50.0]))) for i in range(n_dims))
+    dims = tuple(
+        Dimension(
+            f"d{i}",
+            str(rng.choice(KINDS)),
+            int(rng.choice(sizes)),
+            unit_cost_usd_per_gbps=float(rng.choice([1.0, 3.0, 50.0])),
+        )
+        for i in range(n_dims)
+    )
     layers = []
     for k in range(int(rng.integers(1, 5))):
         phases = {}
@@ -46,8 +53,11 @@ def random_problem(rng: np.random.Generator) -> HierarchyProblem | None:
                 collective = Collective(str(rng.choice(COLLECTIVES)), float(10 ** rng.uniform(3, 10)), tuple(comm))
                 phases[phase] = Phase(float(rng.choice([0.0, 10.0, 1e4])), collective)
         layers.append(Layer(f"l{k}", **phases))
-    budget = (Budget("total_bandwidth", float(rng.choice([1.0, 100.0, 1e5]))) if rng.random() < 0.6
-              else Budget("cost", float(10 ** rng.uniform(3, 9))))
+    budget = (
+        Budget("total_bandwidth", float(rng.choice([1.0, 100.0, 1e5])))
+        if rng.random() < 0.6
+        else Budget("cost", float(10 ** rng.uniform(3, 9)))
+    )
     try:
         return HierarchyProblem(dims, tuple(layers), budget, Constraints(), "iteration_time")
     except InstanceError:
@@ -61,8 +71,10 @@ def disagreements(problem: HierarchyProblem, backends: list[str], time_limit_s: 
     values = [s.objective for s in sols.values() if s.objective is not None]
     if all(s.status == "optimal" for s in sols.values()) and max(values) <= min(values) * (1 + OPTIMAL_GAP):
         return None
-    return "; ".join(f"{b} {s.status} {s.objective if s.objective is None else f'{s.objective:.6g}'} {s.message[:70]}"
-                     for b, s in sols.items())
+    return "; ".join(
+        f"{b} {s.status} {s.objective if s.objective is None else f'{s.objective:.6g}'} {s.message[:70]}"
+        for b, s in sols.items()
+    )
 
 
 def main() -> None:
@@ -74,9 +86,11 @@ def main() -> None:
     args = ap.parse_args()
     record = Record(args)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    table = record.table(f"problems per seed where a back-end of {', '.join(backends)} does not end optimal or the optima "
-                         f"differ by more than {OPTIMAL_GAP:g}; the listed problems are the notes",
-                         [("seed", ">4"), ("listed", ">6"), ("problems", ">8")])
+    table = record.table(
+        f"problems per seed where a back-end of {', '.join(backends)} does not end optimal or the optima "
+        f"differ by more than {OPTIMAL_GAP:g}; the listed problems are the notes",
+        [("seed", ">4"), ("listed", ">6"), ("problems", ">8")],
+    )
     for seed in args.seeds:
         rng = np.random.default_rng(seed)
         listed = checked = 0

@@ -58,12 +58,28 @@ def build_neutral(n: int):
         np.concatenate([kk * n + tail[aa], kk * n + head[aa], np.arange(K) * n + src, np.arange(K) * n + dst]),
         np.concatenate([fi, fi, np.full(2 * K, lam.start)]),
         np.concatenate([np.ones(K * A), -np.ones(K * A), np.full(K, -DEMAND), np.full(K, DEMAND)]),
-        lb=0.0, ub=0.0, count=K * n, name="conserve",
+        lb=0.0,
+        ub=0.0,
+        count=K * n,
+        name="conserve",
     )
-    b.add_constraints(np.concatenate([aa, np.arange(A)]), np.concatenate([fi, x.index]),
-                      np.concatenate([np.ones(K * A), np.full(A, -CAP)]), ub=0.0, count=A, name="cap")
-    b.add_constraints(np.concatenate([tail, n + head]), np.concatenate([x.index, x.index]), 1.0,
-                      lb=DEGREE, ub=DEGREE, count=2 * n, name="degree")
+    b.add_constraints(
+        np.concatenate([aa, np.arange(A)]),
+        np.concatenate([fi, x.index]),
+        np.concatenate([np.ones(K * A), np.full(A, -CAP)]),
+        ub=0.0,
+        count=A,
+        name="cap",
+    )
+    b.add_constraints(
+        np.concatenate([tail, n + head]),
+        np.concatenate([x.index, x.index]),
+        1.0,
+        lb=DEGREE,
+        ub=DEGREE,
+        count=2 * n,
+        name="degree",
+    )
     b.set_objective([lam.start], [1.0], sense="maximize")
     model = b.build()
     return load(model), model
@@ -81,12 +97,30 @@ def build_raw(n: int):
     kk = np.repeat(np.arange(K), A)
     aa = np.tile(np.arange(A), K)
     fi = np.arange(nf)
-    rows = np.concatenate([kk * n + tail[aa], kk * n + head[aa], np.arange(K) * n + src, np.arange(K) * n + dst,
-                           K * n + aa, K * n + np.arange(A),
-                           K * n + A + tail, K * n + A + n + head])
+    rows = np.concatenate(
+        [
+            kk * n + tail[aa],
+            kk * n + head[aa],
+            np.arange(K) * n + src,
+            np.arange(K) * n + dst,
+            K * n + aa,
+            K * n + np.arange(A),
+            K * n + A + tail,
+            K * n + A + n + head,
+        ]
+    )
     cols = np.concatenate([fi, fi, np.full(2 * K, lam), fi, nf + np.arange(A), nf + np.arange(A), nf + np.arange(A)])
-    vals = np.concatenate([np.ones(nf), -np.ones(nf), np.full(K, -DEMAND), np.full(K, DEMAND),
-                           np.ones(nf), np.full(A, -CAP), np.ones(2 * A)])
+    vals = np.concatenate(
+        [
+            np.ones(nf),
+            -np.ones(nf),
+            np.full(K, -DEMAND),
+            np.full(K, DEMAND),
+            np.ones(nf),
+            np.full(A, -CAP),
+            np.ones(2 * A),
+        ]
+    )
     nrow = K * n + A + 2 * n
     a = sp.csr_array((vals, (rows.astype(np.int32), cols.astype(np.int32))), shape=(nrow, ncol))
     lo = np.concatenate([np.zeros(K * n), np.full(A, -np.inf), np.full(2 * n, DEGREE)])
@@ -123,11 +157,17 @@ def main() -> None:
     print(f"multi-commodity flow, complete digraph n={n}; {os.cpu_count()} cores; min of {REPEATS} runs")
     t_raw, (h_raw, _) = best_of(build_raw, n)
     t_neu, (h_neu, model) = best_of(build_neutral, n)
-    assert (h_raw.getNumCol(), h_raw.getNumRow(), h_raw.getNumNz()) == (h_neu.getNumCol(), h_neu.getNumRow(),
-                                                                        h_neu.getNumNz()), "the two builds differ"
-    build = record.table(f"build + load of the multi-commodity-flow MILP, n={n}: {model.num_vars:,} columns, "
-                         f"{model.num_rows:,} rows, {model.num_nonzeros:,} non-zeros; min of {REPEATS} runs",
-                         ["  ", ("variant", "<41"), ": ", ("seconds", ".3f", " s")], sep="")
+    assert (h_raw.getNumCol(), h_raw.getNumRow(), h_raw.getNumNz()) == (
+        h_neu.getNumCol(),
+        h_neu.getNumRow(),
+        h_neu.getNumNz(),
+    ), "the two builds differ"
+    build = record.table(
+        f"build + load of the multi-commodity-flow MILP, n={n}: {model.num_vars:,} columns, "
+        f"{model.num_rows:,} rows, {model.num_nonzeros:,} non-zeros; min of {REPEATS} runs",
+        ["  ", ("variant", "<41"), ": ", ("seconds", ".3f", " s")],
+        sep="",
+    )
     print(f"  model: {model.num_vars:,} columns, {model.num_rows:,} rows, {model.num_nonzeros:,} non-zeros")
     print(build.add("raw highspy (CSR + addVars/addRows)", t_raw))
     print(build.add("ModelBuilder -> LinearModel -> passModel", t_neu))
@@ -145,8 +185,11 @@ def main() -> None:
     cold = time.perf_counter() - t
     t_in, _ = best_of(lambda: solve(small, "highs", isolate=False))
     t_iso, _ = best_of(lambda: solve(small, "highs", isolate=True))
-    iso = record.table("small MILP (8 binaries), highs: solve time in process and isolated (worker process)",
-                       ["  ", ("solve", "<24"), ": ", ("ms", ".1f", " ms")], sep="")
+    iso = record.table(
+        "small MILP (8 binaries), highs: solve time in process and isolated (worker process)",
+        ["  ", ("solve", "<24"), ": ", ("ms", ".1f", " ms")],
+        sep="",
+    )
     print("small MILP (8 binaries), highs:")
     print(iso.add("in-process solve", t_in * 1e3))
     print(iso.add("isolated, warm worker", t_iso * 1e3))

@@ -78,30 +78,56 @@ def main() -> None:
     if bad := [v for v in given if not _is_variant(v)]:
         ap.error(f"unknown variant(s) {', '.join(bad)}: give ls=0, ls=auto or ls=SECONDS")
     variants = [v.removeprefix("ls=") for v in given]
-    table = record.table(f"placement MILP, HiGHS, gap {args.gap:.0%}, time limit {args.time_limit:g} s per solve; "
-                         f"topology = TopoOpt heuristic for the data-parallel start; shortest-path routing",
-                         [("instance", "<12"), ("rings", ">8"), ("variant", ">8"), ("status", ">9"), ("time_s", "7.1f"),
-                          ("iter_ms", "8.3f"), ("bound_ms", "8.3f"), ("gap", "7.2%"), ("vs_dp", "6.3f"), ("eval_ok", ">7"),
-                          ("ls_ms", "7.3f"), ("ls_s", "5.1f"), ("relax_ms", "8.3f"), ("bnd_s", "5.1f"), ("model", ">9"),
-                          ("nnz", ">9,")])
-    starts = record.table("the data-parallel start's iteration time on each instance's heuristic topology",
-                          [("instance", "<12"), ("rings", ">8"), ("dp_ms", ">8.3f")])
+    table = record.table(
+        f"placement MILP, HiGHS, gap {args.gap:.0%}, time limit {args.time_limit:g} s per solve; "
+        f"topology = TopoOpt heuristic for the data-parallel start; shortest-path routing",
+        [
+            ("instance", "<12"),
+            ("rings", ">8"),
+            ("variant", ">8"),
+            ("status", ">9"),
+            ("time_s", "7.1f"),
+            ("iter_ms", "8.3f"),
+            ("bound_ms", "8.3f"),
+            ("gap", "7.2%"),
+            ("vs_dp", "6.3f"),
+            ("eval_ok", ">7"),
+            ("ls_ms", "7.3f"),
+            ("ls_s", "5.1f"),
+            ("relax_ms", "8.3f"),
+            ("bnd_s", "5.1f"),
+            ("model", ">9"),
+            ("nnz", ">9,"),
+        ],
+    )
+    starts = record.table(
+        "the data-parallel start's iteration time on each instance's heuristic topology",
+        [("instance", "<12"), ("rings", ">8"), ("dp_ms", ">8.3f")],
+    )
     print(table.title)
     for name in args.instances:
         inst = load_paper(name)
         X = solve(inst, method="heuristic").topology.matrix
         start = parse_strategy(start_placement(inst), inst.workload, inst.n)
-        dp = {r: strategy_times(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s, r), start)["iteration_time_s"]
-              for r in policies}
+        dp = {
+            r: strategy_times(inst, shortest_path_fractions(X, inst.cluster.link_bytes_per_s, r), start)[
+                "iteration_time_s"
+            ]
+            for r in policies
+        }
         for r in policies:
             starts.add(name, r, dp[r] * 1e3)
-        print(f"\n{name}: data-parallel start iteration time " + ", ".join(f"{dp[r] * 1e3:.3f} ms ({r} rings)" for r in policies))
+        print(
+            f"\n{name}: data-parallel start iteration time "
+            + ", ".join(f"{dp[r] * 1e3:.3f} ms ({r} rings)" for r in policies)
+        )
         print(table.rule())
         for rings, v in ((r, v) for r in policies for v in variants):
             ls = None if v == "auto" else float(v)
             started = time.perf_counter()
-            sol = solve_placement(inst, ExactOptions(time_limit_s=args.time_limit, gap=args.gap, rings=rings), X,
-                                  local_search_s=ls)
+            sol = solve_placement(
+                inst, ExactOptions(time_limit_s=args.time_limit, gap=args.gap, rings=rings), X, local_search_s=ls
+            )
             wall = time.perf_counter() - started
             det = sol.details
             if not sol.has_solution:
@@ -109,22 +135,45 @@ def main() -> None:
                 continue
             ev = evaluate(inst, sol, routing="shortest_path").iteration_time_s
             ok = abs(ev - sol.objective) <= 1e-6 * ev
-            model = f"starts={det['max_starts']}" if det.get("restricted") else ("all" if "variables" in det else "none")
+            model = (
+                f"starts={det['max_starts']}" if det.get("restricted") else ("all" if "variables" in det else "none")
+            )
             if "skipped_model_nonzeros" in det:  # built, too large to solve in time: local search instead
                 model = "ls:" + (f"starts={det['max_starts']}" if "max_starts" in det else "all")
                 det = {**det, "nonzeros": det["skipped_model_nonzeros"]}
             ls_ms = det.get("local_search_iteration_time_s") if ls != 0 else None
-            print(table.add(name, rings, "ls=" + v, sol.status, wall, sol.objective * 1e3,
-                            None if sol.bound is None else sol.bound * 1e3, sol.gap, sol.objective / dp[rings], ok,
-                            None if ls_ms is None else ls_ms * 1e3, det.get("local_search_s"),
-                            det["relaxation_bound_s"] * 1e3, det["relaxation_bound_time_s"], model, det.get("nonzeros", 0)),
-                  flush=True)
+            print(
+                table.add(
+                    name,
+                    rings,
+                    "ls=" + v,
+                    sol.status,
+                    wall,
+                    sol.objective * 1e3,
+                    None if sol.bound is None else sol.bound * 1e3,
+                    sol.gap,
+                    sol.objective / dp[rings],
+                    ok,
+                    None if ls_ms is None else ls_ms * 1e3,
+                    det.get("local_search_s"),
+                    det["relaxation_bound_s"] * 1e3,
+                    det["relaxation_bound_time_s"],
+                    model,
+                    det.get("nonzeros", 0),
+                ),
+                flush=True,
+            )
             for msg in det.get("refused", []):
                 table.note(f"{name} {rings} ls={v} refused {msg[:150]}")
                 print(f"{'':<12} {'':>8} refused {msg[:150]}")
-    print("\n" + table.note("bound/gap: valid for the unrestricted problem (solver bound of the unrestricted model, or the "
-                            "relaxation bounds: volume and chain); a restricted model's own bound is in the solution's "
-                            "details only"))
+    print(
+        "\n"
+        + table.note(
+            "bound/gap: valid for the unrestricted problem (solver bound of the unrestricted model, or the "
+            "relaxation bounds: volume and chain); a restricted model's own bound is in the solution's "
+            "details only"
+        )
+    )
     record.write()
 
 

@@ -42,10 +42,22 @@ def main() -> None:
     for path in sorted((ROOT / "instances" / "paper").glob("*testbed-12-d4.json")):
         inst = files.load_instance(path)
         instances[inst.name or path.stem] = inst
-    table = record.table(f"placement enumeration vs placement MILP (HiGHS, gap 1e-4, {args.time_limit:g} s each) on "
-                         "TopoOpt's heuristic topology for the data-parallel start",
-                         [("instance", "<24"), ("n", ">3"), ("enum_ms", ">9.3f"), ("enum_s", ">7.2f"), ("milp_ms", ">9.3f"),
-                          ("milp_s", ">7.2f"), ("milp/enum", ">8.1f", "x"), ("settled by", ">10"), "", ("same optimum", "")])
+    table = record.table(
+        f"placement enumeration vs placement MILP (HiGHS, gap 1e-4, {args.time_limit:g} s each) on "
+        "TopoOpt's heuristic topology for the data-parallel start",
+        [
+            ("instance", "<24"),
+            ("n", ">3"),
+            ("enum_ms", ">9.3f"),
+            ("enum_s", ">7.2f"),
+            ("milp_ms", ">9.3f"),
+            ("milp_s", ">7.2f"),
+            ("milp/enum", ">8.1f", "x"),
+            ("settled by", ">10"),
+            "",
+            ("same optimum", ""),
+        ],
+    )
     print(table.rule())
     faster = []
     for name, inst in instances.items():
@@ -57,8 +69,9 @@ def main() -> None:
             row[formulation] = (sol, time.perf_counter() - t)
         (e, te), (m, tm) = row["enumeration"], row["milp"]
         scored = [evaluate(inst, s, routing="shortest_path").iteration_time_s for s in (e, m)]
-        agree = (abs(e.objective - m.objective) <= 1e-4 * m.objective
-                 and all(abs(a - s.objective) <= 1e-9 * s.objective for a, s in zip(scored, (e, m))))
+        agree = abs(e.objective - m.objective) <= 1e-4 * m.objective and all(
+            abs(a - s.objective) <= 1e-9 * s.objective for a, s in zip(scored, (e, m))
+        )
         if agree and e.status == m.status == "optimal":
             verdict = "yes"
         elif agree:
@@ -68,10 +81,15 @@ def main() -> None:
         settled = m.details.get("algorithm", "?")  # "bounds": a start candidate proven by the bounds, no MILP ran
         if settled == "milp":
             faster.append(tm / te)
-        print(table.add(name, inst.n, e.objective * 1e3, te, m.objective * 1e3, tm, tm / te, settled, verdict), flush=True)
+        print(
+            table.add(name, inst.n, e.objective * 1e3, te, m.objective * 1e3, tm, tm / te, settled, verdict), flush=True
+        )
     if faster:
         record.ratios.update({"milp/enum min (MILP ran)": min(faster), "milp/enum max (MILP ran)": max(faster)})
-        print("\n" + table.note(f"where the MILP ran, the enumeration was {min(faster):.1f}x to {max(faster):.1f}x faster"))
+        print(
+            "\n"
+            + table.note(f"where the MILP ran, the enumeration was {min(faster):.1f}x to {max(faster):.1f}x faster")
+        )
     record.write()
 
 

@@ -37,11 +37,26 @@ def main() -> None:
     add_out_argument(ap)
     args = ap.parse_args()
     record = Record(args)
-    table = record.table(f"symmetric placement MILP vs solve_placement, HiGHS, {args.time_limit:g} s each; topology = "
-                         f"TopoOpt heuristic for the data-parallel start; shortest-path routing, shortest rings",
-                         [("instance", "<14"), ("p", ">3"), ("status", ">9"), ("time_s", ">7.1f"), ("model_ms", ">9.3f"),
-                          ("eval_ms", ">9.3f"), ("inv_bound", ">9.3f"), ("nnz", ">8"), "|", ("place_ms", ">9.3f"),
-                          ("bound_ms", ">9.3f"), ("place_s", ">7.1f"), "|", ("sym/place", ">9.3f")])
+    table = record.table(
+        f"symmetric placement MILP vs solve_placement, HiGHS, {args.time_limit:g} s each; topology = "
+        f"TopoOpt heuristic for the data-parallel start; shortest-path routing, shortest rings",
+        [
+            ("instance", "<14"),
+            ("p", ">3"),
+            ("status", ">9"),
+            ("time_s", ">7.1f"),
+            ("model_ms", ">9.3f"),
+            ("eval_ms", ">9.3f"),
+            ("inv_bound", ">9.3f"),
+            ("nnz", ">8"),
+            "|",
+            ("place_ms", ">9.3f"),
+            ("bound_ms", ">9.3f"),
+            ("place_s", ">7.1f"),
+            "|",
+            ("sym/place", ">9.3f"),
+        ],
+    )
     print(table.title)
     print(table.header())
     for name in args.instances:
@@ -62,9 +77,23 @@ def main() -> None:
             sym_s = time.perf_counter() - t0
             ms = lambda v: None if v is None else v * 1e3  # noqa: E731
             ev = strategy_times(inst, rf, res.strategy)["iteration_time_s"] if res.strategy else None
-            print(table.add(name, p, res.status, sym_s, ms(res.objective_s), ms(ev), ms(res.bound_s), res.nonzeros,
-                            ms(place.objective), ms(place.bound), place_s, None if ev is None else ev / place.objective),
-                  flush=True)
+            print(
+                table.add(
+                    name,
+                    p,
+                    res.status,
+                    sym_s,
+                    ms(res.objective_s),
+                    ms(ev),
+                    ms(res.bound_s),
+                    res.nonzeros,
+                    ms(place.objective),
+                    ms(place.bound),
+                    place_s,
+                    None if ev is None else ev / place.objective,
+                ),
+                flush=True,
+            )
     record.write()
 
 

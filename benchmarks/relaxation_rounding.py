@@ -49,9 +49,18 @@ def main() -> None:
     args = ap.parse_args()
     record = Record(args)
     _warm_up_solver_worker()
-    table = record.table(f"HiGHS, no warm start, median of {args.repeat}; skewed AllReduce + MP mixes, times without and with the rounding",
-                         [("n", ">3"), ("d", ">2"), ("seed", ">4"), ("without_ms", ">10.1f"), ("with_ms", ">8.1f"),
-                          ("ratio", ">6.2f", "x"), ("settled by", "")])
+    table = record.table(
+        f"HiGHS, no warm start, median of {args.repeat}; skewed AllReduce + MP mixes, times without and with the rounding",
+        [
+            ("n", ">3"),
+            ("d", ">2"),
+            ("seed", ">4"),
+            ("without_ms", ">10.1f"),
+            ("with_ms", ">8.1f"),
+            ("ratio", ">6.2f", "x"),
+            ("settled by", ""),
+        ],
+    )
     print(table.title)
     print(table.header())
     ratios, settled, total = [], 0, [0.0, 0.0]
@@ -68,11 +77,21 @@ def main() -> None:
             total[0] += t_off
             total[1] += t_on
             print(table.add(n, d, seed, t_off * 1e3, t_on * 1e3, t_off / t_on, by))
-    record.ratios.update({"without/with median": statistics.median(ratios), "without/with min": min(ratios),
-                          "without/with max": max(ratios), "without/with total": total[0] / total[1]})
-    print(table.note(f"settled without a MILP: {settled} of {len(ratios)}; ratio without/with: median "
-                     f"{statistics.median(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x; total {total[0]:.2f} s "
-                     f"without, {total[1]:.2f} s with"))
+    record.ratios.update(
+        {
+            "without/with median": statistics.median(ratios),
+            "without/with min": min(ratios),
+            "without/with max": max(ratios),
+            "without/with total": total[0] / total[1],
+        }
+    )
+    print(
+        table.note(
+            f"settled without a MILP: {settled} of {len(ratios)}; ratio without/with: median "
+            f"{statistics.median(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x; total {total[0]:.2f} s "
+            f"without, {total[1]:.2f} s with"
+        )
+    )
     record.write()
 
 

@@ -52,6 +52,7 @@ def _when(record: dict) -> dt.datetime:
 
 # ---------------------------------------------------------------- records
 
+
 def load_results(folder: Path) -> dict[str, tuple[Path, dict]]:
     """Per script stem, the latest record of ``folder/*.json`` (by date, then file name) and its path."""
     latest: dict[str, tuple[Path, dict]] = {}
@@ -82,7 +83,9 @@ def cell(value, template: str = "{}") -> str:
     elif isinstance(value, bool) or isinstance(value, str):
         text = str(value)
     elif isinstance(value, float) and template.startswith("{}"):
-        text = (format(value, ".4g") if math.isfinite(value) else "-") + template[2:].replace("{{", "{").replace("}}", "}")
+        text = (format(value, ".4g") if math.isfinite(value) else "-") + template[2:].replace("{{", "{").replace(
+            "}}", "}"
+        )
     else:
         try:
             text = template.format(value)
@@ -98,10 +101,14 @@ def _text(value) -> str:
 
 def markdown_table(columns: list[str], rows: list[list], formats: list[str] | None = None) -> list[str]:
     formats = formats or ["{}"] * len(columns)
-    right = [bool(col) and all(_number(v) for v in col) for col in
-             ([r[i] for r in rows if i < len(r) and r[i] is not None] for i in range(len(columns)))]
-    lines = ["| " + " | ".join(cell(c) for c in columns) + " |",
-             "| " + " | ".join("---:" if r else ":---" for r in right) + " |"]
+    right = [
+        bool(col) and all(_number(v) for v in col)
+        for col in ([r[i] for r in rows if i < len(r) and r[i] is not None] for i in range(len(columns)))
+    ]
+    lines = [
+        "| " + " | ".join(cell(c) for c in columns) + " |",
+        "| " + " | ".join("---:" if r else ":---" for r in right) + " |",
+    ]
     for row in rows:
         cells = [cell(v, formats[i] if i < len(formats) else "{}") for i, v in enumerate(row)]
         lines.append("| " + " | ".join(cells + [""] * (len(columns) - len(cells))) + " |")
@@ -112,9 +119,12 @@ def heading(record: dict, path: Path, page_dir: Path) -> str:
     """The line above each table: date, command, commit, machine and the link to the record."""
     link = Path(os.path.relpath(Path(path).resolve(), Path(page_dir).resolve())).as_posix()
     cores = (record.get("machine") or {}).get("cores")
-    return (f"{_when(record):%Y-%m-%d %H:%M} UTC · `{record.get('command', '?')}` · commit "
-            f"`{record.get('commit', 'unknown')}`" + (f" · {cores} cores" if cores else "")
-            + f" · [{Path(path).name}]({link})")
+    return (
+        f"{_when(record):%Y-%m-%d %H:%M} UTC · `{record.get('command', '?')}` · commit "
+        f"`{record.get('commit', 'unknown')}`"
+        + (f" · {cores} cores" if cores else "")
+        + f" · [{Path(path).name}]({link})"
+    )
 
 
 def render_record(stem: str, found: tuple[Path, dict] | None, page_dir: Path) -> list[str]:
@@ -126,8 +136,13 @@ def render_record(stem: str, found: tuple[Path, dict] | None, page_dir: Path) ->
     head = heading(record, path, page_dir)
     tables = list(record.get("tables") or [])
     if record.get("ratios"):
-        tables.append({"title": "ratios", "columns": ["ratio", "value"],
-                       "rows": [[k, v] for k, v in sorted(record["ratios"].items())]})
+        tables.append(
+            {
+                "title": "ratios",
+                "columns": ["ratio", "value"],
+                "rows": [[k, v] for k, v in sorted(record["ratios"].items())],
+            }
+        )
     if not tables:
         return out + [head, "", "(the record holds no table)", ""]
     for table in tables:
@@ -145,6 +160,7 @@ def render_record(stem: str, found: tuple[Path, dict] | None, page_dir: Path) ->
 
 
 # ---------------------------------------------------------------- pages
+
 
 def rewrite_page(text: str, results: dict[str, tuple[Path, dict]], page_dir: Path, name: str = "page") -> str:
     """``text`` with every results region re-rendered (unchanged when it has no markers)."""
@@ -180,6 +196,7 @@ def pages_in(targets: list[Path]) -> list[Path]:
 
 # ---------------------------------------------------------------- the index
 
+
 def _docstring(path: Path) -> str:
     try:
         return ast.get_docstring(ast.parse(path.read_text())) or ""
@@ -195,8 +212,11 @@ def summary(path: Path) -> str:
 
 def is_script(path: Path) -> bool:
     """A benchmark script: not a helper (``_*.py``), not this tool, and runnable (a ``__main__`` block)."""
-    return (not path.name.startswith("_") and path.stem not in NOT_SCRIPTS
-            and re.search(r"^if __name__ == .__main__.:", path.read_text(), flags=re.M) is not None)
+    return (
+        not path.name.startswith("_")
+        and path.stem not in NOT_SCRIPTS
+        and re.search(r"^if __name__ == .__main__.:", path.read_text(), flags=re.M) is not None
+    )
 
 
 def benchmark_scripts(folder: Path = BENCHMARKS) -> list[Path]:
@@ -246,13 +266,18 @@ record with the pages.
 def readme_text(folder: Path, results: dict[str, tuple[Path, dict]], readme_dir: Path) -> str:
     scripts = benchmark_scripts(folder)
     helpers = [p for p in sorted(Path(folder).glob("*.py")) if p not in scripts]
-    lines = ["# Benchmarks", "",
-             "<!-- generated by benchmarks/report.py from the scripts' docstrings and benchmarks/results/; "
-             "do not edit -->", "",
-             "Each script measures one thing side by side in one run and prints it as tables; run them from the "
-             "repository root, e.g. `python benchmarks/backends.py --help` for a script's options. The first line "
-             "of each script's docstring says what it measures; the rest of the docstring says how.", "",
-             "| script | what it measures | latest record |", "| :--- | :--- | :--- |"]
+    lines = [
+        "# Benchmarks",
+        "",
+        "<!-- generated by benchmarks/report.py from the scripts' docstrings and benchmarks/results/; do not edit -->",
+        "",
+        "Each script measures one thing side by side in one run and prints it as tables; run them from the "
+        "repository root, e.g. `python benchmarks/backends.py --help` for a script's options. The first line "
+        "of each script's docstring says what it measures; the rest of the docstring says how.",
+        "",
+        "| script | what it measures | latest record |",
+        "| :--- | :--- | :--- |",
+    ]
     for p in scripts:
         found = results.get(p.stem)
         latest = "-"
@@ -267,6 +292,7 @@ def readme_text(folder: Path, results: dict[str, tuple[Path, dict]], readme_dir:
 
 
 # ---------------------------------------------------------------- main
+
 
 def run(results_dir: Path, pages: list[Path], readme: Path | None, scripts_dir: Path, check: bool) -> list[Path]:
     """Write (or with ``check`` only compare) every page and the index; returns those that changed."""
@@ -295,8 +321,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page or the index would change")
     ap.add_argument("--results", type=Path, default=BENCHMARKS / "results", help="folder of the records")
-    ap.add_argument("--pages", type=Path, nargs="*", default=[ROOT / "docs" / "benchmarks"],
-                    help="pages, or folders of *.md pages (default docs/benchmarks)")
+    ap.add_argument(
+        "--pages",
+        type=Path,
+        nargs="*",
+        default=[ROOT / "docs" / "benchmarks"],
+        help="pages, or folders of *.md pages (default docs/benchmarks)",
+    )
     ap.add_argument("--readme", type=Path, default=BENCHMARKS / "README.md", help="the index to write")
     ap.add_argument("--no-readme", action="store_true", help="do not write the index")
     ap.add_argument("--scripts", type=Path, default=BENCHMARKS, help="folder of the scripts the index lists")

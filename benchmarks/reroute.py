@@ -33,8 +33,10 @@ from topoopt_ilp.files import load_instance  # noqa: E402
 from topoopt_ilp.methods import solve  # noqa: E402
 from topoopt_ilp.methods.reroute import route  # noqa: E402
 
-CASES = ("dlrm-mini-8-fixed:heuristic,dlrm-mini-8-fixed:exact,mix-16:heuristic,testbed-12:heuristic,"
-         "dlrm-mini-6:alternating,dlrm-128-d8:alternating,bert-128-d8:alternating")
+CASES = (
+    "dlrm-mini-8-fixed:heuristic,dlrm-mini-8-fixed:exact,mix-16:heuristic,testbed-12:heuristic,"
+    "dlrm-mini-6:alternating,dlrm-128-d8:alternating,bert-128-d8:alternating"
+)
 
 
 def _path(name: str) -> Path:
@@ -48,16 +50,33 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=CASES)
     ap.add_argument("--time-limit", type=seconds, default=60.0, help="alternating/exact budget, and the routing LP's")
-    ap.add_argument("--arc-limit", type=seconds, default=120.0,
-                    help="skip the arc-flow LP where the column generation took longer than this")
+    ap.add_argument(
+        "--arc-limit",
+        type=seconds,
+        default=120.0,
+        help="skip the arc-flow LP where the column generation took longer than this",
+    )
     add_out_argument(ap)
     args = ap.parse_args()
     record = Record(args)
-    table = record.table(f"each design's own routing against topoopt route's LP ({args.time_limit:g} s), and the arc-flow LP "
-                         f"(skipped where the route took over {args.arc_limit:g} s)",
-                         [("case", "<28"), ("bw ms", ">8.3f"), ("-> bw ms", ">8.3f"), ("iter ms", ">8.3f"),
-                          ("-> iter ms", ">8.3f"), ("ratio", ">6.3f"), ("bound ms", ">8.3f"), ("proven", ">6"),
-                          ("paths", ">6"), ("route s", ">8.2f"), ("arc LP s", ">8.2f"), ("arc bw ms", ">9.3f")])
+    table = record.table(
+        f"each design's own routing against topoopt route's LP ({args.time_limit:g} s), and the arc-flow LP "
+        f"(skipped where the route took over {args.arc_limit:g} s)",
+        [
+            ("case", "<28"),
+            ("bw ms", ">8.3f"),
+            ("-> bw ms", ">8.3f"),
+            ("iter ms", ">8.3f"),
+            ("-> iter ms", ">8.3f"),
+            ("ratio", ">6.3f"),
+            ("bound ms", ">8.3f"),
+            ("proven", ">6"),
+            ("paths", ">6"),
+            ("route s", ">8.2f"),
+            ("arc LP s", ">8.2f"),
+            ("arc bw ms", ">9.3f"),
+        ],
+    )
     print(table.header())
     for case in args.cases.split(","):
         name, method = case.split(":")
@@ -76,9 +95,23 @@ def main() -> None:
                 arc_s, arc_bw = time.perf_counter() - t, arc.bandwidth_time_s * 1e3
             except UnsupportedError:
                 arc_s = "too big"
-        print(table.add(case, r["bandwidth_s_before"] * 1e3, r["bandwidth_s"] * 1e3, r["objective_before"] * 1e3,
-                        r["objective_rerouted"] * 1e3, r["objective_rerouted"] / r["objective_before"],
-                        r["bandwidth_bound_s"] * 1e3, r["proven"], r["paths"], secs, arc_s, arc_bw), flush=True)
+        print(
+            table.add(
+                case,
+                r["bandwidth_s_before"] * 1e3,
+                r["bandwidth_s"] * 1e3,
+                r["objective_before"] * 1e3,
+                r["objective_rerouted"] * 1e3,
+                r["objective_rerouted"] / r["objective_before"],
+                r["bandwidth_bound_s"] * 1e3,
+                r["proven"],
+                r["paths"],
+                secs,
+                arc_s,
+                arc_bw,
+            ),
+            flush=True,
+        )
     record.write()
 
 

@@ -42,8 +42,11 @@ from topoopt_ilp.methods import heuristic_for_placement, solve  # noqa: E402
 from topoopt_ilp.models.schedule import list_schedule, solve_schedule  # noqa: E402
 from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution  # noqa: E402
 
-DEFAULT = ["instances/dlrm-mini-6.json", "instances/dlrm-like-6.json", *sorted(
-    str(p.relative_to(ROOT)) for p in (ROOT / "instances" / "paper").glob("*testbed-12*.json"))]
+DEFAULT = [
+    "instances/dlrm-mini-6.json",
+    "instances/dlrm-like-6.json",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "instances" / "paper").glob("*testbed-12*.json")),
+]
 
 
 def _ms(v: float | None) -> float | None:
@@ -57,8 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", type=int, default=3, help="pipeline strategies per instance (default 3)")
     ap.add_argument("--random", type=int, default=0, help="random hybrid strategies per instance (default 0)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random strategies (default 0)")
-    ap.add_argument("--micro-batches", type=int, nargs="+", default=[1], metavar="M",
-                    help="schedule each design with each number of micro-batches (default: 1)")
+    ap.add_argument(
+        "--micro-batches",
+        type=int,
+        nargs="+",
+        default=[1],
+        metavar="M",
+        help="schedule each design with each number of micro-batches (default: 1)",
+    )
     add_out_argument(ap)
     args = ap.parse_args(argv)
     if any(m < 1 for m in args.micro_batches):
@@ -66,11 +75,24 @@ def main(argv: list[str] | None = None) -> int:
     record = Record(args, argv=None if argv is None else [sys.argv[0], *argv])
     labelled = args.micro_batches != [1]
     wd = 21 if labelled else 16  # "heuristic (DP) M=16"
-    table = record.table(f"evaluator overlap none / full against the list schedule and CP-SAT ({args.time_limit:g} s per "
-                         "design)", [("instance", "<28"), ("design", f"<{wd}"), ("tasks", ">5"), ("none ms", ">9.3f"),
-                                     ("full ms", ">9.3f"), ("list ms", ">9.3f"), ("CP-SAT ms", ">9.3f"),
-                                     ("bound ms", ">9.3f"), ("status", "<8"), ("CP/none", ">7.3f"), ("CP/full", ">7.3f"),
-                                     ("list s", ">6.2f"), ("CP s", ">6.2f")])
+    table = record.table(
+        f"evaluator overlap none / full against the list schedule and CP-SAT ({args.time_limit:g} s per design)",
+        [
+            ("instance", "<28"),
+            ("design", f"<{wd}"),
+            ("tasks", ">5"),
+            ("none ms", ">9.3f"),
+            ("full ms", ">9.3f"),
+            ("list ms", ">9.3f"),
+            ("CP-SAT ms", ">9.3f"),
+            ("bound ms", ">9.3f"),
+            ("status", "<8"),
+            ("CP/none", ">7.3f"),
+            ("CP/full", ">7.3f"),
+            ("list s", ">6.2f"),
+            ("CP s", ">6.2f"),
+        ],
+    )
     print(table.rule())
     for path in args.instances:
         inst = load_instance(ROOT / path)
@@ -113,9 +135,24 @@ def main(argv: list[str] | None = None) -> int:
                 if bad:
                     raise SystemExit(f"{name} {label}: {s.method} schedule fails its check: {bad[0]}")
             mk = ex.makespan_s
-            print(table.add(name, label, len(g), _ms(none), _ms(full), _ms(heur.makespan_s), _ms(mk), _ms(ex.bound_s),
-                            ex.status, mk / none if mk else None, mk / full if mk else None, t_list, ex.wall_time_s),
-                  flush=True)
+            print(
+                table.add(
+                    name,
+                    label,
+                    len(g),
+                    _ms(none),
+                    _ms(full),
+                    _ms(heur.makespan_s),
+                    _ms(mk),
+                    _ms(ex.bound_s),
+                    ex.status,
+                    mk / none if mk else None,
+                    mk / full if mk else None,
+                    t_list,
+                    ex.wall_time_s,
+                ),
+                flush=True,
+            )
     record.write()
     return 0
 

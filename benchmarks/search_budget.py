@@ -41,17 +41,30 @@ def main() -> None:
     add_out_argument(ap)
     args = ap.parse_args()
     record = Record(args)
-    table = record.table("solve_placement (HiGHS, gap 1%) on TopoOpt's heuristic topology; 'busy': another process spins on "
-                         "one core", [("instance", "<12"), ("budget", ">12"), ("load", ">5"), ("wall_s", ">7.1f"),
-                                      ("iter_ms", ">8.3f"), ("moves", ">7"), ("cut", ">5")])
-    same = record.table("per budget: the same strategy alone and busy", [("instance", "<12"), ("budget", ">12"), ("same", "")])
+    table = record.table(
+        "solve_placement (HiGHS, gap 1%) on TopoOpt's heuristic topology; 'busy': another process spins on one core",
+        [
+            ("instance", "<12"),
+            ("budget", ">12"),
+            ("load", ">5"),
+            ("wall_s", ">7.1f"),
+            ("iter_ms", ">8.3f"),
+            ("moves", ">7"),
+            ("cut", ">5"),
+        ],
+    )
+    same = record.table(
+        "per budget: the same strategy alone and busy", [("instance", "<12"), ("budget", ">12"), ("same", "")]
+    )
     print(table.title)
     for name in args.instances:
         inst = load_paper(name)
         X = solve(inst, method="heuristic").topology.matrix
         print("\n" + table.rule())
-        for label, opts in ((f"{args.time_limit:g} s", ExactOptions(time_limit_s=args.time_limit, gap=0.01)),
-                            (f"{args.moves} mv", ExactOptions(time_limit_s=args.safety, gap=0.01, search_moves=args.moves))):
+        for label, opts in (
+            (f"{args.time_limit:g} s", ExactOptions(time_limit_s=args.time_limit, gap=0.01)),
+            (f"{args.moves} mv", ExactOptions(time_limit_s=args.safety, gap=0.01, search_moves=args.moves)),
+        ):
             found = []
             for load in ("none", "busy"):
                 spinner = mp.Process(target=_spin, daemon=True) if load == "busy" else None
@@ -67,8 +80,18 @@ def main() -> None:
                         spinner.join()
                 d = sol.details
                 found.append(dict(sol.placement))
-                print(table.add(name, label, load, wall, sol.objective * 1e3, d.get("local_search_moves", 0),
-                                d.get("local_search_timed_out")), flush=True)
+                print(
+                    table.add(
+                        name,
+                        label,
+                        load,
+                        wall,
+                        sol.objective * 1e3,
+                        d.get("local_search_moves", 0),
+                        d.get("local_search_timed_out"),
+                    ),
+                    flush=True,
+                )
             same.add(name, label, found[0] == found[1])
             print(f"{'':<12} {label:>12} same strategy alone and busy: {found[0] == found[1]}")
     record.write()

@@ -32,8 +32,9 @@ def _variant(variant: str) -> tuple[str, dict]:
         return variant, {}
     key, eq, value = variant.partition("=")
     if not eq or key not in SETTINGS:
-        raise argparse.ArgumentTypeError(f"unknown variant {variant!r}; use default or "
-                                         f"{', '.join(k + '=...' for k in SETTINGS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown variant {variant!r}; use default or {', '.join(k + '=...' for k in SETTINGS)}"
+        )
     try:
         return variant, {key: SETTINGS[key](value)}
     except ValueError:
@@ -58,10 +59,11 @@ def main() -> None:
     inst = load_paper(args.instance)
     X = solve(inst, method="heuristic").topology.matrix
     search = pl.improve_strategy
-    table = record.table(f"{args.instance}: solve_placement, {args.moves} moves per run (time limit {args.safety:g} s as the "
-                         "safety net); iteration time (ms) per seed",
-                         [("variant", "<18")] + [(f"seed {s}", ">9.3f") for s in seeds] + [("mean", ">9.3f"),
-                                                                                           ("wall_s", ">7.1f")])
+    table = record.table(
+        f"{args.instance}: solve_placement, {args.moves} moves per run (time limit {args.safety:g} s as the "
+        "safety net); iteration time (ms) per seed",
+        [("variant", "<18")] + [(f"seed {s}", ">9.3f") for s in seeds] + [("mean", ">9.3f"), ("wall_s", ">7.1f")],
+    )
     print(table.title)
     print(table.header())
     for name, settings in variants:
@@ -69,8 +71,9 @@ def main() -> None:
         got, t0, cut = [], time.perf_counter(), False
         try:
             for seed in seeds:
-                sol = pl.solve_placement(inst, ExactOptions(time_limit_s=args.safety, gap=0.01,
-                                                            search_moves=args.moves, seed=seed), X)
+                sol = pl.solve_placement(
+                    inst, ExactOptions(time_limit_s=args.safety, gap=0.01, search_moves=args.moves, seed=seed), X
+                )
                 got.append(sol.objective * 1e3)
                 cut |= bool(sol.details.get("local_search_timed_out"))
         finally:

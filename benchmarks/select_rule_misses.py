@@ -45,12 +45,27 @@ def main() -> None:
             rows.append((d, n, ga, gp, b, aa, ap_, ab, da, dp, db, dup))
     el = time.perf_counter() - t0
 
-    table = record.table(f"geometric SelectPermutations vs exact best (min ASPL, then diameter), full group k = n, "
-                         f"undirected, n = {a.nmin}..{a.nmax} (all n), {el:.1f} s; A = authors' mode, P = paper mode",
-                         [("d", ">2"), ("cases", ">5"), "|", ("A miss", ">6"), ("A miss %", ">4.0%"), ("dup j,n-j", ">9"),
-                          ("A mean +ASPL%", ">11.2f"), ("A max +ASPL%", ">10.2f"), ("A diam worse", ">10"), "|",
-                          ("P miss", ">4"), ("P miss %", ">4.0%"), ("P mean +ASPL%", ">11.2f"), ("P max +ASPL%", ">10.2f"),
-                          ("P diam worse", ">10")])
+    table = record.table(
+        f"geometric SelectPermutations vs exact best (min ASPL, then diameter), full group k = n, "
+        f"undirected, n = {a.nmin}..{a.nmax} (all n), {el:.1f} s; A = authors' mode, P = paper mode",
+        [
+            ("d", ">2"),
+            ("cases", ">5"),
+            "|",
+            ("A miss", ">6"),
+            ("A miss %", ">4.0%"),
+            ("dup j,n-j", ">9"),
+            ("A mean +ASPL%", ">11.2f"),
+            ("A max +ASPL%", ">10.2f"),
+            ("A diam worse", ">10"),
+            "|",
+            ("P miss", ">4"),
+            ("P miss %", ">4.0%"),
+            ("P mean +ASPL%", ">11.2f"),
+            ("P max +ASPL%", ">10.2f"),
+            ("P diam worse", ">10"),
+        ],
+    )
     print(table.title)
     print(table.rule())
     for d in (4, 6, 8):
@@ -63,12 +78,42 @@ def main() -> None:
         dwa = sum(r[8] > r[10] for r in R)
         dwp = sum(r[9] > r[10] for r in R)
         dup = sum(r[11] for r in R)
-        print(table.add(d, len(R), ma.sum(), ma.mean(), dup, ea.mean(), ea.max(), dwa, mp.sum(), mp.mean(), ep.mean(),
-                        ep.max(), dwp))
-    print(table.note("(mean +ASPL% is over all cases, misses and hits; 'diam worse' = geometric diameter > the best set's)"))
-    worst = record.table(f"the {a.worst} worst authors-mode cases per d: geometric jumps against the best jumps",
-                         [("d", ">2"), ("n", ">4"), ("geometric jumps", "<16"), ("geo ASPL", ">8.3f"), ("geo diam", ">8"),
-                          ("best jumps", "<16"), ("best ASPL", ">9.3f"), ("best diam", ">9"), ("+ASPL%", ">7.1f")])
+        print(
+            table.add(
+                d,
+                len(R),
+                ma.sum(),
+                ma.mean(),
+                dup,
+                ea.mean(),
+                ea.max(),
+                dwa,
+                mp.sum(),
+                mp.mean(),
+                ep.mean(),
+                ep.max(),
+                dwp,
+            )
+        )
+    print(
+        table.note(
+            "(mean +ASPL% is over all cases, misses and hits; 'diam worse' = geometric diameter > the best set's)"
+        )
+    )
+    worst = record.table(
+        f"the {a.worst} worst authors-mode cases per d: geometric jumps against the best jumps",
+        [
+            ("d", ">2"),
+            ("n", ">4"),
+            ("geometric jumps", "<16"),
+            ("geo ASPL", ">8.3f"),
+            ("geo diam", ">8"),
+            ("best jumps", "<16"),
+            ("best ASPL", ">9.3f"),
+            ("best diam", ">9"),
+            ("+ASPL%", ">7.1f"),
+        ],
+    )
     print(f"\n{worst.title}")
     print(worst.rule())
     for d in (4, 6, 8):

@@ -29,8 +29,13 @@ from topoopt_ilp.experiments.sweep import sweep
 
 def run(paths: list[str], args: argparse.Namespace, executor) -> tuple[float, list]:
     started = time.perf_counter()
-    rows = sweep(paths, ["heuristic", "exact"], time_limit_s=args.time_limit, executor=executor,
-                 native_options={"highs": {"threads": 1}})
+    rows = sweep(
+        paths,
+        ["heuristic", "exact"],
+        time_limit_s=args.time_limit,
+        executor=executor,
+        native_options={"highs": {"threads": 1}},
+    )
     return time.perf_counter() - started, rows
 
 
@@ -50,8 +55,12 @@ def main() -> None:
             files.save_instance(skewed_mix(n, d), path)
             paths.append(str(path))
         variants = [("serial (one by one)", lambda: None)]
-        variants.append((f"process pool, {args.jobs} workers",
-                         lambda: ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn"))))
+        variants.append(
+            (
+                f"process pool, {args.jobs} workers",
+                lambda: ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")),
+            )
+        )
         try:
             from distributed import Client, LocalCluster
 
@@ -65,9 +74,11 @@ def main() -> None:
             print(dask_missing)
         else:
             dask_missing = None
-        table = record.table(f"{len(paths)} instances x (heuristic + exact, HiGHS 1 thread, {args.time_limit:g} s limit)",
-                             [("variant", "<34"), ("wall s", ">8.1f"), ("speed-up", ">8.2f", "x"), ("same results", ">13")],
-                             notes=[dask_missing] if dask_missing else [])
+        table = record.table(
+            f"{len(paths)} instances x (heuristic + exact, HiGHS 1 thread, {args.time_limit:g} s limit)",
+            [("variant", "<34"), ("wall s", ">8.1f"), ("speed-up", ">8.2f", "x"), ("same results", ">13")],
+            notes=[dask_missing] if dask_missing else [],
+        )
         print(table.title)
         print(table.header())
         base_time = base_rows = None
@@ -78,12 +89,18 @@ def main() -> None:
             finally:
                 if executor is not None:
                     executor.shutdown()
-            key = [(r.instance, r.row.method, r.row.status, None if r.row.objective is None else round(r.row.objective, 9))
-                   for r in rows]
+            key = [
+                (r.instance, r.row.method, r.row.status, None if r.row.objective is None else round(r.row.objective, 9))
+                for r in rows
+            ]
             if base_time is None:
                 base_time, base_rows = secs, key
-            same = "yes" if key == base_rows else "NO: " + "; ".join(
-                f"{a[0].rsplit('/', 1)[-1]} {a[1]} {a[2]}/{b[2]}" for a, b in zip(key, base_rows) if a != b)
+            same = (
+                "yes"
+                if key == base_rows
+                else "NO: "
+                + "; ".join(f"{a[0].rsplit('/', 1)[-1]} {a[1]} {a[2]}/{b[2]}" for a, b in zip(key, base_rows) if a != b)
+            )
             print(table.add(label, secs, base_time / secs, same), flush=True)
     record.write()
 

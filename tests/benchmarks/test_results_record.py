@@ -45,8 +45,10 @@ def test_out_alone_or_auto_is_the_dated_default_path_and_a_value_is_that_path(tm
 
 def test_the_record_holds_every_field(tmp_path):
     args = _parse("--limit", "5", "--out", str(tmp_path / "r.json"))
-    rec = Record(args, argv=["/somewhere/benchmarks/demo.py", "--limit", "5", "--sizes", "8x2 8x3", "--out",
-                             str(tmp_path / "r.json")])
+    rec = Record(
+        args,
+        argv=["/somewhere/benchmarks/demo.py", "--limit", "5", "--sizes", "8x2 8x3", "--out", str(tmp_path / "r.json")],
+    )
     t = rec.table("a title", [("instance", "<10"), ("time_s", ">7.2f"), ("ratio", ">6.1f", "x")])
     t.add("a", 1.25, 2.0)
     t.note("a note")
@@ -57,11 +59,21 @@ def test_the_record_holds_every_field(tmp_path):
     assert data["command"] == f"python benchmarks/demo.py --limit 5 --sizes '8x2 8x3' --out {tmp_path / 'r.json'}"
     assert re.fullmatch(r"([0-9a-f]{4,40}(-dirty)?|unknown)", data["commit"])
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", data["date"])
-    assert data["machine"] == {"cores": os.cpu_count(), "platform": data["machine"]["platform"],
-                               "python": data["machine"]["python"]} and data["machine"]["platform"]
+    assert (
+        data["machine"]
+        == {"cores": os.cpu_count(), "platform": data["machine"]["platform"], "python": data["machine"]["python"]}
+        and data["machine"]["platform"]
+    )
     assert data["parameters"] == {"limit": 5.0, "sizes": "8x2,8x3"}  # the parsed arguments, --out aside
-    assert data["tables"] == [{"title": "a title", "columns": ["instance", "time_s", "ratio"],
-                               "formats": ["{}", "{:.2f}", "{:.1f}x"], "rows": [["a", 1.25, 2.0]], "notes": ["a note"]}]
+    assert data["tables"] == [
+        {
+            "title": "a title",
+            "columns": ["instance", "time_s", "ratio"],
+            "formats": ["{}", "{:.2f}", "{:.1f}x"],
+            "rows": [["a", 1.25, 2.0]],
+            "notes": ["a note"],
+        }
+    ]
     assert data["ratios"] == {"speed-up": 2.0}
 
 
@@ -95,11 +107,14 @@ def test_the_write_is_atomic_an_interrupted_one_leaves_the_old_file(tmp_path, mo
 
 
 def _git(repo, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo, check=True, capture_output=True
+    )
 
 
-def test_commit_is_short_head_dirty_for_changed_tracked_files_but_not_results_and_unknown_outside_git(tmp_path, monkeypatch):
+def test_commit_is_short_head_dirty_for_changed_tracked_files_but_not_results_and_unknown_outside_git(
+    tmp_path, monkeypatch
+):
     repo = tmp_path / "repo"
     (repo / "benchmarks" / "results").mkdir(parents=True)
     (repo / "code.py").write_text("1\n")
@@ -107,7 +122,9 @@ def test_commit_is_short_head_dirty_for_changed_tracked_files_but_not_results_an
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "c")
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
     monkeypatch.setattr(_results, "ROOT", repo)
     assert _results.commit() == head
     (repo / "new.py").write_text("untracked\n")
@@ -138,8 +155,22 @@ def test_a_table_prints_aligned_lines_from_the_values_it_keeps():
 
 def test_a_script_run_with_out_records_the_rows_it_printed(tmp_path):
     out = tmp_path / "srm.json"
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "select_rule_misses.py"), "--nmin", "16", "--nmax", "18",
-                        "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "select_rule_misses.py"),
+            "--nmin",
+            "16",
+            "--nmax",
+            "18",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     assert data["script"] == "select_rule_misses"

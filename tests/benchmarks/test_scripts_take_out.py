@@ -23,7 +23,12 @@ def test_the_scripts_are_found():
 @pytest.mark.parametrize("script", [p.stem for p in report.benchmark_scripts()])
 def test_a_script_accepts_out(script):
     for sub in SUBCOMMANDS.get(script, [[]]):
-        r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{script}.py"), *sub, "--help"], capture_output=True,
-                           text=True, timeout=120, cwd=ROOT)
+        r = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / f"{script}.py"), *sub, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
         assert r.returncode == 0, r.stderr
         assert "--out [" in r.stdout, f"{script} {' '.join(sub)} --help lists no --out [PATH]"
