@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
