@@ -10,7 +10,7 @@ import re
 from conftest import ROOT
 
 PAGES = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
-HELPERS = {"_args", "small_workloads", "report"}  # modules the scripts share, and the table generator
+HELPERS = {"_args", "_results", "small_workloads", "report"}  # modules the scripts share, and the table generator
 MARKER = re.compile(r"<!--\s*(/?)results(?::\s*([\w-]+))?\s*-->")
 
 
