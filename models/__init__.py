@@ -1,14 +1,20 @@
-"""Math programs, one module per problem (installed as ``topoopt_ilp.models``).
+"""The exact models (installed as ``topoopt_ilp.models``), one sub-package per problem family.
 
-* :mod:`.topology_routing` - general topology: integer link counts + multi-commodity flow.
-* :mod:`.circulant` - the jump set of a circulant topology as binaries.
-* :mod:`.mp_matching` - exact b-matching for model-parallel links.
-* :mod:`.ocs_permutations` - SiP-ML-style OCS permutation planes.
-* :mod:`.placement` - a workload's placement (configs per layer, servers per block) on a fixed topology
-  (``formulation``: ``auto`` tries :mod:`.placement.enumeration` before the MILP).
-* :mod:`.joint` - placement + topology + routing in one MILP (small clusters).
-* :mod:`.joint_enumeration` - the same problem strategy by strategy: enumeration with bounds, each
-  surviving strategy's topology by MILP (``formulation``: ``auto`` picks it or the joint MILP).
+* :mod:`.topology` - topology and routing: :mod:`~.topology.solve` picks the exact search an
+  instance needs (:mod:`~.topology.milp`, the general MILP of integer link counts and multi-commodity
+  flow, with the starts of :mod:`~.topology.starts`; the catalogue of regular graphs,
+  :mod:`~.topology.catalogue`; :mod:`~.topology.moore_circulant`); :mod:`~.topology.circulant` (the
+  jump set of a circulant as binaries), :mod:`~.topology.mp_matching` (exact b-matching for
+  model-parallel links), :mod:`~.topology.ocs` (SiP-ML-style OCS permutation planes).
+* :mod:`.placement` - a workload's placement (configs per layer, servers per block) on a fixed
+  topology: :mod:`~.placement.milp` (the model and :func:`~.placement.milp.solve_placement`), the
+  scorer every search builds on (:mod:`~.placement.scoring`), local search, enumeration, the
+  compute-level search (:mod:`~.placement.levels`), bounds and the exact block move.
+* :mod:`.joint` - placement, topology and routing at once: the joint MILP (:mod:`~.joint.milp`) and
+  the strategy-by-strategy enumeration (:mod:`~.joint.enumeration`), with symmetry and cycle cuts.
+* :mod:`.reroute` (min-max routing by column generation), :mod:`.libra` (LIBRA's bandwidth
+  allocation), :mod:`.schedule` (one iteration's schedule with CP-SAT), :mod:`.common` (the options
+  and solve helpers every model shares), :mod:`.flow_decomposition`.
 
 :func:`solve_exact` picks the model an instance needs and warm-starts it from the heuristic.
 """
