@@ -9,6 +9,8 @@
 * :mod:`.baselines` - random expander, demand greedy ("dheu"), torus.
 * :mod:`.simple` - parallel-link repair for ``multi_links: false`` (:func:`remove_parallel_links`).
 * :mod:`.finder` - :func:`topology_finder`, composing the above.
+* :mod:`.design` - the heuristic applied to an instance: its demand, or a workload's data-parallel
+  start (what ``--method heuristic`` returns).
 """
 
 from __future__ import annotations
