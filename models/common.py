@@ -8,6 +8,7 @@ solver errors onto the package's error types, so the CLI reports them with the d
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from topoopt_ilp.solvers import solve as solver_solve
 __all__ = [
     "ExactOptions",
     "run_model",
+    "append_log",
     "time_left",
     "native_options",
     "export_model",
@@ -71,6 +73,9 @@ class ExactOptions:
     # reproducible on any machine while the time limit does not cut it. None: by the time limit.
     search_moves: int | None = None
     log: bool = False
+    # Every solve's own log (the back-end's), appended to this file as each solve ends; None: not kept.
+    log_file: str | None = None
+    verbose: bool = False  # the back-ends print their logs live, on stderr
     native_options: Mapping[str, Mapping[str, NativeValue]] | None = None  # {backend: {parameter: value}}
 
     def __post_init__(self) -> None:
@@ -84,6 +89,8 @@ class ExactOptions:
             raise InputError(f"search moves must be an integer >= 1, got {self.search_moves!r}")
         if self.rings is not None:
             check_ring_policy(self.rings)
+        if self.log_file is not None and (not isinstance(self.log_file, (str, os.PathLike)) or not str(self.log_file)):
+            raise InputError(f"log_file must be a file name, got {self.log_file!r}")
         if self.export_model is not None and Path(self.export_model).suffix.lower() not in (".mps", ".lp"):
             raise InputError(f"--export-model needs a .mps or .lp file name, got {self.export_model!r}")
         if self.native_options is not None:
@@ -150,7 +157,12 @@ def run_model(
             f"the model has {model.num_nonzeros:,} non-zeros, more than {MAX_MODEL_NONZEROS:,}: too large to solve here"
         )
     export_model(model, options)
-    kwargs: dict[str, Any] = {"time_limit_s": options.time_limit_s, "threads": options.threads, "log": options.log}
+    kwargs: dict[str, Any] = {
+        "time_limit_s": options.time_limit_s,
+        "threads": options.threads,
+        "log": options.log or options.log_file is not None,
+        "verbose": options.verbose,
+    }
     if options.gap is not None:
         kwargs["rel_gap"] = options.gap
     if options.seed is not None:
@@ -161,9 +173,24 @@ def run_model(
     if native:
         kwargs["native_options"] = native
     try:
-        return solver_solve(model, backend=options.backend, **kwargs)
+        result = solver_solve(model, backend=options.backend, **kwargs)
     except (UnknownBackendError, BackendUnavailableError, BackendCapabilityError, NativeOptionError) as exc:
         raise InputError(str(exc)) from None
+    if options.log_file is not None:
+        append_log(options.log_file, model, result)
+    return result
+
+
+def append_log(path: str | os.PathLike, model: LinearModel, result: SolveResult) -> None:
+    """Append one solve's log to ``path``: a header line naming the model, the back-end and the
+    outcome, then the back-end's own log as it printed it."""
+    head = (
+        f"==== {model.name}: {model.num_vars:,} columns, {model.num_rows:,} rows, {model.num_nonzeros:,} non-zeros; "
+        f"{result.backend} {result.solver_version or ''}".rstrip()
+        + f"; {result.status.value} in {result.wall_time_s:.3g} s ====\n"
+    )
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(head + (result.log or "(the back-end returned no log)").rstrip("\n") + "\n\n")
 
 
 def time_left(options: ExactOptions, started: float) -> float | None:

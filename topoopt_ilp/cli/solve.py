@@ -92,6 +92,15 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--export-model", default=None, metavar="FILE.mps|FILE.lp", help="exact: also write the model")
     p.add_argument(
+        "--log",
+        default=None,
+        metavar="FILE",
+        help="exact: keep the back-end's own log of every solve in FILE (appended as each solve ends)",
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="exact: show the back-end's log live, on stderr (not with --quiet)"
+    )
+    p.add_argument(
         "--solver-option",
         action="append",
         default=None,
@@ -152,6 +161,7 @@ _EXACT_ONLY = (
     "solver_option",
     "rings",
     "search_moves",
+    "log",
 )
 
 
@@ -170,6 +180,8 @@ def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
         "formulation": args.formulation,
         "rings": args.rings,
         "search_moves": args.search_moves,
+        "log_file": args.log,
+        "verbose": args.verbose,
         "native_options": native_options(args.solver_option, [backend]),
     }
 
@@ -192,6 +204,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--select and --mode apply to --method heuristic or alternating, not {args.method}")
     if args.method != "baseline" and args.baseline is not None:
         raise InputError(f"--baseline applies to --method baseline, not {args.method}")
+    if args.verbose and args.method != "exact":
+        raise InputError(f"--verbose applies to --method exact, not {args.method}")
+    if args.verbose and args.quiet:
+        raise InputError("--verbose and --quiet ask for opposite things: choose one")
     ws = args.warm_start
     if ws is not None and ws not in ("heuristic", "none") and ("/" in ws or os.sep in ws or os.path.splitext(ws)[1]):
         # It names a file (a path or a file name with an extension): say what is wrong with it.
@@ -204,6 +220,13 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.out, "--out", {"instance": args.instance}, "the solution")
     if args.export_model is not None:
         check_writable(args.export_model, "--export-model")
+    if args.log is not None:
+        others = {"--out": args.out, "--export-model": args.export_model}
+        for option, other in others.items():
+            if other is not None and os.path.abspath(other) == os.path.abspath(args.log):
+                raise InputError(f"--log {args.log} is the {option} file too: give them different names")
+        check_writable(args.log, "--log", {"instance": args.instance}, "the log")
+        open(args.log, "w").close()  # a new log for this run; each solve appends its own
     if args.method == "exact":
         options = _solver_options(args, inst)
     else:

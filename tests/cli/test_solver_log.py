@@ -1,0 +1,70 @@
+"""``--log FILE`` keeps every solve's own back-end log; ``--verbose`` shows it live on stderr; stdout
+stays the result, and the options are refused where they mean nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from topoopt_ilp import load_instance, solve
+from topoopt_ilp.cli import main
+
+MINI = str(ROOT / "instances" / "dlrm-mini-6.json")
+TESTBED = str(ROOT / "instances" / "testbed-12.json")
+
+
+def test_log_keeps_each_solve_with_a_header(tmp_path, capsys):
+    log = tmp_path / "run.log"
+    assert main(["solve", MINI, "--method", "exact", "--time-limit", "30", "--log", str(log)]) == 0
+    text = log.read_text()
+    heads = [line for line in text.splitlines() if line.startswith("==== ")]
+    assert heads and all("highs" in h and " in " in h for h in heads)
+    assert "Coefficient ranges" in text  # HiGHS' own log, as it prints it
+    out = capsys.readouterr().out
+    assert "Coefficient ranges" not in out and "verified           yes" in out
+
+
+def test_a_new_run_starts_a_new_log(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("an old run\n")
+    assert main(["solve", TESTBED, "--method", "exact", "--log", str(log), "--quiet"]) == 0
+    assert "an old run" not in log.read_text()
+
+
+def test_the_api_takes_the_log_file(tmp_path):
+    log = tmp_path / "api.log"
+    sol = solve(load_instance(TESTBED), method="exact", log_file=str(log))
+    assert sol.status == "optimal" and log.read_text().startswith("==== ")
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--log", "{tmp}/x.log"], "--log applies to --method exact, not heuristic"),
+        (["--verbose"], "--verbose applies to --method exact, not heuristic"),
+        (["--method", "exact", "--verbose", "--quiet"], "--verbose and --quiet ask for opposite things"),
+        (["--method", "exact", "--log", "{tmp}/same.json", "-o", "{tmp}/same.json"], "is the --out file too"),
+        (["--method", "exact", "--log", "{tmp}/no/such/dir/x.log"], "does not exist"),
+    ],
+)
+def test_refused_before_solving(tmp_path, capsys, extra, message):
+    args = [a.format(tmp=tmp_path) for a in extra]
+    assert main(["solve", TESTBED, *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.rglob("*.log")) and not list(tmp_path.rglob("*.json"))  # nothing written
+
+
+def test_verbose_prints_the_log_on_stderr_only():
+    r = subprocess.run(
+        [sys.executable, "-m", "topoopt_ilp", "solve", TESTBED, "--method", "exact", "--time-limit", "20", "--verbose"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0
+    assert "Coefficient ranges" in r.stderr and "Coefficient ranges" not in r.stdout
+    assert "verified           yes" in r.stdout
