@@ -68,3 +68,12 @@ def test_verbose_prints_the_log_on_stderr_only():
     assert r.returncode == 0
     assert "Coefficient ranges" in r.stderr and "Coefficient ranges" not in r.stdout
     assert "verified           yes" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "seconds, shown", [(0.4, "0 s"), (42.4, "42 s"), (185, "3 min 05 s"), (7620, "2 h 07 min"), (-1, "0 s")]
+)
+def test_durations_in_progress_lines(seconds, shown):
+    from topoopt_ilp.cli.output import fmt_duration
+
+    assert fmt_duration(seconds) == shown

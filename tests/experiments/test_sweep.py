@@ -79,7 +79,8 @@ def test_cli_writes_csv_and_reports_failures(tmp_path, capsys):
     assert main(["sweep", *FILES, "--methods", "heuristic", "--format", "csv", "--out", str(out), "--jobs", "2"]) == 0
     lines = out.read_text().splitlines()
     assert lines[0].startswith("instance,servers,degree,objective_name,method") and len(lines) == 3
-    assert "[2/2]" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "[2/2, " in err and ", ETA 0 s] " in err  # the last line: nothing left
     assert main(["sweep", *FILES, "--methods", "heuristic", "--format", "csv", "--quiet"]) == 0
     assert capsys.readouterr().out.count("\n") == 3  # header + 2 rows, no blank line at the end
     # a method that cannot run is a row, not the end of the sweep; no method solving an instance: exit 1

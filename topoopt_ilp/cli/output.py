@@ -17,6 +17,7 @@ from topoopt_ilp.files import json_safe
 __all__ = [
     "STATUS_EXIT",
     "fmt_time",
+    "fmt_duration",
     "metrics_lines",
     "print_json",
     "print_round",
@@ -47,6 +48,16 @@ def fmt_time(v: float | None, digits: int = 4) -> str:
         if abs(v) >= scale:
             return f"{v / scale:.{digits}g} {unit}"
     return f"{v:.3g} s"
+
+
+def fmt_duration(seconds: float) -> str:
+    """A wall-clock duration for progress lines: ``42 s``, ``3 min 05 s``, ``2 h 07 min``."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def metrics_lines(m: dict[str, Any]) -> list[str]:

@@ -6,11 +6,12 @@ import argparse
 import logging
 import os
 import sys
+import time
 from typing import Any
 
 from topoopt_ilp.cli.arguments import comparison_arguments, native_options, pos_int
 from topoopt_ilp.cli.compare import methods_and_backends, no_solution_reason, rows_exit
-from topoopt_ilp.cli.output import print_text, with_newline
+from topoopt_ilp.cli.output import fmt_duration, print_text, with_newline
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run"]
@@ -81,12 +82,17 @@ def run(args: argparse.Namespace) -> int:
             )
     progress = None
     if not args.quiet:
+        started, solved = time.monotonic(), [0]
 
         def progress(done, total, path, row):
             what = row.method + (f" [{row.backend}]" if row.backend != "-" else "")
             value = "-" if row.objective is None else f"{row.objective:.6g}"
+            solved[0] += 1  # solves of this run (rows a journal already held are not timed)
+            elapsed = time.monotonic() - started
+            eta = elapsed / solved[0] * (total - done)
             print(
-                f"[{done}/{total}] {path}: {what} {row.status} {value} ({row.time_s:.2f} s)",
+                f"[{done}/{total}, {fmt_duration(elapsed)}, ETA {fmt_duration(eta)}] {path}: {what} {row.status} "
+                f"{value} ({row.time_s:.2f} s)",
                 file=sys.stderr,
                 flush=True,
             )
