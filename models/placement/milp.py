@@ -708,6 +708,12 @@ def build_placement(
     )
 
 
+def _add_parts(bld: ModelBuilder, rows: list, cols: list, vals: list, **bounds) -> None:
+    """Add one block of rows given as lists of (row, column, value) array parts (``bounds``: the
+    ``lb``, ``ub``, ``count`` and ``name`` of :meth:`ModelBuilder.add_constraints`)."""
+    bld.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), **bounds)
+
+
 def _choice_rows(bld: ModelBuilder, d: _PlacementData) -> None:
     """choice: every layer takes one option, every block one server."""
     L, a_cols, b_cols, n, nb, opt_layer = d.L, d.a_cols, d.b_cols, d.n, d.nb, d.opt_layer
@@ -855,15 +861,7 @@ def _lookups_rows(bld: ModelBuilder, d: _PlacementData) -> None:
                     cols.append(b_cols[j]),
                     vals.append(np.full(n, -float(blk.lookup_bytes) / lam[c])),
                 )
-        bld.add_constraints(
-            np.concatenate(rows),
-            np.concatenate(cols),
-            np.concatenate(vals),
-            lb=0.0,
-            ub=0.0,
-            count=len(consumers) * n,
-            name="lookup_sum",
-        )
+        _add_parts(bld, rows, cols, vals, lb=0.0, ub=0.0, count=len(consumers) * n, name="lookup_sum")
         bld.add_constraints(
             np.concatenate([np.arange(NQ), np.arange(NQ)]),
             np.concatenate([q_cols, a_cols[q_o_a]]),
@@ -956,15 +954,7 @@ def _pattern_bandwidth_rows(bld: ModelBuilder, d: _PlacementData) -> None:
         vals += [qmax * us, -np.ones(len(consumers) * n)]
         nrow += len(consumers) * n
     if nrow:
-        bld.add_constraints(
-            np.concatenate(rows),
-            np.concatenate(cols),
-            np.concatenate(vals),
-            lb=-np.inf,
-            ub=0.0,
-            count=nrow,
-            name="pattern_bandwidth",
-        )
+        _add_parts(bld, rows, cols, vals, lb=-np.inf, ub=0.0, count=nrow, name="pattern_bandwidth")
 
 
 def _pair_compute_rows(bld: ModelBuilder, d: _PlacementData) -> None:
@@ -1047,15 +1037,7 @@ def _hops_rows(bld: ModelBuilder, d: _PlacementData) -> None:
                 vals += [-hop[nzh].astype(float), [1.0]]
                 nrow += 1
         if nrow:
-            bld.add_constraints(
-                np.concatenate(rows),
-                np.concatenate(cols),
-                np.concatenate(vals),
-                lb=0.0,
-                ub=np.inf,
-                count=nrow,
-                name="hops",
-            )
+            _add_parts(bld, rows, cols, vals, lb=0.0, ub=np.inf, count=nrow, name="hops")
         if NQ:
             # H - sum_o hop_{v,o} a[o] - M_v h[c, v] >= -M_v  per (c, v);  h[c, v] >= b[j, v].
             rows, cols, vals, lbs = [], [], [], []
@@ -1069,14 +1051,8 @@ def _hops_rows(bld: ModelBuilder, d: _PlacementData) -> None:
                 cols += [a_cols[O], np.full(n, H), h_cols[c]]
                 vals += [-hop, np.ones(n), -M]
                 lbs.append(-M)
-            bld.add_constraints(
-                np.concatenate(rows),
-                np.concatenate(cols),
-                np.concatenate(vals),
-                lb=np.concatenate(lbs),
-                ub=np.inf,
-                count=len(consumers) * n,
-                name="lookup_hops",
+            _add_parts(
+                bld, rows, cols, vals, lb=np.concatenate(lbs), ub=np.inf, count=len(consumers) * n, name="lookup_hops"
             )
             rows, cols, vals, nrow = [], [], [], 0
             for j, blk in enumerate(w.blocks):
@@ -1087,15 +1063,7 @@ def _hops_rows(bld: ModelBuilder, d: _PlacementData) -> None:
                     cols += [h_cols[c], b_cols[j]]
                     vals += [np.ones(n), -np.ones(n)]
                     nrow += n
-            bld.add_constraints(
-                np.concatenate(rows),
-                np.concatenate(cols),
-                np.concatenate(vals),
-                lb=0.0,
-                ub=np.inf,
-                count=nrow,
-                name="lookup_host",
-            )
+            _add_parts(bld, rows, cols, vals, lb=0.0, ub=np.inf, count=nrow, name="lookup_host")
 
 
 def _symmetry_rows(bld: ModelBuilder, d: _PlacementData) -> None:
@@ -1110,15 +1078,7 @@ def _symmetry_rows(bld: ModelBuilder, d: _PlacementData) -> None:
             vals += [np.arange(n, dtype=float), -np.arange(n, dtype=float)]
             nrow += 1
         if nrow:
-            bld.add_constraints(
-                np.concatenate(rows),
-                np.concatenate(cols),
-                np.concatenate(vals),
-                lb=-np.inf,
-                ub=0.0,
-                count=nrow,
-                name="block_symmetry",
-            )
+            _add_parts(bld, rows, cols, vals, lb=-np.inf, ub=0.0, count=nrow, name="block_symmetry")
 
 
 def _objective(bld: ModelBuilder, d: _PlacementData) -> None:
