@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,9 @@ class ExactOptions:
     # Every solve's own log (the back-end's), appended to this file as each solve ends; None: not kept.
     log_file: str | None = None
     verbose: bool = False  # the back-ends print their logs live, on stderr
+    # Called with {"incumbent", "bound", "gap"} of each MILP as it solves, where the back-end reports
+    # them (topoopt_ilp.solvers.SolveOptions.progress); the CLI's live line on a terminal.
+    progress: Callable[[dict[str, float | None]], None] | None = field(default=None, compare=False)
     native_options: Mapping[str, Mapping[str, NativeValue]] | None = None  # {backend: {parameter: value}}
 
     def __post_init__(self) -> None:
@@ -163,6 +166,8 @@ def run_model(
         "log": options.log or options.log_file is not None,
         "verbose": options.verbose,
     }
+    if options.progress is not None:
+        kwargs["progress"] = options.progress
     if options.gap is not None:
         kwargs["rel_gap"] = options.gap
     if options.seed is not None:

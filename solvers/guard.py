@@ -13,12 +13,15 @@ acknowledges it), so a cold start does not eat the solver's time: the worker is 
 ``ack + time_limit_s + grace_period(time_limit_s)``. Call :func:`prestart` to pay the cold start
 ahead of time. Each worker leads its own session, so killing its process group also kills a
 CBC binary it started. Console output of a solver (``verbose``) goes to the worker's stderr,
-because its stdout carries the results.
+because its stdout carries the results. A solve with a ``progress`` callback keeps the callback
+here: the worker sends each report as a ``("progress", payload)`` message before its outcome, and
+the guard calls the callback with it.
 """
 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import pickle
 import select
@@ -107,9 +110,11 @@ def _worker_main(parent: int) -> None:
     inp = sys.stdin.buffer
     while True:
         try:
-            module, func, model, options, limit = _recv(inp)
+            module, func, model, options, limit, report = _recv(inp)
         except EOFError:
             return  # the parent closed our stdin: it is done with us
+        if report:  # the parent's callback stayed there: progress goes back as messages
+            options = dataclasses.replace(options, progress=lambda payload: _send(out, ("progress", payload)))
         deadline = None if limit is None else time.monotonic() + limit
         try:
             _send(out, ("ack", deadline))
@@ -193,24 +198,29 @@ def solve_isolated(
     proc = _take_worker()
     assert proc.stdin is not None and proc.stdout is not None
     try:
-        _send(proc.stdin, (module, func, model, options, limit))
+        report = options.progress  # a callable stays here; the worker sends what it would be given
+        _send(proc.stdin, (module, func, model, dataclasses.replace(options, progress=None), limit, report is not None))
         if not _wait_readable(proc, time.monotonic() + STARTUP_ALLOWANCE_S):
             _kill(proc)
             return _failed(model, options, backend, t0, SolveStatus.ERROR, "solver worker did not start")
         kind, deadline = _recv(proc.stdout)
         kill_at = None if deadline is None else deadline + grace_period(limit or 0.0)
-        if not _wait_readable(proc, kill_at):
-            _kill(proc)
-            late = time.monotonic() - deadline
-            return _failed(
-                model,
-                options,
-                backend,
-                t0,
-                SolveStatus.NO_SOLUTION,
-                f"wall-clock guard killed the solver {late:.2f} s after its time limit",
-            )
-        kind, payload = _recv(proc.stdout)
+        while True:
+            if not _wait_readable(proc, kill_at):
+                _kill(proc)
+                late = time.monotonic() - deadline
+                return _failed(
+                    model,
+                    options,
+                    backend,
+                    t0,
+                    SolveStatus.NO_SOLUTION,
+                    f"wall-clock guard killed the solver {late:.2f} s after its time limit",
+                )
+            kind, payload = _recv(proc.stdout)
+            if kind != "progress":
+                break
+            report(payload)
     except (EOFError, BrokenPipeError):
         code = proc.wait()
         _kill(proc)

@@ -15,6 +15,7 @@ threads); its LP solver about 2 ms. The alternating method solves many such tiny
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -24,7 +25,7 @@ import numpy as np
 
 from topoopt_ilp.solvers.errors import NativeOptionError
 from topoopt_ilp.solvers.model import LinearModel, Sense
-from topoopt_ilp.solvers.options import SolveOptions
+from topoopt_ilp.solvers.options import PROGRESS_INTERVAL_S, SolveOptions
 from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus, complete
 
 __all__ = ["solve", "solve_raw", "load", "new_highs", "version"]
@@ -185,6 +186,8 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
                 h.setSolution(sol)
             else:  # partial start: HiGHS completes it with a sub-MIP
                 h.setSolution(int(known.size), known, start[known])
+        if options.progress is not None and model.is_mip:
+            _report_progress(h, options.progress)
         h.run()
         if log_path is not None:
             h.setOptionValue("log_file", "")  # closes (and flushes) the log file before we read it
@@ -255,3 +258,30 @@ def _read(path: str | None) -> str | None:
         return None
     with open(path, encoding="utf-8", errors="replace") as f:
         return f.read()
+
+
+def _report_progress(h, progress) -> None:
+    """Subscribe ``progress`` to HiGHS' branch and bound: every improving solution, and its periodic
+    interrupt checks at most every :data:`~.options.PROGRESS_INTERVAL_S`."""
+    last = [-math.inf]
+
+    def report(event, always: bool) -> None:
+        now = time.monotonic()
+        if not always and now - last[0] < PROGRESS_INTERVAL_S:
+            return
+        last[0] = now
+        out = event.data_out
+
+        def finite(v: float) -> float | None:
+            return float(v) if math.isfinite(v) else None
+
+        progress(
+            {
+                "incumbent": finite(out.objective_function_value),
+                "bound": finite(out.mip_dual_bound),
+                "gap": finite(out.mip_gap),
+            }
+        )
+
+    h.cbMipImprovingSolution.subscribe(lambda event: report(event, True))
+    h.cbMipInterrupt.subscribe(lambda event: report(event, False))

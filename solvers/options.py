@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from topoopt_ilp.solvers.errors import ModelError, NativeOptionError
 
-__all__ = ["SolveOptions", "WarmStart", "NativeValue", "DEFAULT_REL_GAP", "DEFAULT_ABS_GAP"]
+__all__ = ["SolveOptions", "WarmStart", "NativeValue", "DEFAULT_REL_GAP", "DEFAULT_ABS_GAP", "PROGRESS_INTERVAL_S"]
+
+#: Least seconds between two periodic progress reports of one solve (improving solutions always report).
+PROGRESS_INTERVAL_S = 0.25
 
 #: A native solver parameter's value.
 NativeValue = bool | int | float | str
@@ -57,6 +60,12 @@ class SolveOptions:
         Run the solve in a child process killed after ``time_limit_s`` plus a grace period
         (protects against solvers that overshoot or crash). ``None`` (default): isolate exactly
         when a time limit is given.
+    progress : callable, optional
+        Called during the solve with ``{"incumbent", "bound", "gap"}`` (the model's objective and
+        bound so far, floats or None) where the back-end reports them (HiGHS: at each improving
+        solution and periodically during branch and bound, at most every
+        :data:`PROGRESS_INTERVAL_S`); a solve in the guard's worker sends them back to this process.
+        Best effort: a back-end that reports nothing never calls it.
     native_options : mapping, optional
         Solver parameters passed through as they are, keyed by backend name:
         ``{"highs": {"presolve": "off"}, "cbc": {"cuts": "off"}}``. Only the entry of the backend
@@ -74,9 +83,12 @@ class SolveOptions:
     log: bool = False
     verbose: bool = False
     isolate: bool | None = None
+    progress: Callable[[dict[str, float | None]], None] | None = field(default=None, compare=False)
     native_options: Mapping[str, Mapping[str, NativeValue]] | None = None
 
     def __post_init__(self) -> None:
+        if self.progress is not None and not callable(self.progress):
+            raise ValueError(f"progress must be a callable or None, got {type(self.progress).__name__}")
         t = self.time_limit_s
         if t is not None and (isinstance(t, bool) or not isinstance(t, numbers.Real) or math.isnan(t) or t < 0):
             raise ValueError(f"time_limit_s must be a number >= 0 or None, got {t!r}")

@@ -77,3 +77,31 @@ def test_durations_in_progress_lines(seconds, shown):
     from topoopt_ilp.cli.output import fmt_duration
 
     assert fmt_duration(seconds) == shown
+
+
+def test_live_line_rewrites_one_line_and_clears_it():
+    import io
+
+    from topoopt_ilp.cli.output import LiveLine
+
+    stream = io.StringIO()
+    line = LiveLine("exact [highs]", stream)
+    line({"incumbent": None, "bound": None, "gap": None})
+    line({"incumbent": 2.5, "bound": 2.0, "gap": 0.2})
+    line.close()
+    text = stream.getvalue()
+    assert "exact [highs]: 0 s, MILP incumbent 2.5, bound 2, gap 20.00%" in text
+    assert "\n" not in text and text.endswith("\r\x1b[2K")  # nothing left behind on the terminal
+
+
+def test_the_live_line_shows_on_a_terminal_only(monkeypatch, capsys):
+    instance = str(ROOT / "instances" / "mix-8.json")
+    assert main(["solve", instance, "--method", "exact", "--time-limit", "20"]) == 0
+    assert "exact [highs]:" not in capsys.readouterr().err  # not a terminal: no live line
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["solve", instance, "--method", "exact", "--time-limit", "20"]) == 0
+    captured = capsys.readouterr()
+    assert "exact [highs]:" in captured.err and captured.err.endswith("\r\x1b[2K")
+    assert "\r" not in captured.out and "verified           yes" in captured.out
+    assert main(["solve", instance, "--method", "exact", "--time-limit", "20", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""  # --quiet: silent, terminal or not

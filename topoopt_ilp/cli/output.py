@@ -9,6 +9,7 @@ import json
 import math
 import os
 import sys
+import time
 from typing import Any
 
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK
@@ -18,6 +19,7 @@ __all__ = [
     "STATUS_EXIT",
     "fmt_time",
     "fmt_duration",
+    "LiveLine",
     "metrics_lines",
     "print_json",
     "print_round",
@@ -58,6 +60,34 @@ def fmt_duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60} min {s % 60:02d} s"
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+class LiveLine:
+    """One line on a terminal that a long solve rewrites in place: the time so far and, where the
+    back-end reports them, the MILP's incumbent, bound and gap (its own objective, in the model's
+    units). Called with each progress report; :meth:`close` clears it before the result prints."""
+
+    def __init__(self, label: str, stream=None) -> None:
+        self.label, self.stream = label, stream if stream is not None else sys.stderr
+        self.started, self.shown = time.monotonic(), False
+
+    def __call__(self, report: dict[str, float | None]) -> None:
+        parts = [f"{self.label}: {fmt_duration(time.monotonic() - self.started)}"]
+        if report.get("incumbent") is not None:
+            parts.append(f"MILP incumbent {report['incumbent']:.6g}")
+        if report.get("bound") is not None:
+            parts.append(f"bound {report['bound']:.6g}")
+        if report.get("gap") is not None:
+            parts.append(f"gap {report['gap']:.2%}")
+        self.stream.write("\r\x1b[2K" + ", ".join(parts))
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self.shown = False
 
 
 def metrics_lines(m: dict[str, Any]) -> list[str]:

@@ -15,7 +15,7 @@ from topoopt_ilp.cli.arguments import (
     solution_output_arguments,
     threads,
 )
-from topoopt_ilp.cli.output import STATUS_EXIT, print_json, print_round, print_solution
+from topoopt_ilp.cli.output import STATUS_EXIT, LiveLine, print_json, print_round, print_solution
 from topoopt_ilp.errors import EXIT_ERROR, InputError
 
 __all__ = ["add_subcommand", "run"]
@@ -227,8 +227,11 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"--log {args.log} is the {option} file too: give them different names")
         check_writable(args.log, "--log", {"instance": args.instance}, "the log")
         open(args.log, "w").close()  # a new log for this run; each solve appends its own
+    live = None
     if args.method == "exact":
         options = _solver_options(args, inst)
+        if not (args.quiet or args.json or args.verbose) and sys.stderr.isatty():
+            options["progress"] = live = LiveLine(f"exact [{options['backend']}]")
     else:
         options = {"seed": args.seed if args.seed is not None else 0}
         if args.method in ("heuristic", "alternating"):
@@ -253,6 +256,9 @@ def run(args: argparse.Namespace) -> int:
         if exc.source is None and exc.field is not None:  # about the instance's contents: name its file
             raise type(exc)(exc.reason, source=args.instance, field=exc.field) from None
         raise
+    finally:
+        if live is not None:
+            live.close()
     if args.reroute and sol.has_solution:
         from topoopt_ilp.cli.route import DEFAULT_TIME_LIMIT_S
         from topoopt_ilp.methods.reroute import route
