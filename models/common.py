@@ -68,8 +68,8 @@ class ExactOptions:
     export_model: str | None = None
     seed: int | None = None
     formulation: str | None = None  # None: the model's default (strong; auto for a workload's joint problem)
-    rings: str | None = None  # the placement problem's ring policy (placement_data.RING_POLICIES); None: shortest
-    # The placement problem's local search budgeted in moves (placement_search.SearchBudget), not seconds:
+    rings: str | None = None  # the placement problem's ring policy (placement.data.RING_POLICIES); None: shortest
+    # The placement problem's local search budgeted in moves (placement.scoring.SearchBudget), not seconds:
     # reproducible on any machine while the time limit does not cut it. None: by the time limit.
     search_moves: int | None = None
     log: bool = False

@@ -1,4 +1,4 @@
-"""``routing``: the best routing of a fixed design's traffic on a fixed topology, by column generation.
+"""Re-routing: the best routing of a fixed design's traffic on a fixed topology, by column generation.
 
 The placement model and TopoOpt's heuristic route every pair over its shortest paths (split equally,
 or by CoinChangeMod); the problem itself (docs/guide/evaluator.md) leaves the split over paths free. For a fixed

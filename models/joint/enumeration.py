@@ -7,7 +7,7 @@ the same ring space, routing and objective), split along the strategy:
 
 where C(S) is the busiest server's compute (a sum over S, exact; with ``compute_model:
 critical_path`` the larger of that and the critical path P(S) of one micro-batch,
-:mod:`.placement_data`), T*(S) the least communication time of S's traffic over every topology, ring split and routing (the joint model with S's columns
+:mod:`~topoopt_ilp.models.placement.data`), T*(S) the least communication time of S's traffic over every topology, ring split and routing (the joint model with S's columns
 fixed, :func:`models.joint.fix_strategy`), and F(C, T) = C + T (``overlap: none``), max(C, T)
 (``overlap: full``) or T (objective ``comm_time``). The joint MILP's LP bound is weak (fractional
 strategies spread traffic thinly), while most strategies are far from optimal for reasons a formula
@@ -29,13 +29,13 @@ alpha the hop latency, and bytes counted per iteration:
   compute   C >= max(busiest server so far, (compute placed + least compute still to place) / n);
             with critical_path also C >= max(R + suffix[d], rest[d]), R the running critical path
             of the d layers placed (R_{i+1} = max(R_i, e_i) + tau_i) and suffix, rest the floors of
-            :func:`.placement_data.path_floors` over each layer's least time (P >= both).
+            :func:`~topoopt_ilp.models.placement.data.path_floors` over each layer's least time (P >= both).
   cycles    with undirected links of degree 2 (every topology a union of cycles), n <= 8: T >= the
             least, over every such topology, of its largest cut ratio (:mod:`models.cycle_cuts`);
             computed once per visited node (about 0.3 ms), not for every child.
 
 Symmetry: a server relabelling that maps every layer option to an option of the same layer
-(:mod:`models.strategy_symmetry`) maps each strategy to one with relabelled traffic, compute and
+(:mod:`~topoopt_ilp.models.joint.symmetry`) maps each strategy to one with relabelled traffic, compute and
 memory, hence the same objective and bounds. The search keeps only prefixes that no such
 relabelling makes lexicographically smaller (layers entry by entry, then identical blocks as a
 multiset), so it visits about one strategy per orbit (4 relabellings at n = 8, 2 at n = 6).
@@ -190,7 +190,7 @@ class _Search:
         for cls in self.block_classes:
             for prev, j in zip(cls, cls[1:]):
                 self.block_class[j] = prev  # identical blocks take non-decreasing servers
-        # server relabellings that map strategies onto equivalent ones (models.strategy_symmetry):
+        # server relabellings that map strategies onto equivalent ones (models/joint/symmetry.py):
         # option map (columns < options) and server map (the last n columns) per symmetry
         ordered_rings = (self.opt_k > ALL_RINGS_UP_TO) & (self.ring > 0)
         symmetries = (
@@ -303,7 +303,7 @@ class _Search:
         return out
 
     def _smaller_block_image(self, servers: tuple[int, ...], tied: np.ndarray) -> bool:
-        """The block rule of models.strategy_symmetry: some symmetry fixing every layer option maps
+        """The block rule of models/joint/symmetry.py: some symmetry fixing every layer option maps
         the placed blocks to a bound sequence (per class of identical blocks, its placed servers
         mapped and sorted) lexicographically below ``servers``."""
         placed = np.asarray(servers)
@@ -483,7 +483,7 @@ def search_strategies(
 #      a point of the leaf. The leaf is settled when that point is within the gap of the bound.
 #   2. for leaves still open (a topology with fewer hops might pay: the latency term), in order of
 #      bound: the hop-limited topology_routing models on S's traffic, from pass 1's bandwidth optimum
-#      (:func:`.topology_routing.optimise_latency`: the leaf's comm time, latency included, with a
+#      (:func:`~topoopt_ilp.models.topology.solve.optimise_latency`: the leaf's comm time, latency included, with a
 #      bound); a leaf whose pass 1 left no design: the joint model with S fixed.
 # ------------------------------------------------------------------------------------------------
 @dataclass

@@ -1,4 +1,4 @@
-"""The exact block placement for fixed layers (a move of :mod:`.placement_search`'s local search).
+"""The exact block placement for fixed layers (a move of :mod:`.local_search`).
 
 With every layer's (k, s) fixed, what is left of the placement problem is where the model-parallel
 blocks (DLRM's embedding tables) go: a small MILP over how many blocks of each class of identical
@@ -21,7 +21,7 @@ Math (TIME_UNIT_S units; the layers' contributions are constants):
 
 where comp0, mem0, load0 and H0 are the layers' compute, memory, arc loads and hops. At every integer
 point these are the evaluator's values of the strategy with blocks of class c on the servers m
-names, in server order, so the objective equals :func:`~.placement_data.strategy_times` of it.
+names, in server order, so the objective equals :func:`~topoopt_ilp.models.placement.data.strategy_times` of it.
 """
 
 from __future__ import annotations

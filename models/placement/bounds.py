@@ -1,6 +1,6 @@
 """A lower bound on the placement problem that sees where traffic concentrates (used by :mod:`.placement`).
 
-:func:`chain_bound` strengthens the volume relaxation (:func:`.placement_search.relaxation_bound`)
+:func:`chain_bound` strengthens the volume relaxation (:func:`~topoopt_ilp.models.placement.local_search.relaxation_bound`)
 in four ways, all valid for the unrestricted problem (every layer option, every block server,
 memory ignored):
 
@@ -91,7 +91,7 @@ def is_circulant(rf: RoutingFractions) -> bool:
 #
 # Notation: types t = (k, s) (the local search's type table), a strategy S = chain of types t_0..t_{L-1}
 # and block servers v_b. For a layer i on t: lt_i(t) its time, AR(t) the arc loads of one byte
-# AllReduced on t's rings (placement_data.ring_strides; zero for k = 1), RS(t, t') the arc loads of resharding one
+# AllReduced on t's rings (data.ring_strides; zero for k = 1), RS(t, t') the arc loads of resharding one
 # activation byte between t and t' (both directions; zero when t = t'); LK(v, t) those of one lookup
 # byte between server v and t's replicas (both directions). Loads are non-negative and linear:
 #   load(S) = sum_i p_i AR(t_i) + sum_i a_i RS(t_i, t_{i+1}) + sum_b lk_b LK(v_b, t_cons(b))

@@ -5,7 +5,7 @@ Shortest-path routing with equal split as a linear map from pair traffic to arc 
 TotientPerms rings of least hop total, split equally), the loads of traffic patterns, and
 :func:`strategy_times`: a strategy's compute, bandwidth, latency and iteration time by the
 evaluator's definitions, for the solution that names the rings of :func:`placement_routing`.
-Shared by :mod:`.placement` (the MILP) and :mod:`.placement_search` (its incumbent and bound). :func:`path_entries` and :func:`path_floors` are the models' form of the
+Shared by :mod:`.milp` (the MILP) and :mod:`.local_search` (its incumbent and bound). :func:`path_entries` and :func:`path_floors` are the models' form of the
 ``critical_path`` compute model (:mod:`topoopt_ilp.core.workload`, **Compute model**).
 """
 

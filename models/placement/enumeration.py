@@ -2,7 +2,7 @@
 
 The same problem as the placement MILP (:mod:`.placement`): one (degree k, coset start s) per layer
 and one server per block, minimising the evaluator's iteration time with shortest-path routing and
-the rings of the ring policy (:func:`~.placement_data.ring_strides`). On the small workloads (n = 6..10,
+the rings of the ring policy (:func:`~topoopt_ilp.models.placement.data.ring_strides`). On the small workloads (n = 6..10,
 a few hundred options) it proves the optimum far faster than HiGHS on the MILP, whose root gap is
 15-20 % (docs/benchmarks/placement-small.md), which is what the alternating method's placement step
 needs. It gives up (returns ``"gave_up"``) when a level would
@@ -61,7 +61,7 @@ class EnumerationResult:
 #   each pattern; lt[i, t] layer i's time on t (inf when k is no config of i or the replica cannot
 #   fit), rep_mem[i, t] its replica memory; per block its bytes, lookup bytes, compute, consumer.
 # State after layers 0..i (then blocks 0..j): arc busy times l, compute c and memory m per server,
-#   longest path h; with compute_model critical_path the running critical path R (placement_data:
+#   longest path h; with compute_model critical_path the running critical path R (placement.data:
 #   R_0 = 0, R_{i+1} = max(R_i, e_i) + lt[i, t_i], P = R_L; blocks leave it alone); and what its
 #   completions depend on: the last layer's type, the consumer layers' types, the last block's server.
 # Score of a complete state: combine(max(max c, R), max l, h) (compute + bandwidth + alpha h with
@@ -72,7 +72,7 @@ class EnumerationResult:
 #       combine(max(max c, (sum c + W) / n, Pfloor), max l, h)  <=  its score,
 #   W = the least total compute still to come (per layer min_t k_t lt[i, t], plus every block's);
 #   Pfloor = 0 under busiest_server, else max(R + suffix[d], rest[d]) with d the layers placed
-#   (placement_data.path_floors over each layer's least time min_t lt[i, t]): P >= both.
+#   (placement.data.path_floors over each layer's least time min_t lt[i, t]): P >= both.
 # Search: level by level (one layer, then one block, per level), keeping the states whose bound
 #   is at most the cutoff U and whose memory fits; identical blocks take non-decreasing servers
 #   (they are interchangeable); states equal in everything their completions depend on (R included:

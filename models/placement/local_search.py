@@ -145,7 +145,7 @@ def improve_strategy(
     overwritten); else one is built, inside the time limit. ``exact_blocks``
     (workloads with blocks): the last :data:`BLOCK_POLISH_SHARE` of the budget, at most
     :data:`BLOCK_POLISH_S`, re-places the best strategy's blocks by the exact block MILP
-    (:func:`.block_placement.polish_blocks`, HiGHS; with a move budget stopped at
+    (:func:`~topoopt_ilp.models.placement.blocks.polish_blocks`, HiGHS; with a move budget stopped at
     :data:`BLOCK_POLISH_NODES` nodes) and descends again from what it gains, while that moves the
     layers (the single-block moves stop where moving several blocks at once pays); then the kicks
     go on with what is left."""
@@ -229,7 +229,7 @@ def improve_strategy(
 # (layer, type) (dynamic programming); the bound is the minimum over the distinct tau of
 # combine(max(tau, Cfloor), Vmin(tau) / capsum + alpha [Vmin(tau) > 0]). Exact relaxation, no solver.
 # With compute_model critical_path, C >= P(S) >= Pmin, the critical path with every layer at its least
-# allowed time (P only grows with each lt), so Cfloor also takes Pmin (placement_data.path_floors).
+# allowed time (P only grows with each lt), so Cfloor also takes Pmin (placement.data.path_floors).
 # ------------------------------------------------------------------------------------------------
 def relaxation_bound(instance: Instance, rf: RoutingFractions, ls: StrategyScorer | None = None) -> float:
     """Seconds; a lower bound on the iteration time (or comm time) of every strategy on ``rf``'s

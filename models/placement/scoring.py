@@ -77,7 +77,7 @@ def block_classes(w: Workload) -> list[list[int]]:
 # compute maximum (BERT's local optima). The result is only an upper bound: it is re-scored by
 # :func:`strategy_times` and handed to the MILP as incumbent and warm start.
 # With compute_model critical_path the compute term is max(busiest server, P), P the critical path
-# (placement_data): P depends on the layers' types only, as a maximum of entry sums e_c + sum_{i >= c}
+# (data.path_rows): P depends on the layers' types only, as a maximum of entry sums e_c + sum_{i >= c}
 # lt_i; a segment move recomputes those sums for every candidate type from the current suffix sums.
 # ------------------------------------------------------------------------------------------------
 class StrategyScorer:
@@ -130,7 +130,7 @@ class StrategyScorer:
         self._pair_cache: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
         self.type_base = {int(k): self.type_of[(int(k), 0)] for k in degs}  # type of (k, s) = type_base[k] + s
         self._lk_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        # critical_path: the undominated entry layers c and their e_c (placement_data); None: busiest_server
+        # critical_path: the undominated entry layers c and their e_c (data.path_rows); None: busiest_server
         self.path_c = self.path_e = None
         if w.compute_model == "critical_path" and instance.objective != "comm_time":
             e = path_entries(w)

@@ -44,7 +44,7 @@ Math (every symbol per residue class or arc orbit; TIME_UNIT_S units):
 
 At every integer point these are the evaluator's loads, compute and hops of the decoded strategy
 (blocks of class c on the servers of residue r in index order, m[c, r] on each), so the objective
-equals :func:`~.placement_data.strategy_times` of it (tested).
+equals :func:`~topoopt_ilp.models.placement.data.strategy_times` of it (tested).
 """
 
 from __future__ import annotations

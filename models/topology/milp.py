@@ -1,4 +1,4 @@
-"""``topology_routing``: the exact general-topology MILP (integer link counts + multi-commodity flow).
+"""The exact general-topology MILP (integer link counts + multi-commodity flow).
 
 Two formulations share the data and the decoding:
 
@@ -11,7 +11,7 @@ Two formulations share the data and the decoding:
   comparison (``benchmarks/exact_vs_naive.py``).
 
 Under ``strong``, uniform all-to-all demand on undirected links is solved instead by the search
-over a shipped catalogue of regular graphs (:mod:`.graph_catalogue`: one flow LP per graph class,
+over a shipped catalogue of regular graphs (:mod:`.catalogue`: one flow LP per graph class,
 best bound first) when one covers (n, d) and it can exclude every topology outside it.
 
 Objective ``throughput`` (maximize the concurrent-flow lambda), ``comm_time`` / ``iteration_time``

@@ -1,6 +1,6 @@
 """Exact topology on directed links when a circulant digraph meets the directed Moore bound.
 
-The catalogue search (:mod:`.graph_catalogue`) settles uniform all-to-all demand, aspl and diameter on
+The catalogue search (:mod:`.catalogue`) settles uniform all-to-all demand, aspl and diameter on
 undirected links; on directed links (OCS-style TX/RX ports) the isomorphism classes are far too many
 to ship. But the Moore bound of digraphs is often attained by a circulant digraph, and then no
 topology at all can do better: this module finds such a circulant by enumerating jump sets (no

@@ -52,7 +52,7 @@ def solve_topology_routing(
     """Build, solve and decode; the returned objective is in the instance's terms.
 
     With the strong formulation and uniform all-to-all demand on undirected links, the exact method
-    is the search over the shipped catalogue of regular graphs (:mod:`.graph_catalogue`) when one
+    is the search over the shipped catalogue of regular graphs (:mod:`.catalogue`) when one
     covers (n, d) and no topology outside it can win; ``use_catalogue=False`` always runs the MILP.
     Objective comm_time / iteration_time with a hop latency: the bandwidth optimum is followed by
     :func:`optimise_latency` (``latency=False``: not, the latency term is then only bounded)."""

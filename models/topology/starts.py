@@ -1,6 +1,6 @@
 """Topologies rounded from the strong topology_routing model's LP relaxation.
 
-Primal heuristics for :func:`.topology_routing.solve_topology_routing`: each rounding is scored by
+Primal heuristics for :func:`~topoopt_ilp.models.topology.solve.solve_topology_routing`: each rounding is scored by
 the model with its links fixed (an LP) and proves itself optimal when it meets the relaxation's
 bound (``_start_proof``); a rounding the model rejects (a degree left open, a parallel link where
 none is allowed) is skipped there. Nothing here needs to be right, only cheap. Two kinds:
