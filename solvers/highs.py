@@ -271,17 +271,17 @@ def _report_progress(h, progress) -> None:
             return
         last[0] = now
         out = event.data_out
-
-        def finite(v: float) -> float | None:
-            return float(v) if math.isfinite(v) else None
-
         progress(
             {
-                "incumbent": finite(out.objective_function_value),
-                "bound": finite(out.mip_dual_bound),
-                "gap": finite(out.mip_gap),
+                "incumbent": _finite(out.objective_function_value),
+                "bound": _finite(out.mip_dual_bound),
+                "gap": _finite(out.mip_gap),
             }
         )
 
     h.cbMipImprovingSolution.subscribe(lambda event: report(event, True))
     h.cbMipInterrupt.subscribe(lambda event: report(event, False))
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None

@@ -34,6 +34,15 @@ def test_a_new_run_starts_a_new_log(tmp_path):
     assert "an old run" not in log.read_text()
 
 
+def test_bad_input_found_inside_the_solve_keeps_an_earlier_log(tmp_path, capsys):
+    log = tmp_path / "run.log"
+    log.write_text("an earlier run\n")
+    args = ["solve", TESTBED, "--method", "exact", "--log", str(log), "--formulation", "no-such-formulation"]
+    assert main(args) == 2
+    assert "no-such-formulation" in capsys.readouterr().err
+    assert log.read_text() == "an earlier run\n" and list(tmp_path.iterdir()) == [log]
+
+
 def test_the_api_takes_the_log_file(tmp_path):
     log = tmp_path / "api.log"
     sol = solve(load_instance(TESTBED), method="exact", log_file=str(log))

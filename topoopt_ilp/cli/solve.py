@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from topoopt_ilp.cli.arguments import (
@@ -95,7 +98,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         "--log",
         default=None,
         metavar="FILE",
-        help="exact: keep the back-end's own log of every solve in FILE (appended as each solve ends)",
+        help="exact: keep the back-end's own log of every solve in FILE (written when the run ends)",
     )
     p.add_argument(
         "--verbose", action="store_true", help="exact: show the back-end's log live, on stderr (not with --quiet)"
@@ -180,10 +183,24 @@ def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
         "formulation": args.formulation,
         "rings": args.rings,
         "search_moves": args.search_moves,
-        "log_file": args.log,
         "verbose": args.verbose,
         "native_options": native_options(args.solver_option, [backend]),
     }
+
+
+def _keep_log(scratch: str, path: str, finished: bool) -> None:
+    """Write the run's solver log to ``path``, atomically, when a solve wrote one or the run
+    finished (then perhaps with no solve to log); drop the scratch folder."""
+    from topoopt_ilp.files import write_atomic
+
+    log = os.path.join(scratch, "solver.log")
+    try:
+        if os.path.exists(log):
+            write_atomic(path, lambda tmp: shutil.copyfile(log, tmp))
+        elif finished:
+            write_atomic(path, lambda tmp: Path(tmp).write_text("(no solve of this run went through a solver)\n"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -226,7 +243,6 @@ def run(args: argparse.Namespace) -> int:
             if other is not None and os.path.abspath(other) == os.path.abspath(args.log):
                 raise InputError(f"--log {args.log} is the {option} file too: give them different names")
         check_writable(args.log, "--log", {"instance": args.instance}, "the log")
-        open(args.log, "w").close()  # a new log for this run; each solve appends its own
     live = None
     if args.method == "exact":
         options = _solver_options(args, inst)
@@ -250,8 +266,15 @@ def run(args: argparse.Namespace) -> int:
             )
             if not (args.quiet or args.json):
                 options["progress"] = print_round
+    # The solves append to a scratch file, which replaces --log when the run ends (interrupted too);
+    # a run stopped by bad input before any solve leaves an earlier log as it was.
+    scratch = tempfile.mkdtemp(prefix="topoopt-log-") if args.log is not None else None
+    if scratch is not None:
+        options["log_file"] = os.path.join(scratch, "solver.log")
+    finished = False
     try:
         sol = solve(inst, method=args.method, **options)
+        finished = True
     except InputError as exc:
         if exc.source is None and exc.field is not None:  # about the instance's contents: name its file
             raise type(exc)(exc.reason, source=args.instance, field=exc.field) from None
@@ -259,6 +282,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if live is not None:
             live.close()
+        if scratch is not None:
+            _keep_log(scratch, args.log, finished)
     if args.reroute and sol.has_solution:
         from topoopt_ilp.cli.route import DEFAULT_TIME_LIMIT_S
         from topoopt_ilp.methods.reroute import route
