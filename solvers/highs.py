@@ -26,7 +26,14 @@ import numpy as np
 from topoopt_ilp.solvers.errors import NativeOptionError
 from topoopt_ilp.solvers.model import LinearModel, Sense
 from topoopt_ilp.solvers.options import PROGRESS_INTERVAL_S, SolveOptions
-from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus, complete
+from topoopt_ilp.solvers.result import (
+    INFEASIBLE_OR_UNBOUNDED,
+    RawOutcome,
+    SolveResult,
+    SolveStatus,
+    complete,
+    finite_or_none,
+)
 
 __all__ = ["solve", "solve_raw", "load", "new_highs", "version"]
 
@@ -273,15 +280,11 @@ def _report_progress(h, progress) -> None:
         out = event.data_out
         progress(
             {
-                "incumbent": _finite(out.objective_function_value),
-                "bound": _finite(out.mip_dual_bound),
-                "gap": _finite(out.mip_gap),
+                "incumbent": finite_or_none(out.objective_function_value),
+                "bound": finite_or_none(out.mip_dual_bound),
+                "gap": finite_or_none(out.mip_gap),
             }
         )
 
     h.cbMipImprovingSolution.subscribe(lambda event: report(event, True))
     h.cbMipInterrupt.subscribe(lambda event: report(event, False))
-
-
-def _finite(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None

@@ -26,14 +26,23 @@ are refused before we get here (CP-SAT returned a wrong "optimum" on a continuou
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import timedelta
 
 import numpy as np
 
 from topoopt_ilp.solvers.model import LinearModel, Sense
-from topoopt_ilp.solvers.options import SolveOptions
-from topoopt_ilp.solvers.result import INFEASIBLE_OR_UNBOUNDED, RawOutcome, SolveResult, SolveStatus, complete
+from topoopt_ilp.solvers.options import PROGRESS_INTERVAL_S, SolveOptions
+from topoopt_ilp.solvers.result import (
+    INFEASIBLE_OR_UNBOUNDED,
+    RawOutcome,
+    SolveResult,
+    SolveStatus,
+    complete,
+    finite_or_none,
+    relative_gap,
+)
 
 __all__ = ["solve_scip", "solve_cpsat", "solve_raw", "to_model_proto", "version"]
 
@@ -124,6 +133,9 @@ def solve_raw(backend: str, model: LinearModel, options: SolveOptions, *, deadli
         hint.variable_values.values.extend(start[known])
     lines: list[str] = []
     msg_cb = lines.extend if options.log else None
+    registration, callback = mathopt.CallbackRegistration().to_proto(), None
+    if options.progress is not None and model.is_mip and backend == "cpsat":
+        registration, callback = _progress_callback(options.progress)
     try:
         res = core_solver.solve(
             proto,
@@ -132,8 +144,8 @@ def solve_raw(backend: str, model: LinearModel, options: SolveOptions, *, deadli
             params.to_proto(),
             model_params,
             msg_cb,
-            mathopt.CallbackRegistration().to_proto(),
-            None,
+            registration,
+            callback,
             None,
         )
     except StatusNotOk as e:  # read the real message (see the module docstring)
@@ -170,3 +182,29 @@ def solve_raw(backend: str, model: LinearModel, options: SolveOptions, *, deadli
     detail = res.termination.detail.strip()
     message = f"MathOpt {backend}: {R.TerminationReasonProto.Name(reason)}" + (f" ({detail})" if detail else "")
     return RawOutcome(status, values, bound, log, message, time.monotonic() - t0, solver_version)
+
+
+def _progress_callback(progress):
+    """CP-SAT's callback registration and callback that pass the search's primal and dual bounds to
+    ``progress``: at each new solution, and at most every :data:`~.options.PROGRESS_INTERVAL_S` from
+    the periodic ``MIP`` event. SCIP gets none: through MathOpt its event handler prints an error from
+    C on every solve that registers one (``SCIPcatchEvent does not support variable or row change
+    events``, OR-Tools 9.15), which would break the live line and the user's stderr."""
+    from ortools.math_opt import callback_pb2
+
+    solution = callback_pb2.CALLBACK_EVENT_MIP_SOLUTION
+    registration = callback_pb2.CallbackRegistrationProto(
+        request_registration=[solution, callback_pb2.CALLBACK_EVENT_MIP]
+    )
+    last = [-math.inf]
+
+    def callback(data):
+        now = time.monotonic()
+        if data.event == solution or now - last[0] >= PROGRESS_INTERVAL_S:
+            last[0] = now
+            incumbent = finite_or_none(data.mip_stats.primal_bound)
+            bound = finite_or_none(data.mip_stats.dual_bound)
+            progress({"incumbent": incumbent, "bound": bound, "gap": relative_gap(incumbent, bound)})
+        return callback_pb2.CallbackResultProto()
+
+    return registration, callback

@@ -62,10 +62,10 @@ class SolveOptions:
         when a time limit is given.
     progress : callable, optional
         Called during the solve with ``{"incumbent", "bound", "gap"}`` (the model's objective and
-        bound so far, floats or None) where the back-end reports them (HiGHS: at each improving
-        solution and periodically during branch and bound, at most every
+        bound so far, floats or None) where the back-end reports them (HiGHS and CP-SAT: at each
+        improving solution and periodically during the search, at most every
         :data:`PROGRESS_INTERVAL_S`); a solve in the guard's worker sends them back to this process.
-        Best effort: a back-end that reports nothing never calls it.
+        Best effort: a back-end that reports nothing (SCIP, CBC) never calls it.
     native_options : mapping, optional
         Solver parameters passed through as they are, keyed by backend name:
         ``{"highs": {"presolve": "off"}, "cbc": {"cuts": "off"}}``. Only the entry of the backend

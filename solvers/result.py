@@ -14,7 +14,16 @@ import numpy as np
 from topoopt_ilp.solvers.model import LinearModel, Sense
 from topoopt_ilp.solvers.options import SolveOptions
 
-__all__ = ["SolveStatus", "SolveResult", "RawOutcome", "INFEASIBLE_OR_UNBOUNDED", "relative_gap", "finish", "complete"]
+__all__ = [
+    "SolveStatus",
+    "SolveResult",
+    "RawOutcome",
+    "INFEASIBLE_OR_UNBOUNDED",
+    "relative_gap",
+    "finite_or_none",
+    "finish",
+    "complete",
+]
 
 #: Raw status of a solver that proved "infeasible or unbounded" without saying which
 #: (settled by :func:`complete`, never shown to users).
@@ -98,6 +107,11 @@ class RawOutcome:
     message: str = ""
     wall_time_s: float = 0.0
     solver_version: str = ""
+
+
+def finite_or_none(value: float) -> float | None:
+    """``value`` as a float, or None where a back-end reports an infinite or undefined bound."""
+    return float(value) if math.isfinite(value) else None
 
 
 def relative_gap(objective: float | None, bound: float | None) -> float | None:

@@ -114,3 +114,74 @@ def test_the_live_line_shows_on_a_terminal_only(monkeypatch, capsys):
     assert "\r" not in captured.out and "verified           yes" in captured.out
     assert main(["solve", instance, "--method", "exact", "--time-limit", "20", "--quiet"]) == 0
     assert capsys.readouterr().err == ""  # --quiet: silent, terminal or not
+
+
+def test_the_live_line_keeps_its_clock_moving_between_reports():
+    import io
+    import time
+
+    from topoopt_ilp.cli.output import LiveLine
+
+    stream = io.StringIO()
+    line = LiveLine("exact [scip]", stream, tick_s=0.02)  # a back-end that never reports
+    time.sleep(0.2)
+    line.close()
+    text = stream.getvalue()
+    assert text.count("exact [scip]: 0 s") >= 2 and text.endswith("\r\x1b[2K")
+    after = len(text)
+    time.sleep(0.1)
+    assert len(stream.getvalue()) == after  # closed: the thread has stopped drawing
+
+
+def test_a_progress_bar_shows_steps_an_estimate_and_lines_above_it():
+    import io
+
+    from topoopt_ilp.cli.output import ProgressBar
+
+    stream = io.StringIO()
+    bar = ProgressBar("sweep", total=0, stream=stream, tick_s=None, width=8)
+    assert bar.text().startswith("sweep [........] 0/?, 0 s, ETA -")  # total unknown until the first step
+    bar.step(0, "heuristic", total=4)
+    assert bar.text() == "sweep [........] 0/4, 0 s, ETA - | heuristic"
+    bar.started -= 30  # 30 s for the first step
+    bar.step(1, "exact [highs]")
+    assert bar.text() == "sweep [##......] 1/4, 30 s, ETA 1 min 30 s | exact [highs]"
+    bar({"incumbent": 3.0, "bound": 2.0, "gap": 1 / 3})
+    assert bar.text().endswith("| exact [highs], MILP incumbent 3, bound 2, gap 33.33%")
+    bar.step(2, eta_s=5)  # a caller's own estimate wins; the report belonged to the last step
+    assert bar.text() == "sweep [####....] 2/4, 30 s, ETA 5 s"
+    bar.write_line("[2/4] done")
+    bar.close()
+    text = stream.getvalue()
+    assert "\r\x1b[2K[2/4] done\n" in text and text.endswith("\r\x1b[2K")
+
+
+def _on_a_terminal(monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+
+
+def test_compare_shows_a_bar_on_a_terminal_only(monkeypatch, capsys):
+    instance = str(ROOT / "instances" / "mix-8.json")
+    args = ["compare", instance, "--time-limit", "20"]
+    assert main(args) == 0
+    plain = capsys.readouterr()
+    assert plain.err == ""  # not a terminal: nothing on stderr
+    _on_a_terminal(monkeypatch)
+    assert main(args) == 0
+    shown = capsys.readouterr()
+    assert "compare [" in shown.err and "2/2" in shown.err and "| exact [highs]" in shown.err
+    assert shown.err.endswith("\r\x1b[2K") and "\r" not in shown.out
+    assert [ln.split()[:3] for ln in shown.out.splitlines()] == [ln.split()[:3] for ln in plain.out.splitlines()]
+    assert main([*args, "--format", "json"]) == 0
+    assert capsys.readouterr().err == ""  # JSON is for scripts: silent on a terminal too
+
+
+def test_sweep_lines_scroll_above_a_bar_on_a_terminal(monkeypatch, capsys):
+    instance = str(ROOT / "instances" / "mix-8.json")
+    _on_a_terminal(monkeypatch)
+    assert main(["sweep", instance, "--methods", "heuristic,baseline"]) == 0
+    err = capsys.readouterr().err
+    assert "\r\x1b[2K[1/2, " in err and "\r\x1b[2K[2/2, " in err and "sweep [" in err
+    assert err.endswith("\r\x1b[2K")
+    assert main(["sweep", instance, "--methods", "heuristic", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

@@ -218,3 +218,21 @@ def test_an_optimum_among_candidate_rings_is_a_note_in_compare_and_solve(tmp_pat
     assert "(note 1)" in out and "candidate rings only" in out and "group 0 (8 members)" in out
     assert main(["solve", str(path), "--method", "exact", "--time-limit", "30"]) == 0
     assert "(status and bound among its candidate rings: rings_restricted below)" in capsys.readouterr().out
+
+
+def test_progress_names_each_solve_before_it_runs_and_the_exact_solves_report():
+    inst = files.load_instance(INSTANCES / "mix-8.json")
+    steps, reports = [], []
+    rows = compare(
+        inst,
+        ["heuristic", "exact"],
+        ["highs"],
+        60,
+        progress=lambda *step: steps.append(step),
+        solver_progress=reports.append,
+    )
+    assert steps == [(0, 2, "heuristic"), (1, 2, "exact [highs]"), (2, 2, "")]
+    assert [r.status for r in rows] == ["feasible", "optimal"]
+    assert reports and all(set(r) == {"incumbent", "bound", "gap"} for r in reports)
+    unwatched = compare(inst, ["heuristic", "exact"], ["highs"], 60)
+    assert [(r.status, r.objective) for r in rows] == [(r.status, r.objective) for r in unwatched]

@@ -156,6 +156,10 @@ def test_cli_evaluate_paper(tmp_path, capsys):
     )
     captured = capsys.readouterr()
     assert "resnet50-testbed-12-d4" in captured.out and "speedup" in captured.out
+    progress = captured.err.splitlines()  # not a terminal: a line as the instance starts and as it ends
+    assert progress[0] == "resnet50-testbed-12-d4: solving ..." and progress[1].startswith(
+        "resnet50-testbed-12-d4: TopoOpt"
+    )
     assert (out / "architectures.png").stat().st_size > 1000
     rows = list(csv.DictReader((out / "architectures.csv").read_text().splitlines()))
     assert [r["instance"] for r in rows] == ["resnet50-testbed-12-d4"]
@@ -177,3 +181,15 @@ def test_default_instances_exist():
     paths = default_instance_paths(INSTANCES / "paper")
     assert len(paths) == 8 and all(p.exists() for p in paths)
     assert {p.name for p in paths} >= {"dlrm-128-d4.json", "vgg16-128-d8.json"}
+
+
+def test_cli_evaluate_paper_shows_a_bar_on_a_terminal(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    args = ["evaluate-paper", "--instances", str(RESNET), "--time-limit", "2", "--rounds", "1"]
+    assert main([*args, "--round-time-limit", "0.5", "--rack-size", "4"]) == 0
+    captured = capsys.readouterr()
+    assert "evaluate-paper [" in captured.err and "0/1" in captured.err and "| resnet50-testbed-12-d4:" in captured.err
+    assert "\r\x1b[2Kresnet50-testbed-12-d4: TopoOpt" in captured.err and captured.err.endswith("\r\x1b[2K")
+    assert "\r" not in captured.out and "speedup" in captured.out

@@ -1,5 +1,6 @@
 """``progress``: a solve reports its incumbent, bound and gap as it goes where the back-end can
-(HiGHS), in this process and from the guard's worker alike; a back-end that cannot never calls it."""
+(HiGHS, CP-SAT), in this process and from the guard's worker alike; a back-end that cannot (CBC,
+SCIP) never calls it."""
 
 from __future__ import annotations
 
@@ -22,9 +23,12 @@ def knapsack(n: int = 60, seed: int = 1) -> S.LinearModel:
 
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "worker"])
-def test_highs_reports_progress(isolate):
+@pytest.mark.parametrize("backend", ["highs", "cpsat"])
+def test_the_backends_with_callbacks_report_progress(backend, isolate):
+    if backend not in S.available_backends():
+        pytest.skip(f"{backend} not installed")
     reports = []
-    r = S.solve(knapsack(), "highs", progress=reports.append, isolate=isolate, time_limit_s=30 if isolate else None)
+    r = S.solve(knapsack(), backend, progress=reports.append, isolate=isolate, time_limit_s=30 if isolate else None)
     assert r.status is S.SolveStatus.OPTIMAL and reports
     assert all(set(p) == {"incumbent", "bound", "gap"} for p in reports)
     incumbents = [p["incumbent"] for p in reports if p["incumbent"] is not None]
@@ -39,8 +43,11 @@ def test_progress_is_checked_and_leaves_results_alone():
     assert plain.objective == watched.objective and plain.status is watched.status
 
 
-@pytest.mark.skipif("cbc" not in S.available_backends(), reason="CBC not installed")
-def test_a_backend_that_cannot_report_never_calls():
+@pytest.mark.parametrize("backend", ["cbc", "scip"])
+def test_a_backend_that_cannot_report_never_calls(backend, capfd):
+    if backend not in S.available_backends():
+        pytest.skip(f"{backend} not installed")
     reports = []
-    r = S.solve(knapsack(20), "cbc", progress=reports.append)
+    r = S.solve(knapsack(20), backend, progress=reports.append, isolate=False)
     assert r.status is S.SolveStatus.OPTIMAL and reports == []
+    assert capfd.readouterr().err == ""  # nor does it write to the terminal (SCIP's handler would, from C)

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from topoopt_ilp.cli.arguments import comparison_arguments, native_options, split_list
-from topoopt_ilp.cli.output import print_text
+from topoopt_ilp.cli.output import ProgressBar, print_text
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run"]
@@ -37,15 +37,24 @@ def run(args: argparse.Namespace) -> int:
     refusal = degree_one_refusal(inst)
     if refusal:  # every method would refuse it: bad input, not a table of error rows (exit 1)
         raise InputError(refusal, source=args.instance, field="cluster.degree")
-    rows = compare(
-        inst,
-        methods,
-        backends,
-        args.time_limit,
-        seed=args.seed,
-        native_options=native_options(args.solver_option, backends),
-        search_moves=args.search_moves,
-    )
+    bar = None
+    if args.format == "table" and sys.stderr.isatty():  # a bar for a person waiting, never for a script
+        bar = ProgressBar("compare", total=0)
+    try:
+        rows = compare(
+            inst,
+            methods,
+            backends,
+            args.time_limit,
+            seed=args.seed,
+            native_options=native_options(args.solver_option, backends),
+            search_moves=args.search_moves,
+            progress=None if bar is None else (lambda done, total, what: bar.step(done, what, total=total)),
+            solver_progress=bar,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     print_text(format_rows(inst, rows, args.format))
     code = rows_exit(rows)
     if code != EXIT_OK:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from topoopt_ilp.cli.arguments import nonneg_float, nonneg_int, pos_int, split_list
+from topoopt_ilp.cli.output import ProgressBar
 from topoopt_ilp.errors import EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run"]
@@ -74,16 +75,30 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError(f"cannot make directory {args.out}: {exc.strerror or exc}") from None
         check_writable(os.path.join(args.out, "architectures.csv"), "--out")
-    progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    results = evaluate_paper(
-        paths,
-        progress=progress,
-        time_limit_s=args.time_limit,
-        rounds=args.rounds,
-        round_time_limit_s=args.round_time_limit,
-        rack_size=args.rack_size,
-        seed=args.seed,
-    )
+    bar = ProgressBar("evaluate-paper", len(paths)) if not args.quiet and sys.stderr.isatty() else None
+
+    def progress(done: int, total: int, name: str, result: str | None) -> None:
+        if bar is None:  # not a terminal: one line per instance as it starts and as it ends
+            print(result or f"{name}: solving ...", file=sys.stderr, flush=True)
+        elif result is None:
+            bar.step(done, f"{name}: solving")
+        else:
+            bar.step(done)
+            bar.write_line(result)
+
+    try:
+        results = evaluate_paper(
+            paths,
+            progress=None if args.quiet else progress,
+            time_limit_s=args.time_limit,
+            rounds=args.rounds,
+            round_time_limit_s=args.round_time_limit,
+            rack_size=args.rack_size,
+            seed=args.seed,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     if not args.quiet:
         print(format_table(results, args.format))
     if args.out is not None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
+import threading
 import time
 from typing import Any
 
@@ -20,6 +22,8 @@ __all__ = [
     "fmt_time",
     "fmt_duration",
     "LiveLine",
+    "ProgressBar",
+    "report_text",
     "metrics_lines",
     "print_json",
     "print_round",
@@ -63,31 +67,108 @@ def fmt_duration(seconds: float) -> str:
 
 
 class LiveLine:
-    """One line on a terminal that a long solve rewrites in place: the time so far and, where the
+    """One line on a terminal that long work rewrites in place: the time so far and, where the
     back-end reports them, the MILP's incumbent, bound and gap (its own objective, in the model's
-    units). Called with each progress report; :meth:`close` clears it before the result prints."""
+    units). Called with each progress report; a background thread redraws it every ``tick_s`` so
+    the clock moves through phases that report nothing (bounds, local search, a back-end without
+    callbacks). :meth:`close` stops the thread and clears the line before the result prints."""
 
-    def __init__(self, label: str, stream=None) -> None:
+    def __init__(self, label: str, stream=None, tick_s: float | None = 1.0) -> None:
         self.label, self.stream = label, stream if stream is not None else sys.stderr
         self.started, self.shown = time.monotonic(), False
+        self._report: dict[str, float | None] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._ticker = None
+        if tick_s is not None:
+            self._ticker = threading.Thread(target=self._tick, args=(tick_s,), daemon=True)
+            self._ticker.start()
 
     def __call__(self, report: dict[str, float | None]) -> None:
-        parts = [f"{self.label}: {fmt_duration(time.monotonic() - self.started)}"]
-        if report.get("incumbent") is not None:
-            parts.append(f"MILP incumbent {report['incumbent']:.6g}")
-        if report.get("bound") is not None:
-            parts.append(f"bound {report['bound']:.6g}")
-        if report.get("gap") is not None:
-            parts.append(f"gap {report['gap']:.2%}")
-        self.stream.write("\r\x1b[2K" + ", ".join(parts))
+        with self._lock:
+            self._report = dict(report)
+            self._draw()
+
+    def text(self) -> str:
+        """What the line shows now."""
+        return f"{self.label}: {fmt_duration(self.elapsed())}" + report_text(self._report)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def write_line(self, line: str) -> None:
+        """Print ``line`` above the live line, which is drawn again below it."""
+        with self._lock:
+            self.stream.write("\r\x1b[2K" + line + "\n")
+            self._draw()
+
+    def close(self) -> None:
+        self._stopped.set()
+        if self._ticker is not None:
+            self._ticker.join()
+        with self._lock:
+            if self.shown:
+                self.stream.write("\r\x1b[2K")
+                self.stream.flush()
+                self.shown = False
+
+    def _draw(self) -> None:
+        if self._stopped.is_set():
+            return
+        width = shutil.get_terminal_size((80, 24)).columns - 1  # a wrapped line could not be rewritten
+        self.stream.write("\r\x1b[2K" + self.text()[:width])
         self.stream.flush()
         self.shown = True
 
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-            self.shown = False
+    def _tick(self, tick_s: float) -> None:
+        while not self._stopped.wait(tick_s):
+            with self._lock:
+                self._draw()
+
+
+class ProgressBar(LiveLine):
+    """A :class:`LiveLine` for work in ``total`` steps (the solves of a comparison or a sweep, the
+    instances of ``evaluate-paper``): a bar, the steps done, the time so far and an estimate of the
+    time left, what runs now, and the running solve's own report where its back-end sends one.
+    ``total`` may be 0 (shown as ``?``) until the first :meth:`step` tells it."""
+
+    def __init__(self, label: str, total: int, stream=None, tick_s: float | None = 1.0, width: int = 20) -> None:
+        self.total, self.done, self.current, self.eta_s, self.width = total, 0, "", None, width
+        super().__init__(label, stream, tick_s)
+
+    def step(self, done: int, current: str = "", eta_s: float | None = None, total: int | None = None) -> None:
+        """``done`` steps are finished and ``current`` runs now (``total``: the number of steps, where
+        it is known only now). The estimate of the time left is ``eta_s`` when given, else the mean
+        time of the steps done so far times the steps left."""
+        with self._lock:
+            if total is not None:
+                self.total = total
+            self.done, self.current, self._report = done, current, {}
+            if eta_s is None and done > 0:
+                eta_s = self.elapsed() / done * (self.total - done)
+            self.eta_s = eta_s
+            self._draw()
+
+    def text(self) -> str:
+        filled = round(self.width * self.done / self.total) if self.total else 0
+        eta = "-" if self.eta_s is None else fmt_duration(self.eta_s)
+        line = (
+            f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total or '?'}, "
+            f"{fmt_duration(self.elapsed())}, ETA {eta}"
+        )
+        return line + (f" | {self.current}" if self.current else "") + report_text(self._report)
+
+
+def report_text(report: dict[str, float | None]) -> str:
+    """A back-end's progress report as the live line shows it (empty when it has none)."""
+    parts = []
+    if report.get("incumbent") is not None:
+        parts.append(f"MILP incumbent {report['incumbent']:.6g}")
+    if report.get("bound") is not None:
+        parts.append(f"bound {report['bound']:.6g}")
+    if report.get("gap") is not None:
+        parts.append(f"gap {report['gap']:.2%}")
+    return "".join(", " + p for p in parts)
 
 
 def metrics_lines(m: dict[str, Any]) -> list[str]:

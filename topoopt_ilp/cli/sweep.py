@@ -11,7 +11,7 @@ from typing import Any
 
 from topoopt_ilp.cli.arguments import comparison_arguments, native_options, pos_int
 from topoopt_ilp.cli.compare import methods_and_backends, no_solution_reason, rows_exit
-from topoopt_ilp.cli.output import fmt_duration, print_text, with_newline
+from topoopt_ilp.cli.output import ProgressBar, fmt_duration, print_text, with_newline
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "run"]
@@ -80,9 +80,11 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.journal}: {len(read_journal(args.journal))} solve(s) recorded; those of this sweep are reused",
                 file=sys.stderr,
             )
-    progress = None
+    progress, bar = None, None
     if not args.quiet:
         started, solved = time.monotonic(), [0]
+        if sys.stderr.isatty():  # the lines scroll above a bar that a person waiting watches
+            bar = ProgressBar("sweep", total=0)
 
         def progress(done, total, path, row):
             what = row.method + (f" [{row.backend}]" if row.backend != "-" else "")
@@ -90,14 +92,19 @@ def run(args: argparse.Namespace) -> int:
             solved[0] += 1  # solves of this run (rows a journal already held are not timed)
             elapsed = time.monotonic() - started
             eta = elapsed / solved[0] * (total - done)
-            print(
+            line = (
                 f"[{done}/{total}, {fmt_duration(elapsed)}, ETA {fmt_duration(eta)}] {path}: {what} {row.status} "
-                f"{value} ({row.time_s:.2f} s)",
-                file=sys.stderr,
-                flush=True,
+                f"{value} ({row.time_s:.2f} s)"
             )
+            if bar is None:
+                print(line, file=sys.stderr, flush=True)
+            else:
+                bar.step(done, eta_s=eta, total=total)
+                bar.write_line(line)
 
     with ExitStack() as stack:
+        if bar is not None:
+            stack.callback(bar.close)
         executor = None
         if args.dask is not None:
             try:

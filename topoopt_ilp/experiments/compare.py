@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io as _io
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 
 from topoopt_ilp.core.instance import Instance
@@ -155,13 +155,29 @@ def compare(
     seed: int = 0,
     native_options: Mapping[str, Mapping[str, object]] | None = None,
     search_moves: int | None = None,
+    *,
+    progress: Callable[[int, int, str], None] | None = None,
+    solver_progress: Callable[[dict[str, float | None]], None] | None = None,
 ) -> list[CompareRow]:
     """Solve ``instance`` with every method (exact: with every backend) and compare the results.
     Default methods: heuristic and exact, plus alternating for a workload. ``native_options``
     (``{backend: {parameter: value}}``) go to the exact solves, each backend reading its own entry;
-    ``search_moves`` to the placement's local search (:func:`plan_runs`)."""
+    ``search_moves`` to the placement's local search (:func:`plan_runs`).
+
+    ``progress(done, total, what)`` is called before each solve (``what``: e.g. ``exact [highs]``)
+    and once when all are done (``what`` empty); ``solver_progress`` goes to the exact solves as their
+    ``progress`` callback (see :class:`~topoopt_ilp.solvers.SolveOptions`)."""
     runs = plan_runs(instance, methods, backends, time_limit_s, seed, native_options, search_moves)
-    return annotate(instance, [run_one(instance, *run) for run in runs])
+    rows = []
+    for done, (method, backend, options) in enumerate(runs):
+        if progress is not None:
+            progress(done, len(runs), method + (f" [{backend}]" if backend != "-" else ""))
+        if method == "exact" and solver_progress is not None:
+            options = {**options, "progress": solver_progress}
+        rows.append(run_one(instance, method, backend, options))
+    if progress is not None:
+        progress(len(runs), len(runs), "")
+    return annotate(instance, rows)
 
 
 def _fmt(v, pct=False) -> str:

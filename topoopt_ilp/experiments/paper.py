@@ -80,7 +80,7 @@ DIRECT = ("topoopt", "alternating", "routed", "expander")
 OURS_AND_TOPOOPT = ("topoopt", "alternating", "routed")
 FAT_TREES = tuple(f"fat_tree_{r:g}" for r in FAT_TREE_OVERSUBSCRIPTIONS)
 
-Progress = Callable[[str], None]
+Progress = Callable[[int, int, str, str | None], None]
 
 
 @dataclass(frozen=True)
@@ -244,19 +244,24 @@ def evaluate_paper_instance(
 def evaluate_paper(
     paths: Sequence[str | os.PathLike], *, progress: Progress | None = None, **options: Any
 ) -> list[PaperResult]:
-    """:func:`evaluate_paper_instance` over instance files, in order."""
+    """:func:`evaluate_paper_instance` over instance files, in order. ``progress(done, total, name,
+    result)`` is called as each instance starts (``done`` of ``total`` finished, ``result`` None) and
+    as it ends (``result``: one line on its iteration times)."""
     loaded = [(load_instance(path), path) for path in paths]  # a bad file fails now, not after an hour
     results = []
-    for inst, path in loaded:
+    for done, (inst, path) in enumerate(loaded):
         name = inst.name or Path(path).stem
         if progress is not None:
-            progress(f"{name}: solving ...")
+            progress(done, len(loaded), name, None)
         res = evaluate_paper_instance(inst, name=name, **options)
         if progress is not None:
             progress(
+                done + 1,
+                len(loaded),
+                name,
                 f"{name}: TopoOpt {res.iteration_time_s['topoopt'] * 1e3:.4g} ms, alternating "
                 f"{res.iteration_time_s['alternating'] * 1e3:.4g} ms in {res.alternating_wall_s:.1f} s, re-routed "
-                f"{res.iteration_time_s['routed'] * 1e3:.4g} ms"
+                f"{res.iteration_time_s['routed'] * 1e3:.4g} ms",
             )
         results.append(res)
     return results
