@@ -26,7 +26,7 @@ from topoopt_ilp.heuristic.select import best_rule, geometric_rule, select_permu
 from topoopt_ilp.heuristic.simple import parallel_link_count, remove_parallel_links
 from topoopt_ilp.heuristic.totient import coset_of, jump_ports, totient_perms
 
-__all__ = ["TopologyFinderResult", "topology_finder", "SELECT_RULES"]
+__all__ = ["TopologyFinderResult", "FinderOptions", "topology_finder", "SELECT_RULES"]
 
 #: Named SelectPermutations rules accepted by ``topology_finder(select=...)``.
 SELECT_RULES: dict[str, Callable[..., tuple[int, ...]]] = {"geometric": geometric_rule, "best": best_rule}
@@ -293,97 +293,238 @@ def topology_finder(
     -------
     TopologyFinderResult
     """
-    if mode not in ("paper", "authors"):
-        raise ValueError(f"mode must be 'paper' or 'authors', got {mode!r}")
-    if split is None:
-        split = "proportional" if mode == "paper" else "all_allreduce"
-    if isinstance(select, str):
-        if select not in SELECT_RULES:
-            raise ValueError(f"unknown select rule {select!r}")
-        rule, select_name = SELECT_RULES[select], select
-    else:
-        rule, select_name = select, getattr(select, "__name__", "custom")
-    if n < 2 or d < 1:
-        raise ValueError("need n >= 2 and d >= 1")
-    odd_ports = not directed and (n * d) % 2 == 1  # n and d odd: some server keeps a port free
-    if odd_ports and regular:
-        raise ValueError(f"n*d = {n * d} is odd: no undirected {d}-regular topology")
-    if odd_ports and d == 1:
-        raise ValueError(f"degree 1 on {n} servers (an odd number) leaves a server without a link")
-    if not multi_links and d > n - 1:
-        raise ValueError(f"degree {d} needs parallel links on {n} servers (multi_links false allows at most {n - 1})")
-    if mp is None:
-        mp = np.zeros((n, n))
-    if mp.shape != (n, n):
-        raise ValueError(f"mp must be {n}x{n}, got {mp.shape}")
-    notes: list[str] = []
+    options = FinderOptions.checked(
+        directed=directed,
+        split=split,
+        select=select,
+        mode=mode,
+        mp_routing=mp_routing,
+        matching=matching,
+        max_routes=max_routes,
+        mp_k=mp_k,
+        seed=seed,
+        multi_links=multi_links,
+        mp_tie_break=mp_tie_break,
+        regular=regular,
+    )
+    run = _FinderRun.start(n, d, groups, mp, options)
+    _weigh_traffic(run)
+    _split_degree(run)
+    _allocate_ring_ports(run)
+    _choose_jumps(run)
+    _build_rings(run)
+    _match_mp_links(run)
+    if not options.multi_links:
+        _remove_parallel_links(run)
+    _route_explicit_paths(run)
+    return run.result()
 
-    # ---- 1. classify groups, traffic weights (authors: W[k] += S (2k-1)/k; T_AR = sum S (2k-1))
-    kinds, coset, members_l = classify_groups(groups, n)
-    W: dict[int, float] = {}
-    t_ar = 0.0
-    for kind, mem, (_, S) in zip(kinds, members_l, groups):
+
+@dataclass(frozen=True)
+class FinderOptions:
+    """The choices of one :func:`topology_finder` run, checked (see its parameters); ``rule`` is
+    the SelectPermutations rule itself and ``select`` its name."""
+
+    directed: bool
+    split: str
+    rule: Callable[..., tuple[int, ...]]
+    select: str
+    mode: str
+    mp_routing: str
+    matching: str | Callable[..., np.ndarray]
+    max_routes: int | None
+    mp_k: int
+    seed: int
+    multi_links: bool
+    mp_tie_break: str
+    regular: bool
+
+    @classmethod
+    def checked(cls, *, split: str | None, select, mode: str, **rest) -> FinderOptions:
+        if mode not in ("paper", "authors"):
+            raise ValueError(f"mode must be 'paper' or 'authors', got {mode!r}")
+        if split is None:
+            split = "proportional" if mode == "paper" else "all_allreduce"
+        if isinstance(select, str):
+            if select not in SELECT_RULES:
+                raise ValueError(f"unknown select rule {select!r}")
+            rule, name = SELECT_RULES[select], select
+        else:
+            rule, name = select, getattr(select, "__name__", "custom")
+        return cls(split=split, rule=rule, select=name, mode=mode, **rest)
+
+
+@dataclass(eq=False)
+class _FinderRun:
+    """What the steps of one :func:`topology_finder` run build, in step order; each step function
+    below reads the fields of the steps before it and fills its own."""
+
+    n: int
+    d: int
+    groups: Sequence[tuple[np.ndarray | Sequence[int], float]]
+    mp: np.ndarray | sp.spmatrix
+    options: FinderOptions
+    odd_ports: bool  # undirected, n and d odd: some server keeps a port free
+    notes: list[str] = field(default_factory=list)
+    # 1. traffic weights
+    kinds: list[str] = field(default_factory=list)
+    coset: list[tuple[int, int] | None] = field(default_factory=list)
+    members: list[np.ndarray] = field(default_factory=list)
+    weights: dict[int, float] = field(default_factory=dict)
+    t_ar: float = 0.0
+    mp_total: float = 0.0
+    # 2.-3. degree split, ports per group size
+    d_a: int = 0
+    d_mp: int = 0
+    ports: dict[int, int] = field(default_factory=dict)
+    # 4.-5. jumps, circulant links, CoinChangeMod
+    jumps: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    chosen: list[int] = field(default_factory=list)
+    ar: np.ndarray | None = None
+    dist: np.ndarray | None = None
+    offset_routes: object = None
+    # 6. rings
+    rings: RingSet | None = None
+    final_kinds: list[str] = field(default_factory=list)
+    virtual: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    ring_rows: list[np.ndarray] = field(default_factory=list)
+    # 7. MP links (and the parallel-link repair)
+    mpm: np.ndarray | None = None
+    X: np.ndarray | None = None
+    rewired: int = 0
+    routing_jumps: tuple[int, ...] | None = None
+    repaired: bool = False
+    # 8. explicit paths
+    paths: PathSet = field(default_factory=PathSet.empty)
+
+    @classmethod
+    def start(cls, n: int, d: int, groups, mp, options: FinderOptions) -> _FinderRun:
+        """The run's inputs, refused when no topology of the requested kind exists."""
+        if n < 2 or d < 1:
+            raise ValueError("need n >= 2 and d >= 1")
+        odd_ports = not options.directed and (n * d) % 2 == 1
+        if odd_ports and options.regular:
+            raise ValueError(f"n*d = {n * d} is odd: no undirected {d}-regular topology")
+        if odd_ports and d == 1:
+            raise ValueError(f"degree 1 on {n} servers (an odd number) leaves a server without a link")
+        if not options.multi_links and d > n - 1:
+            raise ValueError(
+                f"degree {d} needs parallel links on {n} servers (multi_links false allows at most {n - 1})"
+            )
+        if mp is None:
+            mp = np.zeros((n, n))
+        if mp.shape != (n, n):
+            raise ValueError(f"mp must be {n}x{n}, got {mp.shape}")
+        if not sp.issparse(mp):
+            mp = np.asarray(mp, dtype=float)
+        return cls(n, d, groups, mp, options, odd_ports)
+
+    def result(self) -> TopologyFinderResult:
+        o = self.options
+        return TopologyFinderResult(
+            X=self.X,
+            ar_matrix=self.ar,
+            mp_matrix=self.mpm,
+            jumps=self.jumps,
+            virtual_jumps=self.virtual,
+            routing=Routing(rings=self.rings, paths=self.paths, offset_routes=self.offset_routes),
+            d_allreduce=self.d_a,
+            d_mp=self.d_mp,
+            ports=dict(self.ports),
+            group_weights=self.weights,
+            group_kind=tuple(self.final_kinds),
+            coin_dist=self.dist,
+            n=self.n,
+            d=self.d,
+            directed=o.directed,
+            mode=o.mode,
+            split=o.split,
+            select=o.select,
+            notes=tuple(self.notes),
+            rewired=self.rewired,
+            routing_jumps=self.routing_jumps,
+        )
+
+
+def _weigh_traffic(run: _FinderRun) -> None:
+    """1. Classify the groups; the authors' weights ``W[k] += S (2k-1)/k`` per coset group size,
+    ``T_AR = sum S (2k-1)`` over all groups with traffic, and the MP bytes off the diagonal."""
+    run.kinds, run.coset, run.members = classify_groups(run.groups, run.n)
+    for kind, mem, (_, S) in zip(run.kinds, run.members, run.groups):
         if kind == "trivial":
             continue
         k = mem.size
-        t_ar += S * (2 * k - 1)
+        run.t_ar += S * (2 * k - 1)
         if kind == "coset":
-            W[k] = W.get(k, 0.0) + S * (2 * k - 1) / k
-    if sp.issparse(mp):
-        mp_total = float(mp.sum() - mp.diagonal().sum())
-    else:
-        mp = np.asarray(mp, dtype=float)
-        mp_total = float(mp.sum() - np.trace(mp))
+            run.weights[k] = run.weights.get(k, 0.0) + S * (2 * k - 1) / k
+    mp = run.mp
+    run.mp_total = float(mp.sum() - mp.diagonal().sum()) if sp.issparse(mp) else float(mp.sum() - np.trace(mp))
 
-    # ---- 2. degree split
-    d_a, d_mp = degree_split(d, t_ar, mp_total, split=split, directed=directed)
-    if odd_ports:  # rings take every port they can (an even number); the last one goes to a near-perfect matching
-        if t_ar > 0 and d_a != d - 1:
-            notes.append(
+
+def _split_degree(run: _FinderRun) -> None:
+    """2. Ports for AllReduce rings (``d_A``) and for MP matchings (``d_MP``)."""
+    n, d, o = run.n, run.d, run.options
+    run.d_a, run.d_mp = degree_split(d, run.t_ar, run.mp_total, split=o.split, directed=o.directed)
+    if run.odd_ports:  # rings take every port they can (an even number); the last one goes to a near-perfect matching
+        if run.t_ar > 0 and run.d_a != d - 1:
+            run.notes.append(
                 f"n={n} and d={d} odd: {d - 1} ports go to AllReduce rings, the last to one MP matching "
                 f"round that leaves one server's port free (regular false)"
             )
-        d_a, d_mp = (d - 1, 1) if t_ar > 0 else (0, d)
-    elif d_mp and not directed and n % 2:
-        notes.append(f"n={n} odd: no perfect matching, all {d} ports go to AllReduce rings")
-        d_a, d_mp = d, 0
+        run.d_a, run.d_mp = (d - 1, 1) if run.t_ar > 0 else (0, d)
+    elif run.d_mp and not o.directed and n % 2:
+        run.notes.append(f"n={n} odd: no perfect matching, all {d} ports go to AllReduce rings")
+        run.d_a, run.d_mp = d, 0
 
-    # ---- 3. ports per group size
-    ports = allocate_ports(W, d_a, n, mode="proportional" if mode == "paper" else "heaviest", directed=directed)
-    spare = d_a - sum(ports.values())
+
+def _allocate_ring_ports(run: _FinderRun) -> None:
+    """3. AllReduce ports per group size (paper: proportional to ``W``; authors: the heaviest size
+    takes them all); ports no coset size takes go to full n-rings."""
+    n, o = run.n, run.options
+    mode = "proportional" if o.mode == "paper" else "heaviest"
+    run.ports = allocate_ports(run.weights, run.d_a, n, mode=mode, directed=o.directed)
+    spare = run.d_a - sum(run.ports.values())
     if spare > 0:  # no coset group at all (only ordered groups): spend on full n-rings
-        ports[n] = ports.get(n, 0) + spare
-        notes.append(f"{spare} AllReduce ports without a coset group size went to full {n}-rings")
-    if n in ports and n not in W:
-        notes.append(f"connectivity ring: {ports[n]} ports on a full {n}-ring (group size {n} has no traffic)")
+        run.ports[n] = run.ports.get(n, 0) + spare
+        run.notes.append(f"{spare} AllReduce ports without a coset group size went to full {n}-rings")
+    if n in run.ports and n not in run.weights:
+        run.notes.append(f"connectivity ring: {run.ports[n]} ports on a full {n}-ring (group size {n} has no traffic)")
 
-    # ---- 4. TotientPerms + SelectPermutations, heaviest first
-    jumps: dict[int, tuple[int, ...]] = {}
-    chosen: list[int] = []
-    for k, pk in ports.items():
+
+def _choose_jumps(run: _FinderRun) -> None:
+    """4.-5. TotientPerms candidates and SelectPermutations per group size, heaviest first; the
+    circulant of the chosen jumps, and CoinChangeMod routes over them."""
+    n, o = run.n, run.options
+    for k, pk in run.ports.items():
         cands = totient_perms(n, k)
-        m = pk // jump_ports(n, int(cands[0]), directed)
+        m = pk // jump_ports(n, int(cands[0]), o.directed)
         picked = select_permutations(
-            cands, m, n=n, rule=rule, mode=mode, directed=directed, fixed=tuple(chosen), seed=seed
+            cands, m, n=n, rule=o.rule, mode=o.mode, directed=o.directed, fixed=tuple(run.chosen), seed=o.seed
         )
-        jumps[k] = picked
-        chosen.extend(picked)
-    ar = circulant_matrix(n, chosen, directed) if chosen else np.zeros((n, n), dtype=np.int64)
+        run.jumps[k] = picked
+        run.chosen.extend(picked)
+    run.ar = circulant_matrix(n, run.chosen, o.directed) if run.chosen else np.zeros((n, n), dtype=np.int64)
+    run.dist, run.offset_routes = coin_change_mod(n, run.chosen, directed=o.directed, max_routes=o.max_routes)
 
-    # ---- 5. CoinChangeMod over the chosen jumps
-    dist, offset_routes = coin_change_mod(n, chosen, directed=directed, max_routes=max_routes)
 
-    # ---- 6. rings per group
-    rings, final_kinds, virtual = group_rings(n, kinds, coset, members_l, jumps, dist, directed, notes)
-    ring_group, ring_frac = rings.group.tolist(), rings.fraction.tolist()
-    ring_rows = [row[row >= 0] for row in rings.order]
+def _build_rings(run: _FinderRun) -> None:
+    """6. The rings of every group (:func:`group_rings`)."""
+    run.rings, run.final_kinds, run.virtual = group_rings(
+        run.n, run.kinds, run.coset, run.members, run.jumps, run.dist, run.options.directed, run.notes
+    )
+    run.ring_rows = [row[row >= 0] for row in run.rings.order]
 
-    # ---- 7. MP links: repeated max-weight matching. With no ring ports (d_a = 0) the AllReduce
-    # traffic can only ride these links, so the matching weighs it too: each group's ring in member
-    # order, 2(k-1)/k x S per edge (two disjoint pair groups at degree 1 were matched across, inf).
+
+def _match_mp_links(run: _FinderRun) -> None:
+    """7. MP links by repeated max-weight matching over the ports the rings left. With no ring ports
+    (``d_A = 0``) the AllReduce traffic can only ride these links, so the matching weighs it too:
+    each group's ring in member order, ``2(k-1)/k x S`` per edge (two disjoint pair groups at
+    degree 1 were matched across, inf). Free ports left by near-perfect rounds are linked, and a
+    topology without rings is made connected."""
+    n, d, o, mp = run.n, run.d, run.options, run.mp
     weights = mp
-    if d_a == 0 and t_ar > 0:
-        live = [(mem, S) for kind, mem, (_, S) in zip(kinds, members_l, groups) if kind != "trivial"]
+    if run.d_a == 0 and run.t_ar > 0:
+        live = [(mem, S) for kind, mem, (_, S) in zip(run.kinds, run.members, run.groups) if kind != "trivial"]
         src = np.concatenate([mem for mem, _ in live])
         ring = sp.coo_matrix(
             (
@@ -393,106 +534,93 @@ def topology_finder(
             shape=(n, n),
         )
         weights = sp.csr_matrix(mp) + ring if sp.issparse(mp) else mp + ring.toarray()
-    mpm = repeated_matching(
-        weights, d_mp, seed=seed, method=matching, directed=directed, base=ar, tie_break=mp_tie_break
+    run.mpm = repeated_matching(
+        weights, run.d_mp, seed=o.seed, method=o.matching, directed=o.directed, base=run.ar, tie_break=o.mp_tie_break
     )
-    X = ar + mpm
-    if odd_ports:  # near-perfect rounds may leave free ports on different servers: link them
-        mpm += _link_free_ports(X, d, multi_links)
-        X = ar + mpm
-    if d_a == 0 and d >= (1 if directed else 2):  # undirected, d = 1: a matching, never connected
-        if connected_components(X > 0, directed=directed, connection="strong")[0] > 1:
-            connect_components(X, np.random.default_rng(seed), directed=directed)
-            mpm = X - ar
-            notes.append("no AllReduce rings: MP matching links rewired to connect the topology")
+    run.X = run.ar + run.mpm
+    if run.odd_ports:  # near-perfect rounds may leave free ports on different servers: link them
+        run.mpm += _link_free_ports(run.X, d, o.multi_links)
+        run.X = run.ar + run.mpm
+    if run.d_a == 0 and d >= (1 if o.directed else 2):  # undirected, d = 1: a matching, never connected
+        if connected_components(run.X > 0, directed=o.directed, connection="strong")[0] > 1:
+            connect_components(run.X, np.random.default_rng(o.seed), directed=o.directed)
+            run.mpm = run.X - run.ar
+            run.notes.append("no AllReduce rings: MP matching links rewired to connect the topology")
 
-    # ---- 7b. multi_links false: rewire parallel links, re-route over the jumps left whole
-    rewired, routing_jumps, repaired = 0, None, False
-    if not multi_links and parallel_link_count(X, directed):
-        w = mp.toarray() if sp.issparse(mp) else np.array(mp, dtype=float)
-        np.fill_diagonal(w, 0.0)
-        for r, g, f in zip(ring_rows, ring_group, ring_frac):
-            np.add.at(w, (r, np.roll(r, -1)), float(groups[g][1]) * f)
-        before = parallel_link_count(X, directed)
-        rewired = remove_parallel_links(X, directed=directed, weight=w, seed=seed)
-        ar = np.minimum(ar, X)
-        mpm = X - ar
-        idx = np.arange(n)
-        whole = []
-        for j in chosen:
-            j = int(j) % n
-            key = j if directed else min(j, n - j)
-            if key and key not in whole and (X[idx, (idx + key) % n] > 0).all():
-                whole.append(key)
-        routing_jumps = tuple(whole)
-        dist, offset_routes = coin_change_mod(n, routing_jumps, directed=directed, max_routes=max_routes)
-        repaired = True
-        broken = sorted({(int(j) % n if directed else min(int(j) % n, n - int(j) % n)) for j in chosen} - set(whole))
-        note = (
-            f"multi_links false: {rewired} degree-preserving link swaps ({2 * rewired} links rewired) removed "
-            f"{before} parallel links"
+
+def _remove_parallel_links(run: _FinderRun) -> None:
+    """7b. ``multi_links=False``: rewire the parallel links by degree-preserving swaps (the links
+    carrying the least ring + MP traffic first), then redo CoinChangeMod over the chosen jumps whose
+    links all survived."""
+    n, o, X = run.n, run.options, run.X
+    if not parallel_link_count(X, o.directed):
+        return
+    w = run.mp.toarray() if sp.issparse(run.mp) else np.array(run.mp, dtype=float)
+    np.fill_diagonal(w, 0.0)
+    for r, g, f in zip(run.ring_rows, run.rings.group.tolist(), run.rings.fraction.tolist()):
+        np.add.at(w, (r, np.roll(r, -1)), float(run.groups[g][1]) * f)
+    before = parallel_link_count(X, o.directed)
+    run.rewired = remove_parallel_links(X, directed=o.directed, weight=w, seed=o.seed)
+    run.ar = np.minimum(run.ar, X)
+    run.mpm = X - run.ar
+    idx = np.arange(n)
+    whole = []
+    for j in run.chosen:
+        j = int(j) % n
+        key = j if o.directed else min(j, n - j)
+        if key and key not in whole and (X[idx, (idx + key) % n] > 0).all():
+            whole.append(key)
+    run.routing_jumps = tuple(whole)
+    run.dist, run.offset_routes = coin_change_mod(n, run.routing_jumps, directed=o.directed, max_routes=o.max_routes)
+    run.repaired = True
+    broken = sorted({(int(j) % n if o.directed else min(int(j) % n, n - int(j) % n)) for j in run.chosen} - set(whole))
+    note = (
+        f"multi_links false: {run.rewired} degree-preserving link swaps ({2 * run.rewired} links rewired) removed "
+        f"{before} parallel links"
+    )
+    if broken:
+        note += (
+            f"; jumps {broken} lost links, so CoinChangeMod routes over {list(run.routing_jumps)} and "
+            "explicit shortest paths carry the rest"
         )
-        if broken:
-            note += (
-                f"; jumps {broken} lost links, so CoinChangeMod routes over {list(routing_jumps)} and "
-                "explicit shortest paths carry the rest"
-            )
-        notes.append(note)
+    run.notes.append(note)
 
-    # ---- 8. explicit paths where the combined topology beats the circulant routes
-    paths = PathSet.empty()
-    if d_mp > 0 or (dist < 0).any() or repaired:
-        if sp.issparse(mp):
-            C = mp.tocoo()
-            src, dst = C.row.astype(np.int64), C.col.astype(np.int64)
-            keep = (C.data > 0) & (src != dst)
-            src, dst = src[keep], dst[keep]
-        else:
-            src, dst = np.nonzero(mp > 0)
-            keep = src != dst
-            src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
-        hs, hd = [src], [dst]
-        for r, g in zip(ring_rows, ring_group):
-            if final_kinds[g] in ("ordered", "routed") or repaired:  # repaired: a coset ring's jump may be gone
-                hs.append(r)
-                hd.append(np.roll(r, -1))
-        src, dst = np.concatenate(hs), np.concatenate(hd)
-        if src.size:
-            key = np.sort(src * n + dst)  # sort-based dedupe: numpy's hash unique is slow on ~1e6 keys
-            key = key[np.r_[True, key[1:] != key[:-1]]]
-            src, dst = key // n, key % n
-            cd = dist[(dst - src) % n].astype(float)
-            cd[cd < 0] = np.inf
-            bd, bp = route_pairs(X, src, dst, method="shortest", shorter_than=cd)
-            if mp_routing == "shortest":
-                paths = bp
-            else:
-                need = (bd >= 0) & (bd < cd)
-                _, paths = route_pairs(X, src[need], dst[need], method=mp_routing, k=mp_k)
-            unreach = int(((bd < 0) & ~np.isfinite(cd)).sum())
-            if unreach:
-                notes.append(f"{unreach} pairs with traffic are unreachable")
 
-    return TopologyFinderResult(
-        X=X,
-        ar_matrix=ar,
-        mp_matrix=mpm,
-        jumps=jumps,
-        virtual_jumps=virtual,
-        routing=Routing(rings=rings, paths=paths, offset_routes=offset_routes),
-        d_allreduce=d_a,
-        d_mp=d_mp,
-        ports=dict(ports),
-        group_weights=W,
-        group_kind=tuple(final_kinds),
-        coin_dist=dist,
-        n=n,
-        d=d,
-        directed=directed,
-        mode=mode,
-        split=split,
-        select=select_name,
-        notes=tuple(notes),
-        rewired=rewired,
-        routing_jumps=routing_jumps,
-    )
+def _route_explicit_paths(run: _FinderRun) -> None:
+    """8. Explicit paths for the pairs with traffic (MP demand, hops of rings that are not on the
+    circulant, every ring hop after a repair) where the whole topology is shorter than the circulant
+    routes, or reaches what they cannot."""
+    n, o, mp, dist = run.n, run.options, run.mp, run.dist
+    if not (run.d_mp > 0 or (dist < 0).any() or run.repaired):
+        return
+    if sp.issparse(mp):
+        C = mp.tocoo()
+        src, dst = C.row.astype(np.int64), C.col.astype(np.int64)
+        keep = (C.data > 0) & (src != dst)
+        src, dst = src[keep], dst[keep]
+    else:
+        src, dst = np.nonzero(mp > 0)
+        keep = src != dst
+        src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
+    hs, hd = [src], [dst]
+    for r, g in zip(run.ring_rows, run.rings.group.tolist()):
+        if run.final_kinds[g] in ("ordered", "routed") or run.repaired:  # repaired: a coset ring's jump may be gone
+            hs.append(r)
+            hd.append(np.roll(r, -1))
+    src, dst = np.concatenate(hs), np.concatenate(hd)
+    if not src.size:
+        return
+    key = np.sort(src * n + dst)  # sort-based dedupe: numpy's hash unique is slow on ~1e6 keys
+    key = key[np.r_[True, key[1:] != key[:-1]]]
+    src, dst = key // n, key % n
+    cd = dist[(dst - src) % n].astype(float)
+    cd[cd < 0] = np.inf
+    bd, bp = route_pairs(run.X, src, dst, method="shortest", shorter_than=cd)
+    if o.mp_routing == "shortest":
+        run.paths = bp
+    else:
+        need = (bd >= 0) & (bd < cd)
+        _, run.paths = route_pairs(run.X, src[need], dst[need], method=o.mp_routing, k=o.mp_k)
+    unreach = int(((bd < 0) & ~np.isfinite(cd)).sum())
+    if unreach:
+        run.notes.append(f"{unreach} pairs with traffic are unreachable")
