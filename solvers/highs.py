@@ -15,7 +15,6 @@ threads); its LP solver about 2 ms. The alternating method solves many such tiny
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import numpy as np
 
 from topoopt_ilp.solvers.errors import NativeOptionError
 from topoopt_ilp.solvers.model import LinearModel, Sense
-from topoopt_ilp.solvers.options import PROGRESS_INTERVAL_S, SolveOptions
+from topoopt_ilp.solvers.options import SolveOptions, progress_due
 from topoopt_ilp.solvers.result import (
     INFEASIBLE_OR_UNBOUNDED,
     RawOutcome,
@@ -270,13 +269,11 @@ def _read(path: str | None) -> str | None:
 def _report_progress(h, progress) -> None:
     """Subscribe ``progress`` to HiGHS' branch and bound: every improving solution, and its periodic
     interrupt checks at most every :data:`~.options.PROGRESS_INTERVAL_S`."""
-    last = [-math.inf]
+    due = progress_due()
 
     def report(event, always: bool) -> None:
-        now = time.monotonic()
-        if not always and now - last[0] < PROGRESS_INTERVAL_S:
+        if not due(always):
             return
-        last[0] = now
         out = event.data_out
         progress(
             {

@@ -26,14 +26,13 @@ are refused before we get here (CP-SAT returned a wrong "optimum" on a continuou
 
 from __future__ import annotations
 
-import math
 import time
 from datetime import timedelta
 
 import numpy as np
 
 from topoopt_ilp.solvers.model import LinearModel, Sense
-from topoopt_ilp.solvers.options import PROGRESS_INTERVAL_S, SolveOptions
+from topoopt_ilp.solvers.options import SolveOptions, progress_due
 from topoopt_ilp.solvers.result import (
     INFEASIBLE_OR_UNBOUNDED,
     RawOutcome,
@@ -196,12 +195,10 @@ def _progress_callback(progress):
     registration = callback_pb2.CallbackRegistrationProto(
         request_registration=[solution, callback_pb2.CALLBACK_EVENT_MIP]
     )
-    last = [-math.inf]
+    due = progress_due()
 
     def callback(data):
-        now = time.monotonic()
-        if data.event == solution or now - last[0] >= PROGRESS_INTERVAL_S:
-            last[0] = now
+        if due(data.event == solution):
             incumbent = finite_or_none(data.mip_stats.primal_bound)
             bound = finite_or_none(data.mip_stats.dual_bound)
             progress({"incumbent": incumbent, "bound": bound, "gap": relative_gap(incumbent, bound)})

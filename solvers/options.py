@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 
@@ -12,10 +13,35 @@ from numpy.typing import ArrayLike
 
 from topoopt_ilp.solvers.errors import ModelError, NativeOptionError
 
-__all__ = ["SolveOptions", "WarmStart", "NativeValue", "DEFAULT_REL_GAP", "DEFAULT_ABS_GAP", "PROGRESS_INTERVAL_S"]
+__all__ = [
+    "SolveOptions",
+    "WarmStart",
+    "NativeValue",
+    "DEFAULT_REL_GAP",
+    "DEFAULT_ABS_GAP",
+    "PROGRESS_INTERVAL_S",
+    "progress_due",
+]
 
 #: Least seconds between two periodic progress reports of one solve (improving solutions always report).
 PROGRESS_INTERVAL_S = 0.25
+
+
+def progress_due() -> Callable[[bool], bool]:
+    """A back-end's test of whether to report now: ``due(always)`` is true for an improving solution
+    (``always``) and otherwise once :data:`PROGRESS_INTERVAL_S` have passed since the last report.
+    The back-ends' periodic callbacks run often, so they build a report only when it is due."""
+    last = [-math.inf]
+
+    def due(always: bool) -> bool:
+        now = time.monotonic()
+        if not always and now - last[0] < PROGRESS_INTERVAL_S:
+            return False
+        last[0] = now
+        return True
+
+    return due
+
 
 #: A native solver parameter's value.
 NativeValue = bool | int | float | str

@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from multiprocessing import get_context
     from pathlib import Path
 
+    from topoopt_ilp.experiments.compare import run_label
     from topoopt_ilp.experiments.sweep import expand_paths, format_sweep, read_journal, sweep
     from topoopt_ilp.files import check_writable, write_atomic
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             bar = ProgressBar("sweep", total=0)
 
         def progress(done, total, path, row):
-            what = row.method + (f" [{row.backend}]" if row.backend != "-" else "")
+            what = run_label(row.method, row.backend)
             value = "-" if row.objective is None else f"{row.objective:.6g}"
             solved[0] += 1  # solves of this run (rows a journal already held are not timed)
             elapsed = time.monotonic() - started

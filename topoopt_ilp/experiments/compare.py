@@ -21,7 +21,17 @@ from topoopt_ilp.files import json_safe
 from topoopt_ilp.methods import METHODS, solve
 from topoopt_ilp.solvers import get_backend
 
-__all__ = ["CompareRow", "annotate", "check_request", "compare", "format_rows", "rows_table", "plan_runs", "run_one"]
+__all__ = [
+    "CompareRow",
+    "annotate",
+    "check_request",
+    "compare",
+    "format_rows",
+    "rows_table",
+    "plan_runs",
+    "run_one",
+    "run_label",
+]
 
 MAXIMIZE = {"throughput"}
 
@@ -147,6 +157,11 @@ def annotate(instance: Instance, rows: Sequence[CompareRow]) -> list[CompareRow]
     return out
 
 
+def run_label(method: str, backend: str) -> str:
+    """A solve as progress lines name it: ``heuristic``, ``exact [highs]``."""
+    return method + (f" [{backend}]" if backend != "-" else "")
+
+
 def compare(
     instance: Instance,
     methods: Sequence[str] | None = None,
@@ -171,7 +186,7 @@ def compare(
     rows = []
     for done, (method, backend, options) in enumerate(runs):
         if progress is not None:
-            progress(done, len(runs), method + (f" [{backend}]" if backend != "-" else ""))
+            progress(done, len(runs), run_label(method, backend))
         if method == "exact" and solver_progress is not None:
             options = {**options, "progress": solver_progress}
         rows.append(run_one(instance, method, backend, options))

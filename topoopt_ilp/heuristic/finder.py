@@ -553,13 +553,13 @@ def _remove_parallel_links(run: _FinderRun) -> None:
     carrying the least ring + MP traffic first), then redo CoinChangeMod over the chosen jumps whose
     links all survived."""
     n, o, X = run.n, run.options, run.X
-    if not parallel_link_count(X, o.directed):
+    before = parallel_link_count(X, o.directed)
+    if not before:
         return
     w = run.mp.toarray() if sp.issparse(run.mp) else np.array(run.mp, dtype=float)
     np.fill_diagonal(w, 0.0)
     for r, g, f in zip(run.ring_rows, run.rings.group.tolist(), run.rings.fraction.tolist()):
         np.add.at(w, (r, np.roll(r, -1)), float(run.groups[g][1]) * f)
-    before = parallel_link_count(X, o.directed)
     run.rewired = remove_parallel_links(X, directed=o.directed, weight=w, seed=o.seed)
     run.ar = np.minimum(run.ar, X)
     run.mpm = X - run.ar
