@@ -67,11 +67,12 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.core.checks import type_name
+from topoopt_ilp.core.checks import as_int, as_int_list, as_number, brief, type_name
+from topoopt_ilp.core.instance import MAX_SERVERS
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.files import MAX_SOLUTION_BYTES, json_safe, write_json_atomic
 from topoopt_ilp.files.jsonio import check_format, json_list, json_object, read_json, with_source
-from topoopt_ilp.schedule.iteration_graph import IterationGraph, Schedule, lower_bounds
+from topoopt_ilp.schedule.iteration_graph import MAX_GRAPH_TASKS, IterationGraph, Schedule, lower_bounds
 
 __all__ = [
     "list_schedule",
@@ -108,7 +109,7 @@ def _units(g: IterationGraph, unit: float, *, any_coarseness: bool = False) -> t
     1e-6 / 1e-6 = 1.0000000000000002). A unit coarser than the longest task is refused unless
     ``any_coarseness`` (the checker reads a file's unit as it is and judges the times it states)."""
     if not (isinstance(unit, (int, float)) and math.isfinite(unit) and unit > 0):
-        raise InputError(f"time unit must be a positive number of seconds, got {unit!r}")
+        raise InputError(f"time unit must be a positive number of seconds, got {brief(unit)}")
 
     def up(v: float) -> int:
         return int(math.ceil(v / unit * (1 - 1e-12))) if v > 0 else 0
@@ -263,7 +264,9 @@ def list_schedule(
     priority = ("tail" if large else "best") if priority is None else priority
     justify = (0 if large else JUSTIFY_ROUNDS) if justify is None else justify
     if priority not in PRIORITY_RULES + ("best",):
-        raise InputError(f"unknown priority rule {priority!r}; choose one of {', '.join(PRIORITY_RULES + ('best',))}")
+        raise InputError(
+            f"unknown priority rule {brief(priority)}; choose one of {', '.join(PRIORITY_RULES + ('best',))}"
+        )
     dur, lat = _units(g, time_unit_s)
     N = len(g.tasks)
     succ, pred = g.successors(), g.predecessors()
@@ -643,14 +646,16 @@ class ScheduleFile:
             ("routing", self.routing, g.routing),
         ):
             if mine != theirs:
-                raise InputError(f"the schedule has {what} {mine!r}, the graph {theirs!r}", field=what, **where)
+                raise InputError(
+                    f"the schedule has {what} {brief(mine)}, the graph {brief(theirs)}", field=what, **where
+                )
         pos = {name: k for k, name in enumerate(self.names)}
         order = []
         for t in g.tasks:
             k = pos.pop(t.name, None)
             if k is None:
                 raise InputError(
-                    f"task {t.name!r} of the iteration graph is missing from the schedule ({len(self.names)} "
+                    f"task {brief(t.name)} of the iteration graph is missing from the schedule ({len(self.names)} "
                     f"task(s) in the file, {len(g.tasks)} in the graph)",
                     field="tasks",
                     **where,
@@ -659,7 +664,7 @@ class ScheduleFile:
         if pos:
             extra = min(pos, key=pos.get)
             raise InputError(
-                f"task {extra!r} is not in the iteration graph (tasks[{pos[extra]}])", field="tasks", **where
+                f"task {brief(extra)} is not in the iteration graph (tasks[{pos[extra]}])", field="tasks", **where
             )
         idx = np.asarray(order, dtype=np.int64)
         return Schedule(
@@ -681,11 +686,10 @@ def _number(v: Any, field: str, *, low: float = 0.0, positive: bool = False, nul
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise InputError(f"expected a number{' or null' if null else ''}, got {type_name(v)}", field=field)
-    if not math.isfinite(v):  # JSON's 1e999 reads as infinity
-        raise InputError(f"must be a finite number, got {v!r}", field=field)
-    if v < low or (positive and v <= low):
-        raise InputError(f"must be {'>' if positive else '>='} {low:g}, got {v!r}", field=field)
-    return float(v)
+    value = as_number(v, field)  # finite; a 401-digit integer is refused by its length, not converted
+    if value < low or (positive and value <= low):
+        raise InputError(f"must be {'>' if positive else '>='} {low:g}, got {value:g}", field=field)
+    return value
 
 
 def _sha(v: Any, field: str) -> str | None:
@@ -702,12 +706,8 @@ def _task_values(row: Mapping[str, Any], field: str) -> None:
     for key in ("duration_s", "bytes", "latency_s"):
         if key in row:
             _number(row[key], field % key)
-    server = row.get("server", 0)
-    if isinstance(server, bool) or not isinstance(server, int) or server < 0:
-        raise InputError(f"expected a server index >= 0, got {server!r}", field=field % "server")
-    path = row.get("path", [])
-    if not isinstance(path, list) or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in path):
-        raise InputError("expected a list of server indices", field=field % "path")
+    as_int(row.get("server", 0), field % "server", low=0, high=MAX_SERVERS - 1)
+    as_int_list(row.get("path", []), field % "path", low=0, high=MAX_SERVERS - 1)
 
 
 def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
@@ -718,7 +718,7 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
     check_format(data, SCHEDULE_FORMAT, E)
     top = json_object(data, "", _FILE_KEYS, _FILE_REQUIRED, err=E)
     if top["format"] != SCHEDULE_FORMAT:
-        raise E(f"expected {SCHEDULE_FORMAT!r}, got {top['format']!r}", field="format")
+        raise E(f"expected {SCHEDULE_FORMAT!r}, got {brief(top['format'])}", field="format")
     if isinstance(top["version"], bool) or not isinstance(top["version"], int) or top["version"] != SCHEDULE_VERSION:
         hint = (
             " (files of earlier releases do not say what they were made from: schedule again with --out)"
@@ -726,21 +726,19 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
             else ""
         )
         raise E(
-            f"unsupported version {top['version']!r}; this release reads version {SCHEDULE_VERSION}{hint}",
+            f"unsupported version {brief(top['version'])}; this release reads version {SCHEDULE_VERSION}{hint}",
             field="version",
         )
     if top["status"] not in ("optimal", "feasible"):
-        raise E(f"must be optimal or feasible (a file holds a schedule), got {top['status']!r}", field="status")
+        raise E(f"must be optimal or feasible (a file holds a schedule), got {brief(top['status'])}", field="status")
     if top["method"] not in ("exact", "heuristic"):
-        raise E(f"must be exact or heuristic, got {top['method']!r}", field="method")
+        raise E(f"must be exact or heuristic, got {brief(top['method'])}", field="method")
     if top["routing"] not in ("given", "shortest_path"):
-        raise E(f"must be given or shortest_path, got {top['routing']!r}", field="routing")
-    mb = top["micro_batches"]
-    if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
-        raise E(f"expected an integer >= 1, got {mb!r}", field="micro_batches")
+        raise E(f"must be given or shortest_path, got {brief(top['routing'])}", field="routing")
+    mb = as_int(top["micro_batches"], "micro_batches", low=1, high=MAX_GRAPH_TASKS)  # each makes tasks
     ff = _number(top["forward_fraction"], "forward_fraction")
     if ff > 1:
-        raise E(f"must be <= 1, got {ff!r}", field="forward_fraction")
+        raise E(f"must be <= 1, got {brief(ff)}", field="forward_fraction")
     for key in ("instance", "solution"):
         if top.get(key) is not None and not isinstance(top[key], str):
             raise E(f"expected a file name or null, got {type_name(top[key])}", field=key)
@@ -755,7 +753,7 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
         if not isinstance(name, str):
             raise E(f"expected a task name, got {type_name(name)}", field=f + ".name")
         if name in seen:
-            raise E(f"task {name!r} appears twice", field=f + ".name")
+            raise E(f"task {brief(name)} appears twice", field=f + ".name")
         seen.add(name)
         names.append(name)
         starts[k] = _number(row["start_s"], f"{f}.start_s ({name})")
@@ -829,7 +827,9 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
         }
         written = ("path", "bytes", "latency_s") if t.is_flow else ("server",) if t.is_compute else ()
         if sf.described and t.name in pos and (omitted := [key for key in written if key not in said]):
-            out.append(f"task {t.name}: the file omits its {omitted[0]} (the task graph's is {truth[omitted[0]]!r})")
+            out.append(
+                f"task {t.name}: the file omits its {omitted[0]} (the task graph's is {brief(truth[omitted[0]])})"
+            )
             if len(out) >= 20:
                 break
             continue
@@ -843,7 +843,7 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
                 and math.isclose(value, real, rel_tol=1e-9, abs_tol=1e-15)
             )
             if not same:
-                out.append(f"task {t.name}: the file says {key} {value!r}, the task graph {real!r}")
+                out.append(f"task {t.name}: the file says {key} {brief(value)}, the task graph {brief(real)}")
                 break
         if len(out) >= 20:
             break

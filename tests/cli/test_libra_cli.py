@@ -85,6 +85,19 @@ def test_time_limit_zero_exits_4(capsys):
     assert "no_solution" in captured.out and captured.err.count("\n") == 1
 
 
+def test_a_run_without_a_result_keeps_an_existing_out_file(tmp_path, capsys):
+    """The rule of every --out (as for solve): exit 4 never replaces a file; with none, the record is written."""
+    out = tmp_path / "bw.json"
+    out.write_text('{"earlier": "result"}')
+    assert main(["bandwidth", SMALL, "--time-limit", "0", "--out", str(out)]) == 4
+    assert "not replaced" in capsys.readouterr().err and out.read_text() == '{"earlier": "result"}'
+    fresh = tmp_path / "fresh.json"
+    assert main(["bandwidth", SMALL, "--time-limit", "0", "--out", str(fresh)]) == 4
+    assert json.loads(fresh.read_text())["status"] == "no_solution"
+    assert main(["bandwidth", SMALL, "--out", str(out)]) == 0  # a result replaces it
+    assert json.loads(out.read_text())["status"] == "optimal"
+
+
 @pytest.mark.parametrize(
     "edit,message",
     [

@@ -209,10 +209,28 @@ def test_optimal_needs_a_bound():
     # Found by a user: a hand-edited heuristic solution claiming "optimal" with no bound was valid.
     inst = instance()
     sol = valid_solution(inst)
-    claimed = replace(sol, status="optimal")
+    claimed = replace(sol, status="optimal", method="exact")
     assert verify(inst, claimed).violations == ("status optimal but the solution states no bound",)
-    proven = replace(sol, status="optimal", bound=sol.objective)
+    proven = replace(sol, status="optimal", method="exact", bound=sol.objective)
     assert verify(inst, proven).valid
+
+
+@pytest.mark.parametrize("method", ["heuristic", "alternating", "given"])
+def test_a_method_that_proves_nothing_claims_no_bound(method):
+    # Found by fuzzing: a heuristic solution relabelled optimal with bound = objective and gap 0 passed.
+    inst = instance()
+    sol = replace(valid_solution(inst), method=method)
+    relabelled = replace(sol, status="optimal", bound=sol.objective, gap=0.0)
+    assert verify(inst, relabelled).violations == (
+        f"status optimal from method {method}, which proves no bound (only the exact method does)",
+    )
+    bounded = replace(sol, bound=sol.objective * 0.5)
+    assert (
+        verify(inst, bounded)
+        .violations[0]
+        .endswith(f"from method {method}, which proves no bound (only the exact method does)")
+    )
+    assert verify(inst, sol).valid
 
 
 @pytest.mark.parametrize("routing", ["given", "shortest_path"])

@@ -36,7 +36,7 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
                 "method": "x",
                 "topology": {"servers": 4, "links": [[0, 9, 1]]},
             },
-            "topology.links[0]",
+            "topology.links[0][1]",
         ),
         (
             {

@@ -577,7 +577,7 @@ def test_check_refuses_a_corrupted_micro_batch_schedule(hand):
 def test_micro_batches_refused(hand):
     inst, g1 = hand
     for bad in (0, -1, 1.5, True, "2", None):
-        with pytest.raises(InputError, match="micro_batches must be an integer >= 1"):
+        with pytest.raises(InputError, match="micro_batches"):
             build_iteration_graph(inst, HAND_STRATEGY, g1.x, micro_batches=bad)
     # refused before building: the compute tasks alone are above the limit
     with pytest.raises(UnsupportedError, match="more than 200,000 tasks .* micro-batches"):

@@ -109,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
     except TopoOptError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -117,8 +117,22 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - the CLI promises one line, not a traceback
         if os.environ.get("TOPOOPT_DEBUG"):
             raise
-        print(f"internal error: {type(exc).__name__}: {exc} (set TOPOOPT_DEBUG=1 for a traceback)", file=sys.stderr)
+        text = one_line(f"{type(exc).__name__}: {exc}")
+        print(f"internal error: {text} (set TOPOOPT_DEBUG=1 for a traceback)", file=sys.stderr)
         return EXIT_ERROR
+
+
+#: The longest error message the CLI prints; the messages cut what they echo well below it.
+MAX_MESSAGE_CHARS = 1000
+
+
+def one_line(message: str) -> str:
+    """An error message as the CLI prints it: one line (a newline in an echoed value is escaped) of
+    at most :data:`MAX_MESSAGE_CHARS` characters, whatever a message was given to echo."""
+    message = message.replace("\r", "\\r").replace("\n", "\\n")
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return f"{message[: MAX_MESSAGE_CHARS - 40]}... ({len(message):,} characters in all)"
 
 
 if __name__ == "__main__":

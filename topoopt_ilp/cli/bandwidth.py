@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from topoopt_ilp.cli.arguments import nonneg_float, pos_float
-from topoopt_ilp.cli.output import STATUS_EXIT, fmt_time
+from topoopt_ilp.cli.output import STATUS_EXIT, fmt_time, keeps_earlier_out
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_OK
 
 __all__ = ["add_subcommand", "run_bandwidth", "format_table"]
@@ -209,7 +209,7 @@ def run_bandwidth(args: argparse.Namespace) -> int:
         gap=DEFAULT_GAP if args.gap is None else args.gap,
     )
     data = json_safe(sol.to_dict(os.path.basename(args.instance)))
-    if args.out is not None:
+    if args.out is not None and not keeps_earlier_out(args.out, sol.status):
         write_json_atomic(args.out, data)
     if args.json:
         print(json.dumps(data, indent=1))

@@ -72,7 +72,11 @@ def run(args: argparse.Namespace) -> int:
     if args.architecture:
         from topoopt_ilp.evaluation.architectures import evaluate_architecture
 
-        placement = load_solution(args.solution, directed=inst.cluster.directed).placement if args.solution else None
+        placement = None
+        if args.solution:
+            given = load_solution(args.solution, directed=inst.cluster.directed)
+            _warn_if_invalid(inst, given, args.solution, "its placement is scored as given")
+            placement = given.placement
         sm = evaluate_architecture(
             inst,
             args.architecture,
@@ -157,16 +161,24 @@ def run(args: argparse.Namespace) -> int:
         if unreachable:  # scored (infinite), and why
             print(f"note: the fixed topology cannot carry the demand: {unreachable[0]}", file=sys.stderr)
     if args.solution:
-        report = verify(inst, target)  # its rules and its recorded metrics (those printed below are recomputed)
-        if not report.valid:  # scored anyway (that is evaluate's job), but not silently
-            print(
-                f"warning: {args.solution} fails verification ({len(report.violations)} violation(s), first: "
-                f"{report.violations[0]}); the scores are of the solution as given (see topoopt verify)",
-                file=sys.stderr,
-            )
+        _warn_if_invalid(inst, target, args.solution, "the scores are of the solution as given")
     if args.json:
         print_json(metrics)
     else:
         print(f"{what} on {args.instance}:")
         print("\n".join(metrics_lines(metrics)))
     return EXIT_OK
+
+
+def _warn_if_invalid(inst: Any, sol: Any, path: str, consequence: str) -> None:
+    """Score anyway (that is evaluate's job), but not silently: one warning line on stderr naming the
+    first violation (its rules and its recorded metrics; the scores printed are recomputed)."""
+    from topoopt_ilp.evaluation.verify import verify
+
+    report = verify(inst, sol)
+    if not report.valid:
+        print(
+            f"warning: {path} fails verification ({len(report.violations)} violation(s), first: "
+            f"{report.violations[0]}); {consequence} (see topoopt verify)",
+            file=sys.stderr,
+        )

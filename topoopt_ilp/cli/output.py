@@ -31,6 +31,7 @@ __all__ = [
     "reroute_line",
     "print_text",
     "with_newline",
+    "keeps_earlier_out",
 ]
 
 #: The exit code of each solution status.
@@ -42,6 +43,16 @@ STATUS_EXIT = {
     "no_solution": EXIT_NO_SOLUTION,
     "error": EXIT_ERROR,
 }
+
+
+def keeps_earlier_out(path: str | None, status: str) -> bool:
+    """The rule of every ``--out``: a run that ends without a result (``no_solution``, exit 4: a limit
+    was reached first) never replaces a file that already exists, and says so on stderr. True when
+    ``path`` is to be kept; a run with a result, or a proof of infeasibility, writes its record."""
+    kept = path is not None and status == "no_solution" and os.path.exists(path)
+    if kept:
+        print(f"{path}: not replaced, no solution was found; it keeps what it held", file=sys.stderr)
+    return kept
 
 
 def fmt_time(v: float | None, digits: int = 4) -> str:

@@ -18,7 +18,7 @@ from topoopt_ilp.cli.arguments import (
     solution_output_arguments,
     threads,
 )
-from topoopt_ilp.cli.output import STATUS_EXIT, LiveLine, print_json, print_round, print_solution
+from topoopt_ilp.cli.output import STATUS_EXIT, LiveLine, keeps_earlier_out, print_json, print_round, print_solution
 from topoopt_ilp.errors import EXIT_ERROR, InputError
 
 __all__ = ["add_subcommand", "run"]
@@ -291,12 +291,13 @@ def run(args: argparse.Namespace) -> int:
         sol = route(inst, sol, time_limit_s=DEFAULT_TIME_LIMIT_S)
     report = verify(inst, sol) if sol.has_solution else None
     # a run that found nothing does not replace a file that holds something (a design, an earlier record)
-    kept = args.out is not None and sol.status == "no_solution" and os.path.exists(args.out)
-    written = args.out is not None and not kept and (sol.has_solution or sol.status in ("infeasible", "no_solution"))
+    written = (
+        args.out is not None
+        and not keeps_earlier_out(args.out, sol.status)
+        and (sol.has_solution or sol.status in ("infeasible", "no_solution"))
+    )
     if written:
         save_solution(sol, args.out, directed=inst.cluster.directed, instance_name=os.path.basename(args.instance))
-    if kept:
-        print(f"{args.out}: not replaced, no solution was found; it keeps what it held", file=sys.stderr)
     if args.json:
         from topoopt_ilp.files import solution_to_dict
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from topoopt_ilp.errors import EXIT_ERROR, EXIT_OK
+from topoopt_ilp.cli.arguments import nonneg_float
+from topoopt_ilp.errors import EXIT_ERROR, EXIT_NO_SOLUTION, EXIT_OK
+
+#: ``--prove``'s default time limit for the exact solve, in seconds.
+PROVE_TIME_LIMIT_S = 60.0
 
 __all__ = ["add_subcommand", "run"]
 
@@ -15,16 +19,35 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "verify",
         help="check a solution against its instance",
-        description="Check ports, degrees, family, rings, routes and stated metrics. Exit 0 when valid, 1 with a list of violations.",
+        description="Check ports, degrees, family, rings, routes and stated metrics. Exit 0 when valid, 1 with a "
+        "list of violations. With --prove, also solve the instance exactly to confirm (exit 0) or refute (exit 1) "
+        "the solution's stated bound or optimality; exit 4 when the time limit decides neither.",
     )
     p.add_argument("instance", metavar="INSTANCE")
     p.add_argument("solution", metavar="SOLUTION")
+    p.add_argument(
+        "--prove",
+        action="store_true",
+        help="also check the stated bound (or status optimal) by solving the instance with the exact method",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=nonneg_float,
+        default=None,
+        metavar="S",
+        help=f"--prove: time limit of the exact solve in seconds (default {PROVE_TIME_LIMIT_S:g})",
+    )
+    p.add_argument("--backend", default=None, help="--prove: solver back-end of the exact solve (default highs)")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    from topoopt_ilp.errors import InputError
     from topoopt_ilp.evaluation.verify import verify
+
+    if not args.prove and (args.time_limit is not None or args.backend is not None):
+        raise InputError("--time-limit and --backend apply to --prove only")
     from topoopt_ilp.files import load_instance, load_solution
 
     inst = load_instance(args.instance)
@@ -33,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     if report.valid and not sol.has_solution:  # consistent, but there is no design to use
         print(f"{args.solution}: holds no design (status {sol.status}, method {sol.method}): nothing to verify")
         return EXIT_ERROR
+    if report.valid and args.prove:
+        return _prove(args, inst, sol)
     if report.valid:
         print(f"{args.solution}: valid for {args.instance} ({sol.status}, method {sol.method})")
         return EXIT_OK
@@ -40,3 +65,15 @@ def run(args: argparse.Namespace) -> int:
     for v in report.violations:
         print(f"  - {v}")
     return EXIT_ERROR
+
+
+def _prove(args: argparse.Namespace, inst: Any, sol: Any) -> int:
+    """The stated bound against an exact solve: confirmed 0, refuted 1, undecided in the time limit 4."""
+    from topoopt_ilp.methods.prove import check_bound
+
+    options = {} if args.backend is None else {"backend": args.backend}
+    limit = PROVE_TIME_LIMIT_S if args.time_limit is None else args.time_limit
+    check = check_bound(inst, sol, time_limit_s=limit, **options)
+    print(f"{args.solution}: valid for {args.instance} ({sol.status}, method {sol.method})")
+    print(f"  {check.message}")
+    return {"refuted": EXIT_ERROR, "undecided": EXIT_NO_SOLUTION}.get(check.verdict, EXIT_OK)

@@ -10,17 +10,40 @@ caller adds only the file name. Values are never echoed at length: a 400-digit i
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 import numpy as np
 
 from topoopt_ilp.errors import InstanceError
 
-__all__ = ["MAX_BYTES", "type_name", "many_digits", "as_int", "as_number", "as_choice", "as_bool", "as_str"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_INDEX",
+    "type_name",
+    "many_digits",
+    "brief",
+    "as_int",
+    "as_int_list",
+    "as_number",
+    "as_choice",
+    "as_bool",
+    "as_str",
+]
 
 #: Largest byte count a file may give: far beyond any real job, and low enough that products of
 #: sizes and rates stay finite in float64.
 MAX_BYTES = 1e18
+
+
+#: Largest count or index a file may give where no tighter limit applies (a ring's group, a task's
+#: id): every integer the tool reads fits the int64 arrays it builds, with room for sums.
+MAX_INDEX = 2**31 - 1
+
+#: How much of an offending value a message echoes.
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxtuple, _BRIEF.maxdict = 2, 6, 6, 4
+_BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 40, 40, 30
 
 
 def type_name(value: Any) -> str:
@@ -34,6 +57,15 @@ def many_digits(value: int) -> str:
     return f"an integer of {len(str(abs(int(value))))} digits"
 
 
+def brief(value: Any) -> str:
+    """An offending value as a one-line message echoes it: short values whole, a long string, list
+    or nesting cut with ``...`` (a 20,000-character name, a list of 2,000 entries, an object nested
+    900 deep), a huge integer by its length."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return many_digits(value)
+    return _BRIEF.repr(value)
+
+
 def as_int(value: Any, path: str, *, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InstanceError(f"expected an integer, got {type_name(value)}", field=path)
@@ -43,6 +75,24 @@ def as_int(value: Any, path: str, *, low: int | None = None, high: int | None = 
         raise InstanceError(f"must be >= {low}, got {shown}", field=path)
     if high is not None and value > high:
         raise InstanceError(f"must be <= {high}, got {shown}", field=path)
+    return value
+
+
+def as_int_list(
+    value: Any, path: str, *, low: int, high: int, min_len: int = 0, max_len: int | None = None
+) -> list[int]:
+    """A JSON list of integers in ``low..high`` (server ids, jumps); the error names the first bad
+    entry (``path[k]``). Checked with C-speed ``min``/``max`` first, so a solution file with
+    millions of path nodes reads fast, and entry by entry only to name the one that is wrong."""
+    if not isinstance(value, list):
+        raise InstanceError(f"expected a list of integers, got {type_name(value)}", field=path)
+    if len(value) < min_len:
+        raise InstanceError(f"needs at least {min_len} entries, got {len(value)}", field=path)
+    if max_len is not None and len(value) > max_len:
+        raise InstanceError(f"has {len(value)} entries, at most {max_len} are allowed", field=path)
+    if not all(type(v) is int for v in value) or (value and (min(value) < low or max(value) > high)):
+        for k, v in enumerate(value):
+            as_int(v, f"{path}[{k}]", low=low, high=high)
     return value
 
 
@@ -68,7 +118,7 @@ def as_number(
 
 def as_choice(value: Any, path: str, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
-        shown = repr(value) if isinstance(value, str) else type_name(value)
+        shown = brief(value) if isinstance(value, str) else type_name(value)
         raise InstanceError(f"must be one of {', '.join(choices)}; got {shown}", field=path)
     return value
 

@@ -361,9 +361,7 @@ def _check_demand(demand: Demand, n: int) -> None:
         seen: set[int] = set()
         for m, member in enumerate(group.members):
             mpath = f"{path}.members[{m}]"
-            v = as_int(member, mpath)
-            if not 0 <= v < n:
-                raise InstanceError(f"server {v} out of range 0..{n - 1}", field=mpath)
+            v = as_int(member, mpath, low=0, high=n - 1)
             if v in seen:
                 raise InstanceError(f"server {v} is listed twice", field=mpath)
             seen.add(v)
@@ -371,11 +369,8 @@ def _check_demand(demand: Demand, n: int) -> None:
         path = f"demand.mp.pairs[{p}]"
         if not isinstance(pair, tuple) or len(pair) != 3:
             raise InstanceError("expected [src, dst, bytes]", field=path)
-        s = as_int(pair[0], f"{path}[0]")
-        t = as_int(pair[1], f"{path}[1]")
-        for idx, v in ((0, s), (1, t)):
-            if not 0 <= v < n:
-                raise InstanceError(f"server {v} out of range 0..{n - 1}", field=f"{path}[{idx}]")
+        s = as_int(pair[0], f"{path}[0]", low=0, high=n - 1)
+        t = as_int(pair[1], f"{path}[1]", low=0, high=n - 1)
         if s == t:
             raise InstanceError(f"source and destination are both server {s}", field=path)
         as_number(pair[2], f"{path}[2]", positive=True, high=MAX_BYTES)

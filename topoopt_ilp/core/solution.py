@@ -10,13 +10,18 @@ from typing import Any
 
 import numpy as np
 
+from topoopt_ilp.core.checks import brief
 from topoopt_ilp.core.routes import Routing
 from topoopt_ilp.errors import InputError
 
-__all__ = ["Topology", "Solution", "STATUSES", "METHODS"]
+__all__ = ["Topology", "Solution", "STATUSES", "METHODS", "METHODS_WITHOUT_BOUNDS"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "unbounded", "no_solution", "error")
 METHODS = ("heuristic", "exact", "alternating", "baseline", "given")
+#: The methods that search or score but prove nothing: a solution of theirs states no bound, so it is
+#: never ``optimal``. The exact method proves its bounds; a baseline may solve its own architecture's
+#: model exactly (the OCS permutations) and states that model's bound; another tool's solver speaks for itself.
+METHODS_WITHOUT_BOUNDS = ("heuristic", "alternating", "given")
 
 #: How far a link count may be from an integer (a float matrix from a solver) before it is refused.
 INTEGER_TOLERANCE = 1e-9
@@ -81,7 +86,7 @@ def _link_counts(matrix: object) -> np.ndarray:
         bad = np.argwhere(~np.isfinite(a) | (np.abs(a - np.round(a)) > INTEGER_TOLERANCE))
         if bad.size:
             i, j = map(int, bad[0])
-            raise InputError(f"link counts must be integers, got {float(a[i, j])!r} at [{i}, {j}]", field=field_)
+            raise InputError(f"link counts must be integers, got {brief(float(a[i, j]))} at [{i}, {j}]", field=field_)
         m = np.round(a).astype(np.int64)
     else:
         raise InputError(f"expected a matrix of integer link counts, got dtype {a.dtype}", field=field_)
@@ -111,9 +116,11 @@ class Solution:
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, str) or self.status not in STATUSES:
-            raise InputError(f"unknown status {self.status!r}; choose one of {', '.join(STATUSES)}", field="status")
+            raise InputError(
+                f"unknown status {brief(self.status)}; choose one of {', '.join(STATUSES)}", field="status"
+            )
         if not isinstance(self.method, str) or not self.method.strip():
-            raise InputError(f"expected a method name (a non-empty string), got {self.method!r}", field="method")
+            raise InputError(f"expected a method name (a non-empty string), got {brief(self.method)}", field="method")
         if self.topology is not None and not isinstance(self.topology, Topology):
             raise InputError(f"expected a Topology or None, got {type(self.topology).__name__}", field="topology")
         for name in ("objective", "bound", "gap"):

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.core.checks import type_name
+from topoopt_ilp.core.checks import brief, type_name
 from topoopt_ilp.core.instance import AllReduceGroup, Demand
 from topoopt_ilp.core.workload import MEMORY_RTOL, Workload, coset
 from topoopt_ilp.errors import InstanceError
@@ -336,10 +336,10 @@ def parse_strategy(data: Any, workload: Workload, n: int, path: str = "placement
     allowed = {"layer_degree", "layer_start", "block_server"}
     unknown = sorted(set(data) - allowed, key=str)
     if unknown:
-        raise InstanceError(f"unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})", field=path)
+        raise InstanceError(f"unknown key {brief(unknown[0])} (allowed: {', '.join(sorted(allowed))})", field=path)
     for key in ("layer_degree", "layer_start"):
         if key not in data:
-            raise InstanceError(f"missing required key {key!r}", field=path)
+            raise InstanceError(f"missing required key {brief(key)}", field=path)
     values = {}
     for key in allowed:
         v = data.get(key, [])

@@ -100,7 +100,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from topoopt_ilp.core.checks import MAX_BYTES, as_int, as_number, type_name
+from topoopt_ilp.core.checks import MAX_BYTES, as_int, as_number, brief, type_name
 from topoopt_ilp.errors import InstanceError
 
 __all__ = [
@@ -246,7 +246,9 @@ class Workload:
             return float(layer.measured[k])
         total = self.layer_compute_s(i)
         if total is None:
-            raise ValueError(f"layer {layer.name!r} has no time for degree {k} (no measurement, no compute_s/flops)")
+            raise ValueError(
+                f"layer {brief(layer.name)} has no time for degree {k} (no measurement, no compute_s/flops)"
+            )
         return total / k
 
 
@@ -287,10 +289,10 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
     cap = as_number(w.server_memory_bytes, f"{path}.server_memory_bytes", positive=True)
     as_number(w.device_flops, f"{path}.device_flops", positive=True)
     if not isinstance(w.overlap, str) or w.overlap not in OVERLAPS:
-        raise InstanceError(f"must be one of {', '.join(OVERLAPS)}; got {w.overlap!r}", field=f"{path}.overlap")
+        raise InstanceError(f"must be one of {', '.join(OVERLAPS)}; got {brief(w.overlap)}", field=f"{path}.overlap")
     if not isinstance(w.compute_model, str) or w.compute_model not in COMPUTE_MODELS:
         raise InstanceError(
-            f"must be one of {', '.join(COMPUTE_MODELS)}; got {w.compute_model!r}", field=f"{path}.compute_model"
+            f"must be one of {', '.join(COMPUTE_MODELS)}; got {brief(w.compute_model)}", field=f"{path}.compute_model"
         )
     if not isinstance(w.layers, tuple) or not isinstance(w.blocks, tuple):
         raise InstanceError("layers and blocks must be tuples", field=path)
@@ -303,7 +305,7 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
     def unique(name: Any, p: str) -> None:
         name = _name(name, p)
         if name in names:
-            raise InstanceError(f"name {name!r} is already used by {names[name]}", field=p)
+            raise InstanceError(f"name {brief(name)} is already used by {names[name]}", field=p)
         names[name] = p
 
     for i, layer in enumerate(w.layers):
@@ -321,7 +323,7 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
         seen: set[int] = set()
         for c, k in enumerate(layer.configs):
             cp = f"{p}.configs[{c}]"
-            k = as_int(k, cp, low=1)
+            k = as_int(k, cp, low=1, high=n)  # above n no degree can divide the servers
             if n % k:
                 raise InstanceError(
                     f"degree {k} does not divide the {n} servers (TopoOpt places a degree-k layer on a coset of n/k)",

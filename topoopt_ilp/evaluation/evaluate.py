@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.core import graph
+from topoopt_ilp.core.checks import brief
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
@@ -103,8 +104,15 @@ def _given_loads(n: int, demand: np.ndarray, routing: Routing) -> tuple[np.ndarr
     load = np.zeros((n, n))
     max_hops = 0
     if len(paths):
-        if paths.nodes.max() >= n or (paths.nodes[:, :2] < 0).any():
+        nodes = paths.nodes
+        if nodes.max() >= n or (nodes[:, :2] < 0).any():
             raise RoutingError("a path names a server outside the topology or has fewer than 2 nodes")
+        named = nodes >= 0
+        if (~named[:, :-1] & named[:, 1:]).any():  # -1 pads a row at its end: inside, it names no server
+            raise RoutingError("a path names server -1, which does not exist")
+        if ((nodes[:, 1:] == nodes[:, :-1]) & named[:, 1:]).any():
+            p = int(np.flatnonzero(((nodes[:, 1:] == nodes[:, :-1]) & named[:, 1:]).any(axis=1))[0])
+            raise RoutingError(f"path {p} stays at a server for a hop (a node repeated on consecutive positions)")
         key = paths.src * n + paths.dst
         share = np.bincount(key, weights=paths.fraction, minlength=n * n).reshape(n, n)
         covered = share > 0
@@ -123,13 +131,17 @@ def _given_loads(n: int, demand: np.ndarray, routing: Routing) -> tuple[np.ndarr
     needed = np.unique((t_idx - s_idx) % n)
     if len(offsets):
         share = np.bincount(offsets.offset % n, weights=offsets.fraction, minlength=n)
-        if ((offsets.jumps < 0) | (offsets.jumps >= n)).any() or (offsets.jumps[:, 0] == 0).any():
+        jumps = offsets.jumps
+        if ((jumps < 0) | (jumps >= n)).any() or (jumps[:, 0] == 0).any():
             raise RoutingError(f"an offset route has an empty jump list or a jump outside 1..{n - 1}")
-        sums = (offsets.jumps.sum(axis=1) - offsets.offset) % n
+        if ((jumps[:, :-1] == 0) & (jumps[:, 1:] != 0)).any():  # 0 pads a row at its end: inside, it is no link
+            raise RoutingError("an offset route has a 0 jump, which is not a link")
+        sums = (jumps.sum(axis=1) - offsets.offset) % n
         if (sums != 0).any():
             r = int(np.flatnonzero(sums)[0])
             raise RoutingError(
-                f"offset route {r}: jumps {offsets.to_lists()[r][1]} do not add up to offset {int(offsets.offset[r])} mod {n}"
+                f"offset route {r}: jumps {brief(offsets.to_lists()[r][1])} do not add up to offset "
+                f"{int(offsets.offset[r])} mod {n}"
             )
     else:
         share = np.zeros(n)

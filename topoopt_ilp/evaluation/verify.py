@@ -18,8 +18,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
+from topoopt_ilp.core.checks import brief
 from topoopt_ilp.core.instance import Instance
-from topoopt_ilp.core.solution import Solution
+from topoopt_ilp.core.solution import METHODS_WITHOUT_BOUNDS, Solution
 from topoopt_ilp.core.strategy import parse_strategy, validate_strategy
 from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.errors import InstanceError
@@ -80,9 +81,9 @@ def _topology_violations(instance: Instance, x: np.ndarray, jumps) -> list[str]:
     if jumps is not None:  # stated jumps must match the links, whatever the family
         expected = _circulant(n, jumps, c.directed)
         if expected is None:
-            out.append(f"jump set {list(jumps)} has a jump outside 1..{n - 1}")
+            out.append(f"jump set {brief(list(jumps))} has a jump outside 1..{n - 1}")
         elif not np.array_equal(expected, x):
-            out.append(f"links are not the circulant of the stated jumps {list(jumps)}")
+            out.append(f"links are not the circulant of the stated jumps {brief(list(jumps))}")
         if family == "coprime_circulant":
             for j in jumps:
                 if math.gcd(int(j), n) != 1:
@@ -119,7 +120,11 @@ def _ring_violations(instance: Instance, sol: Solution) -> list[str]:
         if not 0 <= g < len(groups):
             out.append(f"ring {r} names AllReduce group {g}, the instance has {len(groups)}")
             continue
-        order = rings.order[r][rings.order[r] >= 0]
+        row = rings.order[r]
+        order = row[: _padded_length(row, -1)]
+        if (order < 0).any():  # -1 pads the rows at their end only: one inside names no server
+            out.append(f"ring {r} of group {g} names server {int(order[order < 0][0])}, which does not exist")
+            continue
         if sorted(order.tolist()) != sorted(groups[g].members):
             out.append(f"ring {r} of group {g} does not visit each member of the group exactly once")
         if rings.fraction[r] < 0:
@@ -131,42 +136,93 @@ def _ring_violations(instance: Instance, sol: Solution) -> list[str]:
 
 
 def _route_violations(instance: Instance, sol: Solution, x: np.ndarray) -> list[str]:
-    out: list[str] = []
+    """Every path runs over links without repeating a server; every offset route's jumps are links at
+    every server. Screened over whole arrays (a design at cluster size has millions of hops); only the
+    rows that fail are walked one by one, to name what is wrong."""
     n = instance.n
     paths = sol.routing.paths
+    out: list[str] = []
     if len(paths):
-        nodes = paths.nodes
-        if nodes.max() >= n:
+        if paths.nodes.max() >= n:
             return [f"a path names a server >= {n}"]
-        for p in range(len(paths)):
-            row = nodes[p][nodes[p] >= 0]
-            if len(row) < 2:
-                out.append(f"path {p} has fewer than 2 nodes")
-                continue
-            if len(set(row.tolist())) != len(row):
-                out.append(f"path {p} visits a server twice: {row.tolist()}")
-            missing = x[row[:-1], row[1:]] <= 0
-            if missing.any():
-                h = int(np.flatnonzero(missing)[0])
-                out.append(f"path {p} uses {int(row[h])}->{int(row[h + 1])}, which is not a link")
+        for p in _suspect_paths(paths.nodes, x):
+            out += _path_violations(p, paths.nodes[p], x)
             if len(out) >= 20:
                 break
     offs = sol.routing.offset_routes
-    idx = np.arange(n)
-    for r in range(len(offs)):
-        node = idx
-        for j in offs.jumps[r]:
-            if j == 0:
-                break
-            nxt = (node + int(j)) % n
-            if (x[node, nxt] <= 0).any():
-                s = int(np.flatnonzero(x[node, nxt] <= 0)[0])
-                out.append(
-                    f"offset route {r} (offset {int(offs.offset[r])}) uses jump {int(j)}, which is not a link at server {int(node[s])}"
-                )
-                break
-            node = nxt
+    if len(offs):
+        for r in _suspect_offset_routes(offs.jumps, x):
+            out += _offset_route_violations(r, int(offs.offset[r]), offs.jumps[r], x)
     return out
+
+
+def _suspect_paths(nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The rows of a -1-padded path array that break a rule (a superset is fine, none may be missed)."""
+    named = nodes >= 0
+    hop = named[:, :-1] & named[:, 1:]
+    bad = ~named[:, 0] | ~named[:, 1] if nodes.shape[1] >= 2 else np.ones(len(nodes), bool)
+    bad |= (~named[:, :-1] & named[:, 1:]).any(axis=1)  # -1 inside a row, not at its end
+    if nodes.shape[1] >= 2:
+        a, b = np.where(hop, nodes[:, :-1], 0), np.where(hop, nodes[:, 1:], 0)
+        bad |= (hop & (x[a, b] <= 0)).any(axis=1)
+        ordered = np.sort(np.where(named, nodes, -np.arange(1, nodes.shape[1] + 1)), axis=1)
+        bad |= ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any(axis=1)
+    return np.flatnonzero(bad)
+
+
+def _path_violations(p: int, nodes: np.ndarray, x: np.ndarray) -> list[str]:
+    row = nodes[: _padded_length(nodes, -1)]
+    if (row < 0).any():  # -1 pads the rows at their end only: one inside names no server
+        return [f"path {p} names server {int(row[row < 0][0])}, which does not exist"]
+    if len(row) < 2:
+        return [f"path {p} has fewer than 2 nodes"]
+    out = []
+    if len(set(row.tolist())) != len(row):
+        out.append(f"path {p} visits a server twice: {brief(row.tolist())}")
+    missing = x[row[:-1], row[1:]] <= 0
+    if missing.any():
+        h = int(np.flatnonzero(missing)[0])
+        out.append(f"path {p} uses {int(row[h])}->{int(row[h + 1])}, which is not a link")
+    return out
+
+
+def _suspect_offset_routes(jumps: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The rows of a 0-padded jump array that break a rule. A route for offset o starts at every server
+    at once, so its hop with jump j runs from every server: j must be a link at all of them."""
+    n = len(x)
+    idx = np.arange(n)
+    values = np.unique(jumps % n)
+    link_everywhere = np.zeros(n, dtype=bool)
+    for j in values[values > 0]:
+        link_everywhere[j] = bool((x[idx, (idx + j) % n] > 0).all())
+    used = jumps != 0
+    padded = np.maximum.accumulate(used[:, ::-1], axis=1)[:, ::-1]  # True up to each row's last jump
+    bad = (padded & ~used).any(axis=1)  # a 0 jump before the row's end
+    bad |= (used & ~link_everywhere[jumps % n]).any(axis=1)
+    return np.flatnonzero(bad)
+
+
+def _offset_route_violations(r: int, offset: int, row: np.ndarray, x: np.ndarray) -> list[str]:
+    n = len(x)
+    jumps = row[: _padded_length(row, 0)]
+    if (jumps == 0).any():  # 0 pads the rows at their end only: a 0 jump inside is no link
+        return [f"offset route {r} (offset {offset}) has a 0 jump, which is not a link"]
+    node = np.arange(n)
+    for j in jumps:
+        nxt = (node + int(j)) % n
+        if (x[node, nxt] <= 0).any():
+            s = int(np.flatnonzero(x[node, nxt] <= 0)[0])
+            return [
+                f"offset route {r} (offset {offset}) uses jump {int(j)}, which is not a link at server {int(node[s])}"
+            ]
+        node = nxt
+    return []
+
+
+def _padded_length(row: np.ndarray, fill: int) -> int:
+    """The length of ``row`` without the ``fill`` entries that pad it at its end."""
+    kept = np.flatnonzero(row != fill)
+    return int(kept[-1]) + 1 if kept.size else 0
 
 
 def _placement_violations(instance: Instance, sol: Solution) -> list[str]:
@@ -251,6 +307,10 @@ def _claim_violations(instance: Instance, sol: Solution) -> list[str]:
     out: list[str] = []
     if sol.status not in ("optimal", "feasible"):
         return out
+    if sol.method in METHODS_WITHOUT_BOUNDS and (sol.status == "optimal" or sol.bound is not None):
+        # A relabelled heuristic solution would otherwise pass with bound = objective and gap 0.
+        claim = "status optimal" if sol.status == "optimal" else f"bound {sol.bound:.12g}"
+        out.append(f"{claim} from method {sol.method}, which proves no bound (only the exact method does)")
     if sol.status == "optimal" and sol.bound is None:  # a claim of optimality needs its proof
         out.append("status optimal but the solution states no bound")
     obj, bound, gap = sol.objective, sol.bound, sol.gap
@@ -296,7 +356,7 @@ def _metric_violations(instance: Instance, sol: Solution) -> list[str]:
     # Evaluated even without stated metrics: this is where a routing that drops traffic shows up.
     mode = stated.get("routing", "given")
     if mode not in ROUTING_MODES:
-        return [f"metrics.routing is {mode!r}, not one of {', '.join(ROUTING_MODES)}"]
+        return [f"metrics.routing is {brief(mode)}, not one of {', '.join(ROUTING_MODES)}"]
     try:
         metrics = evaluate(instance, sol, routing=mode)
     except RoutingError as exc:
@@ -308,10 +368,11 @@ def _metric_violations(instance: Instance, sol: Solution) -> list[str]:
             continue
         ours = m[key]
         if isinstance(ours, list):
-            if value is None or len(value) != len(ours) or any(not _close(a, b) for a, b in zip(value, ours)):
-                out.append(f"metrics.{key} is {value}, recomputed {ours}")
+            listed = isinstance(value, (list, tuple))
+            if not listed or len(value) != len(ours) or any(not _close(a, b) for a, b in zip(value, ours)):
+                out.append(f"metrics.{key} is {brief(value)}, recomputed {brief(ours)}")
         elif not _close(value, ours):
-            out.append(f"metrics.{key} is {value}, recomputed {ours}")
+            out.append(f"metrics.{key} is {brief(value)}, recomputed {ours}")
     if sol.objective is not None and sol.status in ("optimal", "feasible"):
         ours = objective_value(instance, metrics)
         if not _close(sol.objective, ours):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.core.checks import type_name
+from topoopt_ilp.core.checks import brief, type_name
 from topoopt_ilp.core.instance import (
     MAX_SERVERS,
     AllReduceGroup,
@@ -88,9 +88,9 @@ def parse_instance(data: Any) -> Instance:
     check_format(data, INSTANCE_FORMAT, InstanceError)
     top = json_object(data, "", _TOP_KEYS, {"format", "version", "cluster"})
     if top["format"] != INSTANCE_FORMAT:
-        raise InstanceError(f"expected {INSTANCE_FORMAT!r}, got {top['format']!r}", field="format")
+        raise InstanceError(f"expected {INSTANCE_FORMAT!r}, got {brief(top['format'])}", field="format")
     if top["version"] != VERSION or isinstance(top["version"], bool):
-        got = f"the string {top['version']!r}" if isinstance(top["version"], str) else repr(top["version"])
+        got = f"the string {brief(top['version'])}" if isinstance(top["version"], str) else brief(top["version"])
         raise InstanceError(f"unsupported version {got} (this release reads the number {VERSION})", field="version")
     c = json_object(top["cluster"], "cluster", _CLUSTER_KEYS, {"servers", "degree", "link_bandwidth_gbps"})
     cluster = Cluster(**c)  # validates sizes first, so nothing below can allocate by a hostile n
@@ -156,7 +156,7 @@ def _parse_demand(value: Any, n: int) -> Demand:
 
 
 def _bad_members(value: str, path: str):
-    raise InstanceError(f'expected a list of server ids or "all", got {value!r}', field=f"{path}.members")
+    raise InstanceError(f'expected a list of server ids or "all", got {brief(value)}', field=f"{path}.members")
 
 
 def _matrix_pairs(matrix: Any, n: int) -> list[tuple[int, int, float]]:
@@ -343,7 +343,9 @@ def parse_workload(data: Any, n: int) -> Workload:
             measured = {}
             for key, secs in m.items():
                 if not (isinstance(key, str) and key.isascii() and key.isdigit() and len(key) < 10):
-                    raise InstanceError(f"key {key!r} is not a degree (a positive integer)", field=f"{path}.measured")
+                    raise InstanceError(
+                        f"key {brief(key)} is not a degree (a positive integer)", field=f"{path}.measured"
+                    )
                 measured[int(key)] = secs
         layers.append(
             Layer(

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.core.checks import type_name
+from topoopt_ilp.core.checks import brief, type_name
 from topoopt_ilp.errors import InputError, InstanceError
 
 __all__ = [
@@ -79,7 +79,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     out: dict = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"key {key!r} appears twice in one object")
+            raise ValueError(f"key {brief(key)} appears twice in one object")
         out[key] = value
     return out
 
@@ -91,10 +91,10 @@ def json_object(value: Any, path: str, allowed: set[str], required: set[str] = f
         raise err(f"expected an object, got {type_name(value)}", field=path or None)
     unknown = sorted(set(value) - allowed, key=str)
     if unknown:
-        raise err(f"unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})", field=path or None)
+        raise err(f"unknown key {brief(unknown[0])} (allowed: {', '.join(sorted(allowed))})", field=path or None)
     missing = sorted(required - set(value))
     if missing:
-        raise err(f"missing required key {missing[0]!r}", field=path or None)
+        raise err(f"missing required key {brief(missing[0])}", field=path or None)
     return value
 
 
@@ -112,7 +112,8 @@ def check_format(data: Any, expected: str, err: type[InputError]) -> None:
     if isinstance(data, dict) and "format" in data and data["format"] != expected:
         other = FILE_KINDS.get(data["format"]) if isinstance(data["format"], str) else None
         raise err(
-            f"expected {expected!r}, got {data['format']!r}" + (f" (this is {other})" if other else ""), field="format"
+            f"expected {expected!r}, got {brief(data['format'])}" + (f" (this is {other})" if other else ""),
+            field="format",
         )
 
 
@@ -174,7 +175,7 @@ def check_writable(
     directory with a temporary file (permission bits alone do not tell, e.g. for root or on /proc)."""
     text = os.fspath(path)
     if not str(text).strip():
-        raise InputError(f"{option} needs a file name, got {text!r}")
+        raise InputError(f"{option} needs a file name, got {brief(text)}")
     for role, given in (inputs or {}).items():
         for one in [] if given is None else [given] if isinstance(given, (str, os.PathLike)) else given:
             if os.path.exists(text) and os.path.exists(one) and os.path.samefile(text, one):

@@ -12,10 +12,11 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from topoopt_ilp.core.instance import MAX_SERVERS
+from topoopt_ilp.core.checks import MAX_INDEX, as_bool, as_int, as_int_list, as_number, as_str, brief, type_name
+from topoopt_ilp.core.instance import MAX_DEGREE, MAX_SERVERS
 from topoopt_ilp.core.routes import OffsetRoutes, PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import STATUSES, Solution, Topology
-from topoopt_ilp.errors import SolutionFileError
+from topoopt_ilp.errors import InputError, SolutionFileError
 from topoopt_ilp.files.instance_file import VERSION
 from topoopt_ilp.files.jsonio import (
     check_format,
@@ -121,14 +122,25 @@ def load_solution(path: str | os.PathLike, *, directed: bool | None = None) -> S
 
 
 def parse_solution(data: Any, *, directed: bool | None = None) -> Solution:
-    """Read a solution's JSON form. Structure is checked here; feasibility is the verifier's job."""
+    """Read a solution's JSON form. Structure is checked here; feasibility is the verifier's job.
+    Every refusal is a :class:`~topoopt_ilp.errors.SolutionFileError` (the shared field checkers of
+    ``core.checks`` raise instance errors)."""
+    try:
+        return _parse_solution(data, directed)
+    except InputError as exc:
+        if isinstance(exc, SolutionFileError):
+            raise
+        raise SolutionFileError(exc.reason, source=exc.source, field=exc.field) from None
+
+
+def _parse_solution(data: Any, directed: bool | None) -> Solution:
     E = SolutionFileError
     check_format(data, SOLUTION_FORMAT, E)
     top = json_object(data, "", _SOL_KEYS, {"format", "version", "status", "method", "topology"}, err=E)
     if top["format"] != SOLUTION_FORMAT:
-        raise E(f"expected {SOLUTION_FORMAT!r}, got {top['format']!r}", field="format")
+        raise E(f"expected {SOLUTION_FORMAT!r}, got {brief(top['format'])}", field="format")
     if top["version"] != VERSION:
-        raise E(f"unsupported version {top['version']!r}", field="version")
+        raise E(f"unsupported version {brief(top['version'])}", field="version")
     if top["status"] not in STATUSES:
         raise E(f"must be one of {', '.join(STATUSES)}", field="status")
     topology = None
@@ -141,39 +153,28 @@ def parse_solution(data: Any, *, directed: bool | None = None) -> Solution:
             raise E("expected true or false", field="topology.directed")
         if directed is None:
             directed = bool(stated)
-        n = t["servers"]
-        if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_SERVERS:
-            raise E(f"must be an integer in 2..{MAX_SERVERS}", field="topology.servers")
+        n = as_int(t["servers"], "topology.servers", low=2, high=MAX_SERVERS)
         links = []
         for k, link in enumerate(json_list(t["links"], "topology.links", err=E, max_len=MAX_SERVERS * 1024)):
-            if (
-                not isinstance(link, list)
-                or len(link) != 3
-                or any(isinstance(v, bool) or not isinstance(v, int) for v in link)
-            ):
-                raise E("expected [i, j, count] with integers", field=f"topology.links[{k}]")
-            i, j, c = link
-            if not (0 <= i < n and 0 <= j < n) or c < 1:
-                raise E(f"servers must be in 0..{n - 1} and count >= 1, got {link}", field=f"topology.links[{k}]")
-            links.append((i, j, c))
+            p = f"topology.links[{k}]"
+            if not isinstance(link, list) or len(link) != 3:
+                raise E("expected [i, j, count] with integers", field=p)
+            links.append(
+                (
+                    as_int(link[0], p + "[0]", low=0, high=n - 1),
+                    as_int(link[1], p + "[1]", low=0, high=n - 1),
+                    as_int(link[2], p + "[2]", low=1, high=MAX_DEGREE),
+                )
+            )
         jumps = t.get("jumps")
-        if jumps is not None and (
-            not isinstance(jumps, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in jumps)
-        ):
-            raise E("expected a list of integers", field="topology.jumps")
+        if jumps is not None:
+            jumps = as_int_list(jumps, "topology.jumps", low=-MAX_SERVERS, high=MAX_SERVERS, max_len=MAX_DEGREE)
         topology = Topology.from_links(n, links, directed, jumps)
         if stated is not None:
             topology = replace(topology, stated_directed=stated)
     routing = _parse_routing(top.get("routing") or {})
-    nums = {}
-    for key in ("objective", "bound", "gap", "wall_time_s"):
-        v = top.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            raise E("expected a number or null", field=key)
-        nums[key] = v
-    metrics = top.get("metrics") or {}
-    if not isinstance(metrics, dict):
-        raise E("expected an object", field="metrics")
+    nums = {key: _number_or_null(top.get(key), key) for key in ("objective", "bound", "gap", "wall_time_s")}
+    metrics = _parse_metrics(top.get("metrics") or {})
     return Solution(
         status=top["status"],
         method=str(top["method"]),
@@ -190,10 +191,46 @@ def parse_solution(data: Any, *, directed: bool | None = None) -> Solution:
     )
 
 
-def _int_list(v: Any, path: str) -> list[int]:
-    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
-        raise SolutionFileError("expected a list of integers", field=path)
-    return v
+def _number_or_null(value: Any, path: str) -> float | None:
+    """A finite number, or null (JSON's stand-in for a non-finite one)."""
+    return None if value is None else as_number(value, path)
+
+
+#: Metrics a solution states whose value is text or a flag; every other metric is a number or null.
+_TEXT_METRICS = {"routing": as_str, "connected": as_bool}
+#: Metrics whose value is a list of numbers (null for a non-finite one).
+_LIST_METRICS = {"group_times_s"}
+
+
+def _parse_metrics(value: Any) -> dict[str, Any]:
+    """The stated metrics: each a finite number or null, a list of them, or (``routing``,
+    ``connected``) text or a flag. Whether they are right is the verifier's question."""
+    if not isinstance(value, dict):
+        raise SolutionFileError(f"expected an object, got {type_name(value)}", field="metrics")
+    out: dict[str, Any] = {}
+    for key, v in value.items():
+        path = f"metrics.{brief(key) if len(key) > 40 else key}"
+        if key in _TEXT_METRICS:
+            out[key] = _TEXT_METRICS[key](v, path)
+        elif key in _LIST_METRICS:
+            items = json_list(v, path, err=SolutionFileError, max_len=MAX_INDEX)
+            out[key] = [_number_or_null(x, f"{path}[{k}]") for k, x in enumerate(items)]
+        else:
+            out[key] = _number_or_null(v, path)
+    return out
+
+
+def _server_ids(value: Any, path: str, *, min_len: int = 0) -> list[int]:
+    """Server ids as a route names them: never negative (``-1`` pads the arrays they go into)."""
+    return as_int_list(value, path, low=0, high=MAX_SERVERS - 1, min_len=min_len)
+
+
+def _jumps(value: Any, path: str) -> list[int]:
+    """An offset route's jumps: never 0 (a 0 jump is no link; 0 pads the arrays they go into)."""
+    jumps = as_int_list(value, path, low=-MAX_SERVERS, high=MAX_SERVERS)
+    if 0 in jumps:
+        raise SolutionFileError("a jump is never 0 (it would name no link)", field=f"{path}[{jumps.index(0)}]")
+    return jumps
 
 
 def _fraction(v: Any, path: str) -> float:
@@ -202,28 +239,41 @@ def _fraction(v: Any, path: str) -> float:
     return float(v)
 
 
+def _triple(item: Any, path: str, shape: str) -> list[Any]:
+    if not isinstance(item, list) or len(item) != 3:
+        raise SolutionFileError(f"expected {shape}", field=path)
+    return item
+
+
 def _parse_routing(value: Any) -> Routing:
     E = SolutionFileError
     r = json_object(value, "routing", {"rings", "paths", "offset_routes"}, err=E)
     rings, paths, offsets = [], [], []
     for k, item in enumerate(json_list(r.get("rings", []), "routing.rings", err=E)):
         p = f"routing.rings[{k}]"
-        if not isinstance(item, list) or len(item) != 3 or isinstance(item[0], bool) or not isinstance(item[0], int):
-            raise E("expected [group, fraction, [members...]]", field=p)
-        rings.append((item[0], _int_list(item[2], p + "[2]"), _fraction(item[1], p + "[1]")))
+        group, fraction, members = _triple(item, p, "[group, fraction, [members...]]")
+        rings.append(
+            (
+                as_int(group, p + "[0]", low=0, high=MAX_INDEX),
+                _server_ids(members, p + "[2]"),
+                _fraction(fraction, p + "[1]"),
+            )
+        )
     for k, item in enumerate(json_list(r.get("paths", []), "routing.paths", err=E)):
         p = f"routing.paths[{k}]"
         if not isinstance(item, list) or len(item) != 2:
             raise E("expected [fraction, [nodes...]]", field=p)
-        nodes = _int_list(item[1], p + "[1]")
-        if len(nodes) < 2:
-            raise E("a path needs at least 2 nodes", field=p + "[1]")
-        paths.append((nodes, _fraction(item[0], p + "[0]")))
+        paths.append((_server_ids(item[1], p + "[1]", min_len=2), _fraction(item[0], p + "[0]")))
     for k, item in enumerate(json_list(r.get("offset_routes", []), "routing.offset_routes", err=E)):
         p = f"routing.offset_routes[{k}]"
-        if not isinstance(item, list) or len(item) != 3 or isinstance(item[0], bool) or not isinstance(item[0], int):
-            raise E("expected [offset, fraction, [jumps...]]", field=p)
-        offsets.append((item[0], _int_list(item[2], p + "[2]"), _fraction(item[1], p + "[1]")))
+        offset, fraction, jumps = _triple(item, p, "[offset, fraction, [jumps...]]")
+        offsets.append(
+            (
+                as_int(offset, p + "[0]", low=0, high=MAX_SERVERS - 1),
+                _jumps(jumps, p + "[2]"),
+                _fraction(fraction, p + "[1]"),
+            )
+        )
     return Routing(
         rings=RingSet.from_lists(rings) if rings else RingSet.empty(),
         paths=PathSet.from_lists(paths) if paths else PathSet.empty(),

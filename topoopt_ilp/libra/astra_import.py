@@ -29,7 +29,7 @@ import os
 import re
 from typing import Any
 
-from topoopt_ilp.core.checks import as_number
+from topoopt_ilp.core.checks import as_number, brief
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.libra.problem import HierarchyProblem, parse_hierarchy
 
@@ -70,7 +70,7 @@ def _yaml(path: str | os.PathLike) -> Any:
                     raise yaml.constructor.ConstructorError(
                         None,
                         None,
-                        f"key {key!r} is given twice (line {key_node.start_mark.line + 1})",
+                        f"key {brief(key)} is given twice (line {key_node.start_mark.line + 1})",
                         key_node.start_mark,
                     )
                 seen.add(key)
@@ -90,7 +90,7 @@ def _yaml(path: str | os.PathLike) -> Any:
 
 def _key(data: Any, key: str, path: str | os.PathLike) -> Any:
     if not isinstance(data, dict) or key not in data:
-        raise InstanceError(f"missing key {key!r}", source=os.fspath(path))
+        raise InstanceError(f"missing key {brief(key)}", source=os.fspath(path))
     return data[key]
 
 
@@ -131,7 +131,7 @@ def _workload_lines(
                 cycles_f, size_f = float(cycles), float(size)
             except ValueError:
                 raise InstanceError(
-                    f"line {number}: compute cycles and bytes must be numbers, got {cycles!r} and {size!r}",
+                    f"line {number}: compute cycles and bytes must be numbers, got {brief(cycles)} and {brief(size)}",
                     source=source,
                 ) from None
             for what, value in (("compute cycles", cycles_f), ("collective bytes", size_f)):  # whatever the collective
@@ -144,7 +144,7 @@ def _workload_lines(
             kind_l = kind.lower()
             if kind_l != "none" and kind_l not in _COLLECTIVES:
                 raise InstanceError(
-                    f"line {number}: unknown collective {kind!r} (NONE, ALLREDUCE, REDUCESCATTER, ALLGATHER, ALLTOALL)",
+                    f"line {number}: unknown collective {brief(kind)} (NONE, ALLREDUCE, REDUCESCATTER, ALLGATHER, ALLTOALL)",
                     source=source,
                 )
             collective = None if kind_l == "none" or size_f == 0 else _COLLECTIVES[kind_l]
@@ -173,7 +173,7 @@ def import_libra(
     if (total_bandwidth_gbps is None) == (cost_usd is None):
         raise InstanceError("give exactly one budget: a total bandwidth (GB/s per NPU) or a network cost ($)")
     if not (isinstance(clock_ghz, (int, float)) and clock_ghz > 0):
-        raise InstanceError(f"the clock must be > 0 GHz, got {clock_ghz!r}")
+        raise InstanceError(f"the clock must be > 0 GHz, got {brief(clock_ghz)}")
     net = _yaml(network)
     kinds, sizes, cost_dims = (_key(net, k, network) for k in ("Topology", "NpusCount", "CostDimension"))
     if not (isinstance(kinds, list) and isinstance(sizes, list) and isinstance(cost_dims, list)) or not (
@@ -193,13 +193,13 @@ def import_libra(
     if None in ours:
         d = ours.index(None)
         raise InstanceError(
-            f"Topology[{d}]: unknown building block {kinds[d]!r} (Ring, FullyConnected, Switch)",
+            f"Topology[{d}]: unknown building block {brief(kinds[d])} (Ring, FullyConnected, Switch)",
             source=os.fspath(network),
         )
     for d, cost_dim in enumerate(cost_dims):  # a name: YAML's null, lists and maps are not
         if not isinstance(cost_dim, (str, int)) or isinstance(cost_dim, bool) or not str(cost_dim).strip():
             raise InstanceError(
-                f"expected a name (such as InterChiplet), got {cost_dim!r}",
+                f"expected a name (such as InterChiplet), got {brief(cost_dim)}",
                 source=os.fspath(network),
                 field=f"CostDimension[{d}]",
             )
@@ -212,11 +212,11 @@ def import_libra(
         if cost_model is not None:
             elements = prices_by_dim.get(cost_dim)
             if not isinstance(elements, dict):
-                raise InstanceError(f"no prices for cost dimension {cost_dim!r}", source=os.fspath(cost_model))
+                raise InstanceError(f"no prices for cost dimension {brief(cost_dim)}", source=os.fspath(cost_model))
             unknown = [e for e in elements if e not in _PRICES]
             if unknown:
                 raise InstanceError(
-                    f"{cost_dim}: unknown element {unknown[0]!r} (Link, Switch, Nic)", source=os.fspath(cost_model)
+                    f"{cost_dim}: unknown element {brief(unknown[0])} (Link, Switch, Nic)", source=os.fspath(cost_model)
                 )
             used = ("Link", "Switch", "Nic") if k == "switch" else ("Link",)
             for e in sorted(set(elements) - set(used)):  # not paid for by this kind, but a price all the same

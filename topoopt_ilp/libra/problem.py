@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_number, as_str, type_name
+from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_number, as_str, brief, type_name
 from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.files import write_json_atomic
 from topoopt_ilp.files.jsonio import json_list, json_object, read_json, with_source
@@ -147,7 +147,7 @@ class Dimension:
             for key, value in prices.items():
                 if key not in allowed:
                     raise InstanceError(
-                        f"unknown or inapplicable element {key!r} for a {self.kind} dimension "
+                        f"unknown or inapplicable element {brief(key)} for a {self.kind} dimension "
                         f"(allowed: {', '.join(allowed)})",
                         field="prices_usd_per_gbps",
                     )
@@ -207,7 +207,7 @@ def _check_communicator(comm: tuple[int, ...], dims: tuple, path: str) -> None:
     for di, c in enumerate(comm):
         if c > dims[di].size:
             raise InstanceError(
-                f"communicator size {c} is larger than dimension {dims[di].name!r} (size {dims[di].size})",
+                f"communicator size {c} is larger than dimension {brief(dims[di].name)} (size {dims[di].size})",
                 field=f"{path}[{di}]",
             )
 
@@ -400,18 +400,18 @@ class HierarchyProblem:
             for key, _ in getattr(self.constraints, label):
                 if key not in names:
                     raise InstanceError(
-                        f"unknown dimension {key!r} (dimensions: {', '.join(d.name for d in dims)})",
+                        f"unknown dimension {brief(key)} (dimensions: {', '.join(d.name for d in dims)})",
                         field=f"constraints.{label}",
                     )
         for i, (a, b) in enumerate(self.constraints.orderings):
             for k, key in enumerate((a, b)):
                 if key not in names:
-                    raise InstanceError(f"unknown dimension {key!r}", field=f"constraints.orderings[{i}][{k}]")
+                    raise InstanceError(f"unknown dimension {brief(key)}", field=f"constraints.orderings[{i}][{k}]")
         for i, (terms, _, _) in enumerate(self.constraints.linear):
             for key, _ in terms:
                 if key not in names:
                     raise InstanceError(
-                        f"unknown dimension {key!r} (dimensions: {', '.join(d.name for d in dims)})",
+                        f"unknown dimension {brief(key)} (dimensions: {', '.join(d.name for d in dims)})",
                         field=f"constraints.linear[{i}].terms",
                     )
         as_choice(self.objective, "objective", OBJECTIVES)
@@ -721,7 +721,7 @@ def _named_communicator(value: dict, path: str, names: list[str]) -> list[int]:
     """A communicator written as ``{dimension name: size}``: the list form, -1 where a name is absent."""
     for key in value:
         if key not in names:
-            raise InstanceError(f"unknown dimension {key!r} (dimensions: {', '.join(names)})", field=path)
+            raise InstanceError(f"unknown dimension {brief(key)} (dimensions: {', '.join(names)})", field=path)
     return [value.get(n, -1) for n in names]
 
 
@@ -742,7 +742,7 @@ def _check_dimension_list(dims: tuple) -> set[str]:
         if not isinstance(d, Dimension):
             raise InstanceError(f"expected a Dimension, got {type_name(d)}", field=f"dimensions[{i}]")
         if d.name in names:
-            raise InstanceError(f"dimension name {d.name!r} is used twice", field=f"dimensions[{i}].name")
+            raise InstanceError(f"dimension name {brief(d.name)} is used twice", field=f"dimensions[{i}].name")
         names.add(d.name)
     return names
 
@@ -750,10 +750,12 @@ def _check_dimension_list(dims: tuple) -> set[str]:
 def parse_hierarchy(data: Any) -> HierarchyProblem:
     """Build a :class:`HierarchyProblem` from decoded JSON (a dict)."""
     if isinstance(data, dict) and "format" in data and data["format"] != LIBRA_FORMAT:
-        raise InstanceError(f"expected {LIBRA_FORMAT!r}, got {data['format']!r}", field="format")
+        raise InstanceError(f"expected {LIBRA_FORMAT!r}, got {brief(data['format'])}", field="format")
     top = json_object(data, "", _TOP_KEYS, {"format", "version", "dimensions", "workload", "budget"})
     if isinstance(top["version"], bool) or top["version"] != VERSION:
-        raise InstanceError(f"unsupported version {top['version']!r} (this release reads {VERSION})", field="version")
+        raise InstanceError(
+            f"unsupported version {brief(top['version'])} (this release reads {VERSION})", field="version"
+        )
     dims = []
     for i, raw in enumerate(json_list(top["dimensions"], "dimensions", max_len=MAX_DIMENSIONS)):
         path = f"dimensions[{i}]"
@@ -801,7 +803,7 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
                 elif isinstance(comm, str):
                     if comm not in named:
                         raise InstanceError(
-                            f"unknown communicator {comm!r} (workload.communicators has: {', '.join(named) or 'none'})",
+                            f"unknown communicator {brief(comm)} (workload.communicators has: {', '.join(named) or 'none'})",
                             field=f"{cpath}.communicator",
                         )
                     comm = named[comm]

@@ -84,6 +84,7 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.core import graph as graph_utils
+from topoopt_ilp.core.checks import as_int
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import RingSet, Routing
 from topoopt_ilp.core.solution import Solution
@@ -377,9 +378,8 @@ class _Builder:
 
 
 def _micro_batches(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InputError(f"micro_batches must be an integer >= 1, got {value!r}")
-    return int(value)
+    """An integer >= 1; the graph's size limit (``MAX_GRAPH_TASKS``) is checked where the tasks are counted."""
+    return as_int(value, "micro_batches", low=1)
 
 
 def build_iteration_graph(
