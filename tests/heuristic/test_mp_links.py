@@ -280,3 +280,45 @@ def test_greedy_tie_break_needs_distances_of_tied_pairs_only(seed):
     part = distance_tie_break(w, some, n, rng=np.random.default_rng(5))
     assert np.array_equal(np.sort(greedy_matching(i, j, full, n)), np.sort(greedy_matching(i, j, part, n)))
     assert np.array_equal(_tie_distances(G, i, j, w, exact=True), pair_hop_distances(G, i, j))
+
+
+def _exact_weight(w, edges):
+    from fractions import Fraction
+
+    return sum(Fraction(v) for v in np.asarray(w, dtype=object)[edges].tolist())
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("maxcardinality", [False, True])
+def test_rustworkx_and_networkx_agree_on_the_weight(seed, maxcardinality):
+    """The compiled Blossom (rustworkx, integer arithmetic on the weights scaled exactly) finds a matching
+    of the same weight as networkx's, the reference, on float, integer and tie-broken weights."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(6, 60))
+    T = _demand(n, float(rng.uniform(0.05, 0.6)), seed)
+    if seed % 3 == 1:
+        T = np.floor(T * 5)  # many equal integer weights: ties everywhere
+    W = T + T.T
+    i, j = np.nonzero(np.triu(W, 1))
+    w = W[i, j] / 3.0  # fractions that are not short binary numbers
+    reference = blossom_matching(i, j, w, n, maxcardinality=maxcardinality, library="networkx")
+    compiled = blossom_matching(i, j, w, n, maxcardinality=maxcardinality, library="rustworkx")
+    used = np.concatenate([i[compiled], j[compiled]])
+    assert np.unique(used).size == used.size  # a matching
+    assert _exact_weight(w, compiled) == _exact_weight(w, reference)
+    if maxcardinality:
+        assert compiled.size == reference.size
+    big = np.array([2**80 + k for k in range(w.size)], dtype=object)  # exact tie-break weights: Python ints
+    assert _exact_weight(big, blossom_matching(i, j, big, n, library="rustworkx")) == _exact_weight(
+        big, blossom_matching(i, j, big, n, library="networkx")
+    )
+
+
+def test_weights_beyond_128_bits_fall_back_to_networkx():
+    i, j = np.array([0, 1]), np.array([1, 2])
+    w = np.array([2**130, 2**130 + 1], dtype=object)
+    assert blossom_matching(i, j, w, 3).tolist() == [1]  # auto: networkx computes it
+    with pytest.raises(ValueError, match="do not scale to integers rustworkx can hold"):
+        blossom_matching(i, j, w, 3, library="rustworkx")
+    with pytest.raises(ValueError, match="unknown matching library 'lemon'"):
+        blossom_matching(i, j, w, 3, library="lemon")

@@ -3,6 +3,7 @@ topology (docs/methods/heuristic.md, steps 8 and 9)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from fractions import Fraction
 from itertools import islice
@@ -30,6 +31,7 @@ __all__ = [
     "route_pairs",
     "DEFAULT_MATCHING",
     "BLOSSOM_EDGE_LIMIT",
+    "MATCHING_LIBRARIES",
 ]
 
 #: ``method="auto"`` uses networkx's exact Blossom up to this many demand edges, greedy above.
@@ -40,17 +42,56 @@ TIE_BREAKS = ("distance", "none")
 
 
 def blossom_matching(
-    i: np.ndarray, j: np.ndarray, w: np.ndarray, n: int, *, maxcardinality: bool = False
+    i: np.ndarray, j: np.ndarray, w: np.ndarray, n: int, *, maxcardinality: bool = False, library: str = "auto"
 ) -> np.ndarray:
-    """Exact maximum-weight matching (networkx Blossom, O(n^3)). Returns matched edge indices."""
-    G = nx.Graph()
-    G.add_nodes_from(range(n))
-    G.add_weighted_edges_from(zip(i.tolist(), j.tolist(), w.tolist()))
+    """Exact maximum-weight matching (Edmonds' Blossom, O(n^3)). Returns matched edge indices.
+
+    ``library``: ``"rustworkx"`` (compiled, integer arithmetic), ``"networkx"`` (pure Python, the
+    reference the tests compare with) or ``"auto"``: rustworkx whenever the weights scale exactly to
+    integers it can hold, else networkx. Floats are dyadic rationals, so scaling by their largest
+    denominator makes them integers without changing which matching is heaviest. Both libraries
+    return a matching of the maximum weight; where several matchings share it they may differ."""
+    if library not in MATCHING_LIBRARIES:
+        raise ValueError(f"unknown matching library {library!r}; choose one of {', '.join(MATCHING_LIBRARIES)}")
+    weights = _integer_weights(w, n) if library != "networkx" else None
+    if library == "rustworkx" and weights is None:
+        raise ValueError("these weights do not scale to integers rustworkx can hold (use library='networkx')")
+    if weights is not None:
+        import rustworkx  # start-up time: only the exact MP matching needs it
+
+        R = rustworkx.PyGraph()
+        R.add_nodes_from(range(n))
+        R.add_edges_from(list(zip(i.tolist(), j.tolist(), weights)))
+        pairs = rustworkx.max_weight_matching(R, max_cardinality=maxcardinality, weight_fn=lambda weight: weight)
+    else:
+        G = nx.Graph()
+        G.add_nodes_from(range(n))
+        G.add_weighted_edges_from(zip(i.tolist(), j.tolist(), w.tolist()))
+        pairs = nx.max_weight_matching(G, maxcardinality=maxcardinality)
     eid = {(int(a), int(b)): e for e, (a, b) in enumerate(zip(i, j))}
-    out = []
-    for a, b in nx.max_weight_matching(G, maxcardinality=maxcardinality):
-        out.append(eid[(a, b)] if (a, b) in eid else eid[(b, a)])
+    out = [eid[(a, b)] if (a, b) in eid else eid[(b, a)] for a, b in pairs]
     return np.array(sorted(out), dtype=np.int64)
+
+
+#: ``blossom_matching(library=...)``.
+MATCHING_LIBRARIES = ("auto", "rustworkx", "networkx")
+#: rustworkx's Blossom keeps weights and duals in signed 128-bit integers (doubled inside): the
+#: weights it is given stay below this divided by the number of nodes.
+_RUSTWORKX_WEIGHT_LIMIT = 2**120
+
+
+def _integer_weights(w: np.ndarray, n: int) -> list[int] | None:
+    """``w`` as integers proportional to it (None when that needs more than 128-bit arithmetic)."""
+    values = w.tolist()
+    if not all(type(v) is int for v in values):
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+            return None
+        fractions = [Fraction(v) for v in values]
+        scale = max((f.denominator for f in fractions), default=1)  # powers of two: a multiple of all
+        values = [int(f * scale) for f in fractions]
+    if max(map(abs, values), default=0) >= _RUSTWORKX_WEIGHT_LIMIT // max(n, 1):
+        return None
+    return values
 
 
 def greedy_matching(i: np.ndarray, j: np.ndarray, w: np.ndarray, n: int, *, maxcardinality: bool = False) -> np.ndarray:
