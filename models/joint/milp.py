@@ -28,11 +28,11 @@ import itertools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.instance import Cluster, Instance
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.strategy import Strategy, strategy_to_demand, strategy_to_dict, unit_servers, validate_strategy
@@ -51,7 +51,7 @@ from topoopt_ilp.models.topology.milp import (  # one ring-space threshold for e
     degree_rows,
     edge_index,
 )
-from topoopt_ilp.solvers import LinearModel, ModelBuilder
+from topoopt_ilp.solvers import LinearModel, ModelBuilder, VarBlock
 from topoopt_ilp.solvers import solve as solver_solve
 
 __all__ = [
@@ -79,55 +79,6 @@ TIME_UNIT_S = 1e-6
 _RING_TOL = 1e-7
 
 
-# ------------------------------------------------------------------------------------------------
-# Data
-#   n servers, degree d, B bytes/s per link, alpha hop latency (us); m = d if multi-links else 1.
-#   Options o = (i, k, s) of layer i (k in configs_i, s < n/k, replica memory fits): lt_o per-server
-#     time, mem_o replica memory, cov_o[v] = [v in coset(k, s)].
-#   Types t = (k, s) with k >= 2 and their candidate rings p (every order of coset(k, s) when k <= 6,
-#     else TotientPerms): RING_{t,p}[u, v] = 2(k-1)/k for consecutive u -> v on ring p;
-#     param_o bytes AllReduced by option o.
-#   Pairs (o, o') of consecutive layers i, i+1 with activation bytes: RESH_{o,o'}[u, v] bytes of
-#     resharding (zero when (k, s) = (k', s')). Consumers c with lookups, servers v, options o of c:
-#     LOOK_{v,o}[u, w] bytes of one unit of lookup traffic of a block on v (Lam_c = total lookups of c).
-#   All bytes are in link-microseconds: divided by B * 1e-6.
-# Variables
-#   a[o] binary, b[j, v] binary                       the strategy
-#   w[o, o'] in [0, 1], q[c, v, o] in [0, 1]          products a[o] a[o'] and (lookup share on v) a[o]
-#   g[t, p] >= 0                                      AllReduce bytes of coset t sent on ring p
-#   x[e] integer in [0, m],  z[e, l] binary           link counts and their binary expansion x = sum 2^l z
-#   y[e, l] in [0, U]                                 y = z Tbw (McCormick; U >= the optimal Tbw)
-#   f[s, h, (u, v)] >= 0                              flow from source s whose h-th hop is u -> v
-#                                                     (h = 1: u = s; h >= 2: u, v != s), h <= n - 1
-#   u[h] binary                                       some flow takes an h-th hop
-#   C, Tbw >= 0 (and T for overlap full)
-# Constraints
-#   choice     sum_{o of i} a[o] = 1;  sum_v b[j, v] = 1
-#   transport  sum_{o'} w[o, o'] = a[o];  sum_o w[o, o'] = a[o']     (exact product for binary a)
-#   lookups    sum_o q[c, v, o] = sum_{j of c} lookup_j / Lam_c b[j, v];  q[c, v, o] <= a[o]
-#   rings      sum_p g[t, p] = sum_{o of type t} param_o a[o]
-#   demand     D[s, v] = sum RING g + sum RESH w + sum Lam_c LOOK q      (linear in the variables)
-#   flow       in_h(v) - out_{h+1}(v) >= 0 (what reaches v at hop h is delivered or forwarded);
-#              sum_h in_h(v) - sum_{h>=2} out_h(v) = D[s, v]               for every s, v != s
-#   topology   x[e] = sum_l 2^l z[e, l]; degree rows (= d if regular, else <= d)
-#   capacity   sum_{s,h} f[s, h, (u, v)] <= sum_l 2^l y[e(u,v), l];  y <= U z;  y <= Tbw
-#   cuts       sum_{out-arcs of v} flow <= d Tbw;  same for in-arcs;  all flow <= (n d) Tbw   (valid:
-#              the arcs of v carry at most d links' worth; the LP of the McCormick rows alone does not
-#              see the degree)
-#   hops       sum_{s, arcs} f[s, h, .] <= M u[h];  u[h] <= u[h-1]       (M: the most bytes possible)
-#   compute    sum_o lt_o cov_o[v] a[o] + sum_j compute_j b[j, v] <= C   for every v
-#              sum_{o of i} lt_o a[o] <= C per layer; sum comp_{o,o'} w[o, o'] <= C per layer pair
-#              (comp = both times if the two cosets meet, else the larger; valid, tightens the LP)
-#   path       (compute_model critical_path only) sum_{o of layers i >= c} lt_o a[o] + e_c <= C for c = 0
-#              and every undominated entry layer c (placement.data.path_rows, as in the placement
-#              model): at an integer point C >= P, the chain of one micro-batch, so C = max(busiest server, P)
-#   ports      sum_o out_o a[o] <= d Tbw per layer, sum out_{o,o'} w[o, o'] <= d Tbw per layer pair
-#              (out = the most bytes one server sends or receives in the ring(s) and resharding)
-#   memory     sum_o mem_o cov_o[v] a[o] + sum_j bytes_j b[j, v] <= capacity
-# Objective
-#   minimize C + Tbw + alpha sum_h u[h]  (overlap none);  T >= C, T >= Tbw + alpha sum_h u[h]
-#   (overlap full);  Tbw + alpha sum_h u[h] (objective comm_time).
-# ------------------------------------------------------------------------------------------------
 @dataclass
 class JointModel:
     """A built joint model and the column maps that decoding and warm-starting need."""
@@ -241,288 +192,634 @@ def formula_upper_bound(instance: Instance) -> float:
     )
 
 
+# ------------------------------------------------------------------------------------------------
+# The model
+#
+# Data
+#   n servers, degree d, B bytes/s per link, alpha hop latency (us); m = d if multi-links else 1.
+#   Options o = (i, k, s) of layer i (k in configs_i, s < n/k, replica memory fits): lt_o per-server
+#     time, mem_o replica memory, cov_o[v] = [v in coset(k, s)], param_o bytes AllReduced by o
+#     (none when k = 1), out_o = 2(k-1)/k param_o, what each member sends (and receives) in any ring.
+#   Types t = (k, s) of the options with an AllReduce and their candidate rings p (every order of
+#     coset(k, s) when k <= 6, else TotientPerms): RING_{t,p}[u, v] = 2(k-1)/k for consecutive
+#     u -> v on ring p.
+#   Pairs (o, o') of consecutive layers i, i+1 with activation bytes: RESH_{o,o'}[u, v] bytes of
+#     resharding (zero when (k, s) = (k', s')). Consumers c with lookups, servers v, options o of c:
+#     LOOK_{v,o}[u, w] bytes of one unit of lookup traffic of a block on v (Lam_c = total lookups of c).
+#   All bytes are in link-microseconds: divided by B * 1e-6.
+# Variables
+#   a[o] binary, b[j, v] binary                       the strategy
+#   w[o, o'] in [0, 1], q[c, v, o] in [0, 1]          products a[o] a[o'] and (lookup share on v) a[o]
+#   g[t, p] >= 0                                      AllReduce bytes of coset t sent on ring p
+#   x[e] integer in [0, m],  z[e, l] binary           link counts and their binary expansion x = sum 2^l z
+#   y[e, l] in [0, U]                                 y = z Tbw (McCormick; U >= the optimal Tbw)
+#   f[s, h, (u, v)] >= 0                              flow from source s whose h-th hop is u -> v
+#                                                     (h = 1: u = s; h >= 2: u, v != s), h <= n - 1
+#   u[h] binary                                       some flow takes an h-th hop
+#   C, Tbw >= 0 (and T for overlap full)
+# Constraints, in the order they are built; family (Cn) <name> is built by _<name>_rows below (spaces as _)
+#   (C1)  choice        sum_{o of i} a[o] = 1;  sum_v b[j, v] = 1
+#   (C2)  compute       sum_o lt_o cov_o[v] a[o] + sum_j compute_j b[j, v] <= C   for every v;
+#                       sum_{o of i} lt_o a[o] <= C per layer   (valid, tightens the LP)
+#   (C3)  path          (compute_model critical_path, objective iteration_time only)
+#                       sum_{o of layers i >= c} lt_o a[o] + e_c <= C for c = 0 and every undominated entry
+#                       layer c (placement.data.path_rows, as in the placement model): at an integer point
+#                       C >= P, the chain of one micro-batch, so C = max(busiest server, P)
+#   (C4)  memory        sum_o mem_o cov_o[v] a[o] + sum_j bytes_j b[j, v] <= capacity (1 + MEMORY_RTOL)
+#   (C5)  rings         sum_p g[t, p] = sum_{o of type t} param_o a[o]
+#   (C6)  ports         sum_{o of i} out_o a[o] <= d Tbw per layer   (valid: a server sends and receives
+#                       at most d links' worth per unit of Tbw)
+#   for each pair of consecutive layers i, i+1 with activation bytes, (C7)-(C9) pair by pair:
+#   (C7)  transport     sum_{o'} w[o, o'] = a[o];  sum_o w[o, o'] = a[o']     (exact product for binary a)
+#   (C8)  pair compute  sum comp_{o,o'} w[o, o'] <= C   (comp = both times if the two cosets meet, else
+#                       the larger; valid, tightens the LP)
+#   (C9)  pair ports    sum out_{o,o'} w[o, o'] <= d Tbw   (out_{o,o'} = the most bytes one server sends or
+#                       receives in both layers' rings and the resharding; valid)
+#   (C10) lookups       sum_o q[c, v, o] = sum_{j of c} lookup_j / Lam_c b[j, v];  q[c, v, o] <= a[o]
+#   (C11) topology      degree rows (= d if regular, else <= d);  x[e] = sum_l 2^l z[e, l]
+#   (C12) mccormick     y <= U z;  y <= Tbw   (the upper rows suffice: y only bounds the capacity rows)
+#   (C13) flow          sum_h in_h(v) - sum_{h>=2} out_h(v) = D[s, v]   for every s, v != s, with the demand
+#                       D[s, v] = sum RING g + sum RESH w + sum Lam_c LOOK q   (linear in the variables);
+#                       in_h(v) - out_{h+1}(v) >= 0   (what reaches v at hop h is delivered or forwarded)
+#   (C14) capacity      sum_{s,h} f[s, h, (u, v)] <= sum_l 2^l y[e(u,v), l]
+#   (C15) cuts          sum_{out-arcs of v} flow <= d Tbw;  same for in-arcs;  all flow <= (n d) Tbw   (valid:
+#                       the arcs of v carry at most d links' worth; the LP of the McCormick rows alone does
+#                       not see the degree)
+#   (C16) hops          sum_{s, arcs} f[s, h, .] <= M u[h];  u[h] <= u[h-1]   (M: the most bytes possible)
+# Objective
+#   minimize C + Tbw + alpha sum_h u[h]  (overlap none);  T >= C, T >= Tbw + alpha sum_h u[h]
+#   (overlap full);  Tbw + alpha sum_h u[h] (objective comm_time).
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class _Rings:
+    """The coset types t = (k, s) with an AllReduce and one column g[t, p] per candidate ring p."""
+
+    types: np.ndarray  # k n + s of each type, sorted
+    type_k: np.ndarray
+    type_s: np.ndarray
+    ring_type: np.ndarray  # (R,) index into the types
+    ring_order: list[tuple[int, ...]]  # (R,) positions in the coset, in ring order
+    g_cols: np.ndarray
+
+
+@dataclass
+class _LayerPair:
+    """Consecutive layers i, i+1 with activation bytes: their options, every pair (o, o') of them
+    (P1[r], P2[r]) and its product column w."""
+
+    layer: int
+    act: float  # activation bytes of layer i
+    O1: np.ndarray
+    O2: np.ndarray
+    P1: np.ndarray
+    P2: np.ndarray
+    w_cols: np.ndarray
+
+
+@dataclass
+class _Consumer:
+    """A layer c that reads lookups: its blocks with lookups, Lam_c, its options and the columns q."""
+
+    layer: int
+    blocks: list[int]
+    lam: float
+    Oc: np.ndarray
+    q_cols: np.ndarray  # (n, len(Oc))
+
+
+@dataclass
+class _Links:
+    """Arcs (tail, head), edges (pairs, or arcs when directed) and their link-count columns."""
+
+    tail: np.ndarray
+    head: np.ndarray
+    edges: np.ndarray
+    arc_edge: np.ndarray  # edge of every arc
+    bits: int
+    x: VarBlock
+    z_cols: np.ndarray  # (E, bits)
+    y_cols: np.ndarray  # (E, bits)
+
+
+@dataclass
+class _Flows:
+    """The hop-layered flow columns f[s, h, (u, v)] as arrays, and the hop indicators u."""
+
+    src: np.ndarray
+    hop: np.ndarray
+    tail: np.ndarray
+    head: np.ndarray
+    f_cols: np.ndarray
+    u_cols: np.ndarray  # (hmax,)
+
+
+@dataclass
+class _JointData:
+    """The joint model's data and columns, named as in the math block above: what each constraint
+    family's rows are built from. Times are in microseconds, bytes in link-microseconds."""
+
+    instance: Instance
+    w: Workload
+    n: int
+    degree: int
+    hmax: int  # the most hops a flow may take (n - 1)
+    us: float  # microseconds per second
+    flow_scale: float  # bytes per link-microsecond
+    alpha: float
+    U: float
+    opt_layer: np.ndarray
+    opt_k: np.ndarray
+    opt_s: np.ndarray
+    cov: np.ndarray  # (options, n)
+    cov_o: np.ndarray  # the non-zeros (o, v) of cov
+    cov_v: np.ndarray
+    blk_j: np.ndarray  # (block, server) of every b column, in column order
+    blk_v: np.ndarray
+    lt: np.ndarray
+    mem: np.ndarray
+    param: np.ndarray
+    has_ar: np.ndarray
+    ar_out: np.ndarray  # (options, n) out_o cov_o[v]: ring bytes each server sends
+    a_cols: np.ndarray
+    b_cols: np.ndarray  # (blocks, n)
+    C: int
+    TB: int
+    T: int  # -1 without overlap full
+    rings: _Rings
+    pairs: list[_LayerPair]
+    consumers: list[_Consumer]
+    links: _Links
+    flows: _Flows
+    units: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+
+    @property
+    def L(self) -> int:
+        return len(self.w.layers)
+
+    @property
+    def nb(self) -> int:
+        return len(self.w.blocks)
+
+    def servers(self, o: int) -> np.ndarray:
+        """The server holding each batch unit under option o (kept per (k, s): options share them)."""
+        key = (int(self.opt_k[o]), int(self.opt_s[o]))
+        if key not in self.units:
+            self.units[key] = unit_servers(self.n, *key)
+        return self.units[key]
+
+    def reshards(self, o1: int, o2: int) -> bool:
+        """Whether data moves between options o1 and o2 of consecutive layers (their (k, s) differ)."""
+        return (self.opt_k[o1], self.opt_s[o1]) != (self.opt_k[o2], self.opt_s[o2])
+
+
 def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     """Build the joint MILP (math in the comment block above).
 
     ``upper_bound_s`` must be at least the optimal bandwidth term (any feasible iteration time is):
     it is the McCormick bound U of ``y = z Tbw``.
     """
-    w = instance.workload
-    c = instance.cluster
-    n, d = c.servers, c.degree
+    bld = ModelBuilder(name="joint")
+    d = _joint_data(instance, upper_bound_s, bld)
+    _choice_rows(bld, d)
+    _compute_rows(bld, d)
+    _path_rows(bld, d)
+    _memory_rows(bld, d)
+    _rings_rows(bld, d)
+    _ports_rows(bld, d)
+    for pair in d.pairs:  # (C7)-(C9) pair by pair
+        _transport_rows(bld, d, pair)
+        _pair_compute_rows(bld, d, pair)
+        _pair_ports_rows(bld, d, pair)
+    _lookups_rows(bld, d)
+    _topology_rows(bld, d)
+    _mccormick_rows(bld, d)
+    _flow_rows(bld, d)
+    _capacity_rows(bld, d)
+    _cuts_rows(bld, d)
+    _hops_rows(bld, d)
+    _objective(bld, d)
+    return _joint_model(bld.build(), d)
+
+
+def _joint_data(instance: Instance, upper_bound_s: float, bld: ModelBuilder) -> _JointData:
+    """The data of the math block, and every column of the model (in column order)."""
+    w, c = instance.workload, instance.cluster
+    n = c.servers
     us = 1.0 / TIME_UNIT_S
-    flow_scale = c.link_bytes_per_s * TIME_UNIT_S  # bytes per link-microsecond
-    alpha = c.hop_latency_s * us
+    flow_scale = c.link_bytes_per_s * TIME_UNIT_S
     U = max(float(upper_bound_s) * us, 1e-6) * (1 + 1e-6)
     hmax = max(1, n - 1)
-    b = ModelBuilder(name="joint")
-
-    # ---- strategy ------------------------------------------------------------------------------
     opt_layer, opt_k, opt_s = layer_options(w, n)
-    L, nb, NO = len(w.layers), len(w.blocks), len(opt_layer)
-    for i in range(L):
+    for i, layer in enumerate(w.layers):
         if not (opt_layer == i).any():
-            raise InputError(f"layer {i} ({w.layers[i].name}) has no config whose replica fits in server memory")
-    a = b.add_variables(NO, kind="binary", name="a")
-    bb = b.add_variables((nb, n), kind="binary", name="b")
-    b_cols = bb.index.reshape(nb, n) if nb else np.zeros((0, n), dtype=np.int64)
-    b.add_constraints(opt_layer, a.index, 1.0, lb=1.0, ub=1.0, count=L, name="choice")
-    if nb:
-        b.add_constraints(
-            np.repeat(np.arange(nb), n), b_cols.ravel(), 1.0, lb=1.0, ub=1.0, count=nb, name="block_choice"
+            raise InputError(f"layer {i} ({layer.name}) has no config whose replica fits in server memory")
+    a = bld.add_variables(len(opt_layer), kind="binary", name="a")
+    nb = len(w.blocks)
+    b = bld.add_variables((nb, n), kind="binary", name="b")
+    cov = np.zeros((len(opt_layer), n))
+    for o, (k, s) in enumerate(zip(opt_k, opt_s)):
+        cov[o, list(coset(n, int(k), int(s)))] = 1.0
+    cov_o, cov_v = np.nonzero(cov)
+    blk_j, blk_v = np.divmod(np.arange(nb * n), n)
+    param = np.array([float(w.layers[int(i)].param_bytes) for i in opt_layer])
+    has_ar = (opt_k >= 2) & (param > 0)
+    C = int(bld.add_variables(1, name="C").index[0])
+    TB = int(bld.add_variables(1, ub=U, name="Tbw").index[0])
+    rings = _ring_columns(bld, n, opt_k, opt_s, has_ar)
+    pairs = _pair_columns(bld, w, opt_layer)
+    consumers = _consumer_columns(bld, w, n, opt_layer)
+    links = _link_columns(bld, c, U)
+    flows = _flow_columns(bld, n, hmax)
+    overlapped = instance.objective != "comm_time" and w.overlap == "full"
+    T = int(bld.add_variables(1, name="T").index[0]) if overlapped else -1
+    return _JointData(
+        instance=instance,
+        w=w,
+        n=n,
+        degree=c.degree,
+        hmax=hmax,
+        us=us,
+        flow_scale=flow_scale,
+        alpha=c.hop_latency_s * us,
+        U=U,
+        opt_layer=opt_layer,
+        opt_k=opt_k,
+        opt_s=opt_s,
+        cov=cov,
+        cov_o=cov_o,
+        cov_v=cov_v,
+        blk_j=blk_j,
+        blk_v=blk_v,
+        lt=np.array([w.layer_time(int(i), int(k)) for i, k in zip(opt_layer, opt_k)]) * us,
+        mem=np.array([w.layers[int(i)].replica_memory(int(k)) for i, k in zip(opt_layer, opt_k)]),
+        param=param,
+        has_ar=has_ar,
+        ar_out=cov * np.where(has_ar, 2.0 * (opt_k - 1) / opt_k * param, 0.0)[:, None],
+        a_cols=a.index,
+        b_cols=b.index.reshape(nb, n) if nb else np.zeros((0, n), dtype=np.int64),
+        C=C,
+        TB=TB,
+        T=T,
+        rings=rings,
+        pairs=pairs,
+        consumers=consumers,
+        links=links,
+        flows=flows,
+    )
+
+
+def _ring_columns(bld: ModelBuilder, n: int, opt_k: np.ndarray, opt_s: np.ndarray, has_ar: np.ndarray) -> _Rings:
+    """The types of the options with an AllReduce, their candidate rings and the columns g."""
+    types = np.unique((opt_k * n + opt_s)[has_ar])
+    type_k, type_s = types // n, types % n
+    ring_type, ring_order = [], []
+    for t, k in enumerate(type_k):
+        for order in ring_orders(int(k)):
+            ring_type.append(t), ring_order.append(order)
+    g = bld.add_variables(len(ring_type), name="g")
+    return _Rings(types, type_k, type_s, np.array(ring_type, dtype=np.int64), ring_order, g.index)
+
+
+def _pair_columns(bld: ModelBuilder, w: Workload, opt_layer: np.ndarray) -> list[_LayerPair]:
+    """The option pairs of consecutive layers with activation bytes, and their products w."""
+    pairs = []
+    for i in range(len(w.layers) - 1):
+        act = float(w.layers[i].activation_bytes)
+        if act == 0:
+            continue  # nothing moves between the two layers: their choices need no product
+        O1, O2 = np.flatnonzero(opt_layer == i), np.flatnonzero(opt_layer == i + 1)
+        P1, P2 = np.repeat(O1, len(O2)), np.tile(O2, len(O1))
+        wv = bld.add_variables(len(P1), ub=1.0, name=f"w{i}")
+        pairs.append(_LayerPair(i, act, O1, O2, P1, P2, wv.index))
+    return pairs
+
+
+def _consumer_columns(bld: ModelBuilder, w: Workload, n: int, opt_layer: np.ndarray) -> list[_Consumer]:
+    """The layers reading lookups, aggregated over their blocks, and the columns q."""
+    consumers = []
+    for cns in sorted({int(x.consumer) for x in w.blocks if float(x.lookup_bytes) > 0}):
+        blocks = [j for j, x in enumerate(w.blocks) if int(x.consumer) == cns and float(x.lookup_bytes) > 0]
+        lam = sum(float(w.blocks[j].lookup_bytes) for j in blocks)
+        Oc = np.flatnonzero(opt_layer == cns)
+        q = bld.add_variables((n, len(Oc)), ub=1.0, name=f"q{cns}")
+        consumers.append(_Consumer(cns, blocks, lam, Oc, q.index.reshape(n, len(Oc))))
+    return consumers
+
+
+def _link_columns(bld: ModelBuilder, c: Cluster, U: float) -> _Links:
+    """The link counts x, their binary expansion z and the McCormick products y = z Tbw."""
+    n = c.servers
+    tail, head = arc_index(n)
+    edges, arc_edge = edge_index(n, c.directed, tail, head)
+    E = len(edges)
+    mult = c.degree if c.multi_links else 1
+    bits = max(1, int(mult).bit_length())
+    x = bld.add_variables(E, lb=0, ub=mult, kind="integer", name="x")
+    z = bld.add_variables((E, bits), kind="binary", name="z")
+    y = bld.add_variables((E, bits), ub=U, name="y")
+    return _Links(tail, head, edges, arc_edge, bits, x, z.index.reshape(E, bits), y.index.reshape(E, bits))
+
+
+def _flow_columns(bld: ModelBuilder, n: int, hmax: int) -> _Flows:
+    """The hop-layered flows of every source and the hop indicators u."""
+    src, hop, tail, head = layered_arcs(n, np.arange(n), hmax)
+    f = bld.add_variables(len(src), name="f")
+    u = bld.add_variables(hmax, kind="binary", name="u")
+    return _Flows(src, hop, tail, head, f.index, u.index)
+
+
+def _joint_model(model: LinearModel, d: _JointData) -> JointModel:
+    """The built model with the column maps that decoding and warm-starting need."""
+    n, rings, links, flows = d.n, d.rings, d.links, d.flows
+    stats = {
+        "options": len(d.opt_layer),
+        "pairs": sum(len(p.P1) for p in d.pairs),
+        "lookup_columns": sum(cn.q_cols.size for cn in d.consumers),
+        "rings": len(rings.ring_type),
+        "flow_columns": len(flows.f_cols),
+        "max_hops_modelled": d.hmax,
+    }
+    return JointModel(
+        model=model,
+        n=n,
+        opt_layer=d.opt_layer,
+        opt_k=d.opt_k,
+        opt_s=d.opt_s,
+        a_cols=d.a_cols,
+        b_cols=d.b_cols,
+        ring_type=rings.ring_type,
+        ring_order=rings.ring_order,
+        g_cols=rings.g_cols,
+        type_k=rings.type_k,
+        type_s=rings.type_s,
+        edges=links.edges,
+        x_cols=links.x.index,
+        z_cols=links.z_cols,
+        f_src=flows.src,
+        f_hop=flows.hop,
+        f_tail=flows.tail,
+        f_head=flows.head,
+        f_cols=flows.f_cols,
+        u_cols=flows.u_cols,
+        demand_pairs=np.stack(np.nonzero(~np.eye(n, dtype=bool)), axis=1),
+        C=d.C,
+        Tbw=d.TB,
+        T=d.T,
+        flow_scale=d.flow_scale,
+        stats=stats,
+    )
+
+
+def _choice_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C1) choice: every layer takes one option, every block one server."""
+    bld.add_constraints(d.opt_layer, d.a_cols, 1.0, lb=1.0, ub=1.0, count=d.L, name="choice")
+    if d.nb:
+        bld.add_constraints(
+            np.repeat(np.arange(d.nb), d.n), d.b_cols.ravel(), 1.0, lb=1.0, ub=1.0, count=d.nb, name="block_choice"
         )
 
-    cov = np.zeros((NO, n))
-    for o in range(NO):
-        cov[o, list(coset(n, int(opt_k[o]), int(opt_s[o])))] = 1.0
-    lt = np.array([w.layer_time(int(i), int(k)) for i, k in zip(opt_layer, opt_k)]) * us
-    mem = np.array([w.layers[int(i)].replica_memory(int(k)) for i, k in zip(opt_layer, opt_k)])
-    Cv = b.add_variables(1, name="C")
-    Tbw = b.add_variables(1, ub=U, name="Tbw")
-    C, TB = int(Cv.index[0]), int(Tbw.index[0])
-    # compute and memory per server
-    oo, vv = np.nonzero(cov)
-    blk_comp = np.array([float(x.compute_s) for x in w.blocks]) * us
-    blk_mem = np.array([float(x.bytes) for x in w.blocks])
-    jj, bv = np.divmod(np.arange(nb * n), n)
-    b.add_constraints(
-        np.concatenate([vv, bv, np.arange(n)]),
-        np.concatenate([a.index[oo], b_cols.ravel(), np.full(n, C)]),
-        np.concatenate([lt[oo], blk_comp[jj], -np.ones(n)]),
+
+def _compute_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C2) compute: C is at least every server's compute, and every layer's per-server time."""
+    n, L = d.n, d.L
+    blk_comp = np.array([float(x.compute_s) for x in d.w.blocks]) * d.us
+    bld.add_constraints(
+        np.concatenate([d.cov_v, d.blk_v, np.arange(n)]),
+        np.concatenate([d.a_cols[d.cov_o], d.b_cols.ravel(), np.full(n, d.C)]),
+        np.concatenate([d.lt[d.cov_o], blk_comp[d.blk_j], -np.ones(n)]),
         ub=0.0,
         count=n,
         name="compute",
     )
     # valid: the servers of a layer run at least its per-server time (tightens the LP, whose
     # fractional a could otherwise spread a degree-1 layer over all servers at no traffic)
-    b.add_constraints(
-        np.concatenate([opt_layer, np.arange(L)]),
-        np.concatenate([a.index, np.full(L, C)]),
-        np.concatenate([lt, -np.ones(L)]),
+    bld.add_constraints(
+        np.concatenate([d.opt_layer, np.arange(L)]),
+        np.concatenate([d.a_cols, np.full(L, d.C)]),
+        np.concatenate([d.lt, -np.ones(L)]),
         ub=0.0,
         count=L,
         name="layer_compute",
     )
-    if instance.objective != "comm_time" and w.compute_model == "critical_path":
-        rows, cols, vals, ubs = path_rows(w, opt_layer, lt, a.index, C)
-        b.add_constraints(rows, cols, vals, ub=ubs * us, count=len(ubs), name="path")
-    capm = float(w.server_memory_bytes)
-    b.add_constraints(
-        np.concatenate([vv, bv]),
-        np.concatenate([a.index[oo], b_cols.ravel()]),
-        np.concatenate([mem[oo] / capm, blk_mem[jj] / capm]),
+
+
+def _path_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C3) path: under ``compute_model: critical_path`` C is also at least one micro-batch's chain."""
+    if d.instance.objective == "comm_time" or d.w.compute_model != "critical_path":
+        return  # comm_time has no compute term; busiest_server charges no chain
+    rows, cols, vals, ubs = path_rows(d.w, d.opt_layer, d.lt, d.a_cols, d.C)
+    bld.add_constraints(rows, cols, vals, ub=ubs * d.us, count=len(ubs), name="path")
+
+
+def _memory_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C4) memory: every server holds its replicas and blocks (as fractions of its capacity)."""
+    capm = float(d.w.server_memory_bytes)
+    blk_mem = np.array([float(x.bytes) for x in d.w.blocks])
+    bld.add_constraints(
+        np.concatenate([d.cov_v, d.blk_v]),
+        np.concatenate([d.a_cols[d.cov_o], d.b_cols.ravel()]),
+        np.concatenate([d.mem[d.cov_o] / capm, blk_mem[d.blk_j] / capm]),
         ub=1.0 + MEMORY_RTOL,
-        count=n,
+        count=d.n,
         name="memory",
     )
 
-    # Demand terms: (pair row s*n+v, column, link-microseconds).
-    d_row: list[np.ndarray] = []
-    d_col: list[np.ndarray] = []
-    d_val: list[np.ndarray] = []
 
-    def add_pattern(col: int, src: np.ndarray, dst: np.ndarray, amount: np.ndarray | float) -> None:
-        amount = np.broadcast_to(np.asarray(amount, dtype=float), src.shape)
-        keep = src != dst
-        d_row.append(src[keep] * n + dst[keep])
-        d_col.append(np.full(int(keep.sum()), col, dtype=np.int64))
-        d_val.append(amount[keep] / flow_scale)
+def _rings_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C5) rings: the rings of a coset type carry the parameters of the options of that type."""
+    r = d.rings
+    if not len(r.types):
+        return
+    o_t = np.flatnonzero(d.has_ar)
+    t_of = np.searchsorted(r.types, (d.opt_k * d.n + d.opt_s)[o_t])
+    bld.add_constraints(
+        np.concatenate([r.ring_type, t_of]),
+        np.concatenate([r.g_cols, d.a_cols[o_t]]),
+        np.concatenate([np.ones(len(r.ring_type)), -d.param[o_t] / d.flow_scale]),
+        lb=0.0,
+        ub=0.0,
+        count=len(r.types),
+        name="rings",
+    )
 
-    # AllReduce: rings per coset type.
-    param = np.array([float(w.layers[int(i)].param_bytes) for i in opt_layer])
-    has_ar = (opt_k >= 2) & (param > 0)
-    type_key = opt_k * n + opt_s
-    types = np.unique(type_key[has_ar])
-    type_k, type_s = types // n, types % n
-    ring_type, ring_order = [], []
-    for t, k in enumerate(type_k):
-        for order in ring_orders(int(k)):
-            ring_type.append(t), ring_order.append(order)
-    ring_type = np.array(ring_type, dtype=np.int64)
-    g = b.add_variables(len(ring_type), name="g")
-    for r in range(len(ring_type)):
-        k, s = int(type_k[ring_type[r]]), int(type_s[ring_type[r]])
-        m = np.array(coset(n, k, s))[list(ring_order[r])]
-        add_pattern(int(g.index[r]), m, np.roll(m, -1), 2.0 * (k - 1) / k * flow_scale)  # g is in link-us already
-    if len(types):
-        o_t = np.flatnonzero(has_ar)
-        t_of = np.searchsorted(types, type_key[o_t])
-        b.add_constraints(
-            np.concatenate([ring_type, t_of]),
-            np.concatenate([g.index, a.index[o_t]]),
-            np.concatenate([np.ones(len(ring_type)), -param[o_t] / flow_scale]),
-            lb=0.0,
-            ub=0.0,
-            count=len(types),
-            name="rings",
-        )
 
-    # valid: a server sends (and receives) at most d links' worth per unit of Tbw, and a ring
-    # member sends 2(k-1)/k of the layer's parameters whatever the ring
-    ar_out = cov * np.where(has_ar, 2.0 * (opt_k - 1) / opt_k * param, 0.0)[:, None]  # (NO, n) bytes
-    b.add_constraints(
-        np.concatenate([opt_layer, np.arange(L)]),
-        np.concatenate([a.index, np.full(L, TB)]),
-        np.concatenate([ar_out.max(axis=1) / (d * flow_scale), -np.ones(L)]),
+def _ports_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C6) ports: a ring member sends 2(k-1)/k of its layer's parameters whatever the ring, over
+    at most d links."""
+    L = d.L
+    bld.add_constraints(
+        np.concatenate([d.opt_layer, np.arange(L)]),
+        np.concatenate([d.a_cols, np.full(L, d.TB)]),
+        np.concatenate([d.ar_out.max(axis=1) / (d.degree * d.flow_scale), -np.ones(L)]),
         ub=0.0,
         count=L,
         name="layer_ports",
     )
 
-    # Resharding between consecutive layers: transport products w.
-    units = {}
 
-    def option_servers(o: int) -> np.ndarray:
-        key = (int(opt_k[o]), int(opt_s[o]))
-        if key not in units:
-            units[key] = unit_servers(n, *key)
-        return units[key]
+def _transport_rows(bld: ModelBuilder, d: _JointData, p: _LayerPair) -> None:
+    """(C7) transport: the products w of a layer pair, by their marginals a."""
+    O1, O2, nw = p.O1, p.O2, len(p.P1)
+    r1 = np.searchsorted(O1, p.P1)
+    r2 = len(O1) + np.searchsorted(O2, p.P2)
+    bld.add_constraints(
+        np.concatenate([r1, r2, np.arange(len(O1)), len(O1) + np.arange(len(O2))]),
+        np.concatenate([p.w_cols, p.w_cols, d.a_cols[O1], d.a_cols[O2]]),
+        np.concatenate([np.ones(2 * nw), -np.ones(len(O1) + len(O2))]),
+        lb=0.0,
+        ub=0.0,
+        count=len(O1) + len(O2),
+        name=f"transport{p.layer}",
+    )
 
-    n_pairs = 0
-    for i in range(L - 1):
-        act = float(w.layers[i].activation_bytes)
-        if act == 0:
-            continue
-        O1, O2 = np.flatnonzero(opt_layer == i), np.flatnonzero(opt_layer == i + 1)
-        P1, P2 = np.repeat(O1, len(O2)), np.tile(O2, len(O1))
-        wv = b.add_variables(len(P1), ub=1.0, name=f"w{i}")
-        n_pairs += len(P1)
-        r1 = np.searchsorted(O1, P1)
-        r2 = len(O1) + np.searchsorted(O2, P2)
-        b.add_constraints(
-            np.concatenate([r1, r2, np.arange(len(O1)), len(O1) + np.arange(len(O2))]),
-            np.concatenate([wv.index, wv.index, a.index[O1], a.index[O2]]),
-            np.concatenate([np.ones(2 * len(P1)), -np.ones(len(O1) + len(O2))]),
-            lb=0.0,
-            ub=0.0,
-            count=len(O1) + len(O2),
-            name=f"transport{i}",
-        )
-        # valid: a server hosting both layers (their cosets meet) runs both
-        meet = (opt_s[P1] - opt_s[P2]) % np.gcd(n // opt_k[P1], n // opt_k[P2]) == 0
-        comp = np.where(meet, lt[P1] + lt[P2], np.maximum(lt[P1], lt[P2]))
-        b.add_constraints(
-            np.zeros(len(P1) + 1, dtype=np.int64),
-            np.concatenate([wv.index, [C]]),
-            np.concatenate([comp, [-1.0]]),
-            ub=0.0,
-            count=1,
-            name=f"pair_compute{i}",
-        )
-        port = np.zeros(len(P1))
-        for r, (col, o1, o2) in enumerate(zip(wv.index, P1, P2)):
-            out = ar_out[o1] + ar_out[o2]  # ring sends of both layers; a ring carries as much in as out
-            if (opt_k[o1], opt_s[o1]) != (opt_k[o2], opt_s[o2]):
-                src, dst = option_servers(o1), option_servers(o2)
-                add_pattern(int(col), np.concatenate([src, dst]), np.concatenate([dst, src]), act / n)
-                moved = src != dst  # resharding is symmetric: each server sends what it receives
-                out = (
-                    out
-                    + np.bincount(src[moved], minlength=n) * (act / n)
-                    + np.bincount(dst[moved], minlength=n) * (act / n)
-                )
-            port[r] = out.max() / (d * flow_scale)
-        b.add_constraints(
-            np.zeros(len(P1) + 1, dtype=np.int64),
-            np.concatenate([wv.index, [TB]]),
-            np.concatenate([port, [-1.0]]),
-            ub=0.0,
-            count=1,
-            name=f"pair_ports{i}",
-        )
 
-    # Embedding lookups, aggregated per consumer layer.
-    n_q = 0
-    consumers = sorted({int(x.consumer) for x in w.blocks if float(x.lookup_bytes) > 0})
-    for cns in consumers:
-        blocks_c = [j for j, x in enumerate(w.blocks) if int(x.consumer) == cns and float(x.lookup_bytes) > 0]
-        lam = sum(float(w.blocks[j].lookup_bytes) for j in blocks_c)
-        Oc = np.flatnonzero(opt_layer == cns)
-        q = b.add_variables((n, len(Oc)), ub=1.0, name=f"q{cns}")
-        qc = q.index.reshape(n, len(Oc))
-        n_q += qc.size
-        share = np.array([float(w.blocks[j].lookup_bytes) / lam for j in blocks_c])
-        # b_cols[blocks_c].T is (n, blocks of c): raveled server by server, blocks fastest.
-        rows = [np.repeat(np.arange(n), len(Oc)), np.repeat(np.arange(n), len(blocks_c))]
-        cols = [qc.ravel(), b_cols[blocks_c].T.ravel()]
-        vals = [np.ones(qc.size), -np.tile(share, n)]
-        b.add_constraints(
-            np.concatenate(rows),
-            np.concatenate(cols),
-            np.concatenate(vals),
+def _pair_compute_rows(bld: ModelBuilder, d: _JointData, p: _LayerPair) -> None:
+    """(C8) pair compute: a server hosting both layers (their cosets meet) runs both."""
+    P1, P2, lt = p.P1, p.P2, d.lt
+    meet = (d.opt_s[P1] - d.opt_s[P2]) % np.gcd(d.n // d.opt_k[P1], d.n // d.opt_k[P2]) == 0
+    comp = np.where(meet, lt[P1] + lt[P2], np.maximum(lt[P1], lt[P2]))
+    bld.add_constraints(
+        np.zeros(len(P1) + 1, dtype=np.int64),
+        np.concatenate([p.w_cols, [d.C]]),
+        np.concatenate([comp, [-1.0]]),
+        ub=0.0,
+        count=1,
+        name=f"pair_compute{p.layer}",
+    )
+
+
+def _pair_ports_rows(bld: ModelBuilder, d: _JointData, p: _LayerPair) -> None:
+    """(C9) pair ports: the busiest server's sends in both layers' rings and the resharding between
+    them, over at most d links."""
+    n, share = d.n, p.act / d.n
+    port = np.zeros(len(p.P1))
+    for r, (o1, o2) in enumerate(zip(p.P1, p.P2)):
+        out = d.ar_out[o1] + d.ar_out[o2]  # a ring carries as much into a server as out of it
+        if d.reshards(o1, o2):
+            src, dst = d.servers(o1), d.servers(o2)
+            moved = src != dst  # resharding is symmetric: each server sends what it receives
+            out = out + np.bincount(src[moved], minlength=n) * share + np.bincount(dst[moved], minlength=n) * share
+        port[r] = out.max() / (d.degree * d.flow_scale)
+    bld.add_constraints(
+        np.zeros(len(p.P1) + 1, dtype=np.int64),
+        np.concatenate([p.w_cols, [d.TB]]),
+        np.concatenate([port, [-1.0]]),
+        ub=0.0,
+        count=1,
+        name=f"pair_ports{p.layer}",
+    )
+
+
+def _lookups_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C10) lookups: q[c, v, .] is the lookup share of c's blocks on v, spread over c's chosen option."""
+    n = d.n
+    for cn in d.consumers:
+        qc, Oc, blocks = cn.q_cols, cn.Oc, cn.blocks
+        share = np.array([float(d.w.blocks[j].lookup_bytes) / cn.lam for j in blocks])
+        # b_cols[blocks].T is (n, blocks of c): raveled server by server, blocks fastest.
+        bld.add_constraints(
+            np.concatenate([np.repeat(np.arange(n), len(Oc)), np.repeat(np.arange(n), len(blocks))]),
+            np.concatenate([qc.ravel(), d.b_cols[blocks].T.ravel()]),
+            np.concatenate([np.ones(qc.size), -np.tile(share, n)]),
             lb=0.0,
             ub=0.0,
             count=n,
-            name=f"lookup{cns}",
+            name=f"lookup{cn.layer}",
         )
-        V, Oi = np.divmod(np.arange(qc.size), len(Oc))
-        b.add_constraints(
+        option = Oc[np.arange(qc.size) % len(Oc)]  # the option of every q column, in column order
+        bld.add_constraints(
             np.concatenate([np.arange(qc.size)] * 2),
-            np.concatenate([qc.ravel(), a.index[Oc[Oi]]]),
+            np.concatenate([qc.ravel(), d.a_cols[option]]),
             np.concatenate([np.ones(qc.size), -np.ones(qc.size)]),
             ub=0.0,
             count=qc.size,
-            name=f"lookup_le_a{cns}",
+            name=f"lookup_le_a{cn.layer}",
         )
-        for v in range(n):
-            for oi, o in enumerate(Oc):
-                dst = option_servers(int(o))
-                src = np.full(n, v)
-                add_pattern(int(qc[v, oi]), np.concatenate([src, dst]), np.concatenate([dst, src]), lam / n)
 
-    # ---- topology ------------------------------------------------------------------------------
-    tail, head = arc_index(n)
-    edges, arc_edge = edge_index(n, c.directed, tail, head)
-    E = len(edges)
-    mult = d if c.multi_links else 1
-    bits = max(1, int(mult).bit_length())
-    x = b.add_variables(E, lb=0, ub=mult, kind="integer", name="x")
-    degree_rows(b, x, edges, n, d, c.directed, c.regular)
-    z = b.add_variables((E, bits), kind="binary", name="z")
-    zc = z.index.reshape(E, bits)
-    pw = 2.0 ** np.arange(bits)
-    b.add_constraints(
+
+def _topology_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C11) topology: the degree rows on x, and x as the binary expansion of z."""
+    c, lk = d.instance.cluster, d.links
+    E, bits = len(lk.edges), lk.bits
+    degree_rows(bld, lk.x, lk.edges, d.n, d.degree, c.directed, c.regular)
+    bld.add_constraints(
         np.concatenate([np.arange(E), np.repeat(np.arange(E), bits)]),
-        np.concatenate([x.index, zc.ravel()]),
-        np.concatenate([np.ones(E), -np.tile(pw, E)]),
+        np.concatenate([lk.x.index, lk.z_cols.ravel()]),
+        np.concatenate([np.ones(E), -np.tile(2.0 ** np.arange(bits), E)]),
         lb=0.0,
         ub=0.0,
         count=E,
         name="expansion",
     )
-    y = b.add_variables((E, bits), ub=U, name="y")
-    yc = y.index.reshape(E, bits)
-    m_ = E * bits
-    b.add_constraints(
+
+
+def _mccormick_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C12) mccormick: y = z Tbw for binary z, given Tbw <= U."""
+    yc, zc = d.links.y_cols, d.links.z_cols
+    m_ = yc.size
+    bld.add_constraints(
         np.concatenate([np.arange(m_)] * 2),
         np.concatenate([yc.ravel(), zc.ravel()]),
-        np.concatenate([np.ones(m_), -U * np.ones(m_)]),
+        np.concatenate([np.ones(m_), -d.U * np.ones(m_)]),
         ub=0.0,
         count=m_,
         name="mccormick_z",
     )
-    b.add_constraints(
+    bld.add_constraints(
         np.concatenate([np.arange(m_)] * 2),
-        np.concatenate([yc.ravel(), np.full(m_, TB)]),
+        np.concatenate([yc.ravel(), np.full(m_, d.TB)]),
         np.concatenate([np.ones(m_), -np.ones(m_)]),
         ub=0.0,
         count=m_,
         name="mccormick_t",
     )
 
-    # ---- hop-layered flows -----------------------------------------------------------------------
-    f_src, f_hop, f_tail, f_head = layered_arcs(n, np.arange(n), hmax)
-    NF = len(f_src)
-    f = b.add_variables(NF, name="f")
-    fcols = f.index
+
+def _demand(d: _JointData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The demand D[s, v] of (C13) as terms (row s n + v, column, link-microseconds): the rings'
+    RING g, then the resharding's RESH w, then the lookups' Lam_c LOOK q."""
+    n = d.n
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+
+    def add_pattern(col: int, src: np.ndarray, dst: np.ndarray, amount: np.ndarray | float) -> None:
+        amount = np.broadcast_to(np.asarray(amount, dtype=float), src.shape)
+        keep = src != dst
+        rows.append(src[keep] * n + dst[keep])
+        cols.append(np.full(int(keep.sum()), col, dtype=np.int64))
+        vals.append(amount[keep] / d.flow_scale)
+
+    rg = d.rings
+    for r, col in enumerate(rg.g_cols):
+        k, s = int(rg.type_k[rg.ring_type[r]]), int(rg.type_s[rg.ring_type[r]])
+        m = np.array(coset(n, k, s))[list(rg.ring_order[r])]
+        add_pattern(int(col), m, np.roll(m, -1), 2.0 * (k - 1) / k * d.flow_scale)  # g is in link-us already
+    for p in d.pairs:
+        for col, o1, o2 in zip(p.w_cols, p.P1, p.P2):
+            if d.reshards(o1, o2):
+                src, dst = d.servers(o1), d.servers(o2)
+                add_pattern(int(col), np.concatenate([src, dst]), np.concatenate([dst, src]), p.act / n)
+    for cn in d.consumers:
+        for v in range(n):
+            for oi, o in enumerate(cn.Oc):
+                dst, src = d.servers(int(o)), np.full(n, v)
+                add_pattern(int(cn.q_cols[v, oi]), np.concatenate([src, dst]), np.concatenate([dst, src]), cn.lam / n)
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+
+
+def _flow_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C13) flow: every source's flow delivers its demand to every server, hop by hop."""
+    n, hmax, f = d.n, d.hmax, d.flows
+    NF = len(f.f_cols)
+    dr, dc, dv = _demand(d)
+    later = f.hop >= 2
     # delivery rows, one per (s, v), v != s: row id s*n + v (the diagonal rows stay empty: 0 = 0)
-    dr = np.concatenate(d_row) if d_row else np.zeros(0, np.int64)
-    dc = np.concatenate(d_col) if d_col else np.zeros(0, np.int64)
-    dv = np.concatenate(d_val) if d_val else np.zeros(0)
-    later = f_hop >= 2
-    b.add_constraints(
-        np.concatenate([f_src * n + f_head, f_src[later] * n + f_tail[later], dr]),
-        np.concatenate([fcols, fcols[later], dc]),
+    bld.add_constraints(
+        np.concatenate([f.src * n + f.head, f.src[later] * n + f.tail[later], dr]),
+        np.concatenate([f.f_cols, f.f_cols[later], dc]),
         np.concatenate([np.ones(NF), -np.ones(int(later.sum())), -dv]),
         lb=0.0,
         ub=0.0,
@@ -531,139 +828,105 @@ def build_joint(instance: Instance, upper_bound_s: float) -> JointModel:
     )
     if hmax >= 2:
         # forward rows (s, v, h), h = 1..hmax-1: in_h(v) - out_{h+1}(v) >= 0; row id (s*hmax + h-1)*n + v
-        into = f_hop <= hmax - 1
-        b.add_constraints(
+        into = f.hop <= hmax - 1
+        bld.add_constraints(
             np.concatenate(
                 [
-                    (f_src[into] * hmax + f_hop[into] - 1) * n + f_head[into],
-                    (f_src[later] * hmax + f_hop[later] - 2) * n + f_tail[later],
+                    (f.src[into] * hmax + f.hop[into] - 1) * n + f.head[into],
+                    (f.src[later] * hmax + f.hop[later] - 2) * n + f.tail[later],
                 ]
             ),
-            np.concatenate([fcols[into], fcols[later]]),
+            np.concatenate([f.f_cols[into], f.f_cols[later]]),
             np.concatenate([np.ones(int(into.sum())), -np.ones(int(later.sum()))]),
             lb=0.0,
             count=n * hmax * n,
             name="forward",
         )
-    # capacity per arc (u, v): flows <= sum_l 2^l y[e, l]
-    arc_id = np.full((n, n), -1, dtype=np.int64)
-    arc_id[tail, head] = np.arange(len(tail))
-    fa = arc_id[f_tail, f_head]
-    A = len(tail)
-    b.add_constraints(
-        np.concatenate([fa, np.repeat(np.arange(A), bits)]),
-        np.concatenate([fcols, yc[arc_edge].ravel()]),
-        np.concatenate([np.ones(NF), -np.tile(pw, A)]),
+
+
+def _capacity_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C14) capacity: the flows on an arc fit its links for Tbw (sum_l 2^l y of its edge)."""
+    lk, f = d.links, d.flows
+    A = len(lk.tail)
+    arc_id = np.full((d.n, d.n), -1, dtype=np.int64)
+    arc_id[lk.tail, lk.head] = np.arange(A)
+    bld.add_constraints(
+        np.concatenate([arc_id[f.tail, f.head], np.repeat(np.arange(A), lk.bits)]),
+        np.concatenate([f.f_cols, lk.y_cols[lk.arc_edge].ravel()]),
+        np.concatenate([np.ones(len(f.f_cols)), -np.tile(2.0 ** np.arange(lk.bits), A)]),
         ub=0.0,
         count=A,
         name="capacity",
     )
-    # degree cuts: out- and in-flow of every server <= d Tbw; all flow <= n d Tbw
-    b.add_constraints(
-        np.concatenate([f_tail, np.arange(n)]),
-        np.concatenate([fcols, np.full(n, TB)]),
-        np.concatenate([np.ones(NF), -float(d) * np.ones(n)]),
-        ub=0.0,
-        count=n,
-        name="out_cut",
-    )
-    b.add_constraints(
-        np.concatenate([f_head, np.arange(n)]),
-        np.concatenate([fcols, np.full(n, TB)]),
-        np.concatenate([np.ones(NF), -float(d) * np.ones(n)]),
-        ub=0.0,
-        count=n,
-        name="in_cut",
-    )
-    b.add_constraints(
+
+
+def _cuts_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C15) cuts: the out- and in-flow of every server fit d links for Tbw; all flow fits n d."""
+    n, f = d.n, d.flows
+    NF = len(f.f_cols)
+    for end, name in ((f.tail, "out_cut"), (f.head, "in_cut")):
+        bld.add_constraints(
+            np.concatenate([end, np.arange(n)]),
+            np.concatenate([f.f_cols, np.full(n, d.TB)]),
+            np.concatenate([np.ones(NF), -float(d.degree) * np.ones(n)]),
+            ub=0.0,
+            count=n,
+            name=name,
+        )
+    bld.add_constraints(
         np.zeros(NF + 1, dtype=np.int64),
-        np.concatenate([fcols, [TB]]),
-        np.concatenate([np.ones(NF), [-float(n * d)]]),
+        np.concatenate([f.f_cols, [d.TB]]),
+        np.concatenate([np.ones(NF), [-float(n * d.degree)]]),
         ub=0.0,
         count=1,
         name="total_cut",
     )
-    # hop indicators
-    u = b.add_variables(hmax, kind="binary", name="u")
-    M = _max_bytes(w, n) / flow_scale * (1 + 1e-6) + 1e-9
-    b.add_constraints(
-        np.concatenate([f_hop - 1, np.arange(hmax)]),
-        np.concatenate([fcols, u.index]),
-        np.concatenate([np.ones(NF), -M * np.ones(hmax)]),
+
+
+def _hops_rows(bld: ModelBuilder, d: _JointData) -> None:
+    """(C16) hops: u[h] is on when some flow takes an h-th hop, and the used hops come first."""
+    hmax, f = d.hmax, d.flows
+    M = _max_bytes(d.w, d.n) / d.flow_scale * (1 + 1e-6) + 1e-9
+    bld.add_constraints(
+        np.concatenate([f.hop - 1, np.arange(hmax)]),
+        np.concatenate([f.f_cols, f.u_cols]),
+        np.concatenate([np.ones(len(f.f_cols)), -M * np.ones(hmax)]),
         ub=0.0,
         count=hmax,
         name="hop_used",
     )
     if hmax >= 2:
         h_ = np.arange(hmax - 1)
-        b.add_constraints(
+        bld.add_constraints(
             np.concatenate([h_, h_]),
-            np.concatenate([u.index[1:], u.index[:-1]]),
+            np.concatenate([f.u_cols[1:], f.u_cols[:-1]]),
             np.concatenate([np.ones(hmax - 1), -np.ones(hmax - 1)]),
             ub=0.0,
             count=hmax - 1,
             name="hop_order",
         )
 
-    # ---- objective -----------------------------------------------------------------------------
-    T = -1
-    lat_cols, lat_vals = u.index, np.full(hmax, alpha)
-    if instance.objective == "comm_time":
-        b.set_objective(np.concatenate([[TB], lat_cols]), np.concatenate([[1.0], lat_vals]))
-    elif w.overlap == "full":
-        Tv = b.add_variables(1, name="T")
-        T = int(Tv.index[0])
-        b.add_constraints([0, 0], [C, T], [1.0, -1.0], ub=0.0, count=1, name="T_compute")
-        b.add_constraints(
-            np.zeros(hmax + 2, dtype=np.int64),
+
+def _objective(bld: ModelBuilder, d: _JointData) -> None:
+    """The objective: C + Tbw + alpha sum_h u[h], or T with overlap full, or Tbw + alpha sum_h u[h]
+    for comm_time (microseconds)."""
+    C, TB, T = d.C, d.TB, d.T
+    lat_cols, lat_vals = d.flows.u_cols, np.full(d.hmax, d.alpha)
+    if d.instance.objective == "comm_time":
+        bld.set_objective(np.concatenate([[TB], lat_cols]), np.concatenate([[1.0], lat_vals]))
+    elif T >= 0:
+        bld.add_constraints([0, 0], [C, T], [1.0, -1.0], ub=0.0, count=1, name="T_compute")
+        bld.add_constraints(
+            np.zeros(d.hmax + 2, dtype=np.int64),
             np.concatenate([[TB, T], lat_cols]),
             np.concatenate([[1.0, -1.0], lat_vals]),
             ub=0.0,
             count=1,
             name="T_comm",
         )
-        b.set_objective([T], [1.0])
+        bld.set_objective([T], [1.0])
     else:
-        b.set_objective(np.concatenate([[C, TB], lat_cols]), np.concatenate([[1.0, 1.0], lat_vals]))
-
-    model = b.build()
-    stats = {
-        "options": NO,
-        "pairs": n_pairs,
-        "lookup_columns": n_q,
-        "rings": len(ring_type),
-        "flow_columns": NF,
-        "max_hops_modelled": hmax,
-    }
-    return JointModel(
-        model=model,
-        n=n,
-        opt_layer=opt_layer,
-        opt_k=opt_k,
-        opt_s=opt_s,
-        a_cols=a.index,
-        b_cols=b_cols,
-        ring_type=ring_type,
-        ring_order=ring_order,
-        g_cols=g.index,
-        type_k=type_k,
-        type_s=type_s,
-        edges=edges,
-        x_cols=x.index,
-        z_cols=zc,
-        f_src=f_src,
-        f_hop=f_hop,
-        f_tail=f_tail,
-        f_head=f_head,
-        f_cols=fcols,
-        u_cols=u.index,
-        demand_pairs=np.stack(np.nonzero(~np.eye(n, dtype=bool)), axis=1),
-        C=C,
-        Tbw=TB,
-        T=T,
-        flow_scale=flow_scale,
-        stats=stats,
-    )
+        bld.set_objective(np.concatenate([[C, TB], lat_cols]), np.concatenate([[1.0, 1.0], lat_vals]))
 
 
 # ------------------------------------------------------------------------------------------------
