@@ -152,22 +152,49 @@ def _given_loads(n: int, demand: np.ndarray, routing: Routing) -> tuple[np.ndarr
         raise RoutingError(
             f"no complete route for pair {s}->{(s + o) % n}: its routes carry {share[o]:.6g} of its traffic"
         )
+    hop_load, offset_hops = _offset_loads(n, rest, offsets)
+    return load + hop_load, max(max_hops, offset_hops)
+
+
+def _offset_loads(n: int, rest: np.ndarray, offsets) -> tuple[np.ndarray, int]:
+    """Loads of the traffic ``rest`` routed by offset routes, and their longest used route in hops.
+
+    A route for offset o with jumps j_1..j_h sends, from every server s, its fraction of
+    ``rest[s, s+o]`` over the hops s+c_k -> s+c_k+j_k (c_k the prefix sums). Where ``rest[s, s+o]`` is
+    the same for every s (traffic that is itself translation invariant, as a ring-structured job's
+    is), every hop with jump j adds that amount to each arc u -> u+j: those routes are summed per
+    jump value in one pass. Only the routes of other offsets are walked hop by hop."""
+    load = np.zeros((n, n))
+    if not len(offsets):
+        return load, 0
     src = np.arange(n)
-    for r in range(len(offsets)):
-        o, f = int(offsets.offset[r]) % n, float(offsets.fraction[r])
-        amount = f * rest[src, (src + o) % n]
+    used = offsets.offset % n
+    per_offset = {o: rest[src, (src + o) % n] for o in np.unique(used).tolist()}
+    uniform = {o: float(v[0]) for o, v in per_offset.items() if v.min() == v.max()}
+    level = np.array([uniform.get(o, np.nan) for o in used.tolist()]) * offsets.fraction
+    carried = ~np.isnan(level) & (level != 0)
+    walked = np.flatnonzero(np.isnan(level))
+    jumps = offsets.jumps
+    hops = (jumps != 0).sum(axis=1)
+    per_jump = np.zeros(n)
+    if carried.any():
+        rows = jumps[carried]
+        weight = np.broadcast_to(level[carried][:, None], rows.shape)
+        on = rows != 0
+        per_jump = np.bincount(rows[on] % n, weights=weight[on], minlength=n)
+        for j in np.flatnonzero(per_jump):
+            load[src, (src + j) % n] += per_jump[j]
+    max_hops = int(hops[carried].max()) if carried.any() else 0
+    for r in walked.tolist():
+        amount = offsets.fraction[r] * per_offset[int(used[r])]
         if not amount.any():
             continue
         node = src
-        hops = 0
-        for j in offsets.jumps[r]:
-            if j == 0:
-                break
+        for j in jumps[r][: hops[r]]:
             nxt = (node + j) % n
             load[node, nxt] += amount  # node is a permutation of src: no repeated index within a hop
             node = nxt
-            hops += 1
-        max_hops = max(max_hops, hops)
+        max_hops = max(max_hops, int(hops[r]))
     return load, max_hops
 
 
