@@ -383,16 +383,27 @@ def _distance_matrix(X: np.ndarray) -> np.ndarray:
     return shortest_path(adjacency_csr(X), method="D", directed=True, unweighted=True)
 
 
+#: :func:`diameter_and_aspl` searches from this many sources x servers at a time, so its memory stays
+#: near 256 MiB whatever the cluster's size (an n x n float matrix is 2 GiB at 16,384 servers).
+DISTANCE_BLOCK_ENTRIES = 2**25
+
+
 def diameter_and_aspl(X: np.ndarray) -> tuple[int | float, float]:
-    """Both distance summaries from one all-pairs search (see :func:`diameter`, :func:`aspl`)."""
-    dist = _distance_matrix(X)
-    n = dist.shape[0]
+    """Both distance summaries from one all-pairs search (see :func:`diameter`, :func:`aspl`), in
+    blocks of sources whose distances are summed and dropped."""
+    n = np.shape(X)[0]
     if n <= 1:
         return 0, 0.0
-    top = float(dist.max())
-    if math.isinf(top):
-        return math.inf, math.inf
-    return int(top), float(dist.sum()) / (n * (n - 1))
+    top, total = 0.0, 0.0
+    block = max(1, DISTANCE_BLOCK_ENTRIES // n)
+    A = adjacency_csr(X)
+    for lo in range(0, n, block):
+        dist = shortest_path(A, method="D", directed=True, unweighted=True, indices=np.arange(lo, min(lo + block, n)))
+        top = max(top, float(dist.max()))
+        if math.isinf(top):
+            return math.inf, math.inf
+        total += float(dist.sum())
+    return int(top), total / (n * (n - 1))
 
 
 def diameter(X: np.ndarray) -> int | float:

@@ -160,42 +160,38 @@ def _offset_loads(n: int, rest: np.ndarray, offsets) -> tuple[np.ndarray, int]:
     """Loads of the traffic ``rest`` routed by offset routes, and their longest used route in hops.
 
     A route for offset o with jumps j_1..j_h sends, from every server s, its fraction of
-    ``rest[s, s+o]`` over the hops s+c_k -> s+c_k+j_k (c_k the prefix sums). Where ``rest[s, s+o]`` is
-    the same for every s (traffic that is itself translation invariant, as a ring-structured job's
-    is), every hop with jump j adds that amount to each arc u -> u+j: those routes are summed per
-    jump value in one pass. Only the routes of other offsets are walked hop by hop."""
+    ``rest[s, s+o]`` over the hops s+c_k -> s+c_k+j_k (c_k the prefix sums). That traffic splits into
+    a level, the smallest ``rest[s, s+o]`` over s, which every server sends alike, and the excess
+    above it. Every hop with jump j adds the level to each arc u -> u+j, so the levels of all routes
+    are summed per jump value in one pass; the excess (a few servers' model-parallel bytes, say) is
+    walked hop by hop from the servers that have some."""
     load = np.zeros((n, n))
     if not len(offsets):
         return load, 0
     src = np.arange(n)
     used = offsets.offset % n
     per_offset = {o: rest[src, (src + o) % n] for o in np.unique(used).tolist()}
-    uniform = {o: float(v[0]) for o, v in per_offset.items() if v.min() == v.max()}
-    level = np.array([uniform.get(o, np.nan) for o in used.tolist()]) * offsets.fraction
-    carried = ~np.isnan(level) & (level != 0)
-    walked = np.flatnonzero(np.isnan(level))
+    floor = {o: float(v.min()) for o, v in per_offset.items()}
     jumps = offsets.jumps
     hops = (jumps != 0).sum(axis=1)
-    per_jump = np.zeros(n)
-    if carried.any():
-        rows = jumps[carried]
-        weight = np.broadcast_to(level[carried][:, None], rows.shape)
-        on = rows != 0
-        per_jump = np.bincount(rows[on] % n, weights=weight[on], minlength=n)
-        for j in np.flatnonzero(per_jump):
-            load[src, (src + j) % n] += per_jump[j]
-    max_hops = int(hops[carried].max()) if carried.any() else 0
-    for r in walked.tolist():
-        amount = offsets.fraction[r] * per_offset[int(used[r])]
-        if not amount.any():
+    level = np.array([floor[o] for o in used.tolist()]) * offsets.fraction
+    on = (jumps != 0) & (level != 0)[:, None]
+    per_jump = np.bincount(jumps[on] % n, weights=np.broadcast_to(level[:, None], jumps.shape)[on], minlength=n)
+    for j in np.flatnonzero(per_jump):
+        load[src, (src + j) % n] += per_jump[j]
+    carrying = level != 0
+    for r in np.flatnonzero(offsets.fraction != 0).tolist():
+        o = int(used[r])
+        excess = per_offset[o] - floor[o]
+        senders = np.flatnonzero(excess)
+        if not senders.size:
             continue
-        node = src
-        for j in jumps[r][: hops[r]]:
-            nxt = (node + j) % n
-            load[node, nxt] += amount  # node is a permutation of src: no repeated index within a hop
-            node = nxt
-        max_hops = max(max_hops, int(hops[r]))
-    return load, max_hops
+        carrying[r] = True
+        amount = offsets.fraction[r] * excess[senders]
+        steps = np.concatenate(([0], np.cumsum(jumps[r][: hops[r]])))
+        at = (senders[:, None] + steps[None, :]) % n  # the servers each sender's traffic passes
+        np.add.at(load, (at[:, :-1].ravel(), at[:, 1:].ravel()), np.repeat(amount, hops[r]))
+    return load, int(hops[carrying].max()) if carrying.any() else 0
 
 
 def _check_topology(x: np.ndarray) -> None:

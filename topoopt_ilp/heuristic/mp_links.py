@@ -34,8 +34,9 @@ __all__ = [
     "MATCHING_LIBRARIES",
 ]
 
-#: ``method="auto"`` uses networkx's exact Blossom up to this many demand edges, greedy above.
-BLOSSOM_EDGE_LIMIT = 2000
+#: ``method="auto"`` uses the exact Blossom (compiled, see :func:`blossom_matching`) up to this many demand
+#: edges, greedy above: about 0.1 s a round at the limit (benchmarks/heuristic_scale.py).
+BLOSSOM_EDGE_LIMIT = 20_000
 DEFAULT_MATCHING = "auto"
 #: ``repeated_matching(tie_break=...)``: ``"distance"`` (default) or ``"none"`` (the matcher's order).
 TIE_BREAKS = ("distance", "none")
