@@ -83,7 +83,7 @@ class PathSet:
         return self.nodes[np.arange(len(self)), self.hops]
 
     def to_lists(self) -> list[tuple[list[int], float]]:
-        return [([int(v) for v in row if v >= 0], float(f)) for row, f in zip(self.nodes, self.fraction)]
+        return [([v for v in row if v >= 0], f) for row, f in zip(self.nodes.tolist(), self.fraction.tolist())]
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,8 +126,8 @@ class OffsetRoutes:
 
     def to_lists(self) -> list[tuple[int, list[int], float]]:
         return [
-            (int(o), [int(j) for j in row if j != 0], float(f))
-            for o, row, f in zip(self.offset, self.jumps, self.fraction)
+            (o, [j for j in row if j != 0], f)
+            for o, row, f in zip(self.offset.tolist(), self.jumps.tolist(), self.fraction.tolist())
         ]
 
 
@@ -168,8 +168,8 @@ class RingSet:
 
     def to_lists(self) -> list[tuple[int, list[int], float]]:
         return [
-            (int(g), [int(v) for v in row if v >= 0], float(f))
-            for g, row, f in zip(self.group, self.order, self.fraction)
+            (g, [v for v in row if v >= 0], f)
+            for g, row, f in zip(self.group.tolist(), self.order.tolist(), self.fraction.tolist())
         ]
 
 

@@ -12,6 +12,8 @@ import os
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from topoopt_ilp.core.checks import MAX_INDEX, as_bool, as_int, as_int_list, as_number, as_str, brief, type_name
 from topoopt_ilp.core.instance import MAX_DEGREE, MAX_SERVERS
 from topoopt_ilp.core.routes import OffsetRoutes, PathSet, RingSet, Routing
@@ -96,18 +98,23 @@ def solution_to_dict(sol: Solution, *, directed: bool, instance_name: str | None
         out["topology"] = topo
     else:
         out["topology"] = None
-    r = sol.routing
-    out["routing"] = {
+    rest: dict[str, Any] = {"placement": sol.placement, "metrics": dict(sol.metrics)}
+    if sol.details:
+        rest["details"] = sol.details
+    # Everywhere, nested lists and details included (a disconnected group's time is inf): null.
+    return {**json_safe(out), "routing": _routing_lists(sol.routing), **json_safe(rest)}
+
+
+def _routing_lists(r: Routing) -> dict[str, list]:
+    """The routes as plain lists. Ids and jumps are integers and fractions finite (checked here once
+    for the whole array), so the million entries of a large design skip the element-wise ``json_safe``."""
+    routes = {
         "rings": [[g, f, order] for g, order, f in r.rings.to_lists()],
         "paths": [[f, p] for p, f in r.paths.to_lists()],
         "offset_routes": [[o, f, j] for o, j, f in r.offset_routes.to_lists()],
     }
-    out["placement"] = sol.placement
-    out["metrics"] = dict(sol.metrics)
-    if sol.details:
-        out["details"] = sol.details
-    # Everywhere, nested lists and details included (a disconnected group's time is inf): null.
-    return json_safe(out)
+    finite = all(np.isfinite(part.fraction).all() for part in (r.rings, r.paths, r.offset_routes))
+    return routes if finite else json_safe(routes)
 
 
 def save_solution(sol: Solution, path: str | os.PathLike, *, directed: bool, instance_name: str | None = None) -> None:
