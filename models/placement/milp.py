@@ -37,7 +37,7 @@ import math
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -235,6 +235,11 @@ def _candidates(w: Workload, n: int, rf: RoutingFractions) -> list[Strategy]:
 #     patterns (AR, resharding, lookup) are computed once per (k, s) combination and scaled;
 #   * symmetry rows between identical blocks;
 #   * NOT exact: ``max_starts`` keeps only that many evenly spaced starts per degree.
+#
+# Steps of build_placement, each returning its part of the data: _layer_options (options o, their
+# (k, s) types, lt, mem, AR_o, hop_o), _incumbent and _pruned_options (U, bound pruning),
+# _resharding_pairs (pairs p, R_p, hop_p), _lookup_terms (Lam_c, LK_{v,o}, hop_{v,o}), _columns
+# (the variables), _server_sums (cov); then one function per constraint family and _objective.
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class PlacementModel:
@@ -272,6 +277,383 @@ def _estimate_nonzeros(rf: RoutingFractions, k1: np.ndarray, k2: np.ndarray) -> 
     every arc."""
     arcs_per_pair = rf.P.nnz / max(1, rf.n * (rf.n - 1))
     return int(np.minimum(np.maximum(k1, k2) * 2 * arcs_per_pair, len(rf.tail)).sum())
+
+
+def _cat(parts: list, dtype=np.int64) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+
+def _both_ways_loads(
+    rf: RoutingFractions, src: np.ndarray, dst: np.ndarray, count: int
+) -> tuple[sp.csr_array, np.ndarray]:
+    """Arc loads (bytes) and hops of ``count`` patterns, pattern p moving 1/n byte both ways between
+    ``src[p, r]`` and ``dst[p, r]`` for every batch unit r (both of shape (count, n))."""
+    pid = np.repeat(np.arange(count), rf.n)
+    s_, d_ = src.ravel(), dst.ravel()
+    v_ = np.full(count * rf.n, 1.0 / rf.n)
+    two = lambda x, y: np.concatenate([x, y])
+    loads, hops, _ = pattern_loads(rf, two(pid, pid), two(s_, d_), two(d_, s_), two(v_, v_), count)
+    return loads, hops
+
+
+def _checked_inputs(instance: Instance, X: np.ndarray, rf: RoutingFractions | None) -> RoutingFractions:
+    """Refuse what the model does not express; the routing fractions of ``X``."""
+    if instance.workload is None:
+        raise InputError(
+            "the placement model needs a workload instance (layers and blocks); this instance has a fixed demand"
+        )
+    if instance.objective not in OBJECTIVES:
+        raise InputError(f"the placement model minimises iteration_time or comm_time, not {instance.objective!r}")
+    X = np.asarray(X)
+    if X.shape != (instance.n, instance.n):
+        raise InputError(f"the topology has {X.shape[0]} servers, the instance {instance.n}")
+    rf = rf or shortest_path_fractions(X, instance.cluster.link_bytes_per_s)
+    if (rf.dist < 0).any():
+        raise UnsupportedError("the topology is disconnected; the placement model needs every pair reachable")
+    return rf
+
+
+# ---- the data steps: each returns its part of _PlacementData -----------------------------------
+@dataclass
+class _Options:
+    """The layer options o = (i, k, s) with their data (math block: lt, mem, AR, hop), and the
+    distinct (k, s) types their patterns are computed for once (then scaled per layer)."""
+
+    opt_layer: np.ndarray
+    opt_k: np.ndarray
+    opt_s: np.ndarray
+    opt_type: np.ndarray  # index into type_k
+    lt: np.ndarray
+    mem: np.ndarray
+    ar_load: sp.csr_array  # (NO, A) bytes
+    ar_hop: np.ndarray
+    ar_time: np.ndarray  # seconds: the AllReduce's own busiest arc
+    kept: list[np.ndarray]  # the options of each layer
+    type_k: np.ndarray
+    unit_server: np.ndarray  # (NT, n): the server holding batch unit r under type t
+
+    def subset(self, idx: np.ndarray) -> _Options:
+        """The options at ``idx``, renumbered (the types stay)."""
+        fields_ = ("opt_layer", "opt_k", "opt_s", "opt_type", "lt", "mem", "ar_load", "ar_hop", "ar_time")
+        take = {f: getattr(self, f)[idx] for f in fields_}
+        return replace(self, **take, kept=[np.flatnonzero(take["opt_layer"] == i) for i in range(len(self.kept))])
+
+
+def _layer_options(w: Workload, rf: RoutingFractions, max_starts: int | None, start: Strategy | None) -> _Options:
+    """Options: every memory-feasible (i, k, s) with its compute time, replica memory and AllReduce
+    load (rings of the ring policy, data.ring_strides), computed once per (k, s) type."""
+    n = rf.n
+
+    def allowed_starts(k: int) -> np.ndarray:
+        st = _starts(n, k, max_starts)
+        if max_starts is not None and start is not None:
+            # the start's own (k, s) stay available, so the restricted model can only improve on it
+            st = np.union1d(st, [s for kk, s in zip(start.layer_degree, start.layer_start) if kk == k])
+        return st
+
+    opt_layer, opt_k, opt_s = layer_options(w, n, allowed_starts)
+    lt = np.array([w.layer_time(int(i), int(k)) for i, k in zip(opt_layer, opt_k)])
+    mem = np.array([w.layers[int(i)].replica_memory(int(k)) for i, k in zip(opt_layer, opt_k)])
+    types, opt_type = np.unique(opt_k * n + opt_s, return_inverse=True)
+    type_k, type_s = types // n, types % n
+    NT = len(types)
+    g_of = n // type_k
+    units = np.arange(n)
+    unit_server = type_s[:, None] + (units[None, :] // g_of[:, None]) * g_of[:, None]
+
+    # AllReduce pattern per type (one byte of parameters): member r -> r+p, 2(k-1)/k bytes split over
+    # the rings of the ring policy (data.ring_strides).
+    pid, src, dst, val = [], [], [], []
+    for t in range(NT):
+        k = int(type_k[t])
+        if k < 2:
+            continue
+        a, b, share = ring_pairs(rf, coset(n, k, int(type_s[t])))
+        pid.append(np.full(a.size, t)), src.append(a), dst.append(b), val.append(share * (2.0 * (k - 1) / k))
+    ar_type, ar_hop_type, _ = pattern_loads(rf, _cat(pid), _cat(src), _cat(dst), _cat(val, np.float64), NT)
+    param = np.array([float(w.layers[int(i)].param_bytes) for i in opt_layer])
+    has_ar = (opt_k >= 2) & (param > 0)
+    ar_load = sp.csr_array(sp.diags(np.where(has_ar, param, 0.0)) @ ar_type[opt_type])
+    ar_time = (
+        (sp.csr_array(ar_load @ sp.diags(1.0 / rf.cap))).max(axis=1).toarray().ravel()
+        if len(rf.tail)
+        else np.zeros(len(opt_layer))
+    )
+    return _Options(
+        opt_layer,
+        opt_k,
+        opt_s,
+        opt_type,
+        lt,
+        mem,
+        ar_load,
+        np.where(has_ar, ar_hop_type[opt_type], 0),
+        ar_time,
+        [np.flatnonzero(opt_layer == i) for i in range(len(w.layers))],
+        type_k,
+        unit_server,
+    )
+
+
+def _incumbent(
+    instance: Instance, rf: RoutingFractions, start: Strategy | None
+) -> tuple[Strategy | None, float | None]:
+    """The incumbent and its iteration time U: the given start, else the best memory-feasible start
+    candidate; (None, None) when none fits in memory."""
+    w, n = instance.workload, instance.n
+    if start is not None:
+        if validate_strategy(w, n, start):
+            raise InputError("the start strategy is invalid: " + "; ".join(validate_strategy(w, n, start)[:3]))
+        candidates = [start]  # its own (k, s) are options even when the starts are restricted
+    else:
+        candidates = _candidates(w, n, rf)
+    candidates = [st for st in candidates if _memory_feasible(w, n, st)]
+    if not candidates:
+        return None, None
+    ub, j = min((strategy_times(instance, rf, st)["iteration_time_s"], j) for j, st in enumerate(candidates))
+    return candidates[j], ub
+
+
+@dataclass(frozen=True)
+class _PruningBound:
+    """Bound pruning (math block, Reductions): a part of a strategy is dropped when its lower bound
+    exceeds the incumbent's time ``ub``; Cavg = the least average per-server compute."""
+
+    instance: Instance
+    incumbent: Strategy
+    ub: float
+    c_avg: float
+
+    @classmethod
+    def of(cls, instance: Instance, incumbent: Strategy | None, ub: float | None) -> _PruningBound | None:
+        if ub is None:
+            return None
+        w = instance.workload
+        min_total = sum(min(k * w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
+        return cls(instance, incumbent, ub, (min_total + sum(float(b.compute_s) for b in w.blocks)) / instance.n)
+
+    def keeps(self, compute: np.ndarray, comm: np.ndarray) -> np.ndarray:
+        lb = objective_of(self.instance, np.maximum(compute, self.c_avg), comm)
+        return lb <= self.ub * (1 + _PRUNE_RTOL)
+
+
+def _pruned_options(instance: Instance, o: _Options, bound: _PruningBound | None) -> _Options:
+    """The options that bound pruning keeps (all without a bound); every layer must keep one."""
+    keep = np.ones(len(o.opt_layer), dtype=bool)
+    if bound is not None:
+        keep = bound.keeps(o.lt, o.ar_time + instance.cluster.hop_latency_s * o.ar_hop)
+        inc = bound.incumbent
+        for i in range(len(o.kept)):  # never drop the incumbent's own options (rounding safety)
+            keep[(o.opt_layer == i) & (o.opt_k == inc.layer_degree[i]) & (o.opt_s == inc.layer_start[i])] = True
+    o = o.subset(np.flatnonzero(keep))
+    bad = next((i for i, k_ in enumerate(o.kept) if len(k_) == 0), None)
+    if bad is not None:
+        name = instance.workload.layers[bad].name
+        raise InputError(f"layer {bad} ({name}) has no config whose replica fits in server memory")
+    return o
+
+
+def _resharding_patterns(
+    rf: RoutingFractions, o: _Options, pair_layers: list[int]
+) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray, sp.csr_array, np.ndarray]:
+    """The candidate option pairs of each layer pair, and the resharding pattern (one activation
+    byte) of every distinct (k, s) type pair among them: (pairs_of, type pairs t1 * NT + t2 sorted,
+    their loads, their hops). The work is guarded first: before pruning it grows with the square of
+    the options."""
+    NT, A, kept = len(o.type_k), len(rf.tail), o.kept
+    pairs_of = {i: (np.repeat(kept[i], len(kept[i + 1])), np.tile(kept[i + 1], len(kept[i]))) for i in pair_layers}
+    n_cand = sum(len(o1) for o1, _ in pairs_of.values())
+    if n_cand > _MAX_PAIR_CANDIDATES:
+        raise UnsupportedError(
+            f"the placement model would have {n_cand:,} candidate resharding pairs of layer options before pruning "
+            f"({len(o.opt_layer)} layer options), more than {_MAX_PAIR_CANDIDATES:,}: restrict the starts "
+            f"(max_starts), offer fewer configs per layer, or use --method heuristic"
+        )
+    tp_all = (
+        np.unique(np.concatenate([o.opt_type[o1] * NT + o.opt_type[o2] for o1, o2 in pairs_of.values()]))
+        if pair_layers
+        else np.zeros(0, np.int64)
+    )
+    tp1, tp2 = tp_all // NT, tp_all % NT
+    work = _estimate_nonzeros(rf, o.type_k[tp1], o.type_k[tp2])
+    if work > _WORK_FACTOR * MAX_PLACEMENT_NONZEROS:
+        raise UnsupportedError(
+            f"the placement model would need about {work:,} resharding load coefficients ({len(tp_all):,} pairs of "
+            f"layer options on {A} arcs), more than {_WORK_FACTOR * MAX_PLACEMENT_NONZEROS:,}: restrict the starts "
+            f"(max_starts), offer fewer configs per layer, or use --method heuristic"
+        )
+    loads, hops = [], []
+    for lo in range(0, len(tp_all), _CHUNK_PAIRS):
+        a1, a2 = tp1[lo : lo + _CHUNK_PAIRS], tp2[lo : lo + _CHUNK_PAIRS]
+        ld, hp = _both_ways_loads(rf, o.unit_server[a1], o.unit_server[a2], len(a1))
+        loads.append(ld), hops.append(hp)
+    return pairs_of, tp_all, sp.vstack(loads, format="csr") if loads else sp.csr_array((0, A)), _cat(hops)
+
+
+@dataclass
+class _Pairs:
+    """The pairs p = (o, o') of consecutive layers kept by bound pruning (math block: R_p, hop_p),
+    with each one's busiest arc and compute bound for the pair rows, grouped by layer pair."""
+
+    pair_layers: list[int]  # layers i whose activations reshard to i + 1
+    w_o1_a: np.ndarray
+    w_o2_a: np.ndarray
+    w_load: sp.csr_array  # (NW, A) bytes
+    w_hop: list[tuple[int, np.ndarray]]  # per layer pair: (i, hop_p of its pairs)
+    w_bw: list[np.ndarray]  # per layer pair, seconds
+    w_comp: list[np.ndarray]  # per layer pair, seconds
+    NW: int
+    patterns: int  # distinct type pairs whose patterns were computed
+
+
+def _resharding_pairs(instance: Instance, rf: RoutingFractions, o: _Options, bound: _PruningBound | None) -> _Pairs:
+    """Pairs: for each layer pair with activation bytes, its option pairs' resharding loads (the
+    type pair's pattern scaled), kept unless bound pruning drops them."""
+    w, n = instance.workload, rf.n
+    pair_layers = [i for i in range(len(w.layers) - 1) if float(w.layers[i].activation_bytes) > 0]
+    pairs_of, tp_all, tp_loads, tp_hops = _resharding_patterns(rf, o, pair_layers)
+    NT, arc_inv = len(o.type_k), 1.0 / rf.cap
+    w_o1, w_o2, w_load_parts, w_hop, w_bw, w_comp = [], [], [], [], [], []
+    for i in pair_layers:
+        o1, o2 = pairs_of[i]
+        pos = np.searchsorted(tp_all, o.opt_type[o1] * NT + o.opt_type[o2])
+        r_load = sp.csr_array(tp_loads[pos] * float(w.layers[i].activation_bytes))
+        r_hop = tp_hops[pos]
+        # The pair's own busiest arc (its two AllReduces + resharding) and the compute of a server
+        # hosting both layers when their cosets meet: bounds for pruning and for the pair rows.
+        tot = sp.csr_array((r_load + o.ar_load[o1] + o.ar_load[o2]) @ sp.diags(arc_inv))
+        bw = tot.max(axis=1).toarray().ravel()
+        k1, s1, k2, s2 = o.opt_k[o1], o.opt_s[o1], o.opt_k[o2], o.opt_s[o2]
+        meet = (s1 - s2) % np.gcd(n // k1, n // k2) == 0
+        comp = np.where(meet, o.lt[o1] + o.lt[o2], np.maximum(o.lt[o1], o.lt[o2]))
+        sel = np.ones(len(o1), dtype=bool)
+        if bound is not None:
+            hop = np.maximum.reduce([r_hop, o.ar_hop[o1], o.ar_hop[o2]])
+            sel = bound.keeps(comp, bw + instance.cluster.hop_latency_s * hop)
+            inc = bound.incumbent
+            sel |= (
+                (k1 == inc.layer_degree[i])
+                & (s1 == inc.layer_start[i])
+                & (k2 == inc.layer_degree[i + 1])
+                & (s2 == inc.layer_start[i + 1])
+            )
+        w_o1.append(o1[sel]), w_o2.append(o2[sel]), w_load_parts.append(r_load[sel]), w_hop.append((i, r_hop[sel]))
+        w_bw.append(bw[sel]), w_comp.append(comp[sel])
+    w_o1_a = _cat(w_o1)
+    w_load = sp.vstack(w_load_parts, format="csr") if w_load_parts else sp.csr_array((0, len(rf.tail)))
+    return _Pairs(pair_layers, w_o1_a, _cat(w_o2), w_load, w_hop, w_bw, w_comp, len(w_o1_a), len(tp_all))
+
+
+@dataclass
+class _Lookups:
+    """The lookup products q[c, v, o] (math block: LK_{v,o} scaled by Lam_c, hop_{v,o}), by consumer."""
+
+    consumers: list[int]
+    lam: dict[int, float]
+    q_c_a: np.ndarray
+    q_v_a: np.ndarray
+    q_o_a: np.ndarray
+    q_hop_a: np.ndarray
+    q_load: sp.csr_array  # (NQ, A) bytes
+    NQ: int
+
+
+def _lookup_terms(w: Workload, rf: RoutingFractions, o: _Options) -> _Lookups:
+    """Lookups: per consumer layer with lookups, per server v and option o of it, the load of its
+    blocks' lookup bytes moving between v and o's replicas (1/k each, both ways)."""
+    n = rf.n
+    consumers = sorted({int(b.consumer) for b in w.blocks if float(b.lookup_bytes) > 0})
+    lam = {c: sum(float(b.lookup_bytes) for b in w.blocks if int(b.consumer) == c) for c in consumers}
+    q_c, q_v, q_o, q_load_parts, q_hop = [], [], [], [], []
+    for c in consumers:
+        oc = o.kept[c]
+        V = np.repeat(np.arange(n), len(oc))
+        loads, hops = _both_ways_loads(rf, np.repeat(V, n), o.unit_server[np.tile(o.opt_type[oc], n)], len(V))
+        q_c.append(np.full(len(V), c)), q_v.append(V), q_o.append(np.tile(oc, n))
+        q_load_parts.append(sp.csr_array(loads * lam[c])), q_hop.append(hops)
+    q_c_a = _cat(q_c)
+    q_load = sp.vstack(q_load_parts, format="csr") if q_load_parts else sp.csr_array((0, len(rf.tail)))
+    return _Lookups(consumers, lam, q_c_a, _cat(q_v), _cat(q_o), _cat(q_hop), q_load, len(q_c_a))
+
+
+def _checked_size(w: Workload, rf: RoutingFractions, o: _Options, pairs: _Pairs, lookups: _Lookups) -> int:
+    """The model's estimated non-zeros, refused above :data:`MAX_PLACEMENT_NONZEROS`."""
+    NO, NW, NQ, n = len(o.opt_layer), pairs.NW, lookups.NQ, rf.n
+    est = int(o.ar_load.nnz + pairs.w_load.nnz + lookups.q_load.nnz + 3 * NW + 3 * NQ + (len(w.blocks) + 2 * NO) * n)
+    if est > MAX_PLACEMENT_NONZEROS:
+        raise UnsupportedError(
+            f"the placement model would have about {est:,} non-zeros ({NO} layer options, {NW:,} resharding pairs "
+            f"after pruning, {len(rf.tail)} arcs), more than {MAX_PLACEMENT_NONZEROS:,}: restrict the starts "
+            f"(max_starts), offer fewer configs per layer, or use --method heuristic"
+        )
+    return est
+
+
+@dataclass
+class _Columns:
+    """The variables' columns (math block: Variables)."""
+
+    a_cols: np.ndarray
+    b_cols: np.ndarray  # (nb, n)
+    w_cols: np.ndarray
+    q_cols: np.ndarray
+    h_cols: dict[int, np.ndarray]
+    C: int
+    TB: int
+    H: int
+    T: int
+
+
+def _columns(bld: ModelBuilder, w: Workload, n: int, NO: int, NW: int, lookups: _Lookups) -> _Columns:
+    """Variables: a, b (none on a server a block does not fit), w, q, h, then C, Tbw, H, T."""
+    nb, consumers = len(w.blocks), lookups.consumers
+    a = bld.add_variables(NO, lb=0, ub=1, kind="binary", name="a")
+    b_ub = np.ones((nb, n))
+    for j, blk in enumerate(w.blocks):
+        if float(blk.bytes) > float(w.server_memory_bytes) * (1 + MEMORY_RTOL):
+            b_ub[j] = 0.0
+    bv = bld.add_variables((nb, n), lb=0, ub=b_ub.ravel(), kind="binary", name="b") if nb else None
+    wv = bld.add_variables(NW, lb=0, ub=1, name="w")
+    qv = bld.add_variables(lookups.NQ, lb=0, ub=1, name="q")
+    hv = bld.add_variables((len(consumers), n), lb=0, ub=1, name="h") if consumers else None
+    C, TB, H, T = (int(bld.add_variables(1, lb=0, name=name).index[0]) for name in ("C", "Tbw", "H", "T"))
+    return _Columns(
+        a.index,
+        bv.index.reshape(nb, n) if nb else np.zeros((0, n), np.int64),
+        wv.index,
+        qv.index,
+        {c: hv.index.reshape(len(consumers), n)[ci] for ci, c in enumerate(consumers)},
+        C,
+        TB,
+        H,
+        T,
+    )
+
+
+@dataclass
+class _ServerSums:
+    """What the per-server compute and memory rows sum: option o covers server v = s + r n/k
+    (cov_o, cov_v), and every (block, server) pair (bj, bvv) with the blocks' compute and bytes."""
+
+    cov_o: np.ndarray
+    cov_v: np.ndarray
+    blk_c: np.ndarray
+    blk_m: np.ndarray
+    bj: np.ndarray
+    bvv: np.ndarray
+
+
+def _server_sums(w: Workload, n: int, o: _Options) -> _ServerSums:
+    """Coverage of servers by the options and the blocks' per-server terms."""
+    nb = len(w.blocks)
+    return _ServerSums(
+        np.repeat(np.arange(len(o.opt_k)), o.opt_k),
+        np.concatenate([np.asarray(coset(n, int(k), int(s))) for k, s in zip(o.opt_k, o.opt_s)]).astype(np.int64),
+        np.array([float(b.compute_s) for b in w.blocks]),
+        np.array([float(b.bytes) for b in w.blocks]),
+        np.repeat(np.arange(nb), n),
+        np.tile(np.arange(n), nb),
+    )
 
 
 @dataclass
@@ -329,6 +711,27 @@ class _PlacementData:
     w_o1_a: np.ndarray
     w_o2_a: np.ndarray
 
+    @classmethod
+    def of(cls, instance: Instance, rf: RoutingFractions, *parts) -> _PlacementData:
+        """The instance's constants and, by name, the fields of the data steps' results ``parts``."""
+        w = instance.workload
+        have = dict(
+            w=w,
+            n=instance.n,
+            L=len(w.layers),
+            nb=len(w.blocks),
+            A=len(rf.tail),
+            arc_inv=1.0 / rf.cap,
+            alpha=instance.cluster.hop_latency_s / TIME_UNIT_S,
+            cap=float(w.server_memory_bytes),
+            objective=instance.objective,
+            overlap=w.overlap,
+            us=1.0 / TIME_UNIT_S,
+        )
+        for part in parts:
+            have.update(vars(part))
+        return cls(**{f.name: have[f.name] for f in fields(cls)})
+
 
 def build_placement(
     instance: Instance,
@@ -367,297 +770,19 @@ def build_placement(
         Disconnected topology, or an estimated model size above :data:`MAX_PLACEMENT_NONZEROS`.
     """
     started = time.perf_counter()
-    w: Workload | None = instance.workload
-    if w is None:
-        raise InputError(
-            "the placement model needs a workload instance (layers and blocks); this instance has a fixed demand"
-        )
-    if instance.objective not in OBJECTIVES:
-        raise InputError(f"the placement model minimises iteration_time or comm_time, not {instance.objective!r}")
-    n = instance.n
-    X = np.asarray(X)
-    if X.shape != (n, n):
-        raise InputError(f"the topology has {X.shape[0]} servers, the instance {n}")
-    rf = rf or shortest_path_fractions(X, instance.cluster.link_bytes_per_s)
-    if (rf.dist < 0).any():
-        raise UnsupportedError("the topology is disconnected; the placement model needs every pair reachable")
-    A = len(rf.tail)
-    alpha_s = instance.cluster.hop_latency_s
-    alpha = alpha_s / TIME_UNIT_S
-    cap = float(w.server_memory_bytes)
-    L, nb = len(w.layers), len(w.blocks)
-    overlap = w.overlap
-    objective = instance.objective
-    us = 1.0 / TIME_UNIT_S
+    rf = _checked_inputs(instance, X, rf)
+    w, n = instance.workload, instance.n
+    all_options = _layer_options(w, rf, max_starts, start)
+    incumbent, ub = _incumbent(instance, rf, start)
+    bound = _PruningBound.of(instance, incumbent, ub) if prune else None
+    o = _pruned_options(instance, all_options, bound)
+    pairs = _resharding_pairs(instance, rf, o, bound)
+    lookups = _lookup_terms(w, rf, o)
+    est = _checked_size(w, rf, o, pairs, lookups)
 
-    # ---- options -------------------------------------------------------------------------------
-    def allowed_starts(k: int) -> np.ndarray:
-        st = _starts(n, k, max_starts)
-        if max_starts is not None and start is not None:
-            # the start's own (k, s) stay available, so the restricted model can only improve on it
-            st = np.union1d(st, [s for kk, s in zip(start.layer_degree, start.layer_start) if kk == k])
-        return st
-
-    opt_layer, opt_k, opt_s = layer_options(w, n, allowed_starts)
-    lt = np.array([w.layer_time(int(i), int(k)) for i, k in zip(opt_layer, opt_k)])
-    mem = np.array([w.layers[int(i)].replica_memory(int(k)) for i, k in zip(opt_layer, opt_k)])
-
-    # Distinct (k, s) combinations: patterns are computed once per type and scaled per layer.
-    type_key = opt_k * n + opt_s
-    types, opt_type = np.unique(type_key, return_inverse=True)
-    type_k, type_s = types // n, types % n
-    NT = len(types)
-    g_of = n // type_k
-    units = np.arange(n)
-    unit_server = type_s[:, None] + (units[None, :] // g_of[:, None]) * g_of[:, None]  # (NT, n)
-
-    # AllReduce pattern per type (one byte of parameters): member r -> r+p, 2(k-1)/k bytes split over
-    # the rings of the ring policy (data.ring_strides).
-    pid, src, dst, val = [], [], [], []
-    for t in range(NT):
-        k = int(type_k[t])
-        if k < 2:
-            continue
-        a, b, share = ring_pairs(rf, coset(n, k, int(type_s[t])))
-        pid.append(np.full(a.size, t)), src.append(a), dst.append(b), val.append(share * (2.0 * (k - 1) / k))
-    cat = lambda parts, dt=np.int64: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
-    ar_type, ar_hop_type, _ = pattern_loads(rf, cat(pid), cat(src), cat(dst), cat(val, np.float64), NT)
-    param = np.array([float(w.layers[int(i)].param_bytes) for i in opt_layer])
-    has_ar = (opt_k >= 2) & (param > 0)
-    ar_scale = np.where(has_ar, param, 0.0)
-    ar_load = sp.csr_array(sp.diags(ar_scale) @ ar_type[opt_type])  # (NO, A) bytes
-    ar_hop = np.where(has_ar, ar_hop_type[opt_type], 0)
-
-    # ---- incumbent and bound pruning (exact) ---------------------------------------------------
-    if start is not None:
-        if validate_strategy(w, n, start):
-            raise InputError("the start strategy is invalid: " + "; ".join(validate_strategy(w, n, start)[:3]))
-        candidates = [start]  # its own (k, s) are options even when the starts are restricted
-    else:
-        candidates = _candidates(w, n, rf)
-    candidates = [st for st in candidates if _memory_feasible(w, n, st)]
-    incumbent, ub = None, None
-    if candidates:
-        scored = [(strategy_times(instance, rf, st)["iteration_time_s"], j) for j, st in enumerate(candidates)]
-        ub, j = min(scored)
-        incumbent = candidates[j]
-    min_total = sum(min(k * w.layer_time(i, k) for k in layer.configs) for i, layer in enumerate(w.layers))
-    c_avg = (min_total + sum(float(b.compute_s) for b in w.blocks)) / n
-    arc_inv = 1.0 / rf.cap
-    ar_time = (
-        (sp.csr_array(ar_load @ sp.diags(arc_inv))).max(axis=1).toarray().ravel() if A else np.zeros(len(opt_layer))
-    )
-    comm_lb = ar_time + alpha_s * ar_hop
-    opt_lb = objective_of(instance, np.maximum(lt, c_avg), comm_lb)
-    keep = np.ones(len(opt_layer), dtype=bool)
-    if prune and ub is not None:
-        keep = opt_lb <= ub * (1 + _PRUNE_RTOL)
-        if incumbent is not None:  # never drop the incumbent's own options (rounding safety)
-            for i in range(L):
-                keep[(opt_layer == i) & (opt_k == incumbent.layer_degree[i]) & (opt_s == incumbent.layer_start[i])] = (
-                    True
-                )
-    # Renumber the kept options.
-    old = np.flatnonzero(keep)
-    opt_layer, opt_k, opt_s, opt_type = opt_layer[old], opt_k[old], opt_s[old], opt_type[old]
-    lt, mem, ar_load, ar_hop, ar_time = lt[old], mem[old], ar_load[old], ar_hop[old], ar_time[old]
-    NO = len(old)
-    kept = [np.flatnonzero(opt_layer == i) for i in range(L)]
-    if any(len(k_) == 0 for k_ in kept):
-        bad = next(i for i in range(L) if len(kept[i]) == 0)
-        raise InputError(f"layer {bad} ({w.layers[bad].name}) has no config whose replica fits in server memory")
-
-    pair_layers = [i for i in range(L - 1) if float(w.layers[i].activation_bytes) > 0]
-    # Resharding patterns depend only on the (k, s) types of the two layers: compute each distinct
-    # type pair once (for one activation byte) and scale per layer pair. Guard the work first.
-    pairs_of = {i: (np.repeat(kept[i], len(kept[i + 1])), np.tile(kept[i + 1], len(kept[i]))) for i in pair_layers}
-    n_cand = sum(len(o1) for o1, _ in pairs_of.values())
-    if n_cand > _MAX_PAIR_CANDIDATES:
-        raise UnsupportedError(
-            f"the placement model would have {n_cand:,} candidate resharding pairs of layer options before pruning "
-            f"({NO} layer options), more than {_MAX_PAIR_CANDIDATES:,}: restrict the starts (max_starts), offer fewer "
-            f"configs per layer, or use --method heuristic"
-        )
-    tp_all = (
-        np.unique(np.concatenate([opt_type[o1] * NT + opt_type[o2] for o1, o2 in pairs_of.values()]))
-        if pair_layers
-        else np.zeros(0, np.int64)
-    )
-    tp1, tp2 = tp_all // NT, tp_all % NT
-    work = _estimate_nonzeros(rf, type_k[tp1], type_k[tp2])
-    if work > _WORK_FACTOR * MAX_PLACEMENT_NONZEROS:
-        raise UnsupportedError(
-            f"the placement model would need about {work:,} resharding load coefficients ({len(tp_all):,} pairs of "
-            f"layer options on {A} arcs), more than {_WORK_FACTOR * MAX_PLACEMENT_NONZEROS:,}: restrict the starts "
-            f"(max_starts), offer fewer configs per layer, or use --method heuristic"
-        )
-    tp_loads_parts, tp_hops_parts = [], []
-    for lo in range(0, len(tp_all), _CHUNK_PAIRS):
-        a1, a2 = tp1[lo : lo + _CHUNK_PAIRS], tp2[lo : lo + _CHUNK_PAIRS]
-        P_ = len(a1)
-        pid = np.repeat(np.arange(P_), n)
-        s_, d_ = unit_server[a1].ravel(), unit_server[a2].ravel()
-        v_ = np.full(P_ * n, 1.0 / n)
-        loads, hops, _ = pattern_loads(
-            rf,
-            np.concatenate([pid, pid]),
-            np.concatenate([s_, d_]),
-            np.concatenate([d_, s_]),
-            np.concatenate([v_, v_]),
-            P_,
-        )
-        tp_loads_parts.append(loads), tp_hops_parts.append(hops)
-    tp_loads = sp.vstack(tp_loads_parts, format="csr") if tp_loads_parts else sp.csr_array((0, A))
-    tp_hops = cat(tp_hops_parts)
-
-    # ---- resharding pairs per layer pair, pruned by bound --------------------------------------
-    w_o1, w_o2, w_load_parts, w_hop, w_bw, w_comp = [], [], [], [], [], []
-    for i in pair_layers:
-        o1, o2 = pairs_of[i]
-        pos = np.searchsorted(tp_all, opt_type[o1] * NT + opt_type[o2])
-        act = float(w.layers[i].activation_bytes)
-        r_load = sp.csr_array(tp_loads[pos] * act)
-        r_hop = tp_hops[pos]
-        # The pair's own busiest arc (its two AllReduces + resharding) and the compute of a server
-        # hosting both layers when their cosets meet: bounds for pruning and for the pair rows.
-        tot = sp.csr_array((r_load + ar_load[o1] + ar_load[o2]) @ sp.diags(arc_inv))
-        bw = tot.max(axis=1).toarray().ravel()
-        k1, s1, k2, s2 = opt_k[o1], opt_s[o1], opt_k[o2], opt_s[o2]
-        meet = (s1 - s2) % np.gcd(n // k1, n // k2) == 0
-        comp = np.where(meet, lt[o1] + lt[o2], np.maximum(lt[o1], lt[o2]))
-        if prune and ub is not None:
-            comm = bw + alpha_s * np.maximum.reduce([r_hop, ar_hop[o1], ar_hop[o2]])
-            lb = objective_of(instance, np.maximum(comp, c_avg), comm)
-            sel = lb <= ub * (1 + _PRUNE_RTOL)
-            if incumbent is not None:
-                sel |= (
-                    (k1 == incumbent.layer_degree[i])
-                    & (s1 == incumbent.layer_start[i])
-                    & (k2 == incumbent.layer_degree[i + 1])
-                    & (s2 == incumbent.layer_start[i + 1])
-                )
-        else:
-            sel = np.ones(len(o1), dtype=bool)
-        w_o1.append(o1[sel]), w_o2.append(o2[sel]), w_load_parts.append(r_load[sel]), w_hop.append((i, r_hop[sel]))
-        w_bw.append(bw[sel]), w_comp.append(comp[sel])
-    w_o1_a, w_o2_a = cat(w_o1), cat(w_o2)
-    NW = len(w_o1_a)
-    w_load = sp.vstack(w_load_parts, format="csr") if w_load_parts else sp.csr_array((0, A))
-
-    # ---- lookups: per consumer layer, per server v and consumer option o -----------------------
-    consumers = sorted({int(b.consumer) for b in w.blocks if float(b.lookup_bytes) > 0})
-    lam = {c: sum(float(b.lookup_bytes) for b in w.blocks if int(b.consumer) == c) for c in consumers}
-    q_c, q_v, q_o, q_load_parts, q_hop = [], [], [], [], []
-    for c in consumers:
-        oc = kept[c]
-        tc = opt_type[oc]
-        V = np.repeat(np.arange(n), len(oc))
-        O = np.tile(oc, n)
-        T_ = np.tile(tc, n)
-        P_ = len(V)
-        pid = np.repeat(np.arange(P_), n)
-        s_ = np.repeat(V, n)
-        d_ = unit_server[T_].ravel()
-        v_ = np.full(P_ * n, 1.0 / n)
-        loads, hops, _ = pattern_loads(
-            rf,
-            np.concatenate([pid, pid]),
-            np.concatenate([s_, d_]),
-            np.concatenate([d_, s_]),
-            np.concatenate([v_, v_]),
-            P_,
-        )
-        q_c.append(np.full(P_, c)), q_v.append(V), q_o.append(O)
-        q_load_parts.append(sp.csr_array(loads * lam[c])), q_hop.append(hops)
-    q_c_a, q_v_a, q_o_a = cat(q_c), cat(q_v), cat(q_o)
-    q_hop_a = cat(q_hop)
-    NQ = len(q_c_a)
-    q_load = sp.vstack(q_load_parts, format="csr") if q_load_parts else sp.csr_array((0, A))
-    est = int(ar_load.nnz + w_load.nnz + q_load.nnz + 3 * NW + 3 * NQ + (nb + 2 * NO) * n)
-    if est > MAX_PLACEMENT_NONZEROS:
-        raise UnsupportedError(
-            f"the placement model would have about {est:,} non-zeros ({NO} layer options, {NW:,} resharding pairs "
-            f"after pruning, {A} arcs), more than {MAX_PLACEMENT_NONZEROS:,}: restrict the starts (max_starts), "
-            f"offer fewer configs per layer, or use --method heuristic"
-        )
-
-    # ---- variables -----------------------------------------------------------------------------
     bld = ModelBuilder(name="placement")
-    a = bld.add_variables(NO, lb=0, ub=1, kind="binary", name="a")
-    b_ub = np.ones((nb, n))
-    for j, blk in enumerate(w.blocks):
-        if float(blk.bytes) > cap * (1 + MEMORY_RTOL):
-            b_ub[j] = 0.0
-    bv = bld.add_variables((nb, n), lb=0, ub=b_ub.ravel(), kind="binary", name="b") if nb else None
-    wv = bld.add_variables(NW, lb=0, ub=1, name="w")
-    qv = bld.add_variables(NQ, lb=0, ub=1, name="q")
-    hv = bld.add_variables((len(consumers), n), lb=0, ub=1, name="h") if consumers else None
-    Cv = bld.add_variables(1, lb=0, name="C")
-    Tbw = bld.add_variables(1, lb=0, name="Tbw")
-    Hv = bld.add_variables(1, lb=0, name="H")
-    Tv = bld.add_variables(1, lb=0, name="T")
-    a_cols, w_cols, q_cols = a.index, wv.index, qv.index
-    b_cols = bv.index.reshape(nb, n) if nb else np.zeros((0, n), np.int64)
-    h_cols = {c: hv.index.reshape(len(consumers), n)[ci] for ci, c in enumerate(consumers)}
-    C, TB, H, T = int(Cv.index[0]), int(Tbw.index[0]), int(Hv.index[0]), int(Tv.index[0])
-
-    # Coverage of servers by options: option o covers v = s + r n/k.
-    cov_o = np.repeat(np.arange(NO), opt_k)
-    cov_v = np.concatenate([np.asarray(coset(n, int(k), int(s))) for k, s in zip(opt_k, opt_s)]).astype(np.int64)
-    blk_c = np.array([float(b.compute_s) for b in w.blocks])
-    blk_m = np.array([float(b.bytes) for b in w.blocks])
-    bj, bvv = np.repeat(np.arange(nb), n), np.tile(np.arange(n), nb)
-    d = _PlacementData(
-        A=A,
-        C=C,
-        H=H,
-        L=L,
-        NQ=NQ,
-        NW=NW,
-        T=T,
-        TB=TB,
-        a_cols=a_cols,
-        alpha=alpha,
-        ar_hop=ar_hop,
-        ar_load=ar_load,
-        ar_time=ar_time,
-        arc_inv=arc_inv,
-        b_cols=b_cols,
-        bj=bj,
-        blk_c=blk_c,
-        blk_m=blk_m,
-        bvv=bvv,
-        cap=cap,
-        consumers=consumers,
-        cov_o=cov_o,
-        cov_v=cov_v,
-        h_cols=h_cols,
-        kept=kept,
-        lam=lam,
-        lt=lt,
-        mem=mem,
-        n=n,
-        nb=nb,
-        objective=objective,
-        opt_layer=opt_layer,
-        overlap=overlap,
-        pair_layers=pair_layers,
-        q_c_a=q_c_a,
-        q_cols=q_cols,
-        q_hop_a=q_hop_a,
-        q_load=q_load,
-        q_o_a=q_o_a,
-        q_v_a=q_v_a,
-        us=us,
-        w=w,
-        w_bw=w_bw,
-        w_cols=w_cols,
-        w_comp=w_comp,
-        w_hop=w_hop,
-        w_load=w_load,
-        w_o1_a=w_o1_a,
-        w_o2_a=w_o2_a,
-    )
+    cols = _columns(bld, w, n, len(o.opt_layer), pairs.NW, lookups)
+    d = _PlacementData.of(instance, rf, o, pairs, lookups, cols, _server_sums(w, n, o))
     _choice_rows(bld, d)
     _transport_rows(bld, d)
     _compute_rows(bld, d)
@@ -669,38 +794,37 @@ def build_placement(
     _hops_rows(bld, d)
     _symmetry_rows(bld, d)
     _objective(bld, d)
-    model = bld.build()
     stats = {
-        "options": int(NO),
-        "options_pruned": int(len(keep) - keep.sum()),
-        "pairs": int(NW),
-        "lookup_products": int(NQ),
-        "arcs": int(A),
+        "options": len(o.opt_layer),
+        "options_pruned": len(all_options.opt_layer) - len(o.opt_layer),
+        "pairs": pairs.NW,
+        "lookup_products": lookups.NQ,
+        "arcs": len(rf.tail),
         "estimated_nonzeros": est,
-        "pair_patterns": len(tp_all),
+        "pair_patterns": pairs.patterns,
         "build_s": time.perf_counter() - started,
     }
     return PlacementModel(
-        model,
+        bld.build(),
         n,
-        opt_layer,
-        opt_k,
-        opt_s,
-        a_cols,
-        b_cols,
-        w_o1_a,
-        w_o2_a,
-        w_cols,
-        q_c_a,
-        q_v_a,
-        q_o_a,
-        q_cols,
-        lam,
-        h_cols,
-        C,
-        TB,
-        H,
-        T,
+        o.opt_layer,
+        o.opt_k,
+        o.opt_s,
+        cols.a_cols,
+        cols.b_cols,
+        pairs.w_o1_a,
+        pairs.w_o2_a,
+        cols.w_cols,
+        lookups.q_c_a,
+        lookups.q_v_a,
+        lookups.q_o_a,
+        cols.q_cols,
+        lookups.lam,
+        cols.h_cols,
+        cols.C,
+        cols.TB,
+        cols.H,
+        cols.T,
         max_starts is not None,
         ub,
         incumbent,
