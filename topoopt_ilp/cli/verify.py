@@ -38,6 +38,24 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help=f"--prove: time limit of the exact solve in seconds (default {PROVE_TIME_LIMIT_S:g})",
     )
     p.add_argument("--backend", default=None, help="--prove: solver back-end of the exact solve (default highs)")
+    p.add_argument(
+        "--cabling",
+        default=None,
+        metavar="PLAN.csv",
+        help="also check a cabling plan (topoopt export --to cabling) against the solution",
+    )
+    p.add_argument(
+        "--ocs",
+        default=None,
+        metavar="CONFIG.json",
+        help="also check OCS configurations (topoopt export --to ocs) against the solution",
+    )
+    p.add_argument(
+        "--fabric",
+        choices=("patch_panel", "ocs"),
+        default=None,
+        help="--cabling: the fabric the plan is for (default: the instance's cost.fabric, else patch_panel)",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -48,11 +66,15 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.prove and (args.time_limit is not None or args.backend is not None):
         raise InputError("--time-limit and --backend apply to --prove only")
+    if args.fabric is not None and args.cabling is None:
+        raise InputError("--fabric applies to --cabling only")
     from topoopt_ilp.files import load_instance, load_solution
 
     inst = load_instance(args.instance)
     sol = load_solution(args.solution, directed=inst.cluster.directed)
     report = verify(inst, sol)
+    if report.valid and sol.has_solution and (args.cabling or args.ocs):
+        return _check_files(args, inst, sol)
     if report.valid and not sol.has_solution:  # consistent, but there is no design to use
         print(f"{args.solution}: holds no design (status {sol.status}, method {sol.method}): nothing to verify")
         return EXIT_ERROR
@@ -65,6 +87,28 @@ def run(args: argparse.Namespace) -> int:
     for v in report.violations:
         print(f"  - {v}")
     return EXIT_ERROR
+
+
+def _check_files(args: argparse.Namespace, inst: Any, sol: Any) -> int:
+    """The cabling plan and the OCS configurations against a valid solution: exit 0, or 1 with the violations."""
+    from topoopt_ilp.evaluation.cabling import check_cabling, check_ocs_config
+
+    code = EXIT_OK
+    print(f"{args.solution}: valid for {args.instance} ({sol.status}, method {sol.method})")
+    checks = []
+    if args.cabling:
+        checks.append((args.cabling, "cabling plan", check_cabling(inst, sol, args.cabling, args.fabric)))
+    if args.ocs:
+        checks.append((args.ocs, "OCS configuration", check_ocs_config(inst, sol, args.ocs)))
+    for path, what, report in checks:
+        if report.valid:
+            print(f"{path}: a valid {what} for {args.solution}")
+            continue
+        code = EXIT_ERROR
+        print(f"{path}: {len(report.violations)} violation(s) of the {what} against {args.solution}:")
+        for v in report.violations:
+            print(f"  - {v}")
+    return code
 
 
 def _prove(args: argparse.Namespace, inst: Any, sol: Any) -> int:

@@ -1,0 +1,341 @@
+"""Which interface of each server every link takes (docs/guide/export.md).
+
+A design says how many links join each pair of servers; cabling it needs an interface index at each
+end of every link, each interface used at most once. The fabric decides what else must hold:
+
+- ``patch_panel``: one panel joins any port to any port, so any distinct interfaces do.
+- ``ocs``: one optical circuit switch per interface index k joins interface k of every server, so
+  the links on index k must form a permutation (directed links: TX k of one server to RX k of
+  another) or a matching (undirected links: a perfect matching when the cluster is regular).
+
+Directed links always get the split into permutations: a bipartite multigraph with degrees at most d
+splits into d matchings (König), computed exactly by repeated perfect matching after padding it to
+d-regular. Undirected links on an OCS fabric need a proper d-edge-colouring, which not every design
+has: circulants on an even number of servers are coloured by their jumps; other designs of even
+degree through an Euler orientation (Petersen's 2-factorisation) when every 2-factor has even
+cycles; otherwise the exact search of ``topoopt_ilp.models.interfaces`` decides within a time limit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import maximum_bipartite_matching
+
+from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.solution import Solution
+from topoopt_ilp.errors import InputError, UnsupportedError
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.interfaces import edge_colouring
+
+__all__ = [
+    "FABRICS",
+    "DEFAULT_TIME_LIMIT_S",
+    "Assignment",
+    "assign_interfaces",
+    "default_fabric",
+    "permutation_split",
+    "circulant_colouring",
+    "two_factor_colouring",
+]
+
+FABRICS = ("patch_panel", "ocs")
+#: Time limit of the exact colouring search when the caller gives none, in seconds.
+DEFAULT_TIME_LIMIT_S = 60.0
+
+ROLE_MP, ROLE_ALLREDUCE, ROLE_LINK = "mp", "allreduce", "link"
+
+
+@dataclass(frozen=True, eq=False)
+class Assignment:
+    """One row per physical link: ``ends[e] = (a, b)`` (directed: a sends to b; undirected: a < b),
+    ``interfaces[e] = (interface at a, interface at b)`` and ``roles[e]``. ``method`` says how the
+    interfaces were found (``counter``, ``konig``, ``circulant``, ``two_factors``, ``exact``)."""
+
+    n: int
+    d: int
+    directed: bool
+    fabric: str
+    ends: np.ndarray
+    interfaces: np.ndarray
+    roles: tuple[str, ...]
+    method: str
+
+    def port(self, server: int, interface: int) -> int:
+        """The patch-panel port of an interface: ``server * d + interface``."""
+        return int(server) * self.d + int(interface)
+
+
+def default_fabric(instance: Instance) -> str:
+    """The fabric an instance states (``cost.fabric``), else ``patch_panel``."""
+    stated = instance.cost.fabric if instance.cost is not None else None
+    return stated if stated in FABRICS else "patch_panel"
+
+
+def _link_rows(solution: Solution, directed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Every physical link once (a pair with c links is c rows), ends ordered as :class:`Assignment` says."""
+    links = solution.topology.links(directed)
+    if not links:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    arr = np.asarray(links, dtype=np.int64)
+    reps = arr[:, 2]
+    return np.repeat(arr[:, 0], reps), np.repeat(arr[:, 1], reps)
+
+
+# ----------------------------------------------------------------------------------------------
+# Directed links (and the 2-factors of undirected ones): König's split into permutations
+# ----------------------------------------------------------------------------------------------
+def permutation_split(a: np.ndarray, b: np.ndarray, n: int, d: int) -> np.ndarray:
+    """The colour 0..d-1 of every arc ``a[e] -> b[e]`` such that each colour leaves every server at most
+    once and enters it at most once. Needs out- and in-degrees at most ``d``; the arcs are padded to a
+    d-regular bipartite multigraph, which has a perfect matching (Hall), taken ``d`` times."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    out_deg, in_deg = np.bincount(a, minlength=n), np.bincount(b, minlength=n)
+    if a.size and max(out_deg.max(), in_deg.max()) > d:
+        raise InputError(f"a server has more than {d} links: no split into {d} permutations")
+    # distinct (a, b) pairs with their real and padding counts
+    key = a * n + b
+    pairs, real = np.unique(key, return_counts=True)
+    pad_a = np.repeat(np.arange(n), d - out_deg)
+    pad_b = np.repeat(np.arange(n), d - in_deg)  # as many as pad_a: both are n*d - arcs
+    pad_pairs, pad_counts = np.unique(pad_a * n + pad_b, return_counts=True)
+    allp = np.union1d(pairs, pad_pairs)
+    real_c = np.zeros(allp.size, np.int64)
+    real_c[np.searchsorted(allp, pairs)] = real
+    pad_c = np.zeros(allp.size, np.int64)
+    pad_c[np.searchsorted(allp, pad_pairs)] = pad_counts
+    pa, pb = allp // n, allp % n
+    taken: list[list[int]] = [[] for _ in range(allp.size)]  # colours of the real arcs of each pair
+    for k in range(d):
+        live = (real_c + pad_c) > 0
+        g = sp.csr_array((np.ones(int(live.sum()), np.int8), (pa[live], pb[live])), shape=(n, n))
+        match = maximum_bipartite_matching(g, perm_type="column")
+        if (match < 0).any():  # cannot happen for a regular bipartite multigraph
+            raise RuntimeError("no perfect matching in a regular bipartite multigraph")
+        idx = np.searchsorted(allp, np.arange(n) * n + match)
+        use_real = real_c[idx] > 0
+        for p in idx[use_real]:
+            taken[p].append(k)
+        real_c[idx[use_real]] -= 1
+        pad_c[idx[~use_real]] -= 1
+    colours = np.empty(a.size, np.int64)
+    order = np.argsort(key, kind="stable")
+    pos = 0
+    for p in np.searchsorted(allp, pairs):
+        for k in taken[p]:
+            colours[order[pos]] = k
+            pos += 1
+    return colours
+
+
+# ----------------------------------------------------------------------------------------------
+# Undirected links: constructive colourings
+# ----------------------------------------------------------------------------------------------
+def circulant_colouring(x: np.ndarray) -> list[tuple[int, int, int]] | None:
+    """``[(a, b, colour)]`` (a < b) for a circulant link-count matrix on an even number of servers, or
+    None when ``x`` is not circulant or a jump's cycles are odd.
+
+    Jump j (1 <= j < n/2) joins i and i + j: gcd(n, j) cycles of length n / gcd(n, j). When that length
+    is even, colouring the links of each cycle alternately gives 2 perfect matchings per copy of the
+    jump. The jump n/2 is itself a perfect matching (1 colour per copy)."""
+    n = x.shape[0]
+    if n % 2:
+        return None
+    i = np.arange(n)
+    out: list[tuple[int, int, int]] = []
+    colour = 0
+    for j in range(1, n // 2 + 1):
+        diag = x[i, (i + j) % n]
+        if (diag != diag[0]).any():
+            return None
+        copies = int(diag[0])
+        if not copies:
+            continue
+        if 2 * j == n:
+            for _ in range(copies):
+                out += [(int(a), int(a + j), colour) for a in range(j)]
+                colour += 1
+            continue
+        g = math.gcd(n, j)
+        length = n // g
+        if length % 2:
+            return None
+        for _ in range(copies):
+            for r in range(g):
+                for t in range(length):
+                    a = (r + t * j) % n
+                    b = (a + j) % n
+                    out.append((min(a, b), max(a, b), colour + t % 2))
+            colour += 2
+    return out
+
+
+def _euler_orientation(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every edge oriented along an Euler circuit of its component (all degrees even): in = out."""
+    rng = np.random.default_rng(seed)
+    m = a.size
+    adj: list[list[int]] = [[] for _ in range(n)]
+    for e in rng.permutation(m):
+        adj[a[e]].append(int(e))
+        adj[b[e]].append(int(e))
+    used = np.zeros(m, bool)
+    src, dst = np.empty(m, np.int64), np.empty(m, np.int64)
+    for start in range(n):
+        stack = [start]
+        while stack:
+            v = stack[-1]
+            lst = adj[v]
+            while lst and used[lst[-1]]:
+                lst.pop()
+            if not lst:
+                stack.pop()
+                continue
+            e = lst.pop()
+            used[e] = True
+            w = int(b[e]) if a[e] == v else int(a[e])
+            src[e], dst[e] = v, w
+            stack.append(w)
+    return src, dst
+
+
+def two_factor_colouring(a: np.ndarray, b: np.ndarray, n: int, d: int, tries: int = 4) -> np.ndarray | None:
+    """Colours for the links of a regular undirected multigraph of even degree ``d``, or None.
+
+    An Euler orientation gives in = out = d/2 at every server; its split into d/2 permutations
+    (:func:`permutation_split`) is a split into 2-factors. A 2-factor whose cycles are all even is two
+    perfect matchings. A 2-factor with an odd cycle fails this orientation; ``tries`` orientations
+    are tried."""
+    if d % 2 or a.size * 2 != n * d:
+        return None
+    for seed in range(tries):
+        src, dst = _euler_orientation(a, b, n, seed)
+        factor = permutation_split(src, dst, n, d // 2)
+        colours = np.empty(a.size, np.int64)
+        ok = True
+        for f in range(d // 2):
+            edges = np.flatnonzero(factor == f)
+            succ = np.empty(n, np.int64)
+            arc = np.empty(n, np.int64)
+            succ[src[edges]] = dst[edges]
+            arc[src[edges]] = edges
+            seen = np.zeros(n, bool)
+            for s in range(n):
+                if seen[s]:
+                    continue
+                cycle = []
+                v = s
+                while not seen[v]:
+                    seen[v] = True
+                    cycle.append(arc[v])
+                    v = succ[v]
+                if len(cycle) % 2:
+                    ok = False
+                    break
+                colours[np.asarray(cycle)] = 2 * f + np.arange(len(cycle)) % 2
+            if not ok:
+                break
+        if ok:
+            return colours
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+def _roles(solution: Solution, a: np.ndarray, b: np.ndarray, directed: bool) -> tuple[str, ...]:
+    """``mp`` for the model-parallel links the solution records (``details['mp_links']``, as the
+    heuristic does), ``allreduce`` for the rest of such a design, ``link`` when the solution says nothing."""
+    mp = solution.details.get("mp_links")
+    if not isinstance(mp, (list, tuple)):
+        return (ROLE_LINK,) * a.size
+    left: dict[tuple[int, int], int] = {}
+    for item in mp:
+        i, j, c = (int(v) for v in item)
+        key = (i, j) if directed else (min(i, j), max(i, j))
+        left[key] = left.get(key, 0) + c
+    roles = []
+    for i, j in zip(a.tolist(), b.tolist()):
+        if left.get((i, j), 0) > 0:
+            left[(i, j)] -= 1
+            roles.append(ROLE_MP)
+        else:
+            roles.append(ROLE_ALLREDUCE)
+    return tuple(roles)
+
+
+def _counter_interfaces(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Distinct interfaces in link order: the t-th link of a server takes its interface t."""
+    nxt = np.zeros(n, np.int64)
+    out = np.empty((a.size, 2), np.int64)
+    for e, (i, j) in enumerate(zip(a.tolist(), b.tolist())):
+        out[e] = nxt[i], nxt[j]
+        nxt[i] += 1
+        nxt[j] += 1
+    return out
+
+
+def _undirected_ocs(
+    instance: Instance, solution: Solution, a: np.ndarray, b: np.ndarray, time_limit_s: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    n, d = instance.n, instance.d
+    hint = "; use --fabric patch_panel (one panel joins any port to any port)"
+    if instance.cluster.regular and n % 2:
+        raise UnsupportedError(
+            f"a {d}-regular design on an odd number of servers ({n}) has no perfect matching, so no split into "
+            f"one perfect matching per OCS" + hint
+        )
+    coloured = circulant_colouring(solution.topology.matrix)
+    if coloured is not None:
+        arr = np.asarray(coloured, dtype=np.int64).reshape(-1, 3)
+        return arr[:, 0], arr[:, 1], arr[:, 2], "circulant"
+    if instance.cluster.regular:
+        colours = two_factor_colouring(a, b, n, d)
+        if colours is not None:
+            return a, b, colours, "two_factors"
+    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
+    res = edge_colouring(a, b, n, d, ExactOptions(backend="cpsat", time_limit_s=limit, warm_start="none"))
+    if res.colours is not None:
+        return a, b, res.colours, "exact"
+    if res.status == "infeasible":
+        raise UnsupportedError(
+            f"the design has no split of its links into {d} matchings (no proper {d}-edge-colouring), so it "
+            "cannot be cabled with one OCS per interface index" + hint
+        )
+    raise UnsupportedError(
+        f"no split of the links into {d} matchings found within the {limit:g} s time limit "
+        f"(search status {res.status}); raise --time-limit" + hint
+    )
+
+
+def assign_interfaces(
+    instance: Instance, solution: Solution, *, fabric: str | None = None, time_limit_s: float | None = None
+) -> Assignment:
+    """The interface of each end of every link of ``solution`` (see the module's docstring).
+
+    ``fabric``: ``patch_panel`` or ``ocs`` (default: :func:`default_fabric`). Raises
+    :class:`~topoopt_ilp.errors.UnsupportedError` (exit 2) when the fabric cannot carry the design."""
+    fabric = default_fabric(instance) if fabric is None else fabric
+    if fabric not in FABRICS:
+        raise InputError(f"unknown fabric {fabric!r}; choose one of {', '.join(FABRICS)}")
+    if solution.topology is None:
+        raise InputError("the solution has no topology to cable")
+    n, d, directed = instance.n, instance.d, instance.cluster.directed
+    a, b = _link_rows(solution, directed)
+    if directed:
+        colours = permutation_split(a, b, n, d)
+        ends, method = np.stack([a, b], axis=1), "konig"
+        interfaces = np.stack([colours, colours], axis=1)
+    elif fabric == "patch_panel":
+        ends, method = np.stack([a, b], axis=1), "counter"
+        interfaces = _counter_interfaces(a, b, n)
+    else:
+        a, b, colours, method = _undirected_ocs(instance, solution, a, b, time_limit_s)
+        order = np.lexsort((colours, b, a))
+        a, b, colours = a[order], b[order], colours[order]
+        ends = np.stack([a, b], axis=1)
+        interfaces = np.stack([colours, colours], axis=1)
+    ends.setflags(write=False)
+    interfaces.setflags(write=False)
+    roles = _roles(solution, ends[:, 0], ends[:, 1], directed)
+    return Assignment(n, d, directed, fabric, ends, interfaces, roles, method)
