@@ -215,3 +215,31 @@ def test_ports_are_server_times_degree_plus_interface():
     inst, sol = ring(8)
     plan = assign_interfaces(inst, sol)
     assert plan.port(3, 1) == 3 * 2 + 1 and math.isclose(plan.d, 2)
+
+
+def test_the_circulant_part_is_coloured_by_its_jumps_and_the_rest_searched():
+    from topoopt_ilp.export.assignment import circulant_part
+
+    ring8 = [[i, (i + 1) % 8, 1] for i in range(8)]
+    rest = [[0, 2, 1], [2, 4, 1], [4, 6, 1], [0, 6, 1], [1, 5, 1], [3, 5, 1], [3, 7, 1], [1, 7, 1]]
+    inst, sol = fixed(8, 4, ring8 + rest)
+    part = circulant_part(sol.topology.matrix)
+    assert part.sum() == 16 and (part[np.arange(8), (np.arange(8) + 1) % 8] == 1).all()
+    plan = assign_interfaces(inst, sol, fabric="ocs")
+    assert plan.method in ("two_factors", "circulant+two_factors", "circulant+exact", "exact")
+    check_assignment(inst, sol, plan, ocs=True)
+    # the heuristic's designs with MP links: rings (a circulant part) plus the MP matching links
+    data = {
+        "format": "topoopt-instance",
+        "version": 1,
+        "cluster": {"servers": 64, "degree": 8, "link_bandwidth_gbps": 100},
+        "demand": {
+            "allreduce": [{"members": list(range(64)), "bytes": 1e9}],
+            "mp": {"pairs": [[s, (5 * s + 7) % 64, 1e9] for s in range(64) if (5 * s + 7) % 64 != s]},
+        },
+    }
+    inst = parse_instance(data)
+    sol = solve(inst, method="heuristic")
+    assert sol.details["d_mp"] > 0
+    plan = assign_interfaces(inst, sol, fabric="ocs")
+    check_assignment(inst, sol, plan, ocs=True)

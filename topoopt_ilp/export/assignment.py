@@ -19,6 +19,7 @@ cycles; otherwise the exact search of ``topoopt_ilp.models.interfaces`` decides 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = [
     "default_fabric",
     "permutation_split",
     "circulant_colouring",
+    "circulant_part",
     "two_factor_colouring",
 ]
 
@@ -53,7 +55,9 @@ ROLE_MP, ROLE_ALLREDUCE, ROLE_LINK = "mp", "allreduce", "link"
 class Assignment:
     """One row per physical link: ``ends[e] = (a, b)`` (directed: a sends to b; undirected: a < b),
     ``interfaces[e] = (interface at a, interface at b)`` and ``roles[e]``. ``method`` says how the
-    interfaces were found (``counter``, ``konig``, ``circulant``, ``two_factors``, ``exact``)."""
+    interfaces were found (``counter``, ``konig``, ``circulant``, ``two_factors``,
+    ``circulant+two_factors`` or ``circulant+exact``: the circulant part by its jumps and the rest as
+    said, ``exact``)."""
 
     n: int
     d: int
@@ -173,6 +177,23 @@ def circulant_colouring(x: np.ndarray) -> list[tuple[int, int, int]] | None:
     return out
 
 
+def circulant_part(x: np.ndarray) -> np.ndarray:
+    """The largest sum of whole circulant jumps inside ``x`` that :func:`circulant_colouring` colours:
+    each jump j whose cycles are even (n / gcd(n, j) even), as many copies as every server has."""
+    n = x.shape[0]
+    part = np.zeros_like(x)
+    if n % 2:
+        return part
+    i = np.arange(n)
+    for j in range(1, n // 2 + 1):
+        copies = int(x[i, (i + j) % n].min())
+        if copies and (2 * j == n or (n // math.gcd(n, j)) % 2 == 0):
+            part[i, (i + j) % n] += copies
+            if 2 * j != n:
+                part[(i + j) % n, i] += copies
+    return part
+
+
 def _euler_orientation(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Every edge oriented along an Euler circuit of its component (all degrees even): in = out."""
     rng = np.random.default_rng(seed)
@@ -275,6 +296,37 @@ def _counter_interfaces(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def _circulant_and_rest(
+    instance: Instance, x: np.ndarray, limit: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+    """Colour the circulant part of ``x`` by its jumps and the rest exactly with the colours left (a
+    smaller search than the whole); None when there is no such part or the rest has no colouring.
+    The search gets half the time limit: the whole design's search may still succeed after it."""
+    n, d = instance.n, instance.d
+    part = circulant_part(x)
+    used = int(part[0].sum())
+    if used == 0 or used == d:
+        return None
+    arr = np.asarray(circulant_colouring(part), dtype=np.int64).reshape(-1, 3)
+    ra, rb = np.nonzero(np.triu(x - part, 1))
+    reps = (x - part)[ra, rb]
+    ra, rb = np.repeat(ra, reps), np.repeat(rb, reps)
+    rest = two_factor_colouring(ra, rb, n, d - used) if instance.cluster.regular else None
+    how = "circulant+two_factors"
+    if rest is None:
+        how = "circulant+exact"
+        options = ExactOptions(backend="cpsat", time_limit_s=limit / 2, warm_start="none")
+        rest = edge_colouring(ra, rb, n, d - used, options).colours
+    if rest is None:
+        return None
+    return (
+        np.concatenate([arr[:, 0], ra]),
+        np.concatenate([arr[:, 1], rb]),
+        np.concatenate([arr[:, 2], rest + used]),
+        how,
+    )
+
+
 def _undirected_ocs(
     instance: Instance, solution: Solution, a: np.ndarray, b: np.ndarray, time_limit_s: float | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
@@ -285,7 +337,8 @@ def _undirected_ocs(
             f"a {d}-regular design on an odd number of servers ({n}) has no perfect matching, so no split into "
             f"one perfect matching per OCS" + hint
         )
-    coloured = circulant_colouring(solution.topology.matrix)
+    x = solution.topology.matrix
+    coloured = circulant_colouring(x)
     if coloured is not None:
         arr = np.asarray(coloured, dtype=np.int64).reshape(-1, 3)
         return arr[:, 0], arr[:, 1], arr[:, 2], "circulant"
@@ -294,7 +347,12 @@ def _undirected_ocs(
         if colours is not None:
             return a, b, colours, "two_factors"
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
-    res = edge_colouring(a, b, n, d, ExactOptions(backend="cpsat", time_limit_s=limit, warm_start="none"))
+    started = time.perf_counter()
+    split = _circulant_and_rest(instance, x, limit)
+    if split is not None:
+        return split
+    left = max(0.0, limit - (time.perf_counter() - started))
+    res = edge_colouring(a, b, n, d, ExactOptions(backend="cpsat", time_limit_s=left, warm_start="none"))
     if res.colours is not None:
         return a, b, res.colours, "exact"
     if res.status == "infeasible":
