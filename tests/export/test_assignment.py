@@ -112,7 +112,7 @@ def test_a_jump_with_odd_cycles_falls_back_to_the_exact_search():
     links = [[i, j, int(x[i, j])] for i in range(n) for j in range(i + 1, n) if x[i, j]]
     inst, sol = fixed(n, 3, links)
     plan = assign_interfaces(inst, sol, fabric="ocs")
-    assert plan.method in ("two_factors", "exact")
+    assert plan.method in ("two_factors", "kempe", "exact")
     check_assignment(inst, sol, plan, ocs=True)
 
 
@@ -226,7 +226,14 @@ def test_the_circulant_part_is_coloured_by_its_jumps_and_the_rest_searched():
     part = circulant_part(sol.topology.matrix)
     assert part.sum() == 16 and (part[np.arange(8), (np.arange(8) + 1) % 8] == 1).all()
     plan = assign_interfaces(inst, sol, fabric="ocs")
-    assert plan.method in ("two_factors", "circulant+two_factors", "circulant+exact", "exact")
+    assert plan.method in (
+        "two_factors",
+        "kempe",
+        "circulant+two_factors",
+        "circulant+kempe",
+        "circulant+exact",
+        "exact",
+    )
     check_assignment(inst, sol, plan, ocs=True)
     # the heuristic's designs with MP links: rings (a circulant part) plus the MP matching links
     data = {
@@ -242,4 +249,36 @@ def test_the_circulant_part_is_coloured_by_its_jumps_and_the_rest_searched():
     sol = solve(inst, method="heuristic")
     assert sol.details["d_mp"] > 0
     plan = assign_interfaces(inst, sol, fabric="ocs")
+    check_assignment(inst, sol, plan, ocs=True)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_kempe_search_colours_random_regular_graphs_properly(seed):
+    import networkx as nx
+
+    from topoopt_ilp.export.assignment import kempe_colouring
+
+    g = nx.random_regular_graph(5, 40, seed=seed)
+    a, b = (np.array(v) for v in zip(*g.edges()))
+    colours = kempe_colouring(a, b, 40, 5, seed=seed)
+    assert colours is not None and proper_colouring(a, b, colours, 40, 5)
+    inst, sol = petersen()  # none exists: the search gives up, within its step budget
+    pa, pb = np.nonzero(np.triu(sol.topology.matrix, 1))
+    assert kempe_colouring(pa, pb, 10, 3, max_steps=2000) is None
+
+
+def test_when_the_searches_fail_the_rest_and_then_the_whole_go_to_the_exact_model(monkeypatch):
+    from topoopt_ilp.export import assignment
+
+    monkeypatch.setattr(assignment, "kempe_colouring", lambda *args, **kw: None)
+    monkeypatch.setattr(assignment, "two_factor_colouring", lambda *args, **kw: None)
+    ring8 = [[i, (i + 1) % 8, 1] for i in range(8)]
+    rest = [[0, 2, 1], [2, 4, 1], [4, 6, 1], [0, 6, 1], [1, 5, 1], [3, 5, 1], [3, 7, 1], [1, 7, 1]]
+    inst, sol = fixed(8, 4, ring8 + rest)
+    plan = assign_interfaces(inst, sol, fabric="ocs")
+    assert plan.method == "circulant+exact"
+    check_assignment(inst, sol, plan, ocs=True)
+    inst, sol = fixed(4, 3, [[0, 1, 3], [2, 3, 3]])
+    plan = assign_interfaces(inst, sol, fabric="ocs")  # two triple links: no circulant part, the whole searched
+    assert plan.method == "exact"
     check_assignment(inst, sol, plan, ocs=True)

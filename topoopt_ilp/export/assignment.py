@@ -13,7 +13,8 @@ splits into d matchings (König), computed exactly by repeated perfect matching 
 d-regular. Undirected links on an OCS fabric need a proper d-edge-colouring, which not every design
 has: circulants on an even number of servers are coloured by their jumps; other designs of even
 degree through an Euler orientation (Petersen's 2-factorisation) when every 2-factor has even
-cycles; otherwise the exact search of ``topoopt_ilp.models.interfaces`` decides within a time limit.
+cycles; others by a Kempe-chain search; then the circulant part by its jumps and the rest by
+these routes or exactly; otherwise the exact search of ``topoopt_ilp.models.interfaces`` decides within a time limit.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ __all__ = [
     "permutation_split",
     "circulant_colouring",
     "circulant_part",
+    "kempe_colouring",
+    "kempe_search",
     "two_factor_colouring",
 ]
 
@@ -56,7 +59,7 @@ class Assignment:
     """One row per physical link: ``ends[e] = (a, b)`` (directed: a sends to b; undirected: a < b),
     ``interfaces[e] = (interface at a, interface at b)`` and ``roles[e]``. ``method`` says how the
     interfaces were found (``counter``, ``konig``, ``circulant``, ``two_factors``,
-    ``circulant+two_factors`` or ``circulant+exact``: the circulant part by its jumps and the rest as
+    ``kempe``, ``circulant+two_factors``, ``circulant+kempe`` or ``circulant+exact``: the circulant part by its jumps and the rest as
     said, ``exact``)."""
 
     n: int
@@ -194,6 +197,98 @@ def circulant_part(x: np.ndarray) -> np.ndarray:
     return part
 
 
+def kempe_colouring(
+    a: np.ndarray, b: np.ndarray, n: int, d: int, *, seed: int = 0, max_steps: int | None = None, tries: int = 3
+) -> np.ndarray | None:
+    """:func:`kempe_search` from ``tries`` random starts (seeds ``seed``, ``seed + 1``, ...)."""
+    for t in range(tries):
+        colours = kempe_search(a, b, n, d, seed=seed + t, max_steps=max_steps)
+        if colours is not None:
+            return colours
+    return None
+
+
+def kempe_search(
+    a: np.ndarray, b: np.ndarray, n: int, d: int, *, seed: int = 0, max_steps: int | None = None
+) -> np.ndarray | None:
+    """Colours 0..d-1 for the links ``(a[e], b[e])`` such that no server has a colour twice, or None
+    when this search found none (which proves nothing: the exact search decides then).
+
+    Greedy first; then each uncoloured link {u, v} takes a colour missing at both ends, made so by
+    swapping the two colours on the alternating (Kempe) chain from v when needed; when the chain
+    comes back to u, a random link of u is uncoloured instead (a random walk), up to ``max_steps``."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    m = a.size
+    rng = np.random.default_rng(seed)
+    at = np.full((n, d), -1, np.int64)  # at[v, c]: the link of v with colour c
+    colour = np.full(m, -1, np.int64)
+    if m and (np.bincount(a, minlength=n) + np.bincount(b, minlength=n)).max() > d:
+        return None
+
+    def put(e: int, c: int) -> None:
+        colour[e] = c
+        at[a[e], c] = at[b[e], c] = e
+
+    def free(v: int) -> np.ndarray:
+        return np.flatnonzero(at[v] < 0)
+
+    def chain(start: int, first: int, second: int) -> tuple[list[int], int]:
+        """The links of the alternating first/second chain from ``start`` (which lacks ``second``), and its end."""
+        links, w, c = [], start, first
+        while at[w, c] >= 0:
+            f = int(at[w, c])
+            links.append(f)
+            w = int(b[f]) if a[f] == w else int(a[f])
+            c = second if c == first else first
+        return links, w
+
+    def _kempe_swap(u: int, v: int, e: int, free_u: np.ndarray, free_v: np.ndarray, rng) -> bool:
+        """Colour e = {u, v} after swapping one Kempe chain that does not join u and v, if there is one."""
+        for ca in rng.permutation(free_u).tolist():
+            for cb in rng.permutation(free_v).tolist():
+                for start, other, first, second in ((v, u, ca, cb), (u, v, cb, ca)):
+                    links, w = chain(start, first, second)
+                    if w == other:
+                        continue
+                    for f in links:
+                        at[a[f], colour[f]] = at[b[f], colour[f]] = -1
+                    for f in links:
+                        put(f, second if colour[f] == first else first)
+                    put(e, first)
+                    return True
+        return False
+
+    waiting = []
+    for e in rng.permutation(m).tolist():
+        both = np.flatnonzero((at[a[e]] < 0) & (at[b[e]] < 0))
+        if both.size:
+            put(e, int(both[0]))
+        else:
+            waiting.append(e)
+    steps, limit = 0, (10 * m + 1000 if max_steps is None else max_steps)
+    while waiting:
+        steps += 1
+        if steps > limit:
+            return None
+        e = waiting.pop()
+        u, v = (int(a[e]), int(b[e])) if rng.random() < 0.5 else (int(b[e]), int(a[e]))
+        both = np.flatnonzero((at[u] < 0) & (at[v] < 0))
+        if both.size:
+            put(e, int(rng.choice(both)))
+            continue
+        if _kempe_swap(u, v, e, free(u), free(v), rng):
+            continue
+        # every chain comes back: take a colour from a link of v or u, which now waits instead
+        ca, cb = int(rng.choice(free(u))), int(rng.choice(free(v)))
+        end, c = (v, ca) if rng.random() < 0.5 else (u, cb)
+        f = int(at[end, c])
+        at[a[f], c] = at[b[f], c] = -1
+        colour[f] = -1
+        put(e, c)
+        waiting.insert(int(rng.integers(len(waiting) + 1)), f)
+    return colour
+
+
 def _euler_orientation(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Every edge oriented along an Euler circuit of its component (all degrees even): in = out."""
     rng = np.random.default_rng(seed)
@@ -314,6 +409,8 @@ def _circulant_and_rest(
     rest = two_factor_colouring(ra, rb, n, d - used) if instance.cluster.regular else None
     how = "circulant+two_factors"
     if rest is None:
+        rest, how = kempe_colouring(ra, rb, n, d - used), "circulant+kempe"
+    if rest is None:
         how = "circulant+exact"
         options = ExactOptions(backend="cpsat", time_limit_s=limit / 2, warm_start="none")
         rest = edge_colouring(ra, rb, n, d - used, options).colours
@@ -346,6 +443,9 @@ def _undirected_ocs(
         colours = two_factor_colouring(a, b, n, d)
         if colours is not None:
             return a, b, colours, "two_factors"
+    colours = kempe_colouring(a, b, n, d)
+    if colours is not None:
+        return a, b, colours, "kempe"
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     started = time.perf_counter()
     split = _circulant_and_rest(instance, x, limit)
