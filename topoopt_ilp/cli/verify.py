@@ -21,7 +21,8 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help="check a solution against its instance",
         description="Check ports, degrees, family, rings, routes and stated metrics. Exit 0 when valid, 1 with a "
         "list of violations. With --prove, also solve the instance exactly to confirm (exit 0) or refute (exit 1) "
-        "the solution's stated bound or optimality; exit 4 when the time limit decides neither.",
+        "the solution's stated bound or optimality; exit 4 when the time limit decides neither. With --cabling and "
+        "--ocs, also check a cabling plan or OCS configurations (topoopt export) against the solution.",
     )
     p.add_argument("instance", metavar="INSTANCE")
     p.add_argument("solution", metavar="SOLUTION")
