@@ -198,25 +198,41 @@ def circulant_part(x: np.ndarray) -> np.ndarray:
 
 
 def kempe_colouring(
-    a: np.ndarray, b: np.ndarray, n: int, d: int, *, seed: int = 0, max_steps: int | None = None, tries: int = 3
+    a: np.ndarray,
+    b: np.ndarray,
+    n: int,
+    d: int,
+    *,
+    seed: int = 0,
+    max_steps: int | None = None,
+    tries: int = 3,
+    deadline: float | None = None,
 ) -> np.ndarray | None:
     """:func:`kempe_search` from ``tries`` random starts (seeds ``seed``, ``seed + 1``, ...)."""
     for t in range(tries):
-        colours = kempe_search(a, b, n, d, seed=seed + t, max_steps=max_steps)
+        colours = kempe_search(a, b, n, d, seed=seed + t, max_steps=max_steps, deadline=deadline)
         if colours is not None:
             return colours
     return None
 
 
 def kempe_search(
-    a: np.ndarray, b: np.ndarray, n: int, d: int, *, seed: int = 0, max_steps: int | None = None
+    a: np.ndarray,
+    b: np.ndarray,
+    n: int,
+    d: int,
+    *,
+    seed: int = 0,
+    max_steps: int | None = None,
+    deadline: float | None = None,
 ) -> np.ndarray | None:
     """Colours 0..d-1 for the links ``(a[e], b[e])`` such that no server has a colour twice, or None
     when this search found none (which proves nothing: the exact search decides then).
 
     Greedy first; then each uncoloured link {u, v} takes a colour missing at both ends, made so by
     swapping the two colours on the alternating (Kempe) chain from v when needed; when the chain
-    comes back to u, a random link of u is uncoloured instead (a random walk), up to ``max_steps``."""
+    comes back to u, a link of u or v is uncoloured instead (a random walk), up to ``max_steps`` or
+    until ``deadline`` (a ``time.perf_counter()`` value)."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     m = a.size
     rng = np.random.default_rng(seed)
@@ -268,7 +284,7 @@ def kempe_search(
     steps, limit = 0, (10 * m + 1000 if max_steps is None else max_steps)
     while waiting:
         steps += 1
-        if steps > limit:
+        if steps > limit or (deadline is not None and steps % 256 == 0 and time.perf_counter() > deadline):
             return None
         e = waiting.pop()
         u, v = (int(a[e]), int(b[e])) if rng.random() < 0.5 else (int(b[e]), int(a[e]))
@@ -392,11 +408,11 @@ def _counter_interfaces(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
 
 
 def _circulant_and_rest(
-    instance: Instance, x: np.ndarray, limit: float
+    instance: Instance, x: np.ndarray, deadline: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
-    """Colour the circulant part of ``x`` by its jumps and the rest exactly with the colours left (a
-    smaller search than the whole); None when there is no such part or the rest has no colouring.
-    The search gets half the time limit: the whole design's search may still succeed after it."""
+    """Colour the circulant part of ``x`` by its jumps and the rest with the colours left (2-factors,
+    Kempe chains, else the exact model: a smaller search than the whole); None when there is no such
+    part or the rest has no colouring found by ``deadline``: the whole design's search may still succeed."""
     n, d = instance.n, instance.d
     part = circulant_part(x)
     used = int(part[0].sum())
@@ -409,10 +425,11 @@ def _circulant_and_rest(
     rest = two_factor_colouring(ra, rb, n, d - used) if instance.cluster.regular else None
     how = "circulant+two_factors"
     if rest is None:
-        rest, how = kempe_colouring(ra, rb, n, d - used), "circulant+kempe"
+        rest, how = kempe_colouring(ra, rb, n, d - used, deadline=deadline), "circulant+kempe"
     if rest is None:
         how = "circulant+exact"
-        options = ExactOptions(backend="cpsat", time_limit_s=limit / 2, warm_start="none")
+        left = max(0.0, deadline - time.perf_counter())
+        options = ExactOptions(backend="cpsat", time_limit_s=left, warm_start="none")
         rest = edge_colouring(ra, rb, n, d - used, options).colours
     if rest is None:
         return None
@@ -443,12 +460,12 @@ def _undirected_ocs(
         colours = two_factor_colouring(a, b, n, d)
         if colours is not None:
             return a, b, colours, "two_factors"
-    colours = kempe_colouring(a, b, n, d)
-    if colours is not None:
-        return a, b, colours, "kempe"
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     started = time.perf_counter()
-    split = _circulant_and_rest(instance, x, limit)
+    colours = kempe_colouring(a, b, n, d, deadline=started + limit / 4)
+    if colours is not None:
+        return a, b, colours, "kempe"
+    split = _circulant_and_rest(instance, x, started + limit / 2)
     if split is not None:
         return split
     left = max(0.0, limit - (time.perf_counter() - started))
