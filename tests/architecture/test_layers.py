@@ -24,6 +24,7 @@ LAYERS = {
     "topoopt_ilp.core": 1,
     "topoopt_ilp.files": 2,
     "topoopt_ilp.evaluation": 2,
+    "topoopt_ilp.export": 2,
     "topoopt_ilp.heuristic": 2,
     "topoopt_ilp.libra": 2,
     "topoopt_ilp.schedule": 2,

@@ -1,0 +1,1 @@
+"""Exporters: a design written in the formats other tools read."""
