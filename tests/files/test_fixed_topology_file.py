@@ -251,3 +251,10 @@ def test_read_graph_counts_prefixed_elements_too(tmp_path):
     assert read_graph(tmp_path / "t.graphml").number_of_nodes() == 20
     with pytest.raises(Exception, match="has 20 nodes, more than the 8"):
         read_graph(tmp_path / "t.graphml", max_nodes=8)
+
+
+def test_a_file_name_with_a_newline_stays_on_one_line(tmp_path, capsys):
+    p = str(_instance(tmp_path, "a\nb.graphml"))
+    assert main(["validate", p]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "'a\\nb.graphml'" in lines[0]

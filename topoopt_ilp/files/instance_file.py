@@ -282,7 +282,7 @@ def _graph_file_links(name: str, cluster: Cluster, base_dir: str | os.PathLike |
         return fixed_links(graph, cluster)
     except InputError as exc:
         reason = ": ".join(p for p in (exc.field if exc.field != "graph" else None, exc.reason) if p)
-        shown = name if len(name) <= 80 else brief(name)
+        shown = name if len(name) <= 80 and name.isprintable() else brief(name)  # one line, whatever the name
         raise InstanceError(f"{shown}: {reason}", field="fixed_topology.file") from None
 
 
