@@ -258,3 +258,8 @@ def test_a_file_name_with_a_newline_stays_on_one_line(tmp_path, capsys):
     assert main(["validate", p]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "'a\\nb.graphml'" in lines[0]
+
+
+def test_an_empty_fixed_topology_names_the_three_choices():
+    with pytest.raises(InstanceError, match="exactly one of 'links', 'jumps' and 'file'"):
+        parse_instance(minimal(fixed_topology={}))

@@ -130,7 +130,7 @@ def parse_instance(data: Any, *, base_dir: str | os.PathLike | None = None) -> I
         if graph_file is None or not (exc.field or "").startswith("fixed_topology"):
             raise
         # the degree and parallel-link checks of the links read from the graph file: named by the file
-        raise InstanceError(f"{graph_file}: {exc.reason}", field="fixed_topology.file") from None
+        raise InstanceError(f"{_shown(graph_file)}: {exc.reason}", field="fixed_topology.file") from None
 
 
 def _instance(top: dict, cluster, demand, workload, fixed, solver, cost) -> Instance:
@@ -251,8 +251,8 @@ def _parse_cost(value: Any) -> CostModel:
 def _parse_fixed(value: Any, cluster: Cluster, base_dir: str | os.PathLike | None) -> tuple[FixedTopology, str | None]:
     """The fixed topology, and the name of the graph file it was read from (None when inline)."""
     f = json_object(value, "fixed_topology", {"links", "jumps", "file"})
-    if "file" in f:
-        if len(f) > 1:
+    if "file" in f or not f:
+        if len(f) != 1:
             raise InstanceError("give exactly one of 'links', 'jumps' and 'file'", field="fixed_topology")
         name = f["file"]
         if not isinstance(name, str) or not name.strip():
@@ -282,8 +282,12 @@ def _graph_file_links(name: str, cluster: Cluster, base_dir: str | os.PathLike |
         return fixed_links(graph, cluster)
     except InputError as exc:
         reason = ": ".join(p for p in (exc.field if exc.field != "graph" else None, exc.reason) if p)
-        shown = name if len(name) <= 80 and name.isprintable() else brief(name)  # one line, whatever the name
-        raise InstanceError(f"{shown}: {reason}", field="fixed_topology.file") from None
+        raise InstanceError(f"{_shown(name)}: {reason}", field="fixed_topology.file") from None
+
+
+def _shown(name: str) -> str:
+    """A graph file's name as an error shows it: on one line, whatever the name holds."""
+    return name if len(name) <= 80 and name.isprintable() else brief(name)
 
 
 def instance_to_dict(inst: Instance) -> dict[str, Any]:
