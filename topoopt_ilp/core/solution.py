@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from topoopt_ilp.core.checks import brief
+from topoopt_ilp.core.nxgraph import graph_links, topology_graph
 from topoopt_ilp.core.routes import Routing
 from topoopt_ilp.errors import InputError
 
@@ -68,6 +69,27 @@ class Topology:
             if not directed:
                 m[j, i] += c
         return cls(m, jumps)
+
+    def to_networkx(
+        self, *, directed: bool, bandwidth_gbps: float | None = None, metrics: Mapping[str, Any] | None = None
+    ):
+        """The topology as a :class:`networkx.Graph` (``directed=False``) or :class:`networkx.DiGraph`,
+        nodes ``0..n-1``, one edge per connected pair with attribute ``count`` (parallel links) and,
+        given the per-link ``bandwidth_gbps``, ``bandwidth_gbps`` (count x bandwidth). ``metrics``: per-arc
+        n x n arrays added as edge attributes of their name (an undirected edge takes the larger of its
+        two directions); :func:`topoopt_ilp.evaluation.link_metrics.solution_graph` adds the evaluator's
+        ``load`` and ``utilisation``. See docs/guide/networkx.md."""
+        return topology_graph(self.matrix, directed=directed, bandwidth_gbps=bandwidth_gbps, metrics=metrics)
+
+    @classmethod
+    def from_networkx(cls, graph, n: int | None = None) -> Topology:
+        """The topology of a networkx graph: directed links for a directed graph, undirected ones
+        otherwise. Nodes must be the integers ``0..n-1`` (``n`` defaults to the number of nodes); a
+        pair's links are its ``count`` attribute (default 1), summed over the parallel edges of a
+        multigraph. Self-loops, counts that are not integers ``1..1024`` and unknown nodes raise
+        :class:`InputError` naming the edge or node."""
+        n, links = graph_links(graph, n)
+        return cls.from_links(n, ((i, j, c) for (i, j), c in links.items()), graph.is_directed())
 
 
 def _link_counts(matrix: object) -> np.ndarray:

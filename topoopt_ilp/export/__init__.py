@@ -15,10 +15,12 @@ from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.export.assignment import FABRICS, Assignment, assign_interfaces
 from topoopt_ilp.export.cabling import CABLING_COLUMNS, write_cabling
+from topoopt_ilp.export.graph_formats import GRAPH_FORMATS
 from topoopt_ilp.export.ocs import OCS_FORMAT, OCS_VERSION, ocs_config, write_ocs_config
 
 __all__ = [
     "EXPORTERS",
+    "GRAPH_FORMATS",
     "FABRICS",
     "Assignment",
     "assign_interfaces",
@@ -38,6 +40,7 @@ Exporter = Callable[..., None]
 EXPORTERS: dict[str, Exporter] = {
     "cabling": write_cabling,
     "ocs": write_ocs_config,
+    **GRAPH_FORMATS,
 }
 
 

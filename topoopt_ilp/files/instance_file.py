@@ -35,7 +35,8 @@ from topoopt_ilp.core.workload import (
     Workload,
     check_workload,
 )
-from topoopt_ilp.errors import InstanceError
+from topoopt_ilp.errors import InputError, InstanceError
+from topoopt_ilp.files.graph_file import fixed_links, read_graph
 from topoopt_ilp.files.jsonio import check_format, json_list, json_object, read_json, with_source, write_json_atomic
 
 __all__ = [
@@ -80,11 +81,13 @@ _CLUSTER_KEYS = {"servers", "degree", "link_bandwidth_gbps", "hop_latency_us", "
 def load_instance(path: str | os.PathLike) -> Instance:
     """Read and validate an instance file. Raises :class:`InstanceError` with file and field."""
     data = read_json(path, InstanceError)
-    return with_source(lambda: parse_instance(data), str(path), InstanceError)
+    base = os.path.dirname(os.fspath(path))
+    return with_source(lambda: parse_instance(data, base_dir=base), str(path), InstanceError)
 
 
-def parse_instance(data: Any) -> Instance:
-    """Build an :class:`Instance` from already-decoded JSON data (a dict)."""
+def parse_instance(data: Any, *, base_dir: str | os.PathLike | None = None) -> Instance:
+    """Build an :class:`Instance` from already-decoded JSON data (a dict). ``base_dir``: where a
+    ``fixed_topology.file`` given as a relative path is found (default: the working directory)."""
     check_format(data, INSTANCE_FORMAT, InstanceError)
     top = json_object(data, "", _TOP_KEYS, {"format", "version", "cluster"})
     if top["format"] != INSTANCE_FORMAT:
@@ -104,7 +107,16 @@ def parse_instance(data: Any) -> Instance:
     workload = None
     if "workload" in top:
         workload = parse_workload(top["workload"], n)
-    fixed = _parse_fixed(top["fixed_topology"]) if "fixed_topology" in top else None
+    graph_file = None
+    if "fixed_topology" in top:
+        section, family = top["fixed_topology"], top.get("topology_family", "any")
+        if isinstance(section, dict) and "file" in section and family != "any":  # before reading the file
+            raise InstanceError(
+                f"topology_family {brief(family)} needs 'jumps', not a graph file", field="fixed_topology"
+            )
+        fixed, graph_file = _parse_fixed(section, cluster, base_dir)
+    else:
+        fixed = None
     solver = SolverDefaults(
         **json_object(top.get("solver", {}), "solver", {"backend", "time_limit_s", "gap", "threads"})
     )
@@ -112,6 +124,16 @@ def parse_instance(data: Any) -> Instance:
     for key in ("name", "description"):
         if key in top and not isinstance(top[key], str):
             raise InstanceError(f"expected a string, got {type(top[key]).__name__}", field=key)
+    try:
+        return _instance(top, cluster, demand, workload, fixed, solver, cost)
+    except InstanceError as exc:
+        if graph_file is None or not (exc.field or "").startswith("fixed_topology"):
+            raise
+        # the degree and parallel-link checks of the links read from the graph file: named by the file
+        raise InstanceError(f"{_shown(graph_file)}: {exc.reason}", field="fixed_topology.file") from None
+
+
+def _instance(top: dict, cluster, demand, workload, fixed, solver, cost) -> Instance:
     return Instance(
         cluster=cluster,
         demand=demand,
@@ -226,8 +248,16 @@ def _parse_cost(value: Any) -> CostModel:
     )
 
 
-def _parse_fixed(value: Any) -> FixedTopology:
-    f = json_object(value, "fixed_topology", {"links", "jumps"})
+def _parse_fixed(value: Any, cluster: Cluster, base_dir: str | os.PathLike | None) -> tuple[FixedTopology, str | None]:
+    """The fixed topology, and the name of the graph file it was read from (None when inline)."""
+    f = json_object(value, "fixed_topology", {"links", "jumps", "file"})
+    if "file" in f or not f:
+        if len(f) != 1:
+            raise InstanceError("give exactly one of 'links', 'jumps' and 'file'", field="fixed_topology")
+        name = f["file"]
+        if not isinstance(name, str) or not name.strip():
+            raise InstanceError(f"expected a file name, got {brief(name)}", field="fixed_topology.file")
+        return FixedTopology(links=_graph_file_links(name, cluster, base_dir)), name
     links = None
     if "links" in f:
         links = tuple(
@@ -235,7 +265,29 @@ def _parse_fixed(value: Any) -> FixedTopology:
             for k, link in enumerate(json_list(f["links"], "fixed_topology.links", max_len=MAX_SERVERS * 1024))
         )
     jumps = tuple(json_list(f["jumps"], "fixed_topology.jumps", max_len=MAX_SERVERS)) if "jumps" in f else None
-    return FixedTopology(links=links, jumps=jumps)
+    return FixedTopology(links=links, jumps=jumps), None
+
+
+def _graph_file_links(name: str, cluster: Cluster, base_dir: str | os.PathLike | None) -> tuple:
+    """The links of the graph file ``name`` (relative to ``base_dir``), checked as inline links are;
+    every problem is one error naming the file, with field ``fixed_topology.file``."""
+    path = os.path.join(base_dir, name) if base_dir else name
+    try:
+        graph = read_graph(
+            path,
+            directed=cluster.directed,
+            max_nodes=cluster.servers,
+            max_edges=cluster.servers * cluster.degree,
+        )
+        return fixed_links(graph, cluster)
+    except InputError as exc:
+        reason = ": ".join(p for p in (exc.field if exc.field != "graph" else None, exc.reason) if p)
+        raise InstanceError(f"{_shown(name)}: {reason}", field="fixed_topology.file") from None
+
+
+def _shown(name: str) -> str:
+    """A graph file's name as an error shows it: on one line, whatever the name holds."""
+    return name if len(name) <= 80 and name.isprintable() else brief(name)
 
 
 def instance_to_dict(inst: Instance) -> dict[str, Any]:
