@@ -105,3 +105,34 @@ def placed_solution(inst, X, strategy, rings: str = "shortest"):
     return Solution(
         status="feasible", method="given", topology=Topology(X), placement=strategy_to_dict(strategy), routing=routing
     )
+
+
+# The fuzz suite (tests/fuzz/) runs a fixed, seeded budget by default (well under a minute); the long
+# run explores thousands of cases per reader: ``pytest tests/fuzz --fuzz-long`` or
+# ``TOPOOPT_FUZZ_EXAMPLES=5000 pytest tests/fuzz``. Tests marked ``fuzz_long`` run only then.
+FUZZ_DEFAULT_EXAMPLES = 40
+FUZZ_LONG_EXAMPLES = 2000
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fuzz-long", action="store_true", help="run the fuzz suite's long budget (thousands of cases)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fuzz_long: runs only with --fuzz-long or TOPOOPT_FUZZ_EXAMPLES set")
+    long_run = config.getoption("--fuzz-long") or bool(os.environ.get("TOPOOPT_FUZZ_EXAMPLES"))
+    examples = int(
+        os.environ.get("TOPOOPT_FUZZ_EXAMPLES") or (FUZZ_LONG_EXAMPLES if long_run else FUZZ_DEFAULT_EXAMPLES)
+    )
+    config.fuzz_long, config.fuzz_examples = long_run, examples
+    # The default run is reproducible (one seed, the same cases each time); the long run explores.
+    _hsettings.register_profile("fuzz", max_examples=examples, derandomize=not long_run, deadline=None)
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.fuzz_long:
+        return
+    skip = pytest.mark.skip(reason="long fuzz run only: --fuzz-long or TOPOOPT_FUZZ_EXAMPLES")
+    for item in items:
+        if "fuzz_long" in item.keywords:
+            item.add_marker(skip)
