@@ -635,6 +635,7 @@ class ScheduleFile:
     instance: str | None = None
     solution: str | None = None
     described: tuple[Mapping[str, Any], ...] = ()  # per task, what the file says of it beyond its times
+    summary: Mapping[str, Any] | None = None  # the CLI's summary, numbers checked; --check recomputes it
 
     def schedule(self, g: IterationGraph) -> Schedule:
         """The file's times in ``g``'s task order; InputError when the file's tasks are not exactly
@@ -756,11 +757,14 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
             raise E(f"task {brief(name)} appears twice", field=f + ".name")
         seen.add(name)
         names.append(name)
-        starts[k] = _number(row["start_s"], f"{f}.start_s ({name})")
-        ends[k] = _number(row["end_s"], f"{f}.end_s ({name})")
-        if ends[k] < starts[k]:
-            raise E(f"ends at {ends[k]:.9g} s, before its start {starts[k]:.9g} s", field=f"{f}.end_s ({name})")
-        _task_values(row, f"{f}.%s ({name})")
+        try:
+            starts[k] = _number(row["start_s"], f"{f}.start_s")
+            ends[k] = _number(row["end_s"], f"{f}.end_s")
+            if ends[k] < starts[k]:
+                raise E(f"ends at {ends[k]:.9g} s, before its start {starts[k]:.9g} s", field=f"{f}.end_s")
+            _task_values(row, f"{f}.%s")
+        except InputError as exc:  # the field as the file writes it, the task by its name
+            raise E(f"{exc.reason} (task {brief(name)})", field=exc.field) from None
         described.append(
             MappingProxyType({key: v for key, v in row.items() if key not in ("name", "start_s", "end_s")})
         )
@@ -786,7 +790,36 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
         instance=top.get("instance"),
         solution=top.get("solution"),
         described=tuple(described),
+        summary=None if top.get("summary") is None else _summary(top["summary"], "summary"),
     )
+
+
+#: The summary's entries that are text (file names, choices), objects and lists; every other entry
+#: is a number or null.
+_SUMMARY_TEXT = {"instance", "solution", "method", "status", "routing", "instance_overlap"}
+_SUMMARY_OBJECTS = {"summary", "evaluator", "lower_bounds", "busiest_server", "busiest_arc"}
+_SUMMARY_LISTS = {"arc"}
+
+
+def _summary(value: Any, field: str, depth: int = 0) -> Any:
+    """The summary the CLI writes beside the schedule (objects of numbers and names, an arc as a
+    list): text where :data:`_SUMMARY_TEXT` says, every other entry a finite number or null, nothing
+    nested deeper than it writes. Whether the values are right is the ``--check`` command's
+    question (it recomputes them)."""
+    if depth > 3:
+        raise InputError("nested deeper than a schedule summary is", field=field)
+    key = field.rsplit(".", 1)[-1]
+    if isinstance(value, (dict, list)) and key not in (_SUMMARY_OBJECTS if isinstance(value, dict) else _SUMMARY_LISTS):
+        raise InputError(f"expected a number, text or null, got {type_name(value)}", field=field)
+    if isinstance(value, dict):
+        return {k: _summary(v, f"{field}.{brief(k) if len(k) > 40 else k}", depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_summary(v, f"{field}[{k}]", depth + 1) for k, v in enumerate(json_list(value, field, err=InputError))]
+    if key in _SUMMARY_TEXT:
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"expected text or null, got {type_name(value)}", field=field)
+        return value
+    return _number(value, field, low=-math.inf, null=True)
 
 
 def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:

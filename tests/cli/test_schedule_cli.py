@@ -309,7 +309,7 @@ def test_check_refuses_a_list_schedule_that_claims_optimal(solution_file, tmp_pa
         (lambda d: d.update(version=2.0), "version: unsupported version 2.0"),
         (
             lambda d: d["tasks"][0].update(server="0"),
-            "tasks[0].server (block B0 mb0): expected an integer, got a string",
+            "tasks[0].server: expected an integer, got a string (task 'block B0 mb0')",
         ),
         (lambda d: d["tasks"].append(dict(d["tasks"][0])), "appears twice"),
         (lambda d: d.update(instance_sha256="0" * 64), "made from another instance file"),
@@ -318,7 +318,7 @@ def test_check_refuses_a_list_schedule_that_claims_optimal(solution_file, tmp_pa
         (lambda d: d.update(bound_s=10**400), "bound_s: must be a finite number, got an integer of 401 digits"),
         (
             lambda d: d["tasks"][2].update(end_s=10**400),
-            "tasks[2].end_s (block B1 mb0): must be a finite number, got an integer of 401",
+            "tasks[2].end_s: must be a finite number, got an integer of 401 digits (task 'block B1 mb0')",
         ),
         (lambda d: d.update(micro_batches=10**4000), "micro_batches: must be <= 200000, got an integer of 4001 digits"),
         (lambda d: d["tasks"][0].update(server={"a": {"a": {"a": 1}}}), "tasks[0].server"),

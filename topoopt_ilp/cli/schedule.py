@@ -171,7 +171,6 @@ def _load_design(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def run_schedule(args: argparse.Namespace) -> int:
     """The ``schedule`` command (``args`` from :func:`add_subcommand`'s parser)."""
-    from topoopt_ilp.evaluation.evaluate import evaluate
     from topoopt_ilp.files import check_writable, json_safe
     from topoopt_ilp.models.schedule import file_sha256, list_schedule, solve_schedule, write_schedule
     from topoopt_ilp.schedule.iteration_graph import DEFAULT_FORWARD_FRACTION, check_schedule, graph_from_solution
@@ -203,41 +202,17 @@ def run_schedule(args: argparse.Namespace) -> int:
         problems = check_schedule(graph, sched)
         if problems:  # never hand out a schedule the independent check refuses
             raise RuntimeError(f"the schedule fails its check: {problems[0]}")
-    m = evaluate(inst, sol, routing=routing)
+    summary = _summary(
+        inst,
+        sol,
+        graph,
+        instance=args.instance,
+        solution=args.solution,
+        method=method,
+        claims=(sched.status, sched.makespan_s, sched.bound_s, sched.gap, sched.wall_time_s),
+        time_unit_s=unit,
+    )
     lb = sched.details["lower_bounds"]
-    summary: dict[str, Any] = {
-        "instance": args.instance,
-        "solution": args.solution,
-        "method": method,
-        "status": sched.status,
-        "makespan_s": sched.makespan_s,
-        "bound_s": sched.bound_s,
-        "gap": sched.gap,
-        "wall_time_s": sched.wall_time_s,
-        "evaluator": {
-            "overlap_none_s": m.compute_time_s + m.comm_time_s,
-            "overlap_full_s": max(m.compute_time_s, m.comm_time_s),
-            "instance_overlap": inst.workload.overlap,
-            "compute_time_s": m.compute_time_s,
-            "comm_time_s": m.comm_time_s,
-        },
-        "lower_bounds": {
-            "compute_s": lb["compute_s"],
-            "network_s": lb["network_s"],
-            "critical_path_s": lb["critical_path_s"],
-        },
-        "busiest_server": {"server": lb["busiest_server"], "compute_s": lb["compute_s"]},
-        "busiest_arc": None
-        if lb["busiest_arc"] is None
-        else {"arc": list(lb["busiest_arc"]), "time_s": lb["network_s"], "links": int(graph.x[lb["busiest_arc"]])},
-        "tasks": len(graph),
-        "compute_tasks": graph.num_compute,
-        "flow_pieces": graph.num_flow_pieces,
-        "time_unit_s": unit,
-        "routing": graph.routing,
-        "forward_fraction": graph.forward_fraction,
-        "micro_batches": graph.micro_batches,
-    }
     if sched.has_schedule and args.out is not None:
         write_schedule(
             args.out,
@@ -302,6 +277,82 @@ def run_schedule(args: argparse.Namespace) -> int:
     return EXIT_OK if sched.has_schedule else EXIT_NO_SOLUTION
 
 
+def _summary(
+    inst: Any,
+    sol: Any,
+    graph: Any,
+    *,
+    instance: str,
+    solution: str,
+    method: str,
+    claims: tuple[str, float | None, float | None, float | None, float],
+    time_unit_s: float,
+) -> dict[str, Any]:
+    """What ``schedule`` prints and writes beside a schedule: its claims (status, makespan, bound, gap,
+    wall time), the evaluator's iteration time for the same design, and the task graph's lower bounds.
+    ``--check`` recomputes it from the file's claims, so a summary edited by hand is a violation."""
+    from topoopt_ilp.evaluation.evaluate import evaluate
+    from topoopt_ilp.schedule.iteration_graph import lower_bounds
+
+    status, makespan_s, bound_s, gap, wall_time_s = claims
+    m = evaluate(inst, sol, routing=graph.routing)
+    lb = lower_bounds(graph)
+    return {
+        "instance": instance,
+        "solution": solution,
+        "method": method,
+        "status": status,
+        "makespan_s": makespan_s,
+        "bound_s": bound_s,
+        "gap": gap,
+        "wall_time_s": wall_time_s,
+        "evaluator": {
+            "overlap_none_s": m.compute_time_s + m.comm_time_s,
+            "overlap_full_s": max(m.compute_time_s, m.comm_time_s),
+            "instance_overlap": inst.workload.overlap,
+            "compute_time_s": m.compute_time_s,
+            "comm_time_s": m.comm_time_s,
+        },
+        "lower_bounds": {
+            "compute_s": lb["compute_s"],
+            "network_s": lb["network_s"],
+            "critical_path_s": lb["critical_path_s"],
+        },
+        "busiest_server": {"server": lb["busiest_server"], "compute_s": lb["compute_s"]},
+        "busiest_arc": None
+        if lb["busiest_arc"] is None
+        else {"arc": list(lb["busiest_arc"]), "time_s": lb["network_s"], "links": int(graph.x[lb["busiest_arc"]])},
+        "tasks": len(graph),
+        "compute_tasks": graph.num_compute,
+        "flow_pieces": graph.num_flow_pieces,
+        "time_unit_s": time_unit_s,
+        "routing": graph.routing,
+        "forward_fraction": graph.forward_fraction,
+        "micro_batches": graph.micro_batches,
+    }
+
+
+def summary_violations(said: Any, truth: Any, field: str = "summary") -> list[str]:
+    """Where a schedule file's summary differs from the one recomputed for it (numbers to a relative
+    1e-9, everything else exactly); at most 20."""
+    from topoopt_ilp.core.checks import brief  # start-up time: numpy, not needed for --help
+
+    if isinstance(truth, dict) and isinstance(said, dict):
+        out = [f"{field}.{key}: the file omits it" for key in truth if key not in said]
+        out += [f"{field}.{brief(key)}: not part of a schedule summary" for key in said if key not in truth]
+        for key in truth.keys() & said.keys():
+            out += summary_violations(said[key], truth[key], f"{field}.{key}")
+        return out[:20]
+    if isinstance(truth, list) and isinstance(said, list) and len(truth) == len(said):
+        return [v for k, (a, b) in enumerate(zip(said, truth)) for v in summary_violations(a, b, f"{field}[{k}]")][:20]
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (said, truth))
+    if numbers and math.isclose(said, truth, rel_tol=1e-9, abs_tol=1e-15):
+        return []
+    if not numbers and said == truth and type(said) is type(truth):
+        return []
+    return [f"{field}: the file says {brief(said)}, recomputed {brief(truth)}"]
+
+
 def _run_check(args: argparse.Namespace) -> int:
     """``--check SCHEDULE.json``: the file against the files it names by SHA-256, then the independent check."""
     from topoopt_ilp.models.schedule import claim_violations, file_sha256, read_schedule
@@ -333,6 +384,18 @@ def _run_check(args: argparse.Namespace) -> int:
     )
     sched = sf.schedule(graph)
     problems = check_schedule(graph, sched) + claim_violations(graph, sf)
+    if sf.summary is not None:
+        recomputed = _summary(
+            inst,
+            sol,
+            graph,
+            instance=sf.instance,
+            solution=sf.solution,
+            method=sf.method,
+            claims=(sf.status, sf.makespan_s, sf.bound_s, sf.gap, sf.wall_time_s),
+            time_unit_s=sf.time_unit_s,
+        )
+        problems += summary_violations(sf.summary, recomputed)
     if args.json:
         print(
             json.dumps(

@@ -100,7 +100,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from topoopt_ilp.core.checks import MAX_BYTES, as_int, as_number, brief, type_name
+from topoopt_ilp.core.checks import MAX_BYTES, MAX_INDEX, as_int, as_number, brief, type_name
 from topoopt_ilp.errors import InstanceError
 
 __all__ = [
@@ -285,8 +285,8 @@ def check_workload(w: Workload, n: int, path: str = "workload") -> None:
     if not isinstance(w, Workload):
         raise InstanceError(f"expected a Workload, got {type_name(w)}", field=path)
     n = as_int(n, "cluster.servers", low=1)
-    batch = as_int(w.batch_size, f"{path}.batch_size", low=1)
-    cap = as_number(w.server_memory_bytes, f"{path}.server_memory_bytes", positive=True)
+    batch = as_int(w.batch_size, f"{path}.batch_size", low=1, high=MAX_INDEX)
+    cap = as_number(w.server_memory_bytes, f"{path}.server_memory_bytes", positive=True, high=MAX_BYTES)
     as_number(w.device_flops, f"{path}.device_flops", positive=True)
     if not isinstance(w.overlap, str) or w.overlap not in OVERLAPS:
         raise InstanceError(f"must be one of {', '.join(OVERLAPS)}; got {brief(w.overlap)}", field=f"{path}.overlap")

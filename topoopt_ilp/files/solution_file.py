@@ -146,7 +146,7 @@ def _parse_solution(data: Any, directed: bool | None) -> Solution:
     top = json_object(data, "", _SOL_KEYS, {"format", "version", "status", "method", "topology"}, err=E)
     if top["format"] != SOLUTION_FORMAT:
         raise E(f"expected {SOLUTION_FORMAT!r}, got {brief(top['format'])}", field="format")
-    if top["version"] != VERSION:
+    if top["version"] != VERSION or isinstance(top["version"], bool):
         raise E(f"unsupported version {brief(top['version'])}", field="version")
     if top["status"] not in STATUSES:
         raise E(f"must be one of {', '.join(STATUSES)}", field="status")
@@ -187,7 +187,7 @@ def _parse_solution(data: Any, directed: bool | None) -> Solution:
         method=str(top["method"]),
         topology=topology,
         routing=routing,
-        placement=top.get("placement"),
+        placement=_placement(top.get("placement")),
         objective=nums["objective"],
         bound=nums["bound"],
         gap=nums["gap"],
@@ -196,6 +196,28 @@ def _parse_solution(data: Any, directed: bool | None) -> Solution:
         metrics=metrics,
         details=top.get("details") or {},
     )
+
+
+#: A placement's lists and the range of their entries (whether they fit the workload is the verifier's
+#: question: the file is read without it).
+_PLACEMENT_LISTS = {
+    "layer_degree": (1, MAX_SERVERS),
+    "layer_start": (0, MAX_SERVERS - 1),
+    "block_server": (0, MAX_SERVERS - 1),
+}
+
+
+def _placement(value: Any) -> dict[str, list[int]] | None:
+    """A workload's placement as a solution states it: lists of integers in range, named entry by
+    entry (``placement.block_server[3]``)."""
+    if value is None:
+        return None
+    p = json_object(value, "placement", set(_PLACEMENT_LISTS), {"layer_degree", "layer_start"}, err=SolutionFileError)
+    return {
+        key: as_int_list(p[key], f"placement.{key}", low=low, high=high)
+        for key, (low, high) in _PLACEMENT_LISTS.items()
+        if key in p
+    }
 
 
 def _number_or_null(value: Any, path: str) -> float | None:
@@ -241,9 +263,8 @@ def _jumps(value: Any, path: str) -> list[int]:
 
 
 def _fraction(v: Any, path: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-        raise SolutionFileError("expected a fraction in [0, 1]", field=path)
-    return float(v)
+    """A share of traffic: a number in [0, 1]."""
+    return as_number(v, path, nonnegative=True, high=1.0)
 
 
 def _triple(item: Any, path: str, shape: str) -> list[Any]:

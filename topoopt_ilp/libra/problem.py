@@ -193,22 +193,23 @@ def _communicator_entries(comm: Any) -> tuple[int, ...]:
         raise InstanceError(f"expected a list, got {type_name(comm)}")
     out = []
     for i, c in enumerate(comm):
-        c = as_int(c, f"[{i}]")
-        if c == 0 or c < -1:
+        c = as_int(c, f"[{i}]", low=-1, high=MAX_DIM_SIZE)
+        if c == 0:
             raise InstanceError(f"must be -1 (dimension unused) or a size >= 1, got {c}", field=f"[{i}]")
         out.append(c)
     return tuple(out)
 
 
-def _check_communicator(comm: tuple[int, ...], dims: tuple, path: str) -> None:
-    """One entry per dimension, none larger than its dimension (``path``: where the communicator is written)."""
+def _check_communicator(comm: tuple[int, ...], dims: tuple, path: str, by_name: bool = False) -> None:
+    """One entry per dimension, none larger than its dimension (``path``: where the communicator is
+    written; ``by_name``: written as ``{dimension name: size}``, so an entry is named by its dimension)."""
     if len(comm) != len(dims):
         raise InstanceError(f"has {len(comm)} entries, one per dimension expected ({len(dims)})", field=path)
     for di, c in enumerate(comm):
         if c > dims[di].size:
             raise InstanceError(
                 f"communicator size {c} is larger than dimension {brief(dims[di].name)} (size {dims[di].size})",
-                field=f"{path}[{di}]",
+                field=f"{path}.{dims[di].name}" if by_name else f"{path}[{di}]",
             )
 
 
@@ -722,6 +723,8 @@ def _named_communicator(value: dict, path: str, names: list[str]) -> list[int]:
     for key in value:
         if key not in names:
             raise InstanceError(f"unknown dimension {brief(key)} (dimensions: {', '.join(names)})", field=path)
+        if as_int(value[key], f"{path}.{key}", low=-1, high=MAX_DIM_SIZE) == 0:
+            raise InstanceError("must be -1 (dimension unused) or a size >= 1, got 0", field=f"{path}.{key}")
     return [value.get(n, -1) for n in names]
 
 
@@ -783,7 +786,7 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
         )
         # checked here whether or not a layer uses it (a typo in an unused one is still a typo)
         named[key] = _at(path, lambda comm=comm: _communicator_entries(comm))
-        _check_communicator(named[key], tuple(dims), path)
+        _check_communicator(named[key], tuple(dims), path, by_name=isinstance(value, dict))
     layers = []
     for li, raw in enumerate(json_list(work["layers"], "workload.layers", max_len=MAX_LAYERS)):
         path = f"workload.layers[{li}]"
