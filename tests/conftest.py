@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,7 @@ def bounded_multigraphs(n: int, d: int, *, regular: bool = False, max_multiplici
 
 # CI runs the property tests on a fixed sequence of examples (a red CI should mean a change broke
 # something, not that the dice found an old bug); locally they explore new examples every run.
+from hypothesis import HealthCheck  # noqa: E402
 from hypothesis import settings as _hsettings  # noqa: E402
 
 _hsettings.register_profile("ci", derandomize=True)
@@ -111,6 +113,8 @@ def placed_solution(inst, X, strategy, rings: str = "shortest"):
 # run explores thousands of cases per reader: ``pytest tests/fuzz --fuzz-long`` or
 # ``TOPOOPT_FUZZ_EXAMPLES=5000 pytest tests/fuzz``. Tests marked ``fuzz_long`` run only then.
 FUZZ_DEFAULT_EXAMPLES = 40
+#: reader -> exit code -> fuzz cases, printed at the end of a run that has any.
+FUZZ_TALLY: dict[str, Counter] = defaultdict(Counter)
 FUZZ_LONG_EXAMPLES = 2000
 
 
@@ -126,7 +130,15 @@ def pytest_configure(config):
     )
     config.fuzz_long, config.fuzz_examples = long_run, examples
     # The default run is reproducible (one seed, the same cases each time); the long run explores.
-    _hsettings.register_profile("fuzz", max_examples=examples, derandomize=not long_run, deadline=None)
+    # capsys and tmp_path_factory are shared by a test's examples on purpose: each example reads
+    # capsys out and writes to a folder of its own.
+    _hsettings.register_profile(
+        "fuzz",
+        max_examples=examples,
+        derandomize=not long_run,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -136,3 +148,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "fuzz_long" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not FUZZ_TALLY:
+        return
+    terminalreporter.section("fuzz cases per reader, by exit code")
+    total: Counter = Counter()
+    for reader in sorted(FUZZ_TALLY):
+        counts = FUZZ_TALLY[reader]
+        total.update(counts)
+        shown = ", ".join(f"exit {code}: {n}" for code, n in sorted(counts.items()))
+        terminalreporter.write_line(f"{reader:<28} {sum(counts.values()):>7} cases   {shown}")
+    shown = ", ".join(f"exit {code}: {n}" for code, n in sorted(total.items()))
+    terminalreporter.write_line(f"{'all':<28} {sum(total.values()):>7} cases   {shown}")

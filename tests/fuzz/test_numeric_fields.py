@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fuzz_seeds import INSTANCE_DOCS, LIBRA_DOCS, schedule_files, solutions
 
 from conftest import INSTANCES
 from topoopt_ilp.cli import main
@@ -108,75 +109,6 @@ def assert_no_crash(code: int, err: str, path: str) -> None:
 # --- the documents ------------------------------------------------------------------------------
 
 
-def _json(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-#: The optional sections no shipped instance holds: the format guide's full example, with the MP
-#: traffic once as pairs and once as a matrix.
-FULL_INSTANCE = {
-    "format": "topoopt-instance",
-    "version": 1,
-    "cluster": {"servers": 8, "degree": 4, "link_bandwidth_gbps": 100, "hop_latency_us": 1.0},
-    "demand": {
-        "allreduce": [{"members": "all", "bytes": 50e6}, {"members": [0, 2, 4, 6], "bytes": 10e6}],
-        "mp": {"pairs": [[0, 1, 30e6], [2, 5, 20e6]]},
-        "all_to_all": 0,
-    },
-    "fixed_topology": {"jumps": [1, 3]},
-    "solver": {"backend": "highs", "time_limit_s": 60, "gap": 0.0001, "threads": 1},
-    "cost": {
-        "transceiver_usd": {"100": 250, "400": 900},
-        "nic_port_usd": {"10": 400},
-        "switch_port_usd": {"10": 500},
-        "patch_panel_port_usd": 80,
-        "ocs_port_usd": 500,
-    },
-}
-MATRIX_INSTANCE = {
-    **FULL_INSTANCE,
-    "demand": {"mp": {"matrix": [[0.0 if i == j else 1e6 * (i + j) for j in range(8)] for i in range(8)]}},
-    "fixed_topology": {"links": [[k, (k + 1) % 8, 2] for k in range(8)]},
-}
-INSTANCE_DOCS = {
-    "full.json": FULL_INSTANCE,
-    "matrix.json": MATRIX_INSTANCE,
-    **{p.name: _json(p) for p in sorted(INSTANCES.glob("*.json")) + sorted(INSTANCES.glob("paper/*.json"))},
-}
-LIBRA_DOCS = {p.name: _json(p) for p in sorted((INSTANCES / "libra").glob("*.json"))}
-
-#: Instances whose solutions cover every solution field: rings, offset routes, paths, a placement,
-#: MP links, and (exact, time-limited) a bound and a gap.
-SOLVED = {
-    "mix-8": ["--method", "exact", "--time-limit", "3"],
-    "dlrm-mini-6": [],
-    "coprime-circulant-32": [],
-    "all-to-all-16": [],
-    "fixed-ring-8": [],
-}
-
-
-@pytest.fixture(scope="module")
-def solutions(tmp_path_factory) -> dict[str, dict]:
-    folder = tmp_path_factory.mktemp("solutions")
-    out = {}
-    for name, options in SOLVED.items():
-        path = folder / f"{name}.json"
-        assert main(["solve", str(INSTANCES / f"{name}.json"), "--out", str(path), "--quiet", *options]) == 0
-        out[name] = _json(path)
-    return out
-
-
-@pytest.fixture(scope="module")
-def schedule(tmp_path_factory) -> tuple[str, dict]:
-    folder = tmp_path_factory.mktemp("schedule")
-    solution, sched = folder / "solution.json", folder / "schedule.json"
-    instance = str(INSTANCES / "dlrm-mini-6.json")
-    assert main(["solve", instance, "--out", str(solution), "--quiet"]) == 0
-    assert main(["schedule", instance, str(solution), "--method", "heuristic", "-o", str(sched)]) in (0,)
-    return str(solution), _json(sched)
-
-
 # --- the formats ----------------------------------------------------------------------------------
 
 INSTANCE_FIELDS = fields(INSTANCE_DOCS)
@@ -215,8 +147,9 @@ def test_every_numeric_field_of_a_libra_problem_is_checked(tmp_path, capsys, nam
         assert_names_the_field(*run(capsys, ["bandwidth", str(path), "--time-limit", "5"]), str(path), printed(keys))
 
 
-def test_every_numeric_field_of_a_solution_is_checked(tmp_path, capsys, solutions):
-    checked = fields(solutions, SOLUTION_SKIP)
+def test_every_numeric_field_of_a_solution_is_checked(tmp_path, capsys):
+    docs = solutions()
+    checked = fields(docs, SOLUTION_SKIP)
     assert {"objective", "bound", "gap", "wall_time_s", "topology.links[*][*]", "routing.rings[*][*][*]"} <= {
         p for _, p, _ in checked
     }
@@ -227,15 +160,16 @@ def test_every_numeric_field_of_a_solution_is_checked(tmp_path, capsys, solution
     for name, _pattern, keys in checked:
         instance = str(INSTANCES / f"{name}.json")
         for value in NOT_A_NUMBER.values():
-            path.write_text(json.dumps(replaced(solutions[name], keys, value)))
+            path.write_text(json.dumps(replaced(docs[name], keys, value)))
             assert_names_the_field(*run(capsys, ["verify", instance, str(path)]), str(path), printed(keys))
         for value in EDGE_VALUES.values():
-            path.write_text(json.dumps(replaced(solutions[name], keys, value)))
+            path.write_text(json.dumps(replaced(docs[name], keys, value)))
             assert_no_crash(*run(capsys, ["verify", instance, str(path)]), str(path))
 
 
-def test_every_numeric_field_of_a_schedule_is_checked(tmp_path, capsys, schedule):
-    solution, doc = schedule
+def test_every_numeric_field_of_a_schedule_is_checked(tmp_path, capsys):
+    solution, schedule_file = schedule_files()
+    doc = json.loads(Path(schedule_file).read_text())
     instance = str(INSTANCES / "dlrm-mini-6.json")
     path = tmp_path / "schedule.json"
     checked = fields({"schedule": doc})

@@ -317,6 +317,8 @@ def _claim_violations(instance: Instance, sol: Solution) -> list[str]:
     finite = [v is not None and math.isfinite(float(v)) for v in (obj, bound)]
     if gap is not None and math.isfinite(float(gap)) and gap < 0:
         out.append(f"gap is {gap}, a gap is never negative")
+    if gap is not None and math.isfinite(float(gap)) and bound is None:  # a gap is measured against a bound
+        out.append(f"gap is {gap:.9g}, but the solution states no bound it would be measured against")
     if not all(finite):
         return out
     obj, bound = float(obj), float(bound)

@@ -184,7 +184,7 @@ def _parse_solution(data: Any, directed: bool | None) -> Solution:
     metrics = _parse_metrics(top.get("metrics") or {})
     return Solution(
         status=top["status"],
-        method=str(top["method"]),
+        method=_name(top["method"], "method"),
         topology=topology,
         routing=routing,
         placement=_placement(top.get("placement")),
@@ -192,9 +192,9 @@ def _parse_solution(data: Any, directed: bool | None) -> Solution:
         bound=nums["bound"],
         gap=nums["gap"],
         wall_time_s=float(nums["wall_time_s"] or 0.0),
-        backend=top.get("backend"),
+        backend=None if top.get("backend") is None else _name(top["backend"], "backend"),
         metrics=metrics,
-        details=top.get("details") or {},
+        details=_details(top.get("details"), topology.n if topology is not None else MAX_SERVERS),
     )
 
 
@@ -218,6 +218,52 @@ def _placement(value: Any) -> dict[str, list[int]] | None:
         for key, (low, high) in _PLACEMENT_LISTS.items()
         if key in p
     }
+
+
+def _name(value: Any, path: str) -> str:
+    """A method's or back-end's name: short text (it is printed back in reports)."""
+    name = as_str(value, path)
+    if not 0 < len(name) <= 100 or not name.isprintable():
+        raise SolutionFileError(f"expected a name of 1 to 100 printable characters, got {brief(name)}", field=path)
+    return name
+
+
+def _details(value: Any, n: int) -> dict[str, Any]:
+    """What the method reports (free-form), except the entries other commands read back, checked
+    here like the rest of the file: ``mp_links`` (``draw``, ``export``: ``[i, j, count]`` links),
+    ``jumps_by_group_size`` (``draw``: jumps per group size) and ``rounds`` (``draw --what
+    convergence``: the alternating method's phases)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SolutionFileError(f"expected an object, got {type_name(value)}", field="details")
+    if value.get("mp_links") is not None:
+        for k, link in enumerate(json_list(value["mp_links"], "details.mp_links", err=SolutionFileError)):
+            p = f"details.mp_links[{k}]"
+            if not isinstance(link, list) or len(link) != 3:
+                raise SolutionFileError("expected [i, j, count] with integers", field=p)
+            as_int_list(link[:2], p, low=0, high=n - 1)
+            as_int(link[2], p + "[2]", low=1, high=MAX_DEGREE)
+    if value.get("jumps_by_group_size") is not None:
+        table = value["jumps_by_group_size"]
+        if not isinstance(table, dict):
+            raise SolutionFileError(f"expected an object, got {type_name(table)}", field="details.jumps_by_group_size")
+        for size, jumps in table.items():
+            path = f"details.jumps_by_group_size.{brief(size) if len(size) > 40 else size}"
+            as_int_list(jumps, path, low=-MAX_SERVERS, high=MAX_SERVERS, max_len=MAX_DEGREE)
+    if value.get("rounds") is not None:
+        for k, entry in enumerate(json_list(value["rounds"], "details.rounds", err=SolutionFileError)):
+            p = f"details.rounds[{k}]"
+            if not isinstance(entry, dict):
+                raise SolutionFileError(f"expected an object, got {type_name(entry)}", field=p)
+            for key in ("iteration_time_s", "compute_time_s", "comm_time_s"):
+                _number_or_null(entry.get(key), f"{p}.{key}")
+            for key in ("round", "phase"):
+                if isinstance(entry.get(key), (dict, list)):
+                    raise SolutionFileError(
+                        f"expected a number or text, got {type_name(entry[key])}", field=f"{p}.{key}"
+                    )
+    return value
 
 
 def _number_or_null(value: Any, path: str) -> float | None:

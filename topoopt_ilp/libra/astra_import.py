@@ -86,6 +86,8 @@ def _yaml(path: str | os.PathLike) -> Any:
         raise InstanceError(
             f"not a YAML file LIBRA writes: {str(exc).splitlines()[0]}", source=os.fspath(path)
         ) from None
+    except RecursionError:  # PyYAML builds nested values recursively; LIBRA's files are two levels deep
+        raise InstanceError("nested deeper than a YAML file LIBRA writes", source=os.fspath(path)) from None
 
 
 def _key(data: Any, key: str, path: str | os.PathLike) -> Any:

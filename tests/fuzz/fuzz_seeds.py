@@ -1,0 +1,93 @@
+"""Valid documents of every format the tool reads, for the fuzz suite to start from: the shipped
+instances and LIBRA problems, instances with the optional sections no shipped one holds, LIBRA's
+own input files, and solutions and a schedule the tool writes (made once per run)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import tempfile
+from pathlib import Path
+
+from conftest import INSTANCES
+from topoopt_ilp.cli import main
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+#: The optional sections no shipped instance holds: the format guide's full example, with the MP
+#: traffic once as pairs and once as a matrix.
+FULL_INSTANCE = {
+    "format": "topoopt-instance",
+    "version": 1,
+    "cluster": {"servers": 8, "degree": 4, "link_bandwidth_gbps": 100, "hop_latency_us": 1.0},
+    "demand": {
+        "allreduce": [{"members": "all", "bytes": 50e6}, {"members": [0, 2, 4, 6], "bytes": 10e6}],
+        "mp": {"pairs": [[0, 1, 30e6], [2, 5, 20e6]]},
+        "all_to_all": 0,
+    },
+    "fixed_topology": {"jumps": [1, 3]},
+    "solver": {"backend": "highs", "time_limit_s": 60, "gap": 0.0001, "threads": 1},
+    "cost": {
+        "transceiver_usd": {"100": 250, "400": 900},
+        "nic_port_usd": {"10": 400},
+        "switch_port_usd": {"10": 500},
+        "patch_panel_port_usd": 80,
+        "ocs_port_usd": 500,
+    },
+}
+MATRIX_INSTANCE = {
+    **FULL_INSTANCE,
+    "demand": {"mp": {"matrix": [[0.0 if i == j else 1e6 * (i + j) for j in range(8)] for i in range(8)]}},
+    "fixed_topology": {"links": [[k, (k + 1) % 8, 2] for k in range(8)]},
+}
+INSTANCE_DOCS = {
+    "full.json": FULL_INSTANCE,
+    "matrix.json": MATRIX_INSTANCE,
+    **{p.name: _json(p) for p in sorted(INSTANCES.glob("*.json")) + sorted(INSTANCES.glob("paper/*.json"))},
+}
+LIBRA_DOCS = {p.name: _json(p) for p in sorted((INSTANCES / "libra").glob("*.json"))}
+LIBRA_FORMAT = INSTANCES / "libra" / "libra-format"
+
+
+#: Instances whose solutions cover every solution field: rings, offset routes, paths, a placement,
+#: MP links, and (exact, time-limited) a bound and a gap.
+SOLVED = {
+    "mix-8": ["--method", "exact", "--time-limit", "3"],
+    "dlrm-mini-6": [],
+    "coprime-circulant-32": [],
+    "all-to-all-16": [],
+    "fixed-ring-8": [],
+}
+
+
+_SCRATCH = tempfile.TemporaryDirectory(prefix="topoopt-fuzz-")  # removed when the run ends
+
+
+@functools.cache
+def solution_files() -> dict[str, Path]:
+    """Instance name -> a solution file the tool wrote for it (made once per run)."""
+    out = {}
+    for name, options in SOLVED.items():
+        path = Path(_SCRATCH.name) / f"{name}.solution.json"
+        assert main(["solve", str(INSTANCES / f"{name}.json"), "--out", str(path), "--quiet", *options]) == 0
+        out[name] = path
+    return out
+
+
+def solutions() -> dict[str, dict]:
+    """Instance name -> a fresh copy of its solution's JSON."""
+    return {name: _json(path) for name, path in solution_files().items()}
+
+
+@functools.cache
+def schedule_files() -> tuple[str, str]:
+    """A heuristic schedule of dlrm-mini-6's heuristic design: (the solution file, the schedule file)."""
+    solution = Path(_SCRATCH.name) / "dlrm-mini-6.solution.json"
+    sched = Path(_SCRATCH.name) / "dlrm-mini-6.schedule.json"
+    instance = str(INSTANCES / "dlrm-mini-6.json")
+    assert main(["solve", instance, "--out", str(solution), "--quiet"]) == 0
+    assert main(["schedule", instance, str(solution), "--method", "heuristic", "-o", str(sched)]) == 0
+    return str(solution), str(sched)
