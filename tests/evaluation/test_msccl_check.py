@@ -218,3 +218,9 @@ def test_several_groups_need_the_group():
     assert msccl_violations(inst, sol, msccl_xml(inst, sol, 1), 1).valid
     found = msccl_violations(inst, sol, msccl_xml(inst, sol, 1), 0).violations
     assert found == ("header: ngpus 8 and gpu ids [0, 1, 2, 3, 4, 5, 6, 7]: expected the 16 ranks 0..15",)
+
+
+def test_sizes_beyond_the_executors_are_refused_before_running():
+    inst, sol, text = small()
+    _fails(text.replace('nchunksperloop="12"', 'nchunksperloop="1000000000000"'), "header", "nchunksperloop must be")
+    _fails(_edit_step(text, 0, 0, 0, cnt=72), "count", "rank 0 thread block 0 step 0: cnt 72 must be 1..71")

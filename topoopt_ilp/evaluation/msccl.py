@@ -62,6 +62,10 @@ _TEXT = ("proto", "coll", "type", "srcbuf", "dstbuf")
 _PROTOCOLS = ("Simple", "LL", "LL128")
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
 _DECLARATION = re.compile(r"<!\s*(DOCTYPE|ENTITY)", re.I)
+#: The most chunks a buffer may hold: the executor keeps offsets as 16-bit integers (``mscclTransmission``).
+_MOST_CHUNKS = 2**15 - 1
+#: The most chunks one step may move (``MSCCL_MAX_COUNT`` is 72, exclusive).
+_MOST_COUNT = 71
 #: The exporter's rounding: a ring's share of the group's bytes is within 1/71 of the solution's.
 _SHARE_ERROR = 1 / 71
 _SHOWN = 10
@@ -220,8 +224,8 @@ def _header(algo: dict[str, Any], sizes: dict[int, dict[str, int]], k: int, repo
             "header", f"ngpus {algo['ngpus']} and gpu ids {sorted(sizes)[:8]}: expected the {k} ranks 0..{k - 1}"
         )
         ok = False
-    if algo["nchunksperloop"] < 1:
-        report.add("header", f"nchunksperloop must be >= 1, got {algo['nchunksperloop']}")
+    if not 1 <= algo["nchunksperloop"] <= _MOST_CHUNKS:
+        report.add("header", f"nchunksperloop must be 1..{_MOST_CHUNKS}, got {algo['nchunksperloop']}")
         ok = False
     if algo["inplace"] not in (0, 1) or algo["outofplace"] not in (0, 1) or not (algo["inplace"] or algo["outofplace"]):
         report.add("header", "inplace and outofplace must be 0 or 1, and one of them 1")
@@ -229,8 +233,8 @@ def _header(algo: dict[str, Any], sizes: dict[int, dict[str, int]], k: int, repo
     if algo["minBytes"] < 0 or algo["maxBytes"] < 0:
         report.add("header", "minBytes and maxBytes must be >= 0")
     for rank, size in sorted(sizes.items()):
-        if min(size.values()) < 0:
-            report.add("header", f"rank {rank}: negative chunk counts {size}")
+        if not all(0 <= n <= _MOST_CHUNKS for n in size.values()):
+            report.add("header", f"rank {rank}: chunk counts {size} must be 0..{_MOST_CHUNKS}")
             ok = False
     return ok
 
@@ -274,8 +278,8 @@ def _static_step(b: _Block, i: int, step: _Step, size: dict[str, int], by_id: di
     ok = True
     if step.s != i:
         report.add("step order", f"{b.where()}: its step {i} says s={step.s}")
-    if step.kind != "nop" and step.count < 1:
-        report.add("count", f"{where}: cnt {step.count} must be >= 1")
+    if step.kind != "nop" and not 1 <= step.count <= _MOST_COUNT:
+        report.add("count", f"{where}: cnt {step.count} must be 1..{_MOST_COUNT}")
         ok = False
     if sends and b.send < 0:
         report.add("peer", f"{where}: a {step.kind} step in a thread block without a send peer")
