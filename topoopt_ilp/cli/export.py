@@ -1,5 +1,5 @@
 """``topoopt export``: a design as the files that build it: a cabling plan, OCS configurations, graph
-files, an MSCCL algorithm."""
+files, an MSCCL algorithm, an ns-3 topology."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``export`` on ``sub`` (what ``ArgumentParser.add_subparsers`` returned)."""
     p = sub.add_parser(
         "export",
-        help="write a solution as a cabling plan, OCS configurations, a graph file or an MSCCL algorithm",
+        help="write a solution as a cabling plan, OCS configurations, a graph file, an MSCCL algorithm or an "
+        "ns-3 topology",
         description="Write a verified solution in another format (see --list): the cabling plan (CSV, one row per "
         "link with its interfaces and patch-panel ports, port = server x degree + interface), the cross-connects "
         "of one OCS per interface index (JSON), the topology as a graph file, or the AllReduce rings of one group as an "
-        "MSCCL algorithm (XML). Exit 2, and no file, when the solution does not fit the instance or "
+        "MSCCL algorithm (XML), or an ns-3 topology for ASTRA-sim (text). Exit 2, and no file, when the solution does not fit the instance or "
         "the format cannot express the design.",
     )
     p.add_argument("instance", metavar="INSTANCE", nargs="?")

@@ -36,7 +36,7 @@ from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.verify import VerifyReport
-from topoopt_ilp.files.jsonio import MAX_FILE_BYTES
+from topoopt_ilp.files.jsonio import read_text
 
 __all__ = ["STEP_TYPES", "check_msccl", "msccl_violations"]
 
@@ -522,13 +522,5 @@ def check_msccl(
     instance: Instance, solution: Solution, path: str | os.PathLike, group: int | None = None
 ) -> VerifyReport:
     """Violations of the MSCCL algorithm file in ``path`` against ``solution`` (see the module's docstring)."""
-    try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            raise InputError(f"the file is larger than the {MAX_FILE_BYTES // 2**20} MiB limit", source=str(path))
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(
-            f"cannot read the MSCCL file: {getattr(exc, 'strerror', None) or exc}", source=str(path)
-        ) from None
+    text = read_text(path, InputError)
     return msccl_violations(instance, solution, text, group)

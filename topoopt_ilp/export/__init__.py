@@ -17,6 +17,7 @@ from topoopt_ilp.export.assignment import FABRICS, Assignment, assign_interfaces
 from topoopt_ilp.export.cabling import CABLING_COLUMNS, write_cabling
 from topoopt_ilp.export.graph_formats import GRAPH_FORMATS
 from topoopt_ilp.export.msccl import msccl_rings, msccl_xml, write_msccl
+from topoopt_ilp.export.ns3 import ns3_lines, write_ns3
 from topoopt_ilp.export.ocs import OCS_FORMAT, OCS_VERSION, ocs_config, write_ocs_config
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     "write_msccl",
     "msccl_rings",
     "msccl_xml",
+    "write_ns3",
+    "ns3_lines",
     "ocs_config",
     "CABLING_COLUMNS",
     "OCS_FORMAT",
@@ -45,6 +48,7 @@ EXPORTERS: dict[str, Exporter] = {
     "cabling": write_cabling,
     "ocs": write_ocs_config,
     "msccl": write_msccl,
+    "ns3": write_ns3,
     **GRAPH_FORMATS,
 }
 

@@ -44,9 +44,8 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.export.common import require_design
+from topoopt_ilp.export.common import require_design, write_text
 from topoopt_ilp.files import check_writable
-from topoopt_ilp.files.jsonio import write_atomic
 
 __all__ = [
     "MAX_COUNT",
@@ -232,13 +231,7 @@ def write_msccl(instance: Instance, solution: Solution, path: str | os.PathLike,
     _only_group_option(options)
     check_writable(path, "-o")
     require_design(instance, solution)
-    text = msccl_xml(instance, solution, options.get("group"))
-
-    def render(tmp: str) -> None:
-        with open(tmp, "w") as fh:
-            fh.write(text)
-
-    write_atomic(path, render)
+    write_text(path, msccl_xml(instance, solution, options.get("group")))
 
 
 def _only_group_option(options: Mapping[str, Any]) -> None:
