@@ -11,6 +11,7 @@ import pytest
 
 from conftest import INSTANCES
 from topoopt_ilp import solve
+from topoopt_ilp.cli import main
 from topoopt_ilp.core.routes import RingSet, Routing
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.msccl import msccl_violations
@@ -224,3 +225,18 @@ def test_sizes_beyond_the_executors_are_refused_before_running():
     inst, sol, text = small()
     _fails(text.replace('nchunksperloop="12"', 'nchunksperloop="1000000000000"'), "header", "nchunksperloop must be")
     _fails(_edit_step(text, 0, 0, 0, cnt=72), "count", "rank 0 thread block 0 step 0: cnt 72 must be 1..71")
+
+
+def test_a_file_that_is_not_xml_is_named():
+    _fails("<algo name=", "file", "not well-formed XML")
+    _fails("<nccl/>", "file", "the root element is <nccl>, expected <algo>")
+
+
+def test_verify_refuses_an_unreadable_file_in_one_line(tmp_path, capsys):
+    testbed = str(INSTANCES / "testbed-12.json")
+    sol_path = tmp_path / "tb.json"
+    assert main(["solve", testbed, "--out", str(sol_path), "--quiet"]) == 0
+    capsys.readouterr()
+    code = main(["verify", testbed, str(sol_path), "--msccl", str(tmp_path / "missing.xml")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "missing.xml" in err, err
