@@ -240,3 +240,29 @@ def test_verify_refuses_an_unreadable_file_in_one_line(tmp_path, capsys):
     code = main(["verify", testbed, str(sol_path), "--msccl", str(tmp_path / "missing.xml")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "missing.xml" in err, err
+
+
+# A second thread block on rank 0 that copies chunk 2 over chunk 1 of the one buffer: with no order to
+# the ring's block it races with it; after the ring's last step (a dependency) it is ordered, and wrong.
+LOCAL_COPY = """  <tb id="1" send="-1" recv="-1" chan="0">
+   <step s="0" type="cpy" srcbuf="i" srcoff="2" dstbuf="i" dstoff="1" cnt="1" depid="{depid}" deps="{deps}" hasdep="0"/>
+  </tb>
+ </gpu>
+ <gpu id="1\""""
+
+
+def test_an_unordered_access_is_a_race():
+    inst, sol = three_ring()
+    racing = HAND_WRITTEN.replace(' </gpu>\n <gpu id="1"', LOCAL_COPY.format(depid=-1, deps=-1), 1)
+    found = msccl_violations(inst, sol, racing).violations
+    race = "race: in place: rank 0: thread block 0 step 2 and thread block 1 step 0 touch i[1] in no fixed order"
+    assert race in found, found
+    ordered = HAND_WRITTEN.replace(' </gpu>\n <gpu id="1"', LOCAL_COPY.format(depid=0, deps=4), 1)
+    ordered = ordered.replace(
+        'srcoff="2" dstbuf="i" dstoff="2" cnt="1" depid="-1" deps="-1" hasdep="0"/>\n  </tb>\n  <tb id="1"',
+        'srcoff="2" dstbuf="i" dstoff="2" cnt="1" depid="-1" deps="-1" hasdep="1"/>\n  </tb>\n  <tb id="1"',
+        1,
+    )
+    found = msccl_violations(inst, sol, ordered).violations
+    assert not any(v.startswith("race:") for v in found), found
+    assert "wrong chunk: in place: rank 0's output chunk 1 holds chunk 2" in found, found

@@ -10,7 +10,9 @@ a thread block runs its steps in the order of ``s``, a step waits for the step n
 ``depid``/``deps`` and, when it receives, for a message on its connection; a connection (sending
 rank, receiving rank, channel) delivers messages in the order they were sent, and a send never
 waits (buffered). The run passes when it ends (no thread block waits forever: no deadlock), every
-message sent is received with the count it was sent with, and at every rank every output chunk
+message sent is received with the count it was sent with, no two thread blocks of a rank touch a
+chunk (one of them writing) in no fixed order (a race: neither follows the other through the steps of
+a block, a dependency or a message), and at every rank every output chunk
 ``c`` is the sum of chunk ``c`` over all ranks, each rank's contribution exactly once. It runs out
 of place (input and output apart) when the file says ``outofplace="1"`` and in place (one buffer)
 when it says ``inplace="1"``. Beside the run: no thread block sends or receives over a pair of
@@ -337,9 +339,18 @@ class _Run:
                 inputs += [None] * (size["o"] - len(inputs))
             outputs = inputs if in_place else [None] * size["o"]
             self.buffers[rank] = {"i": inputs, "o": outputs, "s": [None] * size["s"]}
+        self.in_place = in_place
         self.wires: dict[tuple[int, int, int], deque] = {}
         self.done: set[tuple[int, int, int]] = set()
         self.broken = False
+        # Happens-before, by vector clocks over the thread blocks: a step is after the previous step of
+        # its block, the step it depends on and the send of the message it receives. Two accesses of one
+        # chunk by different blocks, one of them a write, must be ordered so; otherwise it is a race.
+        self.index = {(b.rank, b.tb): i for i, b in enumerate(blocks)}
+        self.clock = np.zeros((len(blocks), len(blocks)), dtype=np.int64)
+        self.targets = {(b.rank, s.dep[0], s.dep[1]) for b in blocks for s in b.steps if s.dep is not None}
+        self.stamps: dict[tuple[int, int, int], np.ndarray] = {}
+        self.accesses: dict[tuple[int, str, int], tuple[tuple | None, list]] = {}
 
     def add(self, kind: str, text: str) -> None:
         self.report.add(kind, f"{self.mode}: {text}")
@@ -372,11 +383,43 @@ class _Run:
             out.append((v[0], tuple(p + q for p, q in zip(v[1], w[1]))))
         return out
 
+    def touch(self, b: _Block, step: _Step, place: tuple[str, int], write: bool, clock: np.ndarray) -> None:
+        """Record an access of ``count`` chunks from ``place``; report one unordered with an earlier one."""
+        me = self.index[(b.rank, b.tb)]
+        buf = "io" if self.in_place and place[0] in "io" else place[0]
+        for idx in range(place[1], place[1] + step.count):
+            key = (b.rank, buf, idx)
+            last, readers = self.accesses.get(key, (None, []))
+            earlier = ([last] if last else []) + (readers if write else [])
+            for other, seq, s in earlier:
+                if other != me and clock[other] < seq:
+                    self.add(
+                        "race",
+                        f"rank {b.rank}: thread block {b.tb} step {step.s} and thread block {self.blocks[other].tb} "
+                        f"step {s} touch {place[0]}[{idx}] in no fixed order",
+                    )
+            access = (me, int(clock[me]), step.s)
+            self.accesses[key] = (access, []) if write else (last, readers + [access])
+
     def execute(self, b: _Block, step: _Step) -> None:
         receives, sends, reads, writes, adds = STEP_TYPES[step.kind]
+        me = self.index[(b.rank, b.tb)]
+        clock = self.clock[me].copy()
+        if step.dep is not None:
+            clock = np.maximum(clock, self.stamps[(b.rank, step.dep[0], step.dep[1])])
+        if receives:
+            clock = np.maximum(clock, self.wires[(b.recv, b.rank, b.chan)][0][1])
+        clock[me] += 1
+        self.clock[me] = clock
+        if (b.rank, b.tb, step.s) in self.targets:
+            self.stamps[(b.rank, b.tb, step.s)] = clock
+        if reads:
+            self.touch(b, step, step.src, False, clock)
+        if writes:
+            self.touch(b, step, step.dst, True, clock)
         values = None
         if receives:
-            message = self.wires[(b.recv, b.rank, b.chan)].popleft()
+            message = self.wires[(b.recv, b.rank, b.chan)].popleft()[0]
             if len(message) != step.count:
                 self.add(
                     "count mismatch",
@@ -395,7 +438,7 @@ class _Run:
             buf, off = step.dst
             self.buffers[b.rank][buf][off : off + step.count] = values
         if sends:
-            self.wires.setdefault((b.rank, b.send, b.chan), deque()).append(list(values))
+            self.wires.setdefault((b.rank, b.send, b.chan), deque()).append((list(values), clock))
         self.done.add((b.rank, b.tb, step.s))
 
     def run(self) -> None:
