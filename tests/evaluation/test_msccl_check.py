@@ -18,7 +18,8 @@ from topoopt_ilp.evaluation.msccl import msccl_violations
 from topoopt_ilp.export.msccl import msccl_xml
 from topoopt_ilp.files import load_instance, parse_instance
 
-SHIPPED = sorted(p.name for p in INSTANCES.glob("*.json"))
+#: Every instance at the top of instances/ and the paper's 12-server testbed workloads.
+SHIPPED = sorted(str(p.relative_to(INSTANCES)) for p in [*INSTANCES.glob("*.json"), *INSTANCES.glob("paper/*testbed*")])
 
 
 @cache
