@@ -1,4 +1,5 @@
-"""``topoopt export``: a design as the files that build it: a cabling plan, OCS configurations."""
+"""``topoopt export``: a design as the files that build it: a cabling plan, OCS configurations, graph
+files, an MSCCL algorithm, an ns-3 topology."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     """Register ``export`` on ``sub`` (what ``ArgumentParser.add_subparsers`` returned)."""
     p = sub.add_parser(
         "export",
-        help="write a solution as a cabling plan or OCS configurations",
+        help="write a solution as a cabling plan, OCS configurations, a graph file, an MSCCL algorithm or an "
+        "ns-3 topology",
         description="Write a verified solution in another format (see --list): the cabling plan (CSV, one row per "
-        "link with its interfaces and patch-panel ports, port = server x degree + interface) or the cross-connects "
-        "of one OCS per interface index (JSON). Exit 2, and no file, when the solution does not fit the instance or "
+        "link with its interfaces and patch-panel ports, port = server x degree + interface), the cross-connects "
+        "of one OCS per interface index (JSON), the topology as a graph file, or the AllReduce rings of one group as an "
+        "MSCCL algorithm (XML), or an ns-3 topology for ASTRA-sim (text). Exit 2, and no file, when the solution does not fit the instance or "
         "the format cannot express the design.",
     )
     p.add_argument("instance", metavar="INSTANCE", nargs="?")
@@ -38,6 +41,13 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="S",
         help="time limit of the exact interface assignment in seconds (default 60)",
+    )
+    p.add_argument(
+        "--group",
+        type=int,
+        default=None,
+        metavar="G",
+        help="--to msccl: the AllReduce group whose rings to write (default: the only group the solution rings)",
     )
     p.add_argument("--list", action="store_true", help="list the formats and exit")
     p.set_defaults(func=run)
@@ -62,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.output, "-o", {"instance": args.instance, "solution": args.solution}, "the export")
     inst = load_instance(args.instance)
     sol = load_solution(args.solution, directed=inst.cluster.directed)
-    options = {k: v for k, v in (("fabric", args.fabric), ("time_limit_s", args.time_limit)) if v is not None}
+    given = (("fabric", args.fabric), ("time_limit_s", args.time_limit), ("group", args.group))
+    options = {k: v for k, v in given if v is not None}
     export(inst, sol, args.output, args.format, **options)
     print(f"wrote {args.output} ({args.format})")
     return EXIT_OK

@@ -21,8 +21,9 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help="check a solution against its instance",
         description="Check ports, degrees, family, rings, routes and stated metrics. Exit 0 when valid, 1 with a "
         "list of violations. With --prove, also solve the instance exactly to confirm (exit 0) or refute (exit 1) "
-        "the solution's stated bound or optimality; exit 4 when the time limit decides neither. With --cabling and "
-        "--ocs, also check a cabling plan or OCS configurations (topoopt export) against the solution.",
+        "the solution's stated bound or optimality; exit 4 when the time limit decides neither. With --cabling, "
+        "--ocs, --msccl and --ns3, also check a cabling plan, OCS configurations, an MSCCL algorithm or an ns-3 "
+        "topology (topoopt export) against the solution.",
     )
     p.add_argument("instance", metavar="INSTANCE")
     p.add_argument("solution", metavar="SOLUTION")
@@ -52,6 +53,25 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help="also check OCS configurations (topoopt export --to ocs) against the solution",
     )
     p.add_argument(
+        "--msccl",
+        default=None,
+        metavar="ALGO.xml",
+        help="also check an MSCCL algorithm (topoopt export --to msccl): run it symbolically against the solution's rings",
+    )
+    p.add_argument(
+        "--ns3",
+        default=None,
+        metavar="TOPO.txt",
+        help="also check an ns-3 topology file (topoopt export --to ns3) against the solution's design",
+    )
+    p.add_argument(
+        "--group",
+        type=int,
+        default=None,
+        metavar="G",
+        help="--msccl: the AllReduce group the file is for (default: the only group the solution rings)",
+    )
+    p.add_argument(
         "--fabric",
         choices=("patch_panel", "ocs"),
         default=None,
@@ -69,12 +89,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--time-limit and --backend apply to --prove only")
     if args.fabric is not None and args.cabling is None:
         raise InputError("--fabric applies to --cabling only")
+    if args.group is not None and args.msccl is None:
+        raise InputError("--group applies to --msccl only")
     from topoopt_ilp.files import load_instance, load_solution
 
     inst = load_instance(args.instance)
     sol = load_solution(args.solution, directed=inst.cluster.directed)
     report = verify(inst, sol)
-    if report.valid and sol.has_solution and (args.cabling or args.ocs):
+    if report.valid and sol.has_solution and (args.cabling or args.ocs or args.msccl or args.ns3):
         return _check_files(args, inst, sol)
     if report.valid and not sol.has_solution:  # consistent, but there is no design to use
         print(f"{args.solution}: holds no design (status {sol.status}, method {sol.method}): nothing to verify")
@@ -91,8 +113,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_files(args: argparse.Namespace, inst: Any, sol: Any) -> int:
-    """The cabling plan and the OCS configurations against a valid solution: exit 0, or 1 with the violations."""
+    """The cabling plan, the OCS configurations, the MSCCL algorithm and the ns-3 topology against a valid
+    solution: exit 0, or 1 with the violations."""
     from topoopt_ilp.evaluation.cabling import check_cabling, check_ocs_config
+    from topoopt_ilp.evaluation.msccl import check_msccl
+    from topoopt_ilp.evaluation.ns3 import check_ns3
 
     code = EXIT_OK
     print(f"{args.solution}: valid for {args.instance} ({sol.status}, method {sol.method})")
@@ -101,6 +126,10 @@ def _check_files(args: argparse.Namespace, inst: Any, sol: Any) -> int:
         checks.append((args.cabling, "cabling plan", check_cabling(inst, sol, args.cabling, args.fabric)))
     if args.ocs:
         checks.append((args.ocs, "OCS configuration", check_ocs_config(inst, sol, args.ocs)))
+    if args.msccl:
+        checks.append((args.msccl, "MSCCL algorithm", check_msccl(inst, sol, args.msccl, args.group)))
+    if args.ns3:
+        checks.append((args.ns3, "ns-3 topology", check_ns3(inst, sol, args.ns3)))
     for path, what, report in checks:
         if report.valid:
             print(f"{path}: a valid {what} for {args.solution}")

@@ -16,6 +16,8 @@ from topoopt_ilp.errors import InputError
 from topoopt_ilp.export.assignment import FABRICS, Assignment, assign_interfaces
 from topoopt_ilp.export.cabling import CABLING_COLUMNS, write_cabling
 from topoopt_ilp.export.graph_formats import GRAPH_FORMATS
+from topoopt_ilp.export.msccl import msccl_rings, msccl_xml, write_msccl
+from topoopt_ilp.export.ns3 import ns3_lines, write_ns3
 from topoopt_ilp.export.ocs import OCS_FORMAT, OCS_VERSION, ocs_config, write_ocs_config
 
 __all__ = [
@@ -28,6 +30,11 @@ __all__ = [
     "formats",
     "write_cabling",
     "write_ocs_config",
+    "write_msccl",
+    "msccl_rings",
+    "msccl_xml",
+    "write_ns3",
+    "ns3_lines",
     "ocs_config",
     "CABLING_COLUMNS",
     "OCS_FORMAT",
@@ -40,6 +47,8 @@ Exporter = Callable[..., None]
 EXPORTERS: dict[str, Exporter] = {
     "cabling": write_cabling,
     "ocs": write_ocs_config,
+    "msccl": write_msccl,
+    "ns3": write_ns3,
     **GRAPH_FORMATS,
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,8 +12,9 @@ from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.verify import verify
 from topoopt_ilp.export.assignment import FABRICS
+from topoopt_ilp.files.jsonio import write_atomic
 
-__all__ = ["checked_options", "require_design"]
+__all__ = ["checked_options", "require_design", "write_text"]
 
 
 def checked_options(options: Mapping[str, Any], *, fabric: bool) -> tuple[str | None, float | None]:
@@ -42,3 +44,13 @@ def require_design(instance: Instance, solution: Solution) -> None:
     if not report.valid:
         extra = f" (and {len(report.violations) - 1} more)" if len(report.violations) > 1 else ""
         raise InputError(f"the solution does not fit the instance: {report.violations[0]}{extra}")
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file renamed into place)."""
+
+    def render(tmp: str) -> None:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+
+    write_atomic(path, render)

@@ -28,6 +28,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "FILE_KINDS",
     "read_json",
+    "read_text",
     "json_object",
     "json_list",
     "check_format",
@@ -50,8 +51,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def read_json(path: str | os.PathLike, error: type[InputError], limit: int | None = None) -> Any:
-    """The JSON value in ``path``; ``limit``: largest file accepted (default :data:`MAX_FILE_BYTES`)."""
+def read_text(path: str | os.PathLike, error: type[InputError], limit: int | None = None) -> str:
+    """The UTF-8 text in ``path``; ``limit``: largest file accepted (default :data:`MAX_FILE_BYTES`).
+    A file too large, unreadable or not UTF-8 raises ``error`` naming the file."""
     source = str(path)
     limit = MAX_FILE_BYTES if limit is None else limit
     try:
@@ -67,6 +69,13 @@ def read_json(path: str | os.PathLike, error: type[InputError], limit: int | Non
         raise error("file is not UTF-8 text", source=source) from None
     except OSError as exc:
         raise error(f"cannot read file: {exc.strerror or exc}", source=source) from None
+    return text
+
+
+def read_json(path: str | os.PathLike, error: type[InputError], limit: int | None = None) -> Any:
+    """The JSON value in ``path``; ``limit``: largest file accepted (default :data:`MAX_FILE_BYTES`)."""
+    source = str(path)
+    text = read_text(path, error, limit)
     try:
         return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as exc:
