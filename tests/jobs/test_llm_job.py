@@ -99,3 +99,11 @@ def test_expert_groups_inside_dp():
     j = job(MOE, servers=2, g=4, tp=1, pp=1, dp=8, ep=2)
     assert j.ep_groups() == ((0, 1), (2, 3), (4, 5), (6, 7))
     assert j.expert_dp_groups() == ((0, 2, 4, 6), (1, 3, 5, 7))
+
+
+def test_wrong_types():
+    with pytest.raises(InputError, match="expected a Training"):
+        ParallelJob(model=DENSE, training=None, parallelism=Parallelism(tp=1, pp=1, dp=1), servers=1)
+    with pytest.raises(InputError) as e:
+        TransformerModel(name="x", layers=1, hidden=4, ffn=4, heads=1, vocab=2, seq_len=2, bias=1)
+    assert e.value.field == "model.bias"

@@ -8,6 +8,8 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from topoopt_ilp.jobs.iteration import KINDS, profile
 from topoopt_ilp.jobs.job import Parallelism, ParallelJob, Training
@@ -108,8 +110,8 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_traffic_matrix_equals_the_brute_force_count(case):
+def check_against_brute_force(case) -> float:
+    """Asserts that the profile and the brute force agree; returns the inter-server total."""
     c = dict(case)
     training = Training(global_batch=c["batch"], zero_stage=c["zero"], recompute=c["recompute"], gpus_per_server=c["g"])
     par = Parallelism(tp=c["tp"], pp=c["pp"], dp=c["dp"], ep=c["ep"], micro_batch=c["b"])
@@ -121,4 +123,45 @@ def test_traffic_matrix_equals_the_brute_force_count(case):
         assert prof.rank_bytes[kind] == pytest.approx(inter[kind].sum() + inside[kind], rel=1e-12), kind
     total = sum(inter[kind].sum() for kind in KINDS)
     assert prof.traffic_matrix().sum() == pytest.approx(total, rel=1e-12)
-    assert total > 0
+    return total
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_traffic_matrix_equals_the_brute_force_count(case):
+    assert check_against_brute_force(case) > 0
+
+
+def divisors_of(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_random_splits_match_the_brute_force_count(data):
+    g = data.draw(st.sampled_from([1, 2, 4]), "g")
+    servers = data.draw(st.integers(1, 4), "servers")
+    n = servers * g
+    tp = data.draw(st.sampled_from([t for t in divisors_of(n) if t <= 2]), "tp")
+    pp = data.draw(st.sampled_from([p for p in divisors_of(n // tp) if p <= MODEL.layers]), "pp")
+    dp = n // (tp * pp)
+    ep = data.draw(st.sampled_from([e for e in divisors_of(dp) if MODEL.moe.experts % e == 0]), "ep")
+    b = data.draw(st.integers(1, 2), "b")
+    batch = dp * b * data.draw(st.integers(1, 3), "m")
+    zero = data.draw(st.integers(0, 3), "zero")
+    recompute = data.draw(st.booleans(), "recompute")
+    case = dict(servers=servers, g=g, tp=tp, pp=pp, dp=dp, ep=ep, b=b, batch=batch, zero=zero, recompute=recompute)
+    check_against_brute_force(case)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_total_flops_do_not_depend_on_the_split(case):
+    # 6 N_matmul + 12 L s h per token (+ a third more with recomputation, except the head's 6 V h + norm)
+    c = dict(case)
+    training = Training(global_batch=c["batch"], recompute=c["recompute"], gpus_per_server=c["g"])
+    par = Parallelism(tp=c["tp"], pp=c["pp"], dp=c["dp"], ep=c["ep"], micro_batch=c["b"])
+    prof = profile(ParallelJob(model=MODEL, training=training, parallelism=par, servers=c["servers"]))
+    head = MODEL.vocab * MODEL.hidden + MODEL.hidden
+    body = MODEL.matmul_active_params() - head
+    factor = 8 if c["recompute"] else 6
+    per_token = factor * body + 6 * head + (factor * 2) * MODEL.layers * MODEL.seq_len * MODEL.hidden
+    assert prof.flops == pytest.approx(per_token * c["batch"] * MODEL.seq_len, rel=1e-12)

@@ -54,7 +54,7 @@ micro-batches in flight on stage ``p``. With full recomputation a layer keeps on
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
@@ -324,7 +324,7 @@ class IterationProfile:
     bubble_s: float
     bubble_fraction: float
     flops: float
-    memory: tuple[StageMemory, ...] = field(default=())
+    memory: tuple[StageMemory, ...]
 
     @property
     def memory_per_accelerator(self) -> float:

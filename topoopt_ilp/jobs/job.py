@@ -113,6 +113,11 @@ class ParallelJob:
     servers: int
 
     def __post_init__(self) -> None:
+        for name, kind in (("model", TransformerModel), ("training", Training), ("parallelism", Parallelism)):
+            if not isinstance(getattr(self, name), kind):
+                raise InputError(
+                    f"expected a {kind.__name__}, got {type(getattr(self, name)).__name__}", field=f"job.{name}"
+                )
         _integer(self.servers, "job.servers")
         m, par, g = self.model, self.parallelism, self.training.gpus_per_server
         n_acc = self.servers * g

@@ -110,6 +110,13 @@ class TransformerModel:
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "ffn", "heads", "vocab", "seq_len"):
             _positive(getattr(self, name), f"model.{name}")
+        for name in ("gated_ffn", "bias", "learned_positions", "tied_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"expected true or false, got {getattr(self, name)!r}", field=f"model.{name}")
+        if self.moe is not None and not isinstance(self.moe, MoE):
+            raise InputError(f"expected an MoE, got {type(self.moe).__name__}", field="model.moe")
+        if self.mla is not None and not isinstance(self.mla, MLA):
+            raise InputError(f"expected an MLA, got {type(self.mla).__name__}", field="model.mla")
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
         _positive(self.kv_heads, "model.kv_heads")
