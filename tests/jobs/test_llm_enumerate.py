@@ -12,7 +12,7 @@ from topoopt_ilp.jobs.enumerate import divisors, feasible_parallelisations, peak
 from topoopt_ilp.jobs.iteration import profile
 from topoopt_ilp.jobs.job import Parallelism, ParallelJob, Training
 from topoopt_ilp.jobs.model import MoE, TransformerModel
-from topoopt_ilp.jobs.zoo import LLM_ZOO
+from topoopt_ilp.jobs.zoo import GLOBAL_BATCH, LLM_ZOO
 
 H100_HBM = 80e9
 
@@ -88,3 +88,19 @@ def test_nothing_fits_tiny_memory():
 def test_bad_memory_size():
     with pytest.raises(InputError, match="positive byte count"):
         feasible_parallelisations(LLM_ZOO["llama3-70b"], Training(global_batch=1024), 64, 0)
+
+
+@pytest.mark.parametrize("servers", [128, 512])
+@pytest.mark.parametrize("name", sorted(LLM_ZOO))
+def test_every_zoo_model_has_a_split_at_the_issue_sizes(name, servers):
+    # 128 and 512 servers of 8 x 80 GB, each model's global batch; Llama-3.1 405B needs
+    # recomputation at 128 servers (without it the least any split needs is 83.6 GB).
+    recompute = name == "llama3.1-405b"
+    training = Training(global_batch=GLOBAL_BATCH[name], recompute=recompute)
+    found = feasible_parallelisations(LLM_ZOO[name], training, servers, H100_HBM)
+    assert found and all(peak_memory(j) <= H100_HBM for j in found)
+
+
+def test_llama31_405b_needs_recomputation_at_128_servers():
+    with pytest.raises(NoFeasibleParallelisationError, match="the least any needs: 83.6 GB"):
+        feasible_parallelisations(LLM_ZOO["llama3.1-405b"], Training(global_batch=2048), 128, H100_HBM)

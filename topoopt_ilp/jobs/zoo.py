@@ -10,7 +10,7 @@ from __future__ import annotations
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.jobs.model import MLA, MoE, TransformerModel
 
-__all__ = ["LLM_ZOO", "PUBLISHED", "SOURCES", "llm"]
+__all__ = ["LLM_ZOO", "PUBLISHED", "SOURCES", "GLOBAL_BATCH", "llm"]
 
 # GPT-3 175B: Brown et al. 2020, "Language Models are Few-Shot Learners", arXiv 2005.14165, Table 2.1
 # (n_layers 96, d_model 12288, n_heads 96, d_head 128, context 2048; FFN 4 x d_model as in GPT-2;
@@ -100,6 +100,21 @@ SOURCES: dict[str, str] = {
     "llama3.1-405b": "arXiv 2407.21783 Table 3; Hugging Face meta-llama/Llama-3.1-405B config.json",
     "mixtral-8x7b": "Hugging Face mistralai/Mixtral-8x7B-v0.1 config.json; arXiv 2401.04088",
     "deepseek-v3": "Hugging Face deepseek-ai/DeepSeek-V3 config.json; arXiv 2412.19437",
+}
+
+
+#: Global batch (sequences of the model's ``seq_len``) per iteration:
+#: GPT-3 175B: 3.2M tokens (arXiv 2005.14165, Table 2.1), rounded to 1536 x 2048 = 3.1M tokens so
+#: that it divides by powers of two; Llama-3.1 405B: 16M tokens = 2048 x 8192, its final batch
+#: (arXiv 2407.21783, section 3.4.1); Llama-3 70B: the same, an assumption (no batch is published
+#: for it); Mixtral 8x7B: 4M tokens = 1024 x 4096, an assumption (none is published);
+#: DeepSeek-V3: 15360 sequences of 4096, the batch after its ramp-up (arXiv 2412.19437, section 4.2).
+GLOBAL_BATCH: dict[str, int] = {
+    "gpt3-175b": 1536,
+    "llama3-70b": 2048,
+    "llama3.1-405b": 2048,
+    "mixtral-8x7b": 1024,
+    "deepseek-v3": 15360,
 }
 
 
