@@ -104,3 +104,18 @@ def test_every_zoo_model_has_a_split_at_the_issue_sizes(name, servers):
 def test_llama31_405b_needs_recomputation_at_128_servers():
     with pytest.raises(NoFeasibleParallelisationError, match="the least any needs: 83.6 GB"):
         feasible_parallelisations(LLM_ZOO["llama3.1-405b"], Training(global_batch=2048), 128, H100_HBM)
+
+
+@pytest.mark.parametrize(
+    "servers, hbm, max_tp, field",
+    [
+        (0, 80e9, None, "servers"),
+        (True, 80e9, None, "servers"),
+        (64, float("inf"), None, "hbm_bytes"),
+        (64, 80e9, 0, "max_tp"),
+    ],
+)
+def test_bad_enumeration_arguments(servers, hbm, max_tp, field):
+    with pytest.raises(InputError) as e:
+        feasible_parallelisations(LLM_ZOO["llama3-70b"], Training(global_batch=1024), servers, hbm, max_tp=max_tp)
+    assert e.value.field == field

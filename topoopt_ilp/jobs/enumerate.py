@@ -49,8 +49,12 @@ def feasible_parallelisations(
 ) -> list[ParallelJob]:
     """Every ``(tp, pp, dp, ep, b)`` whose memory fits ``hbm_bytes`` per accelerator, in the order
     (tp, pp, ep, b) ascending. Raises NoFeasibleParallelisationError when there is none."""
-    if not (isinstance(hbm_bytes, (int, float)) and hbm_bytes > 0):
+    if isinstance(hbm_bytes, bool) or not (isinstance(hbm_bytes, (int, float)) and 0 < hbm_bytes < float("inf")):
         raise InputError(f"must be a positive byte count, got {hbm_bytes!r}", field="hbm_bytes")
+    if isinstance(servers, bool) or not isinstance(servers, int) or servers < 1:
+        raise InputError(f"must be an integer >= 1, got {servers!r}", field="servers")
+    if max_tp is not None and (isinstance(max_tp, bool) or not isinstance(max_tp, int) or max_tp < 1):
+        raise InputError(f"must be an integer >= 1, got {max_tp!r}", field="max_tp")
     g = training.gpus_per_server
     n_acc = servers * g
     max_tp = g if max_tp is None else max_tp

@@ -77,9 +77,13 @@ class Training:
         for name in ("recompute", "flash_attention"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"expected true or false, got {getattr(self, name)!r}", field=f"job.{name}")
-        if not (isinstance(self.device_flops, (int, float)) and 0 < self.device_flops < 1e20):
+        if isinstance(self.device_flops, bool) or not (
+            isinstance(self.device_flops, (int, float)) and 0 < self.device_flops < 1e20
+        ):
             raise InputError(f"must be a positive FLOP/s rate, got {self.device_flops!r}", field="job.device_flops")
-        if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
+        if isinstance(self.efficiency, bool) or not (
+            isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1
+        ):
             raise InputError(f"must be in (0, 1], got {self.efficiency!r}", field="job.efficiency")
 
 
