@@ -166,3 +166,11 @@ def test_profile_server_traffic_moe():
     assert p.traffic_matrix().sum() == 4 * 192 + 4 * 1092 + 4 * 96
     inside = it.profile(moe_job(g=2))  # EP pairs (0, 1), (2, 3) now share a server
     assert inside.inter_server_bytes("ep") == 0 and inside.scale_up["ep"].sum() == 4 * 192
+
+
+def test_summary_totals():
+    p = it.profile(dense_job())
+    s = p.summary()
+    assert s["pp_inter_server_bytes"] == 8 * 48 and s["tp_scale_up_bytes"] == 8 * 384
+    assert s["memory_per_accelerator_bytes"] == p.memory_per_accelerator
+    assert it.collectives_per_layer(dense_job(recompute=True)) == 6

@@ -66,6 +66,7 @@ __all__ = [
     "StageMemory",
     "IterationProfile",
     "ring_allreduce_share",
+    "collectives_per_layer",
     "tp_allreduce_bytes",
     "tp_member_bytes",
     "pp_send_bytes",
@@ -96,8 +97,9 @@ def tp_allreduce_bytes(job: ParallelJob) -> float:
     return float(job.parallelism.micro_batch * job.model.seq_len * job.model.hidden * job.training.precision_bytes)
 
 
-def tp_allreduces_per_layer(job: ParallelJob) -> int:
-    """AllReduces per layer and micro-batch: 2 forward + 2 backward, + 2 when recomputing."""
+def collectives_per_layer(job: ParallelJob) -> int:
+    """``4 + 2r``: the TP AllReduces (or EP all-to-alls) of one layer and micro-batch, 2 forward and
+    2 backward, + 2 forward again when recomputing."""
     return 4 + (2 if job.training.recompute else 0)
 
 
@@ -107,7 +109,7 @@ def tp_member_bytes(job: ParallelJob, stage: int) -> float:
     if tp == 1:
         return 0.0
     layers = len(job.stage_layers()[stage])
-    count = job.micro_batches * layers * tp_allreduces_per_layer(job)
+    count = job.micro_batches * layers * collectives_per_layer(job)
     return count * ring_allreduce_share(tp) * tp_allreduce_bytes(job)
 
 
@@ -164,7 +166,7 @@ def ep_pair_bytes(job: ParallelJob, stage: int) -> float:
     moe_layers = sum(m.is_moe_layer(i) for i in job.stage_layers()[stage])
     tokens = par.micro_batch * m.seq_len / par.tp
     routed = tokens * m.moe.top_k * m.hidden * job.training.precision_bytes
-    count = job.micro_batches * moe_layers * tp_allreduces_per_layer(job)  # the same 4 (+2) passes
+    count = job.micro_batches * moe_layers * collectives_per_layer(job)
     return count * routed / par.ep
 
 
@@ -337,6 +339,20 @@ class IterationProfile:
 
     def inter_server_bytes(self, kind: str) -> float:
         return float(self.inter_server[kind].sum())
+
+    def summary(self) -> dict[str, float]:
+        """The profile's totals as plain numbers (seconds, bytes per iteration), for reports."""
+        out = {
+            "compute_s": self.compute_s,
+            "bubble_s": self.bubble_s,
+            "bubble_fraction": self.bubble_fraction,
+            "flops": self.flops,
+            "memory_per_accelerator_bytes": self.memory_per_accelerator,
+        }
+        for kind in KINDS:
+            out[f"{kind}_inter_server_bytes"] = self.inter_server_bytes(kind)
+            out[f"{kind}_scale_up_bytes"] = float(self.scale_up[kind].sum())
+        return out
 
 
 def profile(job: ParallelJob) -> IterationProfile:
