@@ -15,6 +15,7 @@ __all__ = [
     "SolutionFileError",
     "UnsupportedError",
     "StartInfeasibleError",
+    "NoFeasibleParallelisationError",
 ]
 
 EXIT_OK = 0  # solved: optimal or feasible
@@ -60,3 +61,10 @@ class StartInfeasibleError(TopoOptError):
     """A heuristic's start rule gives no feasible design for a valid instance (e.g. its block
     placement breaks server memory, which another placement might not): the method has no answer,
     the instance may still have one (exit 1)."""
+
+
+class NoFeasibleParallelisationError(TopoOptError):
+    """A training job that no parallelisation fits: the enumeration of every ``tp x pp x dp x ep``
+    and micro-batch size proved that none fits the accelerators' memory (exit 3)."""
+
+    exit_code = EXIT_INFEASIBLE
