@@ -17,8 +17,10 @@ each reader saw and how they ended.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
+import re
 from pathlib import Path
 
 import yaml
@@ -46,6 +48,10 @@ def _outcome(reader: str, capsys, argv: list[str], files: list[Path], out: Path 
     FUZZ_TALLY[reader][code] += 1
     err = captured.err.strip()
     assert code in DOCUMENTED_EXITS, (code, err[:500])
+    if code == 1:  # a report of violations: each on a line of its own, short
+        assert max((len(line.encode()) for line in captured.out.splitlines()), default=0) <= MAX_LINE, captured.out[
+            :2000
+        ]
     assert "internal error" not in err and "Traceback" not in err, err[:2000]
     if code == 2:
         lines = err.splitlines()
@@ -178,3 +184,52 @@ def test_import_libra_on_hostile_inputs(tmp_path_factory, capsys, data):
     argv = ["import-libra", "--network", files["network"], "--workload", files["workload"]]
     argv += ["--communicator", files["communicator"], "--cost-model", files["cost"], "--total-bandwidth", "400"]
     _outcome("libra inputs (import-libra)", capsys, [*argv, "-o", out], list(files.values()), out)
+
+
+@functools.cache
+def _exported() -> dict[str, tuple[list[str], str]]:
+    """Files ``topoopt export`` wrote for mix-8's design: format -> (the verify options, the text)."""
+    solution = solution_files()["mix-8"]
+    instance = INSTANCES / "mix-8.json"
+    out = {}
+    for fmt, suffix, extra in (("msccl", "xml", ["--group", "0"]), ("ns3", "txt", []), ("cabling", "csv", [])):
+        path = solution.parent / f"mix-8.{fmt}.{suffix}"
+        assert main(["export", str(instance), str(solution), "--to", fmt, "-o", str(path), *extra]) == 0
+        out[fmt] = ([f"--{fmt}", *extra], path.read_text())
+    return out
+
+
+def _hostile_lines(rng: random.Random, text: str) -> str:
+    """A text file (XML, CSV, ns-3 topology) with a few values replaced, lines dropped or repeated,
+    or the file cut short."""
+    lines = text.splitlines()
+    for _ in range(rng.randint(1, 3)):
+        k = rng.randrange(len(lines))
+        what = rng.choice(["value", "value", "drop", "repeat", "cut"])
+        if what == "value":
+            values = re.findall(r'"[^"]*"|[^\s,<>="]+', lines[k])
+            if values:
+                old = rng.choice(values)
+                new = str(rng.choice(HOSTILE_VALUES))
+                lines[k] = lines[k].replace(old, f'"{new}"' if old.startswith('"') else new, 1)
+        elif what == "drop":
+            del lines[k]
+        elif what == "repeat":
+            lines[k:k] = [lines[k]] * rng.choice([1, 200])
+        else:
+            lines = lines[:k] + [lines[k][: rng.randrange(len(lines[k]) + 1)]]
+    return "\n".join(lines) + "\n"
+
+
+@settings(parent=settings.get_profile("fuzz"))
+@given(data=st.data())
+def test_verify_on_hostile_exported_files(tmp_path_factory, capsys, data):
+    """The files ``topoopt export`` writes, as ``verify --msccl/--ns3/--cabling`` reads them back."""
+    fmt = data.draw(st.sampled_from(sorted(_exported())))
+    options, text = _exported()[fmt]
+    hostile = _hostile_lines(random.Random(data.draw(st.integers(0, 2**32))), text)
+    path = tmp_path_factory.mktemp("exported") / f"file.{fmt}"
+    path.write_text(hostile)
+    instance, solution = INSTANCES / "mix-8.json", solution_files()["mix-8"]
+    argv = ["verify", instance, solution, options[0], path, *options[1:]]
+    _outcome(f"exported {fmt} (verify)", capsys, argv, [path, instance, solution])

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
+from topoopt_ilp.core.checks import brief
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.evaluation.verify import VerifyReport
+from topoopt_ilp.evaluation.verify import VerifyReport, ViolationList
 from topoopt_ilp.files.jsonio import read_json
 
 __all__ = ["PLAN_COLUMNS", "PLAN_ROLES", "check_cabling", "check_ocs_config", "plan_violations", "ocs_violations"]
@@ -31,22 +33,6 @@ PLAN_ROLES = ("mp", "allreduce", "link")
 _SHOWN = 10
 
 
-class _Report:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.hidden: Counter[str] = Counter()
-
-    def add(self, kind: str, text: str) -> None:
-        if sum(1 for line in self.lines if line.startswith(kind)) < _SHOWN:
-            self.lines.append(f"{kind}: {text}")
-        else:
-            self.hidden[kind] += 1
-
-    def done(self) -> VerifyReport:
-        more = [f"{kind}: {c} more" for kind, c in sorted(self.hidden.items())]
-        return VerifyReport(tuple(self.lines + more))
-
-
 def _topology_counts(solution: Solution, directed: bool) -> Counter[tuple[int, int]]:
     x = solution.topology.matrix
     m = x if directed else np.triu(x, 1)
@@ -54,7 +40,7 @@ def _topology_counts(solution: Solution, directed: bool) -> Counter[tuple[int, i
     return Counter({(int(a), int(b)): int(m[a, b]) for a, b in zip(rows, cols)})
 
 
-def _compare_links(report: _Report, found: Counter, solution: Solution, directed: bool) -> None:
+def _compare_links(report: ViolationList, found: Counter, solution: Solution, directed: bool) -> None:
     want = _topology_counts(solution, directed)
     arrow = "->" if directed else "-"
     for pair in sorted(set(want) | set(found)):
@@ -65,7 +51,7 @@ def _compare_links(report: _Report, found: Counter, solution: Solution, directed
             report.add("extra link", f"{f - w} link(s) {pair[0]}{arrow}{pair[1]} beyond the solution's {w}")
 
 
-def _unused_interfaces(report: _Report, used: set, n: int, d: int, sides: tuple[str, ...]) -> None:
+def _unused_interfaces(report: ViolationList, used: set, n: int, d: int, sides: tuple[str, ...]) -> None:
     for side in sides:
         for s in range(n):
             for k in range(d):
@@ -73,10 +59,17 @@ def _unused_interfaces(report: _Report, used: set, n: int, d: int, sides: tuple[
                     report.add("unused interface", f"{side}interface {k} of server {s} (the cluster is regular)")
 
 
+def _csv_int(text: str) -> int | None:
+    """A CSV field as an integer, or None: digits only (with an optional sign), at most 18 of them,
+    so that every value a report echoes is short."""
+    text = text.strip()
+    return int(text) if re.fullmatch(r"[-+]?\d{1,18}", text) else None
+
+
 def plan_violations(instance: Instance, solution: Solution, rows: list[list[str]], fabric: str) -> VerifyReport:
     """Violations of a cabling plan given as CSV rows (the header first)."""
     n, d, directed = instance.n, instance.d, instance.cluster.directed
-    report = _Report()
+    report = ViolationList(_SHOWN)
     if not rows or [c.strip() for c in rows[0]] != PLAN_COLUMNS:
         return VerifyReport((f"header: expected the columns {','.join(PLAN_COLUMNS)}",))
     found: Counter[tuple[int, int]] = Counter()
@@ -87,15 +80,15 @@ def plan_violations(instance: Instance, solution: Solution, rows: list[list[str]
         if len(row) != len(PLAN_COLUMNS):
             report.add("row", f"{where} has {len(row)} fields, expected {len(PLAN_COLUMNS)}")
             continue
-        try:
-            link, sa, ia, pa, sb, ib, pb = (int(v) for v in row[:7])
-        except ValueError:
-            report.add("row", f"{where}: the first seven fields must be integers")
+        numbers = [_csv_int(v) for v in row[:7]]
+        if None in numbers:
+            report.add("row", f"{where}: the first seven fields must be integers of at most 18 digits")
             continue
+        link, sa, ia, pa, sb, ib, pb = numbers
         if link != r - 2:
             report.add("row", f"{where}: link number {link}, expected {r - 2}")
         if row[7].strip() not in PLAN_ROLES:
-            report.add("row", f"{where}: role {row[7]!r} is not one of {', '.join(PLAN_ROLES)}")
+            report.add("row", f"{where}: role {brief(row[7])} is not one of {', '.join(PLAN_ROLES)}")
         ok = True
         for s, i, p, side in ((sa, ia, pa, sides[0]), (sb, ib, pb, sides[1])):
             if not 0 <= s < n:
@@ -125,7 +118,7 @@ def plan_violations(instance: Instance, solution: Solution, rows: list[list[str]
     _compare_links(report, found, solution, directed)
     if instance.cluster.regular:
         _unused_interfaces(report, used, n, d, ("TX ", "RX ") if directed else ("",))
-    return report.done()
+    return report.report()
 
 
 def check_cabling(
@@ -159,7 +152,7 @@ def _int(value: Any) -> int | None:
 def ocs_violations(instance: Instance, solution: Solution, data: Any) -> VerifyReport:
     """Violations of an OCS configuration (the parsed JSON of a ``topoopt-ocs-config`` file)."""
     n, d, directed = instance.n, instance.d, instance.cluster.directed
-    report = _Report()
+    report = ViolationList(_SHOWN)
     if not isinstance(data, dict):
         return VerifyReport(("file: expected a JSON object",))
     expected = {
@@ -178,7 +171,7 @@ def ocs_violations(instance: Instance, solution: Solution, data: Any) -> VerifyR
     switches = data.get("switches")
     if not isinstance(switches, list) or len(switches) != d:
         report.add("switches", f"expected a list of {d} switches (one per interface index)")
-        return report.done()
+        return report.report()
     found: Counter[tuple[int, int]] = Counter()
     for k, sw in enumerate(switches):
         if not isinstance(sw, dict) or set(sw) != {"switch", "connections"} or sw.get("switch") != k:
@@ -219,7 +212,7 @@ def ocs_violations(instance: Instance, solution: Solution, data: Any) -> VerifyR
                         "switch", f"switch {k}: {what}(s) {missing[:5]} unused: not a {shape} (the cluster is regular)"
                     )
     _compare_links(report, found, solution, directed)
-    return report.done()
+    return report.report()
 
 
 def check_ocs_config(instance: Instance, solution: Solution, path: str | os.PathLike) -> VerifyReport:

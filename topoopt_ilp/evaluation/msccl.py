@@ -33,11 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from topoopt_ilp.core.checks import brief
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.evaluation.verify import VerifyReport
+from topoopt_ilp.evaluation.verify import VerifyReport, ViolationList
 from topoopt_ilp.files.jsonio import read_text
 
 __all__ = ["STEP_TYPES", "check_msccl", "msccl_violations"]
@@ -98,29 +99,11 @@ class _Block:
         return f"rank {self.rank} thread block {self.tb}{at}"
 
 
-class _Report:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.hidden: Counter[str] = Counter()
-
-    def add(self, kind: str, text: str) -> None:
-        line = f"{kind}: {text}"
-        if line in self.lines:
-            return
-        if sum(1 for seen in self.lines if seen.startswith(kind + ":")) < _SHOWN:
-            self.lines.append(line)
-        else:
-            self.hidden[kind] += 1
-
-    def done(self) -> VerifyReport:
-        return VerifyReport(tuple(self.lines + [f"{kind}: {c} more" for kind, c in sorted(self.hidden.items())]))
-
-
 # ---------------------------------------------------------------------------------------------------
 # reading
 
 
-def _attrs(element: ET.Element, report: _Report, where: str) -> dict[str, Any] | None:
+def _attrs(element: ET.Element, report: ViolationList, where: str) -> dict[str, Any] | None:
     """The required attributes of ``element``, integers parsed; None (and a violation) when one is wrong."""
     out: dict[str, Any] = {}
     for name in _REQUIRED[element.tag]:
@@ -133,21 +116,21 @@ def _attrs(element: ET.Element, report: _Report, where: str) -> dict[str, Any] |
         elif _INTEGER.fullmatch(value.strip()):
             out[name] = int(value)
         else:
-            report.add("file", f"{where}: attribute {name}={value!r} is not an integer")
+            report.add("file", f"{where}: attribute {name}={brief(value)} is not an integer")
             return None
     return out
 
 
-def _read_step(element: ET.Element, report: _Report, where: str) -> _Step | None:
+def _read_step(element: ET.Element, report: ViolationList, where: str) -> _Step | None:
     a = _attrs(element, report, where)
     if a is None:
         return None
     if a["type"] not in STEP_TYPES:
-        report.add("file", f"{where}: unknown step type {a['type']!r}")
+        report.add("file", f"{where}: unknown step type {brief(a['type'])}")
         return None
     for side in ("srcbuf", "dstbuf"):
         if a[side] not in ("i", "o", "s"):
-            report.add("file", f"{where}: {side} {a[side]!r} is not i, o or s")
+            report.add("file", f"{where}: {side} {brief(a[side])} is not i, o or s")
             return None
     if a["hasdep"] not in (0, 1):
         report.add("file", f"{where}: hasdep must be 0 or 1, got {a['hasdep']}")
@@ -158,7 +141,7 @@ def _read_step(element: ET.Element, report: _Report, where: str) -> _Step | None
     )
 
 
-def _read_gpu(gpu: ET.Element, report: _Report) -> tuple[int, dict[str, int], list[_Block]] | None:
+def _read_gpu(gpu: ET.Element, report: ViolationList) -> tuple[int, dict[str, int], list[_Block]] | None:
     a = _attrs(gpu, report, "gpu")
     if a is None:
         return None
@@ -180,7 +163,7 @@ def _read_gpu(gpu: ET.Element, report: _Report) -> tuple[int, dict[str, int], li
     return rank, sizes, blocks
 
 
-def _parse(text: str, report: _Report) -> tuple[dict[str, Any], dict[int, dict[str, int]], list[_Block]] | None:
+def _parse(text: str, report: ViolationList) -> tuple[dict[str, Any], dict[int, dict[str, int]], list[_Block]] | None:
     if _DECLARATION.search(text):
         report.add("file", "a document type declaration (MSCCL's parser reads none; entities are refused)")
         return None
@@ -214,13 +197,13 @@ def _parse(text: str, report: _Report) -> tuple[dict[str, Any], dict[int, dict[s
 # what the file must say, before running it
 
 
-def _header(algo: dict[str, Any], sizes: dict[int, dict[str, int]], k: int, report: _Report) -> bool:
+def _header(algo: dict[str, Any], sizes: dict[int, dict[str, int]], k: int, report: ViolationList) -> bool:
     """Collective, ranks and sizes; False when the program cannot be run."""
     ok = True
     if algo["coll"] != "allreduce":
-        report.add("header", f"coll is {algo['coll']!r}, expected 'allreduce'")
+        report.add("header", f"coll is {brief(algo['coll'])}, expected 'allreduce'")
     if algo["proto"] not in _PROTOCOLS:
-        report.add("header", f"proto {algo['proto']!r} is not one of {', '.join(_PROTOCOLS)}")
+        report.add("header", f"proto {brief(algo['proto'])} is not one of {', '.join(_PROTOCOLS)}")
     if algo["ngpus"] != k or sorted(sizes) != list(range(k)):
         report.add(
             "header", f"ngpus {algo['ngpus']} and gpu ids {sorted(sizes)[:8]}: expected the {k} ranks 0..{k - 1}"
@@ -241,7 +224,7 @@ def _header(algo: dict[str, Any], sizes: dict[int, dict[str, int]], k: int, repo
     return ok
 
 
-def _static(blocks: list[_Block], sizes: dict[int, dict[str, int]], nchannels: int, report: _Report) -> bool:
+def _static(blocks: list[_Block], sizes: dict[int, dict[str, int]], nchannels: int, report: ViolationList) -> bool:
     """Thread blocks, peers, channels, step order, offsets and dependencies; False when the program
     cannot be run."""
     ok = True
@@ -274,7 +257,7 @@ def _static(blocks: list[_Block], sizes: dict[int, dict[str, int]], nchannels: i
     return ok
 
 
-def _static_step(b: _Block, i: int, step: _Step, size: dict[str, int], by_id: dict, report: _Report) -> bool:
+def _static_step(b: _Block, i: int, step: _Step, size: dict[str, int], by_id: dict, report: ViolationList) -> bool:
     receives, sends, reads, writes, _ = STEP_TYPES[step.kind]
     where = b.where(step.s)
     ok = True
@@ -309,7 +292,7 @@ def _static_step(b: _Block, i: int, step: _Step, size: dict[str, int], by_id: di
     return ok
 
 
-def _links(blocks: list[_Block], servers: tuple[int, ...], x: np.ndarray, report: _Report) -> None:
+def _links(blocks: list[_Block], servers: tuple[int, ...], x: np.ndarray, report: ViolationList) -> None:
     for b in blocks:
         for a, c, verb in ((b.rank, b.send, "sends to"), (b.recv, b.rank, "receives from")):
             if a >= 0 and c >= 0 and x[servers[a], servers[c]] <= 0:
@@ -327,7 +310,7 @@ def _links(blocks: list[_Block], servers: tuple[int, ...], x: np.ndarray, report
 class _Run:
     """One symbolic execution. A chunk value is ``(chunk index, contributions per rank)`` or None (unwritten)."""
 
-    def __init__(self, blocks: list[_Block], sizes: dict, k: int, chunks: int, in_place: bool, report: _Report):
+    def __init__(self, blocks: list[_Block], sizes: dict, k: int, chunks: int, in_place: bool, report: ViolationList):
         self.blocks, self.k, self.chunks, self.report = blocks, k, chunks, report
         self.mode = "in place" if in_place else "out of place"
         self.buffers: dict[int, dict[str, list]] = {}
@@ -508,13 +491,13 @@ def _group(instance: Instance, solution: Solution, group: int | None) -> tuple[i
             raise InputError(f"the solution has {len(candidates)} AllReduce groups: name the file's with --group G")
         group = candidates[0]
     if isinstance(group, bool) or not isinstance(group, int) or not 0 <= group < len(groups):
-        raise InputError(f"--group must be an AllReduce group 0..{len(groups) - 1}, got {group!r}")
+        raise InputError(f"--group must be an AllReduce group 0..{len(groups) - 1}, got {brief(group)}")
     members = tuple(sorted(int(m) for m in groups[group].members))
     own = [(order, share) for g, order, share in rings if g == group]
     return group, members, own or [(list(groups[group].members), 1.0)]
 
 
-def _traffic(blocks: list[_Block], members: tuple[int, ...], rings: list, chunks: int, report: _Report) -> None:
+def _traffic(blocks: list[_Block], members: tuple[int, ...], rings: list, chunks: int, report: ViolationList) -> None:
     """Chunks over each link, as shares of the group's bytes, against the solution's rings."""
     k = len(members)
     sent: Counter[tuple[int, int]] = Counter()
@@ -544,13 +527,13 @@ def msccl_violations(instance: Instance, solution: Solution, text: str, group: i
     if solution.topology is None or not solution.has_solution:
         raise InputError(f"the solution holds no design (status {solution.status}): nothing to check a file against")
     group, members, rings = _group(instance, solution, group)
-    report = _Report()
+    report = ViolationList(_SHOWN)
     parsed = _parse(text, report)
     if parsed is None:
-        return report.done()
+        return report.report()
     algo, sizes, blocks = parsed
     if not _header(algo, sizes, len(members), report):
-        return report.done()
+        return report.report()
     runnable = _static(blocks, sizes, algo["nchannels"], report)
     _links(blocks, members, solution.topology.matrix, report)
     _traffic(blocks, members, rings, algo["nchunksperloop"], report)
@@ -558,7 +541,7 @@ def msccl_violations(instance: Instance, solution: Solution, text: str, group: i
         for in_place, wanted in ((False, algo["outofplace"]), (True, algo["inplace"])):
             if wanted:
                 _Run(blocks, sizes, len(members), algo["nchunksperloop"], in_place, report).run()
-    return report.done()
+    return report.report()
 
 
 def check_msccl(

@@ -19,10 +19,11 @@ from collections import Counter
 
 import numpy as np
 
+from topoopt_ilp.core.checks import brief
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.evaluation.verify import VerifyReport
+from topoopt_ilp.evaluation.verify import VerifyReport, ViolationList
 from topoopt_ilp.files.jsonio import read_text
 
 __all__ = ["check_ns3", "ns3_violations"]
@@ -54,14 +55,8 @@ def ns3_violations(instance: Instance, solution: Solution, text: str) -> VerifyR
     n, d = instance.n, instance.d
     x = solution.topology.matrix
     lines = [line.split() for line in text.splitlines()]
-    out: list[str] = []
-    kinds: Counter[str] = Counter()
-
-    def add(kind: str, message: str) -> None:
-        kinds[kind] += 1
-        if kinds[kind] <= _SHOWN:
-            out.append(f"{kind}: {message}")
-
+    report = ViolationList(_SHOWN)
+    add = report.add
     header = lines[0] if lines else []
     if len(header) != 3 or not all(_INTEGER.fullmatch(v) for v in header):
         return VerifyReport(("header: the first line must be three integers: nodes switches links",))
@@ -86,7 +81,7 @@ def ns3_violations(instance: Instance, solution: Solution, text: str) -> VerifyR
         a, b = sorted((int(fields[0]), int(fields[1])))
         rate, latency = _quantity(fields[2], _RATE_GBPS), _quantity(fields[3], _TIME_US)
         if rate is None or latency is None:
-            add("line", f"{where}: rate {fields[2]!r} or latency {fields[3]!r} is not an ns-3 quantity")
+            add("line", f"{where}: rate {brief(fields[2])} or latency {brief(fields[3])} is not an ns-3 quantity")
             continue
         if fields[4] not in ("0", "0.0"):
             add("error rate", f"{where}: error rate {fields[4]}, expected 0")
@@ -126,8 +121,7 @@ def ns3_violations(instance: Instance, solution: Solution, text: str) -> VerifyR
     for a, b in zip(*upper.nonzero()):
         if not seen[(n + int(a), n + int(b))]:
             add("missing link", f"servers {int(a)} and {int(b)} are linked in the design, not in the file")
-    out += [f"{kind}: {c - _SHOWN} more" for kind, c in sorted(kinds.items()) if c > _SHOWN]
-    return VerifyReport(tuple(out))
+    return report.report()
 
 
 def check_ns3(instance: Instance, solution: Solution, path: str | os.PathLike) -> VerifyReport:

@@ -10,6 +10,7 @@ against its gap). Every violation found is reported, not only the first.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,14 @@ from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.errors import InstanceError
 from topoopt_ilp.evaluation.evaluate import ROUTING_MODES, RoutingError, evaluate, objective_value
 
-__all__ = ["VerifyReport", "verify", "direction_mismatch", "reachability_violations"]
+__all__ = [
+    "VerifyReport",
+    "ViolationList",
+    "MAX_VIOLATION_CHARS",
+    "verify",
+    "direction_mismatch",
+    "reachability_violations",
+]
 
 _REL_TOL = 1e-6
 # The exact methods call a solve optimal when its relative gap is within the requested gap, by default
@@ -36,6 +44,10 @@ _OPTIMAL_REL_GAP = 1e-4
 # A stated gap must match |objective - bound| / |objective| (the definition used by solvers.result.
 # relative_gap and models.close_gap) within this (absolute, plus as much relative).
 _GAP_TOL = 1e-6
+
+
+#: Longest violation line a report of an exported file shows.
+MAX_VIOLATION_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,33 @@ class VerifyReport:
 
     def __bool__(self) -> bool:
         return self.valid
+
+
+class ViolationList:
+    """Violations gathered by kind, as the checks of exported files report them: each line once, at
+    most ``shown`` of a kind listed and the rest counted (``kind: 12 more``), every line cut to
+    :data:`MAX_VIOLATION_CHARS` so that a hostile file's values are never echoed at length."""
+
+    def __init__(self, shown: int = 10) -> None:
+        self.shown = shown
+        self.lines: list[str] = []
+        self.listed: Counter[str] = Counter()
+        self.hidden: Counter[str] = Counter()
+
+    def add(self, kind: str, text: str) -> None:
+        line = f"{kind}: {text}"
+        if len(line) > MAX_VIOLATION_CHARS:
+            line = line[: MAX_VIOLATION_CHARS - 3] + "..."
+        if line in self.lines:
+            return
+        if self.listed[kind] < self.shown:
+            self.lines.append(line)
+            self.listed[kind] += 1
+        else:
+            self.hidden[kind] += 1
+
+    def report(self) -> VerifyReport:
+        return VerifyReport(tuple(self.lines + [f"{kind}: {c} more" for kind, c in sorted(self.hidden.items())]))
 
 
 def _topology_violations(instance: Instance, x: np.ndarray, jumps) -> list[str]:
