@@ -63,53 +63,18 @@ def test_jump_ports():
     assert jump_ports(12, 5, True) == 1
 
 
-def test_number_theory_comes_from_sympy_once_per_argument(monkeypatch):
-    """Totient and divisors are sympy's; each argument is
-    computed once (lru_cache), and callers get their own list or array to change."""
-    from topoopt_ilp.heuristic import totient as module
-
-    calls = []
-    for name in ("divisors", "primefactors", "totient"):
-        real = getattr(sympy, name)
-        monkeypatch.setattr(sympy, name, lambda n, _real=real, _name=name: calls.append((_name, n)) or _real(n))
-    module._divisors.cache_clear()
-    module._generators.cache_clear()
-    try:
-        assert divisors(360) == [
-            1,
-            2,
-            3,
-            4,
-            5,
-            6,
-            8,
-            9,
-            10,
-            12,
-            15,
-            18,
-            20,
-            24,
-            30,
-            36,
-            40,
-            45,
-            60,
-            72,
-            90,
-            120,
-            180,
-            360,
-        ]
-        assert totient_perms(360, 36).tolist() == [10 * p for p in (1, 5, 7, 11, 13, 17, 19, 23, 25, 29, 31, 35)]
-        assert sorted(calls) == [("divisors", 360), ("primefactors", 36), ("totient", 36)]
-        first, again = divisors(360), divisors(360)
-        first.append(7)
-        a = totient_perms(360, 36)
-        a[0] = -1
-        assert again[-1] == 360 and divisors(360)[-1] == 360 and totient_perms(360, 36)[0] == 10
-        assert totient_perms(180, 36).tolist() == [5 * p for p in (1, 5, 7, 11, 13, 17, 19, 23, 25, 29, 31, 35)]
-        assert len(calls) == 3  # all from the caches
-    finally:  # (the caches hold what the wrapped functions gave: the same values, but clear them)
-        module._divisors.cache_clear()
-        module._generators.cache_clear()
+def test_the_number_theory_agrees_with_sympy_and_is_cached():
+    """Divisors and the generators of Z_k against sympy's (an independent implementation) for every
+    n and k up to 2,000; callers get their own list or array to change."""
+    for n in range(1, 2001):
+        assert divisors(n) == [int(v) for v in sympy.divisors(n)], n
+    for k in range(2, 2001):
+        gens = totient_perms(k, k)
+        assert gens.size == int(sympy.totient(k)), k
+        assert all(sympy.gcd(int(p), k) == 1 for p in gens[:50]), k
+    assert totient_perms(360, 36).tolist() == [10 * p for p in (1, 5, 7, 11, 13, 17, 19, 23, 25, 29, 31, 35)]
+    first, again = divisors(360), divisors(360)
+    first.append(7)
+    a = totient_perms(360, 36)
+    a[0] = -1
+    assert again[-1] == 360 and divisors(360)[-1] == 360 and totient_perms(360, 36)[0] == 10

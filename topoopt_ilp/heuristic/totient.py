@@ -6,8 +6,10 @@ cyclic subgroup of order ``k`` of Z_n can be ordered on a ring by any generator 
 physical jump ``j = (n/k) * p``, and the same jump applied from every coset start
 ``s in [0, n/k)`` gives ``n/k`` disjoint rings. There are ``phi(k)`` (Euler's totient) candidates.
 
-The number theory is sympy's (``sympy.divisors``, ``sympy.primefactors``, ``sympy.totient``),
-imported on first use (importing sympy takes ~0.25 s) and cached per argument.
+The number theory is small (``n`` is at most a few thousand servers) and done here: divisors by
+trial division up to ``sqrt(n)``, generators by numpy's ``gcd``; each cached per argument. (A
+computer-algebra package would cost a quarter of a second to import on every run; the tests check
+both against sympy.)
 """
 
 from __future__ import annotations
@@ -27,30 +29,22 @@ __all__ = [
 
 
 def divisors(n: int) -> list[int]:
-    """Sorted positive divisors of ``n`` (``sympy.divisors``; a new list each call)."""
+    """Sorted positive divisors of ``n`` (a new list each call)."""
     return list(_divisors(int(n)))
 
 
 @lru_cache(maxsize=4096)
 def _divisors(n: int) -> tuple[int, ...]:
-    import sympy
-
-    return tuple(int(k) for k in sympy.divisors(n))
+    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
+    return tuple(sorted(set(small) | {n // k for k in small}))
 
 
 @lru_cache(maxsize=4096)
 def _generators(k: int) -> np.ndarray:
-    """The generators of Z_k, ``1 <= p < k`` with ``gcd(p, k) == 1``, sorted (read-only): the
-    ``p`` divisible by no prime factor of ``k``; ``sympy.totient(k)`` of them."""
-    import sympy
-
+    """The generators of Z_k, ``1 <= p < k`` with ``gcd(p, k) == 1``, sorted (read-only): Euler's
+    ``phi(k)`` of them."""
     p = np.arange(1, k, dtype=np.int64)
-    keep = np.ones(p.size, dtype=bool)
-    for q in sympy.primefactors(k):
-        keep &= p % int(q) != 0
-    gens = p[keep]
-    if gens.size != int(sympy.totient(k)):  # pragma: no cover - two views of one theorem
-        raise AssertionError(f"{gens.size} generators of Z_{k}, but phi({k}) = {sympy.totient(k)}")
+    gens = p[np.gcd(p, k) == 1]
     gens.setflags(write=False)
     return gens
 
