@@ -261,3 +261,27 @@ def test_rings_that_carry_part_of_a_group_are_refused_not_scaled_down():
             evaluate(inst, half, routing=mode)
     with pytest.raises(InputError, match="this instance has a fixed demand"):  # was a bare AttributeError
         critical_path_s(inst, None)
+
+
+def test_a_solution_scored_twice_in_a_row_is_evaluated_once(monkeypatch):
+    """The method scores its design and verify checks the stated metrics: the second call returns the
+    first's result, and anything that changes the score (routing mode, topology, placement) does not."""
+    from dataclasses import replace
+
+    from topoopt_ilp import load_instance, solve
+    from topoopt_ilp.evaluation import evaluate as module
+
+    inst = load_instance("instances/mix-8.json")
+    sol = solve(inst, method="heuristic")  # scores its design: the next call on it is free
+    assert module._LAST_SCORED and module._LAST_SCORED[0][1][1] is sol.topology
+    module._LAST_SCORED.clear()
+    calls = []
+    real = module._evaluate
+    monkeypatch.setattr(module, "_evaluate", lambda *a: calls.append(a[2]) or real(*a))
+    first = evaluate(inst, sol)
+    assert evaluate(inst, replace(sol, metrics={})) is first and calls == ["given"]
+    assert evaluate(inst, sol, routing="shortest_path") is not first and calls == ["given", "shortest_path"]
+    other = Topology(np.roll(np.roll(sol.topology.matrix, 1, axis=0), 1, axis=1))
+    evaluate(inst, replace(sol, topology=other, routing=Routing()))
+    assert len(calls) == 3
+    assert evaluate(inst, sol.topology) is not first and len(calls) == 4  # bare topologies are not kept
