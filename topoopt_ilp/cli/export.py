@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from topoopt_ilp.cli.arguments import nonneg_float
-from topoopt_ilp.errors import EXIT_OK, InputError
+from topoopt_ilp.errors import EXIT_OK, InputError, SolutionFileError
 
 __all__ = ["add_subcommand", "run"]
 
@@ -74,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
     sol = load_solution(args.solution, directed=inst.cluster.directed)
     given = (("fabric", args.fabric), ("time_limit_s", args.time_limit), ("group", args.group))
     options = {k: v for k, v in given if v is not None}
-    export(inst, sol, args.output, args.format, **options)
+    try:
+        export(inst, sol, args.output, args.format, **options)
+    except SolutionFileError as exc:  # the design does not fit: say which file holds it
+        if exc.source is not None:
+            raise
+        raise SolutionFileError(exc.reason, source=args.solution, field=exc.field) from None
     print(f"wrote {args.output} ({args.format})")
     return EXIT_OK

@@ -9,7 +9,7 @@ from typing import Any
 
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution
-from topoopt_ilp.errors import InputError
+from topoopt_ilp.errors import InputError, SolutionFileError
 from topoopt_ilp.evaluation.verify import verify
 from topoopt_ilp.export.assignment import FABRICS
 from topoopt_ilp.files.jsonio import write_atomic
@@ -35,15 +35,16 @@ def checked_options(options: Mapping[str, Any], *, fabric: bool) -> tuple[str | 
 
 
 def require_design(instance: Instance, solution: Solution) -> None:
-    """Refuse (exit 2) a solution that holds no design or that the verifier finds wrong for ``instance``."""
+    """Refuse (exit 2, a :class:`~topoopt_ilp.errors.SolutionFileError` the CLI names the solution
+    file in) a solution that holds no design or that the verifier finds wrong for ``instance``."""
     if not isinstance(solution, Solution) or not isinstance(instance, Instance):
         raise InputError("expected an Instance and a Solution")
     if not solution.has_solution:
-        raise InputError(f"the solution holds no design (status {solution.status}): nothing to export")
+        raise SolutionFileError(f"the solution holds no design (status {solution.status}): nothing to export")
     report = verify(instance, solution, check_metrics=False)
     if not report.valid:
         extra = f" (and {len(report.violations) - 1} more)" if len(report.violations) > 1 else ""
-        raise InputError(f"the solution does not fit the instance: {report.violations[0]}{extra}")
+        raise SolutionFileError(f"the solution does not fit the instance: {report.violations[0]}{extra}")
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
