@@ -45,6 +45,7 @@ __all__ = [
     "DisseminationModel",
     "CollectiveResult",
     "build_dissemination_model",
+    "floor_steps",
     "solve_collective",
 ]
 
@@ -150,19 +151,20 @@ def _receive(b: ModelBuilder, dm: dict, heads: np.ndarray) -> None:
 
 def _finish(b: ModelBuilder, dm: dict, sinks: np.ndarray, T: int) -> None:
     """a step is used while a server still misses a chunk it needs: h[c, v, t] + y[t + 1] >= 1 for
-    every needed (c, v) and t = 0..T-1 (h[c, v, T] = 1 is a column bound)"""
+    every needed (c, v) and t = 0..T-1, and h[c, v, T] >= 1 (a row without its column, where the
+    chunk cannot arrive within T steps, makes the model infeasible, as it should be)"""
     sc, sv = np.nonzero(sinks)
-    s = np.repeat(np.arange(sc.size), T)
-    t = np.tile(np.arange(T), sc.size)
-    rows = s * T + t
+    s = np.repeat(np.arange(sc.size), T + 1)
+    t = np.tile(np.arange(T + 1), sc.size)
+    rows = s * (T + 1) + t
     held = dm["holds"][sc[s], sv[s], t]
-    has = held >= 0
+    has, early = held >= 0, t < T
     b.add_constraints(
-        np.concatenate([rows, rows[has]]),
-        np.concatenate([dm["y"][t], held[has]]),
+        np.concatenate([rows[early], rows[has]]),
+        np.concatenate([dm["y"][t[early]], held[has]]),
         1.0,
         lb=1.0,
-        count=sc.size * T,
+        count=sc.size * (T + 1),
         name="finish",
     )
 
@@ -183,7 +185,8 @@ def _chain(b: ModelBuilder, dm: dict, T: int) -> None:
 # Data
 #   servers V, arcs a = (u, v) with m_a parallel links (the topology's matrix; an undirected link is
 #   two arcs); chunks c with origin o(c) and the servers S(c) that must hold c at the end; steps
-#   t = 1..T, T the horizon (the greedy schedule's finish step); dist: hop distances.
+#   t = 1..T, T the horizon (the floor L for a first probe, then the greedy schedule's finish step);
+#   dist: hop distances.
 # Variables
 #   x[c, a, t] in {0, 1}   chunk c crosses arc a in step t (only where dist(o(c), u) <= t - 1 and a
 #                          server of S(c) is within T - t hops of v: no other send can matter)
@@ -196,7 +199,7 @@ def _chain(b: ModelBuilder, dm: dict, T: int) -> None:
 #   held      x[c, (u, v), t] <= h[c, u, t - 1]                    store-and-forward; copies are free:
 #                                                                  one held chunk may leave on every arc
 #   receive   h[c, v, t] <= h[c, v, t - 1] + sum_{a into v} x[c, a, t]
-#   finish    h[c, v, t] + y[t + 1] >= 1   for v in S(c), t < T;   h[c, v, T] = 1
+#   finish    h[c, v, t] + y[t + 1] >= 1   for v in S(c), t < T;   h[c, v, T] >= 1
 #   chain     y[t] >= y[t + 1];  y[t] = 1 for t <= L (L: the model's own floor, below)
 # Objective
 #   minimise sum_t y[t], the finish step; the finish time is that times alpha + chunk bytes / bandwidth.
@@ -204,10 +207,17 @@ def _chain(b: ModelBuilder, dm: dict, T: int) -> None:
 #   the chunks it needs over the links into it; all receipts (a chunk with one sink: its hop distance)
 #   over all links; each rounded up.
 def build_dissemination_model(
-    matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray, horizon: int, *, integral_holds: bool = True
+    matrix: np.ndarray,
+    origin: np.ndarray,
+    sinks: np.ndarray,
+    horizon: int,
+    *,
+    floor: int = 0,
+    integral_holds: bool = True,
 ) -> DisseminationModel:
-    """The MILP of the comment block above for ``horizon`` steps (``horizon`` >= 1 and enough for a
-    schedule to exist, e.g. a heuristic's finish step)."""
+    """The MILP of the comment block above for ``horizon`` steps (``horizon`` >= 1; infeasible when no
+    schedule ends within it). ``floor``: a number of steps already proven necessary (L is the larger
+    of it and the model's own floor)."""
     m = np.asarray(matrix)
     n, C, T = m.shape[0], origin.size, int(horizon)
     tails, heads = np.nonzero(m > 0)
@@ -225,11 +235,10 @@ def build_dissemination_model(
     hc, hv, ht = (g.ravel() for g in np.meshgrid(np.arange(C), np.arange(n), steps, indexing="ij"))
     hold_ok = (hv != origin[hc]) & (d_origin[hc, hv] <= ht) & (near_sink[hc, hv] <= T - ht)
     hc, hv, ht = hc[hold_ok], hv[hold_ok], ht[hold_ok]
-    h_lower = (sinks[hc, hv] & (ht == T)).astype(float)
-    h = b.add_variables(hc.size, lb=h_lower, ub=1.0, kind="binary" if integral_holds else "continuous", name="h")
+    h = b.add_variables(hc.size, ub=1.0, kind="binary" if integral_holds else "continuous", name="h")
     holds = np.full((C, n, T + 1), -1, dtype=np.int64)
     holds[hc, hv, ht] = h.index
-    floor = _floor_steps(dist, origin, sinks, m)
+    floor = max(int(floor), floor_steps(m, origin, sinks))
     y = b.add_variables(T, lb=(steps <= floor).astype(float), ub=1.0, kind="binary", name="y")
     dm = {"x": x.index, "x_chunk": xc, "x_arc": xa, "x_step": xt, "holds": holds, "y": y.index}
     _capacity(b, dm, cap, T)
@@ -241,9 +250,11 @@ def build_dissemination_model(
     return DisseminationModel(b.build(), x, xc, xa, xt, holds, y, tails, heads)
 
 
-def _floor_steps(dist: np.ndarray, origin: np.ndarray, sinks: np.ndarray, m: np.ndarray) -> int:
+def floor_steps(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray) -> int:
     """The model's own floor L (comment block): farthest needed hop, needed chunks over each server's
     in-links, and all receipts over all links."""
+    m = np.asarray(matrix)
+    dist = hop_distances(m)
     sc, sv = np.nonzero(sinks)
     if sc.size == 0:
         return 0
@@ -314,25 +325,69 @@ def _greedy_phase(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray) -> 
 def _exact_phase(
     matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray, options: ExactOptions, time_limit: float | None
 ) -> _Phase:
-    """The MILP over the greedy schedule's horizon, started from it; falls back to the greedy schedule
-    (``feasible``) when the solver returns nothing better within the limit."""
+    """The exact schedule of one dissemination problem, in two solves. First a probe: is there a
+    schedule in L steps, L the model's floor? One is optimal; a proof that there is none raises L by
+    one. Then, unless that settled it, the MILP over the greedy schedule's horizon, started from it
+    (a horizon as short as the floor is a far smaller search than the greedy's: 16 servers of degree
+    4 with 4 chunks each, docs/guide/collectives.md). Falls back to the greedy schedule (``feasible``)
+    when the solver returns nothing better within the limit."""
+    started = time.perf_counter()
     greedy = _greedy_phase(matrix, origin, sinks)
     if greedy.steps == 0:
         return _Phase([], 0, "optimal", 0, options.backend)
     integral = not get_backend(options.backend).supports(Capability.CONTINUOUS_VARIABLES)
-    dm = build_dissemination_model(matrix, origin, sinks, greedy.steps, integral_holds=integral)
-    n = np.asarray(matrix).shape[0]
-    arc_index = np.full((n, n), -1, dtype=np.int64)
-    arc_index[dm.tails, dm.heads] = np.arange(dm.tails.size)
+    floor = floor_steps(matrix, origin, sinks)
+    if floor < greedy.steps:
+        probe_limit = None if time_limit is None else time_limit / 2
+        probe = _solve_horizon(matrix, origin, sinks, floor, floor, None, options, probe_limit, integral)
+        if probe.sends is not None:  # every schedule in the floor's steps is optimal
+            return _Phase(probe.sends, probe.steps, "optimal", probe.steps, probe.backend)
+        if probe.status == "infeasible":
+            floor += 1
+    if floor >= greedy.steps:
+        return _Phase(greedy.sends, greedy.steps, "optimal", greedy.steps, options.backend)
+    left = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - started))
+    full = _solve_horizon(matrix, origin, sinks, greedy.steps, floor, greedy, options, left, integral)
+    if full.sends is None:
+        return _Phase(greedy.sends, greedy.steps, "feasible", max(floor, full.bound_steps or 0), full.backend)
+    bound = full.steps if full.status == "optimal" else max(floor, full.bound_steps or 0)
+    return _Phase(full.sends, full.steps, full.status, bound, full.backend)
+
+
+@dataclass(frozen=True)
+class _Horizon:
+    """One solve of the model: its status, and its schedule (None without one)."""
+
+    status: str
+    sends: list[Send] | None
+    steps: int
+    bound_steps: int | None
+    backend: str
+
+
+def _solve_horizon(
+    matrix: np.ndarray,
+    origin: np.ndarray,
+    sinks: np.ndarray,
+    horizon: int,
+    floor: int,
+    start_from: _Phase | None,
+    options: ExactOptions,
+    time_limit: float | None,
+    integral: bool,
+) -> _Horizon:
+    dm = build_dissemination_model(matrix, origin, sinks, horizon, floor=floor, integral_holds=integral)
     start = None
-    if options.warm_start not in (None, "none"):
-        start = _warm_start(dm, greedy.sends, greedy.steps, arc_index)
-    phase_options = options if time_limit == options.time_limit_s else _with_limit(options, time_limit)
-    res = run_model(dm.model, phase_options, warm_start=start)
+    if start_from is not None and options.warm_start not in (None, "none"):
+        n = np.asarray(matrix).shape[0]
+        arc_index = np.full((n, n), -1, dtype=np.int64)
+        arc_index[dm.tails, dm.heads] = np.arange(dm.tails.size)
+        start = _warm_start(dm, start_from.sends, start_from.steps, arc_index)
+    res = run_model(dm.model, _with_limit(options, time_limit), warm_start=start)
     status = solution_status(res)
     bound = None if res.bound is None else int(np.ceil(res.bound - 1e-6))
     if res.values is None or status not in ("optimal", "feasible"):
-        return _Phase(greedy.sends, greedy.steps, "feasible", bound, res.backend)
+        return _Horizon(status, None, horizon, bound, res.backend)
     steps = int(round(res.values[dm.used.index].sum()))
     chosen = np.flatnonzero(res.values[dm.x.index] > 0.5)
     sends = [
@@ -340,9 +395,7 @@ def _exact_phase(
         for k in chosen
         if dm.x_step[k] <= steps
     ]
-    if status == "optimal":
-        bound = steps
-    return _Phase(trimmed(sends, origin, sinks), steps, status, bound, res.backend)
+    return _Horizon(status, trimmed(sends, origin, sinks), steps, bound, res.backend)
 
 
 def _with_limit(options: ExactOptions, limit: float | None) -> ExactOptions:

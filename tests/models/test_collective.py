@@ -13,8 +13,9 @@ from topoopt_ilp.core.collective import Collective, LinkModel
 from topoopt_ilp.core.solution import Topology
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.collective_check import check_schedule
-from topoopt_ilp.models.collective import solve_collective
-from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.heuristic.collective import chunk_demand
+from topoopt_ilp.models.collective import build_dissemination_model, solve_collective
+from topoopt_ilp.models.common import ExactOptions, run_model, solution_status
 
 LINK = LinkModel(alpha_s=2e-6, bandwidth_Bps=1e9)
 M = 1.2e6
@@ -215,3 +216,37 @@ def test_reported_numbers():
     assert res.algbw_Bps == pytest.approx(M / res.finish_s)
     assert math.isfinite(res.solve_s) and res.backend == "highs"
     assert res.bound.fluid_s <= res.bound.seconds + 1e-15
+
+
+# -- the model itself, over a horizon longer than the optimum ------------------------------------------
+
+
+def model_steps(topology: Topology, kind: str, chunks: int, horizon: int, backend: str) -> tuple[str, float | None]:
+    coll = Collective(kind, tuple(range(topology.n)), M, chunks)
+    origin, sinks = chunk_demand(coll, topology.n)
+    dm = build_dissemination_model(topology.matrix, origin, sinks, horizon, integral_holds=backend == "cpsat")
+    res = run_model(dm.model, ExactOptions(backend=backend, warm_start="none"))
+    return solution_status(res), res.objective
+
+
+@pytest.mark.parametrize("backend", ["highs", "cpsat"])
+def test_the_model_minimises_the_finish_step_on_every_backend(backend):
+    # optimum 4 (two-way 5-ring, 2 pieces each), 2 (4-ring all-to-all), 3 (3-cube); no schedule in one step less
+    for topology, kind, chunks, best in (
+        (ring(5, False), "allgather", 2, 4),
+        (ring(4, False), "alltoall", 1, 2),
+        (hypercube(3), "allgather", 1, 3),
+    ):
+        assert model_steps(topology, kind, chunks, best + 3, backend) == ("optimal", pytest.approx(best))
+        assert model_steps(topology, kind, chunks, best - 1, backend)[0] == "infeasible"
+
+
+@pytest.mark.parametrize(
+    "edges", [[(0, 1), (1, 2)], [(0, 1), (0, 2), (0, 3)], [(0, 1), (1, 2), (2, 0), (2, 3)], [(0, 1), (1, 2), (2, 3)]]
+)
+def test_the_model_over_a_long_horizon_matches_brute_force(edges):
+    n = 1 + max(max(e) for e in edges)
+    m = np.zeros((n, n), dtype=np.int64)
+    for a, b in edges:
+        m[a, b] = m[b, a] = 1
+    assert model_steps(Topology(m), "allgather", 1, 6, "highs") == ("optimal", brute_force_allgather_steps(m))
