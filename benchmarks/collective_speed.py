@@ -4,8 +4,11 @@ schedules and the independent lower bound (docs/guide/collectives.md).
 For each chunk count: ``models.collective.solve_collective`` with ``method`` exact (HiGHS, one thread,
 ``--time-limit`` seconds), heuristic (greedy list schedule) and ring (the circulant's ring), all
 checked by ``evaluation.collective_check``. Steps are time steps of alpha + chunk bytes / bandwidth.
+A second table does the same at scale (``--scale-servers``, a degree-8 circulant, one chunk per
+server), with the wall time of each method.
 
 Usage: python benchmarks/collective_speed.py [--servers 16] [--jumps 1 6] [--chunks 1 4] [--time-limit 60]
+       [--scale-servers 128] [--scale-jumps 1 9 31 50]
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=1e-6, help="seconds per hop")
     ap.add_argument("--bandwidth", type=float, default=12.5e9, help="bytes per second per link")
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--scale-servers", type=int, default=128, help="0: no scale table")
+    ap.add_argument("--scale-jumps", type=int, nargs="+", default=[1, 9, 31, 50])
     add_out_argument(ap)
     args = ap.parse_args()
     record = Record(args)
@@ -78,7 +83,34 @@ def main() -> None:
             exact.algbw_Bps / 1e9,
         )
         print(t.add(*row), flush=True)
+    if args.scale_servers:
+        scale(record, args, link)
     record.write()
+
+
+def scale(record: Record, args: argparse.Namespace, link: LinkModel) -> None:
+    n, jumps = args.scale_servers, args.scale_jumps
+    topology = circulant(n, jumps)
+    coll = Collective("allgather", tuple(range(n)), args.bytes, 1)
+    t = record.table(
+        f"AllGather on the circulant C({n}; {', '.join(map(str, jumps))}), one chunk per server",
+        [
+            ("method", "<9"),
+            ("steps", ">5"),
+            ("bound", ">5"),
+            ("status", ">8"),
+            ("gap", ">6.3f"),
+            ("wall_s", ">7.2f"),
+            ("finish_ms", ">10.4f"),
+        ],
+    )
+    print(t.header())
+    for method in ("heuristic", "ring", "exact"):
+        options = ExactOptions(time_limit_s=args.time_limit, threads=1)
+        res = solve_collective(topology, coll, link, method=method, options=options)
+        print(
+            t.add(method, res.steps, res.bound_steps, res.status, res.gap, res.solve_s, res.finish_s * 1e3), flush=True
+        )
 
 
 if __name__ == "__main__":

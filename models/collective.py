@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 COLLECTIVE_METHODS = ("exact", "heuristic", "ring")
+#: The share of the time limit by which the solves end: the rest is for the check and the bound.
+FINAL_SHARE = 0.95
 
 
 @dataclass(frozen=True, eq=False)
@@ -323,31 +325,30 @@ def _greedy_phase(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray) -> 
 
 
 def _exact_phase(
-    matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray, options: ExactOptions, time_limit: float | None
+    matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray, options: ExactOptions, deadline: float | None
 ) -> _Phase:
     """The exact schedule of one dissemination problem, in two solves. First a probe: is there a
     schedule in L steps, L the model's floor? One is optimal; a proof that there is none raises L by
     one. Then, unless that settled it, the MILP over the greedy schedule's horizon, started from it
     (a horizon as short as the floor is a far smaller search than the greedy's: 16 servers of degree
     4 with 4 chunks each, docs/guide/collectives.md). Falls back to the greedy schedule (``feasible``)
-    when the solver returns nothing better within the limit."""
-    started = time.perf_counter()
+    when the solver returns nothing better within the limit. ``deadline``: a ``time.perf_counter()``
+    time by which both solves end (the probe takes at most half of what is left), None: no limit."""
     greedy = _greedy_phase(matrix, origin, sinks)
     if greedy.steps == 0:
         return _Phase([], 0, "optimal", 0, options.backend)
     integral = not get_backend(options.backend).supports(Capability.CONTINUOUS_VARIABLES)
     floor = floor_steps(matrix, origin, sinks)
     if floor < greedy.steps:
-        probe_limit = None if time_limit is None else time_limit / 2
-        probe = _solve_horizon(matrix, origin, sinks, floor, floor, None, options, probe_limit, integral)
+        half = None if deadline is None else (time.perf_counter() + deadline) / 2
+        probe = _solve_horizon(matrix, origin, sinks, floor, floor, None, options, half, integral)
         if probe.sends is not None:  # every schedule in the floor's steps is optimal
             return _Phase(probe.sends, probe.steps, "optimal", probe.steps, probe.backend)
         if probe.status == "infeasible":
             floor += 1
     if floor >= greedy.steps:
         return _Phase(greedy.sends, greedy.steps, "optimal", greedy.steps, options.backend)
-    left = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - started))
-    full = _solve_horizon(matrix, origin, sinks, greedy.steps, floor, greedy, options, left, integral)
+    full = _solve_horizon(matrix, origin, sinks, greedy.steps, floor, greedy, options, deadline, integral)
     if full.sends is None:
         return _Phase(greedy.sends, greedy.steps, "feasible", max(floor, full.bound_steps or 0), full.backend)
     bound = full.steps if full.status == "optimal" else max(floor, full.bound_steps or 0)
@@ -373,9 +374,11 @@ def _solve_horizon(
     floor: int,
     start_from: _Phase | None,
     options: ExactOptions,
-    time_limit: float | None,
+    deadline: float | None,
     integral: bool,
 ) -> _Horizon:
+    """Build and solve the model for ``horizon`` steps, the solver stopping at ``deadline`` (what is
+    left after the build; at least a millisecond)."""
     dm = build_dissemination_model(matrix, origin, sinks, horizon, floor=floor, integral_holds=integral)
     start = None
     if start_from is not None and options.warm_start not in (None, "none"):
@@ -383,7 +386,8 @@ def _solve_horizon(
         arc_index = np.full((n, n), -1, dtype=np.int64)
         arc_index[dm.tails, dm.heads] = np.arange(dm.tails.size)
         start = _warm_start(dm, start_from.sends, start_from.steps, arc_index)
-    res = run_model(dm.model, _with_limit(options, time_limit), warm_start=start)
+    limit = None if deadline is None else max(1e-3, deadline - time.perf_counter())
+    res = run_model(dm.model, _with_limit(options, limit), warm_start=start)
     status = solution_status(res)
     bound = None if res.bound is None else int(np.ceil(res.bound - 1e-6))
     if res.values is None or status not in ("optimal", "feasible"):
@@ -465,10 +469,11 @@ def solve_collective(
         elif method == "ring":
             solved[phase] = _ring_phase(m, collective, topology.jumps, origin, sinks)
         else:
-            limit = options.time_limit_s
-            if limit is not None and len(phases) > 1:
-                limit = max(1e-3, limit / len(phases) if not solved else limit - (time.perf_counter() - started))
-            solved[phase] = _exact_phase(m, origin, sinks, options, limit)
+            deadline = None
+            if options.time_limit_s is not None:  # the first of two phases takes half; the check gets the last 5 %
+                share = 0.5 if len(phases) > 1 and not solved else FINAL_SHARE
+                deadline = started + share * options.time_limit_s
+            solved[phase] = _exact_phase(m, origin, sinks, options, deadline)
     sends, steps = _compose(collective.kind, solved, origin, sinks)
     step_s = link.step_s(collective.chunk_bytes)
     schedule = CollectiveSchedule(tuple(sends), step_s, steps)

@@ -250,3 +250,14 @@ def test_the_model_over_a_long_horizon_matches_brute_force(edges):
     for a, b in edges:
         m[a, b] = m[b, a] = 1
     assert model_steps(Topology(m), "allgather", 1, 6, "highs") == ("optimal", brute_force_allgather_steps(m))
+
+
+def test_a_time_limit_still_gives_a_checked_schedule_and_its_gap():
+    n = 16
+    m = np.zeros((n, n), dtype=np.int64)
+    for i in range(n):
+        for j in (1, 6):
+            m[i, (i + j) % n] = m[(i + j) % n, i] = 1
+    res = solved(Topology(m, (1, 6)), "allgather", chunks=4, time_limit_s=1.0)
+    assert res.status in ("optimal", "feasible") and res.solve_s < 5.0
+    assert res.bound_steps == 15 and res.gap == pytest.approx((res.steps - 15) / res.steps)
