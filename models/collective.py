@@ -488,6 +488,8 @@ def solve_collective(
         # an AllReduce schedule is a ReduceScatter schedule too, so the reverse phase's bound holds for it
         model_bound = solved["reverse" if collective.kind in REDUCTIONS else "forward"].bound_steps
     best = max(bound.steps, model_bound or 0)
+    if method == "exact" and steps == best:  # a bound met is a proof (the heuristics state gaps, never proofs)
+        status = "optimal"
     finish = steps * step_s
     backends = {p.backend for p in solved.values() if p.backend}
     return CollectiveResult(

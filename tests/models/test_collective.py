@@ -261,3 +261,32 @@ def test_a_time_limit_still_gives_a_checked_schedule_and_its_gap():
     res = solved(Topology(m, (1, 6)), "allgather", chunks=4, time_limit_s=1.0)
     assert res.status in ("optimal", "feasible") and res.solve_s < 5.0
     assert res.bound_steps == 15 and res.gap == pytest.approx((res.steps - 15) / res.steps)
+
+
+def test_random_small_cases_pass_the_checker_with_every_method():
+    rng = np.random.default_rng(7)
+    kinds = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast")
+    for case in range(12):
+        n = int(rng.integers(3, 6))
+        m = (rng.random((n, n)) < 0.5).astype(np.int64) * rng.integers(1, 3, (n, n))
+        np.fill_diagonal(m, 0)
+        if case % 2:
+            m = np.maximum(m, m.T)
+        m[np.arange(n), (np.arange(n) + 1) % n] = 1  # a one-way ring keeps every server connected
+        servers = [int(s) for s in rng.choice(n, int(rng.integers(2, n + 1)), replace=False)]
+        kind = kinds[case % len(kinds)]
+        exact = solved(Topology(m), kind, servers=servers, time_limit_s=5)
+        for method in ("heuristic", "ring"):
+            if method == "ring" and kind in ("alltoall", "broadcast"):
+                continue
+            try:
+                other = solved(Topology(m), kind, method=method, servers=servers)
+            except InputError:  # no ring through the servers
+                continue
+            if exact.status == "optimal" and kind != "allreduce":
+                assert other.steps >= exact.steps
+
+
+def test_the_ring_of_two_servers_uses_each_link_once_per_step():
+    res = solved(ring(3, directed=False), "reducescatter", chunks=2, method="ring", servers=[0, 2])
+    assert res.steps == 2  # two pieces each way over one link each way

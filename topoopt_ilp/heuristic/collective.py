@@ -143,7 +143,8 @@ def ring_schedule(matrix: np.ndarray, collective: Collective, ring: Sequence[int
     m = np.asarray(matrix)
     p, k = len(ring), collective.chunks
     index = {s: i for i, s in enumerate(collective.servers)}
-    two_way = k > 1 and all(m[ring[(i + 1) % p], ring[i]] > 0 for i in range(p))
+    # two servers have one arc each way, which the one-way ring already uses
+    two_way = k > 1 and p > 2 and all(m[ring[(i + 1) % p], ring[i]] > 0 for i in range(p))
     directions = [(1, range(0, (k + 1) // 2)), (-1, range((k + 1) // 2, k))] if two_way else [(1, range(k))]
     sends = []
     for direction, pieces in directions:
