@@ -4,7 +4,8 @@ ReduceScatter and AllReduce ones (docs/guide/collectives.md).
 
 * :func:`greedy_schedule` - every step, every link forwards the chunks its receiver lacks and is
   closer than its sender to a server still missing them, rarest chunk first (fewest holders), then
-  the one whose missing servers are farthest. Each step at least one chunk reaches a server that is
+  the one whose missing servers are farthest. A chunk that only one server still misses moves as one
+  copy, from a holder nearest to that server (an all-to-all chunk never needs two). Each step at least one chunk reaches a server that is
   closer to a server missing it, so the schedule always ends.
 * :func:`ring_schedule` - the ring AllGather: in step s every server forwards to its successor the
   chunk it received in step s - 1; with ``chunks`` pieces per server, ``chunks x (P - 1)`` steps on a
@@ -89,15 +90,21 @@ def greedy_schedule(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray) -
         near = np.where(unmet[:, None, :], dist[None, :, :], np.inf).min(axis=2)
         far = np.where(unmet[:, None, :], dist[None, :, :], -np.inf).max(axis=2)
         holders = have.sum(axis=1)
+        # a chunk that one server still misses needs one copy on the move, from a holder nearest to it
+        lone = unmet.sum(axis=1) == 1
+        closest = np.where(have, near, np.inf).min(axis=1)
+        moving = np.zeros(chunks, dtype=bool)
         incoming = np.zeros_like(have)
         shift = step % tails.size  # rotate which arc chooses first, so no arc always waits
         for a in np.roll(np.arange(tails.size), -shift):
             u, v = int(tails[a]), int(heads[a])
-            wanted = np.flatnonzero(have[:, u] & ~have[:, v] & ~incoming[:, v] & (near[:, v] < near[:, u]))
+            useful = have[:, u] & ~have[:, v] & ~incoming[:, v] & (near[:, v] < near[:, u])
+            wanted = np.flatnonzero(useful & ~(lone & (moving | (near[:, u] > closest))))
             if wanted.size == 0:
                 continue
             best = wanted[np.lexsort((wanted, -far[wanted, v], holders[wanted]))[: int(m[u, v])]]
             incoming[best, v] = True
+            moving[best] = True
             sends.extend(Send(step, int(c), u, v) for c in best)
         have |= incoming
     return sends
