@@ -388,6 +388,14 @@ def _solve_horizon(
         start = _warm_start(dm, start_from.sends, start_from.steps, arc_index)
     limit = None if deadline is None else max(1e-3, deadline - time.perf_counter())
     res = run_model(dm.model, _with_limit(options, limit), warm_start=start)
+    left = None if deadline is None else deadline - time.perf_counter()
+    if start is not None and solution_status(res) == "feasible" and (left is None or left > 0.1 * (limit or 0)):
+        # Ended before its limit without a proof: HiGHS can hand back the start itself while its
+        # presolved problem found a better schedule (the solver layer then says feasible). Once more
+        # without the start, keeping the better answer.
+        again = run_model(dm.model, _with_limit(options, None if left is None else max(1e-3, left)))
+        if again.values is not None and (again.objective < res.objective or solution_status(again) == "optimal"):
+            res = again
     status = solution_status(res)
     bound = None if res.bound is None else int(np.ceil(res.bound - 1e-6))
     if res.values is None or status not in ("optimal", "feasible"):
