@@ -7,19 +7,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import INSTANCES
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.errors import InputError
+from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.evaluation.packet_sim import (
     SEGMENT_BYTES,
     WIRE_BYTES_PER_SEGMENT,
     Flow,
     iteration_flows,
+    max_min_fair_time,
     ns3_available,
     pair_bytes,
     simulate_flows,
 )
-from topoopt_ilp.files import parse_instance
+from topoopt_ilp.files import load_instance, parse_instance
+from topoopt_ilp.methods import solve
 
 
 def ring_instance(n: int, mp: list, allreduce_bytes: float = 4e6) -> object:
@@ -66,6 +70,28 @@ def test_a_route_over_a_missing_link_is_refused():
     inst = ring_instance(4, [[0, 2, 1e6]], allreduce_bytes=0)
     with pytest.raises(InputError, match="lacks"):
         iteration_flows(inst, ring_design(4, Routing(paths=PathSet.from_lists([([0, 2], 1.0)]))))
+
+
+def test_max_min_fair_sharing_by_hand():
+    """Links 0-1-2 at 1 GB/s. A: 1 MB over 0->1->2, B: 3 MB over 0->1. Both get 0.5 GB/s on 0->1 until A
+    ends at 2 ms; B then has 2 MB left at 1 GB/s: 4 ms, plus 2 hops x 5 us of latency."""
+    r = np.zeros((3, 3))
+    r[0, 1] = r[1, 0] = r[1, 2] = r[2, 1] = 8e9
+    flows = [Flow((0, 1, 2), 1_000_000), Flow((0, 1), 3_000_000)]
+    assert max_min_fair_time(r, 5e-6, flows, wire=False) == pytest.approx(4e-3 + 10e-6, rel=1e-12)
+    assert max_min_fair_time(r, 0.0, flows) == pytest.approx(4e-3 * WIRE_BYTES_PER_SEGMENT / SEGMENT_BYTES)
+
+
+def test_the_transfers_carry_the_evaluators_loads_on_a_shipped_design():
+    """mix-8's heuristic design (rings both ways, offset routes): the busiest arc of the transfers, at
+    fair fluid rates, takes the evaluator's communication time (its bandwidth and latency terms)."""
+    inst = load_instance(INSTANCES / "mix-8.json")
+    sol = solve(inst)
+    flows = iteration_flows(inst, sol)
+    assert sum(f.bytes for f in flows) == pytest.approx(pair_bytes(inst, sol).sum(), abs=len(flows))
+    rate = sol.topology.matrix * inst.cluster.link_bandwidth_gbps * 1e9
+    fair = max_min_fair_time(rate, inst.cluster.hop_latency_s, flows, wire=False)
+    assert fair == pytest.approx(evaluate(inst, sol).comm_time_s, rel=1e-6)
 
 
 @pytest.fixture(scope="module")

@@ -57,6 +57,7 @@ __all__ = [
     "pair_bytes",
     "simulate",
     "simulate_flows",
+    "max_min_fair_time",
     "SEGMENT_BYTES",
     "WIRE_BYTES_PER_SEGMENT",
 ]
@@ -91,8 +92,8 @@ class PacketResult:
     """What one ns-3 run measured.
 
     ``comm_time_s``: from the common start to the arrival of the last byte of the last transfer.
-    ``flows``, ``payload_bytes``: what was replayed. ``lost_packets``: dropped at full queues (TCP
-    resent them). ``events_wall_s``: the wall time of the simulation itself."""
+    ``flows``, ``payload_bytes``: what was replayed. ``lost_packets``: sent and never received, i.e.
+    dropped at full queues (TCP resent them). ``events_wall_s``: the wall time of the simulation itself."""
 
     comm_time_s: float
     flows: int
@@ -177,19 +178,81 @@ def iteration_flows(instance: Instance, solution: Solution, scale: float = 1.0) 
     return flows
 
 
-def simulate(instance: Instance, solution: Solution, scale: float = 1.0) -> PacketResult:
-    """Replay one iteration of ``solution`` (its bytes times ``scale``) in ns-3."""
+# ----------------------------------------------------------------------------------------------
+# Max-min fair sharing of the links, as a fluid (what TCP approximates; no packets, no ns-3)
+#
+# Data:   transfers f with b_f bytes on the arcs of their path; arc e has capacity c_e bytes/s.
+# Rates:  while transfers remain, the max-min fair rates by progressive filling: the arc whose
+#         capacity left, shared equally by its unfrozen transfers, is smallest fixes that share as
+#         the rate of those transfers, which are frozen and subtract it from every arc they cross;
+#         repeat until every transfer is frozen.
+# Time:   advance to the first completion at these rates, drop the finished transfers, recompute.
+#         The result, plus alpha x the longest path's hops, is the time of a fair network that
+#         keeps every transfer at its fair rate at all times. The evaluator's bandwidth term,
+#         max_e load_e / c_e, is the time of the best rates instead (each arc busy all the time);
+#         fair sharing can only be slower, and by how much is what TCP's sharing costs.
+# ----------------------------------------------------------------------------------------------
+
+
+def _fair_rates(paths: list[list[int]], active: list[int], capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates (bytes/s) of the active transfers; ``paths[f]``: the arc ids of f."""
+    rate = np.zeros(len(paths))
+    left = capacity.astype(float).copy()
+    unfrozen = set(active)
+    while unfrozen:
+        users: dict[int, list[int]] = {}
+        for f in unfrozen:
+            for e in paths[f]:
+                users.setdefault(e, []).append(f)
+        arc = min(users, key=lambda e: left[e] / len(users[e]))
+        share = left[arc] / len(users[arc])
+        for f in users[arc]:
+            rate[f] = share
+            unfrozen.discard(f)
+            for e in paths[f]:
+                left[e] -= share
+        left = np.maximum(left, 0.0)
+    return rate
+
+
+def max_min_fair_time(rate_bps: np.ndarray, latency_s: float, flows: list[Flow], wire: bool = True) -> float:
+    """When the last transfer ends if every transfer always runs at its max-min fair rate (fluid).
+
+    ``wire``: count the bytes as they go on the link (payload x 1502/1448, the TCP/IP/PPP headers)."""
+    arc_id: dict[tuple[int, int], int] = {}
+    paths = [[arc_id.setdefault(arc, len(arc_id)) for arc in zip(f.nodes, f.nodes[1:])] for f in flows]
+    capacity = np.array([rate_bps[u, v] / 8 for u, v in arc_id])
+    left = np.array([f.bytes for f in flows], dtype=float) * (WIRE_BYTES_PER_SEGMENT / SEGMENT_BYTES if wire else 1.0)
+    active = [f for f in range(len(flows)) if left[f] > 0]
+    elapsed = 0.0
+    while active:
+        rate = _fair_rates(paths, active, capacity)
+        step = min(left[f] / rate[f] for f in active)
+        elapsed += step
+        for f in active:
+            left[f] -= rate[f] * step
+        active = [f for f in active if left[f] > 1e-9 * flows[f].bytes]
+    hops = max((len(f.nodes) - 1 for f in flows), default=0)
+    return elapsed + hops * latency_s
+
+
+def simulate(instance: Instance, solution: Solution, scale: float = 1.0, queue_packets: int = 100) -> PacketResult:
+    """Replay one iteration of ``solution`` (its bytes times ``scale``) in ns-3, with drop-tail queues
+    of ``queue_packets`` packets at every link's sender."""
     if instance.cluster.directed:
         raise UnsupportedError("the packet check builds full-duplex links: directed designs are not supported")
     x = solution.topology.matrix if solution.topology is not None else None
     flows = iteration_flows(instance, solution, scale)
     rate_bps = np.asarray(x, dtype=float) * instance.cluster.link_bandwidth_gbps * 1e9
-    return simulate_flows(rate_bps, instance.cluster.hop_latency_s, flows)
+    return simulate_flows(rate_bps, instance.cluster.hop_latency_s, flows, queue_packets)
 
 
-def _build_links(ns: Any, nodes: Any, rate_bps: np.ndarray, latency_s: float) -> dict[tuple[int, int], tuple]:
+def _build_links(
+    ns: Any, nodes: Any, rate_bps: np.ndarray, latency_s: float, queue_packets: int
+) -> dict[tuple[int, int], tuple]:
     """One point-to-point link per linked pair; per arc (u, v): u's device and v's address on it."""
     helper = ns.PointToPointHelper()
+    helper.SetQueue("ns3::DropTailQueue", "MaxSize", ns.QueueSizeValue(ns.QueueSize(f"{queue_packets}p")))
     addresses = ns.Ipv4AddressHelper()
     addresses.SetBase(ns.Ipv4Address(_LINK_BASE), ns.Ipv4Mask("255.255.255.252"))
     arcs: dict[tuple[int, int], tuple] = {}
@@ -221,7 +284,7 @@ def _route_flow(ns: Any, nodes: Any, arcs: dict, flow: Flow, address: Any) -> No
         static.GetStaticRouting(ipv4).AddHostRouteTo(address, next_hop, ipv4.GetInterfaceForDevice(device))
 
 
-def simulate_flows(rate_bps: np.ndarray, latency_s: float, flows: list[Flow]) -> PacketResult:
+def simulate_flows(rate_bps: np.ndarray, latency_s: float, flows: list[Flow], queue_packets: int = 100) -> PacketResult:
     """Run ``flows`` (all starting at 0) on links of ``rate_bps[u, v]`` bit/s and delay ``latency_s``.
 
     Raises :class:`RuntimeError` when a transfer does not deliver all its bytes before the
@@ -237,7 +300,7 @@ def simulate_flows(rate_bps: np.ndarray, latency_s: float, flows: list[Flow]) ->
     nodes = ns.NodeContainer()
     nodes.Create(n)
     ns.InternetStackHelper().Install(nodes)
-    arcs = _build_links(ns, nodes, rate_bps, latency_s)
+    arcs = _build_links(ns, nodes, rate_bps, latency_s, queue_packets)
     ns.Ipv4GlobalRoutingHelper.PopulateRoutingTables()  # the acknowledgements' way back
     sinks = []
     for f, flow in enumerate(flows):
@@ -273,7 +336,7 @@ def simulate_flows(rate_bps: np.ndarray, latency_s: float, flows: list[Flow]) ->
         last, lost = 0.0, 0
         for flow_id, stats in monitor.GetFlowStats():
             tuple_ = classifier.FindFlow(flow_id)
-            lost += int(stats.lostPackets)
+            lost += int(stats.txPackets) - int(stats.rxPackets)  # dropped at a full queue, and resent
             if tuple_.destinationAddress.Get() > _ALIAS_BASE:  # a transfer, not its acknowledgements
                 last = max(last, stats.timeLastRxPacket.GetSeconds())
     finally:
