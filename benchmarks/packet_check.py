@@ -48,7 +48,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--instances", type=instance_files, default=DEFAULT, help="comma list of instance files")
     ap.add_argument("--scale", type=positive, default=0.1, help="multiply every byte of the iteration by this")
-    ap.add_argument("--queue", type=int, default=100, help="packets in the drop-tail queue of every link's sender")
+    ap.add_argument(
+        "--queue",
+        type=int,
+        default=100,
+        help="packets in every device's drop-tail transmit queue (behind ns-3's FqCoDel queue discipline)",
+    )
     add_out_argument(ap)
     args = ap.parse_args()
     if not ns3_available():

@@ -25,8 +25,9 @@ What is replayed (:func:`iteration_flows`), as the evaluator models it:
 
 The network (:func:`simulate_flows`): one ns-3 point-to-point link per linked server pair, at the
 rate of all its parallel links summed (``X[i, j] x B``; the evaluator's capacity) and the cluster's
-hop latency as propagation delay; default drop-tail queues of 100 packets; TCP (ns-3's default
-congestion control) with 1,448-byte segments. Every transfer's destination is an address of its own
+hop latency as propagation delay; at each link's sender, ns-3's default traffic control (an FqCoDel
+queue discipline of 10,240 packets, per-flow queues) in front of the device's drop-tail queue of
+``queue_packets`` (100); TCP with ns-3's defaults (CUBIC) but 1,448-byte segments and 4 MiB buffers. Every transfer's destination is an address of its own
 (a /32 on the destination's loopback) with a static host route at every hop of its path, so each
 transfer follows its path exactly, even where two transfers to one server take different routes.
 The TCP acknowledgements go back on shortest paths (ns-3's global routing).
@@ -237,8 +238,8 @@ def max_min_fair_time(rate_bps: np.ndarray, latency_s: float, flows: list[Flow],
 
 
 def simulate(instance: Instance, solution: Solution, scale: float = 1.0, queue_packets: int = 100) -> PacketResult:
-    """Replay one iteration of ``solution`` (its bytes times ``scale``) in ns-3, with drop-tail queues
-    of ``queue_packets`` packets at every link's sender."""
+    """Replay one iteration of ``solution`` (its bytes times ``scale``) in ns-3; every device's
+    drop-tail transmit queue holds ``queue_packets`` packets (behind ns-3's FqCoDel queue discipline)."""
     if instance.cluster.directed:
         raise UnsupportedError("the packet check builds full-duplex links: directed designs are not supported")
     x = solution.topology.matrix if solution.topology is not None else None
