@@ -34,7 +34,9 @@ from topoopt_ilp.evaluation.packet_sim import (
     simulate,
 )
 
-DEFAULT = "instances/fixed-ring-8.json,instances/mix-8.json,instances/dlrm-mini-8-fixed.json,instances/testbed-12.json,instances/mix-16.json"
+DEFAULT = ",".join(
+    f"instances/{name}.json" for name in ("fixed-ring-8", "mix-8", "dlrm-mini-8-fixed", "testbed-12", "mix-16")
+)
 
 
 def positive(text: str) -> float:

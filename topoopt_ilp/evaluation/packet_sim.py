@@ -27,9 +27,10 @@ The network (:func:`simulate_flows`): one ns-3 point-to-point link per linked se
 rate of all its parallel links summed (``X[i, j] x B``; the evaluator's capacity) and the cluster's
 hop latency as propagation delay; at each link's sender, ns-3's default traffic control (an FqCoDel
 queue discipline of 10,240 packets, per-flow queues) in front of the device's drop-tail queue of
-``queue_packets`` (100); TCP with ns-3's defaults (CUBIC) but 1,448-byte segments and 4 MiB buffers. Every transfer's destination is an address of its own
-(a /32 on the destination's loopback) with a static host route at every hop of its path, so each
-transfer follows its path exactly, even where two transfers to one server take different routes.
+``queue_packets`` (100); TCP with ns-3's defaults (CUBIC) but 1,448-byte segments and 4 MiB
+buffers. Every transfer's destination is an address of its own (a /32 on the destination's
+loopback) with a static host route at every hop of its path, so each transfer follows its path
+exactly, even where two transfers to one server take different routes.
 The TCP acknowledgements go back on shortest paths (ns-3's global routing).
 
 ``ns`` is imported inside the functions that run the simulator: importing it takes about 20 s and
@@ -242,9 +243,8 @@ def simulate(instance: Instance, solution: Solution, scale: float = 1.0, queue_p
     drop-tail transmit queue holds ``queue_packets`` packets (behind ns-3's FqCoDel queue discipline)."""
     if instance.cluster.directed:
         raise UnsupportedError("the packet check builds full-duplex links: directed designs are not supported")
-    x = solution.topology.matrix if solution.topology is not None else None
-    flows = iteration_flows(instance, solution, scale)
-    rate_bps = np.asarray(x, dtype=float) * instance.cluster.link_bandwidth_gbps * 1e9
+    flows = iteration_flows(instance, solution, scale)  # refuses a solution without a design
+    rate_bps = np.asarray(solution.topology.matrix, dtype=float) * instance.cluster.link_bandwidth_gbps * 1e9
     return simulate_flows(rate_bps, instance.cluster.hop_latency_s, flows, queue_packets)
 
 
