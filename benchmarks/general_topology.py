@@ -95,7 +95,7 @@ def main() -> None:
         starts = circulant_starts(n, d, seed=args.seed)
         circ = nx_scores(starts[0][1])[0] if starts else None
         res = edge_swap_search(
-            n, d, starts, time_limit_s=args.time_limit, seed=args.seed, target=(lb_diam, lb_aspl * n * (n - 1))
+            n, d, starts, time_limit_s=args.time_limit, seed=args.seed, target=(lb_diam, round(lb_aspl * n * (n - 1)))
         )
         diam, aspl, top = nx_scores(res.matrix)
         assert top <= d and (diam, round(aspl * n * (n - 1))) == (res.diameter, res.distance_total)

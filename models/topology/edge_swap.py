@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -22,6 +23,8 @@ import numpy as np
 
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate, objective_value
 from topoopt_ilp.heuristic.circulant import circulant_stats_batch
 from topoopt_ilp.models.common import ExactOptions
 from topoopt_ilp.models.topology.catalogue import catalogue_sizes, layered_floor
@@ -41,11 +44,18 @@ __all__ = [
     "solve_by_edge_swap",
     "START_SHARE",
     "DEFAULT_TIME_LIMIT_S",
+    "evaluator_score",
 ]
 
 #: At most this many circulant jump sets x servers are scored (one vectorised BFS each) for the
 #: starts; beyond it a seeded sample (390 sets at 512 servers, about 0.5 s).
 CIRCULANT_SAMPLE = 200_000
+
+#: Moves per annealing cycle (at least; CYCLE_SWAPS_PER_SERVER x n on larger graphs): the
+#: temperature falls from T0 to its end over this many moves tried, then the search reheats. Short
+#: cycles find the small optima in a second where one slow schedule over the limit took 5-9 s.
+CYCLE_SWAPS = 10_000
+CYCLE_SWAPS_PER_SERVER = 400
 
 #: Swaps without a new best before the search goes back to its best graph and reheats.
 STALL_SWAPS = 2000
@@ -67,6 +77,8 @@ class SwapResult:
     restarts: int
     wall_time_s: float
     best_found_s: float  # when the returned graph was first reached
+    score: float | None = None  # the ``score`` function's value of the graph, when one was given
+    start_score: float | None = None
 
     @property
     def aspl(self) -> float:
@@ -186,6 +198,23 @@ def simple_start(X: np.ndarray, d: int) -> np.ndarray:
     return A
 
 
+def evaluator_score(instance: Instance) -> Callable[[np.ndarray], float]:
+    """The evaluator's objective of a bare topology of ``instance`` (default rings, shortest-path
+    routes) as a value to minimise (throughput negated), for :func:`edge_swap_search`'s ``score``:
+    the throughput and comm/iteration-time objectives. inf when the evaluator cannot score it."""
+
+    def score(A: np.ndarray) -> float:
+        try:
+            value = objective_value(instance, evaluate(instance, A))
+        except (RoutingError, InputError):
+            return math.inf
+        if not math.isfinite(value):
+            return math.inf
+        return -value if instance.objective == "throughput" else value
+
+    return score
+
+
 def _random_regular(n: int, d: int, seed: int) -> np.ndarray | None:
     if (n * d) % 2 or d >= n:
         return None
@@ -202,8 +231,8 @@ def _random_regular(n: int, d: int, seed: int) -> np.ndarray | None:
 # diameter) for aspl, compared lexicographically. Acceptance (simulated annealing on the distance
 # total): a move that does not worsen the key is taken; one that worsens the total by D while the
 # diameter stays (objective diameter; objective aspl: whatever the diameter) with probability
-# exp(-D / T), T falling geometrically from T0 = n / 4 to 0.05 over the time limit; a longer
-# diameter, under objective diameter, never. After STALL_SWAPS moves without a new best the search
+# exp(-D / T), T falling geometrically from T0 = n / 4 to 0.05 over a cycle of moves (CYCLE_SWAPS),
+# or over the time limit when that is slower; a longer diameter, under objective diameter, never. After STALL_SWAPS moves without a new best the search
 # returns to its best graph. Deterministic for a seed up to the time limit: the moves come from one
 # seeded generator, and ``max_swaps`` bounds the work independently of the machine.
 # ------------------------------------------------------------------------------------------------
@@ -217,13 +246,18 @@ def edge_swap_search(
     seed: int = 0,
     max_swaps: int | None = None,
     target: tuple[float, float] | None = None,
+    score: Callable[[np.ndarray], float] | None = None,
 ) -> SwapResult:
     """Improve the best of ``starts`` (name, link-count matrix) by degree-preserving swaps.
 
     ``starts`` are made simple (:func:`simple_start`); the random regular graph of the seed joins
-    them; with neither, a ring with its free ports paired. ``target``: (diameter, distance total) at which to stop early (a proven bound met).
+    them; with neither, a ring with its free ports paired. ``target``: (diameter, distance total)
+    at which to stop early (a proven bound met). ``score``: another objective to minimise, a
+    function of the 0/1 adjacency (e.g. the evaluator's, :func:`evaluator_score`), instead of
+    ``objective``; its moves are kept only when they do not worsen it (no annealing: its
+    differences have no common scale). The returned diameter and total are the best graph's.
     """
-    if objective not in ("diameter", "aspl"):
+    if score is None and objective not in ("diameter", "aspl"):
         raise ValueError(f"the edge-swap search scores diameter or aspl, not {objective!r}")
     started = time.perf_counter()
     pool = [(name, simple_start(X, d)) for name, X in starts]
@@ -236,32 +270,41 @@ def edge_swap_search(
         ring[v, (v + 1) % n] = ring[(v + 1) % n, v] = 1
         pool.append(("a ring with its free ports paired", simple_start(ring, d)))
 
-    def key(score: tuple[float, float]) -> tuple[float, float]:
-        return score if objective == "diameter" else (score[1], score[0])
+    def key(state: tuple[float, float]) -> tuple[float, float]:
+        return state if objective == "diameter" or score is not None else (state[1], state[0])
+
+    def measure(A: np.ndarray, nbr: np.ndarray) -> tuple[float, float]:
+        if score is None:
+            return _hop_score(nbr)
+        value = score(A)
+        return (value, 0.0) if math.isfinite(value) else (math.inf, math.inf)
 
     scored = []
     for name, A in pool:
-        sc = _hop_score(_neighbour_array(A, d))
+        sc = measure(A, _neighbour_array(A, d))
         scored.append((key(sc), name, A, sc))
     scored.sort(key=lambda s: s[0])
-    _, start_name, A, score = scored[0]
-    start_score = score
+    _, start_name, A, state = scored[0]
+    start_A, start_state = A, state
     A = A.copy()
     rng = np.random.default_rng(seed)
     edges = np.argwhere(np.triu(A) > 0)
     nbr = _neighbour_array(A, d)
-    best_A, best_score, best_found = A.copy(), score, time.perf_counter() - started
+    best_A, best_state, best_found = A.copy(), state, time.perf_counter() - started
     tried = accepted = restarts = since_best = 0
     t0, t_end = max(n / 4.0, 1.0), 0.05
     limit = time_limit_s if time_limit_s is not None else math.inf
+    cycle = max(CYCLE_SWAPS, CYCLE_SWAPS_PER_SERVER * n)
     m = len(edges)
     while m >= 2:
         if max_swaps is not None and tried >= max_swaps:
             break
         elapsed = time.perf_counter() - started
-        if elapsed >= limit or (target is not None and key(best_score) <= key(target)):
+        if elapsed >= limit or (target is not None and key(best_state) <= key(target)):
             break
-        frac = min(elapsed / limit, 1.0) if math.isfinite(limit) else tried / max(max_swaps or 1, 1)
+        # the later of the cycle's and the time limit's schedules (above a few hundred servers a cycle
+        # is longer than the limit allows)
+        frac = max((tried % cycle) / cycle, min(elapsed / limit, 1.0) if math.isfinite(limit) else 0.0)
         temperature = t0 * (t_end / t0) ** frac
         i, j = rng.choice(m, 2, replace=False)
         a, b = edges[i]
@@ -270,41 +313,49 @@ def edge_swap_search(
         if len({a, b, c, e}) < 4 or A[a, c] or A[b, e]:
             continue
         _swap(A, nbr, a, b, c, e)
-        new = _hop_score(nbr)
-        worse = key(new) > key(score)
+        new = measure(A, nbr)
+        worse = key(new) > key(state)
         if worse:
-            same_diameter = new[0] == score[0]
-            take = (objective == "aspl" or same_diameter) and math.isfinite(new[1])
-            take = take and rng.random() < math.exp(-(new[1] - score[1]) / temperature)
+            same_diameter = new[0] == state[0]
+            take = score is None and (objective == "aspl" or same_diameter) and math.isfinite(new[1])
+            take = take and rng.random() < math.exp(-(new[1] - state[1]) / temperature)
             if not take:
                 _swap(A, nbr, a, c, b, e)  # undo: (a, c), (b, e) back to (a, b), (c, e)
                 continue
         edges[i], edges[j] = (a, c), (b, e)
-        score = new
+        state = new
         accepted += 1
         since_best += 1
-        if key(score) < key(best_score):
-            best_A, best_score, since_best = A.copy(), score, 0
+        if key(state) < key(best_state):
+            best_A, best_state, since_best = A.copy(), state, 0
             best_found = time.perf_counter() - started
         elif since_best >= STALL_SWAPS:
             A = best_A.copy()
             edges = np.argwhere(np.triu(A) > 0)
             nbr = _neighbour_array(A, d)
-            score, since_best = best_score, 0
+            state, since_best = best_state, 0
             restarts += 1
+    best_hops, start_hops = hop_totals(best_A), hop_totals(start_A)
     return SwapResult(
         matrix=best_A,
-        diameter=int(best_score[0]) if math.isfinite(best_score[0]) else -1,
-        distance_total=int(best_score[1]) if math.isfinite(best_score[1]) else -1,
+        diameter=_finite_int(best_hops[0]),
+        distance_total=_finite_int(best_hops[1]),
         start=start_name,
-        start_diameter=int(start_score[0]) if math.isfinite(start_score[0]) else -1,
-        start_distance_total=int(start_score[1]) if math.isfinite(start_score[1]) else -1,
+        start_diameter=_finite_int(start_hops[0]),
+        start_distance_total=_finite_int(start_hops[1]),
+        score=best_state[0] if score is not None else None,
+        start_score=start_state[0] if score is not None else None,
         swaps_tried=tried,
         swaps_accepted=accepted,
         restarts=restarts,
         wall_time_s=time.perf_counter() - started,
         best_found_s=best_found,
     )
+
+
+def _finite_int(value: float) -> int:
+    """A hop count as an int; -1 for a disconnected graph's infinity."""
+    return int(value) if math.isfinite(value) else -1
 
 
 def _swap(A: np.ndarray, nbr: np.ndarray, a: int, b: int, c: int, e: int) -> None:
@@ -346,7 +397,7 @@ def _target(instance: Instance) -> tuple[float, float]:
     """Where the search may stop: the Moore bound of the instance's objective met."""
     n, d = instance.n, instance.cluster.degree
     diameter, aspl = hop_bounds(n, d)
-    return (diameter, math.inf) if instance.objective == "diameter" else (math.inf, aspl * n * (n - 1))
+    return (diameter, math.inf) if instance.objective == "diameter" else (math.inf, round(aspl * n * (n - 1)))
 
 
 def _search(instance: Instance, start: np.ndarray | None, time_limit_s: float, seed: int) -> SwapResult:
