@@ -188,3 +188,13 @@ def test_evaluator_score_search_never_worsens_the_evaluators_throughput_and_keep
     assert after >= before * (1 - 1e-12)
     assert -res.score == pytest.approx(after, rel=1e-12)
     assert (res.matrix.sum(axis=1) == d).all() and nx.is_connected(nx.from_numpy_array(res.matrix))
+
+
+def test_exact_aspl_below_the_limit_proves_the_searchs_start_optimal():
+    # (16, 3): the search meets the Moore ASPL floor 2.2; the start proof's LPs then close the solve
+    inst = instance(16, 3, "aspl")
+    sol = solve(inst, method="exact", time_limit_s=20)
+    assert sol.status == "optimal" and sol.objective == pytest.approx(2.2, rel=1e-12)
+    assert sol.details["edge_swap_start"]["distance_total"] == round(2.2 * 16 * 15)
+    assert nx_scores(sol.topology.matrix)[1] == round(2.2 * 16 * 15)
+    assert verify(inst, sol).valid
