@@ -1,9 +1,10 @@
-"""The edge-swap search on the order/degree problem (Graph Golf) against known and proven values.
+"""The edge-swap search on the order/degree problem (Graph Golf) against known and proven bounds.
 
 For graph-golf sizes up to 64 servers: the diameter and ASPL the search reaches in a time budget
 (from the best circulants and a random regular graph; the search stops early where it meets the
-Moore bound) against the least diameter known for (n, d) (the degree/diameter table: the largest
-known graphs of degree d and diameter k, Combinatorics Wiki) and the Moore bound on the diameter and
+Moore bound) against the degree/diameter table (the least k whose largest known graph of degree d
+and diameter k has at least n vertices: a lower bound on the diameter when the order for k - 1 is
+proven largest; Combinatorics Wiki) and the Moore bound on the diameter and
 the ASPL (the lower bound Graph Golf measures its ASPL gap against). At 128 and 512 servers (1,024
 with --large): against the Moore bound and the best circulant. Every graph is re-scored by networkx.
 
@@ -44,7 +45,9 @@ LARGE = [(128, 4), (128, 8), (512, 4), (512, 8)]
 
 
 def known_diameter(n: int, d: int) -> tuple[int | None, bool]:
-    """(least diameter of the largest-known table for n servers of degree d, whether proven least)."""
+    """(the least k whose largest known graph of degree d and diameter k has at least n vertices,
+    whether k is a proven lower bound on the diameter of n vertices: the order for k - 1 is proven
+    largest or below the Moore bound)."""
     for k, order in enumerate(LARGEST_KNOWN.get(d, ()), start=2):
         if order >= n:
             below = (d, k - 1) in PROVEN_LARGEST or k - 1 < hop_bounds(n, d)[0]
