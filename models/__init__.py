@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -38,7 +39,9 @@ from topoopt_ilp.models.common import ExactOptions, check_start
 from topoopt_ilp.models.joint.enumeration import solve_joint_enumeration
 from topoopt_ilp.models.joint.milp import solve_joint
 from topoopt_ilp.models.placement.milp import solve_placement
+from topoopt_ilp.models.topology import edge_swap
 from topoopt_ilp.models.topology.circulant import solve_circulant
+from topoopt_ilp.models.topology.milp import MAX_SERVERS
 from topoopt_ilp.models.topology.solve import solve_topology_routing
 
 if TYPE_CHECKING:
@@ -218,14 +221,31 @@ def solve_exact(
             "(score it with 'topoopt evaluate INSTANCE SOLUTION --routing optimal')"
         )
     if instance.topology_family == "any":
+        started = time.perf_counter()
         start = _warm_start(instance, options, heuristic)
-        sol = solve_topology_routing(instance, options, None if start is None else start.topology.matrix)
+        x0 = None if start is None else start.topology.matrix
+        if edge_swap.edge_swap_applies(instance) is None and instance.n > MAX_SERVERS:
+            # Above the MILP's size limit the edge-swap search is the method (aspl, diameter; undirected).
+            return edge_swap.solve_by_edge_swap(instance, _time_left(options, started), x0)
+        x0, swapped = edge_swap.swap_start(instance, options, x0)
+        if swapped is None:
+            sol = solve_topology_routing(instance, options, x0)
+        else:  # the MILP gets what the search left of the limit
+            sol = solve_topology_routing(instance, _time_left(options, started), x0)
+            sol = replace(sol, details={**sol.details, "edge_swap_start": swapped})
         sol = _not_worse_than_start(instance, sol, start, options.time_limit_s)
     else:
         sol = solve_circulant(instance, options)
     if options.warm_start not in (None, "none"):
         sol = replace(sol, details={**sol.details, "warm_start": options.warm_start})
     return sol
+
+
+def _time_left(options: ExactOptions, started: float) -> ExactOptions:
+    """``options`` with the time limit less what has run since ``started``."""
+    if options.time_limit_s is None:
+        return options
+    return replace(options, time_limit_s=max(0.0, options.time_limit_s - (time.perf_counter() - started)))
 
 
 #: A ``feasible`` exact result whose objective is within this relative distance of its own valid

@@ -1,0 +1,173 @@
+"""The edge-swap search on the order/degree problem (Graph Golf) against known and proven bounds.
+
+For graph-golf sizes up to 64 servers: the diameter and ASPL the search reaches in a time budget
+(from the best circulants and a random regular graph; the search stops early where it meets the
+Moore bound) against the degree/diameter table (the least k whose largest known graph of degree d
+and diameter k has at least n vertices: a lower bound on the diameter when the order for k - 1 is
+proven largest; Combinatorics Wiki) and the Moore bound on the diameter and
+the ASPL (the lower bound Graph Golf measures its ASPL gap against). At 128 and 512 servers (1,024
+with --large): against the Moore bound and the best circulant. Every graph is re-scored by networkx.
+
+    .venv/bin/python benchmarks/general_topology.py [--time-limit 30] [--seed 0] [--large] [--out]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import networkx as nx
+import numpy as np
+from _args import seconds
+from _results import Record, add_out_argument
+
+from topoopt_ilp.models.topology.edge_swap import circulant_starts, edge_swap_search, hop_bounds
+
+#: Orders of the largest known undirected graphs of maximum degree d and diameter k = 2, 3, 4, ...
+#: (Combinatorics Wiki, "The Degree Diameter Problem for General Graphs"; the same table on
+#: en.wikipedia.org/wiki/Table_of_the_largest_known_graphs_of_a_given_diameter_and_maximal_degree).
+#: Proven largest: d = 3 for k = 2, 3, 4 and k = 2 for d = 4..7.
+LARGEST_KNOWN = {
+    3: (10, 20, 38, 70, 132, 196, 360),
+    4: (15, 41, 98, 364, 740),
+    5: (24, 72, 212, 624),
+    6: (32, 111, 390, 1404),
+    7: (50, 168, 672, 2756),
+    8: (57, 253, 1100, 5060),
+}
+PROVEN_LARGEST = {(3, 2), (3, 3), (3, 4), (4, 2), (5, 2), (6, 2), (7, 2)}
+
+#: Graph-golf sizes up to 64 servers: the 2015 competition's featured orders 16 and 64 with degrees 3
+#: and 4 (research.nii.ac.jp/graphgolf/2015/rules.html), the sizes up to 30 servers where
+#: `--method exact` alone fell short (issue 38: (20, 3), (20, 5), (25, 6), (30, 4)), Petersen's
+#: (10, 3) and 32 servers.
+SMALL = [(10, 3), (16, 3), (16, 4), (20, 3), (20, 5), (25, 6), (30, 4), (32, 3), (32, 4), (64, 3), (64, 4)]
+LARGE = [(128, 4), (128, 8), (512, 4), (512, 8)]
+
+
+def known_diameter(n: int, d: int) -> tuple[int | None, bool]:
+    """(the least k whose largest known graph of degree d and diameter k has at least n vertices,
+    whether k is a proven lower bound on the diameter of n vertices: the order for k - 1 is proven
+    largest or below the Moore bound)."""
+    for k, order in enumerate(LARGEST_KNOWN.get(d, ()), start=2):
+        if order >= n:
+            below = (d, k - 1) in PROVEN_LARGEST or k - 1 < hop_bounds(n, d)[0]
+            return k, below
+    return None, False
+
+
+def nx_scores(X: np.ndarray) -> tuple[int, float, int]:
+    """(diameter, ASPL, max degree) by networkx, independently of the search's score."""
+    g = nx.from_numpy_array(X)
+    assert nx.is_connected(g), "the search returned a disconnected graph"
+    return nx.diameter(g), nx.average_shortest_path_length(g), max(dict(g.degree()).values())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-limit", type=seconds, default=30.0, help="seconds per size (default 30)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--large", action="store_true", help="also 1,024 servers (degree 4 and 8)")
+    add_out_argument(ap)
+    args = ap.parse_args()
+    record = Record(args)
+
+    small = record.table(
+        f"order/degree problem up to 64 servers: edge swaps in {args.time_limit:g} s (seed {args.seed}; "
+        "stops early at the Moore bound)",
+        [
+            ("n", ">4"),
+            ("d", ">2"),
+            ("known diam", ">10"),
+            ("proven", ">6"),
+            ("moore diam", ">10"),
+            ("circ diam", ">9"),
+            ("diam", ">4"),
+            ("aspl", ">7.4f"),
+            ("moore aspl", ">10.4f"),
+            ("aspl gap", ">8.2%"),
+            ("at_s", ">6.1f"),
+            ("start", "<22"),
+        ],
+    )
+    print(small.title)
+    print(small.header())
+    met = 0
+    for n, d in SMALL:
+        known, proven = known_diameter(n, d)
+        lb_diam, lb_aspl = hop_bounds(n, d)
+        starts = circulant_starts(n, d, seed=args.seed)
+        circ = nx_scores(starts[0][1])[0] if starts else None
+        res = edge_swap_search(
+            n, d, starts, time_limit_s=args.time_limit, seed=args.seed, target=(lb_diam, round(lb_aspl * n * (n - 1)))
+        )
+        diam, aspl, top = nx_scores(res.matrix)
+        assert top <= d and (diam, round(aspl * n * (n - 1))) == (res.diameter, res.distance_total)
+        met += diam == known
+        print(
+            small.add(
+                n,
+                d,
+                known,
+                "yes" if proven else "no",
+                lb_diam,
+                circ,
+                diam,
+                aspl,
+                lb_aspl,
+                (aspl - lb_aspl) / lb_aspl,
+                res.best_found_s,
+                res.start.split(" (")[0],
+            ),
+            flush=True,
+        )
+    small.notes.append(f"known diameter reached at {met} of {len(SMALL)} sizes")
+    record.ratios["small_sizes_at_known_diameter"] = met / len(SMALL)
+
+    large = record.table(
+        f"128 and 512 servers{' and 1,024' if args.large else ''}: edge swaps in {args.time_limit:g} s "
+        f"against the Moore bound and the best circulant (seed {args.seed})",
+        [
+            ("n", ">5"),
+            ("d", ">2"),
+            ("moore diam", ">10"),
+            ("circ diam", ">9"),
+            ("circ aspl", ">9.4f"),
+            ("diam", ">4"),
+            ("aspl", ">7.4f"),
+            ("moore aspl", ">10.4f"),
+            ("aspl gap", ">8.2%"),
+            ("swaps", ">7"),
+            ("at_s", ">6.1f"),
+        ],
+    )
+    print()
+    print(large.title)
+    print(large.header())
+    for n, d in LARGE + ([(1024, 4), (1024, 8)] if args.large else []):
+        lb_diam, lb_aspl = hop_bounds(n, d)
+        starts = circulant_starts(n, d, seed=args.seed)
+        circ_diam, circ_aspl, _ = nx_scores(starts[0][1])
+        res = edge_swap_search(n, d, starts, time_limit_s=args.time_limit, seed=args.seed)
+        diam, aspl, top = nx_scores(res.matrix)
+        assert top <= d
+        print(
+            large.add(
+                n,
+                d,
+                lb_diam,
+                circ_diam,
+                circ_aspl,
+                diam,
+                aspl,
+                lb_aspl,
+                (aspl - lb_aspl) / lb_aspl,
+                res.swaps_tried,
+                res.best_found_s,
+            ),
+            flush=True,
+        )
+    record.write()
+
+
+if __name__ == "__main__":
+    main()

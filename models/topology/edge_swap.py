@@ -1,0 +1,502 @@
+"""A primal search for general degree-d topologies: degree-preserving edge swaps (graph golf).
+
+The order/degree problem (Graph Golf, research.nii.ac.jp/graphgolf): among undirected graphs of n
+vertices and degree at most d, the least diameter, and among those the least average shortest path
+length (ASPL). :func:`edge_swap_search` starts from the best of several graphs (the best circulants,
+TopoOpt's design, a random regular graph) and improves it by swaps that keep every degree; it
+proves nothing, and :func:`hop_bounds` gives what can be proven (the Moore bounds) so that the
+caller reports the gap. Used by ``--method exact`` for objectives ``aspl`` and ``diameter`` on
+undirected links: as the start of the MILP, and above the MILP's size limit as the method itself
+(docs/methods/edge-swap.md).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import combinations
+
+import networkx as nx
+import numpy as np
+
+from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate, objective_value
+from topoopt_ilp.heuristic.circulant import circulant_stats_batch
+from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.topology.catalogue import catalogue_sizes, layered_floor
+from topoopt_ilp.models.topology.milp import MAX_SERVERS, moore_diameter_bound
+from topoopt_ilp.solvers import relative_gap
+
+__all__ = [
+    "SwapResult",
+    "edge_swap_search",
+    "circulant_starts",
+    "hop_bounds",
+    "hop_totals",
+    "simple_start",
+    "CIRCULANT_SAMPLE",
+    "edge_swap_applies",
+    "swap_start",
+    "solve_by_edge_swap",
+    "START_SHARE",
+    "DEFAULT_TIME_LIMIT_S",
+    "evaluator_score",
+]
+
+#: At most this many circulant jump sets x servers are scored (one vectorised BFS each) for the
+#: starts; beyond it a seeded sample (390 sets at 512 servers, about 0.5 s).
+CIRCULANT_SAMPLE = 200_000
+
+#: Moves per annealing cycle (at least; CYCLE_SWAPS_PER_SERVER x n on larger graphs): the
+#: temperature falls from T0 to its end over this many moves tried, then the search reheats. Short
+#: cycles find the small optima in a second where one slow schedule over the limit took 5-9 s.
+CYCLE_SWAPS = 10_000
+CYCLE_SWAPS_PER_SERVER = 400
+
+#: Swaps without a new best before the search goes back to its best graph and reheats.
+STALL_SWAPS = 2000
+
+
+@dataclass(frozen=True)
+class SwapResult:
+    """The best graph the search found and how it got there. ``distance_total``: the sum of hop
+    distances over ordered pairs (ASPL = distance_total / (n (n - 1)))."""
+
+    matrix: np.ndarray
+    diameter: int
+    distance_total: int
+    start: str
+    start_diameter: int
+    start_distance_total: int
+    swaps_tried: int
+    swaps_accepted: int
+    restarts: int
+    wall_time_s: float
+    best_found_s: float  # when the returned graph was first reached
+    score: float | None = None  # the ``score`` function's value of the graph, when one was given
+    start_score: float | None = None
+
+    @property
+    def aspl(self) -> float:
+        n = len(self.matrix)
+        return self.distance_total / (n * (n - 1)) if n > 1 else 0.0
+
+
+# ------------------------------------------------------------------------------------------------
+# The score: bitset BFS from every source at once
+#
+# Row v of R holds, as bits, the servers within h hops of v. One hop more: R'[v] = R[v] | OR over
+# the neighbours u of v of R[u] (nbr, an n x d array; a missing port points to v itself, which adds
+# nothing). The pairs still unreached after h hops each add 1 to the distance total, so
+# total = sum_h (n^2 - reached_h), and the diameter is the number of hops until every bit is set; a
+# hop that sets no new bit means a disconnected graph (inf). Cost per hop: n d words of n/64 bits.
+# ------------------------------------------------------------------------------------------------
+def _neighbour_array(A: np.ndarray, d: int) -> np.ndarray:
+    """(n, d) neighbours of each server of the simple 0/1 adjacency A, padded with the server itself."""
+    n = len(A)
+    nbr = np.repeat(np.arange(n)[:, None], d, axis=1)
+    for v in range(n):
+        u = np.flatnonzero(A[v])
+        nbr[v, : len(u)] = u
+    return nbr
+
+
+def _hop_score(nbr: np.ndarray) -> tuple[float, float]:
+    """(diameter, distance total) of the graph of the neighbour array; (inf, inf) when disconnected."""
+    n, d = nbr.shape
+    words = (n + 63) // 64
+    R = np.zeros((n, words), dtype=np.uint64)
+    v = np.arange(n)
+    R[v, v // 64] = np.left_shift(np.uint64(1), (v % 64).astype(np.uint64))
+    reached, total, hops = n, 0, 0
+    while reached < n * n:
+        total += n * n - reached
+        nxt = R | np.bitwise_or.reduce(R[nbr], axis=1)
+        now = int(np.bitwise_count(nxt).sum())
+        if now == reached:
+            return math.inf, math.inf
+        R, reached, hops = nxt, now, hops + 1
+    return float(hops), float(total)
+
+
+def hop_totals(X: np.ndarray) -> tuple[float, float]:
+    """(diameter, distance total over ordered pairs) of a link-count matrix (links as 0/1)."""
+    A = np.asarray(X) > 0
+    return _hop_score(_neighbour_array(A, max(int(A.sum(axis=1).max(initial=0)), 1)))
+
+
+def hop_bounds(n: int, d: int) -> tuple[int, float]:
+    """(least diameter, least ASPL) any undirected graph of n servers and degree at most d allows:
+    the Moore bound (at most d (d-1)^(h-1) servers h hops from any server; for the ASPL, every server
+    sees the others on the nearest such layers, Cerf et al. 1974)."""
+    return moore_diameter_bound(n, d, False), layered_floor(n - 1, d, d - 1) / (n - 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# Starts
+# ------------------------------------------------------------------------------------------------
+def circulant_starts(n: int, d: int, seed: int = 0, count: int = 2) -> list[tuple[str, np.ndarray]]:
+    """The ``count`` best undirected circulants of degree d on n servers by (diameter, distance
+    total), over every jump set (a seeded sample of :data:`CIRCULANT_SAMPLE` / n sets when there
+    are more).
+    Odd d needs even n (the jump n/2 takes one port); none otherwise."""
+    if d < 2 or n <= d:
+        return []
+    fixed = []
+    m = d // 2
+    if d % 2:
+        if n % 2:
+            return []
+        fixed = [n // 2]
+    pool = np.arange(1, (n - 1) // 2 + 1)  # jumps j < n/2: each takes two ports
+    if m > len(pool):
+        return []
+    rng = np.random.default_rng(seed)
+    sample = max(CIRCULANT_SAMPLE // n, 16)
+    if math.comb(len(pool), m) <= sample:
+        sets = np.array(list(combinations(pool.tolist(), m)), dtype=np.int64).reshape(-1, m)
+    else:
+        sets = np.sort(np.array([rng.choice(pool, m, replace=False) for _ in range(sample)]), axis=1)
+        sets[0] = np.arange(1, m + 1) * max(1, (n // 2) // (m + 1))  # a spread set, whatever the sample
+        sets = np.unique(sets, axis=0)
+    if fixed:
+        sets = np.concatenate([sets, np.full((len(sets), 1), fixed[0])], axis=1)
+    coins = np.concatenate([sets, (-sets) % n], axis=1)
+    unreachable, total, diameter = circulant_stats_batch(n, coins)
+    ok = np.flatnonzero(unreachable == 0)
+    best = ok[np.lexsort((total[ok], diameter[ok]))][:count]
+    out = []
+    for i in best:
+        jumps = sorted({int(j) for j in sets[i]})
+        X = np.zeros((n, n), dtype=np.int64)
+        v = np.arange(n)
+        for j in jumps:
+            X[v, (v + j) % n] = X[(v + j) % n, v] = 1
+        out.append((f"circulant {tuple(jumps)}", X))
+    return out
+
+
+def simple_start(X: np.ndarray, d: int) -> np.ndarray:
+    """A simple graph (0/1, no loops) from a link-count matrix: parallel links become one, then free
+    ports are paired greedily between servers not yet linked (least-linked first), so the swaps,
+    which keep degrees, start from as many links as fit."""
+    A = (np.asarray(X) > 0).astype(np.int64)
+    np.fill_diagonal(A, 0)
+    n = len(A)
+    for _ in range(n * d):
+        free = d - A.sum(axis=1)
+        open_ = np.flatnonzero(free > 0)
+        pairs = [(a, b) for i, a in enumerate(open_) for b in open_[i + 1 :] if not A[a, b]]
+        if not pairs:
+            break
+        a, b = min(pairs, key=lambda p: (-(free[p[0]] + free[p[1]]), p))
+        A[a, b] = A[b, a] = 1
+    return A
+
+
+def evaluator_score(instance: Instance) -> Callable[[np.ndarray], float]:
+    """The evaluator's objective of a bare topology of ``instance`` (default rings, shortest-path
+    routes) as a value to minimise (throughput negated), for :func:`edge_swap_search`'s ``score``:
+    the throughput and comm/iteration-time objectives. inf when the evaluator cannot score it."""
+
+    def score(A: np.ndarray) -> float:
+        try:
+            value = objective_value(instance, evaluate(instance, A))
+        except (RoutingError, InputError):
+            return math.inf
+        if not math.isfinite(value):
+            return math.inf
+        return -value if instance.objective == "throughput" else value
+
+    return score
+
+
+def _random_regular(n: int, d: int, seed: int) -> np.ndarray | None:
+    if (n * d) % 2 or d >= n:
+        return None
+    return nx.to_numpy_array(nx.random_regular_graph(d, n, seed=seed), nodelist=range(n), dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------------
+# The search
+#
+# State: a simple graph as its edge list, its neighbour array and a 0/1 adjacency. Move: two links
+# (a, b), (c, e) become (a, c), (b, e) or (a, e), (b, c) (either at random); refused when the four
+# servers are not distinct or a new link exists already, so every degree is kept and the graph
+# stays simple. Key: (diameter, distance total) for objective diameter, (distance total,
+# diameter) for aspl, compared lexicographically. Acceptance (simulated annealing on the distance
+# total): a move that does not worsen the key is taken; one that worsens the total by D while the
+# diameter stays (objective diameter; objective aspl: whatever the diameter) with probability
+# exp(-D / T), T falling geometrically from T0 = n / 4 to 0.05 over a cycle of moves (CYCLE_SWAPS),
+# or over the time limit when that is slower; a longer diameter, under objective diameter, never. After STALL_SWAPS moves without a new best the search
+# returns to its best graph. Deterministic for a seed up to the time limit: the moves come from one
+# seeded generator, and ``max_swaps`` bounds the work independently of the machine.
+# ------------------------------------------------------------------------------------------------
+def edge_swap_search(
+    n: int,
+    d: int,
+    starts: list[tuple[str, np.ndarray]],
+    *,
+    objective: str = "diameter",
+    time_limit_s: float = 30.0,
+    seed: int = 0,
+    max_swaps: int | None = None,
+    target: tuple[float, float] | None = None,
+    score: Callable[[np.ndarray], float] | None = None,
+) -> SwapResult:
+    """Improve the best of ``starts`` (name, link-count matrix) by degree-preserving swaps.
+
+    ``starts`` are made simple (:func:`simple_start`); the random regular graph of the seed joins
+    them; with neither, a ring with its free ports paired. ``target``: (diameter, distance total)
+    at which to stop early (a proven bound met). ``score``: another objective to minimise, a
+    function of the 0/1 adjacency (e.g. the evaluator's, :func:`evaluator_score`), instead of
+    ``objective``; its moves are kept only when they do not worsen it (no annealing: its
+    differences have no common scale). The returned diameter and total are the best graph's.
+    """
+    if score is None and objective not in ("diameter", "aspl"):
+        raise ValueError(f"the edge-swap search scores diameter or aspl, not {objective!r}")
+    started = time.perf_counter()
+    pool = [(name, simple_start(X, d)) for name, X in starts]
+    random_start = _random_regular(n, d, seed)
+    if random_start is not None:
+        pool.append((f"random regular graph (seed {seed})", random_start))
+    if not pool:
+        ring = np.zeros((n, n), dtype=np.int64)
+        v = np.arange(n)
+        ring[v, (v + 1) % n] = ring[(v + 1) % n, v] = 1
+        pool.append(("a ring with its free ports paired", simple_start(ring, d)))
+
+    def key(state: tuple[float, float]) -> tuple[float, float]:
+        return state if objective == "diameter" or score is not None else (state[1], state[0])
+
+    def measure(A: np.ndarray, nbr: np.ndarray) -> tuple[float, float]:
+        if score is None:
+            return _hop_score(nbr)
+        value = score(A)
+        return (value, 0.0) if math.isfinite(value) else (math.inf, math.inf)
+
+    scored = []
+    for name, A in pool:
+        sc = measure(A, _neighbour_array(A, d))
+        scored.append((key(sc), name, A, sc))
+    scored.sort(key=lambda s: s[0])
+    _, start_name, A, state = scored[0]
+    start_A, start_state = A, state
+    A = A.copy()
+    rng = np.random.default_rng(seed)
+    edges = np.argwhere(np.triu(A) > 0)
+    nbr = _neighbour_array(A, d)
+    best_A, best_state, best_found = A.copy(), state, time.perf_counter() - started
+    tried = accepted = restarts = since_best = 0
+    t0, t_end = max(n / 4.0, 1.0), 0.05
+    limit = time_limit_s if time_limit_s is not None else math.inf
+    cycle = max(CYCLE_SWAPS, CYCLE_SWAPS_PER_SERVER * n)
+    m = len(edges)
+    while m >= 2:
+        if max_swaps is not None and tried >= max_swaps:
+            break
+        elapsed = time.perf_counter() - started
+        if elapsed >= limit or (target is not None and key(best_state) <= key(target)):
+            break
+        # the later of the cycle's and the time limit's schedules (above a few hundred servers a cycle
+        # is longer than the limit allows)
+        frac = max((tried % cycle) / cycle, min(elapsed / limit, 1.0) if math.isfinite(limit) else 0.0)
+        temperature = t0 * (t_end / t0) ** frac
+        i, j = rng.choice(m, 2, replace=False)
+        a, b = edges[i]
+        c, e = edges[j] if rng.random() < 0.5 else edges[j][::-1]
+        tried += 1
+        if len({a, b, c, e}) < 4 or A[a, c] or A[b, e]:
+            continue
+        _swap(A, nbr, a, b, c, e)
+        new = measure(A, nbr)
+        worse = key(new) > key(state)
+        if worse:
+            same_diameter = new[0] == state[0]
+            take = score is None and (objective == "aspl" or same_diameter) and math.isfinite(new[1])
+            take = take and rng.random() < math.exp(-(new[1] - state[1]) / temperature)
+            if not take:
+                _swap(A, nbr, a, c, b, e)  # undo: (a, c), (b, e) back to (a, b), (c, e)
+                continue
+        edges[i], edges[j] = (a, c), (b, e)
+        state = new
+        accepted += 1
+        since_best += 1
+        if key(state) < key(best_state):
+            best_A, best_state, since_best = A.copy(), state, 0
+            best_found = time.perf_counter() - started
+        elif since_best >= STALL_SWAPS:
+            A = best_A.copy()
+            edges = np.argwhere(np.triu(A) > 0)
+            nbr = _neighbour_array(A, d)
+            state, since_best = best_state, 0
+            restarts += 1
+    best_hops, start_hops = hop_totals(best_A), hop_totals(start_A)
+    return SwapResult(
+        matrix=best_A,
+        diameter=_finite_int(best_hops[0]),
+        distance_total=_finite_int(best_hops[1]),
+        start=start_name,
+        start_diameter=_finite_int(start_hops[0]),
+        start_distance_total=_finite_int(start_hops[1]),
+        score=best_state[0] if score is not None else None,
+        start_score=start_state[0] if score is not None else None,
+        swaps_tried=tried,
+        swaps_accepted=accepted,
+        restarts=restarts,
+        wall_time_s=time.perf_counter() - started,
+        best_found_s=best_found,
+    )
+
+
+def _finite_int(value: float) -> int:
+    """A hop count as an int; -1 for a disconnected graph's infinity."""
+    return int(value) if math.isfinite(value) else -1
+
+
+def _swap(A: np.ndarray, nbr: np.ndarray, a: int, b: int, c: int, e: int) -> None:
+    """Links (a, b), (c, e) become (a, c), (b, e), in the adjacency and the neighbour array."""
+    A[a, b] = A[b, a] = A[c, e] = A[e, c] = 0
+    A[a, c] = A[c, a] = A[b, e] = A[e, b] = 1
+    for v, old, new in ((a, b, c), (b, a, e), (c, e, a), (e, c, b)):
+        nbr[v, np.flatnonzero(nbr[v] == old)[0]] = new
+
+
+# ------------------------------------------------------------------------------------------------
+# In the exact method (models.solve_exact): objectives aspl and diameter on undirected links
+# ------------------------------------------------------------------------------------------------
+#: Below the MILP's size limit the search takes this share of the time limit as the MILP's start
+#: (at most START_CAP_S; START_CAP_S without a limit); above it the search is the method.
+START_SHARE = 0.25
+START_CAP_S = 10.0
+#: The search's time when it is the method and no time limit is given.
+DEFAULT_TIME_LIMIT_S = 30.0
+
+
+def edge_swap_applies(instance: Instance) -> str | None:
+    """Why the edge-swap search does not serve ``instance`` in the exact method (None: it does)."""
+    c = instance.cluster
+    if instance.objective not in ("aspl", "diameter"):
+        return f"objective {instance.objective} (the search scores aspl and diameter)"
+    if c.directed:
+        return "directed links (the swaps keep undirected degrees)"
+    if instance.topology_family != "any" or instance.fixed_topology is not None or instance.workload is not None:
+        return "not a general topology of a demand"
+    if c.degree < 2 or instance.n <= c.degree:
+        return "degree below 2 or a complete graph"
+    if c.regular and (instance.n * c.degree) % 2:
+        return "n d odd: no d-regular graph exists"
+    return None
+
+
+def _target(instance: Instance) -> tuple[float, float]:
+    """Where the search may stop: the Moore bound of the instance's objective met."""
+    n, d = instance.n, instance.cluster.degree
+    diameter, aspl = hop_bounds(n, d)
+    return (diameter, math.inf) if instance.objective == "diameter" else (math.inf, round(aspl * n * (n - 1)))
+
+
+def _search(instance: Instance, start: np.ndarray | None, time_limit_s: float, seed: int) -> SwapResult:
+    n, d = instance.n, instance.cluster.degree
+    starts = circulant_starts(n, d, seed=seed)
+    if start is not None:
+        starts.insert(0, ("TopoOpt's design (the warm start)", np.asarray(start)))
+    return edge_swap_search(
+        n, d, starts, objective=instance.objective, time_limit_s=time_limit_s, seed=seed, target=_target(instance)
+    )
+
+
+def _details(res: SwapResult) -> dict:
+    return {
+        "start": res.start,
+        "start_diameter": res.start_diameter,
+        "start_distance_total": res.start_distance_total,
+        "diameter": res.diameter,
+        "distance_total": res.distance_total,
+        "swaps_tried": res.swaps_tried,
+        "swaps_accepted": res.swaps_accepted,
+        "restarts": res.restarts,
+        "search_s": round(res.wall_time_s, 4),
+    }
+
+
+def _valid(instance: Instance, res: SwapResult) -> bool:
+    """The graph is a topology of the instance: connected, degree at most d (exactly d when regular)."""
+    degrees = res.matrix.sum(axis=1)
+    d = instance.cluster.degree
+    return res.diameter > 0 and bool((degrees == d).all() if instance.cluster.regular else (degrees <= d).all())
+
+
+def swap_start(
+    instance: Instance, options: ExactOptions, start: np.ndarray | None
+) -> tuple[np.ndarray | None, dict | None]:
+    """The MILP's start for an instance the search serves below the MILP's size limit: the search's
+    graph from ``start`` (TopoOpt's design) and the best circulants, in START_SHARE of the limit, with
+    what it did; ``(start, None)`` when it does not apply or the catalogue answers these sizes."""
+    if edge_swap_applies(instance) is not None or (instance.n, instance.cluster.degree) in catalogue_sizes():
+        return start, None
+    limit = options.time_limit_s
+    budget = START_CAP_S if limit is None else min(START_SHARE * limit, START_CAP_S)
+    if budget <= 0:
+        return start, None
+    res = _search(instance, start, budget, options.seed or 0)
+    if not _valid(instance, res):
+        return start, None
+    return res.matrix, _details(res)
+
+
+def solve_by_edge_swap(instance: Instance, options: ExactOptions, start: np.ndarray | None) -> Solution:
+    """The exact method above the MILP's size limit (objectives aspl and diameter, undirected):
+    the search's graph, ``feasible`` under the Moore bound (``optimal`` when it meets it), with the
+    gap; ``no_solution`` at a time limit of 0, as for every exact method."""
+    started = time.perf_counter()
+    n, d = instance.n, instance.cluster.degree
+    details: dict = {"model": "topology_routing", "algorithm": "edge_swap", "milp_size_limit": MAX_SERVERS}
+    limit = DEFAULT_TIME_LIMIT_S if options.time_limit_s is None else options.time_limit_s
+    if limit == 0:
+        return Solution(
+            status="no_solution",
+            method="exact",
+            topology=None,
+            backend=options.backend,
+            wall_time_s=0.0,
+            details={**details, "model_status": "no_solution"},
+        )
+    res = _search(instance, start, limit, options.seed or 0)
+    diameter_lb, aspl_lb = hop_bounds(n, d)
+    if instance.objective == "diameter":
+        value, bound = float(res.diameter), float(diameter_lb)
+    else:
+        value, bound = res.aspl, aspl_lb
+        if res.distance_total <= round(aspl_lb * n * (n - 1)):  # the floor met: equal, not a rounding apart
+            bound = value
+    gap = relative_gap(value, bound)
+    details.update(
+        edge_swap=_details(res),
+        moore_lower_bound={"diameter": diameter_lb, "aspl": aspl_lb},
+        model_status="optimal" if gap == 0 else "feasible",
+    )
+    if not _valid(instance, res):
+        return Solution(
+            status="no_solution",
+            method="exact",
+            topology=None,
+            backend=options.backend,
+            wall_time_s=time.perf_counter() - started,
+            details={**details, "model_status": "no_solution"},
+        )
+    return Solution(
+        status="optimal" if gap == 0 else "feasible",
+        method="exact",
+        topology=Topology(res.matrix),
+        objective=value,
+        bound=bound,
+        gap=gap,
+        backend=options.backend,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )
