@@ -279,8 +279,8 @@ class Instance:
         as_choice(self.topology_family, "topology_family", FAMILIES)
         if (self.demand is None) == (self.workload is None):
             raise InstanceError(
-                "an instance needs exactly one of 'demand' and 'workload'"
-                + (" (it has both)" if self.demand is not None else " (it has neither)")
+                "an instance needs exactly one of 'demand', 'workload' and 'job'"
+                + (" (it has demand and workload)" if self.demand is not None else " (it has none)")
             )
         if self.workload is not None:
             if not isinstance(self.workload, Workload):
