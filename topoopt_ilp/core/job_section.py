@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_number, as_str
+from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_number, as_str, brief
 from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.jobs.enumerate import feasible_parallelisations, peak_memory
 from topoopt_ilp.jobs.iteration import dp_member_bytes, profile
@@ -66,7 +66,8 @@ __all__ = [
 JOB_OVERLAPS = ("none", "full")
 #: HBM of one H100 SXM (datasheet: 80 GB).
 DEFAULT_MEMORY_GB = 80.0
-MAX_DIMENSION = 10**7  # layers, hidden sizes, vocabularies: far beyond any model, and products stay exact
+MAX_DIMENSION = 10**7  # hidden sizes, vocabularies, heads: far beyond any model, and products stay exact
+MAX_LAYERS = 10**5  # a profile sums over the layers in Python: a hostile 10^7 would take minutes
 MAX_DEGREE = 10**6
 MAX_BATCH = 10**9
 
@@ -88,29 +89,45 @@ def model_fields() -> dict[str, tuple[str, ...]]:
     }
 
 
+def _high(name: str) -> int:
+    return MAX_LAYERS if name in ("layers", "first_dense_layers", "layer_step") else MAX_DIMENSION
+
+
+def _check_model_values(value: Any) -> None:
+    """The ranges of a model's numbers, as instance fields (``job.model.layers``): ``value`` a
+    TransformerModel or the dict of an inline model (checked before the model's own checks, which
+    would echo a 400-digit integer)."""
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name)
+
+    as_str(get(value, "name"), "job.model.name")
+    for name in (*_MODEL_INTS, *_MODEL_OPTIONAL_INTS):
+        if name in _MODEL_INTS or get(value, name) is not None:
+            as_int(get(value, name), f"job.model.{name}", low=1, high=_high(name))
+    for name in _MODEL_FLAGS:
+        if not isinstance(value, dict) or name in value:
+            as_bool(get(value, name), f"job.model.{name}")
+    for part, names, zero in (
+        ("moe", _MOE_INTS, ("shared_experts", "first_dense_layers")),
+        ("mla", _MLA_INTS, ("q_lora_rank",)),
+    ):
+        section = get(value, part)
+        for name in names if section is not None else ():
+            if not isinstance(section, dict) or name in section:
+                low = 0 if name in zero else 1
+                as_int(get(section, name), f"job.model.{part}.{name}", low=low, high=_high(name))
+
+
 def _checked_model(value: Any) -> TransformerModel:
     """A zoo name, or a TransformerModel whose fields pass the instance checks (named ``job.model.*``)."""
     if isinstance(value, str):
         if value not in LLM_ZOO:
-            raise InstanceError(f"unknown model {value!r}; known: {', '.join(LLM_ZOO)}", field="job.model")
+            raise InstanceError(f"unknown model {brief(value)}; known: {', '.join(LLM_ZOO)}", field="job.model")
         return LLM_ZOO[value]
     if not isinstance(value, TransformerModel):
         raise InstanceError(f"expected a zoo model name or a model, got {type(value).__name__}", field="job.model")
-    as_str(value.name, "job.model.name")
-    for name in _MODEL_INTS:
-        as_int(getattr(value, name), f"job.model.{name}", low=1, high=MAX_DIMENSION)
-    for name in _MODEL_OPTIONAL_INTS:
-        as_int(getattr(value, name), f"job.model.{name}", low=1, high=MAX_DIMENSION)
-    for name in _MODEL_FLAGS:
-        as_bool(getattr(value, name), f"job.model.{name}")
-    if value.moe is not None:
-        for name in _MOE_INTS:
-            low = 0 if name in ("shared_experts", "first_dense_layers") else 1
-            as_int(getattr(value.moe, name), f"job.model.moe.{name}", low=low, high=MAX_DIMENSION)
-    if value.mla is not None:
-        for name in _MLA_INTS:
-            low = 0 if name == "q_lora_rank" else 1
-            as_int(getattr(value.mla, name), f"job.model.mla.{name}", low=low, high=MAX_DIMENSION)
+    _check_model_values(value)
     return value
 
 
@@ -319,25 +336,13 @@ def compile_job(spec: JobSpec, cluster: Any) -> CompiledJob:
 
 
 def model_from_fields(fields: dict[str, Any]) -> TransformerModel:
-    """An inline model from its fields (``moe``, ``mla``: dicts of their fields or absent), each
-    checked as an instance field first (``job.model.layers``) so that no bare ``int()`` sees it."""
-    as_str(fields.get("name"), "job.model.name")
-    for name in (*_MODEL_INTS, *_MODEL_OPTIONAL_INTS):
-        if fields.get(name) is not None or name in _MODEL_INTS:
-            as_int(fields.get(name), f"job.model.{name}", low=1, high=MAX_DIMENSION)
-    for name in _MODEL_FLAGS:
-        if name in fields:
-            as_bool(fields[name], f"job.model.{name}")
-    parts: dict[str, Any] = {}
-    for part, kind, ints, zero in (
-        ("moe", MoE, _MOE_INTS, ("shared_experts", "first_dense_layers")),
-        ("mla", MLA, _MLA_INTS, ("q_lora_rank",)),
-    ):
-        if fields.get(part) is None:
-            parts[part] = None
-            continue
-        for name, v in fields[part].items():
-            as_int(v, f"job.model.{part}.{name}", low=0 if name in zero else 1, high=MAX_DIMENSION)
-        parts[part] = _as_instance_error(lambda kind=kind, part=part: kind(**fields[part]))
-    rest = {k: v for k, v in fields.items() if k not in ("moe", "mla")}
-    return _as_instance_error(lambda: TransformerModel(**rest, **parts))
+    """An inline model from its fields (``moe``, ``mla``: dicts of their fields or absent). The
+    model's own checks name the field (``job.model.layers``) after the ranges are checked."""
+    _check_model_values(fields)
+
+    def build() -> TransformerModel:
+        moe = MoE(**fields["moe"]) if fields.get("moe") is not None else None
+        mla = MLA(**fields["mla"]) if fields.get("mla") is not None else None
+        return TransformerModel(**{k: v for k, v in fields.items() if k not in ("moe", "mla")}, moe=moe, mla=mla)
+
+    return _as_instance_error(build)
