@@ -13,6 +13,7 @@ from topoopt_ilp.cli import main
 from topoopt_ilp.core.graph import circulant
 from topoopt_ilp.core.instance import Cluster, Instance, JobSpec
 from topoopt_ilp.errors import InputError, NoFeasibleParallelisationError
+from topoopt_ilp.evaluation.architectures import evaluate_architecture
 from topoopt_ilp.evaluation.evaluate import evaluate
 from topoopt_ilp.files.instance_file import instance_to_dict, parse_instance
 from topoopt_ilp.jobs.iteration import profile
@@ -99,6 +100,14 @@ def test_the_evaluator_adds_compute_bubble_and_scale_up_to_the_hand_computed_com
     assert evaluate(full, circulant(4, (1,), False), routing="shortest_path").iteration_time_s == pytest.approx(
         max(COMPUTE_S + BUBBLE_S + SCALE_UP_S, RING_COMM_S), rel=1e-12
     )
+
+
+def test_a_switched_baseline_adds_the_same_terms(tiny):
+    """On a big switch with d B = 200 Gbps per server, the busiest port is server 1's (or 3's): the
+    stage-1 DP ring's 275584 bytes plus 8192 of PP, each way."""
+    m = evaluate_architecture(tiny, "big_switch")
+    assert m.bandwidth_time_s == pytest.approx((275584 + 8192) / 25e9, rel=1e-12)
+    assert m.iteration_time_s == pytest.approx(COMPUTE_S + BUBBLE_S + SCALE_UP_S + m.comm_time_s, rel=1e-12)
 
 
 def test_solve_verify_evaluate_from_the_command_line(tmp_path, capsys):

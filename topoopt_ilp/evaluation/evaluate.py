@@ -9,7 +9,7 @@ Time model (docs/guide/evaluator.md), per iteration:
 * bandwidth term ``T_bw = max_{i,j} L[i,j] / c[i,j]``; latency term ``T_lat = alpha * H`` with H
   the hop count of the longest path that carries traffic;
 * ``comm_time_s = T_bw + T_lat``; with a demand (no workload) ``iteration_time_s = comm_time_s``;
-  with a job, ``compute_time_s`` = compute + bubble + scale-up of the job (:func:`_job_term`) and the
+  with a job, ``compute_time_s`` = compute + bubble + scale-up of the job (:func:`job_term`) and the
   job's overlap rule applies as a workload's does;
   with a workload, the placement gives the demand and ``compute_time_s`` (the most loaded server;
   with ``compute_model: critical_path`` the larger of that and the critical path P of one
@@ -51,6 +51,7 @@ __all__ = [
     "objective_value",
     "link_loads",
     "critical_path_s",
+    "job_term",
 ]
 
 ROUTING_MODES = ("given", "shortest_path", "optimal")
@@ -303,7 +304,7 @@ def critical_path_s(instance: Instance, placement: Any) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- job term
-def _job_term(instance: Instance, compute: float, overlap: str) -> tuple[float, str]:
+def job_term(instance: Instance, compute: float, overlap: str) -> tuple[float, str]:
     """A job instance's time off the designed network (docs/guide/llm-jobs.md, **Job instances**):
     ``compute_time_s`` = compute + pipeline bubble + scale-up, fixed by the job on the cluster, and
     the job's overlap rule (``none``: added to the communication time; ``full``: the larger of the
@@ -385,7 +386,7 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
     compute = float(compute_s.max()) if compute_s.size else 0.0
     if instance.workload is not None and instance.workload.compute_model == "critical_path":
         compute = max(compute, critical_path_s(instance, placement))
-    compute = _job_term(instance, compute, "none")[0]
+    compute = job_term(instance, compute, "none")[0]
     rings, mode, demand = _scored_traffic(instance, dm, sol_routing, routing, placement)
 
     diam, mean_hops = (float(v) for v in graph.diameter_and_aspl(x))
@@ -442,7 +443,7 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
         group_times.append(tb + tl)
 
     overlap = instance.workload.overlap if instance.workload is not None else "none"
-    compute, overlap = _job_term(instance, compute, overlap)
+    compute, overlap = job_term(instance, compute, overlap)
     return Metrics(
         iteration_time_s=max(compute, comm) if overlap == "full" else compute + comm,
         compute_time_s=compute,
