@@ -261,3 +261,26 @@ def test_an_instance_has_one_traffic_section():
     doc["demand"] = {"all_to_all": 1.0}
     with pytest.raises(InputError, match="exactly one of 'demand', 'workload' and 'job' \\(it has demand and job\\)"):
         parse_instance(doc)
+
+
+# ------------------------------------------------------------------------------------------------ picking by the heuristic
+def test_the_heuristic_pick_is_the_best_split_each_designed_on_its_own(tmp_path, capsys):
+    """Every split of the small job that fits, each as its own file through `topoopt solve`: the
+    pick is one with the least iteration time."""
+    from topoopt_ilp.core.job_section import ranked_parallelisations
+    from topoopt_ilp.methods.job_split import pick_split_by_heuristic
+
+    searched = parse_instance(tiny_doc(parallelism="search"))
+    splits = [p for _, p in ranked_parallelisations(searched.job, searched.cluster)]
+    scores = pick_split_by_heuristic(searched, candidates=len(splits))
+    assert len(scores) == len(splits) >= 3
+    times = {}
+    for k, p in enumerate(splits):
+        par = {"tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "micro_batch": p.micro_batch}
+        path, out = tmp_path / f"{k}.json", tmp_path / f"{k}.solution.json"
+        path.write_text(json.dumps(tiny_doc(parallelism=par)))
+        assert main(["solve", str(path), "--out", str(out), "--quiet"]) == 0
+        times[p] = json.loads(out.read_text())["metrics"]["iteration_time_s"]
+    capsys.readouterr()
+    assert times[scores[0].parallelism] == pytest.approx(min(times.values()), rel=1e-12)
+    assert [s.iteration_time_s for s in scores] == sorted(s.iteration_time_s for s in scores)

@@ -76,3 +76,15 @@ def test_generate_refuses_in_one_line(capsys, argv, code, words):
     assert main(["generate", *argv[:1], "--servers", "16", "--degree", "4", "--bandwidth", "100", *argv[1:]]) == code
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err, err
+
+
+def test_generate_picks_by_the_heuristic_and_the_file_verifies(tmp_path, capsys):
+    out, sol = tmp_path / "job.json", tmp_path / "solution.json"
+    argv = ["generate", "llama3-70b", "--servers", "16", "--degree", "4", "--bandwidth", "100"]
+    assert main([*argv, "--pick", "heuristic", "--candidates", "2", "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert isinstance(data["job"]["parallelism"], dict) and "picked by the evaluator" in data["description"]
+    assert main(["solve", str(out), "--out", str(sol), "--quiet"]) == 0
+    assert main(["verify", str(out), str(sol)]) == 0
+    assert main([*argv, "--pick", "heuristic", "--search"]) == 2
+    capsys.readouterr()

@@ -50,6 +50,16 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         llm.add_argument(f"--{name}", type=pos_int, default=None, help=f"fixed {name} (give tp, pp and dp together)")
     llm.add_argument("--recompute", action="store_true", help="full activation recomputation (less memory)")
     llm.add_argument(
+        "--pick",
+        choices=("bound", "heuristic"),
+        default="bound",
+        help="how the split is chosen: the search's topology-free bound (default), or the evaluator on "
+        "TopoOpt's heuristic design of each of the --candidates best-ranked splits",
+    )
+    llm.add_argument(
+        "--candidates", type=pos_int, default=8, metavar="K", help="splits designed and scored by --pick heuristic (8)"
+    )
+    llm.add_argument(
         "--search",
         action="store_true",
         help="write parallelism 'search' (chosen when the file is loaded) instead of the search's choice",
@@ -105,18 +115,34 @@ def _llm_job(args: argparse.Namespace) -> dict:
         if not {"tp", "pp", "dp"} <= set(degrees) or args.search:
             raise InputError("a fixed split needs --tp, --pp and --dp together (and no --search)")
         parallelism = Parallelism(**degrees)
-    return generate_job(
-        args.model,
-        args.servers,
-        args.degree,
-        args.bandwidth,
-        accelerators_per_server=args.gpus_per_server,
-        scale_up_gbps=args.scale_up_gbps,
-        batch=args.batch,
-        parallelism=parallelism,
-        search=args.search,
-        recompute=args.recompute,
+    if args.pick == "heuristic" and (parallelism is not None or args.search):
+        raise InputError("--pick heuristic chooses the split: give no --tp/--pp/--dp and no --search")
+
+    def job(parallelism=None, search=False) -> dict:
+        return generate_job(
+            args.model,
+            args.servers,
+            args.degree,
+            args.bandwidth,
+            accelerators_per_server=args.gpus_per_server,
+            scale_up_gbps=args.scale_up_gbps,
+            batch=args.batch,
+            parallelism=parallelism,
+            search=search,
+            recompute=args.recompute,
+        )
+
+    if args.pick == "bound":
+        return job(parallelism, args.search)
+    from topoopt_ilp.files.instance_file import parse_instance
+    from topoopt_ilp.methods.job_split import pick_split_by_heuristic
+
+    scores = pick_split_by_heuristic(parse_instance(job(search=True)), args.candidates)
+    data = job(scores[0].parallelism)
+    data["description"] += (
+        f" (picked by the evaluator on the heuristic design among the {len(scores)} best-ranked splits)"
     )
+    return data
 
 
 def _write(args: argparse.Namespace, data: dict) -> int:

@@ -58,6 +58,7 @@ __all__ = [
     "CompiledJob",
     "compile_job",
     "server_numbering",
+    "ranked_parallelisations",
     "model_fields",
     "model_from_fields",
 ]
@@ -269,13 +270,23 @@ def _chosen_job(spec: JobSpec, training: Training, cluster: Any) -> ParallelJob:
                 field="job.parallelism",
             )
         return job
-    candidates = feasible_parallelisations(model, training, n, hbm)
+    chosen = ranked_parallelisations(spec, cluster)[0][1]
+    return ParallelJob(model=model, training=training, parallelism=chosen, servers=n)
+
+
+def ranked_parallelisations(spec: JobSpec, cluster: Any) -> list[tuple[float, Parallelism]]:
+    """Every split of ``spec``'s model that fits ``memory_gb`` on ``cluster``, with its estimate
+    (compute + bubble + scale-up + the busiest server's bytes through its d ports: module
+    docstring), least first; ties in the enumeration's order. Raises
+    NoFeasibleParallelisationError (exit 3) when none fits."""
+    training = _as_instance_error(lambda: _training(spec, cluster.accelerators_per_server))
+    candidates = feasible_parallelisations(spec.transformer, training, cluster.servers, float(spec.memory_gb) * 1e9)
     g, up = cluster.accelerators_per_server, cluster.scale_up_gbps_per_accelerator
     scored = [
         (_estimate_s(profile(job), g, up, cluster.degree, cluster.link_bandwidth_gbps), k)
         for k, job in enumerate(candidates)
     ]
-    return candidates[min(scored)[1]]
+    return [(estimate, candidates[k].parallelism) for estimate, k in sorted(scored)]
 
 
 def _as_instance_error(build):
