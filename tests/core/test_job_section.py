@@ -284,3 +284,13 @@ def test_the_heuristic_pick_is_the_best_split_each_designed_on_its_own(tmp_path,
     capsys.readouterr()
     assert times[scores[0].parallelism] == pytest.approx(min(times.values()), rel=1e-12)
     assert [s.iteration_time_s for s in scores] == sorted(s.iteration_time_s for s in scores)
+
+
+def test_servers_holding_two_stages_keep_the_rank_order():
+    """g = 4 with tp dp = 2: a server holds ranks of two stages, so servers are numbered rank // g."""
+    doc = tiny_doc(parallelism={"tp": 1, "pp": 4, "dp": 2})
+    doc["cluster"].update(servers=2, degree=1, accelerators_per_server=4)
+    inst = parse_instance(doc)
+    assert inst.compiled_job.server_of_rank == (0, 0, 0, 0, 1, 1, 1, 1)
+    # stages 0, 1 on server 0 and 2, 3 on server 1: only the PP hop between stages 1 and 2 leaves a server
+    assert {(a, b) for a, b, _ in inst.demand.mp} == {(0, 1), (1, 0)} and not inst.demand.allreduce
