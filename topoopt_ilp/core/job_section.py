@@ -314,10 +314,11 @@ def compile_job(spec: JobSpec, cluster: Any) -> CompiledJob:
     number = server_numbering(job)
     server_of_rank = number[np.arange(job.accelerators) // g]
 
+    per_stage = [dp_member_bytes(job, p) for p in range(job.parallelism.pp)]  # (dense, expert) bytes
     groups: dict[tuple[int, ...], float] = {}
     for kind, which in (("dp", 0), ("expert_dp", 1)):
         for ranks in prof.groups[kind]:
-            member_bytes = dp_member_bytes(job, job.stage_of(ranks[0]))[which]
+            member_bytes = per_stage[job.stage_of(ranks[0])][which]
             servers = tuple(sorted(set(server_of_rank[list(ranks)].tolist())))
             k = len(servers)
             if k < 2 or member_bytes == 0:
