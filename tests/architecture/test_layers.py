@@ -27,7 +27,7 @@ LAYERS = {
     "topoopt_ilp.heuristic": 2,
     "topoopt_ilp.libra": 2,
     "topoopt_ilp.schedule": 2,
-    "topoopt_ilp.jobs": 2,
+    "topoopt_ilp.jobs": 1,  # a job section is part of an instance: core compiles it (imports errors only)
     "topoopt_ilp.models": 3,
     "topoopt_ilp.export": 3,  # beside the models: the exact interface assignment is one
     "topoopt_ilp.methods": 4,

@@ -113,8 +113,8 @@ def test_instances_constructible_in_code_are_checked_alike():
         (lambda d: d.update(demand={"mp": {"pairs": [[0, 1, "5"]]}}), "demand.mp.pairs[0][2]", "expected a number"),
         (lambda d: d.update(demand={"mp": {"matrix": [[0]]}}), "demand.mp.matrix", "has 1 rows, expected 8"),
         (lambda d: d.update(demand={}), "demand", "the demand is empty"),
-        (lambda d: d.pop("demand"), None, "exactly one of 'demand' and 'workload' (it has neither)"),
-        (lambda d: d.update(workload={"layers": []}), None, "(it has both)"),
+        (lambda d: d.pop("demand"), None, "exactly one of 'demand', 'workload' and 'job' (it has none)"),
+        (lambda d: d.update(workload={"layers": []}), None, "(it has demand and workload)"),
         (lambda d: d.update(version=2), "version", "unsupported version"),
         (lambda d: d.update(fixed_topology={"jumps": [1, 7]}), "fixed_topology.jumps[1]", "same undirected jump"),
         (

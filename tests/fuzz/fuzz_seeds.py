@@ -43,9 +43,54 @@ MATRIX_INSTANCE = {
     "demand": {"mp": {"matrix": [[0.0 if i == j else 1e6 * (i + j) for j in range(8)] for i in range(8)]}},
     "fixed_topology": {"links": [[k, (k + 1) % 8, 2] for k in range(8)]},
 }
+#: A job section with every optional field, on servers with a scale-up domain: an inline MoE model
+#: with multi-head latent attention (docs/guide/instance-format.md, **job**).
+JOB_INSTANCE = {
+    "format": "topoopt-instance",
+    "version": 1,
+    "cluster": {**FULL_INSTANCE["cluster"], "accelerators_per_server": 2, "scale_up_gbps_per_accelerator": 800},
+    "job": {
+        "model": {
+            "name": "tiny-moe",
+            "layers": 4,
+            "hidden": 64,
+            "ffn": 256,
+            "heads": 4,
+            "kv_heads": 2,
+            "head_dim": 16,
+            "vocab": 100,
+            "seq_len": 16,
+            "moe": {
+                "experts": 4,
+                "top_k": 2,
+                "expert_ffn": 32,
+                "shared_experts": 1,
+                "first_dense_layers": 1,
+                "layer_step": 1,
+            },
+            "mla": {
+                "q_lora_rank": 8,
+                "kv_lora_rank": 8,
+                "qk_nope_head_dim": 8,
+                "qk_rope_head_dim": 4,
+                "v_head_dim": 8,
+            },
+        },
+        "global_batch": 8,
+        "parallelism": {"tp": 2, "pp": 2, "dp": 4, "ep": 2, "micro_batch": 1},
+        "precision_bytes": 2,
+        "grad_bytes": 2,
+        "optimizer_bytes": 12,
+        "zero_stage": 1,
+        "device_tflops": 1,
+        "efficiency": 0.5,
+        "memory_gb": 80,
+    },
+}
 INSTANCE_DOCS = {
     "full.json": FULL_INSTANCE,
     "matrix.json": MATRIX_INSTANCE,
+    "job.json": JOB_INSTANCE,
     **{p.name: _json(p) for p in sorted(INSTANCES.glob("*.json")) + sorted(INSTANCES.glob("paper/*.json"))},
 }
 LIBRA_DOCS = {p.name: _json(p) for p in sorted((INSTANCES / "libra").glob("*.json"))}

@@ -35,7 +35,15 @@ from topoopt_ilp.cli import main
 MAX_LINE = 400
 DOCUMENTED_EXITS = {0, 1, 2, 3, 4}
 #: Small instances: solving one of their variants takes well under a second.
-SMALL = ["mix-8.json", "fixed-ring-8.json", "fixed-links-6.json", "dlrm-mini-6.json", "full.json", "matrix.json"]
+SMALL = [
+    "mix-8.json",
+    "fixed-ring-8.json",
+    "fixed-links-6.json",
+    "dlrm-mini-6.json",
+    "full.json",
+    "matrix.json",
+    "job.json",
+]
 CONTROL = {chr(c) for c in range(32)} - {"\t"} | {"\x7f"}
 
 

@@ -30,6 +30,13 @@ def run(args: argparse.Namespace) -> int:
         what = f"{len(dm.allreduce)} AllReduce group(s), {len(dm.mp)} MP pair(s)" + (
             f", all-to-all {dm.all_to_all:g} B" if dm.all_to_all else ""
         )
+        if inst.compiled_job is not None:
+            job = inst.compiled_job
+            what = (
+                f"job {job.job.model.name} {job.job.parallelism} on {c.accelerators_per_server} accelerator(s) a server "
+                f"(compute {job.compute_s:.4g} s, bubble {job.bubble_s:.4g} s, scale-up {job.scale_up_s:.4g} s): "
+                + what
+            )
     else:
         w = inst.workload
         what = f"workload: {len(w.layers)} layer(s), {len(w.blocks)} block(s), batch {w.batch_size}"

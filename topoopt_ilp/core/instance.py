@@ -17,6 +17,7 @@ import numpy as np
 
 from topoopt_ilp.core.checks import MAX_BYTES, as_bool, as_choice, as_int, as_number, as_str, type_name
 from topoopt_ilp.core.graph import circulant
+from topoopt_ilp.core.job_section import CompiledJob, JobSpec, compile_job
 from topoopt_ilp.core.solution import Topology
 from topoopt_ilp.core.workload import Workload, check_workload
 from topoopt_ilp.errors import InstanceError
@@ -27,6 +28,7 @@ __all__ = [
     "AllReduceGroup",
     "Demand",
     "FixedTopology",
+    "JobSpec",
     "SolverDefaults",
     "CostModel",
     "Instance",
@@ -48,6 +50,8 @@ MAX_THREADS = 1024
 #: them stay finite in float64 (1e308 Gbps made the evaluator's loads overflow into NaN).
 MAX_LINK_GBPS = 1e6
 MAX_LATENCY_US = 1e9
+#: Accelerators one server may hold (a scale-up domain: 8 in an HGX server, 72 in an NVL72 rack).
+MAX_ACCELERATORS = 1024
 
 LinkKind = Literal["undirected", "directed"]
 
@@ -78,6 +82,11 @@ def _normalise(obj: Any, depths: dict[str, int]) -> None:
 class Cluster:
     """``servers`` servers with ``degree`` interfaces of ``link_bandwidth_gbps`` each.
 
+    A server holds ``accelerators_per_server`` accelerators (g) joined by a scale-up fabric of
+    ``scale_up_gbps_per_accelerator`` each (NVLink-class; None: no such fabric). Only a ``job``
+    section uses them (its intra-server bytes are charged there); g = 1 without a fabric is a server
+    as every other section sees it.
+
     ``links``: ``undirected`` (a link takes one interface at each end, full duplex) or ``directed``
     (separate TX/RX ports: out- and in-degree ``degree``). ``regular``: every interface must be used.
     ``multi_links``: parallel links between one pair are allowed (TopoOpt's topologies are multigraphs).
@@ -90,9 +99,19 @@ class Cluster:
     links: LinkKind = "undirected"
     regular: bool = True
     multi_links: bool = True
+    accelerators_per_server: int = 1
+    scale_up_gbps_per_accelerator: float | None = None
 
     def __post_init__(self) -> None:
         n = as_int(self.servers, "cluster.servers", low=2, high=MAX_SERVERS)
+        as_int(self.accelerators_per_server, "cluster.accelerators_per_server", low=1, high=MAX_ACCELERATORS)
+        if self.scale_up_gbps_per_accelerator is not None:
+            as_number(
+                self.scale_up_gbps_per_accelerator,
+                "cluster.scale_up_gbps_per_accelerator",
+                positive=True,
+                high=MAX_LINK_GBPS,
+            )
         d = as_int(self.degree, "cluster.degree", low=1, high=MAX_DEGREE)
         as_number(self.link_bandwidth_gbps, "cluster.link_bandwidth_gbps", positive=True, high=MAX_LINK_GBPS)
         as_number(self.hop_latency_us, "cluster.hop_latency_us", nonnegative=True, high=MAX_LATENCY_US)
@@ -221,7 +240,12 @@ class CostModel:
 
 @dataclass(frozen=True)
 class Instance:
-    """One problem: a cluster, its demand (or workload), the objective and the topology family."""
+    """One problem: a cluster, its demand (or workload, or job), the objective and the topology family.
+
+    A ``job`` (:class:`JobSpec`) is compiled on the cluster (:mod:`topoopt_ilp.core.job_section`):
+    ``demand`` becomes its inter-server traffic and ``compiled_job`` holds the job and its fixed
+    time terms, so every method designs for the demand as for any other, and the evaluator adds the
+    fixed terms to the iteration time."""
 
     cluster: Cluster
     demand: Demand | None = None
@@ -233,10 +257,14 @@ class Instance:
     name: str = ""
     description: str = ""
     cost: CostModel | None = None
+    job: JobSpec | None = None
+    compiled_job: CompiledJob | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.cluster, Cluster):
             raise InstanceError(f"expected a Cluster, got {type(self.cluster).__name__}", field="cluster")
+        if self.job is not None:
+            self._compile_job()
         for name, kind in (("demand", Demand), ("fixed_topology", FixedTopology)):
             value = getattr(self, name)
             if value is not None and not isinstance(value, kind):
@@ -251,8 +279,8 @@ class Instance:
         as_choice(self.topology_family, "topology_family", FAMILIES)
         if (self.demand is None) == (self.workload is None):
             raise InstanceError(
-                "an instance needs exactly one of 'demand' and 'workload'"
-                + (" (it has both)" if self.demand is not None else " (it has neither)")
+                "an instance needs exactly one of 'demand', 'workload' and 'job'"
+                + (" (it has demand and workload)" if self.demand is not None else " (it has none)")
             )
         if self.workload is not None:
             if not isinstance(self.workload, Workload):
@@ -269,6 +297,23 @@ class Instance:
         _check_solver(self.solver)
         if self.cost is not None:
             _check_cost(self.cost)
+
+    def _compile_job(self) -> None:
+        """``demand`` from the job (a demand given with it must be that one: ``dataclasses.replace``)."""
+        if not isinstance(self.job, JobSpec):
+            raise InstanceError(f"expected a JobSpec or None, got {type(self.job).__name__}", field="job")
+        if self.workload is not None:
+            raise InstanceError("an instance needs exactly one of 'demand', 'workload' and 'job' (it has two)")
+        compiled = compile_job(self.job, self.cluster)
+        demand = Demand(allreduce=tuple(AllReduceGroup(m, b) for m, b in compiled.allreduce), mp=compiled.mp)
+        if demand.is_empty:
+            raise InstanceError(
+                f"{compiled.job.parallelism} moves no bytes between servers: nothing to design", field="job"
+            )
+        if self.demand is not None and self.demand != demand:
+            raise InstanceError("an instance needs exactly one of 'demand', 'workload' and 'job' (it has two)")
+        object.__setattr__(self, "demand", demand)
+        object.__setattr__(self, "compiled_job", compiled)
 
     # Convenience views -------------------------------------------------------------------------
     @property

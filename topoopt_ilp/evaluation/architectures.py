@@ -32,7 +32,7 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.traffic import effective_demand, traffic_matrix
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.cost import equal_cost_bandwidth, fat_tree_cost, prices_for
-from topoopt_ilp.evaluation.evaluate import critical_path_s
+from topoopt_ilp.evaluation.evaluate import critical_path_s, job_term
 
 __all__ = ["ARCHITECTURES", "SwitchMetrics", "evaluate_architecture"]
 
@@ -128,6 +128,7 @@ def evaluate_architecture(
     if instance.workload is not None and instance.workload.compute_model == "critical_path":
         compute = max(compute, critical_path_s(instance, placement))
     overlap = instance.workload.overlap if instance.workload is not None else "none"
+    compute, overlap = job_term(instance, compute, overlap)
     return SwitchMetrics(
         architecture,
         max(compute, comm) if overlap == "full" else compute + comm,

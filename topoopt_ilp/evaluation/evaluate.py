@@ -9,6 +9,8 @@ Time model (docs/guide/evaluator.md), per iteration:
 * bandwidth term ``T_bw = max_{i,j} L[i,j] / c[i,j]``; latency term ``T_lat = alpha * H`` with H
   the hop count of the longest path that carries traffic;
 * ``comm_time_s = T_bw + T_lat``; with a demand (no workload) ``iteration_time_s = comm_time_s``;
+  with a job, ``compute_time_s`` = compute + bubble + scale-up of the job (:func:`job_term`) and the
+  job's overlap rule applies as a workload's does;
   with a workload, the placement gives the demand and ``compute_time_s`` (the most loaded server;
   with ``compute_model: critical_path`` the larger of that and the critical path P of one
   micro-batch, computed here by :func:`critical_path_s`), and ``iteration_time_s = compute + comm``
@@ -49,6 +51,7 @@ __all__ = [
     "objective_value",
     "link_loads",
     "critical_path_s",
+    "job_term",
 ]
 
 ROUTING_MODES = ("given", "shortest_path", "optimal")
@@ -300,6 +303,18 @@ def critical_path_s(instance: Instance, placement: Any) -> float:
     return path
 
 
+# ---------------------------------------------------------------------------------------------- job term
+def job_term(instance: Instance, compute: float, overlap: str) -> tuple[float, str]:
+    """A job instance's time off the designed network (docs/guide/llm-jobs.md, **Job instances**):
+    ``compute_time_s`` = compute + pipeline bubble + scale-up, fixed by the job on the cluster, and
+    the job's overlap rule (``none``: added to the communication time; ``full``: the larger of the
+    two). Any other instance: ``compute`` and ``overlap`` unchanged."""
+    job = instance.compiled_job
+    if job is None:
+        return compute, overlap
+    return job.compute_s + job.bubble_s + job.scale_up_s, job.overlap
+
+
 def _times(instance: Instance, x: np.ndarray, load: np.ndarray, hops: int) -> tuple[float, float]:
     cap = instance.cluster.link_bytes_per_s * x
     busy = load > 0
@@ -400,6 +415,7 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
     compute = float(compute_s.max()) if compute_s.size else 0.0
     if instance.workload is not None and instance.workload.compute_model == "critical_path":
         compute = max(compute, critical_path_s(instance, placement))
+    compute = job_term(instance, compute, "none")[0]
     rings, mode, demand = _scored_traffic(instance, dm, sol_routing, routing, placement)
 
     diam, mean_hops = (float(v) for v in graph.diameter_and_aspl(x))
@@ -456,6 +472,7 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
         group_times.append(tb + tl)
 
     overlap = instance.workload.overlap if instance.workload is not None else "none"
+    compute, overlap = job_term(instance, compute, overlap)
     return Metrics(
         iteration_time_s=max(compute, comm) if overlap == "full" else compute + comm,
         compute_time_s=compute,

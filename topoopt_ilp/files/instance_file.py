@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.core.checks import MAX_BYTES, as_number, brief, type_name
+from topoopt_ilp.core.checks import MAX_BYTES, as_int, as_number, brief, type_name
 from topoopt_ilp.core.instance import (
     MAX_SERVERS,
     AllReduceGroup,
@@ -24,8 +24,10 @@ from topoopt_ilp.core.instance import (
     Demand,
     FixedTopology,
     Instance,
+    JobSpec,
     SolverDefaults,
 )
+from topoopt_ilp.core.job_section import model_fields, model_from_fields
 from topoopt_ilp.core.workload import (
     COMPUTE_MODELS,
     DEFAULT_DEVICE_FLOPS,
@@ -38,6 +40,7 @@ from topoopt_ilp.core.workload import (
 from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.files.graph_file import fixed_links, read_graph
 from topoopt_ilp.files.jsonio import check_format, json_list, json_object, read_json, with_source, write_json_atomic
+from topoopt_ilp.jobs.job import Parallelism
 
 __all__ = [
     "INSTANCE_FORMAT",
@@ -48,6 +51,8 @@ __all__ = [
     "save_instance",
     "parse_workload",
     "workload_to_dict",
+    "parse_job",
+    "job_to_dict",
 ]
 
 INSTANCE_FORMAT = "topoopt-instance"
@@ -67,6 +72,7 @@ _TOP_KEYS = {
     "cluster",
     "demand",
     "workload",
+    "job",
     "objective",
     "topology_family",
     "fixed_topology",
@@ -75,7 +81,33 @@ _TOP_KEYS = {
 }
 _COST_TABLES = ("transceiver_usd", "nic_port_usd", "switch_port_usd")
 _COST_KEYS = set(_COST_TABLES) | {"patch_panel_port_usd", "ocs_port_usd", "fabric"}
-_CLUSTER_KEYS = {"servers", "degree", "link_bandwidth_gbps", "hop_latency_us", "links", "regular", "multi_links"}
+_CLUSTER_KEYS = {
+    "servers",
+    "degree",
+    "link_bandwidth_gbps",
+    "hop_latency_us",
+    "links",
+    "regular",
+    "multi_links",
+    "accelerators_per_server",
+    "scale_up_gbps_per_accelerator",
+}
+_JOB_KEYS = {
+    "model",
+    "global_batch",
+    "parallelism",
+    "precision_bytes",
+    "grad_bytes",
+    "optimizer_bytes",
+    "zero_stage",
+    "recompute",
+    "flash_attention",
+    "device_tflops",
+    "efficiency",
+    "memory_gb",
+    "overlap",
+}
+_PARALLELISM_KEYS = {"tp", "pp", "dp", "ep", "micro_batch"}
 
 
 def load_instance(path: str | os.PathLike) -> Instance:
@@ -98,15 +130,17 @@ def parse_instance(data: Any, *, base_dir: str | os.PathLike | None = None) -> I
     c = json_object(top["cluster"], "cluster", _CLUSTER_KEYS, {"servers", "degree", "link_bandwidth_gbps"})
     cluster = Cluster(**c)  # validates sizes first, so nothing below can allocate by a hostile n
     n = cluster.servers
-    if ("demand" in top) == ("workload" in top):
+    sections = [k for k in ("demand", "workload", "job") if k in top]
+    if len(sections) != 1:
         raise InstanceError(
-            "an instance needs exactly one of 'demand' and 'workload'"
-            + (" (it has both)" if "demand" in top else " (it has neither)")
+            "an instance needs exactly one of 'demand', 'workload' and 'job'"
+            + (f" (it has {' and '.join(sections)})" if sections else " (it has none)")
         )
     demand = _parse_demand(top["demand"], n) if "demand" in top else None
     workload = None
     if "workload" in top:
         workload = parse_workload(top["workload"], n)
+    job = parse_job(top["job"]) if "job" in top else None
     graph_file = None
     if "fixed_topology" in top:
         section, family = top["fixed_topology"], top.get("topology_family", "any")
@@ -125,7 +159,7 @@ def parse_instance(data: Any, *, base_dir: str | os.PathLike | None = None) -> I
         if key in top and not isinstance(top[key], str):
             raise InstanceError(f"expected a string, got {type(top[key]).__name__}", field=key)
     try:
-        return _instance(top, cluster, demand, workload, fixed, solver, cost)
+        return _instance(top, cluster, demand, workload, fixed, solver, cost, job)
     except InstanceError as exc:
         if graph_file is None or not (exc.field or "").startswith("fixed_topology"):
             raise
@@ -133,8 +167,9 @@ def parse_instance(data: Any, *, base_dir: str | os.PathLike | None = None) -> I
         raise InstanceError(f"{_shown(graph_file)}: {exc.reason}", field="fixed_topology.file") from None
 
 
-def _instance(top: dict, cluster, demand, workload, fixed, solver, cost) -> Instance:
+def _instance(top: dict, cluster, demand, workload, fixed, solver, cost, job) -> Instance:
     return Instance(
+        job=job,
         cluster=cluster,
         demand=demand,
         workload=workload,
@@ -303,7 +338,13 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
         "regular": c.regular,
         "multi_links": c.multi_links,
     }
-    if inst.demand is not None:
+    if c.accelerators_per_server != 1:  # the defaults stay implicit: files written before are unchanged
+        out["cluster"]["accelerators_per_server"] = c.accelerators_per_server
+    if c.scale_up_gbps_per_accelerator is not None:
+        out["cluster"]["scale_up_gbps_per_accelerator"] = c.scale_up_gbps_per_accelerator
+    if inst.job is not None:
+        out["job"] = job_to_dict(inst.job)
+    elif inst.demand is not None:
         dm = inst.demand
         demand: dict[str, Any] = {}
         if dm.allreduce:
@@ -461,4 +502,70 @@ def workload_to_dict(w: Workload) -> dict:
             }
             for b in w.blocks
         ]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The job section
+# ----------------------------------------------------------------------------------------------
+def parse_job(data: Any) -> JobSpec:
+    """Build a :class:`JobSpec` from the decoded ``job`` section (docs/guide/instance-format.md);
+    the numbers are checked by :class:`JobSpec` (and, inline, by the model's reader), each error
+    naming its field (``job.parallelism.tp``, ``job.model.layers``)."""
+    j = json_object(data, "job", _JOB_KEYS, {"model", "global_batch"})
+    model = j["model"]
+    if isinstance(model, dict):
+        keys = model_fields()
+        fields = json_object(model, "job.model", set(keys["model"]), set(keys["model"][:7]))
+        for part in ("moe", "mla"):
+            if part in fields:
+                fields[part] = json_object(fields[part], f"job.model.{part}", set(keys[part]), _required(part))
+        model = model_from_fields(fields)
+    elif not isinstance(model, str):
+        raise InstanceError(f"expected a zoo model name or an object, got {type_name(model)}", field="job.model")
+    parallelism = j.get("parallelism", "search")
+    if not isinstance(parallelism, str):
+        p = json_object(parallelism, "job.parallelism", _PARALLELISM_KEYS, {"tp", "pp", "dp"})
+        for name, value in p.items():
+            as_int(value, f"job.parallelism.{name}", low=1, high=MAX_SERVERS * 1024)
+        parallelism = Parallelism(**p)
+    return JobSpec(**{**j, "model": model, "parallelism": parallelism})
+
+
+def _required(part: str) -> set[str]:
+    return (
+        {"experts", "top_k", "expert_ffn"}
+        if part == "moe"
+        else {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "q_lora_rank"}
+    )
+
+
+def job_to_dict(spec: JobSpec) -> dict[str, Any]:
+    """The JSON form of a job section: only what differs from the defaults, the model by its zoo
+    name when it is a zoo model; ``parse_job(job_to_dict(s)) == s``."""
+    defaults = JobSpec(model=spec.model, global_batch=spec.global_batch)
+    out: dict[str, Any] = {"model": spec.model if isinstance(spec.model, str) else _model_to_dict(spec.model)}
+    out["global_batch"] = spec.global_batch
+    par = spec.parallelism
+    out["parallelism"] = (
+        par
+        if isinstance(par, str)
+        else {k: getattr(par, k) for k in sorted(_PARALLELISM_KEYS, key=("tp", "pp", "dp", "ep", "micro_batch").index)}
+    )
+    for name in sorted(_JOB_KEYS - {"model", "global_batch", "parallelism"}):
+        if getattr(spec, name) != getattr(defaults, name):
+            out[name] = getattr(spec, name)
+    return out
+
+
+def _model_to_dict(model) -> dict[str, Any]:
+    keys = model_fields()
+    out: dict[str, Any] = {}
+    for name in keys["model"]:
+        value = getattr(model, name)
+        if name in ("moe", "mla"):
+            if value is not None:
+                out[name] = {k: getattr(value, k) for k in keys[name]}
+        else:
+            out[name] = value
     return out

@@ -273,8 +273,13 @@ def _joined(src: list, dst: list, size: list) -> tuple[np.ndarray, np.ndarray, n
 def transfers(job: ParallelJob) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per kind, the rank-to-rank transfers of one iteration as arrays ``(src, dst, bytes)``."""
     stage_of = job.stage_of
+    stages = range(job.parallelism.pp)
+    # Per stage once: every group of a stage moves the same bytes (a job has thousands of groups).
+    tp_bytes = [tp_member_bytes(job, p) for p in stages]
+    dp_bytes = [dp_member_bytes(job, p) for p in stages]
+    ep_bytes = [ep_pair_bytes(job, p) for p in stages]
     tp_groups = job.tp_groups()
-    out = {"tp": _ring(list(tp_groups), [tp_member_bytes(job, stage_of(g[0])) for g in tp_groups])}
+    out = {"tp": _ring(list(tp_groups), [tp_bytes[stage_of(g[0])] for g in tp_groups])}
 
     pp_src, pp_dst, pp_size = [], [], []
     send = pp_send_bytes(job)
@@ -286,13 +291,13 @@ def transfers(job: ParallelJob) -> dict[str, tuple[np.ndarray, np.ndarray, np.nd
     out["pp"] = _joined(pp_src, pp_dst, pp_size)
 
     dp_groups, edp_groups = list(job.dp_groups()), list(job.expert_dp_groups())
-    dense = _ring(dp_groups, [dp_member_bytes(job, stage_of(g[0]))[0] for g in dp_groups])
-    expert = _ring(edp_groups, [dp_member_bytes(job, stage_of(g[0]))[1] for g in edp_groups])
+    dense = _ring(dp_groups, [dp_bytes[stage_of(g[0])][0] for g in dp_groups])
+    expert = _ring(edp_groups, [dp_bytes[stage_of(g[0])][1] for g in edp_groups])
     out["dp"] = tuple(np.concatenate([x, y]) for x, y in zip(dense, expert))
 
     ep_src, ep_dst, ep_size = [], [], []
     for members in job.ep_groups():
-        pair = ep_pair_bytes(job, stage_of(members[0]))
+        pair = ep_bytes[stage_of(members[0])]
         if pair == 0:
             continue
         order = np.asarray(members)

@@ -18,6 +18,7 @@ embedding is on the first stage, the final norm and output head on the last.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,10 +165,7 @@ class ParallelJob:
 
     def stage_layers(self) -> tuple[range, ...]:
         """The layer indices of each pipeline stage (the first ``L % pp`` stages take one more)."""
-        L, pp = self.model.layers, self.parallelism.pp
-        sizes = [L // pp + (1 if p < L % pp else 0) for p in range(pp)]
-        starts = np.concatenate([[0], np.cumsum(sizes)])
-        return tuple(range(int(starts[p]), int(starts[p + 1])) for p in range(pp))
+        return _stage_layers(self.model.layers, self.parallelism.pp)
 
     def rank(self, t: int, d: int, p: int) -> int:
         par = self.parallelism
@@ -197,6 +195,14 @@ class ParallelJob:
 
     def stage_of(self, rank: int) -> int:
         return rank // (self.parallelism.tp * self.parallelism.dp)
+
+
+@functools.lru_cache(maxsize=256)
+def _stage_layers(L: int, pp: int) -> tuple[range, ...]:
+    """Cached: the per-stage sums of a profile ask for it thousands of times."""
+    sizes = [L // pp + (1 if p < L % pp else 0) for p in range(pp)]
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    return tuple(range(int(starts[p]), int(starts[p + 1])) for p in range(pp))
 
 
 def _groups(grid: np.ndarray, axis: int) -> tuple[tuple[int, ...], ...]:

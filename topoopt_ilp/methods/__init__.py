@@ -352,6 +352,7 @@ def solve(instance: Instance, method: str | Callable[..., Solution] = DEFAULT_ME
     sol = func(instance, **options)
     if not sol.wall_time_s:
         sol = replace(sol, wall_time_s=time.perf_counter() - started)
+    sol = _job_iteration_bound(instance, sol)
     routing = "given" if (len(sol.routing.paths) or len(sol.routing.offset_routes)) else "shortest_path"
     sol = finalize(instance, sol, routing=routing)
     if sol.method == "exact":
@@ -360,6 +361,20 @@ def solve(instance: Instance, method: str | Callable[..., Solution] = DEFAULT_ME
         sol = close_gap(instance, sol)
         sol = _optimal_only_when_proven(sol)
     return sol
+
+
+def _job_iteration_bound(instance: Instance, sol: Solution) -> Solution:
+    """A job instance's iteration time is its fixed terms F (compute, bubble, scale-up) plus the
+    network's communication time C (overlap ``none``), or ``max(F, C)`` (``full``): increasing in C,
+    so a method's bound on C (the models bound the communication of the demand) gives the bound
+    ``F + C`` or ``max(F, C)`` on the iteration time. The objective and gap are left to the evaluator
+    and :func:`~topoopt_ilp.models.close_gap`, which derive them from the same terms."""
+    job = instance.compiled_job
+    if job is None or instance.objective != "iteration_time" or sol.bound is None:
+        return sol
+    fixed = job.fixed_time_s
+    bound = max(fixed, sol.bound) if job.overlap == "full" else fixed + sol.bound
+    return replace(sol, bound=bound, objective=None, gap=None)
 
 
 def _optimal_only_when_proven(sol: Solution) -> Solution:

@@ -1,0 +1,360 @@
+"""An instance's ``job`` section: a parallel-training job (docs/guide/llm-jobs.md, **Job instances**)
+compiled into what the design methods and the evaluator consume.
+
+A :class:`JobSpec` names the model (a zoo name or an inline :class:`~topoopt_ilp.jobs.model.TransformerModel`),
+how it trains and its parallelisation (``tp x pp x dp (x ep)`` and the micro-batch size, or
+``"search"``). :func:`compile_job` turns it, on a cluster of ``n`` servers of ``g`` accelerators,
+into a :class:`CompiledJob`:
+
+* **server numbering.** When every server holds ranks of one pipeline stage only
+  (``g | tp dp``), the server holding local index ``q`` of stage ``p`` (``n / pp`` servers a stage,
+  in Megatron's rank order, :mod:`topoopt_ilp.jobs.job`) is instance server ``p + pp q``. A DP group
+  of stage ``p`` then sits on a coset ``{c + (n / k) i}`` of ``Z_n`` (k its servers), so
+  TotientPerms rings serve it, and consecutive stages are one jump apart. Otherwise servers keep
+  their rank order (``rank // g``).
+* **AllReduce groups.** Each DP and expert-DP group of ranks, seen from the servers: the ranks of a
+  server are consecutive on the ring, so the ring crosses between servers once per server it
+  visits, and each crossing carries the member's bytes ``b`` (``dp_member_bytes``). That is the
+  ring of an AllReduce over the group's ``k >= 2`` servers of size ``S = b k / (2 (k - 1))``
+  (each member sends ``2 (k-1)/k S = b``); ZeRO's ReduceScatter + AllGather pair is the same ring
+  with its own ``b``. Groups on the same servers are one group (their ``S`` add up: the rings may
+  split between them as NCCL's channels do).
+* **MP traffic.** The TP, PP and EP bytes between servers (``IterationProfile.inter_server``),
+  renumbered, as ``(src, dst, bytes)`` pairs.
+* **fixed terms** (seconds per iteration, off the designed network): ``compute_s`` (the slowest
+  stage), ``bubble_s`` (1F1B: ``compute_s (pp - 1) / m``), and ``scale_up_s = max_s U_s / (g B_up)``
+  with ``U_s`` the bytes that stay inside server ``s`` (every kind) and ``B_up`` the scale-up
+  bandwidth per accelerator: the server's fabric, fully used (the groups' rings spread these bytes
+  over the server's accelerators).
+
+``parallelism: "search"`` takes every parallelisation that fits ``memory_gb``
+(:func:`~topoopt_ilp.jobs.enumerate.feasible_parallelisations`, TP inside a server) and keeps the
+one with the least ``compute_s + bubble_s + scale_up_s + T_net``, where ``T_net = max_s max(out_s,
+in_s) / (d B)`` is the time the busiest server's inter-server bytes take through its ``d``
+interfaces: a lower bound of the communication time on any topology of the cluster. Ties keep the
+first in the enumeration's order.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_number, as_str, brief
+from topoopt_ilp.errors import InputError, InstanceError
+from topoopt_ilp.jobs.enumerate import feasible_parallelisations, peak_memory
+from topoopt_ilp.jobs.iteration import dp_member_bytes, profile
+from topoopt_ilp.jobs.job import EFFICIENCY, H100_BF16_DENSE_FLOPS, Parallelism, ParallelJob, Training
+from topoopt_ilp.jobs.model import MLA, MoE, TransformerModel
+from topoopt_ilp.jobs.zoo import LLM_ZOO
+
+__all__ = [
+    "JOB_OVERLAPS",
+    "DEFAULT_MEMORY_GB",
+    "JobSpec",
+    "CompiledJob",
+    "compile_job",
+    "server_numbering",
+    "ranked_parallelisations",
+    "model_fields",
+    "model_from_fields",
+]
+
+#: ``none``: iteration = fixed terms + communication; ``full``: the larger of the two.
+JOB_OVERLAPS = ("none", "full")
+#: HBM of one H100 SXM (datasheet: 80 GB).
+DEFAULT_MEMORY_GB = 80.0
+MAX_DIMENSION = 10**7  # hidden sizes, vocabularies, heads: far beyond any model, and products stay exact
+MAX_LAYERS = 10**5  # a profile sums over the layers in Python: a hostile 10^7 would take minutes
+MAX_DEGREE = 10**6
+MAX_BATCH = 10**9
+
+#: An inline model's fields, with the check of each (the zoo's models use the same dataclass).
+_MODEL_INTS = ("layers", "hidden", "ffn", "heads", "vocab", "seq_len")
+_MODEL_OPTIONAL_INTS = ("kv_heads", "head_dim")
+_MODEL_FLAGS = ("gated_ffn", "bias", "learned_positions", "tied_embeddings")
+_MOE_INTS = ("experts", "top_k", "expert_ffn", "shared_experts", "first_dense_layers", "layer_step")
+_MLA_INTS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_PARALLEL_INTS = ("tp", "pp", "dp", "ep", "micro_batch")
+
+
+def model_fields() -> dict[str, tuple[str, ...]]:
+    """The keys of an inline model, its ``moe`` and its ``mla`` (for the file reader)."""
+    return {
+        "model": ("name", *_MODEL_INTS, *_MODEL_OPTIONAL_INTS, *_MODEL_FLAGS, "moe", "mla"),
+        "moe": _MOE_INTS,
+        "mla": _MLA_INTS,
+    }
+
+
+def _high(name: str) -> int:
+    return MAX_LAYERS if name in ("layers", "first_dense_layers", "layer_step") else MAX_DIMENSION
+
+
+def _check_model_values(value: Any) -> None:
+    """The ranges of a model's numbers, as instance fields (``job.model.layers``): ``value`` a
+    TransformerModel or the dict of an inline model (checked before the model's own checks, which
+    would echo a 400-digit integer)."""
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name)
+
+    as_str(get(value, "name"), "job.model.name")
+    for name in (*_MODEL_INTS, *_MODEL_OPTIONAL_INTS):
+        if name in _MODEL_INTS or get(value, name) is not None:
+            as_int(get(value, name), f"job.model.{name}", low=1, high=_high(name))
+    for name in _MODEL_FLAGS:
+        if not isinstance(value, dict) or name in value:
+            as_bool(get(value, name), f"job.model.{name}")
+    for part, names, zero in (
+        ("moe", _MOE_INTS, ("shared_experts", "first_dense_layers")),
+        ("mla", _MLA_INTS, ("q_lora_rank",)),
+    ):
+        section = get(value, part)
+        for name in names if section is not None else ():
+            if not isinstance(section, dict) or name in section:
+                low = 0 if name in zero else 1
+                as_int(get(section, name), f"job.model.{part}.{name}", low=low, high=_high(name))
+
+
+def _checked_model(value: Any) -> TransformerModel:
+    """A zoo name, or a TransformerModel whose fields pass the instance checks (named ``job.model.*``)."""
+    if isinstance(value, str):
+        if value not in LLM_ZOO:
+            raise InstanceError(f"unknown model {brief(value)}; known: {', '.join(LLM_ZOO)}", field="job.model")
+        return LLM_ZOO[value]
+    if not isinstance(value, TransformerModel):
+        raise InstanceError(f"expected a zoo model name or a model, got {type(value).__name__}", field="job.model")
+    _check_model_values(value)
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """The ``job`` section as data (docs/guide/instance-format.md). ``model``: a zoo name or a
+    :class:`TransformerModel`; ``parallelism``: a :class:`Parallelism` or ``"search"``;
+    ``device_tflops`` peak dense TFLOP/s of one accelerator, ``efficiency`` the share of it the
+    FLOPs run at; ``memory_gb`` memory per accelerator."""
+
+    model: Any
+    global_batch: int
+    parallelism: Any = "search"
+    precision_bytes: int = 2
+    grad_bytes: int = 2
+    optimizer_bytes: int = 12
+    zero_stage: int = 1
+    recompute: bool = False
+    flash_attention: bool = True
+    device_tflops: float = H100_BF16_DENSE_FLOPS / 1e12
+    efficiency: float = EFFICIENCY
+    memory_gb: float = DEFAULT_MEMORY_GB
+    overlap: str = "none"
+
+    def __post_init__(self) -> None:
+        _checked_model(self.model)
+        as_int(self.global_batch, "job.global_batch", low=1, high=MAX_BATCH)
+        as_int(self.precision_bytes, "job.precision_bytes", low=1, high=8)
+        as_int(self.grad_bytes, "job.grad_bytes", low=1, high=8)
+        as_int(self.optimizer_bytes, "job.optimizer_bytes", low=0, high=64)
+        as_int(self.zero_stage, "job.zero_stage", low=0, high=3)
+        as_bool(self.recompute, "job.recompute")
+        as_bool(self.flash_attention, "job.flash_attention")
+        as_number(self.device_tflops, "job.device_tflops", positive=True, high=1e8)
+        if as_number(self.efficiency, "job.efficiency", positive=True) > 1:
+            raise InstanceError(f"must be at most 1, got {self.efficiency:g}", field="job.efficiency")
+        as_number(self.memory_gb, "job.memory_gb", positive=True, high=1e9)
+        as_choice(self.overlap, "job.overlap", JOB_OVERLAPS)
+        if isinstance(self.parallelism, str):
+            as_choice(self.parallelism, "job.parallelism", ("search",))
+        elif isinstance(self.parallelism, Parallelism):
+            for name in _PARALLEL_INTS:
+                as_int(getattr(self.parallelism, name), f"job.parallelism.{name}", low=1, high=MAX_DEGREE)
+        else:
+            raise InstanceError(
+                f'expected {{"tp", "pp", "dp", ...}} or "search", got {type(self.parallelism).__name__}',
+                field="job.parallelism",
+            )
+
+    @property
+    def transformer(self) -> TransformerModel:
+        return _checked_model(self.model)
+
+
+@dataclass(frozen=True)
+class CompiledJob:
+    """What a job section means on a cluster (module docstring): the chosen job, its demand as
+    AllReduce groups ``(members, bytes)`` and MP pairs ``(src, dst, bytes)`` on instance server ids,
+    the fixed terms in seconds per iteration, and ``server_of_rank[r]`` the instance server of rank r."""
+
+    job: ParallelJob
+    allreduce: tuple[tuple[tuple[int, ...], float], ...]
+    mp: tuple[tuple[int, int, float], ...]
+    compute_s: float
+    bubble_s: float
+    scale_up_s: float
+    overlap: str
+    server_of_rank: tuple[int, ...]
+
+    @property
+    def fixed_time_s(self) -> float:
+        """The iteration's time off the designed network: compute + bubble + scale-up."""
+        return self.compute_s + self.bubble_s + self.scale_up_s
+
+
+def server_numbering(job: ParallelJob) -> np.ndarray:
+    """``number[s]``: the instance server id of the server that holds ranks ``g s .. g s + g - 1``."""
+    n, g, par = job.servers, job.training.gpus_per_server, job.parallelism
+    physical = np.arange(n)
+    if (par.tp * par.dp) % g:  # a server holds ranks of two stages: keep the rank order
+        return physical
+    per_stage = n // par.pp
+    return physical // per_stage + par.pp * (physical % per_stage)
+
+
+def _training(spec: JobSpec, g: int) -> Training:
+    return Training(
+        global_batch=spec.global_batch,
+        precision_bytes=spec.precision_bytes,
+        grad_bytes=spec.grad_bytes,
+        optimizer_bytes=spec.optimizer_bytes,
+        zero_stage=spec.zero_stage,
+        recompute=spec.recompute,
+        flash_attention=spec.flash_attention,
+        gpus_per_server=g,
+        device_flops=float(spec.device_tflops) * 1e12,
+        efficiency=float(spec.efficiency),
+    )
+
+
+def _scale_up_s(per_server: np.ndarray, g: int, scale_up_gbps: float | None) -> float:
+    peak = float(per_server.max()) if per_server.size else 0.0
+    if peak == 0:
+        return 0.0
+    if scale_up_gbps is None:
+        raise InstanceError(
+            f"the job moves {peak:.4g} bytes per iteration inside a server of {g} accelerators: "
+            "give cluster.scale_up_gbps_per_accelerator",
+            field="cluster.scale_up_gbps_per_accelerator",
+        )
+    return peak / (g * scale_up_gbps * 1e9 / 8.0)
+
+
+def _network_bound_s(prof, degree: int, link_gbps: float) -> float:
+    """``max_s max(out_s, in_s) / (d B)``: the busiest server's inter-server bytes through its ports."""
+    m = prof.traffic_matrix()
+    busiest = max(float(m.sum(axis=1).max()), float(m.sum(axis=0).max()))
+    return busiest / (degree * link_gbps * 1e9 / 8.0)
+
+
+def _estimate_s(prof, g: int, scale_up_gbps: float | None, degree: int, link_gbps: float) -> float:
+    up = sum(prof.scale_up[k] for k in prof.scale_up)
+    return (
+        prof.compute_s + prof.bubble_s + _scale_up_s(up, g, scale_up_gbps) + _network_bound_s(prof, degree, link_gbps)
+    )
+
+
+def _chosen_job(spec: JobSpec, training: Training, cluster: Any) -> ParallelJob:
+    model, n = spec.transformer, cluster.servers
+    hbm = float(spec.memory_gb) * 1e9
+    if isinstance(spec.parallelism, Parallelism):
+        job = _as_instance_error(
+            lambda: ParallelJob(model=model, training=training, parallelism=spec.parallelism, servers=n)
+        )
+        need = peak_memory(job)
+        if need > hbm:
+            raise InstanceError(
+                f"{spec.parallelism} needs {need / 1e9:.4g} GB per accelerator, job.memory_gb is {hbm / 1e9:g}",
+                field="job.parallelism",
+            )
+        return job
+    chosen = ranked_parallelisations(spec, cluster)[0][1]
+    return ParallelJob(model=model, training=training, parallelism=chosen, servers=n)
+
+
+def ranked_parallelisations(spec: JobSpec, cluster: Any) -> list[tuple[float, Parallelism]]:
+    """Every split of ``spec``'s model that fits ``memory_gb`` on ``cluster``, with its estimate
+    (compute + bubble + scale-up + the busiest server's bytes through its d ports: module
+    docstring), least first; ties in the enumeration's order. Raises
+    NoFeasibleParallelisationError (exit 3) when none fits."""
+    training = _as_instance_error(lambda: _training(spec, cluster.accelerators_per_server))
+    candidates = feasible_parallelisations(spec.transformer, training, cluster.servers, float(spec.memory_gb) * 1e9)
+    g, up = cluster.accelerators_per_server, cluster.scale_up_gbps_per_accelerator
+    scored = [
+        (_estimate_s(profile(job), g, up, cluster.degree, cluster.link_bandwidth_gbps), k)
+        for k, job in enumerate(candidates)
+    ]
+    return [(estimate, candidates[k].parallelism) for estimate, k in sorted(scored)]
+
+
+def _as_instance_error(build):
+    """The job package's checks name ``job.tp``; the instance's name ``job.parallelism.tp``."""
+    try:
+        return build()
+    except InstanceError:
+        raise
+    except InputError as exc:
+        name = (exc.field or "job").removeprefix("job.")
+        field = f"job.parallelism.{name}" if name in _PARALLEL_INTS else f"job.{name}" if exc.field else "job"
+        if name == "model" or name.startswith("model."):
+            field = f"job.{name}"
+        raise InstanceError(exc.reason, field=field) from None
+
+
+@functools.lru_cache(maxsize=32)
+def compile_job(spec: JobSpec, cluster: Any) -> CompiledJob:
+    """The job ``spec`` on ``cluster`` (a :class:`~topoopt_ilp.core.instance.Cluster`), as the
+    module docstring says. Cached: an instance re-made with ``dataclasses.replace`` compiles once."""
+    g = cluster.accelerators_per_server
+    training = _as_instance_error(lambda: _training(spec, g))
+    job = _chosen_job(spec, training, cluster)
+    prof = profile(job)
+    number = server_numbering(job)
+    server_of_rank = number[np.arange(job.accelerators) // g]
+
+    per_stage = [dp_member_bytes(job, p) for p in range(job.parallelism.pp)]  # (dense, expert) bytes
+    groups: dict[tuple[int, ...], float] = {}
+    for kind, which in (("dp", 0), ("expert_dp", 1)):
+        for ranks in prof.groups[kind]:
+            member_bytes = per_stage[job.stage_of(ranks[0])][which]
+            servers = tuple(sorted(set(server_of_rank[list(ranks)].tolist())))
+            k = len(servers)
+            if k < 2 or member_bytes == 0:
+                continue
+            groups[servers] = groups.get(servers, 0.0) + member_bytes * k / (2.0 * (k - 1))
+
+    n = job.servers
+    mp = np.zeros((n, n))
+    for kind in ("tp", "pp", "ep"):
+        mp[np.ix_(number, number)] += prof.inter_server[kind]
+    src, dst = np.nonzero(mp)
+    pairs = tuple((int(a), int(b), float(mp[a, b])) for a, b in zip(src, dst))
+
+    up = np.zeros(n)
+    for kind in prof.scale_up:
+        up += prof.scale_up[kind]
+    return CompiledJob(
+        job=job,
+        allreduce=tuple(sorted(groups.items())),
+        mp=pairs,
+        compute_s=float(prof.compute_s),
+        bubble_s=float(prof.bubble_s),
+        scale_up_s=_scale_up_s(up, g, cluster.scale_up_gbps_per_accelerator),
+        overlap=spec.overlap,
+        server_of_rank=tuple(int(s) for s in server_of_rank),
+    )
+
+
+def model_from_fields(fields: dict[str, Any]) -> TransformerModel:
+    """An inline model from its fields (``moe``, ``mla``: dicts of their fields or absent). The
+    model's own checks name the field (``job.model.layers``) after the ranges are checked."""
+    _check_model_values(fields)
+
+    def build() -> TransformerModel:
+        moe = MoE(**fields["moe"]) if fields.get("moe") is not None else None
+        mla = MLA(**fields["mla"]) if fields.get("mla") is not None else None
+        return TransformerModel(**{k: v for k, v in fields.items() if k not in ("moe", "mla")}, moe=moe, mla=mla)
+
+    return _as_instance_error(build)

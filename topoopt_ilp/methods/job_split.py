@@ -1,0 +1,53 @@
+"""Pick a job's split by the evaluator on TopoOpt's heuristic design (docs/guide/llm-jobs.md).
+
+A job section's ``"search"`` ranks the splits that fit memory by a bound that needs no topology
+(:func:`~topoopt_ilp.core.job_section.ranked_parallelisations`). Here the ``candidates`` best of that
+ranking are each compiled into a job instance with that split, designed with the heuristic method
+and scored by the evaluator; the split with the least iteration time wins (ties: the better ranked).
+The topology is designed once per split, not jointly with it (issue #40, item 4).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+
+from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.job_section import ranked_parallelisations
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.jobs.job import Parallelism
+from topoopt_ilp.methods import solve
+
+__all__ = ["SplitScore", "pick_split_by_heuristic"]
+
+
+@dataclass(frozen=True)
+class SplitScore:
+    """One candidate: its split, the ranking's estimate and the heuristic design's iteration time."""
+
+    parallelism: Parallelism
+    estimate_s: float
+    iteration_time_s: float
+    wall_time_s: float
+
+
+def pick_split_by_heuristic(instance: Instance, candidates: int = 8) -> list[SplitScore]:
+    """The ``candidates`` best-ranked splits of ``instance``'s job, each scored by the evaluator on
+    its heuristic design, best first (the first is the pick). ``instance`` has a job section (its
+    own split is ignored)."""
+    if instance.job is None:
+        raise InputError("the instance has no job section: there is no split to pick", field="job")
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
+        raise InputError(f"must be an integer >= 1, got {candidates!r}", field="candidates")
+    ranked = ranked_parallelisations(instance.job, instance.cluster)[:candidates]
+    scores = []
+    for estimate, parallelism in ranked:
+        started = time.perf_counter()
+        trial = replace(instance, job=replace(instance.job, parallelism=parallelism), demand=None)
+        metrics = solve(trial, "heuristic").metrics
+        scores.append(
+            SplitScore(parallelism, estimate, float(metrics["iteration_time_s"]), time.perf_counter() - started)
+        )
+    order = sorted(range(len(scores)), key=lambda k: (scores[k].iteration_time_s, k))
+    return [scores[k] for k in order if math.isfinite(scores[k].iteration_time_s)] or [scores[k] for k in order]
