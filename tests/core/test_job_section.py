@@ -251,7 +251,7 @@ def test_a_job_no_split_fits_is_exit_3(tmp_path, capsys):
     path.write_text(json.dumps(tiny_doc(parallelism="search", memory_gb=1e-6)))
     assert main(["solve", str(path), "--quiet"]) == 3
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "no parallelisation" in err, err
+    assert len(err.splitlines()) == 1 and "no parallelisation" in err and str(path) in err, err
     with pytest.raises(NoFeasibleParallelisationError):
         parse_instance(tiny_doc(parallelism="search", memory_gb=1e-6))
 

@@ -150,8 +150,9 @@ def _load_design(args: argparse.Namespace) -> tuple[Any, Any]:
 
     inst = load_instance(args.instance)
     if inst.workload is None:
+        kind = "a job section (its iteration is not a task graph yet)" if inst.job is not None else "a fixed demand"
         raise InputError(
-            "scheduling needs a workload instance (layers and blocks); this instance has a fixed demand",
+            f"scheduling needs a workload instance (layers and blocks); this instance has {kind}",
             source=args.instance,
         )
     sol = load_solution(args.solution, directed=inst.cluster.directed)

@@ -37,7 +37,7 @@ from topoopt_ilp.core.workload import (
     Workload,
     check_workload,
 )
-from topoopt_ilp.errors import InputError, InstanceError
+from topoopt_ilp.errors import InputError, InstanceError, NoFeasibleParallelisationError
 from topoopt_ilp.files.graph_file import fixed_links, read_graph
 from topoopt_ilp.files.jsonio import check_format, json_list, json_object, read_json, with_source, write_json_atomic
 from topoopt_ilp.jobs.job import Parallelism
@@ -114,7 +114,10 @@ def load_instance(path: str | os.PathLike) -> Instance:
     """Read and validate an instance file. Raises :class:`InstanceError` with file and field."""
     data = read_json(path, InstanceError)
     base = os.path.dirname(os.fspath(path))
-    return with_source(lambda: parse_instance(data, base_dir=base), str(path), InstanceError)
+    try:
+        return with_source(lambda: parse_instance(data, base_dir=base), str(path), InstanceError)
+    except NoFeasibleParallelisationError as exc:  # exit 3, but still about this file: name it
+        raise NoFeasibleParallelisationError(f"{path}: {exc}") from None
 
 
 def parse_instance(data: Any, *, base_dir: str | os.PathLike | None = None) -> Instance:
