@@ -185,6 +185,10 @@ def test_check_refuses_hand_broken_schedules(mix_schedule, mix_solution, tmp_pat
         (lambda d: d.update(steps="x" * 10_000), "steps: expected an integer, got a string"),
         (lambda d: d.update(instance_sha256="00"), "instance_sha256: expected a SHA-256"),
         (lambda d: d.update(extra=1), "extra"),
+        (
+            lambda d: d["collective"].update(servers=list(range(100)), chunks=10_000),
+            "collective.chunks: 100 servers x 1000000 chunks, more than the 10000000 the check replays",
+        ),
     ],
 )
 def test_a_malformed_schedule_file_is_one_line_exit_2(mix_schedule, mix_solution, tmp_path, capsys, edit, needle):
@@ -260,3 +264,17 @@ def test_broadcast_and_reductions_written_files_pass_check(ring_solution, tmp_pa
         argv = ["collective", RING, ring_solution, "--collective", kind, "--bytes", "1e6", *extra]
         assert main([*argv, "--method", "heuristic", "-o", str(out)]) == 0
         assert main(["collective", RING, ring_solution, "--check", str(out)]) == 0, capsys.readouterr().out
+
+
+def test_an_exact_allreduce_states_its_phases_optimal_and_passes_check(ring_solution, tmp_path, capsys):
+    """On the 8-ring, AllReduce as ReduceScatter + AllGather of 4 steps each: 8 steps, optimal as that
+    composition; the bound (for every AllReduce schedule) may be below it, and --check accepts it."""
+    out = tmp_path / "ar.json"
+    argv = ["collective", RING, ring_solution, "--collective", "allreduce", "--bytes", "8e6", "-o", str(out)]
+    assert main(argv) == 0
+    assert "each phase optimal" in capsys.readouterr().out or json.loads(out.read_text())["gap"] == 0
+    data = json.loads(out.read_text())
+    assert data["status"] == "optimal" and data["steps"] == 8
+    assert main(["collective", RING, ring_solution, "--check", str(out)]) == 0
+    path = _edited(tmp_path, out, lambda d: d.update(method="ring"))
+    assert main(["collective", RING, ring_solution, "--check", path]) == 1

@@ -238,6 +238,8 @@ def run_collective(args: argparse.Namespace) -> int:
         )
     for m, reason in skipped.items():
         print(f"  {m:<8} - ({reason})")
+    if collective.kind == "allreduce" and any(r.status == "optimal" and r.gap for r in results):
+        print("  note     allreduce optimal: as ReduceScatter + AllGather, each phase optimal; the bound holds for any")
     if args.out is not None:
         print(f"  wrote {args.out} ({_LABEL[best.method]} schedule, {best.steps} steps)")
     return EXIT_OK
