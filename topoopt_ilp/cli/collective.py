@@ -227,19 +227,19 @@ def run_collective(args: argparse.Namespace) -> int:
         f"{args.solution} on {args.instance}, {collective.chunks} chunk(s) per server "
         f"(alpha {fmt_time(link.alpha_s)}, {_fmt_bw(link.bandwidth_Bps)} per link)"
     )
-    header = (
-        f"  {'method':<8} {'finish':>11} {'steps':>6} {'algbw':>13} {'status':<9} {'bound':>11} {'gap':>7} {'solve':>9}"
-    )
+    header = f"  {'method':<8} {'finish':>11} {'steps':>6} {'algbw':>13} {'status':<9} {'bound':>11} {'gap':>7} {'solve':>10}"
     print(header)
     for row in rows:
         print(
             f"  {row['method']:<8} {fmt_time(row['finish_s']):>11} {row['steps']:>6} {_fmt_bw(row['algbw_Bps']):>13} "
-            f"{row['status']:<9} {fmt_time(row['bound_s']):>11} {row['gap']:>7.3g} {row['solve_s']:>8.3g}s"
+            f"{row['status']:<9} {fmt_time(row['bound_s']):>11} {row['gap']:>7.3g} {row['solve_s']:>8.3g} s"
         )
     for m, reason in skipped.items():
         print(f"  {m:<8} - ({reason})")
     if collective.kind == "allreduce" and any(r.status == "optimal" and r.gap for r in results):
-        print("  note     allreduce optimal: as ReduceScatter + AllGather, each phase optimal; the bound holds for any")
+        print(
+            "  note     allreduce optimal: ReduceScatter + AllGather, each phase optimal; the bound is any AllReduce's"
+        )
     if args.out is not None:
         print(f"  wrote {args.out} ({_LABEL[best.method]} schedule, {best.steps} steps)")
     return EXIT_OK
