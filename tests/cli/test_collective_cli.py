@@ -278,3 +278,14 @@ def test_an_exact_allreduce_states_its_phases_optimal_and_passes_check(ring_solu
     assert main(["collective", RING, ring_solution, "--check", str(out)]) == 0
     path = _edited(tmp_path, out, lambda d: d.update(method="ring"))
     assert main(["collective", RING, ring_solution, "--check", path]) == 1
+
+
+def test_verify_checks_a_collective_schedule_too(mix_schedule, mix_solution, tmp_path, capsys):
+    assert main(["verify", MIX, mix_solution, "--collective-schedule", str(mix_schedule)]) == 0
+    assert f"{mix_schedule}: a valid collective schedule" in capsys.readouterr().out
+    path = _edited(tmp_path, mix_schedule, lambda d: d["sends"].pop())
+    assert main(["verify", MIX, mix_solution, "--collective-schedule", path]) == 1
+    assert "lacks the complete chunk" in capsys.readouterr().out
+    path = _edited(tmp_path, mix_schedule, lambda d: d.update(steps=-1))
+    assert main(["verify", MIX, mix_solution, "--collective-schedule", path]) == 2
+    assert "steps: must be" in capsys.readouterr().err

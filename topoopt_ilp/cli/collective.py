@@ -27,7 +27,7 @@ from topoopt_ilp.cli.output import fmt_time
 from topoopt_ilp.cli.schedule import check_made_from, load_design
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_OK, InputError
 
-__all__ = ["add_subcommand", "run_collective"]
+__all__ = ["add_subcommand", "collective_file_violations", "run_collective"]
 
 #: ``--method all`` in the order the table shows them; "greedy" is the API's method "heuristic".
 ALL_METHODS = ("ring", "heuristic", "exact")
@@ -245,21 +245,32 @@ def run_collective(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_check(args: argparse.Namespace) -> int:
-    """``--check SCHEDULE.json``: the file against the files it names by SHA-256, then the replay."""
+def collective_file_violations(
+    instance: str, solution: str, schedule: str, design: tuple[Any, Any] | None = None
+) -> tuple[Any, list[str]]:
+    """The collective schedule file ``schedule`` against the instance and solution files it names by
+    SHA-256 (InputError, exit 2, when they are others), then its replay and claims
+    (:func:`~topoopt_ilp.models.collective_file.collective_claim_violations`): (the file as read, its
+    violations). ``design``: the instance and solution, loaded and verified (None: loaded here, after
+    the SHA-256 check). ``--check`` and ``topoopt verify --collective-schedule`` use it."""
     from topoopt_ilp.models.collective_file import collective_claim_violations, read_collective_schedule
 
-    sf = read_collective_schedule(args.check)
+    sf = read_collective_schedule(schedule)
     check_made_from(
-        args.check,
+        schedule,
         {
-            "instance": (args.instance, sf.instance_sha256, sf.instance),
-            "solution": (args.solution, sf.solution_sha256, sf.solution),
+            "instance": (instance, sf.instance_sha256, sf.instance),
+            "solution": (solution, sf.solution_sha256, sf.solution),
         },
         writer="topoopt collective --out",
     )
-    inst, sol = load_design(args.instance, args.solution, workload=False)
-    problems = collective_claim_violations(sol.topology, _link(inst), sf)
+    inst, sol = design or load_design(instance, solution, workload=False)
+    return sf, collective_claim_violations(sol.topology, _link(inst), sf)
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    """``--check SCHEDULE.json``: the file against the files it names by SHA-256, then the replay."""
+    sf, problems = collective_file_violations(args.instance, args.solution, args.check)
     if args.json:
         print(
             json.dumps(
