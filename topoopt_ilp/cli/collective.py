@@ -100,6 +100,15 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 _SCHEDULING_OPTIONS = ("collective", "bytes", "chunks", "root", "servers", "method", "time_limit", "backend", "out")
 
 
+#: The Collective's fields and the options that give them.
+_OPTION_OF_FIELD = {
+    "collective.servers": "--servers",
+    "collective.bytes": "--bytes",
+    "collective.chunks": "--chunks",
+    "collective.root": "--root",
+}
+
+
 def _link(inst: Any) -> Any:
     from topoopt_ilp.core.collective import LinkModel  # start-up time: numpy, not needed for --help
 
@@ -174,9 +183,15 @@ def run_collective(args: argparse.Namespace) -> int:
     inst, sol = load_design(args.instance, args.solution, workload=False)
     hashes = (file_sha256(args.instance), file_sha256(args.solution)) if args.out is not None else (None, None)
     topology = sol.topology
-    collective = Collective(
-        args.collective, _servers(args.servers, topology.n), args.bytes, args.chunks or 1, args.root
-    )
+    try:
+        collective = Collective(
+            args.collective, _servers(args.servers, topology.n), args.bytes, args.chunks or 1, args.root
+        )
+    except InputError as exc:  # named by the option that gave the field
+        option = _OPTION_OF_FIELD.get(exc.field or "")
+        if option is None:
+            raise
+        raise InputError(f"{option}: {exc.reason}") from None
     link = _link(inst)
     options = ExactOptions(backend=args.backend or "highs", time_limit_s=args.time_limit)
     results, skipped = [], {}
@@ -224,8 +239,9 @@ def run_collective(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(
         f"{collective.kind} of {collective.bytes:.4g} bytes over {len(collective.servers)} servers of "
-        f"{args.solution} on {args.instance}, {collective.chunks} chunk(s) per server "
-        f"(alpha {fmt_time(link.alpha_s)}, {_fmt_bw(link.bandwidth_Bps)} per link)"
+        f"{args.solution} on {args.instance}, {collective.chunks} chunk(s) "
+        + ("of the root's message " if collective.kind == "broadcast" else "per server ")
+        + f"(alpha {fmt_time(link.alpha_s)}, {_fmt_bw(link.bandwidth_Bps)} per link)"
     )
     header = f"  {'method':<8} {'finish':>11} {'steps':>6} {'algbw':>13} {'status':<9} {'bound':>11} {'gap':>7} {'solve':>10}"
     print(header)
