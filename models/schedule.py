@@ -85,6 +85,7 @@ __all__ = [
     "parse_schedule",
     "write_schedule",
     "file_sha256",
+    "sha256_field",
     "SCHEDULE_FORMAT",
     "SCHEDULE_VERSION",
     "MAX_MODEL_SIZE",
@@ -693,7 +694,8 @@ def _number(v: Any, field: str, *, low: float = 0.0, positive: bool = False, nul
     return value
 
 
-def _sha(v: Any, field: str) -> str | None:
+def sha256_field(v: Any, field: str) -> str | None:
+    """A file's recorded SHA-256 (64 lowercase hex digits) or None; InputError naming ``field``."""
     if v is not None and not (isinstance(v, str) and len(v) == 64 and set(v) <= _SHA256_HEX):
         raise InputError("expected a SHA-256 as 64 lowercase hex digits, or null", field=field)
     return v
@@ -781,8 +783,8 @@ def parse_schedule(data: Any, source: str | None = None) -> ScheduleFile:
         forward_fraction=ff,
         routing=top["routing"],
         micro_batches=mb,
-        instance_sha256=_sha(top["instance_sha256"], "instance_sha256"),
-        solution_sha256=_sha(top["solution_sha256"], "solution_sha256"),
+        instance_sha256=sha256_field(top["instance_sha256"], "instance_sha256"),
+        solution_sha256=sha256_field(top["solution_sha256"], "solution_sha256"),
         names=tuple(names),
         start_s=starts,
         end_s=ends,

@@ -136,3 +136,16 @@ def schedule_files() -> tuple[str, str]:
     assert main(["solve", instance, "--out", str(solution), "--quiet"]) == 0
     assert main(["schedule", instance, str(solution), "--method", "heuristic", "-o", str(sched)]) == 0
     return str(solution), str(sched)
+
+
+@functools.cache
+def collective_schedule_files() -> tuple[str, str, str]:
+    """A greedy AllReduce schedule of mix-8's heuristic design, 2 chunks per server (it holds partial
+    sums): (the instance, the solution file, the schedule file)."""
+    solution = Path(_SCRATCH.name) / "mix-8.solution.json"
+    sched = Path(_SCRATCH.name) / "mix-8.collective.json"
+    instance = str(INSTANCES / "mix-8.json")
+    assert main(["solve", instance, "--method", "heuristic", "--out", str(solution), "--quiet"]) == 0
+    argv = ["collective", instance, str(solution), "--collective", "allreduce", "--bytes", "1e6", "--chunks", "2"]
+    assert main([*argv, "--method", "heuristic", "-o", str(sched)]) == 0
+    return instance, str(solution), str(sched)

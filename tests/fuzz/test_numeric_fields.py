@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fuzz_seeds import INSTANCE_DOCS, LIBRA_DOCS, schedule_files, solutions
+from fuzz_seeds import INSTANCE_DOCS, LIBRA_DOCS, collective_schedule_files, schedule_files, solutions
 
 from conftest import INSTANCES
 from topoopt_ilp.cli import main
@@ -182,3 +182,19 @@ def test_every_numeric_field_of_a_schedule_is_checked(tmp_path, capsys):
         for value in EDGE_VALUES.values():
             path.write_text(json.dumps(replaced(doc, keys, value)))
             assert_no_crash(*run(capsys, ["schedule", instance, solution, "--check", str(path)]), str(path))
+
+
+def test_every_numeric_field_of_a_collective_schedule_is_checked(tmp_path, capsys):
+    instance, solution, schedule_file = collective_schedule_files()
+    doc = json.loads(Path(schedule_file).read_text())
+    path = tmp_path / "collective.json"
+    checked = fields({"schedule": doc})
+    assert {"steps", "step_s", "collective.bytes", "link.alpha_s", "sends[*][*]"} <= {p for _, p, _ in checked}
+    argv = ["collective", instance, solution, "--check", str(path)]
+    for _name, _pattern, keys in checked:
+        for value in NOT_A_NUMBER.values():
+            path.write_text(json.dumps(replaced(doc, keys, value)))
+            assert_names_the_field(*run(capsys, argv), str(path), printed(keys))
+        for value in EDGE_VALUES.values():
+            path.write_text(json.dumps(replaced(doc, keys, value)))
+            assert_no_crash(*run(capsys, argv), str(path))

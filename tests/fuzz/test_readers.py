@@ -25,7 +25,14 @@ from pathlib import Path
 
 import yaml
 from fuzz_mutate import HOSTILE_VALUES, file_bytes
-from fuzz_seeds import INSTANCE_DOCS, LIBRA_DOCS, LIBRA_FORMAT, schedule_files, solution_files
+from fuzz_seeds import (
+    INSTANCE_DOCS,
+    LIBRA_DOCS,
+    LIBRA_FORMAT,
+    collective_schedule_files,
+    schedule_files,
+    solution_files,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -130,6 +137,16 @@ def test_schedule_check_on_hostile_schedules(tmp_path_factory, capsys, data):
     path = _write(tmp_path_factory.mktemp("sched") / "schedule.json", raw)
     instance = INSTANCES / "dlrm-mini-6.json"
     _outcome("schedule (--check)", capsys, ["schedule", instance, solution, "--check", path], [path])
+
+
+@settings(parent=settings.get_profile("fuzz"))
+@given(data=st.data())
+def test_collective_check_on_hostile_schedules(tmp_path_factory, capsys, data):
+    instance, solution, schedule = collective_schedule_files()
+    raw = data.draw(file_bytes([json.loads(Path(schedule).read_text())]))
+    path = _write(tmp_path_factory.mktemp("coll") / "collective.json", raw)
+    argv = ["collective", instance, solution, "--check", path]
+    _outcome("collective schedule (--check)", capsys, argv, [path])
 
 
 @settings(parent=settings.get_profile("fuzz"))

@@ -11,7 +11,9 @@ Every tampering here is wrong by construction, whatever the design:
 * a route that no longer carries its traffic: a path sent to another destination, a route's share
   changed so its pair's shares no longer sum to 1, a ring that visits a member twice, an offset
   route's jump replaced so the jumps no longer add up;
-* in a schedule: a task moved, a summary figure changed.
+* in a schedule: a task moved, a summary figure changed;
+* in a collective schedule: a send removed, sent to itself or moved past the last step, the finish,
+  bound, gap or algorithm bandwidth moved, a greedy schedule's status made optimal.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import copy
 import json
 from pathlib import Path
 
-from fuzz_seeds import schedule_files, solution_files, solutions
+from fuzz_seeds import collective_schedule_files, schedule_files, solution_files, solutions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -172,3 +174,52 @@ def test_schedule_check_refuses_every_tampered_schedule(tmp_path_factory, capsys
 def test_the_untampered_schedule_passes():
     solution, schedule = schedule_files()
     assert main(["schedule", str(INSTANCES / "dlrm-mini-6.json"), solution, "--check", schedule]) == 0
+
+
+def _collective_send(doc: dict, data) -> None:
+    """Wrong by construction: the written schedule receives each chunk at each server at most once and
+    only where it is needed later (the schedules are trimmed), so a send removed leaves a server
+    short; a send of the last step moved one step later ends the collective after the claimed
+    step; a send to its own sender is no send. (Moving a send elsewhere may give another valid
+    schedule, and is not tried.)"""
+    sends = doc["sends"]
+    how = data.draw(st.sampled_from(["remove", "later", "self"]))
+    if how == "later":
+        last = [s for s in sends if s[0] == doc["steps"]]
+        data.draw(st.sampled_from(last))[0] += 1
+        return
+    k = data.draw(st.integers(0, len(sends) - 1))
+    if how == "remove":
+        sends.pop(k)
+    else:
+        sends[k][3] = sends[k][2]
+
+
+def _collective_claim(doc: dict, data) -> None:
+    key = data.draw(st.sampled_from(["finish_s", "bound_s", "gap", "algbw_Bps", "steps", "bound_steps", "status"]))
+    if key == "status":
+        doc["status"] = "optimal"  # a greedy schedule never claims it
+    elif key in ("steps", "bound_steps"):
+        doc[key] += data.draw(st.sampled_from([-1, 1]))
+    else:
+        doc[key] = _moved(doc[key], data.draw(st.sampled_from(FACTORS)))
+
+
+@settings(parent=settings.get_profile("fuzz"))
+@given(data=st.data())
+def test_collective_check_refuses_every_tampered_schedule(tmp_path_factory, capsys, data):
+    instance, solution, schedule = collective_schedule_files()
+    doc = json.loads(Path(schedule).read_text())
+    kind = data.draw(st.sampled_from(["send", "claim"]))
+    {"send": _collective_send, "claim": _collective_claim}[kind](doc, data)
+    path = tmp_path_factory.mktemp("tampered-collective") / "collective.json"
+    path.write_text(json.dumps(doc))
+    code = main(["collective", instance, solution, "--check", str(path)])
+    captured = capsys.readouterr()
+    FUZZ_TALLY[f"tampered collective schedule ({kind})"][code] += 1
+    assert code in (1, 2), f"--check accepted a {kind} tampering: {captured.out[:500]}"
+
+
+def test_the_untampered_collective_schedule_passes():
+    instance, solution, schedule = collective_schedule_files()
+    assert main(["collective", instance, solution, "--check", schedule]) == 0

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from topoopt_ilp.cli import (
     bandwidth,
+    collective,
     compare,
     draw,
     evaluate,
@@ -48,6 +49,7 @@ COMMANDS = (
     export,
     bandwidth,
     schedule,
+    collective,
     route,
 )
 

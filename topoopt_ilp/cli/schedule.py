@@ -25,7 +25,7 @@ from topoopt_ilp.cli.arguments import nonneg_float, pos_float, threads
 from topoopt_ilp.cli.output import fmt_time
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_NO_SOLUTION, EXIT_OK, InputError
 
-__all__ = ["add_subcommand", "run_schedule"]
+__all__ = ["add_subcommand", "check_made_from", "load_design", "run_schedule"]
 
 
 def _fraction(text: str) -> float:
@@ -145,29 +145,57 @@ def _micro_batches(text: str | None) -> int:
 
 def _load_design(args: argparse.Namespace) -> tuple[Any, Any]:
     """The instance and the solution, refused unless the solution is a design for the instance."""
+    return load_design(args.instance, args.solution, workload=True)
+
+
+def load_design(instance: str, solution: str, *, workload: bool) -> tuple[Any, Any]:
+    """The instance and solution files, refused (InputError) unless the solution holds a design that
+    fits the instance (``topoopt verify`` without the metrics); ``workload``: refuse an instance
+    without one (a fixed demand)."""
     from topoopt_ilp.evaluation.verify import verify
     from topoopt_ilp.files import load_instance, load_solution
 
-    inst = load_instance(args.instance)
-    if inst.workload is None:
+    inst = load_instance(instance)
+    if workload and inst.workload is None:
         kind = "a job section (its iteration is not a task graph yet)" if inst.job is not None else "a fixed demand"
         raise InputError(
             f"scheduling needs a workload instance (layers and blocks); this instance has {kind}",
-            source=args.instance,
+            source=instance,
         )
-    sol = load_solution(args.solution, directed=inst.cluster.directed)
+    sol = load_solution(solution, directed=inst.cluster.directed)
     if sol.topology is None:
-        raise InputError(
-            f"the solution holds no design (status {sol.status}): nothing to schedule", source=args.solution
-        )
+        raise InputError(f"the solution holds no design (status {sol.status}): nothing to schedule", source=solution)
     report = verify(inst, sol, check_metrics=False)  # e.g. a solution made for another instance of the same size
     if not report.valid:
         raise InputError(
             f"the solution does not fit the instance ({len(report.violations)} violation(s), first: "
             f"{report.violations[0]}; see topoopt verify)",
-            source=args.solution,
+            source=solution,
         )
     return inst, sol
+
+
+def check_made_from(schedule: str, files: dict[str, tuple[str, str | None, str | None]], *, writer: str) -> None:
+    """Refuse (InputError naming ``schedule``) a schedule file unless each input file is the one it
+    was made from: ``files`` maps a role (instance, solution) to (the path given, the SHA-256 the
+    schedule records, the name it records); ``writer``: the command that writes such files."""
+    from topoopt_ilp.models.schedule import file_sha256
+
+    for role, (path, recorded, made) in files.items():
+        if recorded is None:
+            raise InputError(
+                f"the schedule records no SHA-256 of its {role} file (it was not written by {writer}): "
+                f"cannot tell whether it was made from {path}",
+                source=schedule,
+            )
+        actual = file_sha256(path)
+        if actual != recorded:
+            raise InputError(
+                f"the schedule was made from another {role} file"
+                + (f" ({made})" if made else "")
+                + f" than {path}: SHA-256 {recorded[:12]}... in the schedule, {actual[:12]}... of {path}",
+                source=schedule,
+            )
 
 
 def run_schedule(args: argparse.Namespace) -> int:
@@ -356,29 +384,18 @@ def summary_violations(said: Any, truth: Any, field: str = "summary") -> list[st
 
 def _run_check(args: argparse.Namespace) -> int:
     """``--check SCHEDULE.json``: the file against the files it names by SHA-256, then the independent check."""
-    from topoopt_ilp.models.schedule import claim_violations, file_sha256, read_schedule
+    from topoopt_ilp.models.schedule import claim_violations, read_schedule
     from topoopt_ilp.schedule.iteration_graph import check_schedule, graph_from_solution
 
     sf = read_schedule(args.check)
-    for role, path, recorded in (
-        ("instance", args.instance, sf.instance_sha256),
-        ("solution", args.solution, sf.solution_sha256),
-    ):
-        if recorded is None:
-            raise InputError(
-                f"the schedule records no SHA-256 of its {role} file (it was not written by topoopt schedule "
-                f"--out): cannot tell whether it was made from {path}",
-                source=args.check,
-            )
-        actual = file_sha256(path)
-        if actual != recorded:
-            made = getattr(sf, role)
-            raise InputError(
-                f"the schedule was made from another {role} file"
-                + (f" ({made})" if made else "")
-                + f" than {path}: SHA-256 {recorded[:12]}... in the schedule, {actual[:12]}... of {path}",
-                source=args.check,
-            )
+    check_made_from(
+        args.check,
+        {
+            "instance": (args.instance, sf.instance_sha256, sf.instance),
+            "solution": (args.solution, sf.solution_sha256, sf.solution),
+        },
+        writer="topoopt schedule --out",
+    )
     inst, sol = _load_design(args)
     graph = graph_from_solution(
         inst, sol, routing=sf.routing, forward_fraction=sf.forward_fraction, micro_batches=sf.micro_batches

@@ -23,7 +23,8 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         "list of violations. With --prove, also solve the instance exactly to confirm (exit 0) or refute (exit 1) "
         "the solution's stated bound or optimality; exit 4 when the time limit decides neither. With --cabling, "
         "--ocs, --msccl and --ns3, also check a cabling plan, OCS configurations, an MSCCL algorithm or an ns-3 "
-        "topology (topoopt export) against the solution.",
+        "topology (topoopt export) against the solution; with --collective-schedule, a collective schedule "
+        "(topoopt collective -o).",
     )
     p.add_argument("instance", metavar="INSTANCE")
     p.add_argument("solution", metavar="SOLUTION")
@@ -65,6 +66,13 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help="also check an ns-3 topology file (topoopt export --to ns3) against the solution's design",
     )
     p.add_argument(
+        "--collective-schedule",
+        default=None,
+        metavar="SCHEDULE.json",
+        help="also check a collective schedule (topoopt collective -o) made from INSTANCE and SOLUTION: "
+        "replay it with the independent checker and check its claims (as topoopt collective --check)",
+    )
+    p.add_argument(
         "--group",
         type=int,
         default=None,
@@ -96,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     sol = load_solution(args.solution, directed=inst.cluster.directed)
     report = verify(inst, sol)
-    if report.valid and sol.has_solution and (args.cabling or args.ocs or args.msccl or args.ns3):
+    if (
+        report.valid
+        and sol.has_solution
+        and (args.cabling or args.ocs or args.msccl or args.ns3 or args.collective_schedule)
+    ):
         return _check_files(args, inst, sol)
     if report.valid and not sol.has_solution:  # consistent, but there is no design to use
         print(f"{args.solution}: holds no design (status {sol.status}, method {sol.method}): nothing to verify")
@@ -130,6 +142,12 @@ def _check_files(args: argparse.Namespace, inst: Any, sol: Any) -> int:
         checks.append((args.msccl, "MSCCL algorithm", check_msccl(inst, sol, args.msccl, args.group)))
     if args.ns3:
         checks.append((args.ns3, "ns-3 topology", check_ns3(inst, sol, args.ns3)))
+    if args.collective_schedule:
+        from topoopt_ilp.cli.collective import collective_file_violations
+        from topoopt_ilp.evaluation.verify import VerifyReport
+
+        _, problems = collective_file_violations(args.instance, args.solution, args.collective_schedule, (inst, sol))
+        checks.append((args.collective_schedule, "collective schedule", VerifyReport(tuple(problems))))
     for path, what, report in checks:
         if report.valid:
             print(f"{path}: a valid {what} for {args.solution}")

@@ -1,0 +1,318 @@
+"""``topoopt collective INSTANCE SOLUTION``: schedule one collective chunk by chunk on a design
+(docs/guide/collectives.md).
+
+Registered by :func:`add_subcommand` on the ``topoopt`` sub-command parser. The topology is the
+solution's design, verified against the instance first; the participants every server (or
+``--servers``); the link model the instance's cluster (alpha = hop latency, the link bandwidth). Prints
+per method (``--method all``: ring, greedy, exact) the finish time, steps, algorithm bandwidth,
+status, bound and gap, and solve time. ``-o`` writes the best schedule
+(:mod:`topoopt_ilp.models.collective_file`). Exit codes (docs/guide/cli.md): 0 a schedule, 2 bad input
+or usage; every method gives a schedule (the exact one falls back to the greedy schedule at its
+time limit), so 4 does not arise.
+
+``--check SCHEDULE.json`` instead reads a file written by ``-o``, refuses it unless the instance and
+solution files are those it was made from (their SHA-256), and replays it with the independent
+checker, checking each claim: exit 0 valid, 1 a violation (the first is printed), 2 a malformed
+file or other inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from topoopt_ilp.cli.arguments import nonneg_float, pos_float, pos_int, split_list
+from topoopt_ilp.cli.output import fmt_time
+from topoopt_ilp.cli.schedule import check_made_from, load_design
+from topoopt_ilp.errors import EXIT_ERROR, EXIT_OK, InputError
+
+__all__ = ["add_subcommand", "collective_file_violations", "run_collective"]
+
+#: ``--method all`` in the order the table shows them; "greedy" is the API's method "heuristic".
+ALL_METHODS = ("ring", "heuristic", "exact")
+_LABEL = {"ring": "ring", "heuristic": "greedy", "exact": "exact"}
+
+
+def add_subcommand(sub: Any) -> argparse.ArgumentParser:
+    """Register ``collective`` on ``sub`` (the object ``ArgumentParser.add_subparsers`` returned)."""
+    p = sub.add_parser(
+        "collective",
+        help="schedule one collective (AllGather, AllReduce, ...) chunk by chunk on a design",
+        description="Choose per step which chunk each link of the solution's topology carries for one "
+        "collective over its servers (alpha-beta model from the instance's cluster): exactly (a "
+        "time-expanded MILP), greedily, or as the ring schedule; prints finish time, steps, algorithm "
+        "bandwidth, status, bound and gap per method.",
+    )
+    p.add_argument("instance", metavar="INSTANCE", help="an instance (its cluster gives the link model)")
+    p.add_argument("solution", metavar="SOLUTION", help="a solution file whose topology is scheduled")
+    p.add_argument(
+        "--collective",
+        choices=("allgather", "reducescatter", "allreduce", "alltoall", "broadcast"),
+        default=None,
+        help="the collective (required unless --check)",
+    )
+    p.add_argument(
+        "--bytes",
+        type=pos_float,
+        default=None,
+        metavar="B",
+        help="buffer size per server as NCCL counts it (AllGather output, AllReduce vector; required unless --check)",
+    )
+    p.add_argument("--chunks", type=pos_int, default=None, metavar="C", help="chunks per server (default 1)")
+    p.add_argument(
+        "--root", type=int, default=None, metavar="R", help="broadcast: the source (default the first server)"
+    )
+    p.add_argument(
+        "--servers", default=None, metavar="LIST", help="participating servers, e.g. 0,1,2,3 (default: every server)"
+    )
+    p.add_argument(
+        "--method",
+        choices=(*ALL_METHODS, "all"),
+        default=None,
+        help="exact: the MILP, started from the greedy schedule (default); heuristic: the greedy list "
+        "schedule; ring: the ring schedule on a ring through every server; all: the three side by side",
+    )
+    p.add_argument(
+        "--time-limit", type=nonneg_float, default=None, metavar="S", help="exact: solver time limit in seconds"
+    )
+    p.add_argument("--backend", default=None, help="exact: solver back-end (highs, scip, cpsat, cbc; default highs)")
+    p.add_argument(
+        "-o",
+        "--out",
+        default=None,
+        metavar="SCHEDULE.json",
+        help="write the schedule (with --method all: the shortest, exact first on ties) here, atomically",
+    )
+    p.add_argument(
+        "--check",
+        default=None,
+        metavar="SCHEDULE.json",
+        help="check a schedule file written by --out against INSTANCE and SOLUTION (the files it was made "
+        "from) instead of scheduling: exit 0 valid, 1 a violation",
+    )
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(func=run_collective)
+    return p
+
+
+#: Options that choose what to schedule and how; --check takes all of them from the file.
+_SCHEDULING_OPTIONS = ("collective", "bytes", "chunks", "root", "servers", "method", "time_limit", "backend", "out")
+
+
+#: The Collective's fields and the options that give them.
+_OPTION_OF_FIELD = {
+    "collective.servers": "--servers",
+    "collective.bytes": "--bytes",
+    "collective.chunks": "--chunks",
+    "collective.root": "--root",
+}
+
+
+def _link(inst: Any) -> Any:
+    from topoopt_ilp.core.collective import LinkModel  # start-up time: numpy, not needed for --help
+
+    return LinkModel(inst.cluster.hop_latency_s, inst.cluster.link_bytes_per_s)
+
+
+def _servers(text: str | None, n: int) -> tuple[int, ...]:
+    if text is None:
+        return tuple(range(n))
+    out = []
+    for item in split_list(text):
+        try:
+            s = int(item)
+        except ValueError:
+            raise InputError(f"--servers must list server ids, got {item[:20]!r}") from None
+        if not 0 <= s < n:
+            raise InputError(f"--servers: server {s} is not in the topology (servers 0..{n - 1})")
+        out.append(s)
+    return tuple(out)
+
+
+def _row(result: Any) -> dict[str, Any]:
+    return {
+        "method": _LABEL[result.method],
+        "status": result.status,
+        "finish_s": result.finish_s,
+        "steps": result.steps,
+        "step_s": result.step_s,
+        "algbw_Bps": result.algbw_Bps,
+        "bound_steps": result.bound_steps,
+        "bound_s": result.bound_steps * result.step_s,
+        "independent_bound_steps": result.bound.steps,
+        "fluid_bound_s": result.bound.fluid_s,
+        "gap": result.gap,
+        "solve_s": result.solve_s,
+        "backend": result.backend,
+    }
+
+
+def _fmt_bw(v: float | None) -> str:
+    return "-" if v is None else f"{v / 1e9:.4g} GB/s"
+
+
+def run_collective(args: argparse.Namespace) -> int:
+    """The ``collective`` command (``args`` from :func:`add_subcommand`'s parser)."""
+    if args.check is not None:
+        if not args.check.strip():
+            raise InputError(f"--check needs a schedule file name, got {args.check!r}")
+        given = [f"--{k.replace('_', '-')}" for k in _SCHEDULING_OPTIONS if getattr(args, k) is not None]
+        if given:
+            raise InputError(f"{given[0]} does not go with --check (the schedule file says what it schedules)")
+        return _run_check(args)
+    from topoopt_ilp.core.collective import Collective
+    from topoopt_ilp.files import check_writable, json_safe
+    from topoopt_ilp.models.collective import solve_collective
+    from topoopt_ilp.models.collective_file import write_collective_schedule
+    from topoopt_ilp.models.common import ExactOptions
+    from topoopt_ilp.models.schedule import file_sha256
+
+    for option, value in (("--collective", args.collective), ("--bytes", args.bytes)):
+        if value is None:
+            raise InputError(f"{option} is required (unless --check)")
+    method = args.method or "exact"
+    if method in ("heuristic", "ring") and (args.time_limit is not None or args.backend is not None):
+        raise InputError(f"--time-limit and --backend go with --method exact or all, not {method}")
+    if args.root is not None and args.collective != "broadcast":
+        raise InputError(f"--root goes with --collective broadcast, not {args.collective}")
+    if args.time_limit == 0:
+        raise InputError("--time-limit 0 leaves the solver no time")
+    if args.out is not None:
+        check_writable(args.out, "--out", {"instance": args.instance, "solution": args.solution}, "the schedule")
+    inst, sol = load_design(args.instance, args.solution, workload=False)
+    hashes = (file_sha256(args.instance), file_sha256(args.solution)) if args.out is not None else (None, None)
+    topology = sol.topology
+    try:
+        collective = Collective(
+            args.collective, _servers(args.servers, topology.n), args.bytes, args.chunks or 1, args.root
+        )
+    except InputError as exc:  # named by the option that gave the field
+        option = _OPTION_OF_FIELD.get(exc.field or "")
+        if option is None:
+            raise
+        raise InputError(f"{option}: {exc.reason}") from None
+    link = _link(inst)
+    options = ExactOptions(backend=args.backend or "highs", time_limit_s=args.time_limit)
+    results, skipped = [], {}
+    for m in ALL_METHODS if method == "all" else (method,):
+        try:
+            results.append(solve_collective(topology, collective, link, method=m, options=options))
+        except InputError as exc:
+            if method != "all" or m != "ring":
+                raise
+            skipped["ring"] = exc.reason  # e.g. no ring through every server, or an all-to-all
+    best = min(results, key=lambda r: (r.steps, -ALL_METHODS.index(r.method)))
+    if args.out is not None:
+        write_collective_schedule(
+            args.out,
+            collective,
+            link,
+            best,
+            instance=args.instance,
+            instance_sha256=hashes[0],
+            solution=args.solution,
+            solution_sha256=hashes[1],
+        )
+    rows = [_row(r) for r in results]
+    if args.json:
+        print(
+            json.dumps(
+                json_safe(
+                    {
+                        "instance": args.instance,
+                        "solution": args.solution,
+                        "collective": collective.kind,
+                        "servers": len(collective.servers),
+                        "bytes": collective.bytes,
+                        "chunks": collective.chunks,
+                        "alpha_s": link.alpha_s,
+                        "bandwidth_Bps": link.bandwidth_Bps,
+                        "results": rows,
+                        "skipped": skipped,
+                        "written": args.out if args.out is not None else None,
+                    }
+                ),
+                indent=1,
+            )
+        )
+        return EXIT_OK
+    print(
+        f"{collective.kind} of {collective.bytes:.4g} bytes over {len(collective.servers)} servers of "
+        f"{args.solution} on {args.instance}, {collective.chunks} chunk(s) "
+        + ("of the root's message " if collective.kind == "broadcast" else "per server ")
+        + f"(alpha {fmt_time(link.alpha_s)}, {_fmt_bw(link.bandwidth_Bps)} per link)"
+    )
+    header = f"  {'method':<8} {'finish':>11} {'steps':>6} {'algbw':>13} {'status':<9} {'bound':>11} {'gap':>7} {'solve':>10}"
+    print(header)
+    for row in rows:
+        print(
+            f"  {row['method']:<8} {fmt_time(row['finish_s']):>11} {row['steps']:>6} {_fmt_bw(row['algbw_Bps']):>13} "
+            f"{row['status']:<9} {fmt_time(row['bound_s']):>11} {row['gap']:>7.3g} {row['solve_s']:>8.3g} s"
+        )
+    for m, reason in skipped.items():
+        print(f"  {m:<8} - ({reason})")
+    if collective.kind == "allreduce" and any(r.status == "optimal" and r.gap for r in results):
+        print(
+            "  note     allreduce optimal: ReduceScatter + AllGather, each phase optimal; the bound is any AllReduce's"
+        )
+    if args.out is not None:
+        print(f"  wrote {args.out} ({_LABEL[best.method]} schedule, {best.steps} steps)")
+    return EXIT_OK
+
+
+def collective_file_violations(
+    instance: str, solution: str, schedule: str, design: tuple[Any, Any] | None = None
+) -> tuple[Any, list[str]]:
+    """The collective schedule file ``schedule`` against the instance and solution files it names by
+    SHA-256 (InputError, exit 2, when they are others), then its replay and claims
+    (:func:`~topoopt_ilp.models.collective_file.collective_claim_violations`): (the file as read, its
+    violations). ``design``: the instance and solution, loaded and verified (None: loaded here, after
+    the SHA-256 check). ``--check`` and ``topoopt verify --collective-schedule`` use it."""
+    from topoopt_ilp.models.collective_file import collective_claim_violations, read_collective_schedule
+
+    sf = read_collective_schedule(schedule)
+    check_made_from(
+        schedule,
+        {
+            "instance": (instance, sf.instance_sha256, sf.instance),
+            "solution": (solution, sf.solution_sha256, sf.solution),
+        },
+        writer="topoopt collective --out",
+    )
+    inst, sol = design or load_design(instance, solution, workload=False)
+    return sf, collective_claim_violations(sol.topology, _link(inst), sf)
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    """``--check SCHEDULE.json``: the file against the files it names by SHA-256, then the replay."""
+    sf, problems = collective_file_violations(args.instance, args.solution, args.check)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "schedule": args.check,
+                    "instance": args.instance,
+                    "solution": args.solution,
+                    "valid": not problems,
+                    "collective": sf.collective.kind,
+                    "method": sf.method,
+                    "status": sf.status,
+                    "steps": sf.schedule.steps,
+                    "finish_s": sf.finish_s,
+                    "violations": len(problems),
+                    "first_violation": problems[0] if problems else None,
+                },
+                indent=1,
+            )
+        )
+    else:
+        verdict = "valid" if not problems else f"invalid, {len(problems)} violation(s)"
+        print(f"collective schedule {args.check} of {args.solution} on {args.instance}: {verdict}")
+        print(
+            f"  finish             {fmt_time(sf.finish_s)}  ({sf.collective.kind}, {sf.method}, {sf.status}; "
+            f"{sf.schedule.steps} steps, {len(sf.schedule.sends)} sends)"
+        )
+        if problems:
+            print(f"  first violation    {problems[0]}")
+    return EXIT_OK if not problems else EXIT_ERROR
