@@ -22,8 +22,8 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         description="Check ports, degrees, family, rings, routes and stated metrics. Exit 0 when valid, 1 with a "
         "list of violations. With --prove, also solve the instance exactly to confirm (exit 0) or refute (exit 1) "
         "the solution's stated bound or optimality; exit 4 when the time limit decides neither. With --cabling, "
-        "--ocs, --msccl and --ns3, also check a cabling plan, OCS configurations, an MSCCL algorithm or an ns-3 "
-        "topology (topoopt export) against the solution.",
+        "--ocs, --msccl, --ns3 and --simai, also check a cabling plan, OCS configurations, an MSCCL algorithm or an "
+        "ns-3 topology for ASTRA-sim or SimAI (topoopt export) against the solution.",
     )
     p.add_argument("instance", metavar="INSTANCE")
     p.add_argument("solution", metavar="SOLUTION")
@@ -65,6 +65,12 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help="also check an ns-3 topology file (topoopt export --to ns3) against the solution's design",
     )
     p.add_argument(
+        "--simai",
+        default=None,
+        metavar="TOPO.txt",
+        help="also check a SimAI ns-3 topology file (topoopt export --to simai) against the solution's design",
+    )
+    p.add_argument(
         "--group",
         type=int,
         default=None,
@@ -96,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     sol = load_solution(args.solution, directed=inst.cluster.directed)
     report = verify(inst, sol)
-    if report.valid and sol.has_solution and (args.cabling or args.ocs or args.msccl or args.ns3):
+    if report.valid and sol.has_solution and (args.cabling or args.ocs or args.msccl or args.ns3 or args.simai):
         return _check_files(args, inst, sol)
     if report.valid and not sol.has_solution:  # consistent, but there is no design to use
         print(f"{args.solution}: holds no design (status {sol.status}, method {sol.method}): nothing to verify")
@@ -113,11 +119,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_files(args: argparse.Namespace, inst: Any, sol: Any) -> int:
-    """The cabling plan, the OCS configurations, the MSCCL algorithm and the ns-3 topology against a valid
+    """The cabling plan, the OCS configurations, the MSCCL algorithm and the ns-3 and SimAI topologies against a valid
     solution: exit 0, or 1 with the violations."""
     from topoopt_ilp.evaluation.cabling import check_cabling, check_ocs_config
     from topoopt_ilp.evaluation.msccl import check_msccl
     from topoopt_ilp.evaluation.ns3 import check_ns3
+    from topoopt_ilp.evaluation.simai import check_simai
 
     code = EXIT_OK
     print(f"{args.solution}: valid for {args.instance} ({sol.status}, method {sol.method})")
@@ -130,6 +137,8 @@ def _check_files(args: argparse.Namespace, inst: Any, sol: Any) -> int:
         checks.append((args.msccl, "MSCCL algorithm", check_msccl(inst, sol, args.msccl, args.group)))
     if args.ns3:
         checks.append((args.ns3, "ns-3 topology", check_ns3(inst, sol, args.ns3)))
+    if args.simai:
+        checks.append((args.simai, "SimAI topology", check_simai(inst, sol, args.simai)))
     for path, what, report in checks:
         if report.valid:
             print(f"{path}: a valid {what} for {args.solution}")
