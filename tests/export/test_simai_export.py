@@ -3,6 +3,9 @@ through the independent check, hand-broken files, and the refusals."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from export_cases import fixed
 
@@ -122,8 +125,6 @@ def test_round_trip_through_verify(tmp_path, capsys):
 
 def test_a_one_way_design_is_refused_by_the_command(tmp_path, capsys):
     """A directed design with a link in one direction only: exit 2, one line naming the pair, no file."""
-    import json
-
     inst_path, sol_path, out = tmp_path / "ring.json", tmp_path / "ring-sol.json", tmp_path / "topo.txt"
     instance = {
         "format": "topoopt-instance",
@@ -138,3 +139,11 @@ def test_a_one_way_design_is_refused_by_the_command(tmp_path, capsys):
     assert main(["export", str(inst_path), str(sol_path), "--to", "simai", "-o", str(out)]) == 2
     assert "full duplex" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_guide_shows_the_exporters_file():
+    """The example in docs/guide/export.md is what the exporter writes for it (default gpu type)."""
+    guide = (Path(__file__).parents[2] / "docs" / "guide" / "export.md").read_text()
+    block = guide.split("The same four servers as above (double links 0-1 and 2-3):\n\n```\n")[1].split("```")[0]
+    inst, sol = fixed(4, 2, [[0, 1, 2], [2, 3, 2]])
+    assert block.splitlines() == simai_lines(inst, sol)
