@@ -86,6 +86,8 @@ def test_simai_reads_words_not_lines():
     found = simai_violations(inst, sol, "\n".join([*HEAD, *GPU_LINKS[1:], "0 5 2880Gbps 1us 0", *RING_LINKS]))
     assert "nvlink: link 8 (0 5): GPU 0 is joined to NVSwitch 5, SimAI puts it behind 4" in found.violations
     assert "nvlink: GPU 0 is not joined to its NVSwitch 4" in found.violations
+    found = simai_violations(inst, sol, "\n".join([*HEAD, "0 4 0Gbps 0.000025ms 0", *GPU_LINKS[1:], *RING_LINKS]))
+    assert found.violations == ("nvlink: link 1 (0 4): rate 0Gbps, an NVLink needs a positive rate",)
     assert simai_violations(inst, sol, "12 1 4").violations == (
         "header: the first words must be node_num gpus_per_server nvswitch_num switch_num link_num gpu_type",
     )

@@ -7,11 +7,11 @@ not lines: ``node_num gpus_per_server nvswitch_num switch_num link_num gpu_type`
 the switch ids, then ``src dst rate latency error_rate`` ``link_num`` times; every node listed in
 neither list is a GPU, and SimAI's main (``AstraSimNetwork.cc``) takes the GPUs to be ``0 .. g-1``
 with GPU ``i``'s NVSwitch ``g + i / gpus_per_server``. The file passes when it is the documented
-layout of the solution's design and nothing else: ``3n`` nodes, one GPU per server, NVSwitches
-``n .. 2n-1`` and switches ``2n .. 3n-1``, a gpu type SimAI recognises; GPU ``i`` joined once to its
-NVSwitch and once to switch ``2n + i`` at the server's bandwidth with no latency; switches ``2n + a``
-and ``2n + b`` joined once exactly when the design links servers ``a`` and ``b``, at the rate of all
-their links and the hop latency; error rates 0; no word after the last link.
+layout of the solution's design and nothing else: ``3n`` nodes, one GPU per server, NVSwitches ``n .. 2n-1`` and switches ``2n .. 3n-1``, a gpu type SimAI
+recognises; GPU ``i`` joined once to its NVSwitch (at any positive rate: no traffic crosses it) and once
+to switch ``2n + i`` at the server's bandwidth with no latency; switches ``2n + a`` and ``2n + b``
+joined once exactly when the design links servers ``a`` and ``b``, at the rate of all their links and
+the hop latency; error rates 0; no word after the last link.
 """
 
 from __future__ import annotations
@@ -52,14 +52,15 @@ def simai_violations(instance: Instance, solution: Solution, text: str) -> Verif
     nodes, per_server, nvswitches, switches, links = (int(v) for v in header[:5])
     report = ViolationList(_SHOWN)
     add = report.add
-    if (nodes, per_server, nvswitches, switches) != (3 * n, 1, n, n):
+    if header[5] not in _KNOWN_GPU_TYPES:
+        add("header", f"gpu type {brief(header[5])} is read as NONE; SimAI knows {', '.join(sorted(_KNOWN_GPU_TYPES))}")
+    if (nodes, per_server, nvswitches, switches) != (3 * n, 1, n, n):  # the layout's ids cannot be read then
         add(
             "header",
             f"{nodes} nodes, {per_server} gpus per server, {nvswitches} nvswitches, {switches} switches; expected "
             f"{3 * n}, 1, {n}, {n} (a GPU, an NVSwitch and a switch per server)",
         )
-    if header[5] not in _KNOWN_GPU_TYPES:
-        add("header", f"gpu type {brief(header[5])} is read as NONE; SimAI knows {', '.join(sorted(_KNOWN_GPU_TYPES))}")
+        return report.report()
     listed = words[6 : 6 + nvswitches + switches]
     if len(listed) < nvswitches + switches or not all(_INTEGER.fullmatch(v) and int(v) < nodes for v in listed):
         return VerifyReport(
@@ -98,10 +99,12 @@ def simai_violations(instance: Instance, solution: Solution, text: str) -> Verif
         seen[(a, b)] += 1
         kinds = (node_type[a], node_type[b])
         if kinds == (_GPU, _NVSWITCH):
-            if b != gpus + a // max(per_server, 1):
+            if rate <= 0.0:  # SimAI's route search divides by every rate it crosses
+                add("nvlink", f"{where}: rate {rate_text}, an NVLink needs a positive rate")
+            if b != gpus + a // per_server:
                 add(
                     "nvlink",
-                    f"{where}: GPU {a} is joined to NVSwitch {b}, SimAI puts it behind {gpus + a // max(per_server, 1)}",
+                    f"{where}: GPU {a} is joined to NVSwitch {b}, SimAI puts it behind {gpus + a // per_server}",
                 )
         elif kinds == (_GPU, _SWITCH):
             if b != 2 * n + a:
