@@ -1,17 +1,17 @@
 """The check of a SimAI ns-3 topology file (``topoopt export --to simai``) against a solution
 (docs/guide/export.md).
 
-It reads the file as SimAI does and shares no code with the exporter. ``SetupNetwork`` (``astra-sim-
-alibabacloud/astra-sim/network_frontend/ns3/common.h``) reads whitespace-separated words, not lines:
-``node_num gpus_per_server nvswitch_num switch_num link_num gpu_type``, the NVSwitch ids, the switch
-ids, then ``src dst rate latency error_rate`` ``link_num`` times; every node listed in neither list is a
-GPU, and SimAI's main (``AstraSimNetwork.cc``) takes the GPUs to be ``0 .. g-1`` with GPU ``i``'s
-NVSwitch ``g + i / gpus_per_server``. The file passes when it is the documented layout of the solution's
-design and nothing else: ``3n`` nodes, one GPU per server, NVSwitches ``n .. 2n-1`` and switches ``2n ..
-3n-1``, a gpu type SimAI recognises; GPU ``i`` joined once to its NVSwitch (at any positive rate: no
-traffic crosses it) and once to switch ``2n + i`` at the server's bandwidth with no latency; switches
-``2n + a`` and ``2n + b`` joined once exactly when the design links servers ``a`` and ``b``, at the rate
-of all their links and the hop latency; error rates 0; no word after the last link.
+It reads the file as SimAI does and shares no code with the exporter. ``SetupNetwork``
+(``astra-sim-alibabacloud/astra-sim/network_frontend/ns3/common.h``) reads whitespace-separated words,
+not lines: ``node_num gpus_per_server nvswitch_num switch_num link_num gpu_type``, the NVSwitch ids, the
+switch ids, then ``src dst rate latency error_rate`` ``link_num`` times; every node listed in neither
+list is a GPU, and SimAI's main (``AstraSimNetwork.cc``) takes the GPUs to be ``0 .. g-1`` with GPU
+``i``'s NVSwitch ``g + i / gpus_per_server``. The file passes when it is the documented layout of the
+solution's design and nothing else: ``3n`` nodes, one GPU per server, NVSwitches ``n .. 2n-1`` and
+switches ``2n .. 3n-1``, a gpu type SimAI recognises; GPU ``i`` joined once to its NVSwitch (at any
+positive rate: no traffic crosses it) and once to switch ``2n + i`` at the server's bandwidth with no
+latency; switches ``2n + a`` and ``2n + b`` joined once exactly when the design links servers ``a`` and
+``b``, at the rate of all their links and the hop latency; error rates 0; no word after the last link.
 """
 
 from __future__ import annotations
