@@ -217,7 +217,12 @@ def _exported() -> dict[str, tuple[list[str], str]]:
     solution = solution_files()["mix-8"]
     instance = INSTANCES / "mix-8.json"
     out = {}
-    for fmt, suffix, extra in (("msccl", "xml", ["--group", "0"]), ("ns3", "txt", []), ("cabling", "csv", [])):
+    for fmt, suffix, extra in (
+        ("msccl", "xml", ["--group", "0"]),
+        ("ns3", "txt", []),
+        ("simai", "txt", []),
+        ("cabling", "csv", []),
+    ):
         path = solution.parent / f"mix-8.{fmt}.{suffix}"
         assert main(["export", str(instance), str(solution), "--to", fmt, "-o", str(path), *extra]) == 0
         out[fmt] = ([f"--{fmt}", *extra], path.read_text())
@@ -249,7 +254,7 @@ def _hostile_lines(rng: random.Random, text: str) -> str:
 @settings(parent=settings.get_profile("fuzz"))
 @given(data=st.data())
 def test_verify_on_hostile_exported_files(tmp_path_factory, capsys, data):
-    """The files ``topoopt export`` writes, as ``verify --msccl/--ns3/--cabling`` reads them back."""
+    """The files ``topoopt export`` writes, as ``verify --msccl/--ns3/--simai/--cabling`` reads them back."""
     fmt = data.draw(st.sampled_from(sorted(_exported())))
     options, text = _exported()[fmt]
     hostile = _hostile_lines(random.Random(data.draw(st.integers(0, 2**32))), text)

@@ -17,11 +17,11 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "export",
         help="write a solution as a cabling plan, OCS configurations, a graph file, an MSCCL algorithm or an "
-        "ns-3 topology",
+        "ns-3 topology for ASTRA-sim or SimAI",
         description="Write a verified solution in another format (see --list): the cabling plan (CSV, one row per "
         "link with its interfaces and patch-panel ports, port = server x degree + interface), the cross-connects "
         "of one OCS per interface index (JSON), the topology as a graph file, or the AllReduce rings of one group as an "
-        "MSCCL algorithm (XML), or an ns-3 topology for ASTRA-sim (text). Exit 2, and no file, when the solution does not fit the instance or "
+        "MSCCL algorithm (XML), or an ns-3 topology for ASTRA-sim or SimAI (text). Exit 2, and no file, when the solution does not fit the instance or "
         "the format cannot express the design.",
     )
     p.add_argument("instance", metavar="INSTANCE", nargs="?")
@@ -49,6 +49,12 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         metavar="G",
         help="--to msccl: the AllReduce group whose rings to write (default: the only group the solution rings)",
     )
+    p.add_argument(
+        "--gpu-type",
+        choices=("H100", "H800", "A100", "A800"),
+        default=None,
+        help="--to simai: the gpu type of the file's header (default H100)",
+    )
     p.add_argument("--list", action="store_true", help="list the formats and exit")
     p.set_defaults(func=run)
     return p
@@ -72,7 +78,12 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.output, "-o", {"instance": args.instance, "solution": args.solution}, "the export")
     inst = load_instance(args.instance)
     sol = load_solution(args.solution, directed=inst.cluster.directed)
-    given = (("fabric", args.fabric), ("time_limit_s", args.time_limit), ("group", args.group))
+    given = (
+        ("fabric", args.fabric),
+        ("time_limit_s", args.time_limit),
+        ("group", args.group),
+        ("gpu_type", args.gpu_type),
+    )
     options = {k: v for k, v in given if v is not None}
     try:
         export(inst, sol, args.output, args.format, **options)

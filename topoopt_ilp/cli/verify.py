@@ -22,9 +22,9 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         description="Check ports, degrees, family, rings, routes and stated metrics. Exit 0 when valid, 1 with a "
         "list of violations. With --prove, also solve the instance exactly to confirm (exit 0) or refute (exit 1) "
         "the solution's stated bound or optimality; exit 4 when the time limit decides neither. With --cabling, "
-        "--ocs, --msccl and --ns3, also check a cabling plan, OCS configurations, an MSCCL algorithm or an ns-3 "
-        "topology (topoopt export) against the solution; with --collective-schedule, a collective schedule "
-        "(topoopt collective -o).",
+        "--ocs, --msccl, --ns3 and --simai, also check a cabling plan, OCS configurations, an MSCCL algorithm or an "
+        "ns-3 topology for ASTRA-sim or SimAI (topoopt export) against the solution; with --collective-schedule, a "
+        "collective schedule (topoopt collective -o).",
     )
     p.add_argument("instance", metavar="INSTANCE")
     p.add_argument("solution", metavar="SOLUTION")
@@ -73,6 +73,12 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         "replay it with the independent checker and check its claims (as topoopt collective --check)",
     )
     p.add_argument(
+        "--simai",
+        default=None,
+        metavar="TOPO.txt",
+        help="also check a SimAI ns-3 topology file (topoopt export --to simai) against the solution's design",
+    )
+    p.add_argument(
         "--group",
         type=int,
         default=None,
@@ -107,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     if (
         report.valid
         and sol.has_solution
-        and (args.cabling or args.ocs or args.msccl or args.ns3 or args.collective_schedule)
+        and (args.cabling or args.ocs or args.msccl or args.ns3 or args.simai or args.collective_schedule)
     ):
         return _check_files(args, inst, sol)
     if report.valid and not sol.has_solution:  # consistent, but there is no design to use
@@ -125,11 +131,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_files(args: argparse.Namespace, inst: Any, sol: Any) -> int:
-    """The cabling plan, the OCS configurations, the MSCCL algorithm and the ns-3 topology against a valid
+    """The cabling plan, the OCS configurations, the MSCCL algorithm and the ns-3 and SimAI topologies against a valid
     solution: exit 0, or 1 with the violations."""
     from topoopt_ilp.evaluation.cabling import check_cabling, check_ocs_config
     from topoopt_ilp.evaluation.msccl import check_msccl
     from topoopt_ilp.evaluation.ns3 import check_ns3
+    from topoopt_ilp.evaluation.simai import check_simai
 
     code = EXIT_OK
     print(f"{args.solution}: valid for {args.instance} ({sol.status}, method {sol.method})")
@@ -148,6 +155,8 @@ def _check_files(args: argparse.Namespace, inst: Any, sol: Any) -> int:
 
         _, problems = collective_file_violations(args.instance, args.solution, args.collective_schedule, (inst, sol))
         checks.append((args.collective_schedule, "collective schedule", VerifyReport(tuple(problems))))
+    if args.simai:
+        checks.append((args.simai, "SimAI topology", check_simai(inst, sol, args.simai)))
     for path, what, report in checks:
         if report.valid:
             print(f"{path}: a valid {what} for {args.solution}")

@@ -26,26 +26,36 @@ from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.verify import VerifyReport, ViolationList
 from topoopt_ilp.files.jsonio import read_text
 
-__all__ = ["check_ns3", "ns3_violations"]
+__all__ = ["RATE_GBPS", "TIME_US", "check_ns3", "close", "ns3_violations", "quantity", "unjoined_design_pairs"]
 
 #: ns-3's rate units (``DataRate``) we read, in Gbit/s, and its time units (``Time``), in microseconds.
-_RATE_GBPS = {"bps": 1e-9, "Kbps": 1e-6, "Mbps": 1e-3, "Gbps": 1.0, "Tbps": 1e3}
-_TIME_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3, "ps": 1e-6}
+RATE_GBPS = {"bps": 1e-9, "Kbps": 1e-6, "Mbps": 1e-3, "Gbps": 1.0, "Tbps": 1e3}
+TIME_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3, "ps": 1e-6}
 _QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?)([A-Za-z]+)")
 _INTEGER = re.compile(r"[0-9]{1,9}")
 _REL_TOL = 1e-9
 _SHOWN = 10
 
 
-def _quantity(text: str, units: dict[str, float]) -> float | None:
+def quantity(text: str, units: dict[str, float]) -> float | None:
+    """An ns-3 quantity such as ``100Gbps`` or ``1us`` in the unit of ``units`` (None when it is not one)."""
     match = _QUANTITY.fullmatch(text)
     if match is None or match.group(2) not in units:
         return None
     return float(match.group(1)) * units[match.group(2)]
 
 
-def _close(a: float, b: float) -> bool:
+def close(a: float, b: float) -> bool:
+    """Equal up to a relative 1e-9 (rates and times written in decimal)."""
     return abs(a - b) <= _REL_TOL * max(abs(a), abs(b), 1.0)
+
+
+def unjoined_design_pairs(x: np.ndarray, joined: Counter[tuple[int, int]], first_switch: int) -> list[tuple[int, int]]:
+    """The pairs of servers ``a < b`` the design ``x`` links whose switches ``first_switch + a`` and
+    ``first_switch + b`` are not ``joined`` (pairs of node ids, smaller first)."""
+    upper = np.triu(np.maximum(x, x.T), 1)
+    s = first_switch
+    return [(int(a), int(b)) for a, b in zip(*upper.nonzero()) if not joined[(s + int(a), s + int(b))]]
 
 
 def ns3_violations(instance: Instance, solution: Solution, text: str) -> VerifyReport:
@@ -79,7 +89,7 @@ def ns3_violations(instance: Instance, solution: Solution, text: str) -> VerifyR
             add("line", f"{where}: expected 'src dst rate latency error_rate'")
             continue
         a, b = sorted((int(fields[0]), int(fields[1])))
-        rate, latency = _quantity(fields[2], _RATE_GBPS), _quantity(fields[3], _TIME_US)
+        rate, latency = quantity(fields[2], RATE_GBPS), quantity(fields[3], TIME_US)
         if rate is None or latency is None:
             add("line", f"{where}: rate {brief(fields[2])} or latency {brief(fields[3])} is not an ns-3 quantity")
             continue
@@ -91,7 +101,7 @@ def ns3_violations(instance: Instance, solution: Solution, text: str) -> VerifyR
         elif a < n:  # a host: only to its own switch
             if b != n + a:
                 add("link", f"{where}: host {a} is joined to node {b}, not to its switch {n + a}")
-            elif not (_close(rate, d * instance.cluster.link_bandwidth_gbps) and _close(latency, 0.0)):
+            elif not (close(rate, d * instance.cluster.link_bandwidth_gbps) and close(latency, 0.0)):
                 add(
                     "host link",
                     f"{where}: host {a}'s link is {fields[2]} {fields[3]}, expected the server's {d} links, 0us",
@@ -101,12 +111,12 @@ def ns3_violations(instance: Instance, solution: Solution, text: str) -> VerifyR
             want = count * instance.cluster.link_bandwidth_gbps
             if count == 0:
                 add("extra link", f"{where}: servers {a - n} and {b - n} have no link in the design")
-            elif not _close(rate, want):
+            elif not close(rate, want):
                 add(
                     "rate",
                     f"{where}: servers {a - n}-{b - n} at {fields[2]}, the design's {count} link(s) give {want:g}Gbps",
                 )
-            if count and not _close(latency, instance.cluster.hop_latency_us):
+            if count and not close(latency, instance.cluster.hop_latency_us):
                 add(
                     "latency",
                     f"{where}: {fields[3]}, the cluster's hop latency is {instance.cluster.hop_latency_us:g}us",
@@ -117,10 +127,8 @@ def ns3_violations(instance: Instance, solution: Solution, text: str) -> VerifyR
     for i in range(n):
         if not seen[(i, n + i)]:
             add("host link", f"host {i} is not joined to its switch {n + i}")
-    upper = np.triu(np.maximum(x, x.T), 1)
-    for a, b in zip(*upper.nonzero()):
-        if not seen[(n + int(a), n + int(b))]:
-            add("missing link", f"servers {int(a)} and {int(b)} are linked in the design, not in the file")
+    for a, b in unjoined_design_pairs(x, seen, n):
+        add("missing link", f"servers {a} and {b} are linked in the design, not in the file")
     return report.report()
 
 

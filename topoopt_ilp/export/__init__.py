@@ -19,6 +19,7 @@ from topoopt_ilp.export.graph_formats import GRAPH_FORMATS
 from topoopt_ilp.export.msccl import msccl_rings, msccl_xml, write_msccl
 from topoopt_ilp.export.ns3 import ns3_lines, write_ns3
 from topoopt_ilp.export.ocs import OCS_FORMAT, OCS_VERSION, ocs_config, write_ocs_config
+from topoopt_ilp.export.simai import GPU_TYPES, simai_lines, write_simai
 
 __all__ = [
     "EXPORTERS",
@@ -35,6 +36,9 @@ __all__ = [
     "msccl_xml",
     "write_ns3",
     "ns3_lines",
+    "write_simai",
+    "simai_lines",
+    "GPU_TYPES",
     "ocs_config",
     "CABLING_COLUMNS",
     "OCS_FORMAT",
@@ -49,6 +53,7 @@ EXPORTERS: dict[str, Exporter] = {
     "ocs": write_ocs_config,
     "msccl": write_msccl,
     "ns3": write_ns3,
+    "simai": write_simai,
     **GRAPH_FORMATS,
 }
 

@@ -28,32 +28,41 @@ from topoopt_ilp.errors import InputError
 from topoopt_ilp.export.common import checked_options, require_design, write_text
 from topoopt_ilp.files import check_writable
 
-__all__ = ["ns3_lines", "write_ns3"]
+__all__ = ["decimal", "forwarding_link_lines", "ns3_lines", "write_ns3"]
 
 
-def _decimal(value: float) -> str:
+def decimal(value: float) -> str:
     """``value`` in fixed-point notation (ns-3 reads a rate or a time as digits and a point, no exponent)."""
     text = f"{value:.9f}".rstrip("0").rstrip(".")
     return text or "0"
 
 
-def ns3_lines(instance: Instance, solution: Solution) -> list[str]:
-    """The file's lines (see the module's docstring)."""
+def forwarding_link_lines(instance: Instance, solution: Solution, first_switch: int, format: str) -> list[str]:
+    """The link lines of each server's host and forwarding switch: host ``i`` to switch ``first_switch + i``
+    at the server's whole bandwidth and no latency, then one line per linked pair of servers between their
+    switches at the rate of all the pair's links and the hop latency (shared by ``ns3`` and ``simai``)."""
     x = solution.topology.matrix
     n = instance.n
     if instance.cluster.directed and (x != x.T).any():
         a, b = (int(v) for v in next(zip(*(x != x.T).nonzero())))
         raise InputError(
             f"ns-3 point-to-point links are full duplex: the design has {x[a, b]} link(s) {a}->{b} but "
-            f"{x[b, a]} {b}->{a}, which the ns3 format cannot write"
+            f"{x[b, a]} {b}->{a}, which the {format} format cannot write"
         )
     rate = instance.cluster.link_bandwidth_gbps
-    latency = f"{_decimal(instance.cluster.hop_latency_us)}us"
+    latency = f"{decimal(instance.cluster.hop_latency_us)}us"
+    s = first_switch
     pairs = [(a, b, int(x[a, b])) for a in range(n) for b in range(a + 1, n) if x[a, b] > 0]
-    lines = [f"{2 * n} {n} {n + len(pairs)}", " ".join(str(n + i) for i in range(n))]
-    lines += [f"{i} {n + i} {_decimal(instance.d * rate)}Gbps 0us 0" for i in range(n)]
-    lines += [f"{n + a} {n + b} {_decimal(count * rate)}Gbps {latency} 0" for a, b, count in pairs]
+    lines = [f"{i} {s + i} {decimal(instance.d * rate)}Gbps 0us 0" for i in range(n)]
+    lines += [f"{s + a} {s + b} {decimal(count * rate)}Gbps {latency} 0" for a, b, count in pairs]
     return lines
+
+
+def ns3_lines(instance: Instance, solution: Solution) -> list[str]:
+    """The file's lines (see the module's docstring)."""
+    n = instance.n
+    links = forwarding_link_lines(instance, solution, n, "ns3")
+    return [f"{2 * n} {n} {len(links)}", " ".join(str(n + i) for i in range(n)), *links]
 
 
 def write_ns3(instance: Instance, solution: Solution, path: str | os.PathLike, **options: Any) -> None:
