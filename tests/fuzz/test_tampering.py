@@ -134,12 +134,19 @@ def test_the_untampered_solutions_pass():
 
 
 def _shift_task(doc: dict, data) -> None:
-    task = doc["tasks"][data.draw(st.integers(0, len(doc["tasks"]) - 1))]
-    delta = doc["time_unit_s"] * data.draw(st.sampled_from([-3, -1, 1, 5]))
-    if task["start_s"] + delta < 0:
-        delta = -delta
-    task["start_s"] += delta
-    task["end_s"] += delta
+    """A task whose times no schedule of the file's claims allows: it runs half its duration, or it
+    ends after the claimed makespan. (A task moved or held longer may be another valid schedule:
+    durations are rounded up to the time unit, and a task may hold its resources longer.)"""
+    unit = doc["time_unit_s"]
+    if data.draw(st.booleans()):
+        long_tasks = [t for t in doc["tasks"] if t.get("duration_s", 0) > 2 * unit]
+        task = data.draw(st.sampled_from(long_tasks))
+        task["end_s"] = task["start_s"] + task["duration_s"] / 2
+    else:
+        task = doc["tasks"][data.draw(st.integers(0, len(doc["tasks"]) - 1))]
+        delta = doc["makespan_s"] + unit - task["start_s"]
+        task["start_s"] += delta
+        task["end_s"] += delta
 
 
 def _summary_figure(doc: dict, data) -> None:
