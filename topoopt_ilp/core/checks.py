@@ -23,6 +23,7 @@ __all__ = [
     "type_name",
     "many_digits",
     "brief",
+    "brief_names",
     "as_int",
     "as_int_list",
     "as_number",
@@ -64,6 +65,14 @@ def brief(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         return many_digits(value)
     return _BRIEF.repr(value)
+
+
+def brief_names(names: Any, most: int = 8) -> str:
+    """Names a file chose (dimensions, communicators) as a message lists them: each cut short, at
+    most ``most`` of them, and how many there are in all when some are left out."""
+    names = [str(n) for n in names]
+    shown = ", ".join(_BRIEF.repr(n)[1:-1] for n in names[:most])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > most else "")
 
 
 def as_int(value: Any, path: str, *, low: int | None = None, high: int | None = None) -> int:

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_number, as_str, brief, type_name
+from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_number, as_str, brief, brief_names, type_name
 from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.files import write_json_atomic
 from topoopt_ilp.files.jsonio import json_list, json_object, read_json, with_source
@@ -401,7 +401,7 @@ class HierarchyProblem:
             for key, _ in getattr(self.constraints, label):
                 if key not in names:
                     raise InstanceError(
-                        f"unknown dimension {brief(key)} (dimensions: {', '.join(d.name for d in dims)})",
+                        f"unknown dimension {brief(key)} (dimensions: {brief_names(d.name for d in dims)})",
                         field=f"constraints.{label}",
                     )
         for i, (a, b) in enumerate(self.constraints.orderings):
@@ -412,7 +412,7 @@ class HierarchyProblem:
             for key, _ in terms:
                 if key not in names:
                     raise InstanceError(
-                        f"unknown dimension {brief(key)} (dimensions: {', '.join(d.name for d in dims)})",
+                        f"unknown dimension {brief(key)} (dimensions: {brief_names(d.name for d in dims)})",
                         field=f"constraints.linear[{i}].terms",
                     )
         as_choice(self.objective, "objective", OBJECTIVES)
@@ -722,7 +722,7 @@ def _named_communicator(value: dict, path: str, names: list[str]) -> list[int]:
     """A communicator written as ``{dimension name: size}``: the list form, -1 where a name is absent."""
     for key in value:
         if key not in names:
-            raise InstanceError(f"unknown dimension {brief(key)} (dimensions: {', '.join(names)})", field=path)
+            raise InstanceError(f"unknown dimension {brief(key)} (dimensions: {brief_names(names)})", field=path)
         if as_int(value[key], f"{path}.{key}", low=-1, high=MAX_DIM_SIZE) == 0:
             raise InstanceError("must be -1 (dimension unused) or a size >= 1, got 0", field=f"{path}.{key}")
     return [value.get(n, -1) for n in names]
@@ -806,7 +806,7 @@ def parse_hierarchy(data: Any) -> HierarchyProblem:
                 elif isinstance(comm, str):
                     if comm not in named:
                         raise InstanceError(
-                            f"unknown communicator {brief(comm)} (workload.communicators has: {', '.join(named) or 'none'})",
+                            f"unknown communicator {brief(comm)} (workload.communicators has: {brief_names(named) or 'none'})",
                             field=f"{cpath}.communicator",
                         )
                     comm = named[comm]
