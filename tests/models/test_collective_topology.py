@@ -164,3 +164,11 @@ def test_bad_requests():
         joint(4, 2, options=ExactOptions(time_limit_s=0))
     with pytest.raises(InputError, match="undirected"):
         solve_joint_collective(gather(4, "allreduce"), 2, LINK, directed=True)
+
+
+def test_at_most_degree_when_no_regular_graph_exists():
+    # 5 servers of degree 3 have no 3-regular graph (5 x 3 is odd); at most 3 links each, 2 steps (ceil(4 / 3))
+    r = joint(5, 3, regular=False, designs=False)
+    assert r.status == "optimal" and r.result.steps == 2
+    assert not degree_violations(r.topology.matrix, 3, directed=False, regular=False)
+    assert check_schedule(r.topology, gather(5), LINK, r.result.schedule).finish_step == 2
