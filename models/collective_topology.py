@@ -521,7 +521,8 @@ def solve_joint_collective(
     First the known designs are scheduled exactly (``designs``; their best finish bounds the probes
     from above), then the joint model is probed at horizons L, L + 1, ... below that finish. The
     answer is ``optimal`` when every probe below it was proven infeasible (or the floor is met),
-    else ``feasible`` with the shortest horizon left unsettled as ``floor_steps``. Raises
+    else ``feasible`` with the shortest horizon left unsettled as ``floor_steps``; when the limit
+    comes before any schedule, the known designs' greedy schedules are the answer. Raises
     :class:`InputError` for other collectives, a collective over part of the servers, directed
     AllReduce, a degree no topology of the class has (or one that connects pairs only), a time
     limit of 0, and when no topology is found within the time limit and no known design exists."""
@@ -533,6 +534,7 @@ def solve_joint_collective(
     gather = Collective("allgather", collective.servers, collective.bytes, collective.chunks)
     origin, sinks = chunk_demand(gather, n)
 
+    classes = {"directed": directed, "regular": regular, "multi_links": multi_links}
     scheduled: list[DesignResult] = []
     if designs:
         share = None if options.time_limit_s is None else DESIGN_SHARE * options.time_limit_s
@@ -541,9 +543,7 @@ def solve_joint_collective(
             for d in schedule_designs(
                 gather, degree, link, directed=directed, options=replace(options, time_limit_s=share)
             )
-            if not degree_violations(
-                d.topology.matrix, degree, directed=directed, regular=regular, multi_links=multi_links
-            )
+            if not degree_violations(d.topology.matrix, degree, **classes)
         ]
     best = min(scheduled, key=lambda d: d.result.steps, default=None)
     upper = best.result.steps if best is not None else None
@@ -570,6 +570,10 @@ def solve_joint_collective(
             proven = horizon + 1
         horizon += 1
 
+    if found is None and best is None:  # the limit came first: the known designs' greedy schedules
+        quick = schedule_designs(gather, degree, link, directed=directed, method="heuristic")
+        fits = [d for d in quick if not degree_violations(d.topology.matrix, degree, **classes)]
+        best = min(fits, key=lambda d: d.result.steps, default=None)
     if found is not None:
         matrix, sends, steps = found
         status = "optimal" if proven == steps else "feasible"
@@ -581,9 +585,9 @@ def solve_joint_collective(
         name = best.name
     else:
         raise InputError(
-            "no topology found within the time limit (no known design of this class either)", field="time_limit_s"
+            "no topology found within the time limit and no known design of this class", field="time_limit_s"
         )
-    problems = degree_violations(matrix, degree, directed=directed, regular=regular, multi_links=multi_links)
+    problems = degree_violations(matrix, degree, **classes)
     if problems:  # an internal error: the model's degree rows or a design are wrong
         raise AssertionError(f"the chosen topology fails the degree check: {problems[0]}")
     backend = options.backend

@@ -172,3 +172,9 @@ def test_at_most_degree_when_no_regular_graph_exists():
     assert r.status == "optimal" and r.result.steps == 2
     assert not degree_violations(r.topology.matrix, 3, directed=False, regular=False)
     assert check_schedule(r.topology, gather(5), LINK, r.result.schedule).finish_step == 2
+
+
+def test_a_limit_before_any_probe_falls_back_to_a_known_design():
+    r = joint(8, 3, designs=False, options=ExactOptions(time_limit_s=1e-6, threads=1))
+    assert r.probes == () and r.design != "joint model" and r.result.steps == 3
+    assert r.status == "optimal"  # the greedy schedule on the hypercube meets the floor
