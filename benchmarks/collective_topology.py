@@ -3,9 +3,9 @@
 For each (servers, degree) and collective (AllGather, AllReduce as ReduceScatter + AllGather),
 ``models.collective_topology.solve_joint_collective`` chooses the degree-d topology (undirected,
 regular, parallel links allowed) and its schedule, one chunk per server by default: the known
-designs (complete graph, hypercube, the circulant of smallest diameter, TopoOpt's circulant) each
-scheduled exactly, then the joint MILP probed at every horizon from the class-wide floor up to
-their best. ``status`` optimal: no topology of the class finishes in fewer steps. The schedule is
+designs (complete graph, hypercube, the circulant of smallest diameter, TopoOpt's circulant, the
+catalogue's regular graph of smallest diameter) each scheduled exactly, then the joint MILP probed
+at every horizon from the class-wide floor up to their best. ``status`` optimal: no topology of the class finishes in fewer steps. The schedule is
 replayed by ``evaluation.collective_check`` at both sizes, the topology's degrees are checked by
 ``evaluation.degree_check``, and ``bound`` is the independent lower bound on the chosen topology.
 ``ring`` is the ring schedule on the same design. Finish times are steps x (alpha + chunk bytes /

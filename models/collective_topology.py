@@ -7,9 +7,10 @@ counts turned into integer variables: a link u -> v carries at most x[u, v] chun
 the x obey the cluster's degree. The model is solved as a sequence of feasibility probes, one per
 horizon T, from a floor that holds on every topology of the class upward; the first horizon with a
 schedule is the optimum once every shorter one is proven infeasible. Known designs (complete graph,
-hypercube, the best circulant, TopoOpt's circulant), each scheduled by
-:func:`~topoopt_ilp.models.collective.solve_collective`, give the upper end: no probe at or above
-their best finish is needed, and for larger clusters they are the answer (:func:`schedule_designs`).
+hypercube, the best circulant, TopoOpt's circulant, the catalogue's best regular graph), each
+scheduled by :func:`~topoopt_ilp.models.collective.solve_collective`, give the upper end: no probe
+at or above their best finish is needed, and for larger clusters they are the answer
+(:func:`schedule_designs`).
 
 Public entry points: :func:`build_joint_model`, :func:`solve_joint_collective` ->
 :class:`JointCollectiveResult`, :func:`joint_floor_steps`, :func:`candidate_designs`,
@@ -50,6 +51,7 @@ from topoopt_ilp.models.collective import (
     solve_collective,
 )
 from topoopt_ilp.models.common import ExactOptions, check_backend, run_model, solution_status
+from topoopt_ilp.models.topology.catalogue import catalogue_sizes, hop_statistics, regular_graphs
 from topoopt_ilp.models.topology.circulant import heuristic_jumps
 from topoopt_ilp.solvers import Capability, LinearModel, ModelBuilder, VarBlock, get_backend
 
@@ -339,8 +341,10 @@ def _best_circulant(n: int, d: int, directed: bool) -> tuple[int, ...] | None:
 
 def candidate_designs(n: int, degree: int, *, directed: bool = False) -> list[tuple[str, Topology]]:
     """The toolkit's known designs of ``n`` servers and degree ``degree``: the complete graph (d = n - 1,
-    undirected), the hypercube (n = 2^d, undirected), the circulant of smallest diameter, and the
-    circulant of TopoOpt's jump rule (``models.topology.circulant.heuristic_jumps``), without repeats."""
+    undirected), the hypercube (n = 2^d, undirected), the circulant of smallest diameter, the
+    circulant of TopoOpt's jump rule (``models.topology.circulant.heuristic_jumps``), and the graph
+    of smallest diameter (then total hop distance) of the shipped catalogue of regular graphs
+    (``models.topology.catalogue``: undirected, n <= 12), without repeats, in that order."""
     designs: list[tuple[str, Topology]] = []
     if not directed and degree == n - 1:
         designs.append(("complete graph", Topology(np.ones((n, n), dtype=np.int64) - np.eye(n, dtype=np.int64))))
@@ -362,6 +366,13 @@ def candidate_designs(n: int, degree: int, *, directed: bool = False) -> list[tu
                 f"TopoOpt circulant C({n}; {', '.join(map(str, topoopt))})",
                 Topology(_circulant(n, topoopt, directed), topoopt),
             )
+        )
+    if not directed and (n, degree) in catalogue_sizes():  # every connected d-regular simple graph, shipped
+        graphs = regular_graphs(n, degree)
+        total, diameter = hop_statistics(graphs)
+        pick = int(np.lexsort((total, diameter))[0])
+        designs.append(
+            (f"catalogue graph {pick} of {len(graphs)}, smallest diameter", Topology(graphs[pick].astype(np.int64)))
         )
     kept: list[tuple[str, Topology]] = []
     for name, topology in designs:

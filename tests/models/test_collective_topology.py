@@ -23,6 +23,7 @@ from topoopt_ilp.models.collective_topology import (
     solve_joint_collective,
 )
 from topoopt_ilp.models.common import ExactOptions, run_model, solution_status
+from topoopt_ilp.models.topology.catalogue import regular_graphs
 
 LINK = LinkModel(alpha_s=1e-6, bandwidth_Bps=12.5e9)
 OPTIONS = ExactOptions(time_limit_s=20, threads=1)
@@ -178,3 +179,11 @@ def test_a_limit_before_any_probe_falls_back_to_a_known_design():
     r = joint(8, 3, designs=False, options=ExactOptions(time_limit_s=1e-6, threads=1))
     assert r.probes == () and r.design != "joint model" and r.result.steps == 3
     assert r.status == "optimal"  # the greedy schedule on the hypercube meets the floor
+
+
+@pytest.mark.parametrize(("n", "d"), [(6, 3), (7, 4), (8, 3)])
+def test_brute_force_over_every_regular_graph_of_the_catalogue(n, d):
+    graphs = regular_graphs(n, d)  # every connected d-regular simple graph up to isomorphism
+    best = min(solve_collective(Topology(g.astype(np.int64)), gather(n), LINK, options=OPTIONS).steps for g in graphs)
+    r = joint(n, d, designs=False, multi_links=False)
+    assert r.status == "optimal" and r.result.steps == best
