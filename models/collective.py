@@ -45,6 +45,10 @@ __all__ = [
     "DisseminationModel",
     "CollectiveResult",
     "build_dissemination_model",
+    "chain_rows",
+    "finish_rows",
+    "held_rows",
+    "receive_rows",
     "floor_steps",
     "solve_collective",
 ]
@@ -113,7 +117,7 @@ def _capacity(b: ModelBuilder, dm: dict, cap: np.ndarray, T: int) -> None:
     )
 
 
-def _send_held(b: ModelBuilder, dm: dict, origin: np.ndarray, tails: np.ndarray) -> None:
+def held_rows(b: ModelBuilder, dm: dict, origin: np.ndarray, tails: np.ndarray) -> None:
     """store-and-forward: a server sends only a chunk it holds at the start of the step:
     x[c, (u, v), t] <= h[c, u, t - 1]   (the origin always holds its chunk: no row)"""
     c, a, t = dm["x_chunk"], dm["x_arc"], dm["x_step"]
@@ -130,7 +134,7 @@ def _send_held(b: ModelBuilder, dm: dict, origin: np.ndarray, tails: np.ndarray)
     )
 
 
-def _receive(b: ModelBuilder, dm: dict, heads: np.ndarray) -> None:
+def receive_rows(b: ModelBuilder, dm: dict, heads: np.ndarray) -> None:
     """a server holds a chunk only when it held it before or receives it in the step:
     h[c, v, t] <= h[c, v, t - 1] + sum_{a into v} x[c, a, t]"""
     holds = dm["holds"]
@@ -151,7 +155,7 @@ def _receive(b: ModelBuilder, dm: dict, heads: np.ndarray) -> None:
     )
 
 
-def _finish(b: ModelBuilder, dm: dict, sinks: np.ndarray, T: int) -> None:
+def finish_rows(b: ModelBuilder, dm: dict, sinks: np.ndarray, T: int) -> None:
     """a step is used while a server still misses a chunk it needs: h[c, v, t] + y[t + 1] >= 1 for
     every needed (c, v) and t = 0..T-1, and h[c, v, T] >= 1 (a row without its column, where the
     chunk cannot arrive within T steps, makes the model infeasible, as it should be)"""
@@ -171,7 +175,7 @@ def _finish(b: ModelBuilder, dm: dict, sinks: np.ndarray, T: int) -> None:
     )
 
 
-def _chain(b: ModelBuilder, dm: dict, T: int) -> None:
+def chain_rows(b: ModelBuilder, dm: dict, T: int) -> None:
     """steps are used from the first on: y[t] >= y[t + 1]"""
     k = np.arange(T - 1)
     b.add_constraints(
@@ -244,10 +248,10 @@ def build_dissemination_model(
     y = b.add_variables(T, lb=(steps <= floor).astype(float), ub=1.0, kind="binary", name="y")
     dm = {"x": x.index, "x_chunk": xc, "x_arc": xa, "x_step": xt, "holds": holds, "y": y.index}
     _capacity(b, dm, cap, T)
-    _send_held(b, dm, origin, tails)
-    _receive(b, dm, heads)
-    _finish(b, dm, sinks, T)
-    _chain(b, dm, T)
+    held_rows(b, dm, origin, tails)
+    receive_rows(b, dm, heads)
+    finish_rows(b, dm, sinks, T)
+    chain_rows(b, dm, T)
     b.set_objective(y.index, 1.0)
     return DisseminationModel(b.build(), x, xc, xa, xt, holds, y, tails, heads)
 
