@@ -35,21 +35,30 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     p.add_argument(
         "--architecture",
-        choices=("big_switch", "fat_tree"),
+        choices=("big_switch", "fat_tree", "rail_optimised", "rail_only"),
+        type=lambda name: name.replace("-", "_"),
         default=None,
         help="score the traffic on a switched network instead (with SOLUTION: under its placement); "
         "same bandwidth per server unless --bandwidth or --equal-cost",
     )
     p.add_argument(
-        "--oversubscription", type=float, default=1.0, metavar="R", help="fat_tree: ToR uplink oversubscription 1:R"
+        "--oversubscription",
+        type=float,
+        default=1.0,
+        metavar="R",
+        help="fat_tree, rail networks: leaf uplink oversubscription 1:R",
     )
     p.add_argument(
-        "--rack-size", type=pos_int, default=None, metavar="K", help="fat_tree: servers per rack (default 16)"
+        "--rack-size",
+        type=pos_int,
+        default=None,
+        metavar="K",
+        help="fat_tree, rail networks: servers per rack (default 16)",
     )
     p.add_argument(
         "--equal-cost",
         action="store_true",
-        help="fat_tree: give each server the bandwidth at which the Fat-tree costs as much as the "
+        help="fat_tree, rail networks: give each server the bandwidth at which the network costs as much as the "
         "direct-connect cluster (cost model: the instance's 'cost' section, else the defaults)",
     )
     p.add_argument(
@@ -90,8 +99,12 @@ def run(args: argparse.Namespace) -> int:
             print_json(sm)
         else:
             label = sm["architecture"] + (
-                f" 1:{sm['oversubscription']:g}, racks of {sm['rack_size']}" if sm["architecture"] == "fat_tree" else ""
+                f" 1:{sm['oversubscription']:g}, racks of {sm['rack_size']}"
+                if sm["architecture"] != "big_switch"
+                else ""
             )
+            if sm["architecture"] in ("rail_optimised", "rail_only"):
+                label += f", {sm['rails']} rails of {sm['server_bandwidth_gbps'] / sm['rails']:.4g} Gbps"
             if sm["equal_cost"]:
                 per_server = (
                     f"{sm['server_bandwidth_gbps']:.4g} Gbps per server (equal cost to {inst.d} x "
@@ -113,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"  busiest port       {fmt_time(sm['server_port_time_s'])}; busiest rack uplink "
                 f"{fmt_time(sm['rack_uplink_time_s'])}"
+                + (f"; busiest scale-up forwarding {fmt_time(sm['forward_time_s'])}" if sm["rails"] > 1 else "")
             )
         return EXIT_OK
     if args.oversubscription != 1.0 or args.rack_size is not None or args.equal_cost or args.bandwidth is not None:

@@ -29,6 +29,15 @@ entry (and below the first) the price per Gbps of that entry is kept, so a one-e
 "price proportional to rate". The Fat-tree cost is then continuous and increasing in ``b`` and the
 equal-cost bandwidth is unique; it is found by bisection.
 
+Rails (``evaluation/rails.py``): a server with ``g`` accelerators has ``g`` NIC ports of rate ``r``, one
+per rail. A **rail-optimised** Fat-tree is one Fat-tree of ``g n`` endpoints whose leaves are rail
+switches (a leaf joins the rail-``i`` ports of ``k`` servers) under the same ``tiers`` (3) with the
+oversubscription above the leaves: ``fat_tree_cost(g n, r, racks of k)``. A **rail-only** network
+(Wang et al., arXiv 2307.12169) is ``g`` separate rails of ``n`` endpoints, each a 2-tier leaf-spine
+(``RAIL_ONLY_TIERS``; one switch when a rail fits one leaf): ``g fat_tree_cost(n, r, racks of k,
+tiers 2)``; it has no tier joining the rails, which is where it saves. :func:`equal_cost_rail_bandwidth`
+gives the ``r`` at which either costs as much as the direct-connect cluster.
+
 Default prices and their sources
 --------------------------------
 The TopoOpt paper's own cost table could NOT be found in the sources available to this project (the
@@ -69,10 +78,14 @@ __all__ = [
     "direct_connect_cost",
     "fat_tree_cost",
     "equal_cost_bandwidth",
+    "rail_cost",
+    "equal_cost_rail_bandwidth",
     "DEFAULT_TIERS",
+    "RAIL_ONLY_TIERS",
 ]
 
 DEFAULT_TIERS = 3  # ToR, aggregation, core: the 6-hop inter-rack path of architectures.py
+RAIL_ONLY_TIERS = 2  # a rail-only rail: rail leaf and rail spine, no tier joining the rails (rails.py)
 
 
 @dataclass(frozen=True)
@@ -207,6 +220,31 @@ def fat_tree_cost(
     )
 
 
+def _equal_cost_rate(target: float, cost, start_gbps: float, rel_tol: float, what: str) -> float:
+    """The smallest rate whose ``cost(rate)`` reaches ``target``, by bisection (``cost`` continuous
+    and non-decreasing, 0 at rate 0)."""
+    if target <= 0:
+        return 0.0
+    hi = max(float(start_gbps), 1.0)
+    for _ in range(200):
+        if cost(hi) >= target:
+            break
+        hi *= 2.0
+    else:
+        raise InputError(
+            f"the {what}'s cost does not grow with its bandwidth (all NIC, switch and transceiver "
+            "prices are 0); no equal-cost bandwidth exists"
+        )
+    lo = 0.0
+    while hi - lo > rel_tol * hi:
+        mid = 0.5 * (lo + hi)
+        if cost(mid) >= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def equal_cost_bandwidth(
     n: int,
     d: int,
@@ -230,23 +268,73 @@ def equal_cost_bandwidth(
             n, b, prices, oversubscription=oversubscription, rack_size=rack_size, tiers=tiers
         ).total_usd
 
-    if target <= 0:
-        return 0.0
-    hi = max(float(link_gbps), 1.0)
-    for _ in range(200):
-        if cost(hi) >= target:
-            break
-        hi *= 2.0
-    else:
-        raise InputError(
-            "the Fat-tree's cost does not grow with its bandwidth (all NIC, switch and transceiver "
-            "prices are 0); no equal-cost bandwidth exists"
+    return _equal_cost_rate(target, cost, link_gbps, rel_tol, "Fat-tree")
+
+
+def rail_cost(
+    n: int,
+    g: int,
+    rail_gbps: float,
+    prices: Prices = DEFAULT_PRICES,
+    *,
+    rail_only: bool = False,
+    oversubscription: float = 1.0,
+    rack_size: int | None = None,
+) -> CostBreakdown:
+    """Cost of ``g`` rails among ``n`` servers, one NIC port of ``rail_gbps`` per accelerator (module
+    docstring, **Rails**): rail-optimised, one 3-tier Fat-tree of ``g n`` endpoints with rail leaves;
+    rail-only, ``g`` separate 2-tier rails."""
+    if not 1 <= g:
+        raise InputError(f"a server has at least one rail, got {g}")
+    rack_size = min(n, 16) if rack_size is None else rack_size
+    if rail_only:
+        one = fat_tree_cost(
+            n, rail_gbps, prices, oversubscription=oversubscription, rack_size=rack_size, tiers=RAIL_ONLY_TIERS
         )
-    lo = 0.0
-    while hi - lo > rel_tol * hi:
-        mid = 0.5 * (lo + hi)
-        if cost(mid) >= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+        nics, xcvrs, switch_ports, total = (
+            g * one.nic_ports,
+            g * one.transceivers,
+            g * one.switch_ports,
+            g * one.total_usd,
+        )
+        name = "rail_only"
+    else:
+        _check_rack(n, rack_size)
+        whole = fat_tree_cost(g * n, rail_gbps, prices, oversubscription=oversubscription, rack_size=rack_size)
+        nics, xcvrs, switch_ports, total = whole.nic_ports, whole.transceivers, whole.switch_ports, whole.total_usd
+        name = "rail_optimised"
+    return CostBreakdown(
+        f"{name} 1:{oversubscription:g}", float(g * rail_gbps), nics, xcvrs, switch_ports, 0.0, "none", total
+    )
+
+
+def equal_cost_rail_bandwidth(
+    n: int,
+    d: int,
+    link_gbps: float,
+    g: int,
+    prices: Prices = DEFAULT_PRICES,
+    *,
+    rail_only: bool = False,
+    oversubscription: float = 1.0,
+    rack_size: int | None = None,
+    fabric: str | None = None,
+    rel_tol: float = 1e-12,
+) -> float:
+    """The rate of one rail port (Gbps) at which the ``g`` rails cost as much as the direct-connect
+    cluster (:func:`rail_cost`; bisection as in :func:`equal_cost_bandwidth`)."""
+    target = direct_connect_cost(n, d, link_gbps, prices, fabric=fabric).total_usd
+
+    def cost(r: float) -> float:
+        return rail_cost(
+            n, g, r, prices, rail_only=rail_only, oversubscription=oversubscription, rack_size=rack_size
+        ).total_usd
+
+    return _equal_cost_rate(target, cost, link_gbps / g, rel_tol, "rail network")
+
+
+def _check_rack(n: int, rack_size: int) -> None:
+    """A rail-optimised leaf joins ``rack_size`` servers' ports of one rail: the racks divide the
+    servers (not only the ``g n`` endpoints)."""
+    if not 1 <= rack_size <= n or n % rack_size:
+        raise InputError(f"rack size must divide the {n} servers, got {rack_size}")
