@@ -228,3 +228,37 @@ def test_the_small_job_with_tensor_parallelism_across_servers_forwards_by_hand()
     # a rail network's port is busier because the TP bytes all take rail 0.
     ft = evaluate_architecture(inst, "fat_tree")
     assert ft.server_port_time_s == pytest.approx((196608 + 275520) / 25e9, rel=1e-12)
+
+
+def test_a_shipped_moe_job_recounted_transfer_by_transfer():
+    """Mixtral 8x7B (tp 4, ep 8: expert all-to-all between accelerators of different rails): the
+    busiest rail port and scale-up forwarding recounted one transfer at a time with dictionaries."""
+    from collections import defaultdict
+
+    from topoopt_ilp.jobs.iteration import transfers
+
+    inst = files.load_instance(INSTANCES / "llm" / "mixtral-8x7b-128-d8-400g.json")
+    g, job = inst.cluster.accelerators_per_server, inst.compiled_job
+    server = job.server_of_rank
+    out, into, fwd_out, fwd_in = defaultdict(float), defaultdict(float), defaultdict(float), defaultdict(float)
+    for kind, (src, dst, size) in transfers(job.job).items():
+        for u, v, x in zip(src.tolist(), dst.tolist(), size.tolist()):
+            s, t = server[u], server[v]
+            if s == t:
+                continue
+            if kind == "dp":
+                for rail in range(g):
+                    out[s, rail] += x / g
+                    into[t, rail] += x / g
+                continue
+            out[s, v % g] += x
+            into[t, v % g] += x
+            if u % g != v % g:
+                fwd_out[s, u % g] += x
+                fwd_in[s, v % g] += x
+    assert fwd_out, "this job is meant to forward"
+    m = evaluate_architecture(inst, "rail_only", equal_cost=True)
+    rail_rate = m.server_bandwidth_gbps / g * 1e9 / 8
+    assert m.server_port_time_s == pytest.approx(max(*out.values(), *into.values()) / rail_rate, rel=1e-9)
+    up_rate = inst.cluster.scale_up_gbps_per_accelerator * 1e9 / 8
+    assert m.forward_time_s == pytest.approx(max(*fwd_out.values(), *fwd_in.values()) / up_rate, rel=1e-9)
