@@ -30,8 +30,8 @@ def report(moe):
 def test_the_report_scores_every_candidate_on_every_scenario_with_the_evaluator(moe, report):
     scenarios = scenario_instances(moe)
     assert report.names == ("max", "mean", "scenario 0", "scenario 1", "scenario 2")
-    for topology, times in zip(report.topologies, report.times):
-        assert times == tuple(evaluate(s, topology).iteration_time_s for s in scenarios)
+    for design, times in zip(report.designs, report.times):
+        assert times == tuple(evaluate(s, design).iteration_time_s for s in scenarios)
 
 
 def test_the_robust_design_has_the_least_worst_case(report):

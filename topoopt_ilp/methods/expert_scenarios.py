@@ -8,9 +8,12 @@ one more (:func:`mean_instance`). The heuristic over scenarios (:func:`design_ov
 * candidates: TopologyFinder (the ``heuristic`` method) on the element-wise maximum of the
   scenarios' demands (every pair at its largest bytes; the AllReduce groups do not depend on the
   load), on the mean instance, and on each scenario's own instance;
-* every candidate is scored by the one evaluator (:func:`~topoopt_ilp.evaluation.evaluate.evaluate`,
-  default rings and shortest-path routes, so that a topology designed for one demand is scored the
-  same way on every other) on every scenario's instance;
+* every candidate (its topology, rings and MP routes, as the heuristic returns them) is scored by
+  the one evaluator (:func:`~topoopt_ilp.evaluation.evaluate.evaluate`, ``given`` routing) on every
+  scenario's instance: the AllReduce groups are the same in every scenario and the MP pairs are
+  those of the EP groups, so the design's routes carry each scenario's bytes. A scenario with a pair
+  the design's routes miss (a zero in one load, a positive entry in another) is scored with
+  shortest-path routing (:func:`score`);
 * the **robust** design is the candidate with the least worst case over the scenarios (ties: the
   least mean, then the candidates' order); the **mean** design is the one for the mean instance;
   scenario k's **own best** is the least time any candidate reaches on k (at most the time of the
@@ -28,9 +31,9 @@ from dataclasses import dataclass, replace
 
 from topoopt_ilp.core.instance import Demand, Instance
 from topoopt_ilp.core.job_section import scenario_count
-from topoopt_ilp.core.solution import Topology
+from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate
 from topoopt_ilp.methods import solve
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "mean_instance",
     "scenario_instances",
     "max_demand",
+    "score",
     "ScenarioReport",
     "design_over_scenarios",
 ]
@@ -81,6 +85,15 @@ def max_demand(instances: list[Instance]) -> Demand:
     return replace(instances[0].demand, allreduce=tuple(groups[m] for m in sorted(groups)), mp=mp)
 
 
+def score(scenario: Instance, design: Solution) -> float:
+    """The evaluator's iteration time of ``design`` on ``scenario``: its own rings and routes, or
+    shortest paths when they do not carry the scenario's demand."""
+    try:
+        return evaluate(scenario, design).iteration_time_s
+    except RoutingError:
+        return evaluate(scenario, design, routing="shortest_path").iteration_time_s
+
+
 @dataclass(frozen=True)
 class ScenarioReport:
     """Per candidate design (``names[c]``), its iteration time on every scenario (``times[c][k]``,
@@ -88,7 +101,7 @@ class ScenarioReport:
     the least time of any candidate on scenario k."""
 
     names: tuple[str, ...]
-    topologies: tuple[Topology, ...]
+    designs: tuple[Solution, ...]
     times: tuple[tuple[float, ...], ...]
     robust: int
     mean: int
@@ -136,11 +149,11 @@ def design_over_scenarios(instance: Instance, *, own: bool = True, seed: int = 0
     ]
     if own:
         designs += [(f"scenario {k}", inst) for k, inst in enumerate(scenarios)]
-    names, topologies, times = [], [], []
+    names, solutions, times = [], [], []
     for name, design_instance in designs:
-        topology = solve(design_instance, "heuristic", seed=seed).topology
+        design = solve(design_instance, "heuristic", seed=seed)
         names.append(name)
-        topologies.append(topology)
-        times.append(tuple(evaluate(s, topology).iteration_time_s for s in scenarios))
+        solutions.append(design)
+        times.append(tuple(score(s, design) for s in scenarios))
     robust = min(range(len(names)), key=lambda c: (max(times[c]), sum(times[c]), c))
-    return ScenarioReport(tuple(names), tuple(topologies), tuple(times), robust, names.index("mean"))
+    return ScenarioReport(tuple(names), tuple(solutions), tuple(times), robust, names.index("mean"))
