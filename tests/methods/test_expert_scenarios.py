@@ -8,12 +8,14 @@ from __future__ import annotations
 import pytest
 
 from core.test_expert_load import tiny_moe_doc
-from topoopt_ilp.evaluation.evaluate import evaluate
+from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate
 from topoopt_ilp.files.instance_file import parse_instance
+from topoopt_ilp.methods import expert_scenarios
 from topoopt_ilp.methods.expert_scenarios import (
     design_over_scenarios,
     max_demand,
     scenario_instances,
+    score,
 )
 
 
@@ -56,3 +58,23 @@ def test_the_max_demand_covers_every_scenario(moe):
         for a, b, v in inst.demand.mp:
             assert top[(a, b)] >= v
     assert max(top.values()) == max(v for s in scenarios for *_, v in s.demand.mp)
+
+
+def test_the_mean_objective_keeps_the_least_mean(moe, report):
+    by_mean = design_over_scenarios(moe, objective="mean")
+    assert by_mean.times == report.times  # the same candidates, the same scores
+    means = [by_mean.average(c) for c in range(len(by_mean.names))]
+    assert by_mean.average(by_mean.robust) == min(means)
+
+
+def test_a_routing_the_evaluator_refuses_is_scored_on_shortest_paths(moe, report, monkeypatch):
+    scenario, design = scenario_instances(moe)[0], report.designs[0]
+    real = expert_scenarios.evaluate
+
+    def refusing(instance, solution, routing="given"):
+        if routing == "given":
+            raise RoutingError("a pair without routes")
+        return real(instance, solution, routing=routing)
+
+    monkeypatch.setattr(expert_scenarios, "evaluate", refusing)
+    assert score(scenario, design) == real(scenario, design, routing="shortest_path").iteration_time_s

@@ -11,11 +11,12 @@ one more (:func:`mean_instance`). The heuristic over scenarios (:func:`design_ov
 * every candidate (its topology, rings and MP routes, as the heuristic returns them) is scored by
   the one evaluator (:func:`~topoopt_ilp.evaluation.evaluate.evaluate`, ``given`` routing) on every
   scenario's instance: the AllReduce groups are the same in every scenario and the MP pairs are
-  those of the EP groups, so the design's routes carry each scenario's bytes. A scenario with a pair
-  the design's routes miss (a zero in one load, a positive entry in another) is scored with
+  those of the EP groups, so the design's routes carry each scenario's bytes. Should the evaluator
+  refuse the design's routing on a scenario (``RoutingError``), that scenario is scored with
   shortest-path routing (:func:`score`);
 * the **robust** design is the candidate with the least worst case over the scenarios (ties: the
-  least mean, then the candidates' order); the **mean** design is the one for the mean instance;
+  least mean, then the candidates' order), or with ``objective="mean"`` the least mean (ties: the
+  least worst case); the **mean** design is the one for the mean instance;
   scenario k's **own best** is the least time any candidate reaches on k (at most the time of the
   design made for k).
 
@@ -41,6 +42,7 @@ __all__ = [
     "mean_instance",
     "scenario_instances",
     "max_demand",
+    "OBJECTIVES",
     "score",
     "ScenarioReport",
     "design_over_scenarios",
@@ -139,9 +141,17 @@ class ScenarioReport:
         ]
 
 
-def design_over_scenarios(instance: Instance, *, own: bool = True, seed: int = 0) -> ScenarioReport:
+OBJECTIVES = ("worst", "mean")
+
+
+def design_over_scenarios(
+    instance: Instance, *, objective: str = "worst", own: bool = True, seed: int = 0
+) -> ScenarioReport:
     """The heuristic of the module docstring on ``instance`` (a job with an ``expert_load``);
+    ``objective`` ranks the candidates by their worst case or their mean over the scenarios;
     ``own=False`` skips the per-scenario designs (then ``own_best`` is over the max and mean designs)."""
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}", field="objective")
     scenarios = scenario_instances(instance)
     designs: list[tuple[str, Instance]] = [
         ("max", replace(instance, job=None, demand=max_demand(scenarios))),
@@ -155,5 +165,10 @@ def design_over_scenarios(instance: Instance, *, own: bool = True, seed: int = 0
         names.append(name)
         solutions.append(design)
         times.append(tuple(score(s, design) for s in scenarios))
-    robust = min(range(len(names)), key=lambda c: (max(times[c]), sum(times[c]), c))
+
+    def rank(c: int) -> tuple[float, float, int]:
+        worst, total = max(times[c]), sum(times[c])
+        return (worst, total, c) if objective == "worst" else (total, worst, c)
+
+    robust = min(range(len(names)), key=rank)
     return ScenarioReport(tuple(names), tuple(solutions), tuple(times), robust, names.index("mean"))
