@@ -228,7 +228,9 @@ class JobSpec:
     """The ``job`` section as data (docs/guide/instance-format.md). ``model``: a zoo name or a
     :class:`TransformerModel`; ``parallelism``: a :class:`Parallelism` or ``"search"``;
     ``device_tflops`` peak dense TFLOP/s of one accelerator, ``efficiency`` the share of it the
-    FLOPs run at; ``memory_gb`` memory per accelerator."""
+    FLOPs run at; ``memory_gb`` memory per accelerator; ``expert_load`` the MoE load scenarios
+    (:class:`GivenLoad`, :class:`ZipfLoad`) and ``expert_scenario`` the one compiled (an index) or
+    ``"mean"`` (module docstring)."""
 
     model: Any
     global_batch: int
