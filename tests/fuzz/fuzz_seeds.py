@@ -87,10 +87,25 @@ JOB_INSTANCE = {
         "memory_gb": 80,
     },
 }
+#: The job above with an expert-load section of every form: one matrix for all MoE layers, one per
+#: MoE layer (3 of them), and a Zipf-generated set (docs/guide/llm-jobs.md, **Expert load**).
+EXPERT_LOAD_INSTANCE = {
+    **JOB_INSTANCE,
+    "job": {
+        **JOB_INSTANCE["job"],
+        "expert_load": [
+            {"matrix": [[4, 2, 1, 1], [0.5, 3, 2, 2.5]]},
+            {"layers": [[[1, 1, 1, 1], [2, 0, 0, 2]], [[3, 1, 0, 0], [1, 1, 1, 1]], [[0, 0, 4, 4], [1, 2, 3, 4]]]},
+            {"zipf": 1.2, "scenarios": 2, "seed": 3},
+        ],
+        "expert_scenario": 1,
+    },
+}
 INSTANCE_DOCS = {
     "full.json": FULL_INSTANCE,
     "matrix.json": MATRIX_INSTANCE,
     "job.json": JOB_INSTANCE,
+    "expert-load.json": EXPERT_LOAD_INSTANCE,
     **{p.name: _json(p) for p in sorted(INSTANCES.glob("*.json")) + sorted(INSTANCES.glob("paper/*.json"))},
 }
 LIBRA_DOCS = {p.name: _json(p) for p in sorted((INSTANCES / "libra").glob("*.json"))}

@@ -124,6 +124,7 @@ def test_the_formats_have_the_fields_this_test_expects():
     assert {"cluster.servers", "cluster.degree", "cluster.link_bandwidth_gbps", "version"} <= instance
     assert any(p.startswith("workload.layers[*]") for p in instance)
     assert any(p.startswith("demand.mp") for p in instance) and any(p.startswith("cost.") for p in instance)
+    assert {"job.expert_load[*].matrix[*][*]", "job.expert_load[*].zipf", "job.expert_scenario"} <= instance
     libra = {pattern for _, pattern, _ in LIBRA_FIELDS}
     assert any(p.startswith("dimensions[*]") for p in libra) and any(p.startswith("workload.") for p in libra)
 

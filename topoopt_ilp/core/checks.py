@@ -27,6 +27,7 @@ __all__ = [
     "as_int",
     "as_int_list",
     "as_number",
+    "as_matrix",
     "as_choice",
     "as_bool",
     "as_str",
@@ -123,6 +124,28 @@ def as_number(
     if high is not None and value > high:
         raise InstanceError(f"must be at most {high:g}, got {value:g}", field=path)
     return value
+
+
+def as_matrix(
+    value: Any, path: str, *, rows: int | None = None, columns: int | None = None, high: float = MAX_BYTES
+) -> tuple[tuple[float, ...], ...]:
+    """A rectangular list of lists of numbers in ``[0, high]`` (``rows`` and ``columns`` when given),
+    as a tuple of tuples of floats; an error names the row (``path[1]``) or the entry (``path[1][2]``)."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise InstanceError(f"expected a non-empty list of rows, got {type_name(value)}", field=path)
+    if rows is not None and len(value) != rows:
+        raise InstanceError(f"has {len(value)} rows, expected {rows}", field=path)
+    width = columns
+    out = []
+    for i, row in enumerate(value):
+        if not isinstance(row, (list, tuple)):
+            raise InstanceError(f"expected a list of numbers, got {type_name(row)}", field=f"{path}[{i}]")
+        if width is None:
+            width = len(row)
+        if len(row) != width or not row:
+            raise InstanceError(f"has {len(row)} entries, expected {width or 'at least 1'}", field=f"{path}[{i}]")
+        out.append(tuple(as_number(v, f"{path}[{i}][{j}]", nonnegative=True, high=high) for j, v in enumerate(row)))
+    return tuple(out)
 
 
 def as_choice(value: Any, path: str, choices: tuple[str, ...]) -> str:

@@ -27,6 +27,12 @@ into a :class:`CompiledJob`:
   bandwidth per accelerator: the server's fabric, fully used (the groups' rings spread these bytes
   over the server's accelerators).
 
+* **expert load.** ``expert_load`` (a tuple of :class:`GivenLoad` and :class:`ZipfLoad` entries)
+  lists scenarios of tokens routed from each EP rank to each expert; ``expert_scenario`` picks the
+  one compiled (an index) or ``"mean"``, the element-wise mean of the scenarios' routing shares.
+  The EP bytes then follow :mod:`topoopt_ilp.jobs.expert_load` instead of uniform routing (the
+  ranking of ``parallelism: "search"`` stays uniform). Without it, routing is uniform.
+
 ``parallelism: "search"`` takes every parallelisation that fits ``memory_gb``
 (:func:`~topoopt_ilp.jobs.enumerate.feasible_parallelisations`, TP inside a server) and keeps the
 one with the least ``compute_s + bubble_s + scale_up_s + T_net``, where ``T_net = max_s max(out_s,
@@ -43,9 +49,10 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_number, as_str, brief
+from topoopt_ilp.core.checks import as_bool, as_choice, as_int, as_matrix, as_number, as_str, brief
 from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.jobs.enumerate import feasible_parallelisations, peak_memory
+from topoopt_ilp.jobs.expert_load import ep_load_traffic, routing_shares, zipf_scenarios
 from topoopt_ilp.jobs.iteration import dp_member_bytes, profile
 from topoopt_ilp.jobs.job import EFFICIENCY, H100_BF16_DENSE_FLOPS, Parallelism, ParallelJob, Training
 from topoopt_ilp.jobs.model import MLA, MoE, TransformerModel
@@ -55,6 +62,11 @@ __all__ = [
     "JOB_OVERLAPS",
     "DEFAULT_MEMORY_GB",
     "JobSpec",
+    "GivenLoad",
+    "ZipfLoad",
+    "MAX_SCENARIOS",
+    "scenario_count",
+    "scenario_shares",
     "CompiledJob",
     "compile_job",
     "server_numbering",
@@ -79,6 +91,9 @@ _MODEL_FLAGS = ("gated_ffn", "bias", "learned_positions", "tied_embeddings")
 _MOE_INTS = ("experts", "top_k", "expert_ffn", "shared_experts", "first_dense_layers", "layer_step")
 _MLA_INTS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 _PARALLEL_INTS = ("tp", "pp", "dp", "ep", "micro_batch")
+#: Scenarios an expert-load section may list (each one compiles the job's EP traffic once).
+MAX_SCENARIOS = 1000
+MAX_ZIPF = 10.0  # p_j ~ j^-10: all but the first expert already below 0.1 %
 
 
 def model_fields() -> dict[str, tuple[str, ...]]:
@@ -132,12 +147,90 @@ def _checked_model(value: Any) -> TransformerModel:
     return value
 
 
+@dataclass(frozen=True)
+class GivenLoad:
+    """One expert-load scenario as given: ``matrix`` (``ep x E`` tokens routed from each EP rank to
+    each expert, for every MoE layer) or ``layers`` (one such matrix per MoE layer, in layer order)."""
+
+    matrix: Any = None
+    layers: Any = None
+
+
+@dataclass(frozen=True)
+class ZipfLoad:
+    """``scenarios`` generated scenarios: Zipf popularity of skew ``zipf`` permuted over the experts
+    per scenario (:func:`~topoopt_ilp.jobs.expert_load.zipf_scenarios`), from ``seed``."""
+
+    zipf: float
+    scenarios: int
+    seed: int = 0
+
+
+def _checked_load(entry: Any, path: str, model: TransformerModel, ep: int | None) -> Any:
+    """The entry with its numbers checked (matrices as tuples of floats, so that a spec hashes)."""
+    experts = model.moe.experts
+    if isinstance(entry, ZipfLoad):
+        skew = as_number(entry.zipf, f"{path}.zipf", nonnegative=True, high=MAX_ZIPF)
+        count = as_int(entry.scenarios, f"{path}.scenarios", low=1, high=MAX_SCENARIOS)
+        return ZipfLoad(skew, count, as_int(entry.seed, f"{path}.seed", low=0, high=2**32 - 1))
+    if not isinstance(entry, GivenLoad):
+        raise InstanceError(f"expected a given or a Zipf scenario, got {type(entry).__name__}", field=path)
+    if (entry.matrix is None) == (entry.layers is None):
+        raise InstanceError("give exactly one of 'matrix' and 'layers'", field=path)
+    if entry.matrix is not None:
+        matrices, names = [entry.matrix], [f"{path}.matrix"]
+    else:
+        if not isinstance(entry.layers, (list, tuple)) or len(entry.layers) != model.moe_layers:
+            got = len(entry.layers) if isinstance(entry.layers, (list, tuple)) else type(entry.layers).__name__
+            raise InstanceError(
+                f"expected one matrix per MoE layer ({model.moe_layers}), got {got}", field=f"{path}.layers"
+            )
+        matrices, names = list(entry.layers), [f"{path}.layers[{k}]" for k in range(len(entry.layers))]
+    rows = ep
+    checked = []
+    for matrix, name in zip(matrices, names):
+        values = as_matrix(matrix, name, rows=rows, columns=experts)
+        rows = len(values)
+        if experts % rows:
+            raise InstanceError(f"{rows} EP ranks do not divide the {experts} experts", field=name)
+        if not any(any(row) for row in values):
+            raise InstanceError("routes no tokens (every entry is 0)", field=name)
+        checked.append(values)
+    return GivenLoad(matrix=checked[0]) if entry.matrix is not None else GivenLoad(layers=tuple(checked))
+
+
+def scenario_count(spec: JobSpec) -> int:
+    """How many scenarios ``spec.expert_load`` lists (a Zipf entry counts its ``scenarios``)."""
+    return sum(e.scenarios if isinstance(e, ZipfLoad) else 1 for e in spec.expert_load)
+
+
+def scenario_shares(spec: JobSpec, job: ParallelJob) -> list[list[np.ndarray]]:
+    """Per scenario, the routing shares ``D_l`` (``ep x ep``) of every MoE layer of ``job``'s model
+    (:func:`~topoopt_ilp.jobs.expert_load.routing_shares`); raises when a given matrix has other
+    than ``ep`` rows (the parallelism a search chose)."""
+    model, ep = job.model, job.parallelism.ep
+    out = []
+    for k, entry in enumerate(spec.expert_load):
+        if isinstance(entry, ZipfLoad):
+            loads = zipf_scenarios(ep, model.moe.experts, entry.zipf, entry.scenarios, entry.seed)
+            out += [[routing_shares(w)] * model.moe_layers for w in loads]
+            continue
+        layers = [entry.matrix] * model.moe_layers if entry.matrix is not None else list(entry.layers)
+        if len(layers[0]) != ep:
+            field = f"job.expert_load[{k}].{'matrix' if entry.matrix is not None else 'layers[0]'}"
+            raise InstanceError(f"has {len(layers[0])} rows, the job's ep is {ep}", field=field)
+        out.append([routing_shares(np.asarray(w)) for w in layers])
+    return out
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobSpec:
     """The ``job`` section as data (docs/guide/instance-format.md). ``model``: a zoo name or a
     :class:`TransformerModel`; ``parallelism``: a :class:`Parallelism` or ``"search"``;
     ``device_tflops`` peak dense TFLOP/s of one accelerator, ``efficiency`` the share of it the
-    FLOPs run at; ``memory_gb`` memory per accelerator."""
+    FLOPs run at; ``memory_gb`` memory per accelerator; ``expert_load`` the MoE load scenarios
+    (:class:`GivenLoad`, :class:`ZipfLoad`) and ``expert_scenario`` the one compiled (an index) or
+    ``"mean"`` (module docstring)."""
 
     model: Any
     global_batch: int
@@ -152,6 +245,8 @@ class JobSpec:
     efficiency: float = EFFICIENCY
     memory_gb: float = DEFAULT_MEMORY_GB
     overlap: str = "none"
+    expert_load: tuple = ()
+    expert_scenario: Any = "mean"
 
     def __post_init__(self) -> None:
         _checked_model(self.model)
@@ -177,6 +272,26 @@ class JobSpec:
                 f'expected {{"tp", "pp", "dp", ...}} or "search", got {type(self.parallelism).__name__}',
                 field="job.parallelism",
             )
+        self._check_expert_load()
+
+    def _check_expert_load(self) -> None:
+        if not isinstance(self.expert_load, (list, tuple)):
+            raise InstanceError(
+                f"expected a list of scenarios, got {type(self.expert_load).__name__}", field="job.expert_load"
+            )
+        model = self.transformer
+        if self.expert_load and model.moe is None:
+            raise InstanceError(f"{model.name} has no experts: drop the expert load", field="job.expert_load")
+        ep = self.parallelism.ep if isinstance(self.parallelism, Parallelism) else None
+        checked = tuple(_checked_load(e, f"job.expert_load[{k}]", model, ep) for k, e in enumerate(self.expert_load))
+        object.__setattr__(self, "expert_load", checked)
+        if self.expert_scenario != "mean":
+            count = scenario_count(self)
+            if not self.expert_load:
+                raise InstanceError("names a scenario, the job lists none", field="job.expert_scenario")
+            if isinstance(self.expert_scenario, str):
+                as_choice(self.expert_scenario, "job.expert_scenario", ("mean",))
+            as_int(self.expert_scenario, "job.expert_scenario", low=0, high=count - 1)
 
     @property
     def transformer(self) -> TransformerModel:
@@ -326,15 +441,18 @@ def compile_job(spec: JobSpec, cluster: Any) -> CompiledJob:
             groups[servers] = groups.get(servers, 0.0) + member_bytes * k / (2.0 * (k - 1))
 
     n = job.servers
+    inter, inside = dict(prof.inter_server), dict(prof.scale_up)
+    if spec.expert_load:
+        inter["ep"], inside["ep"] = ep_load_traffic(job, _chosen_shares(spec, job))
     mp = np.zeros((n, n))
     for kind in ("tp", "pp", "ep"):
-        mp[np.ix_(number, number)] += prof.inter_server[kind]
+        mp[np.ix_(number, number)] += inter[kind]
     src, dst = np.nonzero(mp)
     pairs = tuple((int(a), int(b), float(mp[a, b])) for a, b in zip(src, dst))
 
     up = np.zeros(n)
-    for kind in prof.scale_up:
-        up += prof.scale_up[kind]
+    for kind in inside:
+        up += inside[kind]
     return CompiledJob(
         job=job,
         allreduce=tuple(sorted(groups.items())),
@@ -345,6 +463,14 @@ def compile_job(spec: JobSpec, cluster: Any) -> CompiledJob:
         overlap=spec.overlap,
         server_of_rank=tuple(int(s) for s in server_of_rank),
     )
+
+
+def _chosen_shares(spec: JobSpec, job: ParallelJob) -> list[np.ndarray]:
+    """The routing shares per MoE layer of ``spec.expert_scenario`` (the mean of all when ``"mean"``)."""
+    every = scenario_shares(spec, job)
+    if spec.expert_scenario != "mean":
+        return every[spec.expert_scenario]
+    return [sum(s[l] for s in every) / len(every) for l in range(len(every[0]))]
 
 
 def model_from_fields(fields: dict[str, Any]) -> TransformerModel:

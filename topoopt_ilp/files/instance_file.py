@@ -27,7 +27,7 @@ from topoopt_ilp.core.instance import (
     JobSpec,
     SolverDefaults,
 )
-from topoopt_ilp.core.job_section import model_fields, model_from_fields
+from topoopt_ilp.core.job_section import GivenLoad, ZipfLoad, model_fields, model_from_fields
 from topoopt_ilp.core.workload import (
     COMPUTE_MODELS,
     DEFAULT_DEVICE_FLOPS,
@@ -106,6 +106,8 @@ _JOB_KEYS = {
     "efficiency",
     "memory_gb",
     "overlap",
+    "expert_load",
+    "expert_scenario",
 }
 _PARALLELISM_KEYS = {"tp", "pp", "dp", "ep", "micro_batch"}
 
@@ -532,7 +534,25 @@ def parse_job(data: Any) -> JobSpec:
         for name, value in p.items():
             as_int(value, f"job.parallelism.{name}", low=1, high=MAX_SERVERS * 1024)
         parallelism = Parallelism(**p)
+    if "expert_load" in j:
+        j["expert_load"] = _parse_expert_load(j["expert_load"])
     return JobSpec(**{**j, "model": model, "parallelism": parallelism})
+
+
+def _parse_expert_load(data: Any) -> tuple:
+    """The scenarios of ``job.expert_load``: ``{"matrix": ...}``, ``{"layers": ...}`` or ``{"zipf":
+    s, "scenarios": K, "seed": N}``; their numbers are checked by :class:`JobSpec`."""
+    if not isinstance(data, list):
+        raise InstanceError(f"expected a list of scenarios, got {type_name(data)}", field="job.expert_load")
+    out = []
+    for k, entry in enumerate(data):
+        path = f"job.expert_load[{k}]"
+        if isinstance(entry, dict) and "zipf" in entry:
+            e = json_object(entry, path, {"zipf", "scenarios", "seed"}, {"zipf", "scenarios"})
+            out.append(ZipfLoad(**e))
+        else:
+            out.append(GivenLoad(**json_object(entry, path, {"matrix", "layers"}, set())))
+    return tuple(out)
 
 
 def _required(part: str) -> set[str]:
@@ -555,10 +575,20 @@ def job_to_dict(spec: JobSpec) -> dict[str, Any]:
         if isinstance(par, str)
         else {k: getattr(par, k) for k in sorted(_PARALLELISM_KEYS, key=("tp", "pp", "dp", "ep", "micro_batch").index)}
     )
-    for name in sorted(_JOB_KEYS - {"model", "global_batch", "parallelism"}):
+    for name in sorted(_JOB_KEYS - {"model", "global_batch", "parallelism", "expert_load"}):
         if getattr(spec, name) != getattr(defaults, name):
             out[name] = getattr(spec, name)
+    if spec.expert_load:
+        out["expert_load"] = [_load_to_dict(e) for e in spec.expert_load]
     return out
+
+
+def _load_to_dict(entry: GivenLoad | ZipfLoad) -> dict[str, Any]:
+    if isinstance(entry, ZipfLoad):
+        return {"zipf": entry.zipf, "scenarios": entry.scenarios, "seed": entry.seed}
+    if entry.matrix is not None:
+        return {"matrix": [list(row) for row in entry.matrix]}
+    return {"layers": [[list(row) for row in m] for m in entry.layers]}
 
 
 def _model_to_dict(model) -> dict[str, Any]:

@@ -71,6 +71,7 @@ __all__ = [
     "tp_member_bytes",
     "pp_send_bytes",
     "dp_member_bytes",
+    "ep_routed_bytes",
     "ep_pair_bytes",
     "layer_flops_per_token",
     "stage_flops_per_rank",
@@ -79,6 +80,7 @@ __all__ = [
     "activation_bytes_per_layer",
     "stage_memory",
     "transfers",
+    "server_split",
     "profile",
 ]
 
@@ -157,6 +159,15 @@ def dp_member_bytes(job: ParallelJob, stage: int) -> tuple[float, float]:
 
 
 # ---------------------------------------------------------------------------------------------- EP
+def ep_routed_bytes(job: ParallelJob) -> float:
+    """``A = (b s / tp) k h P``: the bytes one EP rank routes in one all-to-all (0 on a dense model)."""
+    m, par = job.model, job.parallelism
+    if m.moe is None:
+        return 0.0
+    tokens = par.micro_batch * m.seq_len / par.tp
+    return tokens * m.moe.top_k * m.hidden * job.training.precision_bytes
+
+
 def ep_pair_bytes(job: ParallelJob, stage: int) -> float:
     """Bytes one EP member of ``stage`` sends to each other member of its EP group per iteration:
     ``m M_p (4 + 2r) A / ep`` with ``A = (b s / tp) k h P``."""
@@ -164,10 +175,8 @@ def ep_pair_bytes(job: ParallelJob, stage: int) -> float:
     if m.moe is None or par.ep == 1:
         return 0.0
     moe_layers = sum(m.is_moe_layer(i) for i in job.stage_layers()[stage])
-    tokens = par.micro_batch * m.seq_len / par.tp
-    routed = tokens * m.moe.top_k * m.hidden * job.training.precision_bytes
     count = job.micro_batches * moe_layers * collectives_per_layer(job)
-    return count * routed / par.ep
+    return count * ep_routed_bytes(job) / par.ep
 
 
 # ---------------------------------------------------------------------------------------------- compute
@@ -360,19 +369,26 @@ class IterationProfile:
         return out
 
 
+def server_split(job: ParallelJob, src: np.ndarray, dst: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(inter, inside)`` of rank-to-rank transfers: the n x n bytes server ``rank // g`` sends to
+    another server, and the bytes that stay inside each server."""
+    n, g = job.servers, job.training.gpus_per_server
+    s_src, s_dst = src // g, dst // g
+    across = s_src != s_dst
+    matrix = np.zeros((n, n))
+    np.add.at(matrix, (s_src[across], s_dst[across]), size[across])
+    return matrix, np.bincount(s_src[~across], weights=size[~across], minlength=n).astype(float)
+
+
 def profile(job: ParallelJob) -> IterationProfile:
     """Everything one iteration of ``job`` moves, computes and holds."""
-    n, g = job.servers, job.training.gpus_per_server
     moved = transfers(job)
     inter, scale_up, volume = {}, {}, {}
     for kind in KINDS:
         src, dst, size = moved[kind]
-        s_src, s_dst = src // g, dst // g
-        across = s_src != s_dst
-        matrix = np.zeros((n, n))
-        np.add.at(matrix, (s_src[across], s_dst[across]), size[across])
+        matrix, inside = server_split(job, src, dst, size)
         inter[kind] = _frozen(matrix)
-        scale_up[kind] = _frozen(np.bincount(s_src[~across], weights=size[~across], minlength=n).astype(float))
+        scale_up[kind] = _frozen(inside)
         volume[kind] = float(size.sum())
     pp = job.parallelism.pp
     compute = compute_seconds(job)
