@@ -36,6 +36,42 @@ def minimal(**overrides) -> dict:
     return data
 
 
+# A tiny MoE job: tp 2, pp 2, dp 4, ep 4 on 8 servers of 2 accelerators, 4 experts, 3 MoE layers
+# (the first layer dense), so EP groups cross servers (and the first stage's MoE layers differ in
+# number from the second's).
+TINY_MOE = {
+    "name": "tiny-moe",
+    "layers": 4,
+    "hidden": 64,
+    "ffn": 256,
+    "heads": 4,
+    "vocab": 100,
+    "seq_len": 16,
+    "moe": {"experts": 4, "top_k": 2, "expert_ffn": 32, "shared_experts": 1, "first_dense_layers": 1},
+}
+
+
+def tiny_moe_doc(**job) -> dict:
+    return {
+        "format": "topoopt-instance",
+        "version": 1,
+        "cluster": {
+            "servers": 8,
+            "degree": 4,
+            "link_bandwidth_gbps": 100,
+            "accelerators_per_server": 2,
+            "scale_up_gbps_per_accelerator": 800,
+        },
+        "job": {
+            "model": copy.deepcopy(TINY_MOE),
+            "global_batch": 8,
+            "parallelism": {"tp": 2, "pp": 2, "dp": 4, "ep": 4},
+            "device_tflops": 1,
+            **job,
+        },
+    }
+
+
 def bounded_multigraphs(n: int, d: int, *, regular: bool = False, max_multiplicity: int | None = None):
     """Every labelled loopless multigraph on n vertices with degrees <= d (== d when ``regular``) and at
     most ``max_multiplicity`` links per pair (default d), as an (n, n) link-count matrix: one buffer,

@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from conftest import tiny_moe_doc
 from topoopt_ilp.cli import main
 from topoopt_ilp.core.job_section import GivenLoad, ZipfLoad, scenario_count
 from topoopt_ilp.errors import InputError
@@ -70,42 +71,6 @@ def test_a_matrix_counted_over_more_tokens_means_the_same():
     """The job fixes the volume; the matrix only how it splits."""
     tenfold = parse_instance(small_doc(expert_load=[{"matrix": [[30, 10], [0, 40]]}]))
     assert ep_pairs(tenfold) == pytest.approx({(0, 1): 32.0, (1, 0): 32.0}, rel=1e-12)
-
-
-# A tiny MoE job: tp 2, pp 2, dp 4, ep 4 on 8 servers of 2 accelerators, 4 experts, 3 MoE layers
-# (the first layer dense), so EP groups cross servers (and the first stage's MoE layers differ in
-# number from the second's).
-TINY_MOE = {
-    "name": "tiny-moe",
-    "layers": 4,
-    "hidden": 64,
-    "ffn": 256,
-    "heads": 4,
-    "vocab": 100,
-    "seq_len": 16,
-    "moe": {"experts": 4, "top_k": 2, "expert_ffn": 32, "shared_experts": 1, "first_dense_layers": 1},
-}
-
-
-def tiny_moe_doc(**job) -> dict:
-    return {
-        "format": "topoopt-instance",
-        "version": 1,
-        "cluster": {
-            "servers": 8,
-            "degree": 4,
-            "link_bandwidth_gbps": 100,
-            "accelerators_per_server": 2,
-            "scale_up_gbps_per_accelerator": 800,
-        },
-        "job": {
-            "model": copy.deepcopy(TINY_MOE),
-            "global_batch": 8,
-            "parallelism": {"tp": 2, "pp": 2, "dp": 4, "ep": 4},
-            "device_tflops": 1,
-            **job,
-        },
-    }
 
 
 def test_a_uniform_matrix_reproduces_the_uniform_traffic():

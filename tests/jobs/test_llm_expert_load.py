@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.test_expert_load import tiny_moe_doc
+from conftest import tiny_moe_doc
 from topoopt_ilp.files.instance_file import parse_instance
 from topoopt_ilp.jobs.expert_load import ep_load_traffic, routing_shares
 

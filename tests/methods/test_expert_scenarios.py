@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.test_expert_load import tiny_moe_doc
+from conftest import tiny_moe_doc
 from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate
 from topoopt_ilp.files.instance_file import parse_instance
 from topoopt_ilp.methods import expert_scenarios
