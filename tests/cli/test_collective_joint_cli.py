@@ -10,8 +10,8 @@ import pytest
 
 from conftest import INSTANCES
 from topoopt_ilp.cli import main
-from topoopt_ilp.evaluation.collective_check import check_schedule
 from topoopt_ilp.core.collective import Collective, LinkModel
+from topoopt_ilp.evaluation.collective_check import check_schedule
 from topoopt_ilp.files import load_solution
 from topoopt_ilp.models.collective_file import read_collective_schedule
 
