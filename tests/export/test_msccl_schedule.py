@@ -15,7 +15,7 @@ from topoopt_ilp.cli import main
 from topoopt_ilp.core.collective import Collective, CollectiveSchedule, LinkModel, Send
 from topoopt_ilp.core.solution import Topology
 from topoopt_ilp.errors import InputError
-from topoopt_ilp.evaluation.msccl import msccl_gather_violations
+from topoopt_ilp.evaluation.msccl import msccl_schedule_violations
 from topoopt_ilp.export.msccl_schedule import msccl_schedule_xml, useful_sends
 from topoopt_ilp.files import load_instance, save_solution
 from topoopt_ilp.methods import solve
@@ -38,10 +38,43 @@ def test_schedules_of_shipped_designs_pass_the_checker(name, method, chunks):
     gather = Collective("allgather", tuple(range(topology.n)), bytes=1e6, chunks=chunks)
     result = solve_collective(topology, gather, LINK, method=method, options=ExactOptions(time_limit_s=20))
     text = msccl_schedule_xml(gather, result.schedule)
-    report = msccl_gather_violations(topology.matrix, gather.servers, text)
+    report = msccl_schedule_violations(topology.matrix, gather.servers, text)
     assert report.valid, report.violations[:3]
     # every useful send is one send step and one receive step: n (n - 1) chunks arrive
     assert text.count('type="s"') == text.count('type="r"') == topology.n * (topology.n - 1) * chunks
+
+
+@pytest.mark.parametrize("name", ["mix-8.json", "fixed-links-6.json"])
+@pytest.mark.parametrize("method", ["exact", "heuristic", "ring"])
+def test_allreduce_schedules_pass_in_and_out_of_place(name, method):
+    topology = design(name)
+    n = topology.n
+    reduce = Collective("allreduce", tuple(range(n)), bytes=1e6, chunks=2)
+    result = solve_collective(topology, reduce, LINK, method=method, options=ExactOptions(time_limit_s=20))
+    text = msccl_schedule_xml(reduce, result.schedule)
+    assert 'inplace="1" outofplace="1"' in text
+    report = msccl_schedule_violations(topology.matrix, reduce.servers, text, "allreduce")
+    assert report.valid, report.violations[:3]
+    # ReduceScatter: n - 1 partial sums received per chunk id (one from every rank but the owner, whose
+    # trees the sums follow); AllGather: n - 1 copies per chunk id
+    assert text.count('type="rrc"') == text.count('type="r"') == (n - 1) * 2 * n
+
+
+def test_broken_allreduce_fails():
+    topology = design("fixed-links-6.json")
+    reduce = Collective("allreduce", tuple(range(6)), bytes=1e6)
+    text = msccl_schedule_xml(reduce, solve_collective(topology, reduce, LINK, method="heuristic").schedule)
+    # a partial sum received but not added: some output lacks a contribution
+    dropped = text.replace('type="rrc"', 'type="r"', 1)
+    report = msccl_schedule_violations(topology.matrix, reduce.servers, dropped, "allreduce")
+    assert any("lacks rank" in v for v in report.violations), report.violations
+    # a later partial sum no longer waits for the earlier one into the same chunk
+    m = re.search(
+        r'type="rrc" srcbuf="o" srcoff="\d+" dstbuf="o" dstoff="\d+" cnt="1" depid="(\d+)" deps="(\d+)"', text
+    )
+    unordered = text[: m.start(1)] + '-1" deps="-1' + text[m.end(2) :]
+    report = msccl_schedule_violations(topology.matrix, reduce.servers, unordered, "allreduce")
+    assert any(v.startswith("race") for v in report.violations), report.violations
 
 
 def _ring(n: int) -> tuple[np.ndarray, Collective, CollectiveSchedule]:
@@ -56,7 +89,7 @@ def _ring(n: int) -> tuple[np.ndarray, Collective, CollectiveSchedule]:
 def test_hand_made_ring_passes_and_counts():
     x, gather, schedule = _ring(4)
     text = msccl_schedule_xml(gather, schedule)
-    assert msccl_gather_violations(x, gather.servers, text).valid
+    assert msccl_schedule_violations(x, gather.servers, text).valid
     # a chunk forwarded in step t > 1 depends on its receipt, which signals
     assert text.count('hasdep="1"') == 4 * 2 and text.count('depid="-1"') == 4 * 1 + 4 * 3 + 4
 
@@ -83,7 +116,7 @@ def test_hand_broken_files_fail(edit, needle):
     text = msccl_schedule_xml(gather, schedule)
     broken = edit(text)
     assert broken != text
-    report = msccl_gather_violations(x, gather.servers, broken)
+    report = msccl_schedule_violations(x, gather.servers, broken)
     assert not report.valid
     assert any(needle in v for v in report.violations), report.violations
 
@@ -98,13 +131,13 @@ def test_redundant_receipts_are_dropped():
     again = Send(3, 0, 3, 0)  # server 0 gets its own chunk back
     both = CollectiveSchedule((*schedule.sends, again), 1.0, 3)
     assert again not in useful_sends(gather, both)
-    assert msccl_gather_violations(x, gather.servers, msccl_schedule_xml(gather, both)).valid
+    assert msccl_schedule_violations(x, gather.servers, msccl_schedule_xml(gather, both)).valid
 
 
 def test_refusals():
     x, gather, schedule = _ring(4)
-    with pytest.raises(InputError, match="AllGather"):
-        msccl_schedule_xml(Collective("allreduce", gather.servers, 1e3), schedule)
+    with pytest.raises(InputError, match="AllGather and AllReduce"):
+        msccl_schedule_xml(Collective("reducescatter", gather.servers, 1e3), schedule)
     part = Collective("allgather", (0, 1, 2), 1e3)
     with pytest.raises(InputError, match="not in the collective"):
         msccl_schedule_xml(part, schedule)
@@ -124,10 +157,10 @@ def test_command_writes_a_checked_file(mix_solution, tmp_path, capsys):
     assert main([*argv, "--method", "heuristic", "--to", "msccl", "-o", str(out)]) == 0
     text = out.read_text()
     assert 'coll="allgather"' in text and 'ngpus="8"' in text and 'nchunksperloop="16"' in text
-    assert msccl_gather_violations(design("mix-8.json").matrix, tuple(range(8)), text).valid
+    assert msccl_schedule_violations(design("mix-8.json").matrix, tuple(range(8)), text).valid
     capsys.readouterr()
-    reduce = [*argv[:3], "--collective", "allreduce", *argv[5:]]
-    assert main([*reduce, "--to", "msccl", "-o", str(tmp_path / "x.xml")]) == 2  # AllGather only
+    scatter = [*argv[:3], "--collective", "reducescatter", *argv[5:]]
+    assert main([*scatter, "--to", "msccl", "-o", str(tmp_path / "x.xml")]) == 2  # AllGather and AllReduce only
     assert main([*argv, "--to", "msccl"]) == 2  # --to without -o
     assert not (tmp_path / "x.xml").exists()
-    assert "AllGather" in capsys.readouterr().err
+    assert "AllGather and AllReduce" in capsys.readouterr().err

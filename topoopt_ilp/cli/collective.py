@@ -99,7 +99,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         choices=("schedule", "msccl"),
         default=None,
         help="what -o writes: schedule (the topoopt-collective-schedule file, default) or msccl (an AllGather "
-        "schedule as an MSCCL algorithm, XML, checked by the independent MSCCL checker before it is written)",
+        "or AllReduce schedule as an MSCCL algorithm, XML, checked by the independent MSCCL checker before it is written)",
     )
     p.add_argument(
         "--check",
@@ -227,8 +227,8 @@ def run_collective(args: argparse.Namespace) -> int:
         raise InputError("--time-limit 0 leaves the solver no time")
     if args.to is not None and args.out is None:
         raise InputError("--to says what -o writes: give -o FILE")
-    if args.to == "msccl" and args.collective != "allgather":
-        raise InputError(f"--to msccl writes AllGather schedules, not {args.collective}")
+    if args.to == "msccl" and args.collective not in ("allgather", "allreduce"):
+        raise InputError(f"--to msccl writes AllGather and AllReduce schedules, not {args.collective}")
     if args.out is not None:
         check_writable(args.out, "--out", {"instance": args.instance, "solution": args.solution}, "the schedule")
     inst, sol = load_design(args.instance, args.solution, workload=False)
@@ -316,12 +316,12 @@ def run_collective(args: argparse.Namespace) -> int:
 
 def _write_msccl(path: str, topology: Any, collective: Any, schedule: Any) -> None:
     """The schedule as an MSCCL algorithm, written only once the independent checker has passed it."""
-    from topoopt_ilp.evaluation.msccl import msccl_gather_violations
+    from topoopt_ilp.evaluation.msccl import msccl_schedule_violations
     from topoopt_ilp.export.common import write_text
     from topoopt_ilp.export.msccl_schedule import msccl_schedule_xml
 
     text = msccl_schedule_xml(collective, schedule)
-    report = msccl_gather_violations(topology.matrix, collective.servers, text)
+    report = msccl_schedule_violations(topology.matrix, collective.servers, text, collective.kind)
     if not report.valid:
         raise RuntimeError(f"the MSCCL algorithm of the schedule fails its check: {report.violations[0]}")
     write_text(path, text)

@@ -21,7 +21,7 @@ depends only on an existing step of another thread block that signals (``hasdep=
 bytes the file sends over each link match the solution's rings for the group (within the
 exporter's rounding: ``2 (k-1) / k / 71`` of the group's bytes per ring on the link).
 
-:func:`msccl_gather_violations` checks an ``allgather`` algorithm (a computed schedule,
+:func:`msccl_schedule_violations` checks an ``allgather`` (or ``allreduce``) algorithm (a computed schedule,
 ``topoopt_ilp.export.msccl_schedule``) the same way, but for the collective's result: rank ``q``'s
 input is its own ``nchunksperloop / ngpus`` chunks, and every rank's output must end as the
 concatenation of all ranks' inputs, each chunk rank ``q``'s contribution alone (no reduction).
@@ -46,7 +46,7 @@ from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.verify import VerifyReport, ViolationList
 from topoopt_ilp.files.jsonio import read_text
 
-__all__ = ["STEP_TYPES", "check_msccl", "msccl_gather_violations", "msccl_violations"]
+__all__ = ["STEP_TYPES", "check_msccl", "msccl_schedule_violations", "msccl_violations"]
 
 #: Step type -> (receives, sends, reads src, writes dst, adds): what MSCCL's parser and kernel do with it.
 STEP_TYPES: dict[str, tuple[bool, bool, bool, bool, bool]] = {
@@ -571,29 +571,37 @@ def msccl_violations(instance: Instance, solution: Solution, text: str, group: i
     return report.report()
 
 
-def msccl_gather_violations(matrix: np.ndarray, servers: tuple[int, ...], text: str) -> VerifyReport:
-    """Violations of an AllGather MSCCL algorithm (the file's text; ``topoopt collective --to msccl``)
-    whose rank ``i`` is server ``servers[i]`` of the topology ``matrix`` (link counts): the file, the
-    links, and the symbolic run out of place, where every rank's output ends as every rank's input,
-    each chunk from its owner alone (``nchunksperloop`` output chunks, ``nchunksperloop / ngpus``
-    per rank's input)."""
+def msccl_schedule_violations(
+    matrix: np.ndarray, servers: tuple[int, ...], text: str, coll: str = "allgather"
+) -> VerifyReport:
+    """Violations of an MSCCL algorithm for one collective (the file's text; ``topoopt collective
+    --to msccl``) whose rank ``i`` is server ``servers[i]`` of the topology ``matrix`` (link
+    counts): the file, the links, and the symbolic run (out of place, and in place when the file
+    says so). ``coll`` ``allgather``: every rank's output ends as every rank's input, each chunk
+    from its owner alone (``nchunksperloop`` output chunks, ``nchunksperloop / ngpus`` per rank's
+    input; out of place only). ``allreduce``: as for the rings, every output chunk the sum of that
+    chunk over all ranks, each contribution once."""
+    if coll not in ("allgather", "allreduce"):
+        raise InputError(f"the check runs allgather and allreduce algorithms, not {brief(coll)}")
     report = ViolationList(_SHOWN)
     parsed = _parse(text, report)
     if parsed is None:
         return report.report()
     algo, sizes, blocks = parsed
-    k = len(servers)
-    if not _header(algo, sizes, k, report, coll="allgather"):
+    k, gather = len(servers), coll == "allgather"
+    if not _header(algo, sizes, k, report, coll=coll):
         return report.report()
-    if algo["nchunksperloop"] % k:
+    if gather and algo["nchunksperloop"] % k:
         report.add("header", f"nchunksperloop {algo['nchunksperloop']} is not a multiple of the {k} ranks")
         return report.report()
-    if algo["inplace"]:
+    if gather and algo["inplace"]:
         report.add("header", "inplace=1: the check runs an AllGather out of place only")
     runnable = _static(blocks, sizes, algo["nchannels"], report)
     _links(blocks, servers, np.asarray(matrix), report)
-    if runnable and algo["outofplace"]:
-        _Run(blocks, sizes, k, algo["nchunksperloop"], False, report, gather=True).run()
+    if runnable:
+        for in_place, wanted in ((False, algo["outofplace"]), (True, algo["inplace"] and not gather)):
+            if wanted:
+                _Run(blocks, sizes, k, algo["nchunksperloop"], in_place, report, gather=gather).run()
     return report.report()
 
 
