@@ -310,7 +310,8 @@ def run_collective(args: argparse.Namespace) -> int:
             "  note     allreduce optimal: ReduceScatter + AllGather, each phase optimal; the bound is any AllReduce's"
         )
     if args.out is not None:
-        print(f"  wrote {args.out} ({_LABEL[best.method]} schedule, {best.steps} steps)")
+        as_what = ", as an MSCCL algorithm" if args.to == "msccl" else ""
+        print(f"  wrote {args.out} ({_LABEL[best.method]} schedule, {best.steps} steps{as_what})")
     return EXIT_OK
 
 
