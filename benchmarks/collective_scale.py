@@ -6,8 +6,8 @@ Each case is an AllGather of ``--bytes`` over every server of a circulant C(n; j
 the d / 2 jumps spread geometrically, round(n^(i / (d/2))) for i = 0 .. d/2 - 1 (each made distinct
 and below n / 2), so 1 and about sqrt(n) for degree 4. ``models.collective.solve_collective`` with
 ``method`` exact (HiGHS, one thread, ``--time-limit`` seconds per solve; skipped above
-``--exact-max-chunks`` chunk ids, n x chunks, where the model's build alone takes longer than the
-limit), heuristic (the greedy list schedule) and ring (the circulant's two-way ring); every schedule
+``--exact-max-chunks`` chunk ids, n x chunks, to keep a run short: the model grows with chunks x
+arcs x steps), heuristic (the greedy list schedule) and ring (the circulant's two-way ring); every schedule
 is checked by ``evaluation.collective_check`` inside ``solve_collective``. ``bound`` is the
 independent bound in steps (``evaluation.collective_bounds``); ``greedy<=ring`` checks the issue's
 target that the heuristic schedule is never worse than the design's ring schedule.
