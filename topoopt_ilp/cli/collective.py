@@ -10,6 +10,12 @@ status, bound and gap, and solve time. ``-o`` writes the best schedule
 or usage; every method gives a schedule (the exact one falls back to the greedy schedule at its
 time limit), so 4 does not arise.
 
+``--to msccl -o ALGO.xml`` writes an AllGather or AllReduce schedule as an MSCCL algorithm instead,
+once the independent MSCCL checker has run it. ``--joint`` takes no SOLUTION: it chooses the
+topology of the instance's cluster and the schedule together (``solve_joint_collective`` up to
+:data:`JOINT_MODEL_SERVERS` servers, else the known designs each scheduled) and with ``-o`` writes
+the design (``--design-out``) beside the schedule.
+
 ``--check SCHEDULE.json`` instead reads a file written by ``-o``, refuses it unless the instance and
 solution files are those it was made from (their SHA-256), and replays it with the independent
 checker, checking each claim: exit 0 valid, 1 a violation (the first is printed), 2 a malformed
