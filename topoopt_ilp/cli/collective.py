@@ -10,6 +10,12 @@ status, bound and gap, and solve time. ``-o`` writes the best schedule
 or usage; every method gives a schedule (the exact one falls back to the greedy schedule at its
 time limit), so 4 does not arise.
 
+``--to msccl -o ALGO.xml`` writes an AllGather or AllReduce schedule as an MSCCL algorithm instead,
+once the independent MSCCL checker has run it. ``--joint`` takes no SOLUTION: it chooses the
+topology of the instance's cluster and the schedule together (``solve_joint_collective`` up to
+:data:`JOINT_MODEL_SERVERS` servers, else the known designs each scheduled) and with ``-o`` writes
+the design (``--design-out``) beside the schedule.
+
 ``--check SCHEDULE.json`` instead reads a file written by ``-o``, refuses it unless the instance and
 solution files are those it was made from (their SHA-256), and replays it with the independent
 checker, checking each claim: exit 0 valid, 1 a violation (the first is printed), 2 a malformed
@@ -29,6 +35,10 @@ from topoopt_ilp.errors import EXIT_ERROR, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "collective_file_violations", "run_collective"]
 
+#: ``--joint`` solves the joint topology-and-schedule model up to this many servers (its proofs reach
+#: about 8 in seconds, docs/guide/collectives.md); above it, the known designs are each scheduled.
+JOINT_MODEL_SERVERS = 8
+
 #: ``--method all`` in the order the table shows them; "greedy" is the API's method "heuristic".
 ALL_METHODS = ("ring", "heuristic", "exact")
 _LABEL = {"ring": "ring", "heuristic": "greedy", "exact": "exact"}
@@ -45,7 +55,13 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         "bandwidth, status, bound and gap per method.",
     )
     p.add_argument("instance", metavar="INSTANCE", help="an instance (its cluster gives the link model)")
-    p.add_argument("solution", metavar="SOLUTION", help="a solution file whose topology is scheduled")
+    p.add_argument(
+        "solution",
+        metavar="SOLUTION",
+        nargs="?",
+        default=None,
+        help="a solution file whose topology is scheduled (none with --joint)",
+    )
     p.add_argument(
         "--collective",
         choices=("allgather", "reducescatter", "allreduce", "alltoall", "broadcast"),
@@ -85,11 +101,31 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help="write the schedule (with --method all: the shortest, exact first on ties) here, atomically",
     )
     p.add_argument(
+        "--to",
+        choices=("schedule", "msccl"),
+        default=None,
+        help="what -o writes: schedule (the topoopt-collective-schedule file, default) or msccl (an AllGather "
+        "or AllReduce schedule as an MSCCL algorithm, XML, checked by the independent MSCCL checker before it is written)",
+    )
+    p.add_argument(
         "--check",
         default=None,
         metavar="SCHEDULE.json",
         help="check a schedule file written by --out against INSTANCE and SOLUTION (the files it was made "
         "from) instead of scheduling: exit 0 valid, 1 a violation",
+    )
+    p.add_argument(
+        "--joint",
+        action="store_true",
+        help="no SOLUTION: choose the topology (the instance's cluster: degree, links, regular, multi_links) and "
+        f"the schedule together, in one model up to {JOINT_MODEL_SERVERS} servers (proven optimal when the "
+        "probes settle), above that the best known design each scheduled; allgather, reducescatter, allreduce",
+    )
+    p.add_argument(
+        "--design-out",
+        default=None,
+        metavar="SOLUTION.json",
+        help="--joint: write the chosen topology as a solution file (needed with -o, which names it)",
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=run_collective)
@@ -97,7 +133,18 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 
 
 #: Options that choose what to schedule and how; --check takes all of them from the file.
-_SCHEDULING_OPTIONS = ("collective", "bytes", "chunks", "root", "servers", "method", "time_limit", "backend", "out")
+_SCHEDULING_OPTIONS = (
+    "collective",
+    "bytes",
+    "chunks",
+    "root",
+    "servers",
+    "method",
+    "time_limit",
+    "backend",
+    "out",
+    "to",
+)
 
 
 #: The Collective's fields and the options that give them.
@@ -154,6 +201,12 @@ def _fmt_bw(v: float | None) -> str:
 
 def run_collective(args: argparse.Namespace) -> int:
     """The ``collective`` command (``args`` from :func:`add_subcommand`'s parser)."""
+    if args.joint:
+        return _run_joint(args)
+    if args.design_out is not None:
+        raise InputError("--design-out goes with --joint")
+    if args.solution is None:
+        raise InputError("SOLUTION is required (unless --joint chooses the topology)")
     if args.check is not None:
         if not args.check.strip():
             raise InputError(f"--check needs a schedule file name, got {args.check!r}")
@@ -178,6 +231,10 @@ def run_collective(args: argparse.Namespace) -> int:
         raise InputError(f"--root goes with --collective broadcast, not {args.collective}")
     if args.time_limit == 0:
         raise InputError("--time-limit 0 leaves the solver no time")
+    if args.to is not None and args.out is None:
+        raise InputError("--to says what -o writes: give -o FILE")
+    if args.to == "msccl" and args.collective not in ("allgather", "allreduce"):
+        raise InputError(f"--to msccl writes AllGather and AllReduce schedules, not {args.collective}")
     if args.out is not None:
         check_writable(args.out, "--out", {"instance": args.instance, "solution": args.solution}, "the schedule")
     inst, sol = load_design(args.instance, args.solution, workload=False)
@@ -203,7 +260,9 @@ def run_collective(args: argparse.Namespace) -> int:
                 raise
             skipped["ring"] = exc.reason  # e.g. no ring through every server, or an all-to-all
     best = min(results, key=lambda r: (r.steps, -ALL_METHODS.index(r.method)))
-    if args.out is not None:
+    if args.to == "msccl":
+        _write_msccl(args.out, topology, collective, best.schedule)
+    elif args.out is not None:
         write_collective_schedule(
             args.out,
             collective,
@@ -257,7 +316,125 @@ def run_collective(args: argparse.Namespace) -> int:
             "  note     allreduce optimal: ReduceScatter + AllGather, each phase optimal; the bound is any AllReduce's"
         )
     if args.out is not None:
-        print(f"  wrote {args.out} ({_LABEL[best.method]} schedule, {best.steps} steps)")
+        as_what = ", as an MSCCL algorithm" if args.to == "msccl" else ""
+        print(f"  wrote {args.out} ({_LABEL[best.method]} schedule, {best.steps} steps{as_what})")
+    return EXIT_OK
+
+
+def _write_msccl(path: str, topology: Any, collective: Any, schedule: Any) -> None:
+    """The schedule as an MSCCL algorithm, written only once the independent checker has passed it."""
+    from topoopt_ilp.evaluation.msccl import msccl_schedule_violations
+    from topoopt_ilp.export.common import write_text
+    from topoopt_ilp.export.msccl_schedule import msccl_schedule_xml
+
+    text = msccl_schedule_xml(collective, schedule)
+    report = msccl_schedule_violations(topology.matrix, collective.servers, text, collective.kind)
+    if not report.valid:
+        raise RuntimeError(f"the MSCCL algorithm of the schedule fails its check: {report.violations[0]}")
+    write_text(path, text)
+
+
+def _run_joint(args: argparse.Namespace) -> int:
+    """``--joint``: the topology and the schedule together on the instance's cluster."""
+    # start-up time: numpy and the solvers, not needed for --help
+    from topoopt_ilp.core.collective import Collective
+    from topoopt_ilp.core.solution import Solution
+    from topoopt_ilp.evaluation.verify import verify
+    from topoopt_ilp.files import check_writable, json_safe, load_instance, save_solution
+    from topoopt_ilp.models.collective_file import write_collective_schedule
+    from topoopt_ilp.models.collective_topology import schedule_designs, solve_joint_collective
+    from topoopt_ilp.models.common import ExactOptions
+    from topoopt_ilp.models.schedule import file_sha256
+
+    if args.solution is not None:
+        raise InputError("--joint chooses the topology: give INSTANCE only, no SOLUTION")
+    for option in ("check", "servers", "root"):
+        if getattr(args, option) is not None:
+            raise InputError(f"--{option} does not go with --joint (it schedules every server of the instance)")
+    for option, value in (("--collective", args.collective), ("--bytes", args.bytes)):
+        if value is None:
+            raise InputError(f"{option} is required")
+    if args.to == "msccl":
+        raise InputError("--to msccl goes with a SOLUTION, not --joint (write --design-out, then schedule it)")
+    method = args.method or "exact"
+    if method not in ("exact", "heuristic"):
+        raise InputError(f"--joint takes --method exact or heuristic, not {method}")
+    if args.time_limit == 0:
+        raise InputError("--time-limit 0 leaves the solver no time")
+    if args.out is not None and args.design_out is None:
+        raise InputError("-o with --joint needs --design-out: the schedule file names the design it runs on")
+    for path, option in ((args.design_out, "--design-out"), (args.out, "--out")):
+        if path is not None:
+            check_writable(path, option, {"instance": args.instance}, "the file")
+    inst = load_instance(args.instance)
+    cluster = inst.cluster
+    if inst.fixed_topology is not None:
+        raise InputError("the instance fixes its topology: schedule it with a SOLUTION instead of --joint")
+    collective = Collective(args.collective, tuple(range(cluster.servers)), args.bytes, args.chunks or 1)
+    link = _link(inst)
+    options = ExactOptions(backend=args.backend or "highs", time_limit_s=args.time_limit)
+    directed = cluster.links == "directed"
+    n, d = cluster.servers, cluster.degree
+    if method == "exact" and n <= JOINT_MODEL_SERVERS:
+        joint = solve_joint_collective(
+            collective,
+            d,
+            link,
+            directed=directed,
+            regular=cluster.regular,
+            multi_links=cluster.multi_links,
+            options=options,
+        )
+        design, topology, result, how = joint.design, joint.topology, joint.result, "joint model"
+        over_class = f"{joint.status} over every topology of the cluster's class"
+    else:
+        if collective.kind == "allreduce" and directed:
+            raise InputError("--joint allreduce needs undirected links (its phases run on G and its reverse)")
+        scheduled = schedule_designs(collective, d, link, directed=directed, method=method, options=options)
+        if not scheduled:
+            raise InputError(f"no known design of {n} servers of degree {d} to schedule", source=args.instance)
+        best = min(scheduled, key=lambda r: r.result.steps)
+        design, topology, result, how = best.name, best.topology, best.result, "best known design"
+        over_class = f"not proven over the class (best of {len(scheduled)} known designs)"
+    if args.design_out is not None:
+        sol = Solution(status="feasible", method=f"collective {how}", topology=topology)
+        report = verify(inst, sol, check_metrics=False)
+        if not report.valid:  # an internal error: the chosen topology does not fit its own cluster
+            raise RuntimeError(f"the chosen design fails the verifier: {report.violations[0]}")
+        save_solution(sol, args.design_out, directed=directed)
+    if args.out is not None:
+        write_collective_schedule(
+            args.out,
+            collective,
+            link,
+            result,
+            instance=args.instance,
+            instance_sha256=file_sha256(args.instance),
+            solution=args.design_out,
+            solution_sha256=file_sha256(args.design_out),
+        )
+    row = {**_row(result), "design": design, "chosen_by": how, "over_class": over_class}
+    if args.json:
+        print(json.dumps(json_safe({"instance": args.instance, "collective": collective.kind, **row}), indent=1))
+        return EXIT_OK
+    print(
+        f"{collective.kind} of {collective.bytes:.4g} bytes over the {n} servers of {args.instance} (degree {d}, "
+        f"{cluster.links}), {collective.chunks} chunk(s) per server: topology and schedule by the {how}"
+    )
+    print(f"  design       {design}")
+    print(
+        f"  finish       {fmt_time(result.finish_s)}  ({result.steps} steps of {fmt_time(result.step_s)}, "
+        f"algbw {_fmt_bw(result.algbw_Bps)})"
+    )
+    print(f"  status       {result.status} on the design; {over_class}")
+    print(
+        f"  bound        {result.bound_steps} steps, {fmt_time(result.bound_steps * result.step_s)} on the design "
+        f"(gap {result.gap:.3g})"
+    )
+    print(f"  solve        {result.solve_s:.3g} s")
+    for path, what in ((args.design_out, "the design"), (args.out, "the schedule")):
+        if path is not None:
+            print(f"  wrote {path} ({what})")
     return EXIT_OK
 
 

@@ -20,6 +20,11 @@ servers the design does not link, a channel has one thread block per peer and di
 depends only on an existing step of another thread block that signals (``hasdep="1"``), and the
 bytes the file sends over each link match the solution's rings for the group (within the
 exporter's rounding: ``2 (k-1) / k / 71`` of the group's bytes per ring on the link).
+
+:func:`msccl_schedule_violations` checks an ``allgather`` (or ``allreduce``) algorithm (a computed schedule,
+``topoopt_ilp.export.msccl_schedule``) the same way, but for the collective's result: rank ``q``'s
+input is its own ``nchunksperloop / ngpus`` chunks, and every rank's output must end as the
+concatenation of all ranks' inputs, each chunk rank ``q``'s contribution alone (no reduction).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.verify import VerifyReport, ViolationList
 from topoopt_ilp.files.jsonio import read_text
 
-__all__ = ["STEP_TYPES", "check_msccl", "msccl_violations"]
+__all__ = ["STEP_TYPES", "check_msccl", "msccl_schedule_violations", "msccl_violations"]
 
 #: Step type -> (receives, sends, reads src, writes dst, adds): what MSCCL's parser and kernel do with it.
 STEP_TYPES: dict[str, tuple[bool, bool, bool, bool, bool]] = {
@@ -197,11 +202,13 @@ def _parse(text: str, report: ViolationList) -> tuple[dict[str, Any], dict[int, 
 # what the file must say, before running it
 
 
-def _header(algo: dict[str, Any], sizes: dict[int, dict[str, int]], k: int, report: ViolationList) -> bool:
+def _header(
+    algo: dict[str, Any], sizes: dict[int, dict[str, int]], k: int, report: ViolationList, coll: str = "allreduce"
+) -> bool:
     """Collective, ranks and sizes; False when the program cannot be run."""
     ok = True
-    if algo["coll"] != "allreduce":
-        report.add("header", f"coll is {brief(algo['coll'])}, expected 'allreduce'")
+    if algo["coll"] != coll:
+        report.add("header", f"coll is {brief(algo['coll'])}, expected {coll!r}")
     if algo["proto"] not in _PROTOCOLS:
         report.add("header", f"proto {brief(algo['proto'])} is not one of {', '.join(_PROTOCOLS)}")
     if algo["ngpus"] != k or sorted(sizes) != list(range(k)):
@@ -308,16 +315,30 @@ def _links(blocks: list[_Block], servers: tuple[int, ...], x: np.ndarray, report
 
 
 class _Run:
-    """One symbolic execution. A chunk value is ``(chunk index, contributions per rank)`` or None (unwritten)."""
+    """One symbolic execution. A chunk value is ``(chunk index, contributions per rank)`` or None (unwritten).
 
-    def __init__(self, blocks: list[_Block], sizes: dict, k: int, chunks: int, in_place: bool, report: ViolationList):
-        self.blocks, self.k, self.chunks, self.report = blocks, k, chunks, report
+    ``gather``: an AllGather, whose rank ``q`` starts with ``chunks / k`` input chunks, the ``j``-th
+    being chunk ``q * chunks / k + j`` of the output (``(that index, rank q's contribution)``)."""
+
+    def __init__(
+        self,
+        blocks: list[_Block],
+        sizes: dict,
+        k: int,
+        chunks: int,
+        in_place: bool,
+        report: ViolationList,
+        gather: bool = False,
+    ):
+        self.blocks, self.k, self.chunks, self.report, self.gather = blocks, k, chunks, report, gather
         self.mode = "in place" if in_place else "out of place"
         self.buffers: dict[int, dict[str, list]] = {}
         for rank in range(k):
             size = {buf: max(n, chunks) for buf, n in sizes[rank].items()}
             own = tuple(1 if q == rank else 0 for q in range(k))
-            inputs = [(c, own) if c < chunks else None for c in range(size["i"])]
+            per = chunks // k if gather else chunks
+            first = rank * per if gather else 0
+            inputs = [(first + c, own) if c < per else None for c in range(size["i"])]
             if in_place:
                 inputs += [None] * (size["o"] - len(inputs))
             outputs = inputs if in_place else [None] * size["o"]
@@ -460,6 +481,12 @@ class _Run:
             out = self.buffers[rank]["o"]
             for c in range(self.chunks):
                 v = out[c]
+                if self.gather:  # chunk c is rank owner's alone, unreduced
+                    owner = c // (self.chunks // self.k)
+                    if v != (c, tuple(int(q == owner) for q in range(self.k))):
+                        held = "nothing" if v is None else f"chunk {v[0]} with contributions {v[1]}"
+                        self.add("wrong output", f"rank {rank}'s output chunk {c} holds {held}, not rank {owner}'s")
+                    continue
                 if v is None:
                     self.add("missing output", f"rank {rank} ends without output chunk {c}")
                 elif v[0] != c:
@@ -541,6 +568,40 @@ def msccl_violations(instance: Instance, solution: Solution, text: str, group: i
         for in_place, wanted in ((False, algo["outofplace"]), (True, algo["inplace"])):
             if wanted:
                 _Run(blocks, sizes, len(members), algo["nchunksperloop"], in_place, report).run()
+    return report.report()
+
+
+def msccl_schedule_violations(
+    matrix: np.ndarray, servers: tuple[int, ...], text: str, coll: str = "allgather"
+) -> VerifyReport:
+    """Violations of an MSCCL algorithm for one collective (the file's text; ``topoopt collective
+    --to msccl``) whose rank ``i`` is server ``servers[i]`` of the topology ``matrix`` (link
+    counts): the file, the links, and the symbolic run (out of place, and in place when the file
+    says so). ``coll`` ``allgather``: every rank's output ends as every rank's input, each chunk
+    from its owner alone (``nchunksperloop`` output chunks, ``nchunksperloop / ngpus`` per rank's
+    input; out of place only). ``allreduce``: as for the rings, every output chunk the sum of that
+    chunk over all ranks, each contribution once."""
+    if coll not in ("allgather", "allreduce"):
+        raise InputError(f"the check runs allgather and allreduce algorithms, not {brief(coll)}")
+    report = ViolationList(_SHOWN)
+    parsed = _parse(text, report)
+    if parsed is None:
+        return report.report()
+    algo, sizes, blocks = parsed
+    k, gather = len(servers), coll == "allgather"
+    if not _header(algo, sizes, k, report, coll=coll):
+        return report.report()
+    if gather and algo["nchunksperloop"] % k:
+        report.add("header", f"nchunksperloop {algo['nchunksperloop']} is not a multiple of the {k} ranks")
+        return report.report()
+    if gather and algo["inplace"]:
+        report.add("header", "inplace=1: the check runs an AllGather out of place only")
+    runnable = _static(blocks, sizes, algo["nchannels"], report)
+    _links(blocks, servers, np.asarray(matrix), report)
+    if runnable:
+        for in_place, wanted in ((False, algo["outofplace"]), (True, algo["inplace"] and not gather)):
+            if wanted:
+                _Run(blocks, sizes, k, algo["nchunksperloop"], in_place, report, gather=gather).run()
     return report.report()
 
 
