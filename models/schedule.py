@@ -882,7 +882,10 @@ def claim_violations(g: IterationGraph, sf: ScheduleFile) -> list[str]:
                 break
         if len(out) >= 20:
             break
-    dur, lat = _units(g, unit, any_coarseness=True)
+    try:
+        dur, lat = _units(g, unit, any_coarseness=True)
+    except InputError as exc:  # the file's unit: name the file and the field
+        raise InputError(exc.reason, source=sf.source, field="time_unit_s") from None
     order = g.topological_order()
     floor = min(_unit_bound(g, dur, lat, order, _tails(g, dur, lat, order, g.successors())) * unit, sf.makespan_s)
     tol = 1e-9 * max(1.0, sf.makespan_s) + 1e-12

@@ -234,6 +234,8 @@ def _hostile_lines(rng: random.Random, text: str) -> str:
     or the file cut short."""
     lines = text.splitlines()
     for _ in range(rng.randint(1, 3)):
+        if not lines:
+            break
         k = rng.randrange(len(lines))
         what = rng.choice(["value", "value", "drop", "repeat", "cut"])
         if what == "value":
