@@ -38,7 +38,13 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.strategy import data_parallel, parse_strategy
-from topoopt_ilp.core.traffic import default_rings, effective_demand, group_traffic, traffic_matrix
+from topoopt_ilp.core.traffic import (
+    default_rings,
+    effective_demand,
+    group_traffic,
+    group_traffic_pairs,
+    traffic_matrix,
+)
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation import flows
 
@@ -132,12 +138,11 @@ def _dense(n: int, loads: ArcLoads) -> np.ndarray:
     return out.reshape(n, n)
 
 
-def _given_loads(n: int, demand: np.ndarray, routing: Routing) -> tuple[ArcLoads, int]:
-    """Loads of ``demand`` routed as ``routing`` says: explicit paths first, offset routes for the
+def _given_loads(n: int, pair: np.ndarray, amount: np.ndarray, routing: Routing) -> tuple[ArcLoads, int]:
+    """Loads of the traffic ``amount`` between the pairs ``pair`` (``s * n + t``, ascending, the
+    pairs with traffic) routed as ``routing`` says: explicit paths first, offset routes for the
     rest. Raises :class:`RoutingError` when a pair with traffic is not fully routed."""
     paths, offsets = routing.paths, routing.offset_routes
-    pair = np.flatnonzero(demand)  # the pairs with traffic, s * n + t, in row-major order
-    amount = demand.ravel()[pair]
     load = _NO_LOAD
     max_hops = 0
     if len(paths):
@@ -339,7 +344,8 @@ def _arc_loads(
     if not demand.any():
         return _NO_LOAD, 0
     if mode == "given":
-        return _given_loads(n, demand, routing or Routing())
+        pair = np.flatnonzero(demand)  # the pairs with traffic, s * n + t, in row-major order
+        return _given_loads(n, pair, demand.ravel()[pair], routing or Routing())
     if mode == "shortest_path":
         try:
             load, hops = flows.shortest_path_loads(x, demand)
@@ -569,8 +575,11 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
 
     group_times = []
     for g in range(len(dm.allreduce)):
-        dg = group_traffic(instance, rings, g, dm)
-        lg, hg = _arc_loads(instance, x, dg, sol_routing, mode, mcf_paths)
+        if mode == "given":  # the group's ring pairs alone, without an n x n matrix per group
+            pair, amount = group_traffic_pairs(instance, rings, g, dm)
+            lg, hg = _given_loads(n, pair, amount, sol_routing or Routing()) if pair.size else (_NO_LOAD, 0)
+        else:
+            lg, hg = _arc_loads(instance, x, group_traffic(instance, rings, g, dm), sol_routing, mode, mcf_paths)
         tb, tl = _times(instance, x, lg, hg)
         group_times.append(tb + tl)
 
