@@ -16,7 +16,7 @@ dense (BLAS) product on levels that would need more than ``2 n^2`` multiply-adds
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +29,8 @@ __all__ = [
     "hop_distances",
     "diameter",
     "diameter_and_aspl",
+    "bit_bfs_levels",
+    "bit_block",
     "aspl",
     "is_connected",
     "split_link",
@@ -383,27 +385,75 @@ def _distance_matrix(X: np.ndarray) -> np.ndarray:
     return shortest_path(adjacency_csr(X), method="D", directed=True, unweighted=True)
 
 
-#: :func:`diameter_and_aspl` searches from this many sources x servers at a time, so its memory stays
-#: near 256 MiB whatever the cluster's size (an n x n float matrix is 2 GiB at 16,384 servers).
-DISTANCE_BLOCK_ENTRIES = 2**25
+#: :func:`diameter_and_aspl` searches from blocks of 64 x (this many / arcs) sources at a time, so its
+#: memory stays near 32 MiB per level whatever the cluster's size.
+BITSET_BLOCK_WORDS = 2**22
+
+_BYTE_BITS = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
+
+
+def _bits_set(words: np.ndarray) -> int:
+    """Number of 1 bits in an array of uint64 words."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+        return int(np.bitwise_count(words).sum(dtype=np.int64))
+    return int(_BYTE_BITS[np.ascontiguousarray(words).view(np.uint8)].sum())
+
+
+def bit_bfs_levels(into: sp.csr_matrix, sources: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """A breadth-first search from all ``sources`` at once, level by level.
+
+    Each server holds one bit per source (source k is bit ``k % 64`` of word ``k // 64``); a level
+    is one gather of the frontier words over the arcs and one OR per server of its in-neighbours'
+    words (``into``: row v lists the servers with an arc into v), minus the bits already seen.
+    Yields ``(level, new)`` from level 0 (the sources themselves) on, ``new[v]`` the bits of the
+    sources that first reach v at that level, until a level reaches nothing. Memory: the
+    (arcs x words) gather of one level."""
+    n = into.shape[0]
+    has_in = np.flatnonzero(np.diff(into.indptr))
+    starts, senders = into.indptr[has_in], into.indices
+    seen = np.zeros((n, (len(sources) + 63) // 64), dtype=np.uint64)
+    bit = np.arange(len(sources))
+    seen[sources, bit // 64] |= np.left_shift(np.uint64(1), (bit % 64).astype(np.uint64))
+    frontier, level = seen.copy(), 0
+    while True:
+        yield level, frontier
+        level += 1
+        new = np.zeros_like(seen)
+        if len(senders):
+            new[has_in] = np.bitwise_or.reduceat(frontier[senders], starts, axis=0)
+        new &= ~seen
+        if not new.any():
+            return
+        seen |= new
+        frontier = new
+
+
+def bit_block(into: sp.csr_matrix) -> int:
+    """How many sources :func:`bit_bfs_levels` takes at a time: 64 x (:data:`BITSET_BLOCK_WORDS` /
+    arcs), so that one level's gather stays near 32 MiB."""
+    return 64 * max(1, BITSET_BLOCK_WORDS // max(into.nnz, into.shape[0]))
 
 
 def diameter_and_aspl(X: np.ndarray) -> tuple[int | float, float]:
-    """Both distance summaries from one all-pairs search (see :func:`diameter`, :func:`aspl`), in
-    blocks of sources whose distances are summed and dropped."""
+    """Both distance summaries from one all-pairs search (see :func:`diameter`, :func:`aspl`): the
+    pairs first reached at level k add k to the sum of distances; the last level that reaches any
+    is the diameter. Blocks of sources (:func:`bit_bfs_levels`), so no distance matrix is kept;
+    ``O(n * m * levels / 64)`` word operations for m arcs."""
     n = np.shape(X)[0]
     if n <= 1:
         return 0, 0.0
-    top, total = 0.0, 0.0
-    block = max(1, DISTANCE_BLOCK_ENTRIES // n)
-    A = adjacency_csr(X)
+    into = adjacency_csr(X).T.tocsr()
+    block = bit_block(into)
+    top, total = 0, 0
     for lo in range(0, n, block):
-        dist = shortest_path(A, method="D", directed=True, unweighted=True, indices=np.arange(lo, min(lo + block, n)))
-        top = max(top, float(dist.max()))
-        if math.isinf(top):
+        sources = np.arange(lo, min(lo + block, n))
+        reached = 0
+        for level, new in bit_bfs_levels(into, sources):
+            count = _bits_set(new)
+            top, total, reached = max(top, level), total + level * count, reached + count
+        if reached < len(sources) * n:
             return math.inf, math.inf
-        total += float(dist.sum())
-    return int(top), total / (n * (n - 1))
+    return int(top), float(total) / (n * (n - 1))
 
 
 def diameter(X: np.ndarray) -> int | float:

@@ -20,7 +20,14 @@ from topoopt_ilp.core.routes import RingSet
 from topoopt_ilp.core.strategy import data_parallel, parse_strategy, strategy_demand
 from topoopt_ilp.errors import InputError
 
-__all__ = ["effective_demand", "default_rings", "ring_traffic", "traffic_matrix", "group_traffic"]
+__all__ = [
+    "effective_demand",
+    "default_rings",
+    "ring_traffic",
+    "traffic_matrix",
+    "group_traffic",
+    "group_traffic_pairs",
+]
 
 
 def effective_demand(instance: Instance, placement: Any = None) -> tuple[Demand, np.ndarray]:
@@ -85,3 +92,25 @@ def group_traffic(instance: Instance, rings: RingSet | None, group: int, demand:
     if rings is None or len(rings) == 0:
         rings = default_rings(instance, dm)
     return ring_traffic(instance, rings, only_group=group, demand=dm)
+
+
+def group_traffic_pairs(
+    instance: Instance, rings: RingSet | None, group: int, demand: Demand | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_traffic` as its pairs with traffic: their positions ``s * n + t`` (ascending)
+    and bytes, each the same sum, added in the same order, as the matrix's entry. Memory grows with
+    the group's ring, not with n^2."""
+    n = instance.n
+    dm = _demand(instance, demand)
+    if rings is None or len(rings) == 0:
+        rings = default_rings(instance, dm)
+    groups = dm.allreduce
+    keys, amounts = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
+    for r in np.flatnonzero(rings.group == group).tolist():
+        order = rings.order[r][rings.order[r] >= 0]
+        keys.append(order * n + np.roll(order, -1))
+        amounts.append(np.full(order.size, rings.fraction[r] * groups[group].bytes_per_member()))
+    pair, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    total = np.bincount(inverse.ravel(), weights=np.concatenate(amounts), minlength=pair.size).astype(np.float64)
+    some = total != 0
+    return pair[some], total[some]

@@ -38,7 +38,13 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.strategy import data_parallel, parse_strategy
-from topoopt_ilp.core.traffic import default_rings, effective_demand, group_traffic, traffic_matrix
+from topoopt_ilp.core.traffic import (
+    default_rings,
+    effective_demand,
+    group_traffic,
+    group_traffic_pairs,
+    traffic_matrix,
+)
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation import flows
 
@@ -99,12 +105,45 @@ def objective_value(instance: Instance, metrics: Metrics) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-def _given_loads(n: int, demand: np.ndarray, routing: Routing) -> tuple[np.ndarray, int]:
-    """Loads of ``demand`` routed as ``routing`` says: explicit paths first, offset routes for the
+# Loads are kept per arc: ``key = u * n + v`` (ascending, unique) and the bytes on each, so that
+# their cost grows with the traffic and its routes rather than with n^2. Every per-arc sum adds the
+# same terms in the same order as a dense n x n accumulation would (numpy's ``bincount`` and
+# ``add.at`` both add in order of occurrence), so the numbers are the same to the last bit.
+ArcLoads = tuple[np.ndarray, np.ndarray]
+_NO_LOAD: ArcLoads = (np.zeros(0, dtype=np.int64), np.zeros(0))
+
+
+def _summed(keys: np.ndarray, weights: np.ndarray) -> ArcLoads:
+    """The distinct ``keys`` (ascending) and the sum of each one's ``weights``, added in order."""
+    uniq, inv = np.unique(keys, return_inverse=True)
+    return uniq, np.bincount(inv.ravel(), weights=weights, minlength=len(uniq)).astype(np.float64, copy=False)
+
+
+def _looked_up(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``values`` at ``query`` in the sorted ``keys``; 0 where a query is not a key."""
+    if not len(keys):
+        return np.zeros(len(query))
+    pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+    return np.where(keys[pos] == query, values[pos], 0.0)
+
+
+def _plus(a: ArcLoads, b: ArcLoads) -> ArcLoads:
+    keys = np.union1d(a[0], b[0])
+    return keys, _looked_up(*a, keys) + _looked_up(*b, keys)
+
+
+def _dense(n: int, loads: ArcLoads) -> np.ndarray:
+    out = np.zeros(n * n)
+    out[loads[0]] = loads[1]
+    return out.reshape(n, n)
+
+
+def _given_loads(n: int, pair: np.ndarray, amount: np.ndarray, routing: Routing) -> tuple[ArcLoads, int]:
+    """Loads of the traffic ``amount`` between the pairs ``pair`` (``s * n + t``, ascending, the
+    pairs with traffic) routed as ``routing`` says: explicit paths first, offset routes for the
     rest. Raises :class:`RoutingError` when a pair with traffic is not fully routed."""
     paths, offsets = routing.paths, routing.offset_routes
-    rest = demand.copy()
-    load = np.zeros((n, n))
+    load = _NO_LOAD
     max_hops = 0
     if len(paths):
         nodes = paths.nodes
@@ -117,20 +156,23 @@ def _given_loads(n: int, demand: np.ndarray, routing: Routing) -> tuple[np.ndarr
             p = int(np.flatnonzero(((nodes[:, 1:] == nodes[:, :-1]) & named[:, 1:]).any(axis=1))[0])
             raise RoutingError(f"path {p} stays at a server for a hop (a node repeated on consecutive positions)")
         key = paths.src * n + paths.dst
-        share = np.bincount(key, weights=paths.fraction, minlength=n * n).reshape(n, n)
+        routed, share = _summed(key, paths.fraction)
         covered = share > 0
-        bad = covered & (demand > 0) & (np.abs(share - 1.0) > _TOL)
+        bad = covered & (_looked_up(pair, amount, routed) > 0) & (np.abs(share - 1.0) > _TOL)
         if bad.any():
-            s, t = map(int, np.argwhere(bad)[0])
-            raise RoutingError(f"the paths of pair {s}->{t} carry {share[s, t]:.6g} of its traffic, not all of it")
-        load += flows.path_loads(n, paths, demand)
-        carrying = (paths.fraction > 0) & (demand[paths.src, paths.dst] > 0)
+            b = int(np.flatnonzero(bad)[0])
+            s, t = divmod(int(routed[b]), n)
+            raise RoutingError(f"the paths of pair {s}->{t} carry {share[b]:.6g} of its traffic, not all of it")
+        path_demand = _looked_up(pair, amount, key)
+        load = _path_loads(n, paths, pair, amount, path_demand)
+        carrying = (paths.fraction > 0) & (path_demand > 0)
         if carrying.any():
             max_hops = int(paths.hops[carrying].max())
-        rest[covered] = 0.0
-    if not rest.any():
+        rest = ~np.isin(pair, routed[covered])
+        pair, amount = pair[rest], amount[rest]
+    if not len(pair):
         return load, max_hops
-    s_idx, t_idx = np.nonzero(rest)
+    s_idx, t_idx = np.divmod(pair, n)
     needed = np.unique((t_idx - s_idx) % n)
     if len(offsets):
         share = np.bincount(offsets.offset % n, weights=offsets.fraction, minlength=n)
@@ -155,12 +197,33 @@ def _given_loads(n: int, demand: np.ndarray, routing: Routing) -> tuple[np.ndarr
         raise RoutingError(
             f"no complete route for pair {s}->{(s + o) % n}: its routes carry {share[o]:.6g} of its traffic"
         )
-    hop_load, offset_hops = _offset_loads(n, rest, offsets)
-    return load + hop_load, max(max_hops, offset_hops)
+    hop_load, offset_hops = _offset_loads(n, s_idx, t_idx, amount, offsets)
+    return _plus(load, hop_load), max(max_hops, offset_hops)
 
 
-def _offset_loads(n: int, rest: np.ndarray, offsets) -> tuple[np.ndarray, int]:
-    """Loads of the traffic ``rest`` routed by offset routes, and their longest used route in hops.
+def _path_loads(n: int, paths: PathSet, pair: np.ndarray, amount: np.ndarray, path_demand: np.ndarray) -> ArcLoads:
+    """Arc loads of explicit paths: path ``p`` carries ``fraction[p]`` of its pair's bytes on each hop
+    (the pairs with traffic ``pair`` and their bytes ``amount``; ``path_demand`` those of each path).
+    The checks and numbers of :func:`topoopt_ilp.evaluation.flows.path_loads`, per arc."""
+    if not np.all(np.isfinite(amount)):
+        raise ValueError("demand has non-finite entries")
+    if np.any(amount < 0):
+        raise ValueError("demand has negative entries")
+    nodes = paths.nodes
+    if nodes.shape[1] < 2:
+        return _NO_LOAD
+    valid = nodes >= 0
+    if np.any(~valid[:, 0]):
+        raise ValueError("empty path")
+    per_path = paths.fraction * np.where(paths.src == paths.dst, 0.0, path_demand)  # no traffic to oneself
+    u, v = nodes[:, :-1], nodes[:, 1:]
+    hop = valid[:, 1:]  # hop h exists iff node h+1 exists
+    return _summed(u[hop] * n + v[hop], np.broadcast_to(per_path[:, None], u.shape)[hop])
+
+
+def _offset_loads(n: int, s_idx: np.ndarray, t_idx: np.ndarray, amount: np.ndarray, offsets) -> tuple[ArcLoads, int]:
+    """Loads of the traffic ``amount`` from ``s_idx`` to ``t_idx`` (row-major order) routed by
+    offset routes, and their longest used route in hops.
 
     A route for offset o with jumps j_1..j_h sends, from every server s, its fraction of
     ``rest[s, s+o]`` over the hops s+c_k -> s+c_k+j_k (c_k the prefix sums). That traffic splits into
@@ -168,33 +231,51 @@ def _offset_loads(n: int, rest: np.ndarray, offsets) -> tuple[np.ndarray, int]:
     above it. Every hop with jump j adds the level to each arc u -> u+j, so the levels of all routes
     are summed per jump value in one pass; the excess (a few servers' model-parallel bytes, say) is
     walked hop by hop from the servers that have some."""
-    load = np.zeros((n, n))
     if not len(offsets):
-        return load, 0
-    src = np.arange(n)
+        return _NO_LOAD, 0
     used = offsets.offset % n
-    per_offset = {o: rest[src, (src + o) % n] for o in np.unique(used).tolist()}
-    floor = {o: float(v.min()) for o, v in per_offset.items()}
+    pair_offset = (t_idx - s_idx) % n
+    by_offset = np.argsort(pair_offset, kind="stable")  # senders stay in ascending order
+    sorted_offsets = pair_offset[by_offset]
+    floor: dict[int, float] = {}
+    excess: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # offset -> (senders, bytes above the level)
+    distinct = np.unique(used)
+    starts = np.searchsorted(sorted_offsets, distinct, side="left").tolist()
+    stops = np.searchsorted(sorted_offsets, distinct, side="right").tolist()
+    for o, a, b in zip(distinct.tolist(), starts, stops):
+        members = by_offset[a:b]
+        senders, bytes_ = s_idx[members], amount[members]
+        level = float(bytes_.min()) if b - a == n else min(float(bytes_.min()), 0.0) if b > a else 0.0
+        floor[o] = level
+        if b - a < n and level != 0.0:  # servers without traffic at this offset are below the level
+            every = np.zeros(n)
+            every[senders] = bytes_
+            senders, bytes_ = np.arange(n), every
+        above = bytes_ - level
+        some = above != 0
+        if some.any():
+            excess[o] = (senders[some], above[some])
     jumps = offsets.jumps
     hops = (jumps != 0).sum(axis=1)
     level = np.array([floor[o] for o in used.tolist()]) * offsets.fraction
     on = (jumps != 0) & (level != 0)[:, None]
     per_jump = np.bincount(jumps[on] % n, weights=np.broadcast_to(level[:, None], jumps.shape)[on], minlength=n)
-    for j in np.flatnonzero(per_jump):
-        load[src, (src + j) % n] += per_jump[j]
+    src = np.arange(n)
+    levelled = np.flatnonzero(per_jump)
+    keys = [(src[None, :] * n + (src[None, :] + levelled[:, None]) % n).ravel()]
+    weights = [np.repeat(per_jump[levelled], n)]
     carrying = level != 0
     for r in np.flatnonzero(offsets.fraction != 0).tolist():
-        o = int(used[r])
-        excess = per_offset[o] - floor[o]
-        senders = np.flatnonzero(excess)
-        if not senders.size:
+        walk = excess.get(int(used[r]))
+        if walk is None:
             continue
+        senders, above = walk
         carrying[r] = True
-        amount = offsets.fraction[r] * excess[senders]
         steps = np.concatenate(([0], np.cumsum(jumps[r][: hops[r]])))
         at = (senders[:, None] + steps[None, :]) % n  # the servers each sender's traffic passes
-        np.add.at(load, (at[:, :-1].ravel(), at[:, 1:].ravel()), np.repeat(amount, hops[r]))
-    return load, int(hops[carrying].max()) if carrying.any() else 0
+        keys.append((at[:, :-1] * n + at[:, 1:]).ravel())
+        weights.append(np.repeat(offsets.fraction[r] * above, hops[r]))
+    return _summed(np.concatenate(keys), np.concatenate(weights)), int(hops[carrying].max()) if carrying.any() else 0
 
 
 def _check_topology(x: np.ndarray) -> None:
@@ -240,23 +321,42 @@ def link_loads(
     mode: str,
     mcf_paths: PathSet | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Arc loads and longest used path for ``demand`` under routing ``mode``."""
+    """Arc loads (n x n) and longest used path for ``demand`` under routing ``mode``."""
+    loads, hops = _arc_loads(instance, x, demand, routing, mode, mcf_paths)
+    return _dense(instance.n, loads), hops
+
+
+def _nonzero(load: np.ndarray) -> ArcLoads:
+    keys = np.flatnonzero(load)
+    return keys, load.ravel()[keys]
+
+
+def _arc_loads(
+    instance: Instance,
+    x: np.ndarray,
+    demand: np.ndarray,
+    routing: Routing | None,
+    mode: str,
+    mcf_paths: PathSet | None = None,
+) -> tuple[ArcLoads, int]:
+    """:func:`link_loads` per arc."""
     n = instance.n
     if not demand.any():
-        return np.zeros((n, n)), 0
+        return _NO_LOAD, 0
     if mode == "given":
-        return _given_loads(n, demand, routing or Routing())
+        pair = np.flatnonzero(demand)  # the pairs with traffic, s * n + t, in row-major order
+        return _given_loads(n, pair, demand.ravel()[pair], routing or Routing())
     if mode == "shortest_path":
         try:
             load, hops = flows.shortest_path_loads(x, demand)
         except ValueError as exc:  # a pair with traffic in two components
             raise RoutingError(f"shortest-path routing impossible: {exc}") from None
-        return load, int(hops)
+        return _nonzero(load), int(hops)
     if mode == "optimal":
         assert mcf_paths is not None
         load = flows.path_loads(n, mcf_paths, demand)
         used = (mcf_paths.fraction > 0) & (demand[mcf_paths.src, mcf_paths.dst] > 0)
-        return load, int(mcf_paths.hops[used].max()) if used.any() else 0
+        return _nonzero(load), int(mcf_paths.hops[used].max()) if used.any() else 0
     raise InputError(f"unknown routing {mode!r}; choose one of {', '.join(ROUTING_MODES)}")
 
 
@@ -315,14 +415,26 @@ def job_term(instance: Instance, compute: float, overlap: str) -> tuple[float, s
     return job.compute_s + job.bubble_s + job.scale_up_s, job.overlap
 
 
-def _times(instance: Instance, x: np.ndarray, load: np.ndarray, hops: int) -> tuple[float, float]:
-    cap = instance.cluster.link_bytes_per_s * x
+def _times(instance: Instance, x: np.ndarray, loads: ArcLoads, hops: int) -> tuple[float, float]:
+    keys, load = loads
     busy = load > 0
     if not busy.any():
         return 0.0, 0.0
-    if (busy & (cap <= 0)).any():
+    cap = instance.cluster.link_bytes_per_s * x.ravel()[keys[busy]]
+    if (cap <= 0).any():
         return float("inf"), hops * instance.cluster.hop_latency_s
-    return float((load[busy] / cap[busy]).max()), hops * instance.cluster.hop_latency_s
+    return float((load[busy] / cap).max()), hops * instance.cluster.hop_latency_s
+
+
+def _utilisations(instance: Instance, x: np.ndarray, loads: ArcLoads) -> np.ndarray:
+    """Load / capacity of every arc of the topology (``x > 0``, row-major order; 0 without load)."""
+    flat = x.ravel()
+    arcs = np.flatnonzero(flat)  # no negative counts (checked): the arcs
+    keys, load = loads
+    on_arc = flat[keys] > 0
+    util = np.zeros(len(arcs))
+    util[np.searchsorted(arcs, keys[on_arc])] = load[on_arc] / (instance.cluster.link_bytes_per_s * flat[keys[on_arc]])
+    return util
 
 
 def _scored_traffic(
@@ -432,7 +544,7 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
     try:
         if mode == "optimal":
             mcf_paths = flows.max_concurrent_flow(x, demand, instance.cluster.link_bytes_per_s).paths
-        load, hops = link_loads(instance, x, demand, sol_routing, mode, mcf_paths)
+        load, hops = _arc_loads(instance, x, demand, sol_routing, mode, mcf_paths)
     except (RoutingError, ValueError):
         if mode == "given" or dist_connected:
             raise
@@ -457,17 +569,17 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
         )
     t_bw, t_lat = _times(instance, x, load, hops)
     comm = t_bw + t_lat
-    cap = instance.cluster.link_bytes_per_s * x
-    arcs = x > 0
-    util = np.zeros_like(load)
-    util[arcs] = load[arcs] / cap[arcs]
-    max_util = float(util.max() / comm) if comm > 0 and np.isfinite(comm) else 0.0
-    mean_util = float(util[arcs].mean() / comm) if comm > 0 and np.isfinite(comm) and arcs.any() else 0.0
+    util = _utilisations(instance, x, load)
+    max_util = float(util.max(initial=0.0) / comm) if comm > 0 and np.isfinite(comm) else 0.0
+    mean_util = float(util.mean() / comm) if comm > 0 and np.isfinite(comm) and len(util) else 0.0
 
     group_times = []
     for g in range(len(dm.allreduce)):
-        dg = group_traffic(instance, rings, g, dm)
-        lg, hg = link_loads(instance, x, dg, sol_routing, mode, mcf_paths)
+        if mode == "given":  # the group's ring pairs alone, without an n x n matrix per group
+            pair, amount = group_traffic_pairs(instance, rings, g, dm)
+            lg, hg = _given_loads(n, pair, amount, sol_routing or Routing()) if pair.size else (_NO_LOAD, 0)
+        else:
+            lg, hg = _arc_loads(instance, x, group_traffic(instance, rings, g, dm), sol_routing, mode, mcf_paths)
         tb, tl = _times(instance, x, lg, hg)
         group_times.append(tb + tl)
 

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
+from topoopt_ilp.core import graph
 from topoopt_ilp.core.routes import PathSet
 
 try:  # scipy's C BFS kernel without the per-call graph validation of breadth_first_order
@@ -178,15 +179,48 @@ def _pairs_from(T, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return uk // n, uk % n, w
 
 
+#: Levels :func:`pair_hop_distances` searches with bitsets before it hands the pairs still
+#: unanswered to one search per source (past ~64 levels, a bit per source costs more than a BFS each).
+BIT_SEARCH_LEVELS = 64
+
+
 def pair_hop_distances(X: np.ndarray, i: np.ndarray, j: np.ndarray, *, chunk: int = 256) -> np.ndarray:
     """Hop distance between ``i[p]`` and ``j[p]`` in the undirected topology ``X`` (link counts,
     any count > 0 is a link), ``n`` when unreachable. ``i`` must be sorted (as :func:`_pairs_from`
-    returns it); one BFS per distinct ``i``, ``chunk`` sources at a time (memory ``chunk * n``)."""
+    returns it). The distinct ``i`` are searched from in blocks with one bit each
+    (:func:`~topoopt_ilp.core.graph.bit_bfs_levels`), each block until all its pairs are answered;
+    pairs farther than :data:`BIT_SEARCH_LEVELS` hops get one BFS per source, ``chunk`` at a time."""
     n = X.shape[0]
     out = np.full(i.size, n, dtype=np.int64)
     if not i.size or not (X > 0).any():
         return out
     adj = sp.csr_matrix((np.asarray(X) > 0).astype(np.int8))
+    into = (adj + adj.T).tocsr()  # undirected: a link either way
+    us, first = np.unique(i, return_inverse=True)
+    first = first.ravel()  # the position of each pair's source among the distinct sources
+    block = graph.bit_block(into)
+    far = np.zeros(i.size, dtype=bool)
+    for lo in range(0, us.size, block):
+        mine = np.flatnonzero((first >= lo) & (first < lo + block))
+        word, bit = (first[mine] - lo) // 64, ((first[mine] - lo) % 64).astype(np.uint64)
+        open_ = np.ones(mine.size, dtype=bool)
+        for level, new in graph.bit_bfs_levels(into, us[lo : lo + block]):
+            hit = open_ & ((new[j[mine], word] >> bit) & np.uint64(1)).astype(bool)
+            out[mine[hit]] = level
+            open_ &= ~hit
+            if not open_.any():
+                break
+            if level == BIT_SEARCH_LEVELS:
+                far[mine[open_]] = True
+                break
+    if far.any():
+        out[far] = _pair_distances_per_source(adj, i[far], j[far], n, chunk)
+    return out
+
+
+def _pair_distances_per_source(adj: sp.csr_matrix, i: np.ndarray, j: np.ndarray, n: int, chunk: int) -> np.ndarray:
+    """:func:`pair_hop_distances` by scipy's search, one per distinct (sorted) ``i``."""
+    out = np.full(i.size, n, dtype=np.int64)
     us, starts = np.unique(i, return_index=True)
     bounds = np.append(starts, i.size)
     for lo in range(0, us.size, chunk):
