@@ -344,7 +344,6 @@ def test_a_number_that_overflows_to_infinity_is_refused(schedule_file, solution_
 
 def test_check_against_other_files_or_malformed_json_exits_2(schedule_file, solution_file, tmp_path, capsys):
     import shutil
-
     from dataclasses import replace
 
     other = tmp_path / "other.json"  # the same design, but another file: refused by its SHA-256
