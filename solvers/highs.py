@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from topoopt_ilp.solvers.errors import NativeOptionError
+from topoopt_ilp.solvers.errors import ModelError, NativeOptionError
 from topoopt_ilp.solvers.model import LinearModel, Sense
 from topoopt_ilp.solvers.options import SolveOptions, progress_due
 from topoopt_ilp.solvers.result import (
@@ -107,7 +107,12 @@ def load(model: LinearModel, h: object | None = None) -> object:
         integrality,
     )
     if status == highspy.HighsStatus.kError:
-        raise RuntimeError("HiGHS rejected the model (passModel returned kError)")
+        # HiGHS refuses values it cannot represent (|coefficient| above 1e15, say): the input's numbers
+        # span more than the solver takes. One clear line (exit 1), not an internal error.
+        raise ModelError(
+            "HiGHS rejected the model: a coefficient or bound lies outside the range it accepts "
+            "(its numbers span too many orders of magnitude; rescale the input)"
+        )
     return h
 
 

@@ -182,3 +182,12 @@ def test_libra_values_are_echoed_short(tmp_path, capsys):
         path = _write(tmp_path, doc, "libra.json")
         assert main(["bandwidth", path]) == 2
         assert needle in _one_line(capsys, path)
+
+
+def test_a_libra_budget_too_small_to_solve_is_refused(tmp_path, capsys):
+    """A budget of 1e-300 GB/s scales the LP beyond what any solver takes: refused by the reader."""
+    data = json.loads((INSTANCES / "libra" / "gpt3-4d.json").read_text())
+    data["budget"] = {"total_bandwidth_gbps": 1e-300}
+    path = _write(tmp_path, data, "libra.json")
+    assert main(["bandwidth", path]) == 2
+    assert "budget.total_bandwidth_gbps: must be at least 1e-06" in _one_line(capsys, path)

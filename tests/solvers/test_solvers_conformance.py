@@ -156,3 +156,16 @@ def test_random_small_integer_programs_match_enumeration(program):
             best = objs.min() if sense == "minimize" else objs.max()
             assert res.status is SolveStatus.OPTIMAL, (backend, res.message)
             assert res.objective == pytest.approx(best, abs=1e-6), backend
+
+
+def test_a_model_highs_refuses_is_one_clear_error():
+    """A coefficient of 1e300 (a hostile input's numbers, scaled into a model) is beyond what HiGHS
+    represents: the solver layer says so as a ModelError (exit 1, one line), never an internal error."""
+    from topoopt_ilp.solvers.errors import ModelError
+
+    b = S.ModelBuilder()
+    x = b.add_variables(1, ub=10)
+    b.add_constraints([0], x.index, [1e300], ub=1.0)
+    b.set_objective(x.index, [1.0], sense="maximize")
+    with pytest.raises(ModelError, match="HiGHS rejected the model"):
+        S.solve(b.build(), "highs")

@@ -94,6 +94,8 @@ MAX_DIMENSIONS = 16
 MAX_DIM_SIZE = 1 << 20
 MAX_NPUS = 1 << 40
 MAX_GBPS = 1e9
+#: Smallest budget: below it the LP, scaled by the budget, has coefficients no solver accepts.
+MIN_BUDGET = 1e-6
 MAX_BYTES = 1e18
 MAX_US = 1e15
 MAX_USD = 1e18
@@ -283,6 +285,8 @@ class Budget:
         high = MAX_GBPS if self.kind == "total_bandwidth" else MAX_USD
         label = "total_bandwidth_gbps" if self.kind == "total_bandwidth" else "cost_usd"
         object.__setattr__(self, "value", as_number(self.value, label, positive=True, high=high))
+        if self.value < MIN_BUDGET:
+            raise InstanceError(f"must be at least {MIN_BUDGET:g}, got {self.value:g}", field=label)
         as_bool(self.spend_all, "spend_all")
 
 
