@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation.verify import verify
 from topoopt_ilp.models.placement.data import check_ring_policy
@@ -46,6 +47,7 @@ __all__ = [
     "check_backend",
     "check_start",
     "solution_status",
+    "exact_no_solution",
     "MAX_MODEL_NONZEROS",
 ]
 
@@ -219,3 +221,12 @@ def native_options(
 def solution_status(result: SolveResult) -> str:
     """The Solution status for a solver status (they share one vocabulary, docs/guide/solvers.md)."""
     return str(getattr(result.status, "value", result.status))
+
+
+def exact_no_solution(backend: str | None, wall_time_s: float, details: Mapping[str, Any]) -> Solution:
+    """What an exact method returns without a design: a limit reached first (a time limit of 0
+    included) or nothing the model found carries the demand. ``details`` say which, as each method
+    records it."""
+    return Solution(
+        status="no_solution", method="exact", topology=None, backend=backend, wall_time_s=wall_time_s, details=details
+    )

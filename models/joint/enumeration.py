@@ -77,7 +77,7 @@ from topoopt_ilp.core.strategy import (
 from topoopt_ilp.core.workload import MEMORY_RTOL
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
-from topoopt_ilp.models.common import ExactOptions, export_model, run_model, solution_status
+from topoopt_ilp.models.common import ExactOptions, exact_no_solution, export_model, run_model, solution_status
 from topoopt_ilp.models.joint.cycle_cuts import CycleCutBound
 from topoopt_ilp.models.joint.cycle_cuts import applies as cycle_cuts_apply
 from topoopt_ilp.models.joint.milp import (
@@ -639,14 +639,7 @@ def solve_joint_enumeration(
         "ring_space": f"every ring order for groups of up to {ALL_RINGS_UP_TO} members, TotientPerms rings above",
     }
     if limit is not None and limit <= 0:
-        return Solution(
-            status="no_solution",
-            method="exact",
-            topology=None,
-            backend=options.backend,
-            wall_time_s=time.perf_counter() - started,
-            details=details,
-        )
+        return exact_no_solution(options.backend, time.perf_counter() - started, details)
     incumbent = start_solution(instance, options, None if limit is None else min(60.0, 0.2 * limit), incumbent)
     best = math.inf if incumbent is None else objective_value(instance, evaluate(instance, incumbent))
     details["start_method"] = incumbent.method if incumbent is not None else None

@@ -26,7 +26,7 @@ from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate, objective_value
 from topoopt_ilp.heuristic.circulant import circulant_stats_batch
-from topoopt_ilp.models.common import ExactOptions
+from topoopt_ilp.models.common import ExactOptions, exact_no_solution
 from topoopt_ilp.models.topology.catalogue import catalogue_sizes, layered_floor
 from topoopt_ilp.models.topology.milp import MAX_SERVERS, moore_diameter_bound
 from topoopt_ilp.solvers import relative_gap
@@ -458,14 +458,7 @@ def solve_by_edge_swap(instance: Instance, options: ExactOptions, start: np.ndar
     details: dict = {"model": "topology_routing", "algorithm": "edge_swap", "milp_size_limit": MAX_SERVERS}
     limit = DEFAULT_TIME_LIMIT_S if options.time_limit_s is None else options.time_limit_s
     if limit == 0:
-        return Solution(
-            status="no_solution",
-            method="exact",
-            topology=None,
-            backend=options.backend,
-            wall_time_s=0.0,
-            details={**details, "model_status": "no_solution"},
-        )
+        return exact_no_solution(options.backend, 0.0, {**details, "model_status": "no_solution"})
     res = _search(instance, start, limit, options.seed or 0)
     diameter_lb, aspl_lb = hop_bounds(n, d)
     if instance.objective == "diameter":
@@ -481,13 +474,8 @@ def solve_by_edge_swap(instance: Instance, options: ExactOptions, start: np.ndar
         model_status="optimal" if gap == 0 else "feasible",
     )
     if not _valid(instance, res):
-        return Solution(
-            status="no_solution",
-            method="exact",
-            topology=None,
-            backend=options.backend,
-            wall_time_s=time.perf_counter() - started,
-            details={**details, "model_status": "no_solution"},
+        return exact_no_solution(
+            options.backend, time.perf_counter() - started, {**details, "model_status": "no_solution"}
         )
     return Solution(
         status="optimal" if gap == 0 else "feasible",

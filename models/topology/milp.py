@@ -33,7 +33,7 @@ from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate, objective_value
-from topoopt_ilp.models.common import solution_status
+from topoopt_ilp.models.common import exact_no_solution, solution_status
 from topoopt_ilp.models.flow_decomposition import (
     decompose_layered_flow,
     decompose_source_flow,
@@ -749,14 +749,7 @@ def to_solution(instance: Instance, m: TopologyRoutingModel, result: SolveResult
                 model_status="no_solution",
                 status_note="the solver's point, decoded, carries none of the demand (throughput 0)",
             )
-            return Solution(
-                status="no_solution",
-                method="exact",
-                topology=None,
-                backend=result.backend,
-                wall_time_s=wall,
-                details=details,
-            )
+            return exact_no_solution(result.backend, wall, details)
     obj_name = instance.objective
     if obj_name in ("comm_time", "iteration_time"):
         # The MILP maximises lam (the bandwidth term is 1/throughput); the latency term alpha*hops is

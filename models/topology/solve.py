@@ -22,7 +22,15 @@ from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation.evaluate import evaluate, objective_value
-from topoopt_ilp.models.common import ExactOptions, check_backend, export_model, run_model, solution_status, time_left
+from topoopt_ilp.models.common import (
+    ExactOptions,
+    check_backend,
+    exact_no_solution,
+    export_model,
+    run_model,
+    solution_status,
+    time_left,
+)
 from topoopt_ilp.models.topology import catalogue, moore_circulant, starts
 from topoopt_ilp.models.topology.milp import (
     LP_TUNING_NONZEROS,
@@ -292,13 +300,10 @@ def _solve_by_catalogue(
     }
     wall = time.perf_counter() - started
     if search.result is None:
-        return Solution(
-            status="no_solution",
-            method="exact",
-            topology=None,
-            backend=options.backend,
-            wall_time_s=wall,
-            details={"model": "topology_routing", "formulation": "strong", "model_status": "no_solution", **details},
+        return exact_no_solution(
+            options.backend,
+            wall,
+            {"model": "topology_routing", "formulation": "strong", "model_status": "no_solution", **details},
         )
     if search.proven:  # the best LP value is the optimum: the bound equals it
         result = replace(search.result, status=SolveStatus.OPTIMAL, objective=search.lam, bound=search.lam, gap=0.0)
@@ -318,14 +323,7 @@ def _solve_by_moore_circulant(instance: Instance, options: ExactOptions, started
         return None
     details = {"model": "topology_routing", "algorithm": "moore_circulant"}
     if options.time_limit_s == 0:
-        return Solution(
-            status="no_solution",
-            method="exact",
-            topology=None,
-            backend=options.backend,
-            wall_time_s=0.0,
-            details={**details, "model_status": "no_solution"},
-        )
+        return exact_no_solution(options.backend, 0.0, {**details, "model_status": "no_solution"})
     export_problem_model(instance, options)  # when asked: the MILP (diameter: its first feasibility model)
     search = moore_circulant.search_moore_circulant(instance, options)
     if search.topology is None:
@@ -366,13 +364,8 @@ def _solve_hops_by_catalogue(instance: Instance, options: ExactOptions, started:
     runs the MILP). A time limit of 0 gives no_solution, as for every exact method."""
 
     if options.time_limit_s == 0:
-        return Solution(
-            status="no_solution",
-            method="exact",
-            topology=None,
-            backend=options.backend,
-            wall_time_s=0.0,
-            details={"model": "topology_routing", "algorithm": "catalogue", "model_status": "no_solution"},
+        return exact_no_solution(
+            options.backend, 0.0, {"model": "topology_routing", "algorithm": "catalogue", "model_status": "no_solution"}
         )
     export_problem_model(instance, options)  # when asked: the MILP (diameter: its first feasibility model)
     X, value, proven, outside = catalogue.search_hop_objective(instance)
@@ -596,14 +589,7 @@ def solve_diameter(instance: Instance, options: ExactOptions, start: np.ndarray 
         status = "feasible"  # a limit was hit before H was decided
         break
     if best_x is None or not math.isfinite(upper):  # no start, or a disconnected one: nothing found
-        return Solution(
-            status="no_solution",
-            method="exact",
-            topology=None,
-            backend=options.backend,
-            wall_time_s=time.perf_counter() - started,
-            details=details,
-        )
+        return exact_no_solution(options.backend, time.perf_counter() - started, details)
     if lower < upper:
         status = "feasible"
     gap = (upper - lower) / upper if upper else 0.0
