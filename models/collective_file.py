@@ -220,7 +220,8 @@ def parse_collective_schedule(data: Any, source: str | None = None) -> Collectiv
     v = top["version"]
     if isinstance(v, bool) or not isinstance(v, int) or v != COLLECTIVE_SCHEDULE_VERSION:
         raise E(
-            f"unsupported version {brief(v)}; this release reads version {COLLECTIVE_SCHEDULE_VERSION}", field="version"
+            f"unsupported version {brief(v)}; collective schedule files are version {COLLECTIVE_SCHEDULE_VERSION}",
+            field="version",
         )
     if top["method"] not in COLLECTIVE_METHODS:
         raise E(f"must be one of {', '.join(COLLECTIVE_METHODS)}, got {brief(top['method'])}", field="method")

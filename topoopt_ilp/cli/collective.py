@@ -29,9 +29,9 @@ import json
 from typing import Any
 
 from topoopt_ilp.cli.arguments import nonneg_float, pos_float, pos_int, split_list
-from topoopt_ilp.cli.output import fmt_time
+from topoopt_ilp.cli.output import fmt_time, report_check
 from topoopt_ilp.cli.schedule import check_made_from, load_design
-from topoopt_ilp.errors import EXIT_ERROR, EXIT_OK, InputError
+from topoopt_ilp.errors import EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "collective_file_violations", "run_collective"]
 
@@ -464,32 +464,15 @@ def collective_file_violations(
 def _run_check(args: argparse.Namespace) -> int:
     """``--check SCHEDULE.json``: the file against the files it names by SHA-256, then the replay."""
     sf, problems = collective_file_violations(args.instance, args.solution, args.check)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "schedule": args.check,
-                    "instance": args.instance,
-                    "solution": args.solution,
-                    "valid": not problems,
-                    "collective": sf.collective.kind,
-                    "method": sf.method,
-                    "status": sf.status,
-                    "steps": sf.schedule.steps,
-                    "finish_s": sf.finish_s,
-                    "violations": len(problems),
-                    "first_violation": problems[0] if problems else None,
-                },
-                indent=1,
-            )
-        )
-    else:
-        verdict = "valid" if not problems else f"invalid, {len(problems)} violation(s)"
-        print(f"collective schedule {args.check} of {args.solution} on {args.instance}: {verdict}")
-        print(
-            f"  finish             {fmt_time(sf.finish_s)}  ({sf.collective.kind}, {sf.method}, {sf.status}; "
-            f"{sf.schedule.steps} steps, {len(sf.schedule.sends)} sends)"
-        )
-        if problems:
-            print(f"  first violation    {problems[0]}")
-    return EXIT_OK if not problems else EXIT_ERROR
+    facts = {
+        "collective": sf.collective.kind,
+        "method": sf.method,
+        "status": sf.status,
+        "steps": sf.schedule.steps,
+        "finish_s": sf.finish_s,
+    }
+    line = (
+        f"finish             {fmt_time(sf.finish_s)}  ({sf.collective.kind}, {sf.method}, {sf.status}; "
+        f"{sf.schedule.steps} steps, {len(sf.schedule.sends)} sends)"
+    )
+    return report_check(args, "collective schedule", facts, line, problems)

@@ -18,6 +18,7 @@ from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EX
 from topoopt_ilp.files import json_safe
 
 __all__ = [
+    "report_check",
     "STATUS_EXIT",
     "fmt_time",
     "fmt_duration",
@@ -210,6 +211,23 @@ def metrics_lines(m: dict[str, Any]) -> list[str]:
 
 def print_json(data: Any) -> None:
     print(json.dumps(json_safe(data), indent=1))
+
+
+def report_check(args: Any, what: str, facts: dict[str, Any], line: str, problems: list[str]) -> int:
+    """The result of ``--check FILE`` on a schedule (``what`` names the kind of file): as JSON with
+    ``--json`` (the files, ``valid``, the file's ``facts``, the violations' count and the first),
+    else a verdict line, the file's ``line`` of facts and the first violation. Exit 0 valid, 1 not."""
+    if args.json:
+        head = {"schedule": args.check, "instance": args.instance, "solution": args.solution, "valid": not problems}
+        tail = {"violations": len(problems), "first_violation": problems[0] if problems else None}
+        print(json.dumps({**head, **facts, **tail}, indent=1))
+    else:
+        verdict = "valid" if not problems else f"invalid, {len(problems)} violation(s)"
+        print(f"{what} {args.check} of {args.solution} on {args.instance}: {verdict}")
+        print(f"  {line}")
+        if problems:
+            print(f"  first violation    {problems[0]}")
+    return EXIT_OK if not problems else EXIT_ERROR
 
 
 def reroute_line(details: dict[str, Any]) -> str:

@@ -22,8 +22,8 @@ import sys
 from typing import Any
 
 from topoopt_ilp.cli.arguments import nonneg_float, pos_float, threads
-from topoopt_ilp.cli.output import fmt_time
-from topoopt_ilp.errors import EXIT_ERROR, EXIT_NO_SOLUTION, EXIT_OK, InputError
+from topoopt_ilp.cli.output import fmt_time, report_check
+from topoopt_ilp.errors import EXIT_NO_SOLUTION, EXIT_OK, InputError
 
 __all__ = ["add_subcommand", "check_made_from", "load_design", "run_schedule"]
 
@@ -414,33 +414,16 @@ def _run_check(args: argparse.Namespace) -> int:
             time_unit_s=sf.time_unit_s,
         )
         problems += summary_violations(sf.summary, recomputed)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "schedule": args.check,
-                    "instance": args.instance,
-                    "solution": args.solution,
-                    "valid": not problems,
-                    "makespan_s": sf.makespan_s,
-                    "status": sf.status,
-                    "method": sf.method,
-                    "tasks": len(graph),
-                    "micro_batches": sf.micro_batches,
-                    "violations": len(problems),
-                    "first_violation": problems[0] if problems else None,
-                },
-                indent=1,
-            )
-        )
-    else:
-        verdict = "valid" if not problems else f"invalid, {len(problems)} violation(s)"
-        print(f"schedule {args.check} of {args.solution} on {args.instance}: {verdict}")
-        print(
-            f"  makespan           {_fmt(sf.makespan_s)}  ({sf.status}, {sf.method}; {len(graph)} tasks, "
-            f"{sf.micro_batches} micro-batch{'' if sf.micro_batches == 1 else 'es'}, time unit {_fmt(sf.time_unit_s)}, "
-            f"routing {sf.routing})"
-        )
-        if problems:
-            print(f"  first violation    {problems[0]}")
-    return EXIT_OK if not problems else EXIT_ERROR
+    facts = {
+        "makespan_s": sf.makespan_s,
+        "status": sf.status,
+        "method": sf.method,
+        "tasks": len(graph),
+        "micro_batches": sf.micro_batches,
+    }
+    line = (
+        f"makespan           {_fmt(sf.makespan_s)}  ({sf.status}, {sf.method}; {len(graph)} tasks, "
+        f"{sf.micro_batches} micro-batch{'' if sf.micro_batches == 1 else 'es'}, time unit {_fmt(sf.time_unit_s)}, "
+        f"routing {sf.routing})"
+    )
+    return report_check(args, "schedule", facts, line, problems)
