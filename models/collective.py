@@ -98,6 +98,40 @@ class CollectiveResult:
     solve_s: float
     backend: str | None = None
 
+    @classmethod
+    def scheduled(
+        cls,
+        collective: Collective,
+        *,
+        method: str,
+        status: str,
+        schedule: CollectiveSchedule,
+        steps: int,
+        bound: CollectiveBound,
+        model_bound_steps: int | None,
+        bound_steps: int,
+        started: float,
+        backend: str | None,
+    ) -> CollectiveResult:
+        """A result with a schedule: its finish time, algorithm bandwidth and gap follow from the
+        steps, the schedule's step length and the bound."""
+        finish = steps * schedule.step_s
+        return cls(
+            method=method,
+            status=status,
+            schedule=schedule,
+            steps=steps,
+            step_s=schedule.step_s,
+            finish_s=finish,
+            algbw_Bps=collective.bytes / finish if finish > 0 else None,
+            bound=bound,
+            model_bound_steps=model_bound_steps,
+            bound_steps=bound_steps,
+            gap=(steps - bound_steps) / steps if steps else 0.0,
+            solve_s=time.perf_counter() - started,
+            backend=backend,
+        )
+
 
 # -- constraint families -----------------------------------------------------------------------------
 
@@ -502,21 +536,17 @@ def solve_collective(
     best = max(bound.steps, model_bound or 0)
     if method == "exact" and steps == best:  # a bound met is a proof (the heuristics state gaps, never proofs)
         status = "optimal"
-    finish = steps * step_s
     backends = {p.backend for p in solved.values() if p.backend}
-    return CollectiveResult(
+    return CollectiveResult.scheduled(
+        collective,
         method=method,
         status=status,
         schedule=schedule,
         steps=steps,
-        step_s=step_s,
-        finish_s=finish,
-        algbw_Bps=collective.bytes / finish if finish > 0 else None,
         bound=bound,
         model_bound_steps=model_bound,
         bound_steps=best,
-        gap=(steps - best) / steps if steps else 0.0,
-        solve_s=time.perf_counter() - started,
+        started=started,
         backend=backends.pop() if backends else None,
     )
 

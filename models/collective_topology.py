@@ -495,20 +495,16 @@ def _schedule_result(
         raise AssertionError(f"the joint schedule fails the independent check: {report.violations[0]}")
     bound = collective_lower_bound(chosen, collective, link)
     best = max(bound.steps, floor_total)
-    finish = total * step_s
-    result = CollectiveResult(
+    result = CollectiveResult.scheduled(
+        collective,
         method="exact",
         status="optimal" if status == "optimal" or total == best else "feasible",
         schedule=schedule,
         steps=total,
-        step_s=step_s,
-        finish_s=finish,
-        algbw_Bps=collective.bytes / finish if finish > 0 else None,
         bound=bound,
         model_bound_steps=floor_total,
         bound_steps=best,
-        gap=(total - best) / total if total else 0.0,
-        solve_s=time.perf_counter() - started,
+        started=started,
         backend=backend,
     )
     return chosen, result
