@@ -79,7 +79,7 @@ def test_instances_constructible_in_code_are_checked_alike():
     "mutate, field, reason",
     [
         (lambda d: d["cluster"].update(degree=-1), "cluster.degree", "must be >= 1"),
-        (lambda d: d["cluster"].update(servers=10**9), "cluster.servers", "must be <= 8192"),
+        (lambda d: d["cluster"].update(servers=10**9), "cluster.servers", "must be <= 16384"),
         (lambda d: d["cluster"].update(servers="12"), "cluster.servers", "expected an integer, got a string"),
         (lambda d: d["cluster"].update(servers=True), "cluster.servers", "expected an integer, got a boolean"),
         (lambda d: d["cluster"].update(servers=7, degree=3), "cluster.degree", "servers*degree = 21 is odd"),

@@ -322,3 +322,33 @@ def test_weights_beyond_128_bits_fall_back_to_networkx():
         blossom_matching(i, j, w, 3, library="rustworkx")
     with pytest.raises(ValueError, match="unknown matching library 'lemon'"):
         blossom_matching(i, j, w, 3, library="lemon")
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("maxcardinality", [False, True])
+def test_the_compiled_blossom_by_component_agrees_on_many_components(seed, maxcardinality):
+    """The compiled Blossom runs on each connected component of the demand apart (single edges without
+    it): on demands of many small blocks, lone pairs and isolated servers it finds a matching of
+    networkx's weight (and, with ``maxcardinality``, its size)."""
+    rng = np.random.default_rng(seed)
+    n = 90
+    W = np.zeros((n, n))
+    perm = rng.permutation(n)
+    at = 0
+    while at < n - 1:
+        size = int(rng.choice([2, 2, 3, 5, 8]))  # blocks of a few servers, many of them single pairs
+        block = perm[at : at + size]
+        for u in block:
+            for v in block:
+                if u < v and rng.random() < 0.7:
+                    W[u, v] = W[v, u] = float(rng.integers(1, 4)) if seed % 2 else rng.lognormal()
+        at += size + int(rng.integers(0, 2))  # a server now and then without demand
+    i, j = np.nonzero(np.triu(W, 1))
+    w = W[i, j]
+    reference = blossom_matching(i, j, w, n, maxcardinality=maxcardinality, library="networkx")
+    compiled = blossom_matching(i, j, w, n, maxcardinality=maxcardinality, library="rustworkx")
+    used = np.concatenate([i[compiled], j[compiled]])
+    assert np.unique(used).size == used.size
+    assert _exact_weight(w, compiled) == _exact_weight(w, reference)
+    if maxcardinality:
+        assert compiled.size == reference.size

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import scipy.sparse as sp
 
 from topoopt_ilp.core.checks import MAX_BYTES, as_bool, as_choice, as_int, as_number, as_str, type_name
 from topoopt_ilp.core.graph import circulant
@@ -41,8 +42,9 @@ OBJECTIVES = ("iteration_time", "comm_time", "throughput", "diameter", "aspl")
 FAMILIES = ("any", "circulant", "coprime_circulant")
 LINK_KINDS = ("undirected", "directed")
 DIRECT_FABRICS = ("patch_panel", "ocs")  # what joins the direct-connect interfaces (cost model)
-# The evaluator keeps n x n matrices; past this size they no longer fit a 24 GiB machine comfortably.
-MAX_SERVERS = 8192
+# A design keeps n x n link-count matrices (2 GiB each at this size): a 16,384-server design solves
+# and verifies in about 9 GiB (docs/notes/heuristic-scale.md); twice that no longer fits 24 GiB.
+MAX_SERVERS = 16384
 MAX_DEGREE = 1024
 #: Solver threads a file or the command line may ask for (CP-SAT refuses its model above 10,000 workers).
 MAX_THREADS = 1024
@@ -191,6 +193,13 @@ class Demand:
             m += self.all_to_all
             np.fill_diagonal(m, 0.0)
         return m
+
+    def mp_pairs_matrix(self, n: int) -> sp.csr_matrix:
+        """The model-parallel pairs alone (not ``all_to_all``) as a sparse n x n byte matrix, a pair
+        listed twice summed: what a large instance's design reads without an n x n array."""
+        arr = np.asarray(self.mp, dtype=float).reshape(-1, 3)
+        matrix = sp.coo_matrix((arr[:, 2], (arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64))), shape=(n, n))
+        return matrix.tocsr()
 
     @property
     def is_empty(self) -> bool:

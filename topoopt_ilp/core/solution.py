@@ -15,7 +15,7 @@ from topoopt_ilp.core.nxgraph import graph_links, topology_graph
 from topoopt_ilp.core.routes import Routing
 from topoopt_ilp.errors import InputError
 
-__all__ = ["Topology", "Solution", "STATUSES", "METHODS", "METHODS_WITHOUT_BOUNDS"]
+__all__ = ["Topology", "Solution", "matrix_links", "STATUSES", "METHODS", "METHODS_WITHOUT_BOUNDS"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "unbounded", "no_solution", "error")
 METHODS = ("heuristic", "exact", "alternating", "baseline", "given")
@@ -57,9 +57,7 @@ class Topology:
 
     def links(self, directed: bool) -> list[tuple[int, int, int]]:
         """``[(i, j, count)]``; undirected topologies list each pair once, with i < j."""
-        m = self.matrix if directed else np.triu(self.matrix, 1)
-        i, j = np.nonzero(m)
-        return [(int(a), int(b), int(c)) for a, b, c in zip(i, j, m[i, j])]
+        return matrix_links(self.matrix, directed)
 
     @classmethod
     def from_links(cls, n: int, links, directed: bool, jumps=None) -> Topology:
@@ -90,6 +88,15 @@ class Topology:
         :class:`InputError` naming the edge or node."""
         n, links = graph_links(graph, n)
         return cls.from_links(n, ((i, j, c) for (i, j), c in links.items()), graph.is_directed())
+
+
+def matrix_links(matrix: np.ndarray, directed: bool) -> list[tuple[int, int, int]]:
+    """The links of a link-count matrix as :meth:`Topology.links` lists them, without making a
+    :class:`Topology` of it (which copies the matrix)."""
+    i, j = np.nonzero(matrix)  # no n x n temporary (np.triu would copy the matrix)
+    if not directed:
+        i, j = i[i < j], j[i < j]
+    return list(zip(i.tolist(), j.tolist(), matrix[i, j].tolist()))
 
 
 def _link_counts(matrix: object) -> np.ndarray:

@@ -100,9 +100,11 @@ def _topology_violations(instance: Instance, x: np.ndarray, jumps) -> list[str]:
     if np.diag(x).any():
         v = int(np.flatnonzero(np.diag(x))[0])
         out.append(f"server {v} has a link to itself")
-    if not c.directed and not np.array_equal(x, x.T):
-        i, j = map(int, np.argwhere(x != x.T)[0])
-        out.append(f"undirected topology is not symmetric: {x[i, j]} links {i}->{j} but {x[j, i]} links {j}->{i}")
+    if not c.directed:
+        asymmetric = _first_asymmetric(x)
+        if asymmetric is not None:
+            i, j = asymmetric
+            out.append(f"undirected topology is not symmetric: {x[i, j]} links {i}->{j} but {x[j, i]} links {j}->{i}")
     degree_views = (
         [("out-degree", x.sum(axis=1)), ("in-degree", x.sum(axis=0))] if c.directed else [("degree", x.sum(axis=1))]
     )
@@ -131,6 +133,19 @@ def _topology_violations(instance: Instance, x: np.ndarray, jumps) -> list[str]:
     if fixed is not None and not np.array_equal(fixed, x):
         out.append("the instance fixes the topology, and the solution's links differ from it")
     return out
+
+
+def _first_asymmetric(x: np.ndarray) -> tuple[int, int] | None:
+    """The first position (row-major) where ``x`` differs from its transpose, None when symmetric.
+    Such a position or its mirror holds a link, so only the links are compared (``x != x.T`` would
+    walk the whole n x n matrix in transposed order: 6 s at n = 16,384)."""
+    i, j = np.nonzero(x)
+    bad = x[j, i] != x[i, j]
+    if not bad.any():
+        return None
+    n = x.shape[0]
+    key = min(int((i[bad] * n + j[bad]).min()), int((j[bad] * n + i[bad]).min()))
+    return key // n, key % n
 
 
 def _circulant(n: int, jumps, directed: bool) -> np.ndarray | None:

@@ -15,7 +15,7 @@ import numpy as np
 from topoopt_ilp import heuristic as h
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.routes import Routing
-from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.core.solution import Solution, Topology, matrix_links
 from topoopt_ilp.core.strategy import data_parallel, strategy_to_dict, validate_strategy
 from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.errors import InputError, StartInfeasibleError
@@ -71,7 +71,7 @@ def heuristic_for_placement(
             n,
             d,
             groups,
-            demand.mp_matrix(n),
+            demand.mp_matrix(n) if demand.all_to_all else demand.mp_pairs_matrix(n),
             directed=directed,
             select=select,
             mode=mode,
@@ -97,7 +97,7 @@ def heuristic_for_placement(
         "virtual_jumps": {str(k): list(v) for k, v in res.virtual_jumps.items()},
         "group_kind": list(res.group_kind),
         "notes": list(res.notes),
-        "mp_links": Topology(res.mp_matrix).links(directed),
+        "mp_links": matrix_links(res.mp_matrix, directed),
     }
     if not multi:
         details["multi_links"] = {

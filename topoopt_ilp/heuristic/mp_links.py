@@ -12,7 +12,7 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
-from scipy.sparse.csgraph import breadth_first_order, shortest_path
+from scipy.sparse.csgraph import breadth_first_order, connected_components, shortest_path
 
 from topoopt_ilp.core import graph
 from topoopt_ilp.core.routes import PathSet
@@ -58,21 +58,46 @@ def blossom_matching(
     weights = _integer_weights(w, n) if library != "networkx" else None
     if library == "rustworkx" and weights is None:
         raise ValueError("these weights do not scale to integers rustworkx can hold (use library='networkx')")
-    if weights is not None:
-        import rustworkx  # start-up time: only the exact MP matching needs it
-
-        R = rustworkx.PyGraph()
-        R.add_nodes_from(range(n))
-        R.add_edges_from(list(zip(i.tolist(), j.tolist(), weights)))
-        pairs = rustworkx.max_weight_matching(R, max_cardinality=maxcardinality, weight_fn=lambda weight: weight)
-    else:
+    if weights is None:
         G = nx.Graph()
         G.add_nodes_from(range(n))
         G.add_weighted_edges_from(zip(i.tolist(), j.tolist(), w.tolist()))
         pairs = nx.max_weight_matching(G, maxcardinality=maxcardinality)
-    eid = {(int(a), int(b)): e for e, (a, b) in enumerate(zip(i, j))}
-    out = [eid[(a, b)] if (a, b) in eid else eid[(b, a)] for a, b in pairs]
-    return np.array(sorted(out), dtype=np.int64)
+        eid = {(int(a), int(b)): e for e, (a, b) in enumerate(zip(i, j))}
+        return np.array(sorted(eid[(a, b)] if (a, b) in eid else eid[(b, a)] for a, b in pairs), dtype=np.int64)
+    return _blossom_by_component(i, j, weights, n, maxcardinality)
+
+
+def _blossom_by_component(i: np.ndarray, j: np.ndarray, weights: list[int], n: int, maxcardinality: bool) -> np.ndarray:
+    """rustworkx's Blossom on each connected component of the demand graph alone. A matching is the
+    union of matchings of the components, and so is a heaviest one (or a heaviest among those of
+    largest cardinality): solving them apart gives a matching of the same weight. The compiled
+    Blossom scans every node of its graph in each of its stages, so one graph of n nodes costs n^2
+    even where the demand is n/2 disjoint pairs (18 s a round at n = 16,384, under a profiler); a
+    component of one edge is matched without it."""
+    import rustworkx  # start-up time: only the exact MP matching needs it
+
+    if not i.size:
+        return np.zeros(0, dtype=np.int64)
+    nodes, local = np.unique(np.concatenate([i, j]), return_inverse=True)
+    a, b = local[: i.size], local[i.size :]
+    _, comp = connected_components(sp.coo_matrix((np.ones(i.size), (a, b)), shape=(nodes.size,) * 2), directed=False)
+    edge_comp = comp[a]
+    edges_in = np.bincount(edge_comp, minlength=comp.max() + 1)
+    alone = edges_in[edge_comp] == 1
+    out = [np.flatnonzero(alone if maxcardinality else alone & (np.asarray(weights, dtype=object) > 0))]
+    order = np.argsort(edge_comp, kind="stable")
+    starts = np.searchsorted(edge_comp[order], np.flatnonzero(edges_in > 1))
+    for start, c in zip(starts.tolist(), np.flatnonzero(edges_in > 1).tolist()):
+        mine = order[start : start + int(edges_in[c])]
+        members, ends = np.unique(np.concatenate([a[mine], b[mine]]), return_inverse=True)
+        R = rustworkx.PyGraph()
+        R.add_nodes_from(range(members.size))
+        R.add_edges_from(list(zip(ends[: mine.size].tolist(), ends[mine.size :].tolist(), [weights[e] for e in mine])))
+        pairs = rustworkx.max_weight_matching(R, max_cardinality=maxcardinality, weight_fn=lambda weight: weight)
+        eid = {(int(u), int(v)): int(e) for e, u, v in zip(mine, ends[: mine.size], ends[mine.size :])}
+        out.append(np.array([eid[(u, v)] if (u, v) in eid else eid[(v, u)] for u, v in pairs], dtype=np.int64))
+    return np.sort(np.concatenate(out)).astype(np.int64)
 
 
 #: ``blossom_matching(library=...)``.
@@ -184,17 +209,17 @@ def _pairs_from(T, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 BIT_SEARCH_LEVELS = 64
 
 
-def pair_hop_distances(X: np.ndarray, i: np.ndarray, j: np.ndarray, *, chunk: int = 256) -> np.ndarray:
-    """Hop distance between ``i[p]`` and ``j[p]`` in the undirected topology ``X`` (link counts,
-    any count > 0 is a link), ``n`` when unreachable. ``i`` must be sorted (as :func:`_pairs_from`
-    returns it). The distinct ``i`` are searched from in blocks with one bit each
+def pair_hop_distances(X, i: np.ndarray, j: np.ndarray, *, chunk: int = 256) -> np.ndarray:
+    """Hop distance between ``i[p]`` and ``j[p]`` in the undirected topology ``X`` (link counts, a
+    dense array or a scipy sparse matrix; any count > 0 is a link), ``n`` when unreachable. ``i``
+    must be sorted (as :func:`_pairs_from` returns it). The distinct ``i`` are searched from in blocks with one bit each
     (:func:`~topoopt_ilp.core.graph.bit_bfs_levels`), each block until all its pairs are answered;
     pairs farther than :data:`BIT_SEARCH_LEVELS` hops get one BFS per source, ``chunk`` at a time."""
     n = X.shape[0]
     out = np.full(i.size, n, dtype=np.int64)
-    if not i.size or not (X > 0).any():
+    adj = _link_adjacency(X)
+    if not i.size or not adj.nnz:
         return out
-    adj = sp.csr_matrix((np.asarray(X) > 0).astype(np.int8))
     into = (adj + adj.T).tocsr()  # undirected: a link either way
     us, first = np.unique(i, return_inverse=True)
     first = first.ravel()  # the position of each pair's source among the distinct sources
@@ -218,6 +243,18 @@ def pair_hop_distances(X: np.ndarray, i: np.ndarray, j: np.ndarray, *, chunk: in
     return out
 
 
+def _link_adjacency(X) -> sp.csr_matrix:
+    """The arcs of ``X`` (dense or scipy sparse link counts; any count > 0 is a link) as a 0/1 int8
+    CSR matrix."""
+    if sp.issparse(X):
+        adj = sp.csr_matrix(X, copy=True)
+        adj.sum_duplicates()
+        adj.data = (adj.data > 0).astype(np.int8)
+        adj.eliminate_zeros()
+        return adj
+    return sp.csr_matrix((np.asarray(X) > 0).astype(np.int8))
+
+
 def _pair_distances_per_source(adj: sp.csr_matrix, i: np.ndarray, j: np.ndarray, n: int, chunk: int) -> np.ndarray:
     """:func:`pair_hop_distances` by scipy's search, one per distinct (sorted) ``i``."""
     out = np.full(i.size, n, dtype=np.int64)
@@ -233,7 +270,7 @@ def _pair_distances_per_source(adj: sp.csr_matrix, i: np.ndarray, j: np.ndarray,
     return out
 
 
-def _tie_distances(G: np.ndarray, i: np.ndarray, j: np.ndarray, w: np.ndarray, exact: bool) -> np.ndarray:
+def _tie_distances(G, i: np.ndarray, j: np.ndarray, w: np.ndarray, exact: bool) -> np.ndarray:
     """The distances :func:`distance_tie_break` needs. The greedy matcher (``exact`` False) compares
     single edges, so the tie term only reorders pairs of equal weight: a pair whose weight no other
     pair has gets 0 (its place is the same with any tie term), and without ties no BFS runs at all
@@ -407,14 +444,18 @@ def repeated_matching(
         else:
             raise ValueError(f"unknown matching method {method!r}")
     exact = matcher is blossom_matching
-    G = None
-    if tie_break == "distance" and w0.size:
-        G = M.copy() if base is None else M + (np.asarray(base) > 0)
+    distances = tie_break == "distance" and bool(w0.size)
+    # The links so far as arcs (both directions; the base's arcs first), not n x n matrices: at
+    # n = 16,384 each dense copy is 2 GiB.
+    arcs_from, arcs_to = np.nonzero(np.asarray(base) > 0) if base is not None else (np.zeros(0, np.int64),) * 2
+    base_arcs = arcs_from.size
+    if distances:
         # own stream: the completion draws stay those of tie_break="none" (same result without ties)
         tie_rng = np.random.default_rng([seed, 1])
     for _ in range(rounds):
         w = w0 / (cnt + 1)
-        if G is not None:
+        if distances:
+            G = sp.csr_matrix((np.ones(arcs_from.size, dtype=np.int8), (arcs_from, arcs_to)), shape=(n, n))
             w = distance_tie_break(w, _tie_distances(G, i, j, w, exact), n, exact=exact, rng=tie_rng)
         e = matcher(i, j, w, n, maxcardinality=maxcardinality)
         a, b = i[e], j[e]
@@ -425,16 +466,14 @@ def repeated_matching(
         rest = rest[: rest.size - rest.size % 2]  # odd n: one node stays unmatched this round
         a = np.concatenate([a, rest[0::2]])
         b = np.concatenate([b, rest[1::2]])
-        M[a, b] += 1
-        M[b, a] += 1
-        if G is not None:
-            G[a, b] += 1
-            G[b, a] += 1
+        arcs_from = np.concatenate([arcs_from, a, b])
+        arcs_to = np.concatenate([arcs_to, b, a])
         if key.size:  # c = links now between i and j, for every demand pair that got a link
             k2 = np.minimum(a, b) * n + np.maximum(a, b)
             pos = np.minimum(np.searchsorted(key, k2), key.size - 1)
             on = key[pos] == k2
             cnt[pos[on]] += 1
+    np.add.at(M, (arcs_from[base_arcs:], arcs_to[base_arcs:]), 1)
     return M
 
 
