@@ -67,3 +67,34 @@ def test_popcount_without_numpy_2(monkeypatch):
     assert graph._bits_set(words) == expected
     monkeypatch.delattr(np, "bitwise_count", raising=False)
     assert graph._bits_set(words) == expected
+
+
+def circulant(n, jumps, directed):
+    x = np.zeros((n, n), dtype=np.int64)
+    for j in jumps:
+        x[np.arange(n), (np.arange(n) + j) % n] += 1
+        if not directed:
+            x[np.arange(n), (np.arange(n) - j) % n] += 1
+    return x
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_circulant_is_searched_from_one_server_with_the_same_summaries(seed):
+    """A circulant is searched from server 0 only (it looks the same from every server): the summaries
+    equal scipy's all-pairs ones, and a copy with one server's links moved, no longer a circulant,
+    is searched from every server."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 80))
+    directed = bool(seed % 2)
+    x = circulant(n, rng.integers(1, n, int(rng.integers(1, 4))).tolist(), directed)
+    assert graph.is_circulant(graph.adjacency_csr(x).T.tocsr())
+    assert graph.diameter_and_aspl(x) == scipy_summaries(x)
+    order = rng.permutation(n)
+    relabelled = x[np.ix_(order, order)]
+    assert graph.diameter_and_aspl(relabelled) == scipy_summaries(relabelled)
+    moved = x.copy()
+    u, v = np.flatnonzero(moved[0])[0], int(rng.integers(1, n))
+    if v != u and moved[0, v] == 0:
+        moved[0, u], moved[0, v] = 0, 1
+        assert not graph.is_circulant(graph.adjacency_csr(moved).T.tocsr())
+        assert graph.diameter_and_aspl(moved) == scipy_summaries(moved)

@@ -29,6 +29,7 @@ __all__ = [
     "hop_distances",
     "diameter",
     "diameter_and_aspl",
+    "is_circulant",
     "bit_bfs_levels",
     "bit_block",
     "aspl",
@@ -444,16 +445,31 @@ def diameter_and_aspl(X: np.ndarray) -> tuple[int | float, float]:
         return 0, 0.0
     into = adjacency_csr(X).T.tocsr()
     block = bit_block(into)
+    # A circulant (each server's links those of server 0 turned by its number) looks the same from
+    # every server: server 0's distances, n times over, are all of them.
+    everyone = np.arange(1 if is_circulant(into) else n)
     top, total = 0, 0
-    for lo in range(0, n, block):
-        sources = np.arange(lo, min(lo + block, n))
+    for lo in range(0, everyone.size, block):
+        sources = everyone[lo : lo + block]
         reached = 0
         for level, new in bit_bfs_levels(into, sources):
             count = _bits_set(new)
             top, total, reached = max(top, level), total + level * count, reached + count
         if reached < len(sources) * n:
             return math.inf, math.inf
+    total *= n // everyone.size
     return int(top), float(total) / (n * (n - 1))
+
+
+def is_circulant(adjacency: sp.csr_matrix) -> bool:
+    """Whether every row ``v`` of the 0/1 matrix is row 0 turned by ``v`` (``A[v, u] = A[0, u - v mod n]``)."""
+    n = adjacency.shape[0]
+    per_row = np.diff(adjacency.indptr)
+    if (per_row != per_row[0]).any():
+        return False
+    rows = np.repeat(np.arange(n), per_row)
+    offsets = np.sort(((adjacency.indices - rows) % n).reshape(n, -1), axis=1)
+    return bool((offsets == offsets[0]).all())
 
 
 def diameter(X: np.ndarray) -> int | float:

@@ -109,7 +109,9 @@ def _link_counts(matrix: object) -> np.ndarray:
         raise InputError(f"expected a square matrix of link counts: {exc}", field=field_) from None
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise InputError(f"a topology matrix must be square, got shape {a.shape}", field=field_)
-    if a.dtype == bool or np.issubdtype(a.dtype, np.integer):
+    if a.dtype == np.int64 and a.base is None and not a.flags.writeable:
+        m = a  # frozen by the array's owner (the heuristic's result): nothing can change it, no copy
+    elif a.dtype == bool or np.issubdtype(a.dtype, np.integer):
         m = a.astype(np.int64)
     elif np.issubdtype(a.dtype, np.floating):
         bad = np.argwhere(~np.isfinite(a) | (np.abs(a - np.round(a)) > INTEGER_TOLERANCE))

@@ -51,7 +51,9 @@ __all__ = [
     "stage_strategies",
     "validate_strategy",
     "strategy_demand",
+    "strategy_traffic",
     "strategy_to_demand",
+    "mp_pair_tuples",
     "server_memory",
     "strategy_to_dict",
     "parse_strategy",
@@ -255,6 +257,19 @@ def strategy_demand(
     ValueError
         If the strategy does not fit the workload (wrong lengths, degree, start or server).
     """
+    allreduce, (src, dst, size), compute = strategy_traffic(workload, n, strategy)
+    mp = np.zeros((n, n))
+    mp[src, dst] = size
+    return allreduce, mp, compute
+
+
+def strategy_traffic(
+    workload: Workload, n: int, strategy: Strategy
+) -> tuple[tuple[AllReduceGroup, ...], tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """:func:`strategy_demand` with the model-parallel bytes as pairs ``(src, dst, bytes)`` sorted by
+    ``src * n + dst`` (no diagonal, no zero), not an n x n matrix: at n = 16,384 the matrix is 2 GiB
+    for a few thousand pairs. Each pair's sum adds the same terms in the same order as the matrix
+    would (``np.bincount`` adds in order of occurrence, like ``np.add.at``)."""
     bad = _structure_violations(workload, n, strategy)
     if bad:
         raise ValueError(
@@ -272,7 +287,7 @@ def strategy_demand(
             groups[members] = groups.get(members, 0.0) + float(layer.param_bytes)
     allreduce = tuple(AllReduceGroup(members=m, bytes=b) for m, b in groups.items())
 
-    mp = np.zeros((n, n))
+    sends: list[tuple[np.ndarray, np.ndarray, float]] = []  # (from, to, bytes each), in order
     units = [None] * len(layers)
 
     def layer_servers(i: int) -> np.ndarray:
@@ -287,35 +302,49 @@ def strategy_demand(
         if act == 0 or (degree[i], start[i]) == (degree[i + 1], start[i + 1]):
             continue
         src, dst = layer_servers(i), layer_servers(i + 1)
-        np.add.at(mp, (src, dst), act / n)
-        np.add.at(mp, (dst, src), act / n)
+        sends += [(src, dst, act / n), (dst, src, act / n)]
     # Embedding lookups: the block's server sends each consumer replica its share, and gets the
     # gradients of the same rows back.
     for b, block in enumerate(workload.blocks):
         size = float(block.lookup_bytes)
         if size == 0:
             continue
-        j = int(strategy.block_server[b])
+        j = np.full(n, int(strategy.block_server[b]))
         dst = layer_servers(block.consumer)
-        np.add.at(mp[j], dst, size / n)
-        np.add.at(mp[:, j], dst, size / n)
-    np.fill_diagonal(mp, 0.0)
+        sends += [(j, dst, size / n), (dst, j, size / n)]
+    pairs = _summed_pairs(sends, n)
 
     compute = np.zeros(n)
     for i in range(len(layers)):
         compute[start[i] :: n // degree[i]] += workload.layer_time(i, degree[i])
     for b, block in enumerate(workload.blocks):
         compute[int(strategy.block_server[b])] += float(block.compute_s)
-    return allreduce, mp, compute
+    return allreduce, pairs, compute
+
+
+def _summed_pairs(sends: list[tuple[np.ndarray, np.ndarray, float]], n: int):
+    """The bytes of ``sends`` summed per ``(from, to)`` pair in order of occurrence, self-sends dropped."""
+    if not sends:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    key = np.concatenate([a.astype(np.int64) * n + b for a, b, _ in sends])
+    size = np.concatenate([np.full(a.size, v) for a, _, v in sends])
+    keys, inverse = np.unique(key, return_inverse=True)
+    total = np.bincount(inverse.ravel(), weights=size, minlength=keys.size)
+    keep = (keys // n != keys % n) & (total != 0)
+    return keys[keep] // n, keys[keep] % n, total[keep]
 
 
 def strategy_to_demand(workload: Workload, n: int, strategy: Strategy) -> Demand:
     """The strategy's traffic as a :class:`~topoopt_ilp.core.instance.Demand` (MP as sparse pairs), for
     the topology methods and the evaluator. The compute vector is not part of a Demand."""
-    allreduce, mp, _ = strategy_demand(workload, n, strategy)
-    i, j = np.nonzero(mp)
-    pairs = tuple((int(a), int(b), float(mp[a, b])) for a, b in zip(i, j))
-    return Demand(allreduce=allreduce, mp=pairs)
+    allreduce, pairs, _ = strategy_traffic(workload, n, strategy)
+    return Demand(allreduce=allreduce, mp=mp_pair_tuples(pairs))
+
+
+def mp_pair_tuples(pairs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[tuple[int, int, float], ...]:
+    """``(src, dst, bytes)`` arrays as a :class:`~topoopt_ilp.core.instance.Demand`'s ``mp`` tuples."""
+    src, dst, size = pairs
+    return tuple(zip(src.tolist(), dst.tolist(), size.tolist()))
 
 
 # ----------------------------------------------------------------------------------------------

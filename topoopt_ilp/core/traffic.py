@@ -17,7 +17,7 @@ import numpy as np
 
 from topoopt_ilp.core.instance import Demand, Instance
 from topoopt_ilp.core.routes import RingSet
-from topoopt_ilp.core.strategy import data_parallel, parse_strategy, strategy_demand
+from topoopt_ilp.core.strategy import data_parallel, mp_pair_tuples, parse_strategy, strategy_traffic
 from topoopt_ilp.errors import InputError
 
 __all__ = [
@@ -43,10 +43,8 @@ def effective_demand(instance: Instance, placement: Any = None) -> tuple[Demand,
 
     w = instance.workload
     strategy = data_parallel(w, n) if placement is None else parse_strategy(placement, w, n)
-    groups, mp, compute = strategy_demand(w, n, strategy)
-    s_idx, t_idx = np.nonzero(mp)
-    pairs = tuple((int(a), int(b), float(v)) for a, b, v in zip(s_idx, t_idx, mp[s_idx, t_idx]))
-    return Demand(allreduce=tuple(groups), mp=pairs), compute
+    groups, pairs, compute = strategy_traffic(w, n, strategy)
+    return Demand(allreduce=tuple(groups), mp=mp_pair_tuples(pairs)), compute
 
 
 def _demand(instance: Instance, demand: Demand | None) -> Demand:

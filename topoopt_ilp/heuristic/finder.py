@@ -421,6 +421,8 @@ class _FinderRun:
 
     def result(self) -> TopologyFinderResult:
         o = self.options
+        for matrix in (self.X, self.ar, self.mpm):
+            matrix.setflags(write=False)  # a Topology then keeps X as it is, not a copy (2 GiB at n = 16,384)
         return TopologyFinderResult(
             X=self.X,
             ar_matrix=self.ar,
