@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import INSTANCES
+from conftest import cli_exit_code as _exit_code
+from conftest import cli_json as _json
 from topoopt_ilp.cli import main
 from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.files import instance_to_dict, load_instance, parse_instance, save_solution
@@ -23,18 +25,6 @@ TECCL = INSTANCES / "teccl"
 DGX1 = str(TECCL / "dgx1-allgather.json")
 MESH = str(TECCL / "mesh-3-alltoall.json")
 MIXED = str(INSTANCES / "fixed-mixed-rates-6.json")
-
-
-def _exit_code(argv) -> int:
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        return exc.code
-
-
-def _json(argv, capsys) -> dict:
-    assert main([*argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def _write(tmp_path, name: str, text: str) -> str:
