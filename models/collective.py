@@ -396,6 +396,9 @@ def _check_connected(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray, 
 
 def _greedy_phase(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray, delay: np.ndarray | None) -> _Phase:
     sends = trimmed(greedy_schedule(matrix, origin, sinks, delay), origin, sinks, delay)
+    if delay is not None:  # the greedy schedule of unit steps, retimed, when it ends sooner
+        unit = trimmed(retimed(greedy_schedule(matrix, origin, sinks), matrix, origin, delay), origin, sinks, delay)
+        sends = min((sends, unit), key=lambda s: finish_step(s, delay))
     return _Phase(sends, finish_step(sends, delay), "feasible", None, None)
 
 
