@@ -55,6 +55,7 @@ def test_link_list_rates_latencies_and_parallel_links(tmp_path):
         ("0 1 10\n1 1 10\n", "line 2: a link from server 1 to itself"),
         ("0 1 -10\n", "line 1: gbps must be > 0"),
         ("0 1 0\n", "line 1: gbps must be > 0"),
+        ("0 1 1e-300\n", "line 1: gbps must be > 0, within [1e-06"),
         ("0 1 10 -1\n", "line 1: latency_us must be >= 0"),
         ("0 1 ten\n", "line 1: gbps must be a number"),
         ("0 -1 10\n", "line 1: dst must be a server id"),
@@ -153,6 +154,8 @@ def _teccl(tmp_path, edit) -> str:
     ("edit", "message"),
     [
         (lambda d: d["InstanceParams"].update(collective=3), "InstanceParams.collective: unknown TE-CCL collective 3"),
+        (lambda d: d["InstanceParams"].update(collective=[1]), "unknown TE-CCL collective"),
+        (lambda d: d["InstanceParams"].update(num_chunks=10**400), "InstanceParams.num_chunks"),
         (lambda d: d["TopologyParams"].update(name="Torus"), "unknown TE-CCL topology 'Torus'"),
         (lambda d: d["TopologyParams"].update(name="NDv2"), "switch nodes"),
         (lambda d: d["TopologyParams"].update(name="AMD", chassis=2), "TopologyParams.chassis: AMD with 2 chassis"),

@@ -326,6 +326,8 @@ def run_collective(args: argparse.Namespace) -> int:
         try:
             results.append(solve_collective(topology, collective, link, method=m, options=options))
         except InputError as exc:
+            if args.topology is not None and exc.field == "collective.servers" and exc.source is None:
+                raise InputError(exc.reason, source=args.topology) from None  # the file's topology is at fault
             if method != "all" or m != "ring":
                 raise
             skipped["ring"] = exc.reason  # e.g. no ring through every server, or an all-to-all

@@ -150,6 +150,8 @@ class LinkModel:
             return self.step_s(chunk_bytes), arcs.astype(np.int64)
         alpha, bandwidth = self.arc_rates(m.shape[0])
         times = alpha + chunk_bytes / bandwidth
+        if not np.isfinite(times[arcs]).all():
+            raise InputError(f"a chunk of {chunk_bytes:.4g} bytes takes no finite time on some link", field="link.arcs")
         tau = float(times[arcs].min()) if arcs.any() else self.step_s(chunk_bytes)
         steps = np.where(arcs, np.maximum(1, np.ceil(times / tau - STEPS_SLACK)), 0).astype(np.int64)
         return tau, steps

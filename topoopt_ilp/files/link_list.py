@@ -34,6 +34,8 @@ __all__ = ["LinkedTopology", "read_link_list", "linked_topology"]
 
 _ID = re.compile(r"0|[1-9][0-9]{0,9}")
 _SPLIT = re.compile(r"[\s,]+")
+#: Least rate a link may have: a chunk then takes a finite time however large the collective.
+MIN_GBPS = 1e-6
 #: Most links a list may hold (the exact model never gets near it; it bounds the matrix built).
 MAX_LINKS = 1_000_000
 
@@ -75,8 +77,11 @@ def _number(text: str, what: str, high: float, *, positive: bool) -> float:
         value = float(text)
     except ValueError:
         raise InputError(f"{what} must be a number, got {text[:20]!r}") from None
-    if not math.isfinite(value) or value < 0 or (positive and value == 0) or value > high:
-        raise InputError(f"{what} must be {'> 0' if positive else '>= 0'} and at most {high:g}, got {text[:20]!r}")
+    low = MIN_GBPS if positive else 0.0
+    if not math.isfinite(value) or value < low or (positive and value == 0) or value > high:
+        raise InputError(
+            f"{what} must be {'> 0' if positive else '>= 0'}, within [{low:g}, {high:g}], got {text[:20]!r}"
+        )
     return value
 
 
@@ -90,6 +95,10 @@ def read_link_list(
     """The link list at ``path`` (module docstring); ``gbps`` and ``latency_us``: the rate and latency
     of a line that gives none (no ``gbps``: every line must give its rate)."""
     source = str(path)
+    if gbps is not None:
+        _number(str(gbps), "--gbps", MAX_LINK_GBPS, positive=True)
+    if latency_us is not None:
+        _number(str(latency_us), "--latency-us", MAX_LATENCY_US, positive=False)
     text = read_text(path, InputError)
     rates: dict[tuple[int, int], tuple[int, float, float]] = {}
     first_line: dict[tuple[int, int], int] = {}

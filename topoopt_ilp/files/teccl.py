@@ -88,6 +88,8 @@ COLLECTIVES = {1: "allgather", 2: "alltoall"}
 #: The topologies rebuilt here; the others TE-CCL knows, with why they are refused.
 TECCL_TOPOLOGIES = ("DGX1", "Mesh", "AMD")
 _SWITCHED = ("DGX2", "NDv2")
+#: Largest Mesh side read (256 nodes: far beyond what the exact model solves).
+MAX_SIDE = 16
 #: Bytes in TE-CCL's GB (its NDv2 comment: 1 MB = 10^-3 GB).
 GB = 1e9
 
@@ -131,18 +133,28 @@ def teccl_capacity(name: str, chassis: int = 1, side_length: int = 4) -> list[li
 
 def _positive(value: Any, field: str, *, zero: bool = False, integer: bool = False, high: float = 1e12) -> Any:
     ok = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
-    if not ok or not math.isfinite(value) or value < 0 or (value == 0 and not zero) or value > high:
+    # compared before isfinite: a huge JSON integer does not convert to a float
+    if not ok or value < 0 or value > high or not math.isfinite(value) or (value == 0 and not zero):
         what = "an integer" if integer else "a number"
         raise InputError(f"expected {what} {'>= 0' if zero else '> 0'}, got {brief(value)}", field=field)
     return value
 
 
+def _section(value: Any, name: str, allowed: set[str]) -> dict:
+    """One section: an object of TE-CCL's fields (the error names the key, not the long list allowed)."""
+    if not isinstance(value, dict):
+        raise InputError(f"expected an object, got {type_name(value)}", field=name)
+    unknown = sorted(set(value) - allowed, key=str)
+    if unknown:
+        raise InputError(f"unknown key {brief(unknown[0])}, not a field TE-CCL reads here", field=name)
+    return value
+
+
 def _read(data: Any) -> tuple[dict, dict]:
     top = json_object(data, "", SECTIONS, SECTIONS, err=InputError)
-    topo = json_object(top["TopologyParams"], "TopologyParams", TOPOLOGY_KEYS, err=InputError)
-    json_object(top["GurobiParams"], "GurobiParams", GUROBI_KEYS, err=InputError)
-    inst = json_object(top["InstanceParams"], "InstanceParams", INSTANCE_KEYS, err=InputError)
-    return topo, inst
+    topo = _section(top["TopologyParams"], "TopologyParams", TOPOLOGY_KEYS)
+    _section(top["GurobiParams"], "GurobiParams", GUROBI_KEYS)
+    return topo, _section(top["InstanceParams"], "InstanceParams", INSTANCE_KEYS)
 
 
 def read_teccl(path: str | os.PathLike) -> LinkedTopology:
@@ -155,14 +167,14 @@ def read_teccl(path: str | os.PathLike) -> LinkedTopology:
         if not isinstance(name, str):
             raise InputError(f"expected a topology name, got {type_name(name)}", field="TopologyParams.name")
         chassis = _positive(topo.get("chassis", 1), "TopologyParams.chassis", integer=True, high=1024)
-        side = _positive(topo.get("side_length", 4), "TopologyParams.side_length", integer=True, high=64)
+        side = _positive(topo.get("side_length", 4), "TopologyParams.side_length", integer=True, high=MAX_SIDE)
         chunk_gb = _positive(topo.get("chunk_size", 1), "TopologyParams.chunk_size", high=1e6)
         alpha = topo.get("alpha", [0, 0])
         if not isinstance(alpha, list) or len(alpha) != 2:
             raise InputError(f"expected [link alpha, switch alpha], got {brief(alpha)}", field="TopologyParams.alpha")
         link_alpha = _positive(alpha[0], "TopologyParams.alpha[0]", zero=True, high=1e3)
         kind = inst.get("collective", 1)
-        if isinstance(kind, bool) or kind not in COLLECTIVES:
+        if isinstance(kind, bool) or not isinstance(kind, int) or kind not in COLLECTIVES:
             raise InputError(
                 f"unknown TE-CCL collective {brief(kind)} (1: AllGather, 2: AlltoAll)",
                 field="InstanceParams.collective",
