@@ -109,7 +109,9 @@ def greedy_schedule(
     """The greedy list schedule of a dissemination problem (module docstring): ``matrix[u, v]`` chunks
     per step on arc u -> v; chunk c starts at ``origin[c]`` and must reach every v with ``sinks[c, v]``.
     Every sink must be reachable from its origin. ``delay``: steps per arc (module docstring); a
-    chunk on its way to a server counts as coming, and a busy link takes nothing new."""
+    chunk on its way to a server counts as coming, a busy link takes nothing new, and a link takes a
+    chunk only when no holder could bring it to the receiver in fewer steps (unless that would leave
+    a step with nothing sent and nothing on its way)."""
     m = np.asarray(matrix)
     n, chunks = m.shape[0], origin.size
     dist = step_distances(m, delay)
@@ -131,31 +133,39 @@ def greedy_schedule(
         # a chunk that one server still misses needs one copy on the move, from a holder nearest to it
         lone = unmet.sum(axis=1) == 1
         closest = np.where(have, near, np.inf).min(axis=1)
+        # steps from the nearest holder of each chunk to each server: a link slower than that waits
+        soonest = np.where(have[:, :, None], dist[None, :, :], np.inf).min(axis=1) if delay is not None else None
         moving = pending.any(axis=1)
         incoming = pending.copy()
         arrive_now = np.zeros_like(have)
         shift = step % tails.size  # rotate which arc chooses first, so no arc always waits
-        for a in np.roll(np.arange(tails.size), -shift):
-            u, v = int(tails[a]), int(heads[a])
-            in_flight[a] = [end for end in in_flight[a] if end >= step]
-            free = int(m[u, v]) - len(in_flight[a])
-            if free <= 0:
-                continue
-            useful = have[:, u] & ~have[:, v] & ~incoming[:, v] & (near[:, v] < near[:, u])
-            wanted = np.flatnonzero(useful & ~(lone & (moving | (near[:, u] > closest))))
-            if wanted.size == 0:
-                continue
-            best = wanted[np.lexsort((wanted, -far[wanted, v], holders[wanted]))[:free]]
-            incoming[best, v] = True
-            moving[best] = True
-            end = step + int(span[a]) - 1
-            if end == step:
-                arrive_now[best, v] = True
-            else:
-                pending[best, v] = True
-                arriving.setdefault(end, []).extend((int(c), v) for c in best)
-                in_flight[a].extend([end] * best.size)
-            sends.extend(Send(step, int(c), u, v) for c in best)
+        sent = len(sends)
+        for waits in (True, False):  # without the wait rule when it would leave the step empty
+            if not waits and (len(sends) > sent or pending.any() or soonest is None):
+                break
+            for a in np.roll(np.arange(tails.size), -shift):
+                u, v = int(tails[a]), int(heads[a])
+                in_flight[a] = [end for end in in_flight[a] if end >= step]
+                free = int(m[u, v]) - len(in_flight[a])
+                if free <= 0:
+                    continue
+                useful = have[:, u] & ~have[:, v] & ~incoming[:, v] & (near[:, v] < near[:, u])
+                if waits and soonest is not None:
+                    useful &= soonest[:, v] >= span[a]
+                wanted = np.flatnonzero(useful & ~(lone & (moving | (near[:, u] > closest))))
+                if wanted.size == 0:
+                    continue
+                best = wanted[np.lexsort((wanted, -far[wanted, v], holders[wanted]))[:free]]
+                incoming[best, v] = True
+                moving[best] = True
+                end = step + int(span[a]) - 1
+                if end == step:
+                    arrive_now[best, v] = True
+                else:
+                    pending[best, v] = True
+                    arriving.setdefault(end, []).extend((int(c), v) for c in best)
+                    in_flight[a].extend([end] * best.size)
+                sends.extend(Send(step, int(c), u, v) for c in best)
         have |= arrive_now
         for c, v in arriving.pop(step, []):
             have[c, v], pending[c, v] = True, False
