@@ -221,3 +221,26 @@ def test_instance_link_rates_schedule_and_check(tmp_path, capsys):
         json.dump(written, fh)
     assert main(["collective", MIXED, str(sol), "--check", out]) == 1
     assert os.path.exists(out)
+
+
+@pytest.mark.parametrize(
+    ("arcs", "message"),
+    [
+        ([[0, 3, 5e-6]], r"link.arcs\[0\]: expected \[u, v, alpha_s, bandwidth_Bps\]"),
+        ([[0, 3, "5e-6", 1.0]], r"link.arcs\[0\]\[2\]"),
+        ([[0, 3, 5e-6, 1.0], [0, 3, 5e-6, 1.0]], "listed twice"),
+        ("all", r"link.arcs: expected a list"),
+    ],
+)
+def test_schedule_file_with_bad_arcs_is_refused(tmp_path, capsys, arcs, message):
+    sol = tmp_path / "sol.json"
+    save_solution(solve(load_instance(MIXED), method="heuristic"), sol, directed=False)
+    out = tmp_path / "s.json"
+    argv = ["collective", MIXED, str(sol), "--collective", "broadcast", "--bytes", "1e6", "--method", "heuristic"]
+    assert main([*argv, "-o", str(out)]) == 0
+    written = json.loads(out.read_text())
+    written["link"]["arcs"] = arcs
+    out.write_text(json.dumps(written))
+    capsys.readouterr()
+    assert main(["collective", MIXED, str(sol), "--check", str(out)]) == 2
+    assert re.search(message, capsys.readouterr().err)
