@@ -31,10 +31,13 @@ from topoopt_ilp.heuristic.collective import (
     allreduce_from_phases,
     chunk_demand,
     find_ring,
+    finish_step,
     greedy_schedule,
     hop_distances,
     reduction_from_gather,
+    retimed,
     ring_schedule,
+    step_distances,
     trimmed,
 )
 from topoopt_ilp.models.common import ExactOptions, check_backend, run_model, solution_status
@@ -73,6 +76,7 @@ class DisseminationModel:
     used: VarBlock
     tails: np.ndarray
     heads: np.ndarray
+    x_arrive: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -138,12 +142,15 @@ class CollectiveResult:
 
 def _capacity(b: ModelBuilder, dm: dict, cap: np.ndarray, T: int) -> None:
     """a link carries at most its parallel links' count of chunks per step, and none in an unused step:
-    sum_c x[c, a, t] <= m_a y[t]"""
-    rows = dm["x_arc"] * T + dm["x_step"] - 1
+    sum_c sum_{t' = t - k_a + 1 .. t} x[c, a, t'] <= m_a y[t]   (a send occupies its k_a steps)"""
+    span = dm["x_arrive"] - dm["x_step"] + 1
+    column = np.repeat(np.arange(span.size), span)
+    offset = np.arange(column.size) - np.repeat(np.cumsum(span) - span, span)
+    rows = dm["x_arc"][column] * T + dm["x_step"][column] - 1 + offset
     y_rows = np.arange(cap.size * T)
     b.add_constraints(
         np.concatenate([rows, y_rows]),
-        np.concatenate([dm["x"], dm["y"][y_rows % T]]),
+        np.concatenate([dm["x"][column], dm["y"][y_rows % T]]),
         np.concatenate([np.ones(rows.size), -np.repeat(cap.astype(float), T)]),
         ub=0.0,
         count=cap.size * T,
@@ -170,7 +177,7 @@ def held_rows(b: ModelBuilder, dm: dict, origin: np.ndarray, tails: np.ndarray) 
 
 def receive_rows(b: ModelBuilder, dm: dict, heads: np.ndarray) -> None:
     """a server holds a chunk only when it held it before or receives it in the step:
-    h[c, v, t] <= h[c, v, t - 1] + sum_{a into v} x[c, a, t]"""
+    h[c, v, t] <= h[c, v, t - 1] + sum_{a into v} x[c, a, t - k_a + 1]   (``x_arrive``: t, when given)"""
     holds = dm["holds"]
     hc, hv, ht = np.nonzero(holds >= 0)
     own = holds[hc, hv, ht]
@@ -178,7 +185,7 @@ def receive_rows(b: ModelBuilder, dm: dict, heads: np.ndarray) -> None:
     before = holds[hc, hv, ht - 1]
     had = before >= 0
     c, a, t = dm["x_chunk"], dm["x_arc"], dm["x_step"]
-    into = holds[c, heads[a], t] - start
+    into = holds[c, heads[a], dm.get("x_arrive", t)] - start
     b.add_constraints(
         np.concatenate([own - start, own[had] - start, into]),
         np.concatenate([own, before[had], dm["x"]]),
@@ -235,10 +242,10 @@ def chain_rows(b: ModelBuilder, dm: dict, T: int) -> None:
 #                          integral x makes every h that a send or a demand relies on integral)
 #   y[t] in {0, 1}         step t is used
 # Constraints
-#   capacity  sum_c x[c, a, t] <= m_a y[t]                        every arc a, step t
+#   capacity  sum_c sum_{t' = t-k_a+1..t} x[c, a, t'] <= m_a y[t]   every arc a, step t
 #   held      x[c, (u, v), t] <= h[c, u, t - 1]                    store-and-forward; copies are free:
 #                                                                  one held chunk may leave on every arc
-#   receive   h[c, v, t] <= h[c, v, t - 1] + sum_{a into v} x[c, a, t]
+#   receive   h[c, v, t] <= h[c, v, t - 1] + sum_{a into v} x[c, a, t - k_a + 1]
 #   finish    h[c, v, t] + y[t + 1] >= 1   for v in S(c), t < T;   h[c, v, T] >= 1
 #   chain     y[t] >= y[t + 1];  y[t] = 1 for t <= L (L: the model's own floor, below)
 # Objective
@@ -246,6 +253,14 @@ def chain_rows(b: ModelBuilder, dm: dict, T: int) -> None:
 # Floor L: the largest hop distance from an origin to a server that needs its chunk; for every server
 #   the chunks it needs over the links into it; all receipts (a chunk with one sink: its hop distance)
 #   over all links; each rounded up.
+# Heterogeneous links (k_a > 1 on some arc; uniform links: k_a = 1 and the rows above are the plain
+#   ones): a chunk takes t_a = alpha_a + chunk bytes / B_a on arc a, the step is tau = min_a t_a, and
+#   k_a = ceil(t_a / tau) steps (topoopt_ilp.core.collective). x[c, a, t] is the send that starts in
+#   step t, occupies one of the m_a links through step t + k_a - 1 and arrives at its end (columns
+#   only where t + k_a - 1 <= T). Distances are then in steps (the shortest path with arc lengths
+#   k_a), and the floor's counts become the least T with sum_a m_a floor(T / k_a) >= the chunks to
+#   carry. The model is exact for this discretisation; a schedule's real time is at most its steps x
+#   tau, since each send ends within its k_a steps.
 def build_dissemination_model(
     matrix: np.ndarray,
     origin: np.ndarray,
@@ -254,21 +269,25 @@ def build_dissemination_model(
     *,
     floor: int = 0,
     integral_holds: bool = True,
+    delay: np.ndarray | None = None,
 ) -> DisseminationModel:
     """The MILP of the comment block above for ``horizon`` steps (``horizon`` >= 1; infeasible when no
     schedule ends within it). ``floor``: a number of steps already proven necessary (L is the larger
-    of it and the model's own floor)."""
+    of it and the model's own floor). ``delay[u, v]``: the steps k_a a chunk takes on u -> v (None:
+    one on every arc)."""
     m = np.asarray(matrix)
     n, C, T = m.shape[0], origin.size, int(horizon)
     tails, heads = np.nonzero(m > 0)
     cap = m[tails, heads]
-    dist = hop_distances(m)
+    span = np.ones(tails.size, dtype=np.int64) if delay is None else np.asarray(delay)[tails, heads]
+    dist = step_distances(m, delay)
     d_origin = dist[origin]  # (C, n)
     near_sink = np.where(sinks[:, None, :], dist[None, :, :], np.inf).min(axis=2)  # (C, n)
     steps = np.arange(1, T + 1)
     c_, a_, t_ = (g.ravel() for g in np.meshgrid(np.arange(C), np.arange(tails.size), steps, indexing="ij"))
-    send_ok = (d_origin[c_, tails[a_]] <= t_ - 1) & (near_sink[c_, heads[a_]] <= T - t_) & (heads[a_] != origin[c_])
-    xc, xa, xt = c_[send_ok], a_[send_ok], t_[send_ok]
+    ends = t_ + span[a_] - 1
+    send_ok = (d_origin[c_, tails[a_]] <= t_ - 1) & (near_sink[c_, heads[a_]] <= T - ends) & (heads[a_] != origin[c_])
+    xc, xa, xt, xe = c_[send_ok], a_[send_ok], t_[send_ok], ends[send_ok]
 
     b = ModelBuilder(name=f"collective_n{n}_c{C}_T{T}")
     x = b.add_variables(xc.size, ub=1.0, kind="binary", name="x")
@@ -278,36 +297,52 @@ def build_dissemination_model(
     h = b.add_variables(hc.size, ub=1.0, kind="binary" if integral_holds else "continuous", name="h")
     holds = np.full((C, n, T + 1), -1, dtype=np.int64)
     holds[hc, hv, ht] = h.index
-    floor = max(int(floor), floor_steps(m, origin, sinks))
+    floor = max(int(floor), floor_steps(m, origin, sinks, delay))
     y = b.add_variables(T, lb=(steps <= floor).astype(float), ub=1.0, kind="binary", name="y")
-    dm = {"x": x.index, "x_chunk": xc, "x_arc": xa, "x_step": xt, "holds": holds, "y": y.index}
+    dm = {"x": x.index, "x_chunk": xc, "x_arc": xa, "x_step": xt, "x_arrive": xe, "holds": holds, "y": y.index}
     _capacity(b, dm, cap, T)
     held_rows(b, dm, origin, tails)
     receive_rows(b, dm, heads)
     finish_rows(b, dm, sinks, T)
     chain_rows(b, dm, T)
     b.set_objective(y.index, 1.0)
-    return DisseminationModel(b.build(), x, xc, xa, xt, holds, y, tails, heads)
+    return DisseminationModel(b.build(), x, xc, xa, xt, holds, y, tails, heads, xe)
 
 
-def floor_steps(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray) -> int:
+def floor_steps(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray, delay: np.ndarray | None = None) -> int:
     """The model's own floor L (comment block): farthest needed hop, needed chunks over each server's
-    in-links, and all receipts over all links."""
+    in-links, and all receipts over all links (``delay``: steps per arc, None: one)."""
     m = np.asarray(matrix)
     dist = hop_distances(m)
     sc, sv = np.nonzero(sinks)
     if sc.size == 0:
         return 0
-    hops = int(dist[origin[sc], sv].max())
     need = sinks.sum(axis=0)
-    in_links = m.sum(axis=0)
-    busy = int(np.ceil(need[need > 0] / in_links[need > 0]).max())
     # a chunk with one sink makes at least dist(origin, sink) hops; with more sinks, one receipt each
     per_chunk = sinks.sum(axis=1).astype(float)
     single = np.flatnonzero(per_chunk == 1)
     per_chunk[single] = dist[origin[single], sinks[single].argmax(axis=1)]
-    volume = int(np.ceil(per_chunk.sum() / m.sum()))
+    if delay is None:
+        hops = int(dist[origin[sc], sv].max())
+        in_links = m.sum(axis=0)
+        busy = int(np.ceil(need[need > 0] / in_links[need > 0]).max())
+        volume = int(np.ceil(per_chunk.sum() / m.sum()))
+        return max(hops, busy, volume)
+    hops = int(step_distances(m, delay)[origin[sc], sv].max())
+    k = np.asarray(delay)
+    busy = max(_steps_to_carry(int(need[v]), m[:, v], k[:, v]) for v in np.flatnonzero(need))
+    volume = _steps_to_carry(int(per_chunk.sum()), m.ravel(), k.ravel())
     return max(hops, busy, volume)
+
+
+def _steps_to_carry(count: int, links: np.ndarray, spans: np.ndarray) -> int:
+    """The least T with sum_a links_a floor(T / spans_a) >= count (arcs with links only)."""
+    used = links > 0
+    links, spans = links[used].astype(np.int64), spans[used].astype(np.int64)
+    T = int(np.ceil(count / (links / spans).sum())) if count else 0
+    while (links * (T // spans)).sum() < count:
+        T += 1
+    return T
 
 
 def _warm_start(
@@ -320,12 +355,14 @@ def _warm_start(
         (int(c), int(a), int(t)): k for k, (c, a, t) in enumerate(zip(dmodel.x_chunk, dmodel.x_arc, dmodel.x_step))
     }
     received: dict[tuple[int, int], int] = {}
+    ends = dmodel.x_step if dmodel.x_arrive is None else dmodel.x_arrive
     for s in sends:
         k = lookup.get((s.chunk, int(n_arcs_index[s.src, s.dst]), s.step))
         if k is None:
             return None
         start[dmodel.x.start + k] = 1.0
-        received[(s.chunk, s.dst)] = min(s.step, received.get((s.chunk, s.dst), s.step))
+        end = int(ends[k])
+        received[(s.chunk, s.dst)] = min(end, received.get((s.chunk, s.dst), end))
     for (c, v), t in received.items():
         cols = dmodel.holds[c, v, t:]
         start[cols[cols >= 0]] = 1.0
@@ -357,13 +394,21 @@ def _check_connected(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray, 
         )
 
 
-def _greedy_phase(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray) -> _Phase:
-    sends = trimmed(greedy_schedule(matrix, origin, sinks), origin, sinks)
-    return _Phase(sends, max((s.step for s in sends), default=0), "feasible", None, None)
+def _greedy_phase(matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray, delay: np.ndarray | None) -> _Phase:
+    sends = trimmed(greedy_schedule(matrix, origin, sinks, delay), origin, sinks, delay)
+    if delay is not None:  # the greedy schedule of unit steps, retimed, when it ends sooner
+        unit = trimmed(retimed(greedy_schedule(matrix, origin, sinks), matrix, origin, delay), origin, sinks, delay)
+        sends = min((sends, unit), key=lambda s: finish_step(s, delay))
+    return _Phase(sends, finish_step(sends, delay), "feasible", None, None)
 
 
 def _exact_phase(
-    matrix: np.ndarray, origin: np.ndarray, sinks: np.ndarray, options: ExactOptions, deadline: float | None
+    matrix: np.ndarray,
+    origin: np.ndarray,
+    sinks: np.ndarray,
+    options: ExactOptions,
+    deadline: float | None,
+    delay: np.ndarray | None = None,
 ) -> _Phase:
     """The exact schedule of one dissemination problem, in two solves. First a probe: is there a
     schedule in L steps, L the model's floor? One is optimal; a proof that there is none raises L by
@@ -371,22 +416,23 @@ def _exact_phase(
     (a horizon as short as the floor is a far smaller search than the greedy's: 16 servers of degree
     4 with 4 chunks each, docs/guide/collectives.md). Falls back to the greedy schedule (``feasible``)
     when the solver returns nothing better within the limit. ``deadline``: a ``time.perf_counter()``
-    time by which both solves end (the probe takes at most half of what is left), None: no limit."""
-    greedy = _greedy_phase(matrix, origin, sinks)
+    time by which both solves end (the probe takes at most half of what is left), None: no limit.
+    ``delay``: steps per arc (None: one)."""
+    greedy = _greedy_phase(matrix, origin, sinks, delay)
     if greedy.steps == 0:
         return _Phase([], 0, "optimal", 0, options.backend)
     integral = not get_backend(options.backend).supports(Capability.CONTINUOUS_VARIABLES)
-    floor = floor_steps(matrix, origin, sinks)
+    floor = floor_steps(matrix, origin, sinks, delay)
     if floor < greedy.steps:
         half = None if deadline is None else (time.perf_counter() + deadline) / 2
-        probe = _solve_horizon(matrix, origin, sinks, floor, floor, None, options, half, integral)
+        probe = _solve_horizon(matrix, origin, sinks, floor, floor, None, options, half, integral, delay)
         if probe.sends is not None:  # every schedule in the floor's steps is optimal
             return _Phase(probe.sends, probe.steps, "optimal", probe.steps, probe.backend)
         if probe.status == "infeasible":
             floor += 1
     if floor >= greedy.steps:
         return _Phase(greedy.sends, greedy.steps, "optimal", greedy.steps, options.backend)
-    full = _solve_horizon(matrix, origin, sinks, greedy.steps, floor, greedy, options, deadline, integral)
+    full = _solve_horizon(matrix, origin, sinks, greedy.steps, floor, greedy, options, deadline, integral, delay)
     if full.sends is None:
         return _Phase(greedy.sends, greedy.steps, "feasible", max(floor, full.bound_steps or 0), full.backend)
     bound = full.steps if full.status == "optimal" else max(floor, full.bound_steps or 0)
@@ -414,10 +460,11 @@ def _solve_horizon(
     options: ExactOptions,
     deadline: float | None,
     integral: bool,
+    delay: np.ndarray | None = None,
 ) -> _Horizon:
     """Build and solve the model for ``horizon`` steps, the solver stopping at ``deadline`` (what is
     left after the build; at least a millisecond)."""
-    dm = build_dissemination_model(matrix, origin, sinks, horizon, floor=floor, integral_holds=integral)
+    dm = build_dissemination_model(matrix, origin, sinks, horizon, floor=floor, integral_holds=integral, delay=delay)
     start = None
     if start_from is not None and options.warm_start not in (None, "none"):
         n = np.asarray(matrix).shape[0]
@@ -445,14 +492,16 @@ def _solve_horizon(
         for k in chosen
         if dm.x_step[k] <= steps
     ]
-    return _Horizon(status, trimmed(sends, origin, sinks), steps, bound, res.backend)
+    return _Horizon(status, trimmed(sends, origin, sinks, delay), steps, bound, res.backend)
 
 
 def _with_limit(options: ExactOptions, limit: float | None) -> ExactOptions:
     return replace(options, time_limit_s=limit)
 
 
-def _ring_phase(matrix: np.ndarray, collective: Collective, jumps, origin: np.ndarray, sinks: np.ndarray) -> _Phase:
+def _ring_phase(
+    matrix: np.ndarray, collective: Collective, jumps, origin: np.ndarray, sinks: np.ndarray, delay: np.ndarray | None
+) -> _Phase:
     ring = find_ring(matrix, collective.servers, jumps)
     if ring is None:
         raise InputError(
@@ -460,7 +509,9 @@ def _ring_phase(matrix: np.ndarray, collective: Collective, jumps, origin: np.nd
         )
     gather = Collective("allgather", collective.servers, collective.bytes, collective.chunks)
     sends = trimmed(ring_schedule(matrix, gather, ring), origin, sinks)
-    return _Phase(sends, max((s.step for s in sends), default=0), "feasible", None, None)
+    if delay is not None:  # the ring's order, each send as early as its slower links allow
+        sends = trimmed(retimed(sends, matrix, origin, delay), origin, sinks, delay)
+    return _Phase(sends, finish_step(sends, delay), "feasible", None, None)
 
 
 def solve_collective(
@@ -498,6 +549,10 @@ def solve_collective(
     gather = Collective("allgather", collective.servers, collective.bytes, collective.chunks)
     origin, sinks = chunk_demand(collective if collective.kind in ("broadcast", "alltoall") else gather, n)
     phases = {"reducescatter": ["reverse"], "allreduce": ["reverse", "forward"]}.get(collective.kind, ["forward"])
+    step_s, spans = link.timing(matrix, collective.chunk_bytes)
+    # steps per arc of each phase's graph; None where every arc takes one step (the plain model)
+    delay = {"forward": None if (spans <= 1).all() else spans}
+    delay["reverse"] = None if delay["forward"] is None else spans.T
     for phase in phases:
         _check_connected(
             matrix.T if phase == "reverse" else matrix,
@@ -508,20 +563,20 @@ def solve_collective(
     solved: dict[str, _Phase] = {}
     for phase in phases:
         m = matrix.T if phase == "reverse" else matrix
-        if phase == "forward" and "reverse" in solved and np.array_equal(matrix, matrix.T):
+        symmetric = np.array_equal(matrix, matrix.T) and np.array_equal(spans, spans.T)
+        if phase == "forward" and "reverse" in solved and symmetric:
             solved[phase] = solved["reverse"]  # a symmetric topology: the same AllGather
         elif method == "heuristic":
-            solved[phase] = _greedy_phase(m, origin, sinks)
+            solved[phase] = _greedy_phase(m, origin, sinks, delay[phase])
         elif method == "ring":
-            solved[phase] = _ring_phase(m, collective, topology.jumps, origin, sinks)
+            solved[phase] = _ring_phase(m, collective, topology.jumps, origin, sinks, delay[phase])
         else:
             deadline = None
             if options.time_limit_s is not None:  # the first of two phases takes half; the check gets the last 5 %
                 share = 0.5 if len(phases) > 1 and not solved else FINAL_SHARE
                 deadline = started + share * options.time_limit_s
-            solved[phase] = _exact_phase(m, origin, sinks, options, deadline)
-    sends, steps = _compose(collective.kind, solved, origin, sinks)
-    step_s = link.step_s(collective.chunk_bytes)
+            solved[phase] = _exact_phase(m, origin, sinks, options, deadline, delay[phase])
+    sends, steps = _compose(collective.kind, solved, origin, sinks, delay["reverse"])
     schedule = CollectiveSchedule(tuple(sends), step_s, steps)
     report = check_schedule(topology, collective, link, schedule)
     if report.violations:  # an internal error: never hand out a schedule the checker refuses
@@ -551,15 +606,18 @@ def solve_collective(
     )
 
 
-def _compose(kind: str, solved: dict[str, _Phase], origin: np.ndarray, sinks: np.ndarray) -> tuple[list[Send], int]:
-    """The collective's sends and finish step from its solved phases."""
+def _compose(
+    kind: str, solved: dict[str, _Phase], origin: np.ndarray, sinks: np.ndarray, reverse_delay: np.ndarray | None
+) -> tuple[list[Send], int]:
+    """The collective's sends and finish step from its solved phases (``reverse_delay``: steps per arc
+    of the reverse graph, None: one)."""
     if kind == "reducescatter":
         p = solved["reverse"]
-        return reduction_from_gather(p.sends, p.steps, origin, sinks), p.steps
+        return reduction_from_gather(p.sends, p.steps, origin, sinks, reverse_delay), p.steps
     if kind == "allreduce":
         rs, ag = solved["reverse"], solved["forward"]
         return allreduce_from_phases(
-            reduction_from_gather(rs.sends, rs.steps, origin, sinks), rs.steps, ag.sends
+            reduction_from_gather(rs.sends, rs.steps, origin, sinks, reverse_delay), rs.steps, ag.sends
         ), rs.steps + ag.steps
     p = solved["forward"]
     return p.sends, p.steps

@@ -66,6 +66,8 @@ _FILE_KEYS = {
 }
 _COLLECTIVE_KEYS = {"kind", "servers", "bytes", "chunks", "root"}
 _LINK_KEYS = {"alpha_s", "bandwidth_Bps"}
+#: ``link.arcs``: the directions with their own rate, present only when some link has one.
+_LINK_OPTIONAL = {"arcs"}
 #: Most sends a file may hold, and the latest step it may name: far beyond what the exact model
 #: solves, and they bound the replay (which walks every step up to the last send).
 MAX_SENDS = 10_000_000
@@ -126,7 +128,8 @@ def collective_schedule_to_dict(
             "chunks": collective.chunks,
             "root": collective.root,
         },
-        "link": {"alpha_s": link.alpha_s, "bandwidth_Bps": link.bandwidth_Bps},
+        "link": {"alpha_s": link.alpha_s, "bandwidth_Bps": link.bandwidth_Bps}
+        | ({"arcs": [list(arc) for arc in link.arcs]} if link.arcs else {}),
         "method": result.method,
         "status": result.status,
         "backend": result.backend,
@@ -228,10 +231,28 @@ def parse_collective_schedule(data: Any, source: str | None = None) -> Collectiv
     if top["status"] not in ("optimal", "feasible"):
         raise E(f"must be optimal or feasible (a file holds a schedule), got {brief(top['status'])}", field="status")
     collective = _collective(top["collective"])
-    lk = json_object(top["link"], "link", _LINK_KEYS, _LINK_KEYS, err=E)
-    link = LinkModel(
-        _number(lk["alpha_s"], "link.alpha_s"), _number(lk["bandwidth_Bps"], "link.bandwidth_Bps", positive=True)
-    )
+    lk = json_object(top["link"], "link", _LINK_KEYS | _LINK_OPTIONAL, _LINK_KEYS, err=E)
+    arcs = []
+    for k, arc in enumerate(json_list(lk.get("arcs", []), "link.arcs", max_len=MAX_SENDS, err=E)):
+        row = json_list(arc, f"link.arcs[{k}]", max_len=4, err=E)
+        if len(row) != 4:
+            raise E("expected [u, v, alpha_s, bandwidth_Bps]", field=f"link.arcs[{k}]")
+        arcs.append(
+            (
+                _integer(row[0], f"link.arcs[{k}][0]"),
+                _integer(row[1], f"link.arcs[{k}][1]"),
+                _number(row[2], f"link.arcs[{k}][2]"),
+                _number(row[3], f"link.arcs[{k}][3]", positive=True),
+            )
+        )
+    try:
+        link = LinkModel(
+            _number(lk["alpha_s"], "link.alpha_s"),
+            _number(lk["bandwidth_Bps"], "link.bandwidth_Bps", positive=True),
+            tuple(arcs),
+        )
+    except InputError as exc:  # a self-loop or a direction listed twice
+        raise E(exc.reason, field=exc.field) from None
     step_s = _number(top["step_s"], "step_s")
     steps = _integer(top["steps"], "steps", high=MAX_STEPS)
     schedule = CollectiveSchedule(tuple(_sends(top["sends"])), step_s, steps)
@@ -288,6 +309,12 @@ def collective_claim_violations(topology: Topology, link: LinkModel, sf: Collect
     ):
         if not _close(said, truth):
             out.append(f"link.{key} {said:.9g}, the instance's is {truth:.9g}")
+    mine = {(u, v): (a, b) for u, v, a, b in link.arcs}
+    theirs = {(u, v): (a, b) for u, v, a, b in sf.link.arcs}
+    if mine.keys() != theirs.keys() or any(
+        not (_close(theirs[k][0], mine[k][0]) and _close(theirs[k][1], mine[k][1])) for k in mine
+    ):
+        out.append("link.arcs: the per-link rates differ from the instance's")
     if out:
         return out
     replay = check_schedule(topology, sf.collective, link, sf.schedule)

@@ -19,6 +19,24 @@ def root() -> Path:
     return ROOT
 
 
+def cli_exit_code(argv) -> int:
+    """``topoopt ARGV``'s exit code, also of a usage error (argparse exits)."""
+    from topoopt_ilp.cli import main  # start-up time: the CLI only for the tests that run it
+
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def cli_json(argv, capsys) -> dict:
+    """``topoopt ARGV --json``'s output, after a zero exit."""
+    from topoopt_ilp.cli import main  # start-up time: the CLI only for the tests that run it
+
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def instance_data(name: str) -> dict:
     """A fresh (mutable) copy of a shipped instance's JSON."""
     return copy.deepcopy(json.loads((INSTANCES / f"{name}.json").read_text()))

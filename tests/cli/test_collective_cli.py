@@ -9,6 +9,8 @@ import shutil
 import pytest
 
 from conftest import INSTANCES
+from conftest import cli_exit_code as _exit_code
+from conftest import cli_json as _json
 from topoopt_ilp.cli import main
 from topoopt_ilp.files import load_instance, save_solution
 from topoopt_ilp.methods import solve
@@ -33,19 +35,6 @@ def ring_solution(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mix_solution(tmp_path_factory):
     return _solution(tmp_path_factory, MIX, "mix.json")
-
-
-def _exit_code(argv) -> int:
-    """The exit code, also of a usage error (argparse exits)."""
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        return exc.code
-
-
-def _json(argv, capsys) -> dict:
-    assert main([*argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def test_ring_allgather_closed_forms(ring_solution, capsys):

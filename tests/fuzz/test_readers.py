@@ -265,3 +265,38 @@ def test_verify_on_hostile_exported_files(tmp_path_factory, capsys, data):
     instance, solution = INSTANCES / "mix-8.json", solution_files()["mix-8"]
     argv = ["verify", instance, solution, options[0], path, *options[1:]]
     _outcome(f"exported {fmt} (verify)", capsys, argv, [path, instance, solution])
+
+
+TECCL_DOCS = [json.loads(p.read_text()) for p in sorted((INSTANCES / "teccl").glob("*.json"))]
+LINK_LIST = "# a ring of 4 with a chord\n0 1 100 0.5\n1 2 100\n2 3 50 2\n3 0\n0 2 25 1\n"
+#: The collective on a file's topology, small whatever the file says (the greedy schedule, one chunk).
+SMALL_COLLECTIVE = ["--collective", "allgather", "--bytes", "1e6", "--chunks", "1", "--method", "heuristic"]
+
+
+@settings(parent=settings.get_profile("fuzz"))
+@given(data=file_bytes(TECCL_DOCS))
+def test_collective_on_hostile_teccl_inputs(tmp_path_factory, capsys, data):
+    """TE-CCL inputs as ``topoopt collective --topology`` reads them."""
+    folder = tmp_path_factory.mktemp("teccl")
+    path = _write(folder / "input.json", data)
+    out = folder / "s.json"
+    _outcome(
+        "TE-CCL inputs (collective --topology)",
+        capsys,
+        ["collective", "--topology", path, *SMALL_COLLECTIVE, "-o", out],
+        [path],
+        out,
+    )
+
+
+@settings(parent=settings.get_profile("fuzz"))
+@given(data=st.data())
+def test_collective_on_hostile_link_lists(tmp_path_factory, capsys, data):
+    """Link lists as ``topoopt collective --topology`` reads them (a default rate half the time)."""
+    folder = tmp_path_factory.mktemp("links")
+    path = folder / "links.txt"
+    path.write_text(_hostile_lines(random.Random(data.draw(st.integers(0, 2**32))), LINK_LIST))
+    out = folder / "s.json"
+    default = ["--gbps", "40"] if data.draw(st.booleans()) else []
+    argv = ["collective", "--topology", path, *default, *SMALL_COLLECTIVE, "-o", out]
+    _outcome("link lists (collective --topology)", capsys, argv, [path], out)

@@ -54,7 +54,13 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         "time-expanded MILP), greedily, or as the ring schedule; prints finish time, steps, algorithm "
         "bandwidth, status, bound and gap per method.",
     )
-    p.add_argument("instance", metavar="INSTANCE", help="an instance (its cluster gives the link model)")
+    p.add_argument(
+        "instance",
+        metavar="INSTANCE",
+        nargs="?",
+        default=None,
+        help="an instance (its cluster and fixed topology give the link model; none with --topology)",
+    )
     p.add_argument(
         "solution",
         metavar="SOLUTION",
@@ -127,6 +133,27 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         metavar="SOLUTION.json",
         help="--joint: write the chosen topology as a solution file (needed with -o, which names it)",
     )
+    p.add_argument(
+        "--topology",
+        default=None,
+        metavar="FILE",
+        help="no INSTANCE or SOLUTION: schedule on the topology of FILE, a link list (src dst [gbps] "
+        "[latency_us] per line, # comments) or a TE-CCL input (.json: its topology and collective; "
+        "--collective, --bytes, --chunks replace the file's)",
+    )
+    p.add_argument(
+        "--gbps", type=pos_float, default=None, metavar="G", help="--topology link list: rate of a line without one"
+    )
+    p.add_argument(
+        "--latency-us",
+        type=nonneg_float,
+        default=None,
+        metavar="L",
+        help="--topology link list: latency of a line without one (default 0)",
+    )
+    p.add_argument(
+        "--directed", action="store_true", help="--topology link list: a line is one direction (default: both)"
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=run_collective)
     return p
@@ -159,7 +186,8 @@ _OPTION_OF_FIELD = {
 def _link(inst: Any) -> Any:
     from topoopt_ilp.core.collective import LinkModel  # start-up time: numpy, not needed for --help
 
-    return LinkModel(inst.cluster.hop_latency_s, inst.cluster.link_bytes_per_s)
+    arcs = () if inst.fixed_topology is None else inst.fixed_topology.arc_rates(inst.cluster)
+    return LinkModel(inst.cluster.hop_latency_s, inst.cluster.link_bytes_per_s, arcs)
 
 
 def _servers(text: str | None, n: int) -> tuple[int, ...]:
@@ -199,8 +227,48 @@ def _fmt_bw(v: float | None) -> str:
     return "-" if v is None else f"{v / 1e9:.4g} GB/s"
 
 
+def _read_topology_file(args: argparse.Namespace) -> Any:
+    """The ``--topology`` file: a TE-CCL input (``.json``) or a link list."""
+    from topoopt_ilp.files.link_list import read_link_list  # start-up time: numpy, not needed for --help
+    from topoopt_ilp.files.teccl import read_teccl
+
+    if not args.topology.strip():
+        raise InputError(f"--topology needs a file name, got {args.topology!r}")
+    if args.topology.lower().endswith(".json"):
+        given = [o for o, v in (("--gbps", args.gbps), ("--latency-us", args.latency_us)) if v is not None]
+        if given or args.directed:
+            raise InputError(f"{(given or ['--directed'])[0]} goes with a link list, not a TE-CCL input (.json)")
+        return read_teccl(args.topology)
+    return read_link_list(args.topology, gbps=args.gbps, latency_us=args.latency_us, directed=args.directed)
+
+
+def _design(args: argparse.Namespace) -> tuple[Any, Any, Any, str]:
+    """(topology, link model, the file's collective or None, what the header names) of INSTANCE and
+    SOLUTION, or of ``--topology``."""
+    if args.topology is None:
+        inst, sol = load_design(args.instance, args.solution, workload=False)
+        return sol.topology, _link(inst), None, f"{args.solution} on {args.instance}"
+    from topoopt_ilp.core.solution import Topology  # start-up time: numpy, not needed for --help
+
+    linked = _read_topology_file(args)
+    return Topology(linked.matrix), linked.link, linked.collective, f"{args.topology} ({linked.kind})"
+
+
 def run_collective(args: argparse.Namespace) -> int:
     """The ``collective`` command (``args`` from :func:`add_subcommand`'s parser)."""
+    if args.topology is not None:
+        for what, bad in (
+            ("INSTANCE", args.instance is not None),
+            ("--joint", args.joint),
+            ("--design-out", args.design_out is not None),
+        ):
+            if bad:
+                raise InputError(f"{what} does not go with --topology (the file gives the topology)")
+        args.instance = args.solution = args.topology  # -o and --check name the file in both roles
+    elif args.gbps is not None or args.latency_us is not None or args.directed:
+        raise InputError("--gbps, --latency-us and --directed go with --topology")
+    elif args.instance is None:
+        raise InputError("INSTANCE is required (or --topology FILE)")
     if args.joint:
         return _run_joint(args)
     if args.design_out is not None:
@@ -221,6 +289,11 @@ def run_collective(args: argparse.Namespace) -> int:
     from topoopt_ilp.models.common import ExactOptions
     from topoopt_ilp.models.schedule import file_sha256
 
+    topology, link, described, names = _design(args)
+    if described is not None:  # a TE-CCL input: its collective, each part replaced by an option given
+        args.collective = args.collective or described.kind
+        args.bytes = args.bytes or described.bytes
+        args.chunks = args.chunks or described.chunks
     for option, value in (("--collective", args.collective), ("--bytes", args.bytes)):
         if value is None:
             raise InputError(f"{option} is required (unless --check)")
@@ -237,9 +310,7 @@ def run_collective(args: argparse.Namespace) -> int:
         raise InputError(f"--to msccl writes AllGather and AllReduce schedules, not {args.collective}")
     if args.out is not None:
         check_writable(args.out, "--out", {"instance": args.instance, "solution": args.solution}, "the schedule")
-    inst, sol = load_design(args.instance, args.solution, workload=False)
     hashes = (file_sha256(args.instance), file_sha256(args.solution)) if args.out is not None else (None, None)
-    topology = sol.topology
     try:
         collective = Collective(
             args.collective, _servers(args.servers, topology.n), args.bytes, args.chunks or 1, args.root
@@ -249,13 +320,14 @@ def run_collective(args: argparse.Namespace) -> int:
         if option is None:
             raise
         raise InputError(f"{option}: {exc.reason}") from None
-    link = _link(inst)
     options = ExactOptions(backend=args.backend or "highs", time_limit_s=args.time_limit)
     results, skipped = [], {}
     for m in ALL_METHODS if method == "all" else (method,):
         try:
             results.append(solve_collective(topology, collective, link, method=m, options=options))
         except InputError as exc:
+            if args.topology is not None and exc.field == "collective.servers" and exc.source is None:
+                raise InputError(exc.reason, source=args.topology) from None  # the file's topology is at fault
             if method != "all" or m != "ring":
                 raise
             skipped["ring"] = exc.reason  # e.g. no ring through every server, or an all-to-all
@@ -298,9 +370,14 @@ def run_collective(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(
         f"{collective.kind} of {collective.bytes:.4g} bytes over {len(collective.servers)} servers of "
-        f"{args.solution} on {args.instance}, {collective.chunks} chunk(s) "
+        f"{names}, {collective.chunks} chunk(s) "
         + ("of the root's message " if collective.kind == "broadcast" else "per server ")
-        + f"(alpha {fmt_time(link.alpha_s)}, {_fmt_bw(link.bandwidth_Bps)} per link)"
+        + f"(alpha {fmt_time(link.alpha_s)}, {_fmt_bw(link.bandwidth_Bps)} per link"
+        + (
+            f"; {len(link.arcs)} link directions at their own rates, steps of {fmt_time(results[0].step_s)})"
+            if link.arcs
+            else ")"
+        )
     )
     header = f"  {'method':<8} {'finish':>11} {'steps':>6} {'algbw':>13} {'status':<9} {'bound':>11} {'gap':>7} {'solve':>10}"
     print(header)
@@ -439,13 +516,13 @@ def _run_joint(args: argparse.Namespace) -> int:
 
 
 def collective_file_violations(
-    instance: str, solution: str, schedule: str, design: tuple[Any, Any] | None = None
+    instance: str, solution: str, schedule: str, design: tuple[Any, Any] | argparse.Namespace | None = None
 ) -> tuple[Any, list[str]]:
     """The collective schedule file ``schedule`` against the instance and solution files it names by
     SHA-256 (InputError, exit 2, when they are others), then its replay and claims
     (:func:`~topoopt_ilp.models.collective_file.collective_claim_violations`): (the file as read, its
     violations). ``design``: the instance and solution, loaded and verified (None: loaded here, after
-    the SHA-256 check). ``--check`` and ``topoopt verify --collective-schedule`` use it."""
+    the SHA-256 check), or the command's options with ``--topology`` (the file read again with them). ``--check`` and ``topoopt verify --collective-schedule`` use it."""
     from topoopt_ilp.models.collective_file import collective_claim_violations, read_collective_schedule
 
     sf = read_collective_schedule(schedule)
@@ -457,13 +534,17 @@ def collective_file_violations(
         },
         writer="topoopt collective --out",
     )
+    if isinstance(design, argparse.Namespace):  # --topology: the file read as the options say
+        topology, link, _, _ = _design(design)
+        return sf, collective_claim_violations(topology, link, sf)
     inst, sol = design or load_design(instance, solution, workload=False)
     return sf, collective_claim_violations(sol.topology, _link(inst), sf)
 
 
 def _run_check(args: argparse.Namespace) -> int:
     """``--check SCHEDULE.json``: the file against the files it names by SHA-256, then the replay."""
-    sf, problems = collective_file_violations(args.instance, args.solution, args.check)
+    design = args if args.topology is not None else None
+    sf, problems = collective_file_violations(args.instance, args.solution, args.check, design)
     facts = {
         "collective": sf.collective.kind,
         "method": sf.method,

@@ -18,6 +18,12 @@ Conventions (every producer and every checker follows them; each computes them f
 
 * A step lasts ``alpha_s + chunk_bytes / bandwidth_Bps``; in one step a link carries one chunk per
   parallel link (the topology's link count), in its direction.
+* Heterogeneous links (:attr:`LinkModel.arcs` gives some directions their own alpha and bandwidth):
+  a chunk takes ``t_a = alpha_a + chunk_bytes / bandwidth_a`` on arc a; the step lasts
+  ``tau = min t_a`` over the topology's arcs, and a send on arc a started in step s occupies one of
+  its parallel links in steps s .. s + k_a - 1 and arrives at the end of step s + k_a - 1, with
+  ``k_a = ceil(t_a / tau - 1e-9)`` (the 1e-9 absorbs rounding: equal times give one step). With one
+  rate on every arc, k_a = 1 and tau is the single step length above.
 """
 
 from __future__ import annotations
@@ -25,10 +31,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from topoopt_ilp.core.checks import MAX_BYTES, as_choice, as_int, as_number
 from topoopt_ilp.errors import InputError
 
 __all__ = ["COLLECTIVE_KINDS", "REDUCTIONS", "Collective", "LinkModel", "Send", "CollectiveSchedule"]
+
+#: Slack in ``k_a = ceil(t_a / tau - STEPS_SLACK)``: a ratio that is a whole number up to rounding counts as one.
+STEPS_SLACK = 1e-9
 
 COLLECTIVE_KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast")
 #: The collectives whose result is a sum: their sends may carry partial sums.
@@ -88,19 +99,62 @@ class Collective:
 
 @dataclass(frozen=True)
 class LinkModel:
-    """The alpha-beta model of one link: ``alpha_s`` seconds per hop, ``bandwidth_Bps`` bytes per second
-    per link in each direction (a pair with c parallel links has c times that)."""
+    """The alpha-beta model of the links: ``alpha_s`` seconds per hop, ``bandwidth_Bps`` bytes per second
+    per link in each direction (a pair with c parallel links has c times that). ``arcs``: directions
+    with their own rate, ``(u, v, alpha_s, bandwidth_Bps)`` for u -> v (every parallel link of the
+    pair); the other directions take the two defaults (conventions in the module docstring)."""
 
     alpha_s: float
     bandwidth_Bps: float
+    arcs: tuple[tuple[int, int, float, float], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha_s", as_number(self.alpha_s, "link.alpha_s", nonnegative=True))
         object.__setattr__(self, "bandwidth_Bps", as_number(self.bandwidth_Bps, "link.bandwidth_Bps", positive=True))
+        if isinstance(self.arcs, (str, bytes)) or not hasattr(self.arcs, "__iter__"):
+            raise InputError("expected a sequence of (u, v, alpha_s, bandwidth_Bps)", field="link.arcs")
+        arcs, seen = [], set()
+        for k, arc in enumerate(self.arcs):
+            path = f"link.arcs[{k}]"
+            if isinstance(arc, (str, bytes)) or not hasattr(arc, "__len__") or len(arc) != 4:
+                raise InputError("expected (u, v, alpha_s, bandwidth_Bps)", field=path)
+            u, v = as_int(arc[0], f"{path}[0]", low=0), as_int(arc[1], f"{path}[1]", low=0)
+            if u == v or (u, v) in seen:
+                raise InputError(f"{u} -> {v} is a self-loop or listed twice", field=path)
+            seen.add((u, v))
+            alpha = as_number(arc[2], f"{path}[2]", nonnegative=True)
+            arcs.append((u, v, alpha, as_number(arc[3], f"{path}[3]", positive=True)))
+        object.__setattr__(self, "arcs", tuple(sorted(arcs)))
 
     def step_s(self, chunk_bytes: float) -> float:
-        """Length of one step that moves a chunk of ``chunk_bytes`` over one hop."""
+        """Length of one step that moves a chunk of ``chunk_bytes`` over one hop (the default rate)."""
         return self.alpha_s + chunk_bytes / self.bandwidth_Bps
+
+    def arc_rates(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(alpha[u, v], bandwidth[u, v])`` on ``n`` servers: the defaults, overridden by ``arcs``
+        (an arc outside the n servers is ignored)."""
+        alpha = np.full((n, n), self.alpha_s)
+        bandwidth = np.full((n, n), self.bandwidth_Bps)
+        for u, v, a, b in self.arcs:
+            if u < n and v < n:
+                alpha[u, v], bandwidth[u, v] = a, b
+        return alpha, bandwidth
+
+    def timing(self, matrix: np.ndarray, chunk_bytes: float) -> tuple[float, np.ndarray]:
+        """``(tau, steps[u, v])`` on the topology ``matrix`` (module docstring): the step length and the
+        steps a chunk takes on each arc (0 where there is no link). Every arc at the default rate:
+        tau = :meth:`step_s`, one step each."""
+        m = np.asarray(matrix)
+        arcs = m > 0
+        if not self.arcs:
+            return self.step_s(chunk_bytes), arcs.astype(np.int64)
+        alpha, bandwidth = self.arc_rates(m.shape[0])
+        times = alpha + chunk_bytes / bandwidth
+        if not np.isfinite(times[arcs]).all():
+            raise InputError(f"a chunk of {chunk_bytes:.4g} bytes takes no finite time on some link", field="link.arcs")
+        tau = float(times[arcs].min()) if arcs.any() else self.step_s(chunk_bytes)
+        steps = np.where(arcs, np.maximum(1, np.ceil(times / tau - STEPS_SLACK)), 0).astype(np.int64)
+        return tau, steps
 
 
 @dataclass(frozen=True, order=True)

@@ -208,13 +208,32 @@ class Demand:
 
 @dataclass(frozen=True)
 class FixedTopology:
-    """A given topology: explicit ``links`` ``(i, j, count)`` or a circulant jump set ``jumps``."""
+    """A given topology: explicit ``links`` ``(i, j, count)`` or a circulant jump set ``jumps``.
+    ``rates``: beside ``links``, each link's own ``(gbps, latency_us)`` (None in either place, or no
+    ``rates``: the cluster's ``link_bandwidth_gbps``, ``hop_latency_us``); collective schedules
+    honour them (docs/guide/collectives.md), the design methods use the cluster's."""
 
     links: tuple[tuple[int, int, int], ...] | None = None
     jumps: tuple[int, ...] | None = None
+    rates: tuple[tuple[float | None, float | None], ...] | None = None
 
     def __post_init__(self) -> None:
-        _normalise(self, {"links": 2, "jumps": 1})  # values are checked by the Instance
+        _normalise(self, {"links": 2, "jumps": 1, "rates": 2})  # values are checked by the Instance
+
+    def arc_rates(self, cluster: Cluster) -> tuple[tuple[int, int, float, float], ...]:
+        """``(u, v, alpha_s, bandwidth_Bps)`` of every direction whose link has its own rate (both
+        directions of an undirected link), for :class:`topoopt_ilp.core.collective.LinkModel`."""
+        if self.rates is None or self.links is None:
+            return ()
+        out = {}
+        for (i, j, _count), (gbps, latency_us) in zip(self.links, self.rates):
+            if gbps is None and latency_us is None:
+                continue
+            alpha = (cluster.hop_latency_us if latency_us is None else latency_us) * 1e-6
+            bandwidth = (cluster.link_bandwidth_gbps if gbps is None else gbps) * 1e9 / 8.0
+            for u, v in ((i, j),) if cluster.directed else ((i, j), (j, i)):
+                out[(int(u), int(v))] = (alpha, bandwidth)
+        return tuple((u, v, a, b) for (u, v), (a, b) in sorted(out.items()))
 
 
 @dataclass(frozen=True)
@@ -498,7 +517,36 @@ def _check_fixed_topology(fixed: FixedTopology, cluster: Cluster, family: str) -
             as_int(link[2], f"{path}[2]", low=1, high=MAX_DEGREE)
             if i == j:
                 raise InstanceError(f"a link from server {i} to itself", field=path)
+        _check_link_rates(fixed, cluster)
+    if fixed.jumps is not None and fixed.rates is not None:
+        raise InstanceError("rates go with 'links', not 'jumps'", field="fixed_topology")
     _check_fixed_degrees(fixed, cluster)
+
+
+def _check_link_rates(fixed: FixedTopology, cluster: Cluster) -> None:
+    """Each link's own (gbps, latency_us), and one rate per pair: parallel links share it."""
+    if fixed.rates is None:
+        return
+    if not isinstance(fixed.rates, tuple) or len(fixed.rates) != len(fixed.links):
+        raise InstanceError("expected one (gbps, latency_us) per link", field="fixed_topology.rates")
+    seen: dict[tuple[int, int], tuple[float | None, float | None]] = {}
+    for k, (link, rate) in enumerate(zip(fixed.links, fixed.rates)):
+        path = f"fixed_topology.links[{k}]"
+        if not isinstance(rate, tuple) or len(rate) != 2:
+            raise InstanceError("expected (gbps, latency_us)", field=path)
+        gbps, latency = rate
+        if gbps is not None:
+            as_number(gbps, f"{path}[3]", positive=True, high=MAX_LINK_GBPS)
+        if latency is not None:
+            as_number(latency, f"{path}[4]", nonnegative=True, high=MAX_LATENCY_US)
+        pair = (int(link[0]), int(link[1]))
+        if not cluster.directed:
+            pair = (min(pair), max(pair))
+        if seen.setdefault(pair, rate) != rate:
+            raise InstanceError(
+                f"the links between {pair[0]} and {pair[1]} have different rates: parallel links share one",
+                field=path,
+            )
 
 
 def _fixed_matrix(fixed: FixedTopology, cluster: Cluster) -> np.ndarray:

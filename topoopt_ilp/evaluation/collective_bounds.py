@@ -19,10 +19,18 @@ link carries one chunk per parallel link per step, so for T steps:
 
 The time bound is T x (alpha + chunk bytes / bandwidth) for the given chunking; ``fluid_s`` =
 floor x alpha + the busiest cut's bytes / its bandwidth is a bound for every chunking.
+
+Heterogeneous links (``LinkModel.arcs``): the step is tau, the least alpha + chunk bytes / bandwidth
+over the arcs, and a chunk holds an arc for k = ceil(t / tau - 1e-9) steps (t: its time on the
+arc), so in T steps an arc of m links carries at most m floor(T / k) chunks. The cut and volume
+counts then need the least T at which the arcs carry them, and the latency floor is the fewest steps
+(arc lengths k) from a source to a sink. ``fluid_s`` takes the least alpha per hop and the cut's
+summed bandwidth.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -56,6 +64,55 @@ def _bfs(adjacent: list[list[int]], start: int) -> list[float]:
             if dist[w] == math.inf:
                 dist[w] = dist[u] + 1
                 queue.append(w)
+    return dist
+
+
+def _arc_rates(m: np.ndarray, collective: Collective, link: LinkModel) -> tuple[float, np.ndarray, np.ndarray, float]:
+    """(step length, steps k[u, v] per arc, bandwidth[u, v], least alpha) computed from the link model."""
+    n = m.shape[0]
+    chunk = collective.bytes / _pieces(collective)
+    alpha = np.full((n, n), float(link.alpha_s))
+    bandwidth = np.full((n, n), float(link.bandwidth_Bps))
+    for u, v, a, b in link.arcs:
+        if u < n and v < n:
+            alpha[u, v], bandwidth[u, v] = a, b
+    arcs = m > 0
+    seconds = alpha + chunk / bandwidth
+    step = link.alpha_s + chunk / link.bandwidth_Bps
+    if not link.arcs or not arcs.any():
+        return step, arcs.astype(np.int64), bandwidth, float(link.alpha_s)
+    step = float(seconds[arcs].min())
+    k = np.where(arcs, np.maximum(1, np.ceil(seconds / step - 1e-9)), 0).astype(np.int64)
+    return step, k, bandwidth, float(alpha[arcs].min())
+
+
+def _steps_for(count: int, links: np.ndarray, k: np.ndarray) -> int:
+    """The least T at which arcs of ``links`` links, each holding a chunk ``k`` steps, carry ``count`` chunks."""
+    used = links > 0
+    links, k = links[used].astype(np.int64), k[used].astype(np.int64)
+    if not count or not links.size:
+        return 0
+    T = math.ceil(count / float((links / k).sum()))
+    while int((links * (T // k)).sum()) < count:
+        T += 1
+    return T
+
+
+def _step_distances(m: np.ndarray, k: np.ndarray, start: int) -> list[float]:
+    """Fewest steps from ``start`` with arc lengths ``k`` (Dijkstra)."""
+    n = m.shape[0]
+    dist = [math.inf] * n
+    dist[start] = 0
+    heap = [(0, start)]
+    while heap:
+        d, u = heapq.heappop(heap)
+        if d > dist[u]:
+            continue
+        for w in np.flatnonzero(m[u] > 0):
+            nd = d + int(k[u, w])
+            if nd < dist[int(w)]:
+                dist[int(w)] = nd
+                heapq.heappush(heap, (nd, int(w)))
     return dist
 
 
@@ -99,29 +156,31 @@ def collective_lower_bound(topology: Topology | np.ndarray, collective: Collecti
     adjacent = [[int(w) for w in np.flatnonzero(m[u] > 0)] for u in range(n)]
     dist = [_bfs(adjacent, v) for v in range(n)]
     ends = _chunk_ends(collective)
+    step_s, k, bandwidth, least_alpha = _arc_rates(m, collective, link)
+    timed = [_step_distances(m, k, v) for v in range(n)] if link.arcs else dist
 
-    hops = 0
+    hops, latency = 0, 0
     for sources, sinks in ends:
         for s in sources:
             for z in sinks:
                 hops = max(hops, dist[s][z])
-    parts: dict[str, int] = {"latency": int(hops) if hops < math.inf else 0}
+                latency = max(latency, timed[s][z])
+    parts: dict[str, int] = {"latency": int(latency) if latency < math.inf else 0}
 
     cut_steps, cut_fluid = 0, 0.0
     for S in _cut_sets(n, adjacent, dist):
         inside = np.zeros(n, dtype=bool)
         inside[list(S)] = True
-        links_in = int(m[~inside][:, inside].sum())
-        links_out = int(m[inside][:, ~inside].sum())
+        into, out_of = np.outer(~inside, inside), np.outer(inside, ~inside)
         entering = sum(1 for src, snk in ends if (snk & S) and not src <= S)
         leaving = sum(1 for src, snk in ends if (src & S) and not snk <= S)
-        for count, links in ((entering, links_in), (leaving, links_out)):
+        for count, cut in ((entering, into), (leaving, out_of)):
+            links = int(m[cut].sum())
             if count and links:
-                steps = math.ceil(count / links)
+                steps = math.ceil(count / links) if not link.arcs else _steps_for(count, m[cut], k[cut])
                 cut_steps = max(cut_steps, steps)
-                cut_fluid = max(
-                    cut_fluid, count * (collective.bytes / _pieces(collective)) / (links * link.bandwidth_Bps)
-                )
+                rate = links * link.bandwidth_Bps if not link.arcs else float((m[cut] * bandwidth[cut]).sum())
+                cut_fluid = max(cut_fluid, count * (collective.bytes / _pieces(collective)) / rate)
     parts["cut"] = cut_steps
 
     sends = 0
@@ -136,11 +195,13 @@ def collective_lower_bound(topology: Topology | np.ndarray, collective: Collecti
         else:
             sends += len(sources) - 1
     total_links = int(m.sum())
-    parts["volume"] = math.ceil(sends / total_links) if total_links else 0
+    if link.arcs:
+        parts["volume"] = _steps_for(sends, m.ravel(), k.ravel())
+    else:
+        parts["volume"] = math.ceil(sends / total_links) if total_links else 0
 
     steps = max(parts.values())
-    step_s = link.alpha_s + (collective.bytes / _pieces(collective)) / link.bandwidth_Bps
-    fluid = parts["latency"] * link.alpha_s + cut_fluid
+    fluid = (int(hops) if hops < math.inf else 0) * least_alpha + cut_fluid
     return CollectiveBound(steps, steps * step_s, fluid, parts)
 
 

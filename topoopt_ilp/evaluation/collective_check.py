@@ -19,6 +19,11 @@ chunk. Each step, all sends read the state at the start of the step, then all ar
 The replayed finish step is the first step after which every server has what it needs; the schedule
 must claim exactly that step, send nothing after it, and have the step length alpha + chunk bytes /
 bandwidth.
+
+Heterogeneous links (``LinkModel.arcs``): the step length is the least alpha + chunk bytes /
+bandwidth over the topology's arcs, tau; a send on an arc whose chunk takes t seconds starts in its
+step, keeps one of the arc's links busy for ceil(t / tau - 1e-9) steps and arrives at the end of the
+last (what it carries is the sender's copy at the start of its first step).
 """
 
 from __future__ import annotations
@@ -100,6 +105,20 @@ def _all_met(state: dict[tuple[int, int], int], full: list[int], needers: list[l
     return all(state.get((v, c), 0) == full[c] for c in range(len(full)) for v in needers[c])
 
 
+def _arc_steps(matrix: np.ndarray, collective: Collective, link: LinkModel) -> tuple[float, dict[tuple[int, int], int]]:
+    """(step length, steps per arc) recomputed from the link model's rates (module docstring)."""
+    pieces = collective.chunks if collective.kind == "broadcast" else len(collective.servers) * collective.chunks
+    chunk = collective.bytes / pieces
+    own = {(u, v): alpha + chunk / bandwidth for u, v, alpha, bandwidth in link.arcs}
+    default = link.alpha_s + chunk / link.bandwidth_Bps
+    n = matrix.shape[0]
+    seconds = {(u, v): own.get((u, v), default) for u in range(n) for v in range(n) if matrix[u, v] > 0}
+    if not link.arcs:
+        return default, dict.fromkeys(seconds, 1)
+    step = min(seconds.values(), default=default)
+    return step, {arc: max(1, math.ceil(t / step - 1e-9)) for arc, t in seconds.items()}
+
+
 def check_schedule(
     topology: Topology | np.ndarray, collective: Collective, link: LinkModel, schedule: CollectiveSchedule
 ) -> ScheduleCheck:
@@ -114,8 +133,7 @@ def check_schedule(
 
     total, full, source, needers = _contributions(collective)
     reduction = collective.kind in ("reducescatter", "allreduce")
-    pieces = collective.chunks if collective.kind == "broadcast" else len(collective.servers) * collective.chunks
-    step_s = link.alpha_s + (collective.bytes / pieces) / link.bandwidth_Bps
+    step_s, span = _arc_steps(matrix, collective, link)
     if not math.isclose(schedule.step_s, step_s, rel_tol=STEP_TOLERANCE, abs_tol=0.0):
         fail(f"step length {schedule.step_s:.6g} s, but alpha + chunk bytes / bandwidth is {step_s:.6g} s")
     if any(s >= n for s in collective.servers):
@@ -138,24 +156,36 @@ def check_schedule(
 
     state = _start_state(collective, total, source)
     finish = 0 if _all_met(state, full, needers) else None
-    last = max(by_step, default=0)
+
+    # a send on an arc without a link takes one step (it is a violation anyway, reported below)
+    def end_of(s) -> int:
+        return s.step + span.get((s.src, s.dst), 1) - 1
+
+    last = max((end_of(s) for sends in by_step.values() for s in sends), default=0)
+    busy: dict[int, Counter[tuple[int, int]]] = defaultdict(Counter)  # step -> sends on each arc in it
+    for s in (s for sends in by_step.values() for s in sends):
+        for t in range(s.step, end_of(s) + 1):
+            busy[t][(s.src, s.dst)] += 1
+    landing: dict[int, list[tuple[object, int]]] = defaultdict(list)  # end step -> (send, what it carries)
     for step in range(1, last + 1):
         sends = by_step.get(step, [])
-        for (u, v), count in sorted(Counter((s.src, s.dst) for s in sends).items()):
+        for (u, v), count in sorted(busy.pop(step, Counter()).items()):
             if count > matrix[u, v]:
                 fail(f"step {step}: {count} chunks on {u} -> {v}, which has {int(matrix[u, v])} link(s)")
-        complete: set[tuple[int, int]] = set()
-        partials: dict[tuple[int, int], list[int]] = defaultdict(list)
         for s in sends:
             have = state.get((s.src, s.chunk), 0)
             where = f"step {step}: chunk {s.chunk} {s.src} -> {s.dst}"
+            if s.partial and have == 0:
+                fail(f"{where}: the sender has no part of the chunk to send")
+            elif not s.partial and have != full[s.chunk]:
+                fail(f"{where}: the sender does not hold the complete chunk at the start of the step")
+            landing[end_of(s)].append((s, have))
+        complete: set[tuple[int, int]] = set()
+        partials: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for s, have in landing.pop(step, []):
             if s.partial:
-                if have == 0:
-                    fail(f"{where}: the sender has no part of the chunk to send")
                 partials[(s.dst, s.chunk)].append(have)
             else:
-                if have != full[s.chunk]:
-                    fail(f"{where}: the sender does not hold the complete chunk at the start of the step")
                 complete.add((s.dst, s.chunk))
         for key in complete:
             state[key] = full[key[1]]

@@ -294,14 +294,22 @@ def _parse_fixed(value: Any, cluster: Cluster, base_dir: str | os.PathLike | Non
         if not isinstance(name, str) or not name.strip():
             raise InstanceError(f"expected a file name, got {brief(name)}", field="fixed_topology.file")
         return FixedTopology(links=_graph_file_links(name, cluster, base_dir)), name
-    links = None
+    links, rates = None, None
     if "links" in f:
-        links = tuple(
+        entries = [
             tuple(json_list(link, f"fixed_topology.links[{k}]"))
             for k, link in enumerate(json_list(f["links"], "fixed_topology.links", max_len=MAX_SERVERS * 1024))
-        )
+        ]
+        for k, entry in enumerate(entries):
+            if len(entry) not in (3, 4, 5):
+                raise InstanceError(
+                    "expected [i, j, count] or [i, j, count, gbps, latency_us]", field=f"fixed_topology.links[{k}]"
+                )
+        links = tuple(entry[:3] for entry in entries)
+        if any(len(entry) > 3 for entry in entries):  # the link's own rate; null or absent: the cluster's
+            rates = tuple((tuple(entry[3:]) + (None, None))[:2] for entry in entries)
     jumps = tuple(json_list(f["jumps"], "fixed_topology.jumps", max_len=MAX_SERVERS)) if "jumps" in f else None
-    return FixedTopology(links=links, jumps=jumps), None
+    return FixedTopology(links=links, jumps=jumps, rates=rates), None
 
 
 def _graph_file_links(name: str, cluster: Cluster, base_dir: str | os.PathLike | None) -> tuple:
@@ -369,7 +377,9 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
     if inst.fixed_topology is not None:
         ft = inst.fixed_topology
         out["fixed_topology"] = (
-            {"jumps": list(ft.jumps)} if ft.jumps is not None else {"links": [list(x) for x in ft.links]}
+            {"jumps": list(ft.jumps)}
+            if ft.jumps is not None
+            else {"links": [list(x) + list(r) for x, r in zip(ft.links, ft.rates or [()] * len(ft.links))]}
         )
     s = inst.solver
     solver = {
