@@ -27,6 +27,7 @@ __all__ = [
     "traffic_matrix",
     "group_traffic",
     "group_traffic_pairs",
+    "traffic_pairs",
 ]
 
 
@@ -98,17 +99,51 @@ def group_traffic_pairs(
     """:func:`group_traffic` as its pairs with traffic: their positions ``s * n + t`` (ascending)
     and bytes, each the same sum, added in the same order, as the matrix's entry. Memory grows with
     the group's ring, not with n^2."""
+    return traffic_pairs(instance, rings, demand, group=group)
+
+
+def traffic_pairs(
+    instance: Instance, rings: RingSet | None = None, demand: Demand | None = None, *, group: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`traffic_matrix` (``group`` None) or :func:`group_traffic` as the pairs with traffic:
+    their positions ``s * n + t`` (ascending) and bytes, each equal to the matrix's entry to the last
+    bit: the rings' bytes summed in ring order (numpy's ``bincount`` adds in order of occurrence, as
+    ``add.at`` does), the MP pairs' likewise, then one added to the other. Memory grows with the
+    rings and pairs, not with n^2. ``all_to_all`` traffic is every pair: use the matrix for it."""
     n = instance.n
     dm = _demand(instance, demand)
+    if group is None and dm.all_to_all:
+        raise ValueError("all-to-all traffic is every pair: use traffic_matrix")
     if rings is None or len(rings) == 0:
         rings = default_rings(instance, dm)
     groups = dm.allreduce
     keys, amounts = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
-    for r in np.flatnonzero(rings.group == group).tolist():
+    for r in range(len(rings)) if group is None else np.flatnonzero(rings.group == group).tolist():
+        g = int(rings.group[r])
+        if not 0 <= g < len(groups):
+            raise InputError(f"ring {r} names AllReduce group {g}, the demand has {len(groups)} group(s)")
         order = rings.order[r][rings.order[r] >= 0]
         keys.append(order * n + np.roll(order, -1))
-        amounts.append(np.full(order.size, rings.fraction[r] * groups[group].bytes_per_member()))
-    pair, inverse = np.unique(np.concatenate(keys), return_inverse=True)
-    total = np.bincount(inverse.ravel(), weights=np.concatenate(amounts), minlength=pair.size).astype(np.float64)
+        amounts.append(np.full(order.size, rings.fraction[r] * groups[g].bytes_per_member()))
+    pair, total = _sums(np.concatenate(keys), np.concatenate(amounts))
+    if group is None and dm.mp:
+        mp = np.asarray(dm.mp, dtype=float)
+        mp_pair, mp_total = _sums(mp[:, 0].astype(np.int64) * n + mp[:, 1].astype(np.int64), mp[:, 2])
+        union = np.union1d(pair, mp_pair)
+        total = _at(pair, total, union) + _at(mp_pair, mp_total, union)
+        pair = union
     some = total != 0
     return pair[some], total[some]
+
+
+def _sums(keys: np.ndarray, amounts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys (ascending) and each one's amounts summed in order of occurrence."""
+    pair, inverse = np.unique(keys, return_inverse=True)
+    return pair, np.bincount(inverse.ravel(), weights=amounts, minlength=pair.size).astype(np.float64)
+
+
+def _at(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``values`` at the sorted ``keys`` for every query key (all of them among ``query``), else 0."""
+    out = np.zeros(query.size)
+    out[np.searchsorted(query, keys)] = values
+    return out

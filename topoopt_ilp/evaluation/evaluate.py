@@ -44,6 +44,7 @@ from topoopt_ilp.core.traffic import (
     group_traffic,
     group_traffic_pairs,
     traffic_matrix,
+    traffic_pairs,
 )
 from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation import flows
@@ -437,12 +438,10 @@ def _utilisations(instance: Instance, x: np.ndarray, loads: ArcLoads) -> np.ndar
     return util
 
 
-def _scored_traffic(
-    instance: Instance, dm, sol_routing: Routing | None, routing: str, placement
-) -> tuple[RingSet, str, np.ndarray]:
-    """The rings, routing mode and traffic matrix a solution is scored with: its rings (default ones
-    for groups it leaves out, all default without any), and shortest paths for ``given`` routing
-    when it gives no routes."""
+def _scored_rings(instance: Instance, dm, sol_routing: Routing | None, routing: str, placement) -> tuple[RingSet, str]:
+    """The rings and routing mode a solution is scored with: its rings (default ones for groups it
+    leaves out, all default without any), and shortest paths for ``given`` routing when it gives no
+    routes."""
     if sol_routing is not None and len(sol_routing.rings):
         _check_rings(sol_routing.rings, dm.allreduce, instance.n, instance.workload is not None and placement is None)
     rings: RingSet = (
@@ -454,14 +453,15 @@ def _scored_traffic(
         sol_routing is None or (len(sol_routing.paths) == 0 and len(sol_routing.offset_routes) == 0)
     ):
         mode = "shortest_path"  # nothing given to follow: the documented fallback
-    return rings, mode, traffic_matrix(instance, rings, dm)
+    return rings, mode
 
 
 def arc_loads(instance: Instance, solution: Solution) -> np.ndarray:
     """Bytes per iteration on each arc (n x n, summed over parallel links) as :func:`evaluate`
     scores ``solution`` with its own routing."""
     dm, _ = effective_demand(instance, solution.placement)
-    _, mode, demand = _scored_traffic(instance, dm, solution.routing, "given", solution.placement)
+    rings, mode = _scored_rings(instance, dm, solution.routing, "given", solution.placement)
+    demand = traffic_matrix(instance, rings, dm)
     return link_loads(instance, solution.topology.matrix, demand, solution.routing, mode)[0]
 
 
@@ -528,7 +528,11 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
     if instance.workload is not None and instance.workload.compute_model == "critical_path":
         compute = max(compute, critical_path_s(instance, placement))
     compute = job_term(instance, compute, "none")[0]
-    rings, mode, demand = _scored_traffic(instance, dm, sol_routing, routing, placement)
+    rings, mode = _scored_rings(instance, dm, sol_routing, routing, placement)
+    # Routes given and no all-to-all: the pairs with traffic are all the evaluator needs (an n x n
+    # matrix is 2 GiB at n = 16,384 for a few hundred thousand pairs).
+    pairs_only = mode == "given" and not dm.all_to_all
+    demand = None if pairs_only else traffic_matrix(instance, rings, dm)
 
     diam, mean_hops = (float(v) for v in graph.diameter_and_aspl(x))
     dist_connected = math.isfinite(diam)
@@ -544,7 +548,13 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
     try:
         if mode == "optimal":
             mcf_paths = flows.max_concurrent_flow(x, demand, instance.cluster.link_bytes_per_s).paths
-        load, hops = _arc_loads(instance, x, demand, sol_routing, mode, mcf_paths)
+        if pairs_only:
+            pair, amount = traffic_pairs(instance, rings, dm)
+            load, hops = _given_loads(n, pair, amount, sol_routing or Routing()) if pair.size else (_NO_LOAD, 0)
+            total_bytes = float(amount.sum())
+        else:
+            load, hops = _arc_loads(instance, x, demand, sol_routing, mode, mcf_paths)
+            total_bytes = float(demand.sum())
     except (RoutingError, ValueError):
         if mode == "given" or dist_connected:
             raise
@@ -563,7 +573,7 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
             0.0,
             0.0,
             0,
-            float(demand.sum()),
+            float(demand.sum()),  # not given routing: the matrix was built
             tuple(inf for _ in dm.allreduce),
             mode,
         )
@@ -598,7 +608,7 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
         max_link_utilization=max_util,
         mean_link_utilization=mean_util,
         max_hops=int(hops),
-        total_bytes=float(demand.sum()),
+        total_bytes=total_bytes,
         group_times_s=tuple(group_times),
         routing=mode,
     )
