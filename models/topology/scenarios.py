@@ -12,10 +12,16 @@ max-concurrent-flow LP). The model optimises the bandwidth term; a hop latency a
 ``alpha * H`` in the evaluator, which the model does not see, so with a hop latency a solve is
 ``feasible`` (its bound stays valid), never ``optimal``.
 
-The flows reuse the topology MILP's rows (:mod:`.milp`: conservation with the strong
-formulation's one commodity per source, no flow back into a source, the Moore cut per source,
-degree and ring-share rows) with its ``lam`` column fixed at 1: each scenario's flows carry its
-whole demand, and the link capacity becomes ``T_k x[e]`` instead of ``x[e]``.
+Two exact formulations, both on the topology MILP's rows (:mod:`.milp`: conservation with the
+strong formulation's one commodity per source, no flow back into a source, the Moore cut per
+source, degree and ring-share rows):
+
+* the worst case: a sequence of homogeneous models (one concurrent-flow multiple for every
+  scenario, each scenario's bytes scaled by the time it may take), Dinkelbach's method, each
+  model as tight as the one-demand MILP (:func:`build_worst_case_model`);
+* the mean: the time form (:func:`build_scenario_model`), ``lam`` fixed at 1 so that each
+  scenario's flows carry its whole demand, the link capacity ``T_k x[e]`` instead of ``x[e]``,
+  written exactly through unary links.
 """
 
 from __future__ import annotations
@@ -53,7 +59,18 @@ from topoopt_ilp.models.topology.milp import (
 )
 from topoopt_ilp.solvers import DEFAULT_REL_GAP, LinearModel, ModelBuilder, SolveStatus, relative_gap
 
-__all__ = ["SCENARIO_OBJECTIVES", "ScenarioModel", "build_scenario_model", "scenario_times", "solve_scenarios"]
+__all__ = [
+    "SCENARIO_OBJECTIVES",
+    "ScenarioData",
+    "ScenarioModel",
+    "WorstCaseModel",
+    "build_scenario_model",
+    "build_worst_case_model",
+    "relaxation_bandwidth_times",
+    "scenario_times",
+    "solve_scenarios",
+    "time_bounds",
+]
 
 SCENARIO_OBJECTIVES = ("worst", "mean")
 #: An upper bound on T_k (the big-M of the capacity rows) is a feasible design's value; it is widened
@@ -477,26 +494,32 @@ def _solve_worst(
 ) -> tuple[_Scored, float | None, str, dict]:
     """The sequence of the comment above: the best design, the lower bound (seconds), the status
     of the last model and what the rounds did."""
-    best, lower, status = start, None, "no_solution"
+    best, lower, status = start, float(fixed.max()), "no_solution"  # no design beats a fixed term
     rounds = []
     for _ in range(MAX_WORST_CASE_ROUNDS):
         w = float(best.iteration.max())
         slack = w - fixed if overlap == "none" else np.full(len(fixed), w)
+        if w - lower <= DEFAULT_REL_GAP * w or (slack <= 0).any():  # a fixed term is the worst case
+            status = "optimal"
+            lower = min(lower, w)
+            break
         m = build_worst_case_model(scenarios, slack)
         result = run_model(m.model, replace(options, time_limit_s=time_left(options, started)), tuning=STRONG_TUNING)
         status = solution_status(result)
-        rounds.append({"worst_case_s": w, "model_status": status, "G": result.objective, "G_bound": result.bound})
-        if result.bound is not None and result.bound > 0:
-            g_ub = max(result.bound * m.g_per_lam, 1.0)
-            lower = max(lower or 0.0, float(_iteration(fixed, slack / g_ub, overlap).min()))
+        g = None if result.objective is None else result.objective * m.g_per_lam
+        g_ub = None if result.bound is None else result.bound * m.g_per_lam
+        rounds.append({"worst_case_s": w, "model_status": status, "G": g, "G_bound": g_ub})
+        if g_ub is not None and g_ub > 0:
+            lower = max(lower, float(_iteration(fixed, slack / max(g_ub, 1.0), overlap).min()))
         if result.values is None or status not in ("optimal", "feasible"):
             break
         found = _score(scenarios, _design(m, result.values), fixed, overlap)
-        if found.iteration.max() < w * (1 - 1e-12):
+        improved = found.iteration.max() < w * (1 - 1e-12)
+        if improved:
             best = found
         if (
-            status != "optimal"
-            or lower is None
+            not improved
+            or status != "optimal"
             or best.iteration.max() - lower <= DEFAULT_REL_GAP * best.iteration.max()
         ):
             break

@@ -132,3 +132,24 @@ def test_a_hop_latency_leaves_the_design_feasible(eight):
     assert sol.status == "feasible"
     assert "hop latency" in sol.details["status_note"]
     assert sol.bound <= sol.objective == max(times)
+
+
+@pytest.mark.parametrize("device_tflops", [1, 1000])
+def test_full_overlap_takes_the_larger_of_compute_and_communication(device_tflops):
+    """With overlap full, a compute-bound job's worst case is its compute: proven without a model."""
+    doc = tiny_moe_doc(
+        expert_load=[{"zipf": 2.0, "scenarios": 3, "seed": 1}],
+        parallelism={"tp": 4, "pp": 1, "dp": 4, "ep": 4},
+        overlap="full",
+        device_tflops=device_tflops,
+    )
+    doc["cluster"].update(servers=4, accelerators_per_server=4, degree=2, hop_latency_us=0)
+    inst = parse_instance(doc)
+    scenarios = scenario_instances(inst)
+    sol, times = solve_scenarios(scenarios, "worst", OPTIONS, start_for(inst))
+    assert sol.status == "optimal" and sol.objective == max(times)
+    job = scenarios[0].compiled_job
+    fixed = job.compute_s + job.bubble_s + job.scale_up_s
+    assert sol.objective >= fixed
+    if device_tflops == 1:  # compute-bound
+        assert sol.objective == pytest.approx(fixed, rel=1e-12) and sol.details["rounds"] == []
