@@ -66,6 +66,7 @@ __all__ = [
     "WorstCaseModel",
     "build_scenario_model",
     "build_worst_case_model",
+    "check_scenarios",
     "relaxation_bandwidth_times",
     "scenario_times",
     "solve_scenarios",
@@ -194,7 +195,7 @@ def _fixed_terms(scenarios: list[Instance]) -> tuple[np.ndarray, str]:
     return np.array([f for f, _ in terms]), overlaps.pop()
 
 
-def _check_scenarios(scenarios: list[Instance]) -> None:
+def check_scenarios(scenarios: list[Instance]) -> None:
     """The scenarios must share one cluster and one set of AllReduce groups (only their MP traffic
     may differ), and be a general-topology design problem the exact model can hold."""
     if not scenarios:
@@ -569,7 +570,7 @@ def solve_scenarios(
     model's Tmin (default: each scenario's LP relaxation)."""
     if objective not in SCENARIO_OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; choose one of {', '.join(SCENARIO_OBJECTIVES)}")
-    _check_scenarios(scenarios)
+    check_scenarios(scenarios)
     check_backend(options)
     started = time.perf_counter()
     fixed, overlap = _fixed_terms(scenarios)

@@ -59,6 +59,11 @@ def test_the_exact_table_names_the_proof(capsys):
         (["solve", str(MOE), "--scenarios", "mean", "--method", "exact", "--formulation", "naive"], "--formulation"),
         (["solve", str(MOE), "--scenarios", "best"], "invalid choice"),
         (["evaluate", str(MOE), str(MOE), "--scenario", "4"], "choose 0..3 or mean"),
+        (
+            ["solve", str(INSTANCES / "llm" / "mixtral-8x7b-128-d8-400g-zipf1.2.json"), "--scenarios", "worst"]
+            + ["--method", "exact"],
+            "at most 32",
+        ),
         (["evaluate", str(INSTANCES / "mix-8.json"), "--scenario", "0"], "expert_load"),
     ],
 )

@@ -194,12 +194,18 @@ def exact_design_over_scenarios(instance: Instance, *, objective: str = "worst",
     carries its status, objective (its worst case or mean over its scenarios) and bound."""
     # start-up time: the models load the solver packages
     from topoopt_ilp.models.common import ExactOptions
-    from topoopt_ilp.models.topology.scenarios import SCENARIO_OBJECTIVES, scenario_times, solve_scenarios
+    from topoopt_ilp.models.topology.scenarios import (
+        SCENARIO_OBJECTIVES,
+        check_scenarios,
+        scenario_times,
+        solve_scenarios,
+    )
 
     if objective not in SCENARIO_OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}", field="objective")
     options = options if options is not None else ExactOptions(warm_start="none")
     scenarios = scenario_instances(instance)
+    check_scenarios(scenarios)  # before any solve
     mean_inst = mean_instance(instance)
     start = solve(mean_inst, "heuristic")
     names, designs, times = [], [], []
