@@ -80,21 +80,24 @@ BOUND_MARGIN = 1e-6
 
 
 # ------------------------------------------------------------------------------------------------
-# The model
+# The time form (the mean objective; with K = 1 and no fixed term, its LP relaxation bounds T_k)
 #
 # Data
 #   n servers, degree d, arcs a = (i, j), edges e(a) as in the topology MILP (.milp); U = d with
 #   multi-links, else 1. Scenarios k = 1..K: MP matrix M_k (bytes / D0, D0 the largest entry of
 #   every scenario and ring), the same AllReduce groups g and candidate rings c (R_c: ring c's bytes
 #   per member / D0); F_k the fixed time of scenario k in units D0 / B (B one link's bytes/s);
-#   Tmax_k an upper bound on T_k at some optimum (from a feasible design, below).
+#   Tmax_k an upper bound on T_k at some optimum (from a feasible design, below); Tmin_k a lower
+#   bound on T_k under any design (a scenario's own optimum's bound, or its LP relaxation's).
 # Variables
 #   x[e]      in {0..U}          links on edge e
 #   u[e,j]    in {0, 1}, j=1..U  x[e] = sum_j u[e,j], u[e,j] >= u[e,j+1] (unary: the j-th link of e)
 #   one       = 1                the topology MILP's lam, fixed: every flow carries its whole demand
 #   z[c]      >= 0               share of ring c in its group, sum_{c of g} z[c] = 1
-#   T_k       in [0, Tmax_k]     scenario k's bandwidth time
-#   p[k,e,j]  in [0, Tmax_k]     T_k u[e,j]: p <= T_k, p <= Tmax_k u[e,j]
+#   T_k       in [Tmin_k, Tmax_k] scenario k's bandwidth time
+#   p[k,e,j]  in [0, Tmax_k]     T_k u[e,j]: p <= T_k - Tmin_k (1 - u[e,j]), p <= Tmax_k u[e,j]
+#                                (the product's upper envelope over T_k in [Tmin_k, Tmax_k]: exact at
+#                                binary u, and the closer Tmin_k, the tighter at a fractional u)
 #   f_k[s,a]  >= 0               flow of source s of scenario k on arc a
 #   I_k       >= 0               scenario k's iteration time (minus what the model does not see)
 # Constraints
