@@ -153,3 +153,24 @@ def test_full_overlap_takes_the_larger_of_compute_and_communication(device_tflop
     assert sol.objective >= fixed
     if device_tflops == 1:  # compute-bound
         assert sol.objective == pytest.approx(fixed, rel=1e-12) and sol.details["rounds"] == []
+
+
+def test_no_single_ring_design_beats_the_worst_case_optimum(four):
+    """The model may split a group over rings; every topology with every single ring order is a
+    design it covers, so none of them is better than its optimum."""
+    import itertools
+
+    from topoopt_ilp.core.routes import RingSet, Routing
+    from topoopt_ilp.core.solution import Solution, Topology
+
+    scenarios = scenario_instances(four)
+    (group,) = scenarios[0].demand.allreduce
+    robust, _ = solve_scenarios(scenarios, "worst", OPTIONS, start_for(four))
+    first, rest = group.members[0], group.members[1:]
+    best = np.inf
+    for x in bounded_multigraphs(4, 2, regular=True):
+        for order in itertools.permutations(rest):
+            rings = Routing(rings=RingSet.from_lists([(0, [first, *order], 1.0)]))
+            design = Solution(status="feasible", method="given", topology=Topology(x.copy()), routing=rings)
+            best = min(best, max(scenario_times(scenarios, design)))
+    assert robust.objective <= best * (1 + 1e-9)
