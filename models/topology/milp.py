@@ -54,6 +54,17 @@ __all__ = [
     "with_links_fixed",
     "to_solution",
     "uniform_demand",
+    "arc_index",
+    "edge_index",
+    "ring_candidates",
+    "demand_scale",
+    "DemandFlows",
+    "add_demand_flows",
+    "ring_triplets",
+    "moore_rows",
+    "ring_share_rows",
+    "degree_rows",
+    "decoded_rings",
 ]
 
 #: The smallest demand entry (an MP pair's bytes or a ring's bytes per member) must be at least this
@@ -297,8 +308,70 @@ def build_topology_routing(
     rings = ring_candidates(instance, mutable_rings, all_orders_up_to)
     groups = instance.demand.allreduce
     ring_amount = np.array([groups[r.group].bytes_per_member() for r in rings])
-    scale = float(max(mp_bytes.max(initial=0.0), ring_amount.max(initial=0.0)))
-    smallest = float(min(mp_bytes[mp_bytes > 0].min(initial=np.inf), ring_amount[ring_amount > 0].min(initial=np.inf)))
+    scale = demand_scale([mp_bytes], ring_amount)
+    mp = mp_bytes / scale
+    ring_amount = ring_amount / scale
+
+    lam = b.add_variables(1, name="lam")
+    lam_col = int(lam.index[0])
+    z = b.add_variables(len(rings), name="z")
+    flows = add_demand_flows(
+        b,
+        n,
+        d,
+        directed,
+        tail,
+        head,
+        [(np.arange(A), x.index[arc_edge])],
+        mp,
+        rings,
+        ring_amount,
+        lam_col,
+        z.index,
+        formulation,
+    )
+    commodities, fcols, kindex = flows.commodities, flows.f_cols, flows.kindex
+    src = commodities[:, 0]
+    degree_rows(b, x, edges, n, d, directed, c.regular)
+    ring_share_rows(b, rings, len(groups), z.index, lam_col)
+    if formulation == "strong":
+        moore_rows(b, flows, mp, rings, ring_amount, lam_col, z.index, d, directed)
+        if uniform_demand(instance, mp):
+            _symmetry_rows(b, x, n, directed)
+    layers = _hop_limit_rows(b, fcols, kindex, src, n, tail, head, max_hops) if max_hops is not None else None
+
+    b.set_objective([lam_col], [1.0], sense="maximize")
+    return TopologyRoutingModel(
+        b.build(),
+        n,
+        directed,
+        instance.objective,
+        formulation,
+        scale,
+        edges,
+        tail,
+        head,
+        arc_edge,
+        commodities,
+        x.index,
+        lam_col,
+        z.index,
+        fcols,
+        tuple(rings),
+        mp,
+        np.array([g.bytes_per_member() for g in groups]) / scale,
+        layers,
+    )
+
+
+def demand_scale(mp_matrices: list[np.ndarray], ring_amount: np.ndarray) -> float:
+    """D0, the bytes of one demand unit: the largest entry of the MP matrices and the rings' bytes per
+    member. Refuses (UnsupportedError) a demand whose smallest entry falls below
+    :data:`DEMAND_RANGE_LIMIT` of the largest."""
+    scale = float(max([m.max(initial=0.0) for m in mp_matrices] + [ring_amount.max(initial=0.0)]))
+    smallest = float(
+        min([m[m > 0].min(initial=np.inf) for m in mp_matrices] + [ring_amount[ring_amount > 0].min(initial=np.inf)])
+    )
     if smallest < DEMAND_RANGE_LIMIT * scale:
         # Scaled to the largest entry, the smallest would sit below the solvers' feasibility
         # tolerance (~1e-7): a topology that leaves it unconnected looks feasible (measured: one
@@ -308,18 +381,41 @@ def build_topology_routing(
             f"more than the factor {1 / DEMAND_RANGE_LIMIT:.0e} the exact model's numerics resolve; drop or merge "
             "the smallest entries, or use --method heuristic"
         )
-    mp = mp_bytes / scale
-    ring_amount = ring_amount / scale
+    return scale
 
-    lam = b.add_variables(1, name="lam")
-    lam_col = int(lam.index[0])
-    z = b.add_variables(len(rings), name="z")
 
-    # Ring traffic as triplets: ring c makes member order[i] send ring_amount[c] to order[i+1].
-    r_c = np.concatenate([np.full(len(r.order), ci) for ci, r in enumerate(rings)]) if rings else np.zeros(0, np.int64)
-    r_s = np.concatenate([np.asarray(r.order) for r in rings]) if rings else np.zeros(0, np.int64)
-    r_t = np.concatenate([np.roll(np.asarray(r.order), -1) for r in rings]) if rings else np.zeros(0, np.int64)
-    r_w = ring_amount[r_c] if rings else np.zeros(0)
+@dataclass(frozen=True)
+class DemandFlows:
+    """The flow columns of one demand: ``f_cols[k, a]`` the flow of commodity ``commodities[k]``
+    (``(source, -1)`` strong, ``(source, destination)`` naive) on arc a; ``kindex`` maps a source
+    (strong) or a pair (naive) to its commodity (-1: none)."""
+
+    commodities: np.ndarray
+    f_cols: np.ndarray
+    kindex: np.ndarray
+
+
+def add_demand_flows(
+    b: ModelBuilder,
+    n: int,
+    d: int,
+    directed: bool,
+    tail: np.ndarray,
+    head: np.ndarray,
+    capacity: list[tuple[np.ndarray, np.ndarray]],
+    mp: np.ndarray,
+    rings: list[RingCandidate],
+    ring_amount: np.ndarray,
+    lam_col: int,
+    z_cols: np.ndarray,
+    formulation: str,
+) -> DemandFlows:
+    """The flow variables of one (scaled) demand and its conservation and capacity rows of the model
+    comment: the MP bytes ``mp`` scale with column ``lam_col``, ring c's bytes
+    ``ring_amount[c]`` per member with ``z_cols[c]``. ``capacity`` lists the terms of each arc's
+    capacity as (arc indices, columns), each with coefficient 1: ``x[e(a)]`` in the topology MILP."""
+    A = len(tail)
+    r_c, r_s, r_t, r_w = ring_triplets(rings, ring_amount)
 
     if formulation == "strong":
         has_out = mp.sum(axis=1) > 0
@@ -355,7 +451,7 @@ def build_topology_routing(
         # z[c] * b^c_s[v]: ring member s sends to successor t
         kk = kindex[r_s]
         rows += [kk * n + r_t, kk * n + r_s]
-        cols += [z.index[r_c], z.index[r_c]]
+        cols += [z_cols[r_c], z_cols[r_c]]
         vals += [-r_w, r_w]
     else:
         kindex[commodities[:, 0], commodities[:, 1]] = np.arange(K)
@@ -367,7 +463,7 @@ def build_topology_routing(
         vals += [-m_k, m_k]
         kk = kindex[r_s, r_t]
         rows += [kk * n + r_t, kk * n + r_s]
-        cols += [z.index[r_c], z.index[r_c]]
+        cols += [z_cols[r_c], z_cols[r_c]]
         vals += [-r_w, r_w]
     b.add_constraints(
         np.concatenate(rows),
@@ -379,69 +475,74 @@ def build_topology_routing(
         name="conservation",
     )
 
-    # Capacity rows: sum_k f[k, a] - x[e(a)] <= 0.
+    # Capacity rows: sum_k f[k, a] - (the arc's capacity terms) <= 0.
+    cap_arcs = [arcs for arcs, _ in capacity]
     b.add_constraints(
-        np.concatenate([np.tile(np.arange(A), K), np.arange(A)]),
-        np.concatenate([fcols.ravel(), x.index[arc_edge]]),
-        np.concatenate([np.ones(K * A), -np.ones(A)]),
+        np.concatenate([np.tile(np.arange(A), K)] + cap_arcs),
+        np.concatenate([fcols.ravel()] + [c for _, c in capacity]),
+        np.concatenate([np.ones(K * A)] + [-np.ones(len(arcs)) for arcs in cap_arcs]),
         lb=-np.inf,
         ub=0.0,
         count=A,
         name="capacity",
     )
-    degree_rows(b, x, edges, n, d, directed, c.regular)
+    return DemandFlows(commodities, fcols, kindex)
 
-    # Ring shares: sum_{c in g} z[c] - lam = 0.
-    if rings:
-        gid = np.array([r.group for r in rings])
-        b.add_constraints(
-            np.concatenate([gid, np.arange(len(groups))]),
-            np.concatenate([z.index, np.full(len(groups), lam_col)]),
-            np.concatenate([np.ones(len(rings)), -np.ones(len(groups))]),
-            lb=0.0,
-            ub=0.0,
-            count=len(groups),
-            name="ring_share",
-        )
 
-    if formulation == "strong":
-        # Moore cut per source (see the model comment): the MP bytes ride with the source's anchor ring.
-        L, ring_coef = _moore_cut_coefficients(mp, src, rings, r_c, r_s, r_t, r_w, d, directed)
-        kk = kindex[r_s]
-        b.add_constraints(
-            np.concatenate([np.repeat(np.arange(K), A), np.arange(K), kk]),
-            np.concatenate([fcols.ravel(), np.full(K, lam_col), z.index[r_c]]),
-            np.concatenate([np.ones(K * A), -L, -ring_coef]),
-            lb=0.0,
-            ub=np.inf,
-            count=K,
-            name="moore",
-        )
-        if uniform_demand(instance, mp):
-            _symmetry_rows(b, x, n, directed)
-    layers = _hop_limit_rows(b, fcols, kindex, src, n, tail, head, max_hops) if max_hops is not None else None
+def ring_triplets(rings: list[RingCandidate], ring_amount: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Ring traffic as triplets ``(c, s, t, w)``: ring c makes member order[i] = s send
+    ``w = ring_amount[c]`` to its successor order[i+1] = t."""
+    if not rings:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, np.zeros(0)
+    r_c = np.concatenate([np.full(len(r.order), ci) for ci, r in enumerate(rings)])
+    r_s = np.concatenate([np.asarray(r.order) for r in rings])
+    r_t = np.concatenate([np.roll(np.asarray(r.order), -1) for r in rings])
+    return r_c, r_s, r_t, ring_amount[r_c]
 
-    b.set_objective([lam_col], [1.0], sense="maximize")
-    return TopologyRoutingModel(
-        b.build(),
-        n,
-        directed,
-        instance.objective,
-        formulation,
-        scale,
-        edges,
-        tail,
-        head,
-        arc_edge,
-        commodities,
-        x.index,
-        lam_col,
-        z.index,
-        fcols,
-        tuple(rings),
-        mp,
-        np.array([g.bytes_per_member() for g in groups]) / scale,
-        layers,
+
+def moore_rows(
+    b: ModelBuilder,
+    flows: DemandFlows,
+    mp: np.ndarray,
+    rings: list[RingCandidate],
+    ring_amount: np.ndarray,
+    lam_col: int,
+    z_cols: np.ndarray,
+    d: int,
+    directed: bool,
+) -> None:
+    """The Moore cut per source of the model comment (strong formulation): the MP bytes ride with
+    the source's anchor ring."""
+    r_c, r_s, r_t, r_w = ring_triplets(rings, ring_amount)
+    K, A = flows.f_cols.shape
+    src = flows.commodities[:, 0]
+    L, ring_coef = _moore_cut_coefficients(mp, src, rings, r_c, r_s, r_t, r_w, d, directed)
+    kk = flows.kindex[r_s]
+    b.add_constraints(
+        np.concatenate([np.repeat(np.arange(K), A), np.arange(K), kk]),
+        np.concatenate([flows.f_cols.ravel(), np.full(K, lam_col), z_cols[r_c]]),
+        np.concatenate([np.ones(K * A), -L, -ring_coef]),
+        lb=0.0,
+        ub=np.inf,
+        count=K,
+        name="moore",
+    )
+
+
+def ring_share_rows(b: ModelBuilder, rings: list[RingCandidate], groups: int, z_cols: np.ndarray, lam_col: int) -> None:
+    """Ring shares: sum_{c in g} z[c] - lam = 0 for every AllReduce group g."""
+    if not rings:
+        return
+    gid = np.array([r.group for r in rings])
+    b.add_constraints(
+        np.concatenate([gid, np.arange(groups)]),
+        np.concatenate([z_cols, np.full(groups, lam_col)]),
+        np.concatenate([np.ones(len(rings)), -np.ones(groups)]),
+        lb=0.0,
+        ub=0.0,
+        count=groups,
+        name="ring_share",
     )
 
 
@@ -641,23 +742,26 @@ def decoded_topology(m: TopologyRoutingModel, values: np.ndarray) -> np.ndarray:
     return X
 
 
+def decoded_rings(rings: tuple[RingCandidate, ...], z_values: np.ndarray) -> list[tuple[int, list[int], float]]:
+    """``(group, order, share)`` of each ring the solver's ``z`` values use, each group's shares
+    summing to 1. Rings with a negligible share are solver noise (their traffic would fall below
+    the path decomposition's tolerance and be left unrouted, or make the evaluator's score differ
+    from the model's in the 6th digit): they are dropped and the others renormalised."""
+    if not len(rings):
+        return []
+    zv = np.maximum(z_values, 0.0)
+    share = np.zeros(max(r.group for r in rings) + 1)
+    np.add.at(share, [r.group for r in rings], zv)
+    kept = [c for c, r in enumerate(rings) if zv[c] > RING_SHARE_SNAP * max(share[r.group], 1e-300)]
+    kept_share = np.zeros_like(share)
+    np.add.at(kept_share, [rings[c].group for c in kept], zv[kept])
+    return [(rings[c].group, list(rings[c].order), zv[c] / kept_share[rings[c].group]) for c in kept]
+
+
 def _decode_routing(m: TopologyRoutingModel, values: np.ndarray) -> Routing:
     n = m.n
     lam = float(values[m.lam_col]) if m.lam_col >= 0 else 1.0
-    ring_list = []
-    if len(m.rings):
-        zv = np.maximum(values[m.z_cols], 0.0)
-        share = np.zeros(max(r.group for r in m.rings) + 1)
-        np.add.at(share, [r.group for r in m.rings], zv)
-        # Rings with a negligible share are solver noise (their traffic would fall below the path
-        # decomposition's tolerance and be left unrouted, or make the evaluator's score differ from
-        # the model's lambda in the 6th digit): drop them and renormalise.
-        kept = [c for c, r in enumerate(m.rings) if zv[c] > RING_SHARE_SNAP * max(share[r.group], 1e-300)]
-        kept_share = np.zeros_like(share)
-        np.add.at(kept_share, [m.rings[c].group for c in kept], zv[kept])
-        for c in kept:
-            r = m.rings[c]
-            ring_list.append((r.group, list(r.order), zv[c] / kept_share[r.group]))
+    ring_list = decoded_rings(m.rings, values[m.z_cols])
     # The decoded demand of each source, in the model's units and lam-scaled like the flows.
     supply = lam * m.mp
     for g, order, frac in ring_list:

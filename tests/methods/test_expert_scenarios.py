@@ -78,3 +78,23 @@ def test_a_routing_the_evaluator_refuses_is_scored_on_shortest_paths(moe, report
 
     monkeypatch.setattr(expert_scenarios, "evaluate", refusing)
     assert score(scenario, design) == real(scenario, design, routing="shortest_path").iteration_time_s
+
+
+def test_the_exact_report_proves_each_scenarios_own_optimum():
+    from conftest import INSTANCES
+    from topoopt_ilp.files.instance_file import load_instance
+    from topoopt_ilp.methods.expert_scenarios import exact_design_over_scenarios
+
+    inst = load_instance(INSTANCES / "moe" / "tiny-moe-6-d2-zipf1.5.json")
+    report = exact_design_over_scenarios(inst)
+    assert report.names[:2] == ("robust", "mean") and report.routing == "optimal"
+    robust = report.designs[report.robust]
+    assert robust.status == "optimal" and robust.objective == report.worst(report.robust)
+    assert report.worst(report.robust) <= report.worst(report.mean) * (1 + 1e-12)
+    scenarios = scenario_instances(inst)
+    for k, own in enumerate(report.designs[2:]):
+        assert own.status == "optimal"
+        assert report.own_best[k] >= own.bound  # no candidate beats a proven optimum
+        assert report.times[2 + k][k] == own.objective
+        assert report.times[report.robust][k] == evaluate(scenarios[k], robust, routing="optimal").iteration_time_s
+    assert all(p >= 1 - 1e-4 for p in report.price_of_robustness)

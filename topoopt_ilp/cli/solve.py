@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from topoopt_ilp.cli import scenarios
 from topoopt_ilp.cli.arguments import (
     native_options,
     nonneg_float,
@@ -148,6 +149,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help="then route the design's traffic over the paths that minimise its busiest link (as topoopt "
         "route does) and keep that routing when it scores better",
     )
+    scenarios.add_arguments(p)
     solution_output_arguments(p)
     p.set_defaults(func=run)
     return p
@@ -209,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
     from topoopt_ilp.methods import solve
 
     inst = load_instance(args.instance)
+    if args.scenarios is not None:
+        return scenarios.run(args, inst)
     for key in _EXACT_ONLY:
         methods = ("exact", "alternating") if key in ("backend", "time_limit", "rings", "search_moves") else ("exact",)
         if getattr(args, key) is not None and args.method not in methods:

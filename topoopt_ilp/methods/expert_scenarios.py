@@ -22,13 +22,21 @@ one more (:func:`mean_instance`). The heuristic over scenarios (:func:`design_ov
 
 The price of robustness on scenario k is ``robust_k / own_best_k`` (>= 1); the report gives each
 and their maximum. Because the mean design is a candidate, the robust worst case is at most the mean
-design's worst case. This is a heuristic: the exact multi-scenario model (one multi-commodity flow per
-scenario under one topology) is not built.
+design's worst case.
+
+The exact version (:func:`exact_design_over_scenarios`, small n) solves the models of
+:mod:`topoopt_ilp.models.topology.scenarios`: each scenario's own optimum and the mean matrix's
+optimal design (one scenario each), then the robust design (every scenario under one topology),
+started from the best of those. A design there is a topology and its rings; every scenario is
+routed at best, so each time is the evaluator's with ``optimal`` routing, and a scenario's own best
+is its proven optimum (within the solver's gap).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from topoopt_ilp.core.instance import Demand, Instance
 from topoopt_ilp.core.job_section import scenario_count
@@ -46,6 +54,7 @@ __all__ = [
     "score",
     "ScenarioReport",
     "design_over_scenarios",
+    "exact_design_over_scenarios",
 ]
 
 
@@ -100,13 +109,16 @@ def score(scenario: Instance, design: Solution) -> float:
 class ScenarioReport:
     """Per candidate design (``names[c]``), its iteration time on every scenario (``times[c][k]``,
     seconds); ``robust`` and ``mean`` index the robust and the mean-matrix designs; ``own_best[k]``
-    the least time of any candidate on scenario k."""
+    the least time of any candidate on scenario k; ``routing`` the evaluator's routing mode of the
+    times (``given``: each design's own routes, shortest paths where the evaluator refuses them;
+    ``optimal``: every scenario routed at best)."""
 
     names: tuple[str, ...]
     designs: tuple[Solution, ...]
     times: tuple[tuple[float, ...], ...]
     robust: int
     mean: int
+    routing: str = "given"  # how every time was scored: the designs' own routes, or "optimal"
 
     @property
     def scenarios(self) -> int:
@@ -172,3 +184,44 @@ def design_over_scenarios(
 
     robust = min(range(len(names)), key=rank)
     return ScenarioReport(tuple(names), tuple(solutions), tuple(times), robust, names.index("mean"))
+
+
+def exact_design_over_scenarios(instance: Instance, *, objective: str = "worst", options=None) -> ScenarioReport:
+    """The exact version of the module docstring on ``instance`` (a job with an ``expert_load``, at
+    most :data:`~topoopt_ilp.models.topology.milp.MAX_SERVERS` servers; ``options`` a
+    :class:`~topoopt_ilp.models.common.ExactOptions`, its time limit for each of the 2 + K
+    models). Candidates, in order: ``robust``, ``mean`` and ``scenario k``; each design's Solution
+    carries its status, objective (its worst case or mean over its scenarios) and bound."""
+    # start-up time: the models load the solver packages
+    from topoopt_ilp.models.common import ExactOptions
+    from topoopt_ilp.models.topology.scenarios import (
+        SCENARIO_OBJECTIVES,
+        check_scenarios,
+        scenario_times,
+        solve_scenarios,
+    )
+
+    if objective not in SCENARIO_OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}", field="objective")
+    options = options if options is not None else ExactOptions(warm_start="none")
+    scenarios = scenario_instances(instance)
+    check_scenarios(scenarios)  # before any solve
+    mean_inst = mean_instance(instance)
+    start = solve(mean_inst, "heuristic")
+    names, designs, times = [], [], []
+    mean_design, _ = solve_scenarios([mean_inst], "worst", options, start)
+    own = [solve_scenarios([s], "worst", options, start)[0] for s in scenarios]
+    for name, design in [("mean", mean_design)] + [(f"scenario {k}", d) for k, d in enumerate(own)]:
+        names.append(name)
+        designs.append(design)
+        times.append(scenario_times(scenarios, design))
+
+    def value(c: int) -> float:
+        return max(times[c]) if objective == "worst" else sum(times[c]) / len(times[c])
+
+    best = min(range(len(names)), key=value)
+    least = np.array([d.bound if d.bound is not None else 0.0 for d in own])  # own optima bound any design
+    robust, robust_times = solve_scenarios(scenarios, objective, options, designs[best], least)
+    return ScenarioReport(
+        ("robust", *names), (robust, *designs), (robust_times, *times), robust=0, mean=1, routing="optimal"
+    )
