@@ -10,7 +10,7 @@ status, bound and gap, and solve time. ``-o`` writes the best schedule
 or usage; every method gives a schedule (the exact one falls back to the greedy schedule at its
 time limit), so 4 does not arise.
 
-``--to msccl -o ALGO.xml`` writes an AllGather or AllReduce schedule as an MSCCL algorithm instead,
+``--to msccl -o ALGO.xml`` writes the schedule as an MSCCL algorithm instead,
 once the independent MSCCL checker has run it. ``--joint`` takes no SOLUTION: it chooses the
 topology of the instance's cluster and the schedule together (``solve_joint_collective`` up to
 :data:`JOINT_MODEL_SERVERS` servers, else the known designs each scheduled) and with ``-o`` writes
@@ -104,8 +104,8 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         "--to",
         choices=("schedule", "msccl"),
         default=None,
-        help="what -o writes: schedule (the topoopt-collective-schedule file, default) or msccl (an AllGather "
-        "or AllReduce schedule as an MSCCL algorithm, XML, checked by the independent MSCCL checker before it is written)",
+        help="what -o writes: schedule (the topoopt-collective-schedule file, default) or msccl (the schedule "
+        "as an MSCCL algorithm, XML, checked by the independent MSCCL checker before it is written)",
     )
     p.add_argument(
         "--check",
@@ -233,8 +233,6 @@ def run_collective(args: argparse.Namespace) -> int:
         raise InputError("--time-limit 0 leaves the solver no time")
     if args.to is not None and args.out is None:
         raise InputError("--to says what -o writes: give -o FILE")
-    if args.to == "msccl" and args.collective not in ("allgather", "allreduce"):
-        raise InputError(f"--to msccl writes AllGather and AllReduce schedules, not {args.collective}")
     if args.out is not None:
         check_writable(args.out, "--out", {"instance": args.instance, "solution": args.solution}, "the schedule")
     inst, sol = load_design(args.instance, args.solution, workload=False)
@@ -328,7 +326,8 @@ def _write_msccl(path: str, topology: Any, collective: Any, schedule: Any) -> No
     from topoopt_ilp.export.msccl_schedule import msccl_schedule_xml
 
     text = msccl_schedule_xml(collective, schedule)
-    report = msccl_schedule_violations(topology.matrix, collective.servers, text, collective.kind)
+    root = collective.servers.index(collective.root) if collective.kind == "broadcast" else 0
+    report = msccl_schedule_violations(topology.matrix, collective.servers, text, collective.kind, root)
     if not report.valid:
         raise RuntimeError(f"the MSCCL algorithm of the schedule fails its check: {report.violations[0]}")
     write_text(path, text)
