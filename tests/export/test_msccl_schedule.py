@@ -228,3 +228,48 @@ def test_command_writes_a_checked_file(mix_solution, tmp_path, capsys):
     capsys.readouterr()
     assert main([*argv, "--to", "msccl"]) == 2  # --to without -o
     assert "give -o FILE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "kind, extra", [("reducescatter", []), ("broadcast", ["--root", "5"]), ("alltoall", []), ("allreduce", [])]
+)
+def test_verify_runs_a_schedules_file(mix_solution, tmp_path, capsys, kind, extra):
+    mix = str(INSTANCES / "mix-8.json")
+    out = tmp_path / "algo.xml"
+    made = ["collective", mix, mix_solution, "--collective", kind, "--bytes", "1e6", *extra]
+    assert main([*made, "--method", "heuristic", "--to", "msccl", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["verify", mix, mix_solution, "--msccl", str(out), "--collective", kind, *extra]) == 0
+    assert f"a valid MSCCL {kind} algorithm" in capsys.readouterr().out
+    # claimed as another collective, or (a broadcast) from another root: exit 1 with the violations
+    other = "allgather" if kind != "allgather" else "allreduce"
+    assert main(["verify", mix, mix_solution, "--msccl", str(out), "--collective", other]) == 1
+    assert "coll is" in capsys.readouterr().out
+    if kind == "broadcast":
+        assert main(["verify", mix, mix_solution, "--msccl", str(out), "--collective", kind, "--root", "0"]) == 1
+    # a file broken by hand
+    broken = tmp_path / "broken.xml"
+    broken.write_text(out.read_text().replace('type="r"', 'type="nop"', 1).replace('type="rrc"', 'type="nop"', 1))
+    assert main(["verify", mix, mix_solution, "--msccl", str(broken), "--collective", kind, *extra]) == 1
+
+
+def test_verify_schedule_file_refusals(mix_solution, tmp_path, capsys):
+    mix = str(INSTANCES / "mix-8.json")
+    out = tmp_path / "algo.xml"
+    made = ["collective", mix, mix_solution, "--collective", "allgather", "--bytes", "1e6", "--servers", "0,2,4,6"]
+    assert main([*made, "--method", "heuristic", "--to", "msccl", "-o", str(out)]) == 0
+    check = ["verify", mix, mix_solution, "--msccl", str(out), "--collective", "allgather"]
+    capsys.readouterr()
+    assert main([*check, "--servers", "0,2,4,6"]) == 0
+    # other servers than the file's: its ranks run on other links, and its comment names other servers
+    assert main([*check, "--servers", "0,1,2,3"]) == 1
+    assert "rank:server" in capsys.readouterr().out
+    for argv, needle in [
+        ([*check, "--servers", "0,9"], "not in the topology"),
+        ([*check, "--root", "0"], "--root goes with --collective broadcast"),
+        (["verify", mix, mix_solution, "--collective", "allgather"], "--collective applies to --msccl"),
+        ([*check, "--group", "0"], "--group"),
+        ([*check[:4], "missing.xml", *check[5:]], "missing.xml"),
+    ]:
+        assert main(argv) == 2, argv
+        assert needle in capsys.readouterr().err, argv

@@ -28,7 +28,7 @@ import argparse
 import json
 from typing import Any
 
-from topoopt_ilp.cli.arguments import nonneg_float, pos_float, pos_int, split_list
+from topoopt_ilp.cli.arguments import nonneg_float, pos_float, pos_int, server_ids
 from topoopt_ilp.cli.output import fmt_time, report_check
 from topoopt_ilp.cli.schedule import check_made_from, load_design
 from topoopt_ilp.errors import EXIT_OK, InputError
@@ -162,21 +162,6 @@ def _link(inst: Any) -> Any:
     return LinkModel(inst.cluster.hop_latency_s, inst.cluster.link_bytes_per_s)
 
 
-def _servers(text: str | None, n: int) -> tuple[int, ...]:
-    if text is None:
-        return tuple(range(n))
-    out = []
-    for item in split_list(text):
-        try:
-            s = int(item)
-        except ValueError:
-            raise InputError(f"--servers must list server ids, got {item[:20]!r}") from None
-        if not 0 <= s < n:
-            raise InputError(f"--servers: server {s} is not in the topology (servers 0..{n - 1})")
-        out.append(s)
-    return tuple(out)
-
-
 def _row(result: Any) -> dict[str, Any]:
     return {
         "method": _LABEL[result.method],
@@ -240,7 +225,7 @@ def run_collective(args: argparse.Namespace) -> int:
     topology = sol.topology
     try:
         collective = Collective(
-            args.collective, _servers(args.servers, topology.n), args.bytes, args.chunks or 1, args.root
+            args.collective, server_ids(args.servers, topology.n), args.bytes, args.chunks or 1, args.root
         )
     except InputError as exc:  # named by the option that gave the field
         option = _OPTION_OF_FIELD.get(exc.field or "")

@@ -48,7 +48,14 @@ from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.verify import VerifyReport, ViolationList
 from topoopt_ilp.files.jsonio import read_text
 
-__all__ = ["SCHEDULE_COLLECTIVES", "STEP_TYPES", "check_msccl", "msccl_schedule_violations", "msccl_violations"]
+__all__ = [
+    "SCHEDULE_COLLECTIVES",
+    "STEP_TYPES",
+    "check_msccl",
+    "check_msccl_schedule",
+    "msccl_schedule_violations",
+    "msccl_violations",
+]
 
 #: Step type -> (receives, sends, reads src, writes dst, adds): what MSCCL's parser and kernel do with it.
 STEP_TYPES: dict[str, tuple[bool, bool, bool, bool, bool]] = {
@@ -79,6 +86,8 @@ _MOST_COUNT = 71
 #: The exporter's rounding: a ring's share of the group's bytes is within 1/71 of the solution's.
 _SHARE_ERROR = 1 / 71
 _SHOWN = 10
+#: The comment ``topoopt collective --to msccl`` writes: which server each rank is.
+_RANKS = re.compile(r"<!--[^>]*?rank:server((?: [0-9]{1,9}:[0-9]{1,9})+) -->")
 
 
 @dataclass(frozen=True)
@@ -647,6 +656,42 @@ def msccl_schedule_violations(
             if wanted:
                 _Run(blocks, sizes, k, inputs, expected, in_place, report).run()
     return report.report()
+
+
+def check_msccl_schedule(
+    solution: Solution,
+    path: str | os.PathLike,
+    coll: str,
+    servers: tuple[int, ...] | None = None,
+    root: int | None = None,
+) -> VerifyReport:
+    """Violations of the MSCCL algorithm file in ``path`` (``topoopt collective --to msccl``) as the
+    algorithm of ``coll`` over ``servers`` (default every server of the design; rank ``i`` is
+    ``servers[i]``) of ``solution``'s design, a broadcast from the server ``root`` (default the
+    first): :func:`msccl_schedule_violations`. InputError for servers or a root the design or the
+    collective does not have."""
+    if solution.topology is None or not solution.has_solution:
+        raise InputError(f"the solution holds no design (status {solution.status}): nothing to check a file against")
+    n = solution.topology.n
+    servers = tuple(range(n)) if servers is None else tuple(servers)
+    if len(servers) < 2 or len(set(servers)) != len(servers) or not all(0 <= s < n for s in servers):
+        raise InputError(f"--servers must name at least 2 distinct servers of 0..{n - 1}")
+    if root is not None and coll != "broadcast":
+        raise InputError(f"--root goes with --collective broadcast, not {coll}")
+    root = servers[0] if root is None else root
+    if root not in servers:
+        raise InputError(f"--root {root} is not one of the collective's servers")
+    text = read_text(path, InputError)
+    report = msccl_schedule_violations(solution.topology.matrix, servers, text, coll, servers.index(root))
+    named = _RANKS.search(text)
+    if named is None:
+        return report
+    pairs = [tuple(int(v) for v in pair.split(":")) for pair in named.group(1).split()]
+    if pairs != list(enumerate(servers)):
+        claimed = " ".join(f"{r}:{s}" for r, s in pairs[:8])
+        more = [*report.violations, f"ranks: the file's comment maps rank:server {claimed}, not the servers checked"]
+        return VerifyReport(tuple(more))
+    return report
 
 
 def check_msccl(
