@@ -243,6 +243,7 @@ def run_collective(args: argparse.Namespace) -> int:
                 raise
             skipped["ring"] = exc.reason  # e.g. no ring through every server, or an all-to-all
     best = min(results, key=lambda r: (r.steps, -ALL_METHODS.index(r.method)))
+    relaxation = _relaxation(topology, collective, link, args) if method == "all" else None
     if args.to == "msccl":
         _write_msccl(args.out, topology, collective, best.schedule)
     elif args.out is not None:
@@ -272,6 +273,7 @@ def run_collective(args: argparse.Namespace) -> int:
                         "bandwidth_Bps": link.bandwidth_Bps,
                         "results": rows,
                         "skipped": skipped,
+                        "relaxation": None if relaxation is None else _relaxation_row(relaxation),
                         "written": args.out if args.out is not None else None,
                     }
                 ),
@@ -294,6 +296,14 @@ def run_collective(args: argparse.Namespace) -> int:
         )
     for m, reason in skipped.items():
         print(f"  {m:<8} - ({reason})")
+    if relaxation is not None:
+        independent = results[0].bound.steps
+        undecided = "" if relaxation.settled else ", a larger horizon undecided at the time limit"
+        print(
+            f"  {'lp':<8} {fmt_time(relaxation.seconds):>11} {relaxation.steps:>6} steps: the bound of the model's "
+            f"LP relaxation ({relaxation.solves} LPs, {relaxation.solve_s:.3g} s{undecided}); the independent bound "
+            f"{independent} steps"
+        )
     if collective.kind == "allreduce" and any(r.status == "optimal" and r.gap for r in results):
         print(
             "  note     allreduce optimal: ReduceScatter + AllGather, each phase optimal; the bound is any AllReduce's"
@@ -302,6 +312,32 @@ def run_collective(args: argparse.Namespace) -> int:
         as_what = ", as an MSCCL algorithm" if args.to == "msccl" else ""
         print(f"  wrote {args.out} ({_LABEL[best.method]} schedule, {best.steps} steps{as_what})")
     return EXIT_OK
+
+
+#: Seconds per LP of the relaxation bound when --time-limit does not say.
+RELAXATION_TIME_LIMIT_S = 10.0
+
+
+def _relaxation(topology: Any, collective: Any, link: Any, args: argparse.Namespace) -> Any:
+    """``--method all``: the LP-relaxation bound, on HiGHS (whatever --backend solves the MILP)."""
+    # start-up time: numpy and the solvers, not needed for --help
+    from topoopt_ilp.models.collective_relaxation import relaxation_bound
+    from topoopt_ilp.models.common import ExactOptions
+
+    limit = RELAXATION_TIME_LIMIT_S if args.time_limit is None else args.time_limit
+    return relaxation_bound(topology, collective, link, options=ExactOptions(backend="highs", time_limit_s=limit))
+
+
+def _relaxation_row(relaxation: Any) -> dict[str, Any]:
+    return {
+        "kind": relaxation.kind,
+        "bound_steps": relaxation.steps,
+        "bound_s": relaxation.seconds,
+        "floor_steps": relaxation.floor_steps,
+        "settled": relaxation.settled,
+        "solves": relaxation.solves,
+        "solve_s": relaxation.solve_s,
+    }
 
 
 def _write_msccl(path: str, topology: Any, collective: Any, schedule: Any) -> None:
