@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from topoopt_ilp.core.collective import Collective, LinkModel
+from topoopt_ilp.core.graph import circulant as circulant_matrix
 from topoopt_ilp.core.solution import Topology
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.models.collective import solve_collective
@@ -20,13 +21,7 @@ LINK = LinkModel(1e-6, 12.5e9)
 
 
 def circulant(n: int, jumps: tuple[int, ...], directed: bool = False) -> Topology:
-    m = np.zeros((n, n), dtype=np.int64)
-    for i in range(n):
-        for j in jumps:
-            m[i, (i + j) % n] += 1
-            if not directed:
-                m[(i + j) % n, i] += 1
-    return Topology(m)
+    return Topology(circulant_matrix(n, jumps, directed))
 
 
 CASES = [

@@ -78,8 +78,10 @@ class _Layout:
         outputs = self.per if self.kind in ("reducescatter", "broadcast") else self.loop
         return inputs, outputs, len(self.scratch[r])
 
-    def holders(self, c: int) -> range | tuple[int, ...]:
-        """The ranks that hold chunk c complete at the start (every rank holds a part of a reduction's)."""
+    def holders(self, c: int) -> tuple[int, ...]:
+        """The ranks that hold chunk c complete at the start (none for a reduction: each holds a part)."""
+        if self.kind in ("allreduce", "reducescatter"):
+            return ()
         if self.kind == "broadcast":
             return (self.root,)
         if self.kind == "alltoall":
