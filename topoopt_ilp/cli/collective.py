@@ -119,7 +119,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="no SOLUTION: choose the topology (the instance's cluster: degree, links, regular, multi_links) and "
         f"the schedule together, in one model up to {JOINT_MODEL_SERVERS} servers (proven optimal when the "
-        "probes settle), above that the best known design each scheduled; allgather, reducescatter, allreduce",
+        "probes settle), above that the best known design each scheduled; every collective",
     )
     p.add_argument(
         "--design-out",
@@ -368,9 +368,11 @@ def _run_joint(args: argparse.Namespace) -> int:
 
     if args.solution is not None:
         raise InputError("--joint chooses the topology: give INSTANCE only, no SOLUTION")
-    for option in ("check", "servers", "root"):
+    for option in ("check", "servers"):
         if getattr(args, option) is not None:
             raise InputError(f"--{option} does not go with --joint (it schedules every server of the instance)")
+    if args.root is not None and args.collective != "broadcast":
+        raise InputError(f"--root goes with --collective broadcast, not {args.collective}")
     for option, value in (("--collective", args.collective), ("--bytes", args.bytes)):
         if value is None:
             raise InputError(f"{option} is required")
@@ -390,7 +392,10 @@ def _run_joint(args: argparse.Namespace) -> int:
     cluster = inst.cluster
     if inst.fixed_topology is not None:
         raise InputError("the instance fixes its topology: schedule it with a SOLUTION instead of --joint")
-    collective = Collective(args.collective, tuple(range(cluster.servers)), args.bytes, args.chunks or 1)
+    try:
+        collective = Collective(args.collective, tuple(range(cluster.servers)), args.bytes, args.chunks or 1, args.root)
+    except InputError as exc:  # named by the option that gave the field
+        raise InputError(f"{_OPTION_OF_FIELD.get(exc.field or '', '--collective')}: {exc.reason}") from None
     link = _link(inst)
     options = ExactOptions(backend=args.backend or "highs", time_limit_s=args.time_limit)
     directed = cluster.links == "directed"
@@ -439,7 +444,9 @@ def _run_joint(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(
         f"{collective.kind} of {collective.bytes:.4g} bytes over the {n} servers of {args.instance} (degree {d}, "
-        f"{cluster.links}), {collective.chunks} chunk(s) per server: topology and schedule by the {how}"
+        f"{cluster.links}), {collective.chunks} chunk(s) "
+        + ("of the root's message" if collective.kind == "broadcast" else "per server")
+        + f": topology and schedule by the {how}"
     )
     print(f"  design       {design}")
     print(
