@@ -86,3 +86,28 @@ def test_the_pipelined_schedule_runs_as_an_msccl_algorithm():
     reduce = Collective("allreduce", (0, 1, 2, 3), 1e6, 2)
     text = msccl_schedule_xml(reduce, one.schedule)
     assert msccl_schedule_violations(k4.matrix, reduce.servers, text, "allreduce").valid
+
+
+def test_the_command_runs_it(tmp_path, capsys):
+    import json
+
+    from topoopt_ilp.cli import main
+    from topoopt_ilp.core.solution import Solution
+    from topoopt_ilp.files import save_solution
+
+    inst = tmp_path / "k4.json"
+    cluster = {"servers": 4, "degree": 4, "link_bandwidth_gbps": 100}
+    demand = {"allreduce": [{"members": [0, 1, 2, 3], "bytes": 1e6}]}
+    inst.write_text(json.dumps({"format": "topoopt-instance", "version": 1, "cluster": cluster, "demand": demand}))
+    sol = tmp_path / "k4.solution.json"
+    save_solution(Solution(status="feasible", method="by hand", topology=k4_double_diagonals()), sol, directed=False)
+    argv = ["collective", str(inst), str(sol), "--collective", "allreduce", "--bytes", "1e6", "--chunks", "2"]
+    out = tmp_path / "s.json"
+    assert main([*argv, "--one-model", "--method", "all", "--time-limit", "60", "-o", str(out), "--json"]) == 0
+    rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    assert rows["exact"]["steps"] == 3 and rows["exact"]["status"] == "optimal" and rows["greedy"]["steps"] >= 4
+    assert main(["collective", str(inst), str(sol), "--check", str(out)]) == 0
+    capsys.readouterr()
+    for bad in (["--one-model", "--method", "heuristic"], ["--one-model", "--collective", "allgather"]):
+        assert main([*argv, *bad]) == 2
+        assert "--one-model" in capsys.readouterr().err

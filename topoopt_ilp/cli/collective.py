@@ -92,6 +92,12 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--time-limit", type=nonneg_float, default=None, metavar="S", help="exact: solver time limit in seconds"
     )
+    p.add_argument(
+        "--one-model",
+        action="store_true",
+        help="allreduce, exact (or all): one model, partial sums up a tree into a root per chunk and the sum "
+        "broadcast from it, phases pipelined, instead of ReduceScatter + AllGather (every server; small cases)",
+    )
     p.add_argument("--backend", default=None, help="exact: solver back-end (highs, scip, cpsat, cbc; default highs)")
     p.add_argument(
         "-o",
@@ -145,6 +151,8 @@ _SCHEDULING_OPTIONS = (
     "out",
     "to",
 )
+#: Flags that choose how to schedule; --check takes none of them either.
+_SCHEDULING_FLAGS = ("one_model",)
 
 
 #: The Collective's fields and the options that give them.
@@ -196,12 +204,14 @@ def run_collective(args: argparse.Namespace) -> int:
         if not args.check.strip():
             raise InputError(f"--check needs a schedule file name, got {args.check!r}")
         given = [f"--{k.replace('_', '-')}" for k in _SCHEDULING_OPTIONS if getattr(args, k) is not None]
+        given += [f"--{k.replace('_', '-')}" for k in _SCHEDULING_FLAGS if getattr(args, k)]
         if given:
             raise InputError(f"{given[0]} does not go with --check (the schedule file says what it schedules)")
         return _run_check(args)
     from topoopt_ilp.core.collective import Collective
     from topoopt_ilp.files import check_writable, json_safe
     from topoopt_ilp.models.collective import solve_collective
+    from topoopt_ilp.models.collective_allreduce import solve_allreduce_model
     from topoopt_ilp.models.collective_file import write_collective_schedule
     from topoopt_ilp.models.common import ExactOptions
     from topoopt_ilp.models.schedule import file_sha256
@@ -216,6 +226,10 @@ def run_collective(args: argparse.Namespace) -> int:
         raise InputError(f"--root goes with --collective broadcast, not {args.collective}")
     if args.time_limit == 0:
         raise InputError("--time-limit 0 leaves the solver no time")
+    if args.one_model and (args.collective != "allreduce" or method not in ("exact", "all")):
+        raise InputError(
+            f"--one-model schedules an allreduce with --method exact or all, not {args.collective} {method}"
+        )
     if args.to is not None and args.out is None:
         raise InputError("--to says what -o writes: give -o FILE")
     if args.out is not None:
@@ -237,6 +251,9 @@ def run_collective(args: argparse.Namespace) -> int:
     results, skipped = [], {}
     for m in ALL_METHODS if method == "all" else (method,):
         try:
+            if m == "exact" and args.one_model:
+                results.append(solve_allreduce_model(topology, collective, link, options=options))
+                continue
             results.append(solve_collective(topology, collective, link, method=m, options=options))
         except InputError as exc:
             if method != "all" or m != "ring":
@@ -305,9 +322,12 @@ def run_collective(args: argparse.Namespace) -> int:
             f"{independent} steps"
         )
     if collective.kind == "allreduce" and any(r.status == "optimal" and r.gap for r in results):
-        print(
-            "  note     allreduce optimal: ReduceScatter + AllGather, each phase optimal; the bound is any AllReduce's"
+        form = (
+            "no schedule of one tree in and one broadcast out per chunk is shorter"
+            if args.one_model
+            else "ReduceScatter + AllGather, each phase optimal"
         )
+        print(f"  note     allreduce optimal: {form}; the bound is any AllReduce's")
     if args.out is not None:
         as_what = ", as an MSCCL algorithm" if args.to == "msccl" else ""
         print(f"  wrote {args.out} ({_LABEL[best.method]} schedule, {best.steps} steps{as_what})")
@@ -378,6 +398,8 @@ def _run_joint(args: argparse.Namespace) -> int:
             raise InputError(f"{option} is required")
     if args.to == "msccl":
         raise InputError("--to msccl goes with a SOLUTION, not --joint (write --design-out, then schedule it)")
+    if args.one_model:
+        raise InputError("--one-model goes with a SOLUTION, not --joint")
     method = args.method or "exact"
     if method not in ("exact", "heuristic"):
         raise InputError(f"--joint takes --method exact or heuristic, not {method}")
