@@ -68,8 +68,10 @@ __all__ = [
     "solve_joint_collective",
 ]
 
-#: The collectives the joint model chooses a topology for (their optimum is an AllGather optimum).
-JOINT_KINDS = ("allgather", "reducescatter", "allreduce")
+#: The collectives the joint model chooses a topology for (a reduction's optimum is an AllGather optimum).
+JOINT_KINDS = ("allgather", "reducescatter", "allreduce", "broadcast", "alltoall")
+#: The collectives the model schedules as they are (the others as an AllGather, then turned into theirs).
+_DISSEMINATIONS = ("broadcast", "alltoall")
 #: Most jump sets the circulant enumeration of :func:`candidate_designs` scores.
 MAX_JUMP_SETS = 20_000
 #: The share of the time limit the designs' schedules may take before the probes start.
@@ -175,8 +177,9 @@ def _capacity(b: ModelBuilder, jm: dict, tails: np.ndarray, heads: np.ndarray, p
 #   servers V = 0..n-1, all of them taking part; degree d, regular (every server exactly d) or at
 #   most d; undirected links (a pair {u, v} with x links carries x chunks per step each way) or
 #   directed ones (out- and in-degree d); parallel links allowed or not. Chunks c with origin o(c)
-#   and the servers S(c) that must hold c at the end (AllGather; ReduceScatter and AllReduce are
-#   solved as AllGather, module docstring of models/collective.py); steps t = 1..T.
+#   and the servers S(c) that must hold c at the end (AllGather, broadcast from server 0 (another
+#   root: servers 0 and the root swapped after), all-to-all; ReduceScatter and AllReduce are solved
+#   as AllGather, module docstring of models/collective.py); steps t = 1..T.
 # Variables
 #   x[u, v] in {0..d} (or {0, 1})   links between u and v (undirected: one variable per pair u < v)
 #   s[c, u, v, t] in {0, 1}         chunk c crosses u -> v in step t (v != o(c); in step 1 only from
@@ -195,16 +198,20 @@ def _capacity(b: ModelBuilder, jm: dict, tails: np.ndarray, heads: np.ndarray, p
 #   finish     h[c, v, t] + y[t + 1] >= 1 for v in S(c), t < T;  h[c, v, T] >= 1
 #   chain      y[t] >= y[t + 1];  y[t] = 1 for t <= L (L: a floor, below)
 #   symmetry   x[0, 1] >= x[0, 2] >= ... >= x[0, n - 1] and x[0, 1] >= 1. Sound: every server takes
-#              part and holds the same number of chunks, so a permutation of the servers that fixes
-#              0 (and carries each server's chunks along) maps a topology and its schedule to
-#              another of the same class and the same finish step; the permutation that sorts
+#              part and servers 1..n-1 play the same part (AllGather and all-to-all: the same number
+#              of chunks to give and to get; broadcast: from root 0, every other a sink), so a
+#              permutation of the servers that fixes 0 (and carries each server's chunks along) maps
+#              a topology and its schedule to another of the same class and the same finish step; the permutation that sorts
 #              server 0's link counts in decreasing order over 1..n-1 maps every solution to one
 #              that meets the rows. x[0, 1] >= 1: server 0 has a link (its chunk must leave it).
 # Objective
 #   minimise sum_t y[t], the finish step (with L = T: a feasibility probe, how it is solved).
 # Floor L (joint_floor_steps, valid on every topology of the class): a server receives (n - 1) k
 #   chunks over at most d links per step; a chunk's holders grow at most (d + 1)-fold per step, so
-#   T >= ceil(log_{d+1} n).
+#   T >= ceil(log_{d+1} n). Broadcast: some piece first leaves the root in step ceil(k / d) or
+#   later, so T >= ceil(k / d) - 1 + ceil(log_{d+1} n). All-to-all: also the Moore bound (at most
+#   d (d - 1)^(j - 1) servers j hops away, d^j directed) on the farthest hop and on the hops of all
+#   chunks over the n d arcs.
 def build_joint_model(
     n: int,
     degree: int,
@@ -272,14 +279,28 @@ def build_joint_model(
     return JointModel(b.build(), x, pair_tail, pair_head, s, sc, st, sh, sstep, holds, y)
 
 
-def joint_floor_steps(n: int, degree: int, chunks: int, *, directed: bool = False) -> int:
-    """The floor L of the comment block: gather steps every topology of the class needs for an
-    AllGather over all ``n`` servers with ``chunks`` chunks each (n >= 2, degree >= 1)."""
-    receive = math.ceil((n - 1) * chunks / degree)
+def joint_floor_steps(n: int, degree: int, chunks: int, *, directed: bool = False, kind: str = "allgather") -> int:
+    """The floor L of the comment block: steps every topology of the class needs for ``kind`` over all
+    ``n`` servers with ``chunks`` chunks each (per root for a broadcast; n >= 2, degree >= 1); for
+    ReduceScatter and AllReduce, the AllGather's."""
     spread, reach = 0, 1
     while reach < n:
         spread, reach = spread + 1, reach * (degree + 1)
-    return max(receive, spread)
+    if kind == "broadcast":
+        # the root sends at most d copies per step, so some piece first leaves it in step
+        # ceil(chunks / d), at most d + 1 servers then hold it, and its holders grow (d + 1)-fold
+        return math.ceil(chunks / degree) - 1 + spread
+    receive = math.ceil((n - 1) * chunks / degree)
+    if kind != "alltoall":
+        return max(receive, spread)
+    # a server has at most d (d - 1)^(k - 1) servers at k hops (d^k directed): the Moore bound; each
+    # of its chunks travels at least that far, n d links carry the n (n - 1) chunks' hops
+    hops, left, k, ring = 0, n - 1, 1, degree
+    while left > 0:
+        at = min(left, ring)
+        hops, left, k = hops + at * k, left - at, k + 1
+        ring *= degree if directed else max(degree - 1, 1)
+    return max(receive, k - 1, math.ceil(chunks * hops / degree))
 
 
 def _topology_from(jmodel: JointModel, values: np.ndarray, n: int, directed: bool) -> np.ndarray:
@@ -476,8 +497,10 @@ def _schedule_result(
     """The collective's schedule from a gather schedule on ``topology`` (ReduceScatter: on its reverse,
     which becomes the topology), checked, with the independent bound on the topology."""
     n = topology.shape[0]
-    gather_kind = Collective("allgather", collective.servers, collective.bytes, collective.chunks)
-    origin, sinks = chunk_demand(gather_kind, n)
+    demand = collective
+    if collective.kind not in _DISSEMINATIONS:
+        demand = Collective("allgather", collective.servers, collective.bytes, collective.chunks)
+    origin, sinks = chunk_demand(demand, n)
     gather = trimmed(gather, origin, sinks)
     if collective.kind == "reducescatter":
         topology = topology.T.copy()
@@ -537,8 +560,13 @@ def solve_joint_collective(
     options = options or ExactOptions()
     n = _check_request(collective, degree, directed, multi_links, regular, options)
     deadline = None if options.time_limit_s is None else started + 0.95 * options.time_limit_s
-    floor = joint_floor_steps(n, degree, collective.chunks, directed=directed)
-    gather = Collective("allgather", collective.servers, collective.bytes, collective.chunks)
+    floor = joint_floor_steps(n, degree, collective.chunks, directed=directed, kind=collective.kind)
+    # what the model schedules: a broadcast from server 0 (another root is relabelled at the end) or
+    # an all-to-all as they are, the reductions as the AllGather that gives them
+    if collective.kind in _DISSEMINATIONS:
+        gather = replace(collective, root=0 if collective.kind == "broadcast" else None)
+    else:
+        gather = Collective("allgather", collective.servers, collective.bytes, collective.chunks)
     origin, sinks = chunk_demand(gather, n)
 
     classes = {"directed": directed, "regular": regular, "multi_links": multi_links}
@@ -597,6 +625,11 @@ def solve_joint_collective(
     problems = degree_violations(matrix, degree, **classes)
     if problems:  # an internal error: the model's degree rows or a design are wrong
         raise AssertionError(f"the chosen topology fails the degree check: {problems[0]}")
+    if collective.kind == "broadcast" and collective.root != 0:  # swap server 0 and the root
+        swap = np.arange(n)
+        swap[[0, collective.root]] = [collective.root, 0]
+        matrix = np.asarray(matrix)[np.ix_(swap, swap)]
+        sends = [Send(x.step, x.chunk, int(swap[x.src]), int(swap[x.dst]), x.partial) for x in sends]
     backend = options.backend
     topology, result = _schedule_result(
         matrix, collective, link, sends, steps, status, min(proven, steps), backend, started

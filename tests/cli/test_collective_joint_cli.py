@@ -104,3 +104,22 @@ def test_fixed_topology_and_missing_solution(capsys):
     assert "fixes its topology" in capsys.readouterr().err
     assert main(["collective", ring, "--collective", "allgather", "--bytes", "1e6"]) == 2
     assert "SOLUTION is required" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "kind, extra, steps", [("broadcast", ["--root", "4", "--chunks", "2"], 3), ("alltoall", [], 5)]
+)
+def test_broadcast_and_alltoall(tmp_path, capsys, kind, extra, steps):
+    # 6 servers of degree 2: a broadcast of two pieces (floor 2, proven too short) and the all-to-all
+    # (two servers 1 hop away, two 2, one 3 on the 6-ring: 9 hops over 2 links, 5 steps)
+    inst = _instance(tmp_path, 6, 2)
+    schedule, design = tmp_path / "s.json", tmp_path / "d.json"
+    argv = ["collective", inst, "--joint", "--collective", kind, "--bytes", "1e6", *extra, "--time-limit", "30"]
+    out = _json([*argv, "-o", str(schedule), "--design-out", str(design)], capsys)
+    assert out["steps"] == steps and out["over_class"].startswith("optimal over every topology")
+    assert main(["collective", inst, str(design), "--check", str(schedule)]) == 0
+    if kind == "broadcast":
+        assert {s.src for s in read_collective_schedule(schedule).schedule.sends if s.step == 1} == {4}
+    capsys.readouterr()
+    assert main(["collective", inst, "--joint", "--collective", "allgather", "--bytes", "1e6", "--root", "1"]) == 2
+    assert "--root goes with --collective broadcast" in capsys.readouterr().err

@@ -1,6 +1,6 @@
-"""An AllGather schedule as an MSCCL algorithm (``topoopt collective ... --to msccl``): the exact and
-greedy schedules of shipped designs pass the independent MSCCL checker, hand-broken files fail it,
-and the command refuses what it cannot write."""
+"""A collective schedule as an MSCCL algorithm (``topoopt collective ... --to msccl``): the exact and
+greedy schedules of shipped designs (every collective) pass the independent MSCCL checker,
+hand-broken files fail it, and the command refuses what it cannot write."""
 
 from __future__ import annotations
 
@@ -136,11 +136,71 @@ def test_redundant_receipts_are_dropped():
 
 def test_refusals():
     x, gather, schedule = _ring(4)
-    with pytest.raises(InputError, match="AllGather and AllReduce"):
-        msccl_schedule_xml(Collective("reducescatter", gather.servers, 1e3), schedule)
     part = Collective("allgather", (0, 1, 2), 1e3)
     with pytest.raises(InputError, match="not in the collective"):
         msccl_schedule_xml(part, schedule)
+    with pytest.raises(InputError, match="runs allgather"):
+        msccl_schedule_violations(x, gather.servers, msccl_schedule_xml(gather, schedule), "gather")
+
+
+@pytest.mark.parametrize("name", ["mix-8.json", "fixed-links-6.json"])
+@pytest.mark.parametrize("method", ["exact", "heuristic"])
+@pytest.mark.parametrize("kind", ["reducescatter", "broadcast", "alltoall"])
+def test_other_collectives_pass_the_checker(name, method, kind):
+    topology = design(name)
+    n = topology.n
+    root = 2 if kind == "broadcast" else None
+    collective = Collective(kind, tuple(range(n)), bytes=1e6, chunks=2, root=root)
+    result = solve_collective(topology, collective, LINK, method=method, options=ExactOptions(time_limit_s=10))
+    text = msccl_schedule_xml(collective, result.schedule)
+    report = msccl_schedule_violations(topology.matrix, collective.servers, text, kind, root=root or 0)
+    assert report.valid, report.violations[:3]
+    assert f'coll="{kind}" inplace="0" outofplace="1"' in text
+    if kind == "reducescatter":  # n - 1 partial sums arrive per chunk id, only in the owner's output at the end
+        assert text.count('type="rrc"') == (n - 1) * 2 * n and 'type="r"' not in text
+        assert f'nchunksperloop="{2 * n}"' in text and 'o_chunks="2"' in text
+    if kind == "broadcast":  # every rank but the root receives each piece once; the root copies its input
+        assert text.count('type="r"') == (n - 1) * 2 and text.count('type="cpy"') == 2
+        assert 'nchunksperloop="2"' in text and "root rank 2" in text
+    if kind == "alltoall":  # each rank copies its pieces for itself; the rest arrive at least once
+        assert text.count('type="cpy"') == 2 * n and text.count('type="r"') >= n * (n - 1) * 2
+        # the relayed pieces wait in scratch
+        relayed = text.count('type="r"') - n * (n - 1) * 2
+        assert sum(int(v) for v in re.findall(r's_chunks="(\d+)"', text)) == relayed
+
+
+def _checked(kind, edit, root=0):
+    topology = design("fixed-links-6.json")
+    collective = Collective(kind, tuple(range(6)), 1e6, 1, root if kind == "broadcast" else None)
+    text = msccl_schedule_xml(collective, solve_collective(topology, collective, LINK, method="heuristic").schedule)
+    broken = edit(text)
+    assert broken != text
+    return msccl_schedule_violations(topology.matrix, collective.servers, broken, kind, root).violations
+
+
+def test_broken_reducescatter_broadcast_alltoall_fail():
+    # a partial sum received but not added
+    found = _checked("reducescatter", lambda t: t.replace('type="rrc"', 'type="r"', 1))
+    assert any("lacks rank" in v for v in found), found
+    # the wrong collective named
+    found = _checked("reducescatter", lambda t: t.replace('coll="reducescatter"', 'coll="allreduce"'))
+    assert any(v.startswith("header: coll") for v in found), found
+    # the root's copy to its own output skipped
+    found = _checked("broadcast", lambda t: t.replace('type="cpy"', 'type="nop"'))
+    assert "missing output: out of place: rank 0 ends without output chunk 0" in found, found
+    # the file's root is rank 0, the claim rank 1: rank 1's input is never read as the message
+    topology = design("fixed-links-6.json")
+    bcast = Collective("broadcast", tuple(range(6)), 1e6, 1, 0)
+    text = msccl_schedule_xml(bcast, solve_collective(topology, bcast, LINK, method="heuristic").schedule)
+    assert not msccl_schedule_violations(topology.matrix, bcast.servers, text, "broadcast", root=1).valid
+    # an all-to-all piece received into another rank's output slot
+    found = _checked(
+        "alltoall", lambda t: _nth_sub(t, r'type="r" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="(\d+)"', "5", 0)
+    )
+    assert any(v.startswith(("wrong chunk", "race", "missing output")) for v in found), found
+    # an in-place claim the check does not make for an all-to-all
+    found = _checked("alltoall", lambda t: t.replace('inplace="0"', 'inplace="1"'))
+    assert any("out of place only" in v for v in found), found
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +220,56 @@ def test_command_writes_a_checked_file(mix_solution, tmp_path, capsys):
     assert msccl_schedule_violations(design("mix-8.json").matrix, tuple(range(8)), text).valid
     capsys.readouterr()
     scatter = [*argv[:3], "--collective", "reducescatter", *argv[5:]]
-    assert main([*scatter, "--to", "msccl", "-o", str(tmp_path / "x.xml")]) == 2  # AllGather and AllReduce only
+    assert main([*scatter, "--method", "heuristic", "--to", "msccl", "-o", str(tmp_path / "rs.xml")]) == 0
+    assert 'coll="reducescatter"' in (tmp_path / "rs.xml").read_text()
+    bcast = [*argv[:3], "--collective", "broadcast", "--root", "3", *argv[5:]]
+    assert main([*bcast, "--method", "heuristic", "--to", "msccl", "-o", str(tmp_path / "b.xml")]) == 0
+    assert "root rank 3" in (tmp_path / "b.xml").read_text()
+    capsys.readouterr()
     assert main([*argv, "--to", "msccl"]) == 2  # --to without -o
-    assert not (tmp_path / "x.xml").exists()
-    assert "AllGather and AllReduce" in capsys.readouterr().err
+    assert "give -o FILE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "kind, extra", [("reducescatter", []), ("broadcast", ["--root", "5"]), ("alltoall", []), ("allreduce", [])]
+)
+def test_verify_runs_a_schedules_file(mix_solution, tmp_path, capsys, kind, extra):
+    mix = str(INSTANCES / "mix-8.json")
+    out = tmp_path / "algo.xml"
+    made = ["collective", mix, mix_solution, "--collective", kind, "--bytes", "1e6", *extra]
+    assert main([*made, "--method", "heuristic", "--to", "msccl", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["verify", mix, mix_solution, "--msccl", str(out), "--collective", kind, *extra]) == 0
+    assert f"a valid MSCCL {kind} algorithm" in capsys.readouterr().out
+    # claimed as another collective, or (a broadcast) from another root: exit 1 with the violations
+    other = "allgather" if kind != "allgather" else "allreduce"
+    assert main(["verify", mix, mix_solution, "--msccl", str(out), "--collective", other]) == 1
+    assert "coll is" in capsys.readouterr().out
+    if kind == "broadcast":
+        assert main(["verify", mix, mix_solution, "--msccl", str(out), "--collective", kind, "--root", "0"]) == 1
+    # a file broken by hand
+    broken = tmp_path / "broken.xml"
+    broken.write_text(out.read_text().replace('type="r"', 'type="nop"', 1).replace('type="rrc"', 'type="nop"', 1))
+    assert main(["verify", mix, mix_solution, "--msccl", str(broken), "--collective", kind, *extra]) == 1
+
+
+def test_verify_schedule_file_refusals(mix_solution, tmp_path, capsys):
+    mix = str(INSTANCES / "mix-8.json")
+    out = tmp_path / "algo.xml"
+    made = ["collective", mix, mix_solution, "--collective", "allgather", "--bytes", "1e6", "--servers", "0,2,4,6"]
+    assert main([*made, "--method", "heuristic", "--to", "msccl", "-o", str(out)]) == 0
+    check = ["verify", mix, mix_solution, "--msccl", str(out), "--collective", "allgather"]
+    capsys.readouterr()
+    assert main([*check, "--servers", "0,2,4,6"]) == 0
+    # other servers than the file's: its ranks run on other links, and its comment names other servers
+    assert main([*check, "--servers", "0,1,2,3"]) == 1
+    assert "rank:server" in capsys.readouterr().out
+    for argv, needle in [
+        ([*check, "--servers", "0,9"], "not in the topology"),
+        ([*check, "--root", "0"], "--root goes with --collective broadcast"),
+        (["verify", mix, mix_solution, "--collective", "allgather"], "--collective applies to --msccl"),
+        ([*check, "--group", "0"], "--group"),
+        ([*check[:4], "missing.xml", *check[5:]], "missing.xml"),
+    ]:
+        assert main(argv) == 2, argv
+        assert needle in capsys.readouterr().err, argv

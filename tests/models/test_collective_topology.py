@@ -139,8 +139,6 @@ def test_the_floor_closed_forms():
 
 
 def test_bad_requests():
-    with pytest.raises(InputError, match="allgather"):
-        joint(4, 2, "alltoall")
     with pytest.raises(InputError, match="every server"):
         solve_joint_collective(Collective("allgather", (0, 2), 1e6), 1, LINK)
     with pytest.raises(InputError, match="odd"):
@@ -173,3 +171,49 @@ def test_brute_force_over_every_regular_graph_of_the_catalogue(n, d):
     best = min(solve_collective(Topology(g.astype(np.int64)), gather(n), LINK, options=OPTIONS).steps for g in graphs)
     r = joint(n, d, designs=False, multi_links=False)
     assert r.status == "optimal" and r.result.steps == best
+
+
+def broadcast_or_alltoall(n: int, kind: str, chunks: int = 1) -> Collective:
+    return Collective(kind, tuple(range(n)), 1e6, chunks, 2 if kind == "broadcast" else None)
+
+
+@pytest.mark.parametrize("kind", ["broadcast", "alltoall"])
+@pytest.mark.parametrize("n", [5, 6])
+def test_broadcast_and_alltoall_brute_force_over_every_two_regular_graph(kind, n):
+    collective = broadcast_or_alltoall(n, kind, 2 if kind == "broadcast" else 1)
+    graphs = [m for m in two_regular_graphs(n) if _connected(m)]
+    best = min(solve_collective(Topology(m), collective, LINK, options=OPTIONS).steps for m in graphs)
+    r = solve_joint_collective(collective, 2, LINK, options=OPTIONS, designs=False, multi_links=False)
+    assert r.status == "optimal" and r.result.steps == best
+    replay = check_schedule(r.topology, collective, LINK, r.result.schedule)
+    assert replay.violations == [] and replay.finish_step == r.result.steps
+    assert not degree_violations(r.topology.matrix, 2, directed=False, regular=True, multi_links=False)
+
+
+@pytest.mark.parametrize("kind", ["broadcast", "alltoall"])
+def test_broadcast_and_alltoall_brute_force_over_the_catalogue(kind):
+    collective = broadcast_or_alltoall(6, kind, 3 if kind == "broadcast" else 1)
+    graphs = regular_graphs(6, 3)
+    best = min(solve_collective(Topology(g.astype(np.int64)), collective, LINK, options=OPTIONS).steps for g in graphs)
+    r = solve_joint_collective(collective, 3, LINK, options=OPTIONS, designs=False, multi_links=False)
+    assert r.status == "optimal" and r.result.steps == best
+    assert check_schedule(r.topology, collective, LINK, r.result.schedule).finish_step == best
+
+
+def test_a_broadcast_from_another_root_is_relabelled():
+    # 6 servers of degree 2 with two pieces from root 3: 3 steps (the floor 2 proven too short)
+    collective = Collective("broadcast", tuple(range(6)), 1e6, 2, 3)
+    r = solve_joint_collective(collective, 2, LINK, options=OPTIONS, designs=False)
+    assert r.status == "optimal" and r.result.steps == 3 and r.design == "joint model"
+    assert {s.src for s in r.result.schedule.sends if s.step == 1} == {3}
+    assert check_schedule(r.topology, collective, LINK, r.result.schedule).valid
+
+
+def test_broadcast_and_alltoall_floors():
+    # broadcast: ceil(k / d) - 1 + ceil(log_{d+1} n)
+    assert joint_floor_steps(8, 3, 1, kind="broadcast") == 2
+    assert joint_floor_steps(8, 3, 7, kind="broadcast") == 4
+    # all-to-all on 5 servers of degree 2: two servers 1 hop away, two 2 hops: 6 hops / 2 links
+    assert joint_floor_steps(5, 2, 1, kind="alltoall") == 3
+    # directed degree 2 on 7 servers: 2 at 1 hop, 4 at 2: 10 hops / 2; in-links: ceil(6 / 2)
+    assert joint_floor_steps(7, 2, 1, directed=True, kind="alltoall") == 5

@@ -23,6 +23,7 @@ __all__ = [
     "solution_output_arguments",
     "comparison_arguments",
     "split_list",
+    "server_ids",
     "native_options",
 ]
 
@@ -86,6 +87,22 @@ def solution_output_arguments(p: argparse.ArgumentParser) -> None:
 
 def split_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def server_ids(text: str | None, n: int) -> tuple[int, ...]:
+    """``--servers LIST`` of a topology of ``n`` servers: every server when None."""
+    if text is None:
+        return tuple(range(n))
+    out = []
+    for item in split_list(text):
+        try:
+            s = int(item)
+        except ValueError:
+            raise InputError(f"--servers must list server ids, got {item[:20]!r}") from None
+        if not 0 <= s < n:
+            raise InputError(f"--servers: server {s} is not in the topology (servers 0..{n - 1})")
+        out.append(s)
+    return tuple(out)
 
 
 def native_options(given: list[str] | None, backends: list[str]) -> dict[str, dict[str, Any]] | None:

@@ -10,7 +10,7 @@ status, bound and gap, and solve time. ``-o`` writes the best schedule
 or usage; every method gives a schedule (the exact one falls back to the greedy schedule at its
 time limit), so 4 does not arise.
 
-``--to msccl -o ALGO.xml`` writes an AllGather or AllReduce schedule as an MSCCL algorithm instead,
+``--to msccl -o ALGO.xml`` writes the schedule as an MSCCL algorithm instead,
 once the independent MSCCL checker has run it. ``--joint`` takes no SOLUTION: it chooses the
 topology of the instance's cluster and the schedule together (``solve_joint_collective`` up to
 :data:`JOINT_MODEL_SERVERS` servers, else the known designs each scheduled) and with ``-o`` writes
@@ -28,7 +28,7 @@ import argparse
 import json
 from typing import Any
 
-from topoopt_ilp.cli.arguments import nonneg_float, pos_float, pos_int, split_list
+from topoopt_ilp.cli.arguments import nonneg_float, pos_float, pos_int, server_ids
 from topoopt_ilp.cli.output import fmt_time, report_check
 from topoopt_ilp.cli.schedule import check_made_from, load_design
 from topoopt_ilp.errors import EXIT_OK, InputError
@@ -98,6 +98,12 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--time-limit", type=nonneg_float, default=None, metavar="S", help="exact: solver time limit in seconds"
     )
+    p.add_argument(
+        "--one-model",
+        action="store_true",
+        help="allreduce, exact (or all): one model, partial sums up a tree into a root per chunk and the sum "
+        "broadcast from it, phases pipelined, instead of ReduceScatter + AllGather (every server; small cases)",
+    )
     p.add_argument("--backend", default=None, help="exact: solver back-end (highs, scip, cpsat, cbc; default highs)")
     p.add_argument(
         "-o",
@@ -110,8 +116,8 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         "--to",
         choices=("schedule", "msccl"),
         default=None,
-        help="what -o writes: schedule (the topoopt-collective-schedule file, default) or msccl (an AllGather "
-        "or AllReduce schedule as an MSCCL algorithm, XML, checked by the independent MSCCL checker before it is written)",
+        help="what -o writes: schedule (the topoopt-collective-schedule file, default) or msccl (the schedule "
+        "as an MSCCL algorithm, XML, checked by the independent MSCCL checker before it is written)",
     )
     p.add_argument(
         "--check",
@@ -125,7 +131,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="no SOLUTION: choose the topology (the instance's cluster: degree, links, regular, multi_links) and "
         f"the schedule together, in one model up to {JOINT_MODEL_SERVERS} servers (proven optimal when the "
-        "probes settle), above that the best known design each scheduled; allgather, reducescatter, allreduce",
+        "probes settle), above that the best known design each scheduled; every collective",
     )
     p.add_argument(
         "--design-out",
@@ -172,6 +178,8 @@ _SCHEDULING_OPTIONS = (
     "out",
     "to",
 )
+#: Flags that choose how to schedule; --check takes none of them either.
+_SCHEDULING_FLAGS = ("one_model",)
 
 
 #: The Collective's fields and the options that give them.
@@ -188,21 +196,6 @@ def _link(inst: Any) -> Any:
 
     arcs = () if inst.fixed_topology is None else inst.fixed_topology.arc_rates(inst.cluster)
     return LinkModel(inst.cluster.hop_latency_s, inst.cluster.link_bytes_per_s, arcs)
-
-
-def _servers(text: str | None, n: int) -> tuple[int, ...]:
-    if text is None:
-        return tuple(range(n))
-    out = []
-    for item in split_list(text):
-        try:
-            s = int(item)
-        except ValueError:
-            raise InputError(f"--servers must list server ids, got {item[:20]!r}") from None
-        if not 0 <= s < n:
-            raise InputError(f"--servers: server {s} is not in the topology (servers 0..{n - 1})")
-        out.append(s)
-    return tuple(out)
 
 
 def _row(result: Any) -> dict[str, Any]:
@@ -279,12 +272,14 @@ def run_collective(args: argparse.Namespace) -> int:
         if not args.check.strip():
             raise InputError(f"--check needs a schedule file name, got {args.check!r}")
         given = [f"--{k.replace('_', '-')}" for k in _SCHEDULING_OPTIONS if getattr(args, k) is not None]
+        given += [f"--{k.replace('_', '-')}" for k in _SCHEDULING_FLAGS if getattr(args, k)]
         if given:
             raise InputError(f"{given[0]} does not go with --check (the schedule file says what it schedules)")
         return _run_check(args)
     from topoopt_ilp.core.collective import Collective
     from topoopt_ilp.files import check_writable, json_safe
     from topoopt_ilp.models.collective import solve_collective
+    from topoopt_ilp.models.collective_allreduce import solve_allreduce_model
     from topoopt_ilp.models.collective_file import write_collective_schedule
     from topoopt_ilp.models.common import ExactOptions
     from topoopt_ilp.models.schedule import file_sha256
@@ -304,16 +299,18 @@ def run_collective(args: argparse.Namespace) -> int:
         raise InputError(f"--root goes with --collective broadcast, not {args.collective}")
     if args.time_limit == 0:
         raise InputError("--time-limit 0 leaves the solver no time")
+    if args.one_model and (args.collective != "allreduce" or method not in ("exact", "all")):
+        raise InputError(
+            f"--one-model schedules an allreduce with --method exact or all, not {args.collective} {method}"
+        )
     if args.to is not None and args.out is None:
         raise InputError("--to says what -o writes: give -o FILE")
-    if args.to == "msccl" and args.collective not in ("allgather", "allreduce"):
-        raise InputError(f"--to msccl writes AllGather and AllReduce schedules, not {args.collective}")
     if args.out is not None:
         check_writable(args.out, "--out", {"instance": args.instance, "solution": args.solution}, "the schedule")
     hashes = (file_sha256(args.instance), file_sha256(args.solution)) if args.out is not None else (None, None)
     try:
         collective = Collective(
-            args.collective, _servers(args.servers, topology.n), args.bytes, args.chunks or 1, args.root
+            args.collective, server_ids(args.servers, topology.n), args.bytes, args.chunks or 1, args.root
         )
     except InputError as exc:  # named by the option that gave the field
         option = _OPTION_OF_FIELD.get(exc.field or "")
@@ -324,6 +321,9 @@ def run_collective(args: argparse.Namespace) -> int:
     results, skipped = [], {}
     for m in ALL_METHODS if method == "all" else (method,):
         try:
+            if m == "exact" and args.one_model:
+                results.append(solve_allreduce_model(topology, collective, link, options=options))
+                continue
             results.append(solve_collective(topology, collective, link, method=m, options=options))
         except InputError as exc:
             if args.topology is not None and exc.field == "collective.servers" and exc.source is None:
@@ -332,6 +332,7 @@ def run_collective(args: argparse.Namespace) -> int:
                 raise
             skipped["ring"] = exc.reason  # e.g. no ring through every server, or an all-to-all
     best = min(results, key=lambda r: (r.steps, -ALL_METHODS.index(r.method)))
+    relaxation = _relaxation(topology, collective, link, args) if method == "all" else None
     if args.to == "msccl":
         _write_msccl(args.out, topology, collective, best.schedule)
     elif args.out is not None:
@@ -361,6 +362,7 @@ def run_collective(args: argparse.Namespace) -> int:
                         "bandwidth_Bps": link.bandwidth_Bps,
                         "results": rows,
                         "skipped": skipped,
+                        "relaxation": None if relaxation is None else _relaxation_row(relaxation),
                         "written": args.out if args.out is not None else None,
                     }
                 ),
@@ -388,14 +390,51 @@ def run_collective(args: argparse.Namespace) -> int:
         )
     for m, reason in skipped.items():
         print(f"  {m:<8} - ({reason})")
-    if collective.kind == "allreduce" and any(r.status == "optimal" and r.gap for r in results):
+    if relaxation is not None:
+        independent = results[0].bound.steps
+        undecided = "" if relaxation.settled else ", a larger horizon undecided at the time limit"
         print(
-            "  note     allreduce optimal: ReduceScatter + AllGather, each phase optimal; the bound is any AllReduce's"
+            f"  {'lp':<8} {fmt_time(relaxation.seconds):>11} {relaxation.steps:>6} steps: the bound of the model's "
+            f"LP relaxation ({relaxation.solves} LPs, {relaxation.solve_s:.3g} s{undecided}); the independent bound "
+            f"{independent} steps"
         )
+    if collective.kind == "allreduce" and any(r.status == "optimal" and r.gap for r in results):
+        form = (
+            "no schedule of one tree in and one broadcast out per chunk is shorter"
+            if args.one_model
+            else "ReduceScatter + AllGather, each phase optimal"
+        )
+        print(f"  note     allreduce optimal: {form}; the bound is any AllReduce's")
     if args.out is not None:
         as_what = ", as an MSCCL algorithm" if args.to == "msccl" else ""
         print(f"  wrote {args.out} ({_LABEL[best.method]} schedule, {best.steps} steps{as_what})")
     return EXIT_OK
+
+
+#: Seconds per LP of the relaxation bound when --time-limit does not say.
+RELAXATION_TIME_LIMIT_S = 10.0
+
+
+def _relaxation(topology: Any, collective: Any, link: Any, args: argparse.Namespace) -> Any:
+    """``--method all``: the LP-relaxation bound, on HiGHS (whatever --backend solves the MILP)."""
+    # start-up time: numpy and the solvers, not needed for --help
+    from topoopt_ilp.models.collective_relaxation import relaxation_bound
+    from topoopt_ilp.models.common import ExactOptions
+
+    limit = RELAXATION_TIME_LIMIT_S if args.time_limit is None else args.time_limit
+    return relaxation_bound(topology, collective, link, options=ExactOptions(backend="highs", time_limit_s=limit))
+
+
+def _relaxation_row(relaxation: Any) -> dict[str, Any]:
+    return {
+        "kind": relaxation.kind,
+        "bound_steps": relaxation.steps,
+        "bound_s": relaxation.seconds,
+        "floor_steps": relaxation.floor_steps,
+        "settled": relaxation.settled,
+        "solves": relaxation.solves,
+        "solve_s": relaxation.solve_s,
+    }
 
 
 def _write_msccl(path: str, topology: Any, collective: Any, schedule: Any) -> None:
@@ -405,7 +444,8 @@ def _write_msccl(path: str, topology: Any, collective: Any, schedule: Any) -> No
     from topoopt_ilp.export.msccl_schedule import msccl_schedule_xml
 
     text = msccl_schedule_xml(collective, schedule)
-    report = msccl_schedule_violations(topology.matrix, collective.servers, text, collective.kind)
+    root = collective.servers.index(collective.root) if collective.kind == "broadcast" else 0
+    report = msccl_schedule_violations(topology.matrix, collective.servers, text, collective.kind, root)
     if not report.valid:
         raise RuntimeError(f"the MSCCL algorithm of the schedule fails its check: {report.violations[0]}")
     write_text(path, text)
@@ -425,14 +465,18 @@ def _run_joint(args: argparse.Namespace) -> int:
 
     if args.solution is not None:
         raise InputError("--joint chooses the topology: give INSTANCE only, no SOLUTION")
-    for option in ("check", "servers", "root"):
+    for option in ("check", "servers"):
         if getattr(args, option) is not None:
             raise InputError(f"--{option} does not go with --joint (it schedules every server of the instance)")
+    if args.root is not None and args.collective != "broadcast":
+        raise InputError(f"--root goes with --collective broadcast, not {args.collective}")
     for option, value in (("--collective", args.collective), ("--bytes", args.bytes)):
         if value is None:
             raise InputError(f"{option} is required")
     if args.to == "msccl":
         raise InputError("--to msccl goes with a SOLUTION, not --joint (write --design-out, then schedule it)")
+    if args.one_model:
+        raise InputError("--one-model goes with a SOLUTION, not --joint")
     method = args.method or "exact"
     if method not in ("exact", "heuristic"):
         raise InputError(f"--joint takes --method exact or heuristic, not {method}")
@@ -447,7 +491,10 @@ def _run_joint(args: argparse.Namespace) -> int:
     cluster = inst.cluster
     if inst.fixed_topology is not None:
         raise InputError("the instance fixes its topology: schedule it with a SOLUTION instead of --joint")
-    collective = Collective(args.collective, tuple(range(cluster.servers)), args.bytes, args.chunks or 1)
+    try:
+        collective = Collective(args.collective, tuple(range(cluster.servers)), args.bytes, args.chunks or 1, args.root)
+    except InputError as exc:  # named by the option that gave the field
+        raise InputError(f"{_OPTION_OF_FIELD.get(exc.field or '', '--collective')}: {exc.reason}") from None
     link = _link(inst)
     options = ExactOptions(backend=args.backend or "highs", time_limit_s=args.time_limit)
     directed = cluster.links == "directed"
@@ -496,7 +543,9 @@ def _run_joint(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(
         f"{collective.kind} of {collective.bytes:.4g} bytes over the {n} servers of {args.instance} (degree {d}, "
-        f"{cluster.links}), {collective.chunks} chunk(s) per server: topology and schedule by the {how}"
+        f"{cluster.links}), {collective.chunks} chunk(s) "
+        + ("of the root's message" if collective.kind == "broadcast" else "per server")
+        + f": topology and schedule by the {how}"
     )
     print(f"  design       {design}")
     print(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from topoopt_ilp.cli.arguments import nonneg_float
+from topoopt_ilp.cli.arguments import nonneg_float, server_ids
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_NO_SOLUTION, EXIT_OK
 
 #: ``--prove``'s default time limit for the exact solve, in seconds.
@@ -60,6 +60,26 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help="also check an MSCCL algorithm (topoopt export --to msccl): run it symbolically against the solution's rings",
     )
     p.add_argument(
+        "--collective",
+        choices=("allgather", "reducescatter", "allreduce", "alltoall", "broadcast"),
+        default=None,
+        help="--msccl: the file is a collective schedule's (topoopt collective --to msccl) for this collective; "
+        "run it against the collective's result over its ranks instead of the solution's rings",
+    )
+    p.add_argument(
+        "--servers",
+        default=None,
+        metavar="LIST",
+        help="--msccl --collective: the collective's servers, rank i the i-th (default: every server)",
+    )
+    p.add_argument(
+        "--root",
+        type=int,
+        default=None,
+        metavar="R",
+        help="--msccl --collective broadcast: the root server (default the first of the servers)",
+    )
+    p.add_argument(
         "--ns3",
         default=None,
         metavar="TOPO.txt",
@@ -105,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--fabric applies to --cabling only")
     if args.group is not None and args.msccl is None:
         raise InputError("--group applies to --msccl only")
+    for option in ("collective", "servers", "root"):
+        if getattr(args, option) is not None and (args.msccl is None or args.collective is None):
+            raise InputError(f"--{option} applies to --msccl with --collective only")
+    if args.collective is not None and args.group is not None:
+        raise InputError("--group names a group of the solution's rings, not a collective's ranks: drop it")
     from topoopt_ilp.files import load_instance, load_solution
 
     inst = load_instance(args.instance)
@@ -145,7 +170,13 @@ def _check_files(args: argparse.Namespace, inst: Any, sol: Any) -> int:
         checks.append((args.cabling, "cabling plan", check_cabling(inst, sol, args.cabling, args.fabric)))
     if args.ocs:
         checks.append((args.ocs, "OCS configuration", check_ocs_config(inst, sol, args.ocs)))
-    if args.msccl:
+    if args.msccl and args.collective:
+        from topoopt_ilp.evaluation.msccl import check_msccl_schedule
+
+        servers = server_ids(args.servers, sol.topology.n)
+        report = check_msccl_schedule(sol, args.msccl, args.collective, servers, args.root)
+        checks.append((args.msccl, f"MSCCL {args.collective} algorithm", report))
+    elif args.msccl:
         checks.append((args.msccl, "MSCCL algorithm", check_msccl(inst, sol, args.msccl, args.group)))
     if args.ns3:
         checks.append((args.ns3, "ns-3 topology", check_ns3(inst, sol, args.ns3)))

@@ -21,10 +21,12 @@ depends only on an existing step of another thread block that signals (``hasdep=
 bytes the file sends over each link match the solution's rings for the group (within the
 exporter's rounding: ``2 (k-1) / k / 71`` of the group's bytes per ring on the link).
 
-:func:`msccl_schedule_violations` checks an ``allgather`` (or ``allreduce``) algorithm (a computed schedule,
-``topoopt_ilp.export.msccl_schedule``) the same way, but for the collective's result: rank ``q``'s
-input is its own ``nchunksperloop / ngpus`` chunks, and every rank's output must end as the
-concatenation of all ranks' inputs, each chunk rank ``q``'s contribution alone (no reduction).
+:func:`msccl_schedule_violations` checks the algorithm of a computed schedule
+(``topoopt_ilp.export.msccl_schedule``) the same way, but against the postcondition of its collective
+(``allgather``, ``allreduce``, ``reducescatter``, ``broadcast`` or ``alltoall``, with the buffers of
+microsoft/msccl-tools' ``msccl/language/collectives.py``): e.g. for an AllGather every rank's output
+ends as the concatenation of all ranks' inputs, each chunk its owner's contribution alone; for a
+ReduceScatter rank ``r``'s output is the sum of its part over all ranks, each contribution once.
 """
 
 from __future__ import annotations
@@ -46,7 +48,14 @@ from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.verify import VerifyReport, ViolationList
 from topoopt_ilp.files.jsonio import read_text
 
-__all__ = ["STEP_TYPES", "check_msccl", "msccl_schedule_violations", "msccl_violations"]
+__all__ = [
+    "SCHEDULE_COLLECTIVES",
+    "STEP_TYPES",
+    "check_msccl",
+    "check_msccl_schedule",
+    "msccl_schedule_violations",
+    "msccl_violations",
+]
 
 #: Step type -> (receives, sends, reads src, writes dst, adds): what MSCCL's parser and kernel do with it.
 STEP_TYPES: dict[str, tuple[bool, bool, bool, bool, bool]] = {
@@ -77,6 +86,8 @@ _MOST_COUNT = 71
 #: The exporter's rounding: a ring's share of the group's bytes is within 1/71 of the solution's.
 _SHARE_ERROR = 1 / 71
 _SHOWN = 10
+#: The comment ``topoopt collective --to msccl`` writes: which server each rank is.
+_RANKS = re.compile(r"<!--[^>]*?rank:server((?: [0-9]{1,9}:[0-9]{1,9})+) -->")
 
 
 @dataclass(frozen=True)
@@ -315,34 +326,31 @@ def _links(blocks: list[_Block], servers: tuple[int, ...], x: np.ndarray, report
 
 
 class _Run:
-    """One symbolic execution. A chunk value is ``(chunk index, contributions per rank)`` or None (unwritten).
+    """One symbolic execution. A chunk value is ``(chunk label, contributions per rank)`` or None (unwritten).
 
-    ``gather``: an AllGather, whose rank ``q`` starts with ``chunks / k`` input chunks, the ``j``-th
-    being chunk ``q * chunks / k + j`` of the output (``(that index, rank q's contribution)``)."""
+    ``inputs[q]``: rank q's input buffer at the start; ``expected[q]``: its output buffer at the end
+    (:func:`_postcondition`)."""
 
     def __init__(
         self,
         blocks: list[_Block],
         sizes: dict,
         k: int,
-        chunks: int,
+        inputs: list[list],
+        expected: list[list],
         in_place: bool,
         report: ViolationList,
-        gather: bool = False,
     ):
-        self.blocks, self.k, self.chunks, self.report, self.gather = blocks, k, chunks, report, gather
+        self.blocks, self.k, self.report, self.expected = blocks, k, report, expected
         self.mode = "in place" if in_place else "out of place"
         self.buffers: dict[int, dict[str, list]] = {}
         for rank in range(k):
-            size = {buf: max(n, chunks) for buf, n in sizes[rank].items()}
-            own = tuple(1 if q == rank else 0 for q in range(k))
-            per = chunks // k if gather else chunks
-            first = rank * per if gather else 0
-            inputs = [(first + c, own) if c < per else None for c in range(size["i"])]
+            size = {buf: max(n, len(expected[rank])) for buf, n in sizes[rank].items()}
+            start = list(inputs[rank]) + [None] * (size["i"] - len(inputs[rank]))
             if in_place:
-                inputs += [None] * (size["o"] - len(inputs))
-            outputs = inputs if in_place else [None] * size["o"]
-            self.buffers[rank] = {"i": inputs, "o": outputs, "s": [None] * size["s"]}
+                start += [None] * (size["o"] - len(start))
+            outputs = start if in_place else [None] * size["o"]
+            self.buffers[rank] = {"i": start, "o": outputs, "s": [None] * size["s"]}
         self.in_place = in_place
         self.wires: dict[tuple[int, int, int], deque] = {}
         self.done: set[tuple[int, int, int]] = set()
@@ -476,22 +484,21 @@ class _Run:
         self.final()
 
     def final(self) -> None:
-        everyone = (1,) * self.k
         for rank in range(self.k):
             out = self.buffers[rank]["o"]
-            for c in range(self.chunks):
+            for c, want in enumerate(self.expected[rank]):
                 v = out[c]
-                if self.gather:  # chunk c is rank owner's alone, unreduced
-                    owner = c // (self.chunks // self.k)
-                    if v != (c, tuple(int(q == owner) for q in range(self.k))):
-                        held = "nothing" if v is None else f"chunk {v[0]} with contributions {v[1]}"
-                        self.add("wrong output", f"rank {rank}'s output chunk {c} holds {held}, not rank {owner}'s")
-                    continue
                 if v is None:
                     self.add("missing output", f"rank {rank} ends without output chunk {c}")
-                elif v[0] != c:
+                elif v[0] != want[0]:
                     self.add("wrong chunk", f"rank {rank}'s output chunk {c} holds chunk {v[0]}")
-                elif v[1] != everyone:
+                elif sum(want[1]) == 1 and v[1] != want[1]:  # one rank's chunk, unreduced
+                    owner = want[1].index(1)
+                    self.add(
+                        "wrong output",
+                        f"rank {rank}'s output chunk {c} holds contributions {v[1]}, not rank {owner}'s alone",
+                    )
+                elif v[1] != want[1]:
                     for q, times in enumerate(v[1]):
                         if times == 0:
                             self.add("missing contribution", f"rank {rank}'s output chunk {c} lacks rank {q}'s")
@@ -500,6 +507,44 @@ class _Run:
                                 "double reduction",
                                 f"rank {rank}'s output chunk {c} adds rank {q}'s contribution {times} times",
                             )
+
+
+def _postcondition(coll: str, k: int, loop: int, root: int = 0) -> tuple[list[list], list[list]]:
+    """Every rank's input at the start and output at the end, for ``coll`` over ``k`` ranks with
+    ``loop`` = ``nchunksperloop``, as msccl-tools' ``msccl/language/collectives.py`` states them. A
+    value is (chunk label, contributions per rank); ``None`` an input the collective does not read.
+
+    - allreduce: input c of rank q is (c, q's); every output c the sum over all ranks;
+    - allgather: rank q's input j is chunk q * C + j (C = loop / k); every output c is chunk c, its
+      owner's alone;
+    - reducescatter: input c of rank q is (c, q's); rank r's output j the sum of chunk r * C + j;
+    - broadcast: the root's input j; every rank's output j the root's input j;
+    - alltoall: rank q's input x is labelled q * loop + x; rank r's output i * C + j is rank i's
+      input r * C + j."""
+    per = loop // k
+
+    def alone(q: int) -> tuple[int, ...]:
+        return tuple(int(p == q) for p in range(k))
+
+    everyone = (1,) * k
+    if coll == "allreduce":
+        return [[(c, alone(q)) for c in range(loop)] for q in range(k)], [
+            [(c, everyone) for c in range(loop)] for _ in range(k)
+        ]
+    if coll == "allgather":
+        return [[(q * per + j, alone(q)) for j in range(per)] for q in range(k)], [
+            [(c, alone(c // per)) for c in range(loop)] for _ in range(k)
+        ]
+    if coll == "reducescatter":
+        return [[(c, alone(q)) for c in range(loop)] for q in range(k)], [
+            [(r * per + j, everyone) for j in range(per)] for r in range(k)
+        ]
+    if coll == "broadcast":
+        message = [(j, alone(root)) for j in range(loop)]
+        return [message if q == root else [] for q in range(k)], [message for _ in range(k)]
+    return [[(q * loop + x, alone(q)) for x in range(loop)] for q in range(k)], [
+        [(i * loop + r * per + j, alone(i)) for i in range(k) for j in range(per)] for r in range(k)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -567,42 +612,86 @@ def msccl_violations(instance: Instance, solution: Solution, text: str, group: i
     if runnable:
         for in_place, wanted in ((False, algo["outofplace"]), (True, algo["inplace"])):
             if wanted:
-                _Run(blocks, sizes, len(members), algo["nchunksperloop"], in_place, report).run()
+                inputs, expected = _postcondition("allreduce", len(members), algo["nchunksperloop"])
+                _Run(blocks, sizes, len(members), inputs, expected, in_place, report).run()
     return report.report()
 
 
+#: The collectives :func:`msccl_schedule_violations` judges, as the executor's parser names them.
+SCHEDULE_COLLECTIVES = ("allgather", "allreduce", "reducescatter", "broadcast", "alltoall")
+
+
 def msccl_schedule_violations(
-    matrix: np.ndarray, servers: tuple[int, ...], text: str, coll: str = "allgather"
+    matrix: np.ndarray, servers: tuple[int, ...], text: str, coll: str = "allgather", root: int = 0
 ) -> VerifyReport:
     """Violations of an MSCCL algorithm for one collective (the file's text; ``topoopt collective
     --to msccl``) whose rank ``i`` is server ``servers[i]`` of the topology ``matrix`` (link
-    counts): the file, the links, and the symbolic run (out of place, and in place when the file
-    says so). ``coll`` ``allgather``: every rank's output ends as every rank's input, each chunk
-    from its owner alone (``nchunksperloop`` output chunks, ``nchunksperloop / ngpus`` per rank's
-    input; out of place only). ``allreduce``: as for the rings, every output chunk the sum of that
-    chunk over all ranks, each contribution once."""
-    if coll not in ("allgather", "allreduce"):
-        raise InputError(f"the check runs allgather and allreduce algorithms, not {brief(coll)}")
+    counts): the file, the links, and the symbolic run against the collective's postcondition
+    (:func:`_postcondition`; ``root``: a broadcast's root rank), out of place, and in place for an
+    AllReduce that says so (the other collectives are checked out of place only: their in-place
+    buffers overlap differently, and the file must say ``inplace="0"``)."""
+    if coll not in SCHEDULE_COLLECTIVES:
+        raise InputError(f"the check runs {', '.join(SCHEDULE_COLLECTIVES)} algorithms, not {brief(coll)}")
+    k = len(servers)
+    if coll == "broadcast" and not 0 <= root < k:
+        raise InputError(f"the broadcast's root rank must be 0..{k - 1}, got {root}")
     report = ViolationList(_SHOWN)
     parsed = _parse(text, report)
     if parsed is None:
         return report.report()
     algo, sizes, blocks = parsed
-    k, gather = len(servers), coll == "allgather"
     if not _header(algo, sizes, k, report, coll=coll):
         return report.report()
-    if gather and algo["nchunksperloop"] % k:
-        report.add("header", f"nchunksperloop {algo['nchunksperloop']} is not a multiple of the {k} ranks")
+    loop = algo["nchunksperloop"]
+    if coll in ("allgather", "reducescatter", "alltoall") and loop % k:
+        report.add("header", f"nchunksperloop {loop} is not a multiple of the {k} ranks")
         return report.report()
-    if gather and algo["inplace"]:
-        report.add("header", "inplace=1: the check runs an AllGather out of place only")
+    if coll != "allreduce" and algo["inplace"]:
+        report.add("header", f"inplace=1: the check runs {coll} out of place only")
     runnable = _static(blocks, sizes, algo["nchannels"], report)
     _links(blocks, servers, np.asarray(matrix), report)
     if runnable:
-        for in_place, wanted in ((False, algo["outofplace"]), (True, algo["inplace"] and not gather)):
+        inputs, expected = _postcondition(coll, k, loop, root)
+        for in_place, wanted in ((False, algo["outofplace"]), (True, algo["inplace"] and coll == "allreduce")):
             if wanted:
-                _Run(blocks, sizes, k, algo["nchunksperloop"], in_place, report, gather=gather).run()
+                _Run(blocks, sizes, k, inputs, expected, in_place, report).run()
     return report.report()
+
+
+def check_msccl_schedule(
+    solution: Solution,
+    path: str | os.PathLike,
+    coll: str,
+    servers: tuple[int, ...] | None = None,
+    root: int | None = None,
+) -> VerifyReport:
+    """Violations of the MSCCL algorithm file in ``path`` (``topoopt collective --to msccl``) as the
+    algorithm of ``coll`` over ``servers`` (default every server of the design; rank ``i`` is
+    ``servers[i]``) of ``solution``'s design, a broadcast from the server ``root`` (default the
+    first): :func:`msccl_schedule_violations`. InputError for servers or a root the design or the
+    collective does not have."""
+    if solution.topology is None or not solution.has_solution:
+        raise InputError(f"the solution holds no design (status {solution.status}): nothing to check a file against")
+    n = solution.topology.n
+    servers = tuple(range(n)) if servers is None else tuple(servers)
+    if len(servers) < 2 or len(set(servers)) != len(servers) or not all(0 <= s < n for s in servers):
+        raise InputError(f"--servers must name at least 2 distinct servers of 0..{n - 1}")
+    if root is not None and coll != "broadcast":
+        raise InputError(f"--root goes with --collective broadcast, not {coll}")
+    root = servers[0] if root is None else root
+    if root not in servers:
+        raise InputError(f"--root {root} is not one of the collective's servers")
+    text = read_text(path, InputError)
+    report = msccl_schedule_violations(solution.topology.matrix, servers, text, coll, servers.index(root))
+    named = _RANKS.search(text)
+    if named is None:
+        return report
+    pairs = [tuple(int(v) for v in pair.split(":")) for pair in named.group(1).split()]
+    if pairs != list(enumerate(servers)):
+        claimed = " ".join(f"{r}:{s}" for r, s in pairs[:8])
+        more = [*report.violations, f"ranks: the file's comment maps rank:server {claimed}, not the servers checked"]
+        return VerifyReport(tuple(more))
+    return report
 
 
 def check_msccl(

@@ -1,39 +1,53 @@
-"""A computed AllGather or AllReduce schedule (``topoopt collective ... --to msccl``) as an MSCCL
-algorithm (XML) (docs/guide/collectives.md).
+"""A computed collective schedule (``topoopt collective ... --to msccl``) as an MSCCL algorithm (XML)
+(docs/guide/collectives.md).
 
 The format is the one of :mod:`topoopt_ilp.export.msccl` (microsoft/msccl-tools writes it,
 ``msccl/language/ir.py``; Azure/msccl-executor-nccl reads it, ``src/misc/msccl/msccl_parser.cc``),
-with ``coll`` the collective. Rank ``i`` is the collective's ``i``-th server; every send of the
-schedule must be between participants (MSCCL has no relay outside the communicator).
+with ``coll`` the collective as the executor's parser names it (``allgather``, ``allreduce``,
+``reducescatter``, ``broadcast``, ``alltoall``). Rank ``i`` is the collective's ``i``-th server;
+every send of the schedule must be between participants (MSCCL has no relay outside the
+communicator).
 
-Buffers. AllGather: a rank's input holds its ``C`` chunks; the output holds the ``P * C`` chunks
-of all ranks, chunk id ``i * C + j`` (the ``j``-th piece of rank ``i``, the schedule's chunk id)
-at output offset ``i * C + j``. Out of place only (``inplace="0"``): in place, MSCCL's AllGather
-input sits inside the output at the rank's own offset. AllReduce: input and output hold the
-``P * C`` chunks of the vector, chunk id ``c`` at offset ``c``; in place and out of place.
+Buffers (``P`` ranks, ``C`` chunks per rank, ``nchunksperloop`` the chunks of the buffer the
+executor sizes by: ``P * C``, a broadcast's ``C``), as msccl-tools' ``msccl/language/collectives.py``
+lays them out:
+
+- AllGather: input the rank's ``C`` chunks; output the ``P * C`` chunks, chunk id ``i * C + j`` at
+  offset ``i * C + j``. Out of place only (in place, the input sits inside the output).
+- AllReduce: input and output the ``P * C`` chunks of the vector at their chunk ids; in place and
+  out of place.
+- ReduceScatter: input the ``P * C`` chunks at their chunk ids; output the rank's own ``C``
+  (chunk id ``r * C + j`` at offset ``j``); running sums of other ranks' chunks in the scratch
+  buffer. Out of place only.
+- Broadcast: input (read at the root only) and output the ``C`` chunks of the message. Out of place
+  only. MSCCL chooses an algorithm by collective, ranks, size and in-place, not by root: the file
+  is right for broadcasts from its root only (named in its comment and name).
+- All-to-all: input the ``P * C`` chunks, ``i2 * C + j`` for rank ``i2``; output ``i * C + j`` the
+  chunk from rank ``i``; a chunk relayed by a third rank waits in its scratch buffer. Out of place only.
 
 Thread blocks, on channel 0, per rank:
 
-- AllGather only: block 0 copies the rank's own chunks from its input to its output (``cpy``);
+- block 0, when the rank has chunks to copy from its input to its output (``cpy``): an AllGather's
+  own chunks, the broadcast root's message, an all-to-all's chunks to itself;
 - one send block per out-neighbour the schedule uses (``send`` = the neighbour, ``recv`` = -1);
 - one receive block per in-neighbour the schedule uses (``recv`` = the neighbour, ``send`` = -1).
 
 A block's steps follow the schedule's order (step, then chunk id, then sender), so the sender's and
 the receiver's block of one link agree on the message order. A complete copy received is written
-to the output (``r``). A partial sum received (an AllReduce's ReduceScatter) is added to the
-rank's own (``rrc``): to its input chunk the first time, then to its running sum in the output,
-each such step waiting for the one before on that chunk. A send reads the rank's input when it has
-received nothing of that chunk, else the output, and then waits for (``depid``/``deps``) the last
-receive step that wrote it, which signals (``hasdep="1"``). Every wait points to a step earlier in
-the order (schedule step, chunk id, sender), so the program cannot deadlock. A complete copy sent
-to a server that already holds the chunk is dropped: it carries nothing, and two receives of one
-chunk would write one output chunk in no fixed order.
+to the chunk's place at the rank (``r``): its output offset, or a scratch slot when the rank only
+relays it. A partial sum received (reductions) is added to the rank's own (``rrc``): to its input
+chunk the first time, then to its running sum (output or scratch), each such step waiting for the
+one before on that chunk. A send reads the rank's input when it has received nothing of that chunk,
+else the chunk's place, and then waits for (``depid``/``deps``) the last receive step that wrote
+it, which signals (``hasdep="1"``). Every wait points to a step earlier in the order (schedule step,
+chunk id, sender), so the program cannot deadlock. A complete copy sent to a server that already
+holds the chunk is dropped: it carries nothing, and two receives of one chunk would write one place
+in no fixed order.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from topoopt_ilp.core.collective import Collective, CollectiveSchedule, Send
 from topoopt_ilp.errors import InputError
@@ -44,21 +58,75 @@ from topoopt_ilp.files import check_writable
 __all__ = ["useful_sends", "msccl_schedule_xml", "write_msccl_schedule"]
 
 
-@dataclass(frozen=True)
-class _Receipt:
-    """A receive step of a rank: the receive block's peer and the step index within that block."""
+class _Layout:
+    """Where each chunk of one collective lives at each rank (module docstring): ``k`` ranks, ``per``
+    chunks per rank (per root for a broadcast)."""
 
-    peer: int
-    index: int
+    def __init__(self, collective: Collective):
+        self.kind, self.per, self.k = collective.kind, collective.chunks, len(collective.servers)
+        self.root = collective.servers.index(collective.root) if collective.kind == "broadcast" else -1
+        self.scratch: list[dict[int, int]] = [{} for _ in range(self.k)]
+
+    @property
+    def loop(self) -> int:
+        """``nchunksperloop``: the chunks of the buffer the executor sizes the algorithm by."""
+        return self.per if self.kind == "broadcast" else self.k * self.per
+
+    def sizes(self, r: int) -> tuple[int, int, int]:
+        """Rank r's input, output and scratch chunks."""
+        inputs = {"allgather": self.per, "broadcast": self.per}.get(self.kind, self.loop)
+        outputs = self.per if self.kind in ("reducescatter", "broadcast") else self.loop
+        return inputs, outputs, len(self.scratch[r])
+
+    def holders(self, c: int) -> tuple[int, ...]:
+        """The ranks that hold chunk c complete at the start (none for a reduction: each holds a part)."""
+        if self.kind in ("allreduce", "reducescatter"):
+            return ()
+        if self.kind == "broadcast":
+            return (self.root,)
+        if self.kind == "alltoall":
+            return (c // (self.k * self.per),)
+        return (c // self.per,)
+
+    def input_offset(self, c: int) -> int:
+        """Where a rank that starts with chunk c (or with its part of it) has it in its input."""
+        if self.kind == "allgather":
+            return c % self.per
+        if self.kind == "alltoall":
+            return c % (self.k * self.per)
+        return c
+
+    def place(self, r: int, c: int) -> tuple[str, int]:
+        """Where rank r keeps chunk c (or its running sum) once it has received it."""
+        if self.kind == "reducescatter":
+            if c // self.per == r:
+                return "o", c % self.per
+        elif self.kind == "alltoall":
+            source, dest = divmod(c // self.per, self.k)
+            if dest == r:
+                return "o", source * self.per + c % self.per
+        else:
+            return "o", c
+        return "s", self.scratch[r].setdefault(c, len(self.scratch[r]))
+
+    def copies(self, r: int) -> list[tuple[int, int]]:
+        """Rank r's (input offset, output offset) copies before any message."""
+        if self.kind == "allgather":
+            return [(j, r * self.per + j) for j in range(self.per)]
+        if self.kind == "broadcast" and r == self.root:
+            return [(j, j) for j in range(self.per)]
+        if self.kind == "alltoall":
+            return [(r * self.per + j, r * self.per + j) for j in range(self.per)]
+        return []
 
 
 def useful_sends(collective: Collective, schedule: CollectiveSchedule) -> list[Send]:
     """The schedule's sends in (step, chunk, src, dst) order, less the complete copies sent to a
-    server that already holds the chunk (the owner holds its own, and the first receipt of a chunk
-    wins). Partial sums (an AllReduce's ReduceScatter) are all kept."""
-    per = collective.chunks
+    server that already holds the chunk (its first holders hold it, and the first receipt of a chunk
+    wins). Partial sums (reductions) are all kept."""
+    layout = _Layout(collective)
     rank = {s: i for i, s in enumerate(collective.servers)}
-    holds = {(rank[s], rank[s] * per + j) for s in collective.servers for j in range(per)}
+    holds: set[tuple[int, int]] = set()
     out = []
     for send in sorted(schedule.sends, key=lambda s: (s.step, s.chunk, s.src, s.dst)):
         for server in (send.src, send.dst):
@@ -68,7 +136,7 @@ def useful_sends(collective: Collective, schedule: CollectiveSchedule) -> list[S
                     "(an MSCCL algorithm runs on the collective's ranks only)"
                 )
         if not send.partial:
-            if (rank[send.dst], send.chunk) in holds:
+            if rank[send.dst] in layout.holders(send.chunk) or (rank[send.dst], send.chunk) in holds:
                 continue
             holds.add((rank[send.dst], send.chunk))
         out.append(send)
@@ -87,19 +155,20 @@ class _Program:
     """The thread blocks of every rank (module docstring), built from the useful sends."""
 
     def __init__(self, collective: Collective, sends: list[Send]):
-        self.per, self.k = collective.chunks, len(collective.servers)
-        self.gather = collective.kind == "allgather"
+        self.layout = layout = _Layout(collective)
+        k = layout.k
         rank = {s: i for i, s in enumerate(collective.servers)}
         self.sends = [Send(s.step, s.chunk, rank[s.src], rank[s.dst], s.partial) for s in sends]
-        k = self.k
         self.out_peers = [sorted({s.dst for s in self.sends if s.src == r}) for r in range(k)]
         self.in_peers = [sorted({s.src for s in self.sends if s.dst == r}) for r in range(k)]
-        first = 1 if self.gather else 0  # an AllGather's block 0 copies the rank's own chunks
-        self.tb_id = [{("send", p): first + i for i, p in enumerate(self.out_peers[r])} for r in range(k)]
+        self.copying = [bool(layout.copies(r)) for r in range(k)]  # block 0 copies input to output
+        self.tb_id = [
+            {("send", p): int(self.copying[r]) + i for i, p in enumerate(self.out_peers[r])} for r in range(k)
+        ]
         for r in range(k):
-            base = first + len(self.out_peers[r])
+            base = int(self.copying[r]) + len(self.out_peers[r])
             self.tb_id[r].update({("recv", p): base + i for i, p in enumerate(self.in_peers[r])})
-        # the last receive step that wrote chunk c at rank r: what a later read of o[c] waits for
+        # the last receive step that wrote chunk c at rank r: what a later read of it waits for
         self.last: dict[tuple[int, int], tuple[int, int]] = {}
         self.signals: set[tuple[int, int, int]] = set()
         self.recv: list[dict[int, list]] = [{p: [] for p in self.in_peers[r]} for r in range(k)]
@@ -112,9 +181,9 @@ class _Program:
         """Where rank r reads chunk c, and the receive step it must wait for."""
         got = self.last.get((r, c))
         if got is None:
-            return ("i", c % self.per if self.gather else c), None
+            return ("i", self.layout.input_offset(c)), None
         self.signals.add((r, *got))
-        return ("o", c), got
+        return self.layout.place(r, c), got
 
     def _add_send(self, s: Send) -> None:
         steps = self.send[s.src][s.dst]
@@ -127,16 +196,19 @@ class _Program:
         tb = self.tb_id[r][("recv", s.src)]
         if s.partial:  # add the partial sum to this rank's: its input at first, then its running sum
             src, dep = self._read(r, c)
-            steps.append((len(steps), "rrc", src, ("o", c), dep))
+            steps.append((len(steps), "rrc", src, self.layout.place(r, c), dep))
         else:
-            steps.append((len(steps), "r", ("i", -1), ("o", c), None))
+            steps.append((len(steps), "r", ("i", -1), self.layout.place(r, c), None))
         self.last[(r, c)] = (tb, len(steps) - 1)
 
     def blocks(self, r: int) -> list[tuple[str, str, list[str]]]:
         """Rank r's thread blocks: (send peer, recv peer, step elements), in id order."""
         out = []
-        if self.gather:
-            copies = [_step(j, "cpy", ("i", j), ("o", r * self.per + j), None, False) for j in range(self.per)]
+        if self.copying[r]:
+            copies = [
+                _step(j, "cpy", ("i", src), ("o", dst), None, False)
+                for j, (src, dst) in enumerate(self.layout.copies(r))
+            ]
             out.append(("-1", "-1", copies))
         for p in self.out_peers[r]:
             out.append((str(p), "-1", [_step(*step, False) for step in self.send[r][p]]))
@@ -148,25 +220,26 @@ class _Program:
 
 
 def msccl_schedule_xml(collective: Collective, schedule: CollectiveSchedule) -> str:
-    """The file's text: a comment naming the ranks' servers, then the ``algo`` (module docstring)."""
-    if collective.kind not in ("allgather", "allreduce"):
-        raise InputError(f"--to msccl writes AllGather and AllReduce schedules, not {collective.kind}")
+    """The file's text: a comment naming the ranks' servers (and a broadcast's root), then the
+    ``algo`` (module docstring)."""
     program = _Program(collective, useful_sends(collective, schedule))
-    per, k = collective.chunks, len(collective.servers)
-    total = k * per
-    gather = collective.kind == "allgather"
+    layout = program.layout
+    per, k, kind = collective.chunks, layout.k, collective.kind
     ranks = " ".join(f"{i}:{s}" for i, s in enumerate(collective.servers))
+    rooted = f" from root rank {layout.root}" if kind == "broadcast" else ""
+    name = f"topoopt_{kind}_{k}ranks_{per}chunks" + (f"_root{layout.root}" if kind == "broadcast" else "")
+    blocks = [program.blocks(r) for r in range(k)]  # before the sizes: the receipts place the scratch chunks
     lines = [
-        f"<!-- topoopt-ilp: an {collective.kind} schedule of {per} chunk(s) per rank; rank:server {ranks} -->",
-        f'<algo name="topoopt_{collective.kind}_{k}ranks_{per}chunks" proto="{PROTOCOL}" nchannels="1" '
-        f'nchunksperloop="{total}" ngpus="{k}" coll="{collective.kind}" inplace="{int(not gather)}" outofplace="1" '
-        'minBytes="0" maxBytes="0">',
+        f"<!-- topoopt-ilp: an {kind} schedule{rooted} of {per} chunk(s) per rank; rank:server {ranks} -->",
+        f'<algo name="{name}" proto="{PROTOCOL}" nchannels="1" '
+        f'nchunksperloop="{layout.loop}" ngpus="{k}" coll="{kind}" inplace="{int(kind == "allreduce")}" '
+        'outofplace="1" minBytes="0" maxBytes="0">',
     ]
     for r in range(k):
-        blocks = program.blocks(r)
-        _within_limits(r, blocks)
-        lines.append(f'  <gpu id="{r}" i_chunks="{per if gather else total}" o_chunks="{total}" s_chunks="0">')
-        for i, (send, recv, steps) in enumerate(blocks):
+        _within_limits(r, blocks[r])
+        i_chunks, o_chunks, s_chunks = layout.sizes(r)
+        lines.append(f'  <gpu id="{r}" i_chunks="{i_chunks}" o_chunks="{o_chunks}" s_chunks="{s_chunks}">')
+        for i, (send, recv, steps) in enumerate(blocks[r]):
             lines.append(f'    <tb id="{i}" send="{send}" recv="{recv}" chan="0">')
             lines += [f"      {step}" for step in steps]
             lines.append("    </tb>")
@@ -176,7 +249,7 @@ def msccl_schedule_xml(collective: Collective, schedule: CollectiveSchedule) -> 
 
 
 def _within_limits(r: int, blocks: list) -> None:
-    longest = max(len(steps) for _, _, steps in blocks)
+    longest = max((len(steps) for _, _, steps in blocks), default=0)
     nodes = 1 + len(blocks) + sum(len(steps) for _, _, steps in blocks)
     if longest > MAX_STEPS:
         raise InputError(
