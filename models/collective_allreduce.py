@@ -21,7 +21,7 @@ import numpy as np
 
 from topoopt_ilp.core.collective import Collective, CollectiveSchedule, LinkModel, Send
 from topoopt_ilp.core.solution import Topology
-from topoopt_ilp.errors import InputError
+from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation.collective_bounds import collective_lower_bound
 from topoopt_ilp.evaluation.collective_check import check_schedule
 from topoopt_ilp.models.collective import CollectiveResult, chain_rows, finish_rows, solve_collective
@@ -204,6 +204,11 @@ def solve_allreduce_model(
         raise InputError(
             "the AllReduce model needs every server of the topology in the collective (a relay has no partial sum)",
             field="collective.servers",
+        )
+    if (link.timing(topology.matrix, collective.chunk_bytes)[1] > 1).any():
+        raise UnsupportedError(
+            "the one AllReduce model takes links of one rate (a chunk crosses every link in one step); "
+            "this topology has slower links: drop --one-model (ReduceScatter + AllGather honours them)"
         )
     options = options or ExactOptions()
     check_backend(options, continuous=False)

@@ -9,7 +9,7 @@ import pytest
 from topoopt_ilp.core.collective import Collective, LinkModel
 from topoopt_ilp.core.graph import circulant as circulant_matrix
 from topoopt_ilp.core.solution import Topology
-from topoopt_ilp.errors import InputError
+from topoopt_ilp.errors import InputError, UnsupportedError
 from topoopt_ilp.evaluation.collective_check import check_schedule
 from topoopt_ilp.models.collective import solve_collective
 from topoopt_ilp.models.collective_allreduce import build_allreduce_model, solve_allreduce_model
@@ -75,6 +75,9 @@ def test_refusals():
         solve_allreduce_model(ring, Collective("allreduce", (0, 1, 2), 1e6), LINK)
     with pytest.raises(InputError, match="for allreduce"):
         solve_allreduce_model(ring, Collective("allgather", (0, 1, 2, 3), 1e6), LINK)
+    slow = LinkModel(1e-6, 12.5e9, arcs=((0, 1, 1e-6, 1e9),))  # one direction takes several steps
+    with pytest.raises(UnsupportedError, match="links of one rate"):
+        solve_allreduce_model(ring, Collective("allreduce", (0, 1, 2, 3), 1e6), slow)
 
 
 def test_the_pipelined_schedule_runs_as_an_msccl_algorithm():
