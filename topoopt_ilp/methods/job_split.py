@@ -15,11 +15,29 @@ from dataclasses import dataclass, replace
 
 from topoopt_ilp.core.instance import Instance
 from topoopt_ilp.core.job_section import ranked_parallelisations
+from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.errors import InputError
+from topoopt_ilp.heuristic.design import heuristic_design
 from topoopt_ilp.jobs.job import Parallelism
-from topoopt_ilp.methods import solve
+from topoopt_ilp.methods.steps import finalize
 
-__all__ = ["SplitScore", "pick_split_by_heuristic"]
+__all__ = ["SplitScore", "pick_split_by_heuristic", "split_instance", "heuristic_job_design"]
+
+
+def split_instance(instance: Instance, parallelism: Parallelism, server_map=None) -> Instance:
+    """``instance`` with its job's split (and rank-to-server mapping) fixed."""
+    job = replace(instance.job, parallelism=parallelism, server_map=None if server_map is None else tuple(server_map))
+    return replace(instance, job=job, demand=None)
+
+
+def heuristic_job_design(
+    instance: Instance, *, select: str = "geometric", mode: str = "paper", seed: int = 0
+) -> Solution:
+    """TopoOpt's heuristic design of a job instance, scored by the evaluator (as ``solve(instance,
+    "heuristic")`` scores it)."""
+    sol = heuristic_design(instance, select=select, mode=mode, seed=seed)
+    routing = "given" if (len(sol.routing.paths) or len(sol.routing.offset_routes)) else "shortest_path"
+    return finalize(instance, sol, routing=routing)
 
 
 @dataclass(frozen=True)
@@ -44,8 +62,7 @@ def pick_split_by_heuristic(instance: Instance, candidates: int = 8) -> list[Spl
     scores = []
     for estimate, parallelism in ranked:
         started = time.perf_counter()
-        trial = replace(instance, job=replace(instance.job, parallelism=parallelism), demand=None)
-        metrics = solve(trial, "heuristic").metrics
+        metrics = heuristic_job_design(split_instance(instance, parallelism)).metrics
         scores.append(
             SplitScore(parallelism, estimate, float(metrics["iteration_time_s"]), time.perf_counter() - started)
         )

@@ -1,0 +1,230 @@
+"""The alternating method on a job instance (docs/guide/llm-jobs.md, **Choosing the split, the
+mapping and the topology**): the split, the rank-to-server mapping and the topology, in turn.
+
+Splits: a ``"search"`` job's ``candidates`` best-ranked splits
+(:func:`~topoopt_ilp.core.job_section.ranked_parallelisations`), each designed with TopoOpt's
+heuristic and scored by the evaluator (:func:`~topoopt_ilp.methods.job_split.pick_split_by_heuristic`,
+the start); the ``splits`` fastest of them are then improved in that order. A job with a fixed split
+keeps it (only its mapping and topology change).
+
+For one split, from its heuristic design (the default server numbering, DP groups on cosets), repeat
+
+  (a) fix the topology, improve the mapping: moves that exchange the servers of two pipeline stages
+      (every pair) and then of two servers (``moves`` random pairs), each scored by the evaluator's
+      communication time on the fixed topology (the logical rings follow the ranks to their new
+      servers, shortest-path routes); the best improving move is taken until none improves;
+  (b) fix the mapping, design the topology for its traffic: TopologyFinder with each of its select
+      rules, scored by the evaluator;
+
+until a round improves the split's best by less than ``tol`` or ``rounds`` / ``time_limit_s`` run
+out (checked between steps). The compute, bubble and scale-up terms do not depend on the mapping (a
+permutation of servers), so the communication time orders mappings as the iteration time does.
+Every design is scored by the evaluator on the job instance with its split and mapping, and the
+incumbent only changes when a candidate is strictly faster: never worse than the start. The result
+records its split and mapping (``Solution.job``), so ``topoopt evaluate`` and ``topoopt verify``
+score the same job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from topoopt_ilp.core.instance import AllReduceGroup, Demand, Instance, job_choice
+from topoopt_ilp.core.job_section import server_numbering
+from topoopt_ilp.core.solution import Solution, Topology
+from topoopt_ilp.errors import InputError
+from topoopt_ilp.evaluation.evaluate import RoutingError, evaluate
+from topoopt_ilp.heuristic.finder import SELECT_RULES
+from topoopt_ilp.jobs.job import Parallelism
+from topoopt_ilp.methods.job_split import heuristic_job_design, pick_split_by_heuristic, split_instance
+from topoopt_ilp.methods.steps import alternating_result
+
+__all__ = ["solve_job_alternating", "DEFAULT_CANDIDATES", "DEFAULT_SPLITS", "DEFAULT_MOVES"]
+
+Progress = Callable[[dict[str, Any]], None]
+
+#: Best-ranked splits designed for the start (as ``topoopt generate --pick heuristic``).
+DEFAULT_CANDIDATES = 8
+#: Splits (the start's fastest first) whose mapping and topology are improved.
+DEFAULT_SPLITS = 3
+#: Random server-pair exchanges tried per mapping step (after every pair of stages).
+DEFAULT_MOVES = 64
+
+
+def solve_job_alternating(
+    instance: Instance,
+    *,
+    rounds: int = 5,
+    tol: float = 1e-3,
+    time_limit_s: float | None = None,
+    candidates: int = DEFAULT_CANDIDATES,
+    splits: int = DEFAULT_SPLITS,
+    moves: int = DEFAULT_MOVES,
+    select: str = "geometric",
+    mode: str = "paper",
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> Solution:
+    """The split, mapping and topology of ``instance``'s job in turn (module docstring); the best
+    design found, its split and mapping in ``Solution.job`` and every step in ``details["rounds"]``."""
+    if instance.job is None:
+        raise InputError("the instance has no job section", field="job")
+    for name, value, low in (
+        ("rounds", rounds, 1),
+        ("candidates", candidates, 1),
+        ("splits", splits, 1),
+        ("moves", moves, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InputError(f"must be an integer >= {low}, got {value!r}", field=name)
+    if time_limit_s is not None and (isinstance(time_limit_s, bool) or not time_limit_s > 0):
+        raise InputError(f"must be a positive number of seconds, got {time_limit_s!r}", field="time_limit_s")
+    run = _JobAlternation(instance, rounds, tol, time_limit_s, moves, select, mode, seed, progress)
+    if isinstance(instance.job.parallelism, Parallelism):
+        starts = [instance.job.parallelism]
+    else:
+        scores = pick_split_by_heuristic(instance, candidates)
+        starts = [s.parallelism for s in scores][:splits]
+    for parallelism in starts:
+        if run.out_of_time():
+            break
+        run.descend(parallelism)
+    return run.solution()
+
+
+class _JobAlternation:
+    """One run: its options, the log of every step and the best design so far."""
+
+    def __init__(self, instance, rounds, tol, time_limit_s, moves, select, mode, seed, progress) -> None:
+        self.instance = instance
+        self.rounds, self.tol, self.time_limit_s, self.moves = rounds, tol, time_limit_s, moves
+        self.select, self.mode, self.seed, self.progress = select, mode, seed, progress
+        self.started = time.perf_counter()
+        self.log: list[dict[str, Any]] = []
+        self.best: Solution | None = None
+
+    def out_of_time(self) -> bool:
+        return self.time_limit_s is not None and time.perf_counter() - self.started >= self.time_limit_s
+
+    def record(self, parallelism: Parallelism, round_: int, phase: str, sol: Solution | None, accepted: bool) -> None:
+        entry = {
+            "split": str(parallelism),
+            "round": round_,
+            "phase": phase,
+            "iteration_time_s": None if sol is None else sol.metrics.get("iteration_time_s"),
+            "comm_time_s": None if sol is None else sol.metrics.get("comm_time_s"),
+            "accepted": accepted,
+            "wall_time_s": round(time.perf_counter() - self.started, 3),
+        }
+        self.log.append(entry)
+        if self.progress is not None:
+            self.progress(entry)
+
+    def offer(self, sol: Solution) -> bool:
+        better = self.best is None or sol.objective < self.best.objective
+        if better:
+            self.best = sol
+        return better
+
+    def design(self, parallelism: Parallelism, server_map: np.ndarray, select: str) -> Solution:
+        """TopologyFinder's design for the split and mapping, scored on that job, recording both."""
+        trial = split_instance(self.instance, parallelism, server_map)
+        sol = heuristic_job_design(trial, select=select, mode=self.mode, seed=self.seed)
+        return replace(sol, job=job_choice(parallelism, server_map))
+
+    def descend(self, parallelism: Parallelism) -> None:
+        """Rounds of (a) mapping and (b) topology for one split, from its heuristic design."""
+        job = split_instance(self.instance, parallelism).compiled_job.job
+        stages = _stage_blocks(job)
+        physical = _physical_demand(self.instance, parallelism)
+        mapping = server_numbering(job)
+        local = self.design(parallelism, mapping, self.select)
+        self.record(parallelism, 0, "start: heuristic design", local, self.offer(local))
+        for r in range(1, self.rounds + 1):
+            round_start = local.objective
+            if self.out_of_time():
+                return
+            better_map = self.mapping_step(physical, mapping, local.topology, stages)
+            if better_map is not None:
+                mapping = better_map
+                self.record(parallelism, r, "mapping (on the topology of the split's best)", None, False)
+            for rule in SELECT_RULES:
+                if self.out_of_time():
+                    return
+                cand = self.design(parallelism, mapping, rule)
+                self.record(parallelism, r, f"topology ({rule})", cand, self.offer(cand))
+                local = cand if cand.objective < local.objective else local
+            if (round_start - local.objective) / round_start < self.tol:
+                return
+
+    def mapping_step(
+        self, physical: Demand, mapping: np.ndarray, topology: Topology, stages: list[np.ndarray]
+    ) -> np.ndarray | None:
+        """The best mapping that improving moves reach from ``mapping`` on ``topology``; None when no
+        move improves the communication time."""
+        cluster = self.instance.cluster
+        rng = np.random.default_rng(self.seed)
+
+        def comm(m: np.ndarray) -> float:
+            trial = Instance(cluster=cluster, demand=_relabelled(physical, m), objective="comm_time")
+            try:
+                return float(evaluate(trial, topology, routing="shortest_path").comm_time_s)
+            except RoutingError:
+                return float("inf")
+
+        current, value, improved = mapping.copy(), comm(mapping), False
+        n = len(mapping)
+        while not self.out_of_time():
+            best_move, best_value = None, value
+            for a, b in _moves(n, stages, self.moves, rng):
+                if self.out_of_time():
+                    break
+                trial = current.copy()
+                trial[a], trial[b] = current[b], current[a]
+                v = comm(trial)
+                if v < best_value * (1 - 1e-9):
+                    best_move, best_value = trial, v
+            if best_move is None:
+                break
+            current, value, improved = best_move, best_value, True
+        return current if improved else None
+
+    def solution(self) -> Solution:
+        details = {**self.best.details, "rounds": self.log}
+        return alternating_result(self.best, self.started, details)
+
+
+def _physical_demand(instance: Instance, parallelism: Parallelism) -> Demand:
+    """The split's demand with every server at its rank-order id (``server_map`` the identity): a
+    mapping ``m`` turns it into the job's demand by relabelling server ``s`` as ``m[s]``. The
+    AllReduce members stay in ring order, so the rings follow the ranks."""
+    ident = split_instance(instance, parallelism, np.arange(instance.n))
+    return ident.demand
+
+
+def _relabelled(demand: Demand, mapping: np.ndarray) -> Demand:
+    groups = tuple(AllReduceGroup(tuple(int(mapping[s]) for s in g.members), g.bytes) for g in demand.allreduce)
+    mp = tuple((int(mapping[a]), int(mapping[b]), float(x)) for a, b, x in demand.mp)
+    return Demand(allreduce=groups, mp=mp)
+
+
+def _stage_blocks(job) -> list[np.ndarray]:
+    """The physical servers of each pipeline stage, when each server holds one stage's ranks (the
+    stage exchanges need them); else none."""
+    n, g, par = job.servers, job.training.gpus_per_server, job.parallelism
+    if par.pp == 1 or (par.tp * par.dp) % g:
+        return []
+    return list(np.arange(n).reshape(par.pp, n // par.pp))
+
+
+def _moves(n: int, stages: list[np.ndarray], budget: int, rng: np.random.Generator) -> list[tuple[Any, Any]]:
+    """Exchanges to try, as (positions, positions) of the mapping: every pair of stages, then
+    ``budget`` random pairs of servers."""
+    out: list[tuple[Any, Any]] = [(stages[p], stages[q]) for p in range(len(stages)) for q in range(p + 1, len(stages))]
+    pairs = rng.integers(0, n, size=(budget, 2))
+    return out + [(int(a), int(b)) for a, b in pairs if a != b]
