@@ -135,3 +135,23 @@ def test_a_bad_job_choice_in_a_solution_is_a_verify_violation(searched, alternat
     )
     report = verify(searched, bad)
     assert report.violations and "job choice" in report.violations[0]
+
+
+@pytest.mark.parametrize("architecture", ["rail_optimised", "rail_only"])
+def test_the_rail_tuned_split_is_the_best_of_every_split_on_that_network(searched, architecture):
+    """Brute force: every split that fits, each on the equal-cost rail network by the evaluator."""
+    from topoopt_ilp.core.job_section import ranked_parallelisations
+    from topoopt_ilp.evaluation.architectures import evaluate_architecture
+    from topoopt_ilp.methods.job_split import best_split_on_architecture, split_instance
+
+    tuned = best_split_on_architecture(searched, architecture)
+    splits = [p for _, p in ranked_parallelisations(searched.job, searched.cluster)]
+    times = {
+        p: evaluate_architecture(split_instance(searched, p), architecture, equal_cost=True).iteration_time_s
+        for p in splits
+    }
+    assert len(tuned) == len(splits) >= 3
+    assert tuned[0].iteration_time_s == pytest.approx(min(times.values()), rel=1e-12)
+    assert times[tuned[0].parallelism] == pytest.approx(tuned[0].iteration_time_s, rel=1e-12)
+    with pytest.raises(InputError, match="integer >= 1"):
+        best_split_on_architecture(searched, architecture, candidates=0)

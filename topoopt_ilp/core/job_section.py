@@ -73,6 +73,7 @@ __all__ = [
     "compile_job",
     "server_numbering",
     "ranked_parallelisations",
+    "forget_rankings",
     "model_fields",
     "model_from_fields",
 ]
@@ -316,7 +317,8 @@ class JobSpec:
 class CompiledJob:
     """What a job section means on a cluster (module docstring): the chosen job, its demand as
     AllReduce groups ``(members, bytes)`` and MP pairs ``(src, dst, bytes)`` on instance server ids,
-    the fixed terms in seconds per iteration, and ``server_of_rank[r]`` the instance server of rank r."""
+    the fixed terms in seconds per iteration, ``server_of_rank[r]`` the instance server of rank r,
+    and ``mp_by_kind`` the MP pairs of each kind (``tp``, ``pp``, ``ep``; ``mp`` is their sum)."""
 
     job: ParallelJob
     allreduce: tuple[tuple[tuple[int, ...], float], ...]
@@ -326,6 +328,7 @@ class CompiledJob:
     scale_up_s: float
     overlap: str
     server_of_rank: tuple[int, ...]
+    mp_by_kind: tuple[tuple[str, tuple[tuple[int, int, float], ...]], ...] = ()
 
     @property
     def fixed_time_s(self) -> float:
@@ -430,6 +433,11 @@ def ranked_parallelisations(spec: JobSpec, cluster: Any) -> list[tuple[float, Pa
     return list(_ranked(spec, cluster))
 
 
+def forget_rankings() -> None:
+    """Empty the rankings' cache (a benchmark times each method from a cold start)."""
+    _ranked.cache_clear()
+
+
 @functools.lru_cache(maxsize=8)
 def _ranked(spec: JobSpec, cluster: Any) -> tuple[tuple[float, Parallelism], ...]:
     """:func:`ranked_parallelisations`, cached: a search instance compiles with it, and a method that
@@ -485,10 +493,13 @@ def compile_job(spec: JobSpec, cluster: Any) -> CompiledJob:
     if spec.expert_load:
         inter["ep"], inside["ep"] = ep_load_traffic(job, _chosen_shares(spec, job))
     mp = np.zeros((n, n))
+    by_kind = []
     for kind in ("tp", "pp", "ep"):
-        mp[np.ix_(number, number)] += inter[kind]
-    src, dst = np.nonzero(mp)
-    pairs = tuple((int(a), int(b), float(mp[a, b])) for a, b in zip(src, dst))
+        one = np.zeros((n, n))
+        one[np.ix_(number, number)] = inter[kind]
+        mp += one
+        by_kind.append((kind, _pairs(one)))
+    pairs = _pairs(mp)
 
     up = np.zeros(n)
     for kind in inside:
@@ -502,7 +513,13 @@ def compile_job(spec: JobSpec, cluster: Any) -> CompiledJob:
         scale_up_s=_scale_up_s(up, g, cluster.scale_up_gbps_per_accelerator),
         overlap=spec.overlap,
         server_of_rank=tuple(int(s) for s in server_of_rank),
+        mp_by_kind=tuple(by_kind),
     )
+
+
+def _pairs(matrix: np.ndarray) -> tuple[tuple[int, int, float], ...]:
+    src, dst = np.nonzero(matrix)
+    return tuple((int(a), int(b), float(matrix[a, b])) for a, b in zip(src, dst))
 
 
 def _chosen_shares(spec: JobSpec, job: ParallelJob) -> list[np.ndarray]:
