@@ -117,8 +117,9 @@ class _JobAlternation:
         entry = {
             "split": str(parallelism),
             "round": round_,
-            "phase": phase,
+            "phase": f"{parallelism}: {phase}",
             "iteration_time_s": None if sol is None else sol.metrics.get("iteration_time_s"),
+            "compute_time_s": None if sol is None else sol.metrics.get("compute_time_s"),
             "comm_time_s": None if sol is None else sol.metrics.get("comm_time_s"),
             "accepted": accepted,
             "wall_time_s": round(time.perf_counter() - self.started, 3),
