@@ -156,3 +156,12 @@ def test_the_rail_tuned_split_is_the_best_of_every_split_on_that_network(searche
     assert times[tuned[0].parallelism] == pytest.approx(tuned[0].iteration_time_s, rel=1e-12)
     with pytest.raises(InputError, match="integer >= 1"):
         best_split_on_architecture(searched, architecture, candidates=0)
+
+
+def test_rerouting_keeps_the_chosen_split(searched, alternated):
+    from topoopt_ilp.methods.reroute import route
+
+    rerouted = route(searched, alternated, time_limit_s=30)
+    assert rerouted.job is not None and dict(rerouted.job["parallelism"]) == dict(alternated.job["parallelism"])
+    assert not verify(searched, rerouted).violations
+    assert rerouted.metrics["iteration_time_s"] <= alternated.metrics["iteration_time_s"] * (1 + 1e-9)
