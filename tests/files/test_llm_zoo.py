@@ -17,10 +17,11 @@ from topoopt_ilp.jobs.zoo import GLOBAL_BATCH, LLM_ZOO
 SHIPPED = sorted(p.name for p in (INSTANCES / "llm").glob("*.json"))
 
 
-def test_the_shipped_set_covers_the_zoo_at_128_servers_and_both_degrees():
+def test_the_shipped_set_covers_the_zoo_at_128_and_512_servers_and_both_degrees():
     assert len(SHIPPED) >= 5
-    models = {name.split("-128-")[0] for name in SHIPPED}
+    models = {name.split("-128-")[0] for name in SHIPPED if "-128-" in name}
     assert {"llama3-70b", "gpt3-175b", "mixtral-8x7b"} <= models <= set(LLM_ZOO)
+    assert {name.split("-512-")[0] for name in SHIPPED if "-512-d8-400g" in name} == set(LLM_ZOO)
     assert any("-d4-" in name for name in SHIPPED) and any("-d8-" in name for name in SHIPPED)
     for name in SHIPPED:
         assert (INSTANCES / "llm" / name).stat().st_size < 2000  # the job, not its traffic

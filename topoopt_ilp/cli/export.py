@@ -73,11 +73,13 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"export needs {', '.join(need)} (or --list)")
     if args.format not in EXPORTERS:
         raise InputError(f"unknown export format {args.format!r}; choose one of {', '.join(EXPORTERS)}")
+    from topoopt_ilp.core.instance import with_job_choice  # start-up time: loads the job compiler
     from topoopt_ilp.files import check_writable, load_instance, load_solution
 
     check_writable(args.output, "-o", {"instance": args.instance, "solution": args.solution}, "the export")
     inst = load_instance(args.instance)
     sol = load_solution(args.solution, directed=inst.cluster.directed)
+    inst = with_job_choice(inst, sol.job)  # a job's traffic under the split and mapping the solution chose
     given = (
         ("fabric", args.fabric),
         ("time_limit_s", args.time_limit),

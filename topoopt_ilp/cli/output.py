@@ -290,6 +290,11 @@ def print_solution(args, inst, sol, report, written: bool) -> None:
         if sol.bound is not None:
             extra = f", bound {sol.bound:.6g}" + (f", gap {sol.gap:.2%}" if sol.gap is not None else "")
         print(f"  objective          {inst.objective} = {sol.objective:.6g}{extra}")
+    if sol.job is not None:  # the split the method chose (recorded in the solution with its mapping)
+        p = sol.job["parallelism"]
+        print(
+            f"  job split          tp{p['tp']} pp{p['pp']} dp{p['dp']} ep{p.get('ep', 1)} mb{p.get('micro_batch', 1)}"
+        )
     if sol.topology is not None:
         links = sol.topology.links(c.directed)
         multi = sum(1 for *_, k in links if k > 1)

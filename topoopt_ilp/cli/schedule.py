@@ -152,6 +152,7 @@ def load_design(instance: str, solution: str, *, workload: bool) -> tuple[Any, A
     """The instance and solution files, refused (InputError) unless the solution holds a design that
     fits the instance (``topoopt verify`` without the metrics); ``workload``: refuse an instance
     without one (a fixed demand)."""
+    from topoopt_ilp.core.instance import with_job_choice  # start-up time: loads the job compiler
     from topoopt_ilp.evaluation.verify import verify
     from topoopt_ilp.files import load_instance, load_solution
 
@@ -163,6 +164,7 @@ def load_design(instance: str, solution: str, *, workload: bool) -> tuple[Any, A
             source=instance,
         )
     sol = load_solution(solution, directed=inst.cluster.directed)
+    inst = with_job_choice(inst, sol.job)  # a job's traffic under the split and mapping the solution chose
     if sol.topology is None:
         raise InputError(f"the solution holds no design (status {sol.status}): nothing to schedule", source=solution)
     report = verify(inst, sol, check_metrics=False)  # e.g. a solution made for another instance of the same size

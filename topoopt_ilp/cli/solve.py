@@ -38,7 +38,7 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         choices=("heuristic", "exact", "alternating", "baseline"),
         default="heuristic",
         help="heuristic: TopoOpt's TopologyFinder (default); exact: MILP; alternating: placement MILP <-> "
-        "TopologyFinder rounds (workloads); baseline: a reference topology",
+        "TopologyFinder rounds (workloads), split + rank mapping <-> TopologyFinder (jobs); baseline: a reference topology",
     )
     p.add_argument("--rounds", type=pos_int, default=None, help="alternating: at most this many rounds (default 5)")
     p.add_argument(

@@ -10,7 +10,8 @@ add the file name. Instances are data only: building one executes nothing.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -22,6 +23,7 @@ from topoopt_ilp.core.job_section import CompiledJob, JobSpec, compile_job
 from topoopt_ilp.core.solution import Topology
 from topoopt_ilp.core.workload import Workload, check_workload
 from topoopt_ilp.errors import InstanceError
+from topoopt_ilp.jobs.job import Parallelism
 from topoopt_ilp.solvers import BACKENDS
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "OBJECTIVES",
     "FAMILIES",
     "MAX_SERVERS",
+    "job_choice",
+    "with_job_choice",
 ]
 
 OBJECTIVES = ("iteration_time", "comm_time", "throughput", "diameter", "aspl")
@@ -653,3 +657,39 @@ def _check_cost(cost: CostModel) -> None:
             as_number(value, f"cost.{name}", nonnegative=True)
     if cost.fabric is not None:
         as_choice(cost.fabric, "cost.fabric", DIRECT_FABRICS)
+
+
+PARALLELISM_FIELDS = ("tp", "pp", "dp", "ep", "micro_batch")
+
+
+def job_choice(parallelism: Parallelism, server_map: Any = None) -> dict[str, Any]:
+    """A solution's record of a job's split and mapping (``Solution.job``)."""
+    out: dict[str, Any] = {"parallelism": {k: int(getattr(parallelism, k)) for k in PARALLELISM_FIELDS}}
+    if server_map is not None:
+        out["server_map"] = [int(s) for s in server_map]
+    return out
+
+
+def with_job_choice(instance: Instance, choice: Mapping[str, Any] | None) -> Instance:
+    """``instance`` with its job's split and rank-to-server mapping replaced by a solution's
+    ``choice`` (:func:`job_choice`); ``instance`` itself when ``choice`` is None. The split must fit
+    the job's memory and the map be a permutation of the servers (an :class:`InstanceError` naming
+    ``job.parallelism.tp`` or ``job.server_map[k]`` otherwise)."""
+    if choice is None:
+        return instance
+    if instance.job is None:
+        raise InstanceError("the solution records a job's split, the instance has no job section", field="job")
+    par = choice.get("parallelism")
+    if not isinstance(par, Mapping) or not {"tp", "pp", "dp"} <= set(par) or not set(par) <= set(PARALLELISM_FIELDS):
+        raise InstanceError("expected {tp, pp, dp[, ep, micro_batch]}", field="job.parallelism")
+    for name, value in par.items():
+        as_int(value, f"job.parallelism.{name}", low=1, high=MAX_SERVERS * MAX_ACCELERATORS)
+    server_map = choice.get("server_map")
+    spec = replace(
+        instance.job,
+        parallelism=Parallelism(**{k: int(v) for k, v in par.items()}),
+        server_map=None if server_map is None else tuple(server_map),
+    )
+    if spec == instance.job:
+        return instance
+    return replace(instance, job=spec, demand=None)

@@ -11,7 +11,9 @@ into a :class:`CompiledJob`:
   in Megatron's rank order, :mod:`topoopt_ilp.jobs.job`) is instance server ``p + pp q``. A DP group
   of stage ``p`` then sits on a coset ``{c + (n / k) i}`` of ``Z_n`` (k its servers), so
   TotientPerms rings serve it, and consecutive stages are one jump apart. Otherwise servers keep
-  their rank order (``rank // g``).
+  their rank order (``rank // g``). ``server_map`` replaces that numbering by any permutation
+  (``server_map[s]``: the instance server of the server holding ranks ``g s .. g s + g - 1``): the
+  rank-to-server mapping a design method chose (``methods/job_alternating.py``).
 * **AllReduce groups.** Each DP and expert-DP group of ranks, seen from the servers: the ranks of a
   server are consecutive on the ring, so the ring crosses between servers once per server it
   visits, and each crossing carries the member's bytes ``b`` (``dp_member_bytes``). That is the
@@ -71,6 +73,7 @@ __all__ = [
     "compile_job",
     "server_numbering",
     "ranked_parallelisations",
+    "forget_rankings",
     "model_fields",
     "model_from_fields",
 ]
@@ -83,6 +86,7 @@ MAX_DIMENSION = 10**7  # hidden sizes, vocabularies, heads: far beyond any model
 MAX_LAYERS = 10**5  # a profile sums over the layers in Python: a hostile 10^7 would take minutes
 MAX_DEGREE = 10**6
 MAX_BATCH = 10**9
+MAX_SERVER_ID = 10**7
 
 #: An inline model's fields, with the check of each (the zoo's models use the same dataclass).
 _MODEL_INTS = ("layers", "hidden", "ffn", "heads", "vocab", "seq_len")
@@ -230,7 +234,8 @@ class JobSpec:
     ``device_tflops`` peak dense TFLOP/s of one accelerator, ``efficiency`` the share of it the
     FLOPs run at; ``memory_gb`` memory per accelerator; ``expert_load`` the MoE load scenarios
     (:class:`GivenLoad`, :class:`ZipfLoad`) and ``expert_scenario`` the one compiled (an index) or
-    ``"mean"`` (module docstring)."""
+    ``"mean"`` (module docstring); ``server_map`` the rank-to-server mapping (None: the default
+    numbering, :func:`server_numbering`)."""
 
     model: Any
     global_batch: int
@@ -247,6 +252,7 @@ class JobSpec:
     overlap: str = "none"
     expert_load: tuple = ()
     expert_scenario: Any = "mean"
+    server_map: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         _checked_model(self.model)
@@ -273,6 +279,15 @@ class JobSpec:
                 field="job.parallelism",
             )
         self._check_expert_load()
+        if self.server_map is not None:
+            if not isinstance(self.server_map, (list, tuple)):
+                raise InstanceError(
+                    f"expected a list of server ids, got {type(self.server_map).__name__}", field="job.server_map"
+                )
+            ids = tuple(
+                as_int(v, f"job.server_map[{k}]", low=0, high=MAX_SERVER_ID) for k, v in enumerate(self.server_map)
+            )
+            object.__setattr__(self, "server_map", ids)
 
     def _check_expert_load(self) -> None:
         if not isinstance(self.expert_load, (list, tuple)):
@@ -302,7 +317,8 @@ class JobSpec:
 class CompiledJob:
     """What a job section means on a cluster (module docstring): the chosen job, its demand as
     AllReduce groups ``(members, bytes)`` and MP pairs ``(src, dst, bytes)`` on instance server ids,
-    the fixed terms in seconds per iteration, and ``server_of_rank[r]`` the instance server of rank r."""
+    the fixed terms in seconds per iteration, ``server_of_rank[r]`` the instance server of rank r,
+    and ``mp_by_kind`` the MP pairs of each kind (``tp``, ``pp``, ``ep``; ``mp`` is their sum)."""
 
     job: ParallelJob
     allreduce: tuple[tuple[tuple[int, ...], float], ...]
@@ -312,11 +328,31 @@ class CompiledJob:
     scale_up_s: float
     overlap: str
     server_of_rank: tuple[int, ...]
+    mp_by_kind: tuple[tuple[str, tuple[tuple[int, int, float], ...]], ...] = ()
 
     @property
     def fixed_time_s(self) -> float:
         """The iteration's time off the designed network: compute + bubble + scale-up."""
         return self.compute_s + self.bubble_s + self.scale_up_s
+
+
+def _mapped_numbering(spec: JobSpec, job: ParallelJob) -> np.ndarray:
+    """``spec.server_map`` checked against the cluster (a permutation of its servers), or the
+    default :func:`server_numbering`."""
+    if spec.server_map is None:
+        return server_numbering(job)
+    n = job.servers
+    if len(spec.server_map) != n:
+        raise InstanceError(f"has {len(spec.server_map)} entries, the cluster {n} servers", field="job.server_map")
+    number = np.asarray(spec.server_map, dtype=np.int64)
+    if number.max() >= n or len(np.unique(number)) != n:
+        seen = np.zeros(n + 1, dtype=bool)
+        for k, v in enumerate(spec.server_map):
+            if v >= n or seen[v]:
+                reason = f"server {v} is not below {n}" if v >= n else f"server {v} appears twice"
+                raise InstanceError(f"{reason}: the map is a permutation of the servers", field=f"job.server_map[{k}]")
+            seen[v] = True
+    return number
 
 
 def server_numbering(job: ParallelJob) -> np.ndarray:
@@ -394,6 +430,18 @@ def ranked_parallelisations(spec: JobSpec, cluster: Any) -> list[tuple[float, Pa
     (compute + bubble + scale-up + the busiest server's bytes through its d ports: module
     docstring), least first; ties in the enumeration's order. Raises
     NoFeasibleParallelisationError (exit 3) when none fits."""
+    return list(_ranked(spec, cluster))
+
+
+def forget_rankings() -> None:
+    """Empty the rankings' cache (a benchmark times each method from a cold start)."""
+    _ranked.cache_clear()
+
+
+@functools.lru_cache(maxsize=8)
+def _ranked(spec: JobSpec, cluster: Any) -> tuple[tuple[float, Parallelism], ...]:
+    """:func:`ranked_parallelisations`, cached: a search instance compiles with it, and a method that
+    designs the best-ranked splits asks for it again (the ranking profiles every split that fits)."""
     training = _as_instance_error(lambda: _training(spec, cluster.accelerators_per_server))
     candidates = feasible_parallelisations(spec.transformer, training, cluster.servers, float(spec.memory_gb) * 1e9)
     g, up = cluster.accelerators_per_server, cluster.scale_up_gbps_per_accelerator
@@ -401,7 +449,7 @@ def ranked_parallelisations(spec: JobSpec, cluster: Any) -> list[tuple[float, Pa
         (_estimate_s(profile(job), g, up, cluster.degree, cluster.link_bandwidth_gbps), k)
         for k, job in enumerate(candidates)
     ]
-    return [(estimate, candidates[k].parallelism) for estimate, k in sorted(scored)]
+    return tuple((estimate, candidates[k].parallelism) for estimate, k in sorted(scored))
 
 
 def _as_instance_error(build):
@@ -426,7 +474,7 @@ def compile_job(spec: JobSpec, cluster: Any) -> CompiledJob:
     training = _as_instance_error(lambda: _training(spec, g))
     job = _chosen_job(spec, training, cluster)
     prof = profile(job)
-    number = server_numbering(job)
+    number = _mapped_numbering(spec, job)
     server_of_rank = number[np.arange(job.accelerators) // g]
 
     per_stage = [dp_member_bytes(job, p) for p in range(job.parallelism.pp)]  # (dense, expert) bytes
@@ -445,10 +493,13 @@ def compile_job(spec: JobSpec, cluster: Any) -> CompiledJob:
     if spec.expert_load:
         inter["ep"], inside["ep"] = ep_load_traffic(job, _chosen_shares(spec, job))
     mp = np.zeros((n, n))
+    by_kind = []
     for kind in ("tp", "pp", "ep"):
-        mp[np.ix_(number, number)] += inter[kind]
-    src, dst = np.nonzero(mp)
-    pairs = tuple((int(a), int(b), float(mp[a, b])) for a, b in zip(src, dst))
+        one = np.zeros((n, n))
+        one[np.ix_(number, number)] = inter[kind]
+        mp += one
+        by_kind.append((kind, _pairs(one)))
+    pairs = _pairs(mp)
 
     up = np.zeros(n)
     for kind in inside:
@@ -462,7 +513,13 @@ def compile_job(spec: JobSpec, cluster: Any) -> CompiledJob:
         scale_up_s=_scale_up_s(up, g, cluster.scale_up_gbps_per_accelerator),
         overlap=spec.overlap,
         server_of_rank=tuple(int(s) for s in server_of_rank),
+        mp_by_kind=tuple(by_kind),
     )
+
+
+def _pairs(matrix: np.ndarray) -> tuple[tuple[int, int, float], ...]:
+    src, dst = np.nonzero(matrix)
+    return tuple((int(a), int(b), float(matrix[a, b])) for a, b in zip(src, dst))
 
 
 def _chosen_shares(spec: JobSpec, job: ParallelJob) -> list[np.ndarray]:

@@ -144,6 +144,11 @@ class Solution:
     backend: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    #: A job instance's split and rank-to-server mapping as the method chose them
+    #: (``{"parallelism": {"tp", "pp", "dp", "ep", "micro_batch"}, "server_map": [...]}``); the
+    #: evaluator and the verifier score the solution on the instance's job with this choice
+    #: (:func:`topoopt_ilp.core.instance.with_job_choice`). None: the instance's own.
+    job: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, str) or self.status not in STATUSES:
@@ -164,6 +169,7 @@ class Solution:
             "metrics",
             "details",
             "placement",
+            "job",
         ):  # frozen like the dataclass (a copy: the caller's stays theirs)
             v = getattr(self, name)
             if v is not None:

@@ -34,7 +34,7 @@ import numpy as np
 
 from topoopt_ilp.core import graph
 from topoopt_ilp.core.checks import brief
-from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.instance import Instance, with_job_choice
 from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.strategy import data_parallel, parse_strategy
@@ -494,6 +494,8 @@ def evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, rou
         no rings or routes: ``given`` routing then means default rings and shortest-path routes.
     routing : ``given`` | ``shortest_path`` | ``optimal``.
     """
+    if isinstance(solution, Solution):  # a job's split and mapping as the solution chose them
+        instance = with_job_choice(instance, solution.job)
     memo = _memo_key(instance, solution, routing)
     if memo is not None and _LAST_SCORED and _LAST_SCORED[0][0] == memo[0]:
         return _LAST_SCORED[0][2]

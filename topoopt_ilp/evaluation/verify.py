@@ -20,11 +20,11 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from topoopt_ilp.core.checks import brief
-from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.instance import Instance, with_job_choice
 from topoopt_ilp.core.solution import METHODS_WITHOUT_BOUNDS, Solution
 from topoopt_ilp.core.strategy import parse_strategy, validate_strategy
 from topoopt_ilp.core.traffic import effective_demand
-from topoopt_ilp.errors import InstanceError
+from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.evaluation.evaluate import ROUTING_MODES, RoutingError, evaluate, objective_value
 
 __all__ = [
@@ -473,6 +473,10 @@ def verify(instance: Instance, solution: Solution, *, check_metrics: bool = True
         if solution.topology is not None:
             return VerifyReport((f"status {solution.status} but the solution carries a topology",))
         return VerifyReport()
+    try:  # the job's split and mapping as the solution chose them
+        instance = with_job_choice(instance, solution.job)
+    except InputError as exc:
+        return VerifyReport((f"the solution's job choice: {exc}",))
     claims = _claim_violations(instance, solution)
     if solution.topology is None:
         return VerifyReport((f"status {solution.status} but the solution has no topology", *claims))

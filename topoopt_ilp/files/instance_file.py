@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from topoopt_ilp.core.checks import MAX_BYTES, as_int, as_number, brief, type_name
+from topoopt_ilp.core.checks import MAX_BYTES, as_int, as_int_list, as_number, brief, type_name
 from topoopt_ilp.core.instance import (
     MAX_SERVERS,
     AllReduceGroup,
@@ -108,6 +108,7 @@ _JOB_KEYS = {
     "overlap",
     "expert_load",
     "expert_scenario",
+    "server_map",
 }
 _PARALLELISM_KEYS = {"tp", "pp", "dp", "ep", "micro_batch"}
 
@@ -546,6 +547,10 @@ def parse_job(data: Any) -> JobSpec:
         parallelism = Parallelism(**p)
     if "expert_load" in j:
         j["expert_load"] = _parse_expert_load(j["expert_load"])
+    if "server_map" in j:
+        j["server_map"] = as_int_list(
+            j["server_map"], "job.server_map", low=0, high=MAX_SERVERS - 1, max_len=MAX_SERVERS
+        )
     return JobSpec(**{**j, "model": model, "parallelism": parallelism})
 
 
@@ -585,9 +590,11 @@ def job_to_dict(spec: JobSpec) -> dict[str, Any]:
         if isinstance(par, str)
         else {k: getattr(par, k) for k in sorted(_PARALLELISM_KEYS, key=("tp", "pp", "dp", "ep", "micro_batch").index)}
     )
-    for name in sorted(_JOB_KEYS - {"model", "global_batch", "parallelism", "expert_load"}):
+    for name in sorted(_JOB_KEYS - {"model", "global_batch", "parallelism", "expert_load", "server_map"}):
         if getattr(spec, name) != getattr(defaults, name):
             out[name] = getattr(spec, name)
+    if spec.server_map is not None:
+        out["server_map"] = list(spec.server_map)
     if spec.expert_load:
         out["expert_load"] = [_load_to_dict(e) for e in spec.expert_load]
     return out

@@ -61,6 +61,7 @@ _SOL_KEYS = {
     "metrics",
     "details",
     "instance",
+    "job",
 }
 
 
@@ -99,6 +100,8 @@ def solution_to_dict(sol: Solution, *, directed: bool, instance_name: str | None
     else:
         out["topology"] = None
     rest: dict[str, Any] = {"placement": sol.placement, "metrics": dict(sol.metrics)}
+    if sol.job is not None:
+        rest["job"] = {k: (list(v) if k == "server_map" else dict(v)) for k, v in sol.job.items()}
     if sol.details:
         rest["details"] = sol.details
     # Everywhere, nested lists and details included (a disconnected group's time is inf): null.
@@ -195,7 +198,31 @@ def _parse_solution(data: Any, directed: bool | None) -> Solution:
         backend=None if top.get("backend") is None else _name(top["backend"], "backend"),
         metrics=metrics,
         details=_details(top.get("details"), topology.n if topology is not None else MAX_SERVERS),
+        job=_job_choice(top.get("job")),
     )
+
+
+def _job_choice(value: Any) -> dict[str, Any] | None:
+    """A job instance's split and mapping as the solution records them (``Solution.job``): the
+    structure here, whether the split fits the job is the verifier's."""
+    if value is None:
+        return None
+    j = json_object(value, "job", {"parallelism", "server_map"}, {"parallelism"}, err=SolutionFileError)
+    p = json_object(
+        j["parallelism"],
+        "job.parallelism",
+        {"tp", "pp", "dp", "ep", "micro_batch"},
+        {"tp", "pp", "dp"},
+        err=SolutionFileError,
+    )
+    out: dict[str, Any] = {
+        "parallelism": {k: as_int(v, f"job.parallelism.{k}", low=1, high=MAX_SERVERS * 1024) for k, v in p.items()}
+    }
+    if "server_map" in j:
+        out["server_map"] = as_int_list(
+            j["server_map"], "job.server_map", low=0, high=MAX_SERVERS - 1, max_len=MAX_SERVERS
+        )
+    return out
 
 
 #: A placement's lists and the range of their entries (whether they fit the workload is the verifier's

@@ -38,7 +38,13 @@ from topoopt_ilp.errors import InputError, InstanceError, StartInfeasibleError, 
 from topoopt_ilp.evaluation.evaluate import RoutingError, arc_loads
 from topoopt_ilp.heuristic import connect_components
 from topoopt_ilp.heuristic.design import fitting_start_placement, heuristic_circulant, heuristic_for_placement
-from topoopt_ilp.methods.steps import exact_topology_for_placement, finalize, placement_traffic
+from topoopt_ilp.methods.job_alternating import solve_job_alternating
+from topoopt_ilp.methods.steps import (
+    alternating_result,
+    exact_topology_for_placement,
+    finalize,
+    placement_traffic,
+)
 
 __all__ = ["alternating_incumbent", "solve_alternating"]
 
@@ -200,7 +206,26 @@ def solve_alternating(
         own budget; ``ExactOptions.search_moves``): with limits that do not cut it, the same seed
         gives the same design on any machine. Default: by each step's time limit.
     progress : called with each log entry as it happens (the CLI prints them live).
+
+    A job instance alternates its split, rank-to-server mapping and topology instead
+    (:func:`~topoopt_ilp.methods.job_alternating.solve_job_alternating`: ``rounds``, ``tol``,
+    ``time_limit_s``, ``select``, ``mode`` and ``seed`` apply; the placement options do not).
     """
+    if instance.job is not None:  # a job: its split, rank mapping and topology (methods/job_alternating.py)
+        if topology_method == "exact":
+            raise InputError(
+                "--topology-method exact is for workloads; a job's alternation designs with TopologyFinder"
+            )
+        return solve_job_alternating(
+            instance,
+            rounds=rounds,
+            tol=tol,
+            time_limit_s=time_limit_s,
+            select=select,
+            mode=mode,
+            seed=seed,
+            progress=progress,
+        )
     from topoopt_ilp.models import ExactOptions
     from topoopt_ilp.models.placement.data import check_ring_policy
 
@@ -486,15 +511,7 @@ class _Alternation:
             "best_from": next(e for e in reversed(self.log) if e["accepted"])["phase"],
             "topology_method": self.topology_method,
         }
-        return replace(
-            self.best,
-            method="alternating",
-            status="feasible",
-            bound=None,
-            gap=None,
-            wall_time_s=time.perf_counter() - self.started,
-            details=details,
-        )
+        return alternating_result(self.best, self.started, details)
 
 
 def alternating_incumbent(instance: Instance, options: Any, budget_s: float) -> Solution | None:

@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import replace
 
-from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.instance import Instance, with_job_choice
 from topoopt_ilp.core.routes import PathSet, Routing
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.core.traffic import default_rings, effective_demand, traffic_matrix
@@ -47,6 +47,7 @@ def route(instance: Instance, solution: Solution, *, time_limit_s: float | None 
     design or fails verification."""
     from topoopt_ilp.models.reroute import min_max_routing
 
+    instance = with_job_choice(instance, solution.job)  # the job's traffic under the split the solution chose
     if time_limit_s is not None and not (
         isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s) and time_limit_s >= 0
     ):

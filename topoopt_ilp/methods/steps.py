@@ -24,6 +24,20 @@ def finalize(instance: Instance, solution: Solution, routing: str = "given") -> 
     return replace(solution, metrics=metrics.as_dict(), objective=objective)
 
 
+def alternating_result(best: Solution, started: float, details: dict) -> Solution:
+    """The alternating method's answer: its best design, ``feasible`` with no bound (it proves
+    nothing), timed from ``started`` (``time.perf_counter()``), with ``details``."""
+    return replace(
+        best,
+        method="alternating",
+        status="feasible",
+        bound=None,
+        gap=None,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )
+
+
 def placement_traffic(instance: Instance, placement: dict | None) -> Instance | None:
     """The demand instance of the traffic a workload's ``placement`` induces (the instance's cluster
     and topology family, comm-time objective), for the topology models; None when it moves no bytes."""
