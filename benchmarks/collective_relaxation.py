@@ -19,7 +19,7 @@ import argparse
 
 from _args import seconds
 from _results import Record, add_out_argument
-from collective_scale import spread_jumps
+from collective_scale import add_case_arguments, spread_jumps
 from collective_speed import circulant
 
 from topoopt_ilp.core.collective import Collective, LinkModel
@@ -31,12 +31,7 @@ from topoopt_ilp.models.common import ExactOptions
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--servers", type=int, nargs="+", default=[8, 16, 32, 64, 128])
-    ap.add_argument("--chunks", type=int, nargs="+", default=[1, 2, 4])
-    ap.add_argument("--degrees", type=int, nargs="+", default=[4, 8])
-    ap.add_argument("--bytes", type=float, default=1e9)
-    ap.add_argument("--alpha", type=float, default=1e-6, help="seconds per hop")
-    ap.add_argument("--bandwidth", type=float, default=12.5e9, help="bytes per second per link")
+    add_case_arguments(ap)
     ap.add_argument("--time-limit", type=seconds, default=15.0, help="seconds per LP")
     ap.add_argument("--max-chunks", type=int, default=128, help="skip the relaxation above n x chunks")
     add_out_argument(ap)

@@ -42,14 +42,19 @@ def spread_jumps(n: int, degree: int) -> tuple[int, ...]:
     return tuple(jumps)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_case_arguments(ap: argparse.ArgumentParser) -> None:
+    """The AllGather cases of this benchmark (servers, chunks, degrees, bytes) and the link model."""
     ap.add_argument("--servers", type=int, nargs="+", default=[8, 16, 32, 64, 128])
     ap.add_argument("--chunks", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--degrees", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--bytes", type=float, default=1e9)
     ap.add_argument("--alpha", type=float, default=1e-6, help="seconds per hop")
     ap.add_argument("--bandwidth", type=float, default=12.5e9, help="bytes per second per link")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_case_arguments(ap)
     ap.add_argument("--time-limit", type=seconds, default=60.0, help="seconds per exact solve")
     ap.add_argument("--exact-max-chunks", type=int, default=128, help="skip the exact model above n x chunks")
     add_out_argument(ap)
