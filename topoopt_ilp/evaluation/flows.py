@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from topoopt_ilp.core.graph import adjacency_csr, bfs_levels, expand_rows, validate_topology
 from topoopt_ilp.core.routes import PathSet
@@ -345,6 +344,8 @@ def max_concurrent_flow(
     method = "highs-ds" if nvar < 3_000 else "highs-ipm"
     c = np.zeros(nvar)
     c[ilam] = -1.0
+    from scipy.optimize import linprog  # start-up time: scipy.optimize costs 0.2 s to import
+
     res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method=method)
     if res.status != 0:
         raise RuntimeError(f"max-concurrent-flow LP failed: {res.message}")

@@ -11,7 +11,6 @@ from itertools import islice
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment
 from scipy.sparse.csgraph import breadth_first_order, connected_components, shortest_path
 
 from topoopt_ilp.core import graph
@@ -422,6 +421,8 @@ def repeated_matching(
         return M
     rng = np.random.default_rng(seed)
     if directed:
+        from scipy.optimize import linear_sum_assignment  # start-up time: scipy.optimize costs 0.2 s to import
+
         A = T.toarray() if sp.issparse(T) else np.asarray(T, dtype=float)
         for _ in range(rounds):
             w = A / (M + 1)
