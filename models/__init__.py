@@ -225,7 +225,7 @@ def solve_exact(
         start = _warm_start(instance, options, heuristic)
         x0 = None if start is None else start.topology.matrix
         if edge_swap.edge_swap_applies(instance) is None and instance.n > MAX_SERVERS:
-            # Above the MILP's size limit the edge-swap search is the method (aspl, diameter; undirected).
+            # Above the MILP's size limit the edge-swap search is the method (undirected links).
             return edge_swap.solve_by_edge_swap(instance, _time_left(options, started), x0)
         x0, swapped = edge_swap.swap_start(instance, options, x0)
         if swapped is None:
