@@ -47,6 +47,7 @@ __all__ = [
     "START_SHARE",
     "DEFAULT_TIME_LIMIT_S",
     "evaluator_score",
+    "best_of_seeds",
     "score_floor",
     "moore_traffic_bound",
     "HOP_OBJECTIVES",
@@ -96,6 +97,7 @@ class SwapResult:
     start_score: float | None = None
     scored: int = 0  # calls of ``score`` (starts included)
     refused_by_floor: int = 0  # moves refused by ``score_floor`` without a call of ``score``
+    seed: int = 0
 
     @property
     def aspl(self) -> float:
@@ -513,6 +515,7 @@ def edge_swap_search(
         start_score=start_state[0] if score is not None else None,
         scored=calls,
         refused_by_floor=refused,
+        seed=seed,
         swaps_tried=tried,
         swaps_accepted=accepted,
         restarts=restarts,
@@ -612,6 +615,46 @@ def _search(instance: Instance, start: np.ndarray | None, time_limit_s: float, s
     return res
 
 
+def _result_key(instance: Instance, res: SwapResult) -> tuple[float, float]:
+    """The objective's key of a search's graph (less is better; a disconnected graph last)."""
+    if res.score is not None:
+        return (res.score, 0.0)
+    hops = tuple(math.inf if v < 0 else float(v) for v in (res.diameter, res.distance_total))
+    return hops if instance.objective == "diameter" else (hops[1], hops[0])
+
+
+def best_of_seeds(
+    instance: Instance, start: np.ndarray | None, time_limit_s: float, options: ExactOptions
+) -> tuple[SwapResult, dict]:
+    """The search from ``options.swap_seeds`` seeds (``options.seed``, ``seed + 1``, ...; one without
+    it), run by ``options.swap_executor`` ``options.swap_workers`` at a time (without an executor,
+    here one after another), each in ``time_limit_s`` / the number of such rounds; the best graph
+    (the lowest seed among equals) and ``{"seeds": [...]}``, each seed's key, when there were several."""
+    first = options.seed or 0
+    count = options.swap_seeds or 1
+    if count == 1:
+        return _search(instance, start, time_limit_s, first), {}
+    seeds = list(range(first, first + count))
+    executor = options.swap_executor
+    workers = min(options.swap_workers or 1, count) if executor is not None else 1
+    each = time_limit_s / math.ceil(count / workers)
+    if executor is None:
+        results = [_search(instance, start, each, seed) for seed in seeds]
+    else:
+        futures = [executor.submit(_search, instance, start, each, seed) for seed in seeds]
+        results = [future.result() for future in futures]
+    best = min(results, key=lambda res: _result_key(instance, res))  # the first of equals: the lowest seed
+    summary = [
+        {
+            "seed": res.seed,
+            "key": [v if math.isfinite(v) else None for v in _result_key(instance, res)],
+            "search_s": round(res.wall_time_s, 4),
+        }
+        for res in results
+    ]
+    return best, {"seeds": summary, "seed_time_s": each, "seed_workers": workers}
+
+
 def _details(res: SwapResult) -> dict:
     out = {
         "start": res.start,
@@ -623,6 +666,7 @@ def _details(res: SwapResult) -> dict:
         "swaps_accepted": res.swaps_accepted,
         "restarts": res.restarts,
         "search_s": round(res.wall_time_s, 4),
+        "seed": res.seed,
     }
     if res.score is not None:
         out.update(
@@ -660,10 +704,10 @@ def swap_start(
     budget = START_CAP_S if limit is None else min(START_SHARE * limit, START_CAP_S)
     if budget <= 0:
         return start, None
-    res = _search(instance, start, budget, options.seed or 0)
+    res, seeds = best_of_seeds(instance, start, budget, options)
     if not _valid(instance, res):
         return start, None
-    return res.matrix, _details(res)
+    return res.matrix, {**_details(res), **seeds}
 
 
 def solve_by_edge_swap(instance: Instance, options: ExactOptions, start: np.ndarray | None) -> Solution:
@@ -677,7 +721,7 @@ def solve_by_edge_swap(instance: Instance, options: ExactOptions, start: np.ndar
     limit = DEFAULT_TIME_LIMIT_S if options.time_limit_s is None else options.time_limit_s
     if limit == 0:
         return exact_no_solution(options.backend, 0.0, {**details, "model_status": "no_solution"})
-    res = _search(instance, start, limit, options.seed or 0)
+    res, seeds = best_of_seeds(instance, start, limit, options)
     if instance.objective in SCORE_OBJECTIVES:
         value, bound, gap = _score_result(instance, res)
         details["moore_traffic_bound"] = bound
@@ -685,7 +729,7 @@ def solve_by_edge_swap(instance: Instance, options: ExactOptions, start: np.ndar
         value, bound, gap = _hop_result(instance, res)
         details["moore_lower_bound"] = dict(zip(("diameter", "aspl"), hop_bounds(instance.n, instance.cluster.degree)))
     status = "optimal" if gap == 0 else "feasible"
-    details.update(edge_swap=_details(res), model_status=status)
+    details.update(edge_swap={**_details(res), **seeds}, model_status=status)
     if not _valid(instance, res):
         return exact_no_solution(
             options.backend, time.perf_counter() - started, {**details, "model_status": "no_solution"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -143,6 +144,21 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help="random seed of the heuristic/baseline (default 0) and, when given with --method exact, of the solver",
     )
     p.add_argument(
+        "--seeds",
+        type=pos_int,
+        default=None,
+        metavar="K",
+        help="exact, where the edge-swap search runs (general topologies, undirected links): search from K "
+        "seeds (--seed, --seed + 1, ...) and keep the best; they share the search's time (default 1)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=pos_int,
+        default=None,
+        metavar="N",
+        help="exact with --seeds: run N seeds at a time, in worker processes (default 1: one after another here)",
+    )
+    p.add_argument(
         "--reroute",
         action="store_true",
         help="then route the design's traffic over the paths that minimise its busiest link (as topoopt "
@@ -165,6 +181,8 @@ _EXACT_ONLY = (
     "rings",
     "search_moves",
     "log",
+    "seeds",
+    "jobs",
 )
 
 
@@ -183,6 +201,8 @@ def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
         "formulation": args.formulation,
         "rings": args.rings,
         "search_moves": args.search_moves,
+        "swap_seeds": args.seeds,
+        "swap_workers": args.jobs,
         "verbose": args.verbose,
         "native_options": native_options(args.solver_option, [backend]),
     }
@@ -273,7 +293,15 @@ def run(args: argparse.Namespace) -> int:
         options["log_file"] = os.path.join(scratch, "solver.log")
     finished = False
     try:
-        sol = solve(inst, method=args.method, **options)
+        with contextlib.ExitStack() as stack:
+            if args.method == "exact" and (args.jobs or 1) > 1:
+                from concurrent.futures import ProcessPoolExecutor  # start-up time: only with --jobs
+                from multiprocessing import get_context
+
+                options["swap_executor"] = stack.enter_context(
+                    ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn"))
+                )
+            sol = solve(inst, method=args.method, **options)
         finished = True
     except InputError as exc:
         if exc.source is None and exc.field is not None:  # about the instance's contents: name its file

@@ -311,3 +311,78 @@ def test_simple_start_of_a_design_with_parallel_links_is_regular():
     A = es.simple_start(X, d)
     assert (A.sum(axis=1) == d).all() and set(np.unique(A)) <= {0, 1} and (A == A.T).all() and not np.diag(A).any()
     assert nx.is_connected(nx.from_numpy_array(A))
+
+
+# ------------------------------------------------------------------------------------------------
+# Many seeds
+# ------------------------------------------------------------------------------------------------
+def check_seeds(inst, sol, seeds, limit):
+    """The design is the best of the seeds' searches, each in its share of the limit, and verifies."""
+    report = sol.details["edge_swap"]
+    assert [s["seed"] for s in report["seeds"]] == seeds
+    best = min(report["seeds"], key=lambda s: (s["key"], s["seed"]))
+    assert report["seed"] == best["seed"]
+    assert all(s["search_s"] <= report["seed_time_s"] + 0.5 for s in report["seeds"])
+    assert report["seed_time_s"] <= limit / math.ceil(len(seeds) / report["seed_workers"])
+    assert verify(inst, sol).valid
+
+
+def test_seeds_run_here_one_after_another_and_share_the_limit():
+    from topoopt_ilp.models.common import ExactOptions
+
+    inst = instance(36, 4, "aspl")
+    res, seeds = es.best_of_seeds(inst, None, 1.5, ExactOptions(seed=3, swap_seeds=3))
+    assert [s["seed"] for s in seeds["seeds"]] == [3, 4, 5] and seeds["seed_workers"] == 1
+    assert seeds["seed_time_s"] == pytest.approx(0.5)
+    assert list(es._result_key(inst, res)) == min(s["key"] for s in seeds["seeds"])
+    assert res.seed in (3, 4, 5) and nx_scores(res.matrix)[1] == res.distance_total
+    one, none = es.best_of_seeds(inst, None, 0.3, ExactOptions(seed=3))
+    assert none == {} and one.seed == 3
+    from topoopt_ilp.errors import InputError
+
+    for bad in ({"swap_seeds": 0}, {"swap_workers": True}, {"swap_executor": "local"}):
+        with pytest.raises(InputError):
+            ExactOptions(**bad)
+
+
+def test_seeds_on_a_process_pool():
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    inst = demand_instance(36, 4, "throughput", seed=6)
+    with ProcessPoolExecutor(2, mp_context=get_context("spawn")) as pool:
+        sol = solve(inst, method="exact", time_limit_s=6, seed=1, swap_seeds=2, swap_executor=pool, swap_workers=2)
+    check_seeds(inst, sol, [1, 2], 6)
+    assert sol.objective == pytest.approx(evaluator_objective(inst, sol.topology.matrix), rel=1e-12)
+
+
+def test_seeds_on_a_local_dask_cluster():
+    distributed = pytest.importorskip("distributed")
+    inst = instance(40, 3, "diameter")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        with distributed.Client(cluster) as client:
+            sol = solve(
+                inst, method="exact", time_limit_s=3, swap_seeds=3, swap_executor=client.get_executor(), swap_workers=2
+            )
+    check_seeds(inst, sol, [0, 1, 2], 3)
+
+
+def test_seeds_from_the_command_line(tmp_path, capsys):
+    import json
+
+    from topoopt_ilp.cli import main
+
+    path = tmp_path / "i.json"
+    cluster = {"servers": 36, "degree": 4, "link_bandwidth_gbps": 100}
+    path.write_text(json.dumps(minimal(cluster=cluster, objective="aspl")))
+    code = main(["solve", str(path), "--method", "exact", "--time-limit", "2", "--seeds", "2", "--seed", "5", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [s["seed"] for s in out["details"]["edge_swap"]["seeds"]] == [5, 6]
+    assert main(["solve", str(path), "--method", "heuristic", "--seeds", "2"]) == 2
+    assert "--seeds applies to --method exact" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["solve", str(path), "--method", "exact", "--seeds", "0"])
+    assert exc.value.code == 2
