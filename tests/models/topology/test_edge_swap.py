@@ -247,9 +247,13 @@ def test_score_floor_and_bound_never_pass_the_evaluator(objective):
 
 @pytest.mark.parametrize("objective", ["throughput", "comm_time", "iteration_time"])
 def test_exact_above_the_milp_limit_scores_by_the_evaluator_and_beats_the_heuristic(objective):
+    import time
+
     inst = demand_instance(36, 4, objective, seed=2)
     limit = 3.0
+    started = time.perf_counter()
     sol = solve(inst, method="exact", time_limit_s=limit)
+    assert time.perf_counter() - started <= limit + 1.0  # the heuristic start, the search, one verification
     assert sol.details["algorithm"] == "edge_swap" and sol.status == "feasible"
     X = sol.topology.matrix
     assert sol.objective == pytest.approx(evaluator_objective(inst, X), rel=1e-12)  # the evaluator's score
