@@ -20,6 +20,7 @@ from topoopt_ilp.cli.arguments import (
     threads,
 )
 from topoopt_ilp.cli.output import STATUS_EXIT, LiveLine, keeps_earlier_out, print_json, print_round, print_solution
+from topoopt_ilp.cli.sweep import open_executor
 from topoopt_ilp.errors import EXIT_ERROR, InputError
 
 __all__ = ["add_subcommand", "run"]
@@ -156,7 +157,16 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         type=pos_int,
         default=None,
         metavar="N",
-        help="exact with --seeds: run N seeds at a time, in worker processes (default 1: one after another here)",
+        help="exact with --seeds: run N seeds at a time, in worker processes or (--dask) Dask workers "
+        "(default 1: one after another here)",
+    )
+    p.add_argument(
+        "--dask",
+        default=None,
+        metavar="ADDRESS|local",
+        help="exact with --seeds: run the seeds on the Dask scheduler at ADDRESS (its workers need this "
+        "package; --jobs: how many run at once), or on a local Dask cluster of --jobs workers; needs pip "
+        "install 'topoopt-ilp[dask]'",
     )
     p.add_argument(
         "--reroute",
@@ -183,6 +193,7 @@ _EXACT_ONLY = (
     "log",
     "seeds",
     "jobs",
+    "dask",
 )
 
 
@@ -294,13 +305,10 @@ def run(args: argparse.Namespace) -> int:
     finished = False
     try:
         with contextlib.ExitStack() as stack:
-            if args.method == "exact" and (args.jobs or 1) > 1:
-                from concurrent.futures import ProcessPoolExecutor  # start-up time: only with --jobs
-                from multiprocessing import get_context
-
-                options["swap_executor"] = stack.enter_context(
-                    ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn"))
-                )
+            if args.method == "exact":
+                executor = open_executor(stack, args.jobs or 1, args.dask)
+                if executor is not None:
+                    options["swap_executor"] = executor
             sol = solve(inst, method=args.method, **options)
         finished = True
     except InputError as exc:

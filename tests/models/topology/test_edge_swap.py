@@ -374,6 +374,7 @@ def test_seeds_on_a_local_dask_cluster():
 
 
 def test_seeds_from_the_command_line(tmp_path, capsys):
+    import importlib.util
     import json
 
     from topoopt_ilp.cli import main
@@ -387,6 +388,12 @@ def test_seeds_from_the_command_line(tmp_path, capsys):
     assert [s["seed"] for s in out["details"]["edge_swap"]["seeds"]] == [5, 6]
     assert main(["solve", str(path), "--method", "heuristic", "--seeds", "2"]) == 2
     assert "--seeds applies to --method exact" in capsys.readouterr().err
+    if importlib.util.find_spec("distributed") is not None:  # a local Dask cluster of two workers
+        args = ["--time-limit", "3", "--seeds", "2", "--jobs", "2", "--dask", "local", "--json"]
+        assert main(["solve", str(path), "--method", "exact", *args]) == 0
+        report = json.loads(capsys.readouterr().out)["details"]["edge_swap"]
+        assert [s["seed"] for s in report["seeds"]] == [0, 1] and report["seed_workers"] == 2
+        assert report["seed_time_s"] <= 3
     with pytest.raises(SystemExit) as exc:
         main(["solve", str(path), "--method", "exact", "--seeds", "0"])
     assert exc.value.code == 2
