@@ -418,3 +418,16 @@ def test_exact_on_a_job_instance_is_never_worse_than_topoopts_design_with_its_ri
     assert heuristic.objective == pytest.approx(sol.bound, rel=1e-9)
     assert sol.status == "optimal" and sol.objective == pytest.approx(sol.bound, rel=1e-9)
     assert verify(inst, sol).valid
+
+
+@pytest.mark.parametrize("objective", ["throughput", "comm_time"])
+def test_moore_traffic_bound_holds_over_the_milps_proven_optimum(objective):
+    # the MILP optimises links, rings and routes: its proven optimum is a design the bound must cover
+    inst = demand_instance(8, 3, objective, seed=7)
+    sol = solve(inst, method="exact", time_limit_s=30)
+    assert sol.status == "optimal"
+    bound = es.moore_traffic_bound(inst)
+    if objective == "throughput":
+        assert sol.objective <= bound * (1 + 1e-9)
+    else:
+        assert sol.objective >= bound * (1 - 1e-9)
