@@ -547,6 +547,9 @@ START_SHARE = 0.25
 START_CAP_S = 10.0
 #: The search's time when it is the method and no time limit is given.
 DEFAULT_TIME_LIMIT_S = 30.0
+#: For the evaluator's objectives the search is the MILP's start from this many servers: smaller
+#: MILPs get the whole limit.
+SCORE_START_MIN_SERVERS = 13
 
 
 def edge_swap_applies(instance: Instance) -> str | None:
@@ -697,8 +700,14 @@ def swap_start(
 ) -> tuple[np.ndarray | None, dict | None]:
     """The MILP's start for an instance the search serves below the MILP's size limit: the search's
     graph from ``start`` (TopoOpt's design) and the best circulants, in START_SHARE of the limit, with
-    what it did; ``(start, None)`` when it does not apply or the catalogue answers the instance."""
+    what it did; ``(start, None)`` when it does not apply or the catalogue answers the instance, and
+    for the evaluator's objectives below SCORE_START_MIN_SERVERS or when ``options.warm_start`` is
+    ``"none"`` (the search is a start: the MILP then has only its own, models/topology/starts.py)."""
     if edge_swap_applies(instance) is not None or _catalogue_answers(instance):
+        return start, None
+    if instance.objective in SCORE_OBJECTIVES and (
+        options.warm_start in (None, "none") or instance.n < SCORE_START_MIN_SERVERS
+    ):
         return start, None
     limit = options.time_limit_s
     budget = START_CAP_S if limit is None else min(START_SHARE * limit, START_CAP_S)

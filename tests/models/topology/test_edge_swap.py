@@ -431,3 +431,14 @@ def test_moore_traffic_bound_holds_over_the_milps_proven_optimum(objective):
         assert sol.objective <= bound * (1 + 1e-9)
     else:
         assert sol.objective >= bound * (1 - 1e-9)
+
+
+def test_no_search_start_for_small_demand_milps_or_without_warm_start():
+    from topoopt_ilp.models.common import ExactOptions
+
+    small = demand_instance(12, 3, "throughput", seed=8)
+    assert es.swap_start(small, ExactOptions(time_limit_s=4), None) == (None, None)
+    no_start = demand_instance(16, 3, "throughput", seed=8)
+    assert es.swap_start(no_start, ExactOptions(time_limit_s=4, warm_start="none"), None) == (None, None)
+    X, report = es.swap_start(no_start, ExactOptions(time_limit_s=0.4), None)
+    assert report is not None and (X.sum(axis=1) == 3).all()
