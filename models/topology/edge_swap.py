@@ -229,15 +229,11 @@ def _pair_the_rest(A: np.ndarray, d: int) -> None:
             return
         a = int(open_[0])
         b = a if free[a] >= 2 else int(open_[1])
-        for c, e in np.argwhere(np.triu(A) > 0).tolist():
-            for c, e in ((c, e), (e, c)):
-                if len({a, b, c, e}) == 3 + (a != b) and not A[a, c] and not A[b, e]:
-                    A[c, e] = A[e, c] = 0
-                    A[a, c] = A[c, a] = A[b, e] = A[e, b] = 1
-                    break
-            else:
-                continue
-            break
+        for c, e in np.argwhere(A > 0).tolist():  # every link, both ways round
+            if len({a, b, c, e}) == 3 + (a != b) and not A[a, c] and not A[b, e]:
+                A[c, e] = A[e, c] = 0
+                A[a, c] = A[c, a] = A[b, e] = A[e, b] = 1
+                break
         else:
             return
 
