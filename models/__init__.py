@@ -225,15 +225,20 @@ def solve_exact(
         start = _warm_start(instance, options, heuristic)
         x0 = None if start is None else start.topology.matrix
         if edge_swap.edge_swap_applies(instance) is None and instance.n > MAX_SERVERS:
-            # Above the MILP's size limit the edge-swap search is the method (aspl, diameter; undirected).
-            return edge_swap.solve_by_edge_swap(instance, _time_left(options, started), x0)
-        x0, swapped = edge_swap.swap_start(instance, options, x0)
-        if swapped is None:
-            sol = solve_topology_routing(instance, options, x0)
-        else:  # the MILP gets what the search left of the limit
-            sol = solve_topology_routing(instance, _time_left(options, started), x0)
-            sol = replace(sol, details={**sol.details, "edge_swap_start": swapped})
-        sol = _not_worse_than_start(instance, sol, start, options.time_limit_s)
+            # Above the MILP's size limit the edge-swap search is the method (undirected links). It
+            # scores bare topologies (default rings, shortest paths): a start with its own rings and
+            # routes may score better.
+            sol = edge_swap.solve_by_edge_swap(instance, _time_left(options, started), x0)
+            if instance.objective in edge_swap.SCORE_OBJECTIVES:
+                sol = _not_worse_than_start(instance, sol, start, options.time_limit_s)
+        else:
+            x0, swapped = edge_swap.swap_start(instance, options, x0)
+            if swapped is None:
+                sol = solve_topology_routing(instance, options, x0)
+            else:  # the MILP gets what the search left of the limit
+                sol = solve_topology_routing(instance, _time_left(options, started), x0)
+                sol = replace(sol, details={**sol.details, "edge_swap_start": swapped})
+            sol = _not_worse_than_start(instance, sol, start, options.time_limit_s)
     else:
         sol = solve_circulant(instance, options)
     if options.warm_start not in (None, "none"):

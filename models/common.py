@@ -11,6 +11,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,13 @@ class ExactOptions:
     # them (topoopt_ilp.solvers.SolveOptions.progress); the CLI's live line on a terminal.
     progress: Callable[[dict[str, float | None]], None] | None = field(default=None, compare=False)
     native_options: Mapping[str, Mapping[str, NativeValue]] | None = None  # {backend: {parameter: value}}
+    # The edge-swap search (models/topology/edge_swap.py) from this many seeds (seed, seed + 1, ...),
+    # the best kept; swap_executor (any concurrent.futures.Executor: a process pool, a Dask client's
+    # get_executor()) runs swap_workers of them at once, else they run here one after another. The
+    # seeds share the search's time: each gets it divided by the rounds of swap_workers they take.
+    swap_seeds: int | None = None
+    swap_executor: Executor | None = field(default=None, compare=False)
+    swap_workers: int | None = None
 
     def __post_init__(self) -> None:
         if self.time_limit_s is not None and (not math.isfinite(self.time_limit_s) or self.time_limit_s < 0):
@@ -92,6 +100,14 @@ class ExactOptions:
             isinstance(self.search_moves, bool) or not isinstance(self.search_moves, int) or self.search_moves < 1
         ):
             raise InputError(f"search moves must be an integer >= 1, got {self.search_moves!r}")
+        for name in ("swap_seeds", "swap_workers"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.swap_executor is not None and not callable(getattr(self.swap_executor, "submit", None)):
+            raise InputError(
+                f"swap_executor must be an Executor (with submit), got {type(self.swap_executor).__name__}"
+            )
         if self.rings is not None:
             check_ring_policy(self.rings)
         if self.log_file is not None and (not isinstance(self.log_file, (str, os.PathLike)) or not str(self.log_file)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -20,6 +21,7 @@ from topoopt_ilp.cli.arguments import (
     threads,
 )
 from topoopt_ilp.cli.output import STATUS_EXIT, LiveLine, keeps_earlier_out, print_json, print_round, print_solution
+from topoopt_ilp.cli.sweep import open_executor
 from topoopt_ilp.errors import EXIT_ERROR, InputError
 
 __all__ = ["add_subcommand", "run"]
@@ -144,6 +146,30 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
         help="random seed of the heuristic/baseline (default 0) and, when given with --method exact, of the solver",
     )
     p.add_argument(
+        "--seeds",
+        type=pos_int,
+        default=None,
+        metavar="K",
+        help="exact, where the edge-swap search runs (general topologies, undirected links): search from K "
+        "seeds (--seed, --seed + 1, ...) and keep the best; they share the search's time (default 1)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=pos_int,
+        default=None,
+        metavar="N",
+        help="exact with --seeds: run N seeds at a time, in worker processes or (--dask) Dask workers "
+        "(default 1: one after another here)",
+    )
+    p.add_argument(
+        "--dask",
+        default=None,
+        metavar="ADDRESS|local",
+        help="exact with --seeds: run the seeds on the Dask scheduler at ADDRESS (its workers need this "
+        "package; --jobs: how many run at once), or on a local Dask cluster of --jobs workers; needs pip "
+        "install 'topoopt-ilp[dask]'",
+    )
+    p.add_argument(
         "--reroute",
         action="store_true",
         help="then route the design's traffic over the paths that minimise its busiest link (as topoopt "
@@ -167,6 +193,9 @@ _EXACT_ONLY = (
     "rings",
     "search_moves",
     "log",
+    "seeds",
+    "jobs",
+    "dask",
 )
 
 
@@ -185,6 +214,8 @@ def _solver_options(args: argparse.Namespace, inst) -> dict[str, Any]:
         "formulation": args.formulation,
         "rings": args.rings,
         "search_moves": args.search_moves,
+        "swap_seeds": args.seeds,
+        "swap_workers": args.jobs,
         "verbose": args.verbose,
         "native_options": native_options(args.solver_option, [backend]),
     }
@@ -277,7 +308,12 @@ def run(args: argparse.Namespace) -> int:
         options["log_file"] = os.path.join(scratch, "solver.log")
     finished = False
     try:
-        sol = solve(inst, method=args.method, **options)
+        with contextlib.ExitStack() as stack:
+            if args.method == "exact":
+                executor = open_executor(stack, args.jobs or 1, args.dask)
+                if executor is not None:
+                    options["swap_executor"] = executor
+            sol = solve(inst, method=args.method, **options)
         finished = True
     except InputError as exc:
         if exc.source is None and exc.field is not None:  # about the instance's contents: name its file

@@ -7,6 +7,8 @@ import logging
 import os
 import sys
 import time
+from concurrent.futures import Executor
+from contextlib import ExitStack
 from typing import Any
 
 from topoopt_ilp.cli.arguments import comparison_arguments, native_options, pos_int
@@ -14,7 +16,7 @@ from topoopt_ilp.cli.compare import methods_and_backends, no_solution_reason, ro
 from topoopt_ilp.cli.output import ProgressBar, fmt_duration, print_text, with_newline
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_OK, InputError
 
-__all__ = ["add_subcommand", "run"]
+__all__ = ["add_subcommand", "open_executor", "run"]
 
 
 def add_subcommand(sub: Any) -> argparse.ArgumentParser:
@@ -60,8 +62,6 @@ def add_subcommand(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from concurrent.futures import ProcessPoolExecutor
-    from contextlib import ExitStack
-    from multiprocessing import get_context
     from pathlib import Path
 
     from topoopt_ilp.experiments.compare import run_label
@@ -106,39 +106,7 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         if bar is not None:
             stack.callback(bar.close)
-        executor = None
-        if args.dask is not None:
-            try:
-                from distributed import Client, LocalCluster
-            except ImportError:
-                raise InputError("--dask needs Dask's distributed package: pip install 'topoopt-ilp[dask]'") from None
-            if args.dask == "local":
-                # silence_logs: Ctrl-C cancels the running solves, which Dask logs per task and per worker as
-                # warnings and errors; a worker that really fails reaches the user as its solve's error row
-                try:
-                    cluster = LocalCluster(
-                        n_workers=args.jobs,
-                        threads_per_worker=1,
-                        processes=True,
-                        dashboard_address=None,
-                        silence_logs=logging.CRITICAL,
-                    )
-                except KeyboardInterrupt:  # while its workers start
-                    _quiet_dask_shutdown()
-                    raise
-                stack.callback(_close_local_cluster, cluster)
-                client = stack.enter_context(Client(cluster))
-            else:
-                try:
-                    client = stack.enter_context(
-                        Client(args.dask)
-                    )  # waits distributed.comm.timeouts.connect (Dask config)
-                except (OSError, TimeoutError, ValueError) as exc:
-                    raise InputError(f"--dask {args.dask}: cannot connect to the scheduler ({exc})") from None
-            executor = client.get_executor()
-        elif args.jobs > 1:
-            # spawn: a forked worker would share this process's imported solver state
-            executor = stack.enter_context(ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")))
+        executor = open_executor(stack, args.jobs, args.dask)
         try:
             rows = sweep(
                 paths,
@@ -173,6 +141,46 @@ def run(args: argparse.Namespace) -> int:
         if code != EXIT_OK:
             print(f"error: {p}: {no_solution_reason(code, rows_of[p])}", file=sys.stderr)
     return max(codes.values(), key=lambda c: (c != EXIT_OK, c == EXIT_ERROR, c == EXIT_INFEASIBLE))  # 1, 3, 4, 0
+
+
+def open_executor(stack: ExitStack, jobs: int, dask: str | None) -> Executor | None:
+    """The executor of ``--jobs N`` and ``--dask ADDRESS|local``, closed with ``stack``: a client of
+    the Dask scheduler at ADDRESS, a local Dask cluster of ``jobs`` workers, a pool of ``jobs``
+    worker processes, or None (``jobs`` 1 without Dask: one task after another here)."""
+    from concurrent.futures import ProcessPoolExecutor  # start-up time: only when tasks run in parallel
+    from multiprocessing import get_context
+
+    if dask is not None:
+        try:
+            from distributed import Client, LocalCluster  # start-up time: Dask only with --dask
+        except ImportError:
+            raise InputError("--dask needs Dask's distributed package: pip install 'topoopt-ilp[dask]'") from None
+        if dask == "local":
+            # silence_logs: Ctrl-C cancels the running tasks, which Dask logs per task and per worker as
+            # warnings and errors; a worker that really fails reaches the user as its task's error
+            try:
+                cluster = LocalCluster(
+                    n_workers=jobs,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.CRITICAL,
+                )
+            except KeyboardInterrupt:  # while its workers start
+                _quiet_dask_shutdown()
+                raise
+            stack.callback(_close_local_cluster, cluster)
+            client = stack.enter_context(Client(cluster))
+        else:
+            try:
+                client = stack.enter_context(Client(dask))  # waits distributed.comm.timeouts.connect (Dask config)
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise InputError(f"--dask {dask}: cannot connect to the scheduler ({exc})") from None
+        return client.get_executor()
+    if jobs > 1:
+        # spawn: a forked worker would share this process's imported solver state
+        return stack.enter_context(ProcessPoolExecutor(jobs, mp_context=get_context("spawn")))
+    return None
 
 
 def _close_local_cluster(cluster: Any) -> None:
