@@ -64,6 +64,10 @@ def heuristic_for_placement(
     started = time.perf_counter()
     n, d, directed = instance.n, instance.d, instance.cluster.directed
     demand, _ = effective_demand(instance, placement)
+    if demand.all_to_all and not demand.allreduce and not demand.mp:
+        design = h.all_to_all_circulant(n, instance.d, directed=directed, seed=seed)
+        if design is not None:
+            return _all_to_all_solution(instance, placement, design, started, select=select, mode=mode)
     groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
     multi = instance.cluster.multi_links
     try:
@@ -113,6 +117,28 @@ def heuristic_for_placement(
         placement=placement,
         wall_time_s=time.perf_counter() - started,
         details=details,
+    )
+
+
+def _all_to_all_solution(instance: Instance, placement, design, started: float, *, select: str, mode: str) -> Solution:
+    """Uniform all-to-all on the circulant of :func:`~topoopt_ilp.heuristic.all_to_all_circulant`:
+    every offset on its CoinChangeMod routes, no explicit path (docs/methods/heuristic.md)."""
+    n, directed = instance.n, instance.cluster.directed
+    return Solution(
+        status="feasible",
+        method="heuristic",
+        topology=Topology(h.circulant_matrix(n, design.jumps, directed), design.jumps),
+        routing=Routing(offset_routes=design.routes),
+        placement=placement,
+        wall_time_s=time.perf_counter() - started,
+        details={
+            "select": select,
+            "mode": mode,
+            "design": "all-to-all circulant (jumps of least busiest-coin load among sampled coprime sets)",
+            "jumps": list(design.jumps),
+            "jump_sets_scored": design.sets_scored,
+            "busiest_coin_load": design.max_coin_load,
+        },
     )
 
 
