@@ -124,10 +124,12 @@ def _all_to_all_solution(instance: Instance, placement, design, started: float, 
     """Uniform all-to-all on the circulant of :func:`~topoopt_ilp.heuristic.all_to_all_circulant`:
     every offset on its CoinChangeMod routes, no explicit path (docs/methods/heuristic.md)."""
     n, directed = instance.n, instance.cluster.directed
+    links = h.circulant_matrix(n, design.jumps, directed)
+    links.setflags(write=False)  # a Topology then keeps it as it is, not a copy (2 GiB at n = 16,384)
     return Solution(
         status="feasible",
         method="heuristic",
-        topology=Topology(h.circulant_matrix(n, design.jumps, directed), design.jumps),
+        topology=Topology(links, design.jumps),
         routing=Routing(offset_routes=design.routes),
         placement=placement,
         wall_time_s=time.perf_counter() - started,
