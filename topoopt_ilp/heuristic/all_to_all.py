@@ -21,6 +21,7 @@ CoinChangeMod, and the one whose busiest coin carries least wins. The routes are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 from math import comb
 
 import numpy as np
@@ -72,9 +73,8 @@ def _sampled_sets(classes: np.ndarray, m: int, n: int, directed: bool, seed: int
     rest = classes[classes != 1]
     budget = max(MIN_SAMPLES, SEARCH_WORK // n)
     if comb(rest.size, m - 1) <= budget:
-        from itertools import combinations  # start-up time: only small n enumerate
-
-        others = np.array(list(combinations(rest.tolist(), m - 1)), dtype=np.int64).reshape(-1, m - 1)
+        every = list(combinations(rest.tolist(), m - 1))
+        others = np.array(every, dtype=np.int64).reshape(len(every), m - 1)
     else:
         rng = np.random.default_rng(seed)
         keys = rng.random((budget, rest.size))
