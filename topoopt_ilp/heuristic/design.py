@@ -126,6 +126,16 @@ def _all_to_all_solution(instance: Instance, placement, design, started: float, 
     n, directed = instance.n, instance.cluster.directed
     links = h.circulant_matrix(n, design.jumps, directed)
     links.setflags(write=False)  # a Topology then keeps it as it is, not a copy (2 GiB at n = 16,384)
+    details = {
+        "select": select,
+        "mode": mode,
+        "design": "all-to-all circulant (jumps of least busiest-coin load among sampled coprime sets)",
+        "jumps": list(design.jumps),
+        "jump_sets_scored": design.sets_scored,
+        "busiest_coin_load": design.max_coin_load,
+    }
+    if not instance.cluster.multi_links:  # distinct jumps below n/2: no parallel link to rewire
+        details["multi_links"] = {"rewired_swaps": 0, "links_rewired": 0, "routing_jumps": None}
     return Solution(
         status="feasible",
         method="heuristic",
@@ -133,14 +143,7 @@ def _all_to_all_solution(instance: Instance, placement, design, started: float, 
         routing=Routing(offset_routes=design.routes),
         placement=placement,
         wall_time_s=time.perf_counter() - started,
-        details={
-            "select": select,
-            "mode": mode,
-            "design": "all-to-all circulant (jumps of least busiest-coin load among sampled coprime sets)",
-            "jumps": list(design.jumps),
-            "jump_sets_scored": design.sets_scored,
-            "busiest_coin_load": design.max_coin_load,
-        },
+        details=details,
     )
 
 
