@@ -126,3 +126,32 @@ def test_explicit_paths_keep_the_dense_computation():
     dense = traffic_matrix(inst, default_rings(inst))
     np.testing.assert_array_equal(arc_loads(inst, sol), link_loads(inst, x, dense, sol.routing, "given")[0])
     assert evaluate(inst, sol).total_bytes == float(dense.sum())
+
+
+@pytest.mark.parametrize(
+    "routes,reason",
+    [
+        ([[o, 1.0, [1] * o] for o in range(1, 8) if o != 4], "no complete route for pair 0->4: its routes carry 0"),
+        (
+            [[o, 1.0, [1] * o] if o != 3 else [3, 1.0, [1, 1]] for o in range(1, 8)],
+            "offset route 2: jumps [1, 1] do not add up",
+        ),
+    ],
+)
+def test_a_routing_that_misses_all_to_all_traffic_is_refused_in_one_line(tmp_path, capsys, routes, reason):
+    """Bad input: the file named, the reason, exit 2 (evaluate) and 1 (verify), as with the matrix."""
+    import json
+
+    from topoopt_ilp.cli import main
+
+    inst, sol = tmp_path / "i.json", tmp_path / "s.json"
+    inst.write_text(json.dumps(minimal()))
+    links = [[i, (i + 1) % 8, 1] for i in range(8)]
+    topology = {"servers": 8, "directed": False, "links": links, "jumps": [1]}
+    doc = {"format": "topoopt-solution", "version": 1, "status": "feasible", "method": "given"}
+    sol.write_text(json.dumps({**doc, "topology": topology, "routing": {"offset_routes": routes}}))
+    assert main(["evaluate", str(inst), str(sol)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {sol}: cannot be scored: ") and reason in err and err.count("\n") == 1
+    assert main(["verify", str(inst), str(sol)]) == 1
+    assert f"routing does not carry the demand: {reason}" in capsys.readouterr().out
