@@ -64,13 +64,14 @@ def test_solve_gives_a_verified_circulant_with_n_minus_1_offsets(n, directed):
 
 
 def test_other_demands_keep_the_matching_design():
-    """Only a demand that is all-to-all alone gets the circulant; with an AllReduce or MP pairs on
-    top, and at an odd degree, TopologyFinder runs as before."""
+    """Only a demand that is all-to-all alone gets the circulant, in paper mode; with an AllReduce
+    or MP pairs on top, at an odd degree, and in authors' mode, TopologyFinder runs as before."""
     mixed = a2a_instance(16, 4, allreduce=[{"members": "all", "bytes": 1e9}])
     odd = a2a_instance(16, 3)
-    for inst in (mixed, odd):
-        sol = solve(inst)
+    for inst, options in ((mixed, {}), (odd, {}), (a2a_instance(16, 4), {"mode": "authors"})):
+        sol = solve(inst, **options)
         assert "design" not in sol.details and verify(inst, sol).valid
+        assert "d_mp" in sol.details  # TopologyFinder's design
 
 
 @pytest.mark.parametrize("directed", [False, True])

@@ -64,7 +64,7 @@ def heuristic_for_placement(
     started = time.perf_counter()
     n, d, directed = instance.n, instance.d, instance.cluster.directed
     demand, _ = effective_demand(instance, placement)
-    if demand.all_to_all and not demand.allreduce and not demand.mp:
+    if mode == "paper" and demand.all_to_all and not demand.allreduce and not demand.mp:  # authors' code: MP traffic
         design = h.all_to_all_circulant(n, instance.d, directed=directed, seed=seed)
         if design is not None:
             return _all_to_all_solution(instance, placement, design, started, select=select, mode=mode)
