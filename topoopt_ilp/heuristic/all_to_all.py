@@ -14,8 +14,11 @@ The jump set: the first jump is 1 (every generating set of coprime jumps maps on
 contains 1 by a unit multiplier, an isomorphism); the others are drawn among the jumps coprime with
 ``n`` (seeded, plus TopoOpt's geometric pick), as many sets as :data:`SEARCH_WORK` residues of
 breadth-first search allow; the :data:`FINALISTS` of least (ASPL, diameter) are routed by
-CoinChangeMod, and the one whose busiest coin carries least wins. The routes are ``n - 1`` offsets
-(up to ``max_routes`` decompositions each), so the design's file grows with ``n x routes``, not n^2.
+CoinChangeMod, and the one whose busiest coin carries least wins. With undirected links each
+offset is split half and half with the mirror image of its opposite offset's routes
+(:func:`mirrored`), so both directions of a link carry the same bytes. The routes are ``n - 1``
+offsets (up to ``2 x max_routes`` decompositions each), so the design's file grows with
+``n x routes``, not n^2.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from topoopt_ilp.heuristic.coin_change import DEFAULT_MAX_ROUTES, coin_change_mo
 from topoopt_ilp.heuristic.select import geometric_rule, jump_set_score
 from topoopt_ilp.heuristic.totient import totient_perms
 
-__all__ = ["AllToAllCirculant", "all_to_all_circulant", "coin_loads", "SEARCH_WORK", "FINALISTS"]
+__all__ = ["AllToAllCirculant", "all_to_all_circulant", "coin_loads", "mirrored", "SEARCH_WORK", "FINALISTS"]
 
 #: Jump sets x servers scored by breadth-first search over residues (about 1 s of CPU).
 SEARCH_WORK = 2**20
@@ -104,7 +107,25 @@ def all_to_all_circulant(
     for i in np.argsort(score, kind="stable")[:FINALISTS].tolist():
         jumps = tuple(int(j) for j in sets[i])
         dist, routes = coin_change_mod(n, jumps, directed=directed, max_routes=max_routes)
-        busiest = float(coin_loads(n, routes).max())
+        load = coin_loads(n, routes)
+        busiest = float(load.max() if directed else ((load + np.roll(load[::-1], 1)) / 2).max())
         if best is None or busiest < best.max_coin_load:
             best = AllToAllCirculant(jumps, dist, routes, busiest, len(sets))
-    return best
+    if best is None or directed:
+        return best
+    routes = mirrored(n, best.routes)
+    return AllToAllCirculant(best.jumps, best.dist, routes, float(coin_loads(n, routes).max()), best.sets_scored)
+
+
+def mirrored(n: int, routes: OffsetRoutes) -> OffsetRoutes:
+    """Undirected links: every offset o half on its own routes and half on those of ``n - o`` walked
+    backwards (each jump negated), equal routes merged. CoinChangeMod keeps the first shortest
+    decompositions with the coins in ascending order as residues, so it favours ``j`` over ``n - j``
+    (at n = 1,024 the arcs of jump 1 carried 2.4x those of jump -1); the mirror images carry the
+    same bytes on both directions of every link."""
+    back = np.where(routes.jumps != 0, (n - routes.jumps) % n, 0)
+    offset = np.concatenate([routes.offset, (n - routes.offset) % n])
+    rows = np.hstack([offset[:, None], np.vstack([routes.jumps, back])])
+    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
+    fraction = np.bincount(inverse.ravel(), weights=np.concatenate([routes.fraction, routes.fraction]) / 2)
+    return OffsetRoutes(unique[:, 0], unique[:, 1:], fraction)
