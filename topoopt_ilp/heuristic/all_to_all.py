@@ -136,7 +136,7 @@ def mirrored(n: int, routes: OffsetRoutes) -> OffsetRoutes:
     """Undirected links: every offset o half on its own routes and half on those of ``n - o`` walked
     backwards (each jump negated), equal routes merged. CoinChangeMod keeps the first shortest
     decompositions with the coins in ascending order as residues, so it favours ``j`` over ``n - j``
-    (at n = 1,024 the arcs of jump 1 carried 2.4x those of jump -1); the mirror images carry the
+    (at n = 1,024 the arcs of jump 1 carried about twice those of jump -1); the mirror images carry the
     same bytes on both directions of every link."""
     back = np.where(routes.jumps != 0, (n - routes.jumps) % n, 0)
     offset = np.concatenate([routes.offset, (n - routes.offset) % n])
