@@ -369,3 +369,21 @@ def test_split_link_moves_one_link_end_to_each_free_port(directed: bool) -> None
         assert np.array_equal(out1 - out0, e[4]) and np.array_equal(in1 - in0, e[5])
     else:  # a and b gain a port each
         assert np.array_equal(out1 - out0, e[4] + e[5]) and np.array_equal(X, X.T)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_adjacency_csr_is_the_csr_of_the_links(seed):
+    """The CSR built from the links' positions equals scipy's CSR of the dense 0/1 float matrix."""
+    import scipy.sparse as sp
+
+    from topoopt_ilp.core.graph import adjacency_csr
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    x = rng.integers(0, 3, (n, n)) * (rng.random((n, n)) < 0.3)
+    np.fill_diagonal(x, 0)
+    ours, dense = adjacency_csr(x), sp.csr_matrix((x > 0).astype(np.float64))
+    dense.sort_indices()
+    assert ours.has_sorted_indices and ours.dtype == dense.dtype and ours.shape == dense.shape
+    for a, b in ((ours.indptr, dense.indptr), (ours.indices, dense.indices), (ours.data, dense.data)):
+        np.testing.assert_array_equal(a, b)

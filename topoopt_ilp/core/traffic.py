@@ -28,6 +28,7 @@ __all__ = [
     "group_traffic",
     "group_traffic_pairs",
     "traffic_pairs",
+    "all_to_all_pairs",
 ]
 
 
@@ -134,6 +135,28 @@ def traffic_pairs(
         pair = union
     some = total != 0
     return pair[some], total[some]
+
+
+def all_to_all_pairs(
+    instance: Instance, rings: RingSet | None = None, demand: Demand | None = None
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """:func:`traffic_matrix` of a demand with all-to-all bytes ``A``: ``A``, which every pair of
+    distinct servers carries at least, and the pairs whose bytes the rings and MP pairs add to
+    (positions ``s * n + t``, ascending, none on the diagonal) with their bytes, each equal to the
+    matrix's entry to the last bit: ``rings + (mp + A)``, the order in which the matrix adds them.
+    Memory grows with the rings and pairs, not with n^2."""
+    n = instance.n
+    dm = _demand(instance, demand)
+    level = float(dm.all_to_all)
+    ring_pair, ring_total = traffic_pairs(instance, rings, Demand(allreduce=dm.allreduce))
+    mp = np.asarray(dm.mp, dtype=float).reshape(-1, 3)
+    mp_pair, mp_total = _sums(mp[:, 0].astype(np.int64) * n + mp[:, 1].astype(np.int64), mp[:, 2])
+    pair = np.union1d(ring_pair, mp_pair)
+    mp_part = np.full(pair.size, level)
+    mp_part[np.searchsorted(pair, mp_pair)] = mp_total + level
+    total = _at(ring_pair, ring_total, pair) + mp_part
+    off_diagonal = pair // n != pair % n
+    return level, pair[off_diagonal], total[off_diagonal]
 
 
 def _sums(keys: np.ndarray, amounts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -39,6 +39,7 @@ from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.strategy import data_parallel, parse_strategy
 from topoopt_ilp.core.traffic import (
+    all_to_all_pairs,
     default_rings,
     effective_demand,
     group_traffic,
@@ -139,11 +140,16 @@ def _dense(n: int, loads: ArcLoads) -> np.ndarray:
     return out.reshape(n, n)
 
 
-def _given_loads(n: int, pair: np.ndarray, amount: np.ndarray, routing: Routing) -> tuple[ArcLoads, int]:
+def _given_loads(
+    n: int, pair: np.ndarray, amount: np.ndarray, routing: Routing, base: float = 0.0
+) -> tuple[ArcLoads, int]:
     """Loads of the traffic ``amount`` between the pairs ``pair`` (``s * n + t``, ascending, the
     pairs with traffic) routed as ``routing`` says: explicit paths first, offset routes for the
-    rest. Raises :class:`RoutingError` when a pair with traffic is not fully routed."""
+    rest. ``base`` (uniform all-to-all, offset routes only): the bytes of every other pair of
+    distinct servers. Raises :class:`RoutingError` when a pair with traffic is not fully routed."""
     paths, offsets = routing.paths, routing.offset_routes
+    if base and len(paths):
+        raise ValueError("uniform bytes on every pair are scored on offset routes alone")
     load = _NO_LOAD
     max_hops = 0
     if len(paths):
@@ -171,10 +177,10 @@ def _given_loads(n: int, pair: np.ndarray, amount: np.ndarray, routing: Routing)
             max_hops = int(paths.hops[carrying].max())
         rest = ~np.isin(pair, routed[covered])
         pair, amount = pair[rest], amount[rest]
-    if not len(pair):
+    if not len(pair) and not base:
         return load, max_hops
     s_idx, t_idx = np.divmod(pair, n)
-    needed = np.unique((t_idx - s_idx) % n)
+    needed = np.arange(1, n) if base else np.unique((t_idx - s_idx) % n)
     if len(offsets):
         share = np.bincount(offsets.offset % n, weights=offsets.fraction, minlength=n)
         jumps = offsets.jumps
@@ -194,11 +200,11 @@ def _given_loads(n: int, pair: np.ndarray, amount: np.ndarray, routing: Routing)
     bad = needed[np.abs(share[needed] - 1.0) > _TOL]
     if bad.size:
         o = int(bad[0])
-        s = int(s_idx[np.flatnonzero((t_idx - s_idx) % n == o)[0]])
+        s = 0 if base else int(s_idx[np.flatnonzero((t_idx - s_idx) % n == o)[0]])  # the first sender at o
         raise RoutingError(
             f"no complete route for pair {s}->{(s + o) % n}: its routes carry {share[o]:.6g} of its traffic"
         )
-    hop_load, offset_hops = _offset_loads(n, s_idx, t_idx, amount, offsets)
+    hop_load, offset_hops = _offset_loads(n, s_idx, t_idx, amount, offsets, base)
     return _plus(load, hop_load), max(max_hops, offset_hops)
 
 
@@ -222,34 +228,39 @@ def _path_loads(n: int, paths: PathSet, pair: np.ndarray, amount: np.ndarray, pa
     return _summed(u[hop] * n + v[hop], np.broadcast_to(per_path[:, None], u.shape)[hop])
 
 
-def _offset_loads(n: int, s_idx: np.ndarray, t_idx: np.ndarray, amount: np.ndarray, offsets) -> tuple[ArcLoads, int]:
+def _offset_loads(
+    n: int, s_idx: np.ndarray, t_idx: np.ndarray, amount: np.ndarray, offsets, base: float = 0.0
+) -> tuple[ArcLoads, int]:
     """Loads of the traffic ``amount`` from ``s_idx`` to ``t_idx`` (row-major order) routed by
-    offset routes, and their longest used route in hops.
+    offset routes, and their longest used route in hops. Every other pair of distinct servers
+    carries ``base`` bytes (uniform all-to-all; 0: no traffic).
 
     A route for offset o with jumps j_1..j_h sends, from every server s, its fraction of
     ``rest[s, s+o]`` over the hops s+c_k -> s+c_k+j_k (c_k the prefix sums). That traffic splits into
     a level, the smallest ``rest[s, s+o]`` over s, which every server sends alike, and the excess
     above it. Every hop with jump j adds the level to each arc u -> u+j, so the levels of all routes
     are summed per jump value in one pass; the excess (a few servers' model-parallel bytes, say) is
-    walked hop by hop from the servers that have some."""
+    walked hop by hop from the servers that have some. An offset without listed pairs has the level
+    ``base`` and no excess, so uniform all-to-all costs n x routes work, not n^2."""
     if not len(offsets):
         return _NO_LOAD, 0
     used = offsets.offset % n
     pair_offset = (t_idx - s_idx) % n
     by_offset = np.argsort(pair_offset, kind="stable")  # senders stay in ascending order
     sorted_offsets = pair_offset[by_offset]
-    floor: dict[int, float] = {}
+    floor = np.full(n, base)
+    floor[0] = 0.0  # no traffic to oneself
     excess: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # offset -> (senders, bytes above the level)
-    distinct = np.unique(used)
+    distinct = np.intersect1d(np.unique(used), sorted_offsets)
     starts = np.searchsorted(sorted_offsets, distinct, side="left").tolist()
     stops = np.searchsorted(sorted_offsets, distinct, side="right").tolist()
     for o, a, b in zip(distinct.tolist(), starts, stops):
         members = by_offset[a:b]
         senders, bytes_ = s_idx[members], amount[members]
-        level = float(bytes_.min()) if b - a == n else min(float(bytes_.min()), 0.0) if b > a else 0.0
+        level = float(bytes_.min()) if b - a == n else min(float(bytes_.min()), base)
         floor[o] = level
-        if b - a < n and level != 0.0:  # servers without traffic at this offset are below the level
-            every = np.zeros(n)
+        if b - a < n and level != base:  # servers not listed at this offset are below the level
+            every = np.full(n, base)
             every[senders] = bytes_
             senders, bytes_ = np.arange(n), every
         above = bytes_ - level
@@ -258,7 +269,7 @@ def _offset_loads(n: int, s_idx: np.ndarray, t_idx: np.ndarray, amount: np.ndarr
             excess[o] = (senders[some], above[some])
     jumps = offsets.jumps
     hops = (jumps != 0).sum(axis=1)
-    level = np.array([floor[o] for o in used.tolist()]) * offsets.fraction
+    level = floor[used] * offsets.fraction
     on = (jumps != 0) & (level != 0)[:, None]
     per_jump = np.bincount(jumps[on] % n, weights=np.broadcast_to(level[:, None], jumps.shape)[on], minlength=n)
     src = np.arange(n)
@@ -461,6 +472,9 @@ def arc_loads(instance: Instance, solution: Solution) -> np.ndarray:
     scores ``solution`` with its own routing."""
     dm, _ = effective_demand(instance, solution.placement)
     rings, mode = _scored_rings(instance, dm, solution.routing, "given", solution.placement)
+    if mode == "given" and dm.all_to_all and not len(solution.routing.paths):
+        base, pair, amount = all_to_all_pairs(instance, rings, dm)
+        return _dense(instance.n, _given_loads(instance.n, pair, amount, solution.routing, base)[0])
     demand = traffic_matrix(instance, rings, dm)
     return link_loads(instance, solution.topology.matrix, demand, solution.routing, mode)[0]
 
@@ -532,9 +546,11 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
     compute = job_term(instance, compute, "none")[0]
     rings, mode = _scored_rings(instance, dm, sol_routing, routing, placement)
     # Routes given and no all-to-all: the pairs with traffic are all the evaluator needs (an n x n
-    # matrix is 2 GiB at n = 16,384 for a few hundred thousand pairs).
+    # matrix is 2 GiB at n = 16,384 for a few hundred thousand pairs). All-to-all on offset routes
+    # alone: its bytes A on every pair, and the pairs with more.
     pairs_only = mode == "given" and not dm.all_to_all
-    demand = None if pairs_only else traffic_matrix(instance, rings, dm)
+    uniform = mode == "given" and bool(dm.all_to_all) and sol_routing is not None and not len(sol_routing.paths)
+    demand = None if pairs_only or uniform else traffic_matrix(instance, rings, dm)
 
     diam, mean_hops = (float(v) for v in graph.diameter_and_aspl(x))
     dist_connected = math.isfinite(diam)
@@ -550,7 +566,13 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
     try:
         if mode == "optimal":
             mcf_paths = flows.max_concurrent_flow(x, demand, instance.cluster.link_bytes_per_s).paths
-        if pairs_only:
+        if uniform:
+            base, pair, amount = all_to_all_pairs(instance, rings, dm)
+            load, hops = _given_loads(n, pair, amount, sol_routing, base)
+            # n(n-1) - len(pair) pairs carry base alone; fsum adds the others exactly. The dense
+            # matrix's pairwise sum rounds otherwise: the two agree within 1e-12 relative.
+            total_bytes = math.fsum(amount.tolist()) + base * (n * (n - 1) - pair.size)
+        elif pairs_only:
             pair, amount = traffic_pairs(instance, rings, dm)
             load, hops = _given_loads(n, pair, amount, sol_routing or Routing()) if pair.size else (_NO_LOAD, 0)
             total_bytes = float(amount.sum())

@@ -311,11 +311,13 @@ def reachability_violations(instance: Instance, x: np.ndarray, placement: Mappin
     if ncomp == 1:
         return []
     out: list[str] = []
-    mp = demand.mp_matrix(n)
-    np.fill_diagonal(mp, 0.0)
-    src, dst = np.nonzero(mp > 0)
-    if len(src):
-        bad = None
+    bad = None
+    if demand.all_to_all:  # every pair of distinct servers: no n x n matrix to find the first one cut
+        bad = _first_unreachable(adj, labels, directed)
+    else:
+        mp = demand.mp_matrix(n)
+        np.fill_diagonal(mp, 0.0)
+        src, dst = np.nonzero(mp > 0)
         if not directed:
             cut = np.flatnonzero(labels[src] != labels[dst])
             if len(cut):
@@ -330,9 +332,9 @@ def reachability_violations(instance: Instance, x: np.ndarray, placement: Mappin
                 if len(missing):
                     bad = (int(s), int(missing[0]))
                     break
-        if bad is not None:
-            a, b = bad
-            out.append(f"no path from {a} to {b} in the topology, but the demand sends bytes {a}->{b}")
+    if bad is not None:
+        a, b = bad
+        out.append(f"no path from {a} to {b} in the topology, but the demand sends bytes {a}->{b}")
     for g, group in enumerate(demand.allreduce):
         members = [int(m) for m in group.members]
         if len(members) < 2 or not group.bytes > 0:
@@ -355,6 +357,22 @@ def reachability_violations(instance: Instance, x: np.ndarray, placement: Mappin
         if len(out) >= 6:
             break
     return out
+
+
+def _first_unreachable(adj: sp.csr_matrix, labels: np.ndarray, directed: bool) -> tuple[int, int] | None:
+    """The first pair (s, t) of distinct servers, in row-major order, with no path from s to t, on a
+    topology of more than one (strong) component: what the demand's matrix would name when every
+    pair has traffic."""
+    n = len(labels)
+    if not directed:
+        return 0, int(np.flatnonzero(labels != labels[0])[0])
+    for s in range(n):
+        reach = np.zeros(n, dtype=bool)
+        reach[breadth_first_order(adj, s, directed=True, return_predecessors=False)] = True
+        reach[s] = True
+        if not reach.all():
+            return s, int(np.flatnonzero(~reach)[0])
+    return None
 
 
 def _claim_violations(instance: Instance, sol: Solution) -> list[str]:

@@ -8,6 +8,7 @@
 * :mod:`.mp_links` - repeated max-weight matching and MP routing.
 * :mod:`.baselines` - random expander, demand greedy ("dheu"), torus.
 * :mod:`.simple` - parallel-link repair for ``multi_links: false`` (:func:`remove_parallel_links`).
+* :mod:`.all_to_all` - a circulant with offset routes for uniform all-to-all (:func:`all_to_all_circulant`).
 * :mod:`.finder` - :func:`topology_finder`, composing the above.
 * :mod:`.design` - the heuristic applied to an instance: its demand, or a workload's data-parallel
   start (what ``--method heuristic`` returns).
@@ -15,6 +16,7 @@
 
 from __future__ import annotations
 
+from topoopt_ilp.heuristic.all_to_all import AllToAllCirculant, all_to_all_circulant, coin_loads
 from topoopt_ilp.heuristic.baselines import connect_components, demand_greedy, random_expander, torus
 from topoopt_ilp.heuristic.circulant import (
     circulant_distances,
@@ -53,6 +55,9 @@ from topoopt_ilp.heuristic.simple import parallel_link_count, remove_parallel_li
 from topoopt_ilp.heuristic.totient import candidate_jumps, coset_of, coset_rings, divisors, jump_ports, totient_perms
 
 __all__ = [
+    "AllToAllCirculant",
+    "all_to_all_circulant",
+    "coin_loads",
     "BLOSSOM_EDGE_LIMIT",
     "DEFAULT_MAX_ROUTES",
     "DEFAULT_RULE",

@@ -64,6 +64,10 @@ def heuristic_for_placement(
     started = time.perf_counter()
     n, d, directed = instance.n, instance.d, instance.cluster.directed
     demand, _ = effective_demand(instance, placement)
+    if mode == "paper" and demand.all_to_all and not demand.allreduce and not demand.mp:  # authors' code: MP traffic
+        design = h.all_to_all_circulant(n, instance.d, directed=directed, seed=seed)
+        if design is not None:
+            return _all_to_all_solution(instance, placement, design, started, select=select, mode=mode)
     groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
     multi = instance.cluster.multi_links
     try:
@@ -110,6 +114,33 @@ def heuristic_for_placement(
         method="heuristic",
         topology=Topology(res.X, jumps),
         routing=res.routing,
+        placement=placement,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )
+
+
+def _all_to_all_solution(instance: Instance, placement, design, started: float, *, select: str, mode: str) -> Solution:
+    """Uniform all-to-all on the circulant of :func:`~topoopt_ilp.heuristic.all_to_all_circulant`:
+    every offset on its CoinChangeMod routes, no explicit path (docs/methods/heuristic.md)."""
+    n, directed = instance.n, instance.cluster.directed
+    links = h.circulant_matrix(n, design.jumps, directed)
+    links.setflags(write=False)  # a Topology then keeps it as it is, not a copy (2 GiB at n = 16,384)
+    details = {
+        "select": select,
+        "mode": mode,
+        "design": "all-to-all circulant (jumps of least busiest-coin load among sampled coprime sets)",
+        "jumps": list(design.jumps),
+        "jump_sets_scored": design.sets_scored,
+        "busiest_coin_load": design.max_coin_load,
+    }
+    if not instance.cluster.multi_links:  # distinct jumps below n/2: no parallel link to rewire
+        details["multi_links"] = {"rewired_swaps": 0, "links_rewired": 0, "routing_jumps": None}
+    return Solution(
+        status="feasible",
+        method="heuristic",
+        topology=Topology(links, design.jumps),
+        routing=Routing(offset_routes=design.routes),
         placement=placement,
         wall_time_s=time.perf_counter() - started,
         details=details,
