@@ -13,7 +13,7 @@ file's size, for three kinds of jobs at each size (degree ``--degree``, 100 Gbps
 Each solve runs in its own process; peak memory is that child's maximum resident set, and its CPU
 time (user + system) is reported beside the wall time, which other jobs on the machine stretch.
 
-    python benchmarks/cli_scale.py [--sizes 1024 4096 8192] [--kinds all-to-all] [--degree 8]
+    python benchmarks/cli_scale.py [--sizes 1024 4096 16384] [--kinds all-to-all] [--degree 8]
         [--all-to-all-max 16384] [--out]
 """
 
@@ -100,7 +100,7 @@ def one(kind: str, n: int, degree: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096, 8192])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096, 16384])
     ap.add_argument("--degree", type=int, default=8)
     ap.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     ap.add_argument("--all-to-all-max", type=int, default=16384, help="largest all-to-all size to run")
