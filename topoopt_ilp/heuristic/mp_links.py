@@ -211,9 +211,10 @@ BIT_SEARCH_LEVELS = 64
 def pair_hop_distances(X, i: np.ndarray, j: np.ndarray, *, chunk: int = 256) -> np.ndarray:
     """Hop distance between ``i[p]`` and ``j[p]`` in the undirected topology ``X`` (link counts, a
     dense array or a scipy sparse matrix; any count > 0 is a link), ``n`` when unreachable. ``i``
-    must be sorted (as :func:`_pairs_from` returns it). The distinct ``i`` are searched from in blocks with one bit each
-    (:func:`~topoopt_ilp.core.graph.bit_bfs_levels`), each block until all its pairs are answered;
-    pairs farther than :data:`BIT_SEARCH_LEVELS` hops get one BFS per source, ``chunk`` at a time."""
+    must be sorted (as :func:`_pairs_from` returns it). The distinct ``i`` are searched from in
+    blocks with one bit each (:func:`~topoopt_ilp.core.graph.bit_bfs_levels`), each block until all
+    its pairs are answered; pairs farther than :data:`BIT_SEARCH_LEVELS` hops get one BFS per
+    source, ``chunk`` at a time."""
     n = X.shape[0]
     out = np.full(i.size, n, dtype=np.int64)
     adj = _link_adjacency(X)
@@ -446,9 +447,10 @@ def repeated_matching(
             raise ValueError(f"unknown matching method {method!r}")
     exact = matcher is blossom_matching
     distances = tie_break == "distance" and bool(w0.size)
-    # The links so far as arcs (both directions; the base's arcs first), not n x n matrices: at
-    # n = 16,384 each dense copy is 2 GiB.
-    arcs_from, arcs_to = np.nonzero(np.asarray(base) > 0) if base is not None else (np.zeros(0, np.int64),) * 2
+    # The links so far as arcs (both directions; the base's arcs first, which only the distances
+    # need), not n x n matrices: at n = 16,384 each dense copy is 2 GiB.
+    with_base = distances and base is not None
+    arcs_from, arcs_to = np.nonzero(np.asarray(base) > 0) if with_base else (np.zeros(0, np.int64),) * 2
     base_arcs = arcs_from.size
     if distances:
         # own stream: the completion draws stay those of tie_break="none" (same result without ties)
