@@ -467,14 +467,37 @@ def _scored_rings(instance: Instance, dm, sol_routing: Routing | None, routing: 
     return rings, mode
 
 
+def _matrix_free(dm, mode: str, routing: Routing | None) -> bool:
+    """Whether the traffic is scored without its n x n matrix (2 GiB at n = 16,384 for a few hundred
+    thousand pairs): routes given and no all-to-all (the pairs with traffic are all it needs), or
+    all-to-all on offset routes alone (its bytes on every pair, and the pairs with more)."""
+    return mode == "given" and (not dm.all_to_all or (routing is not None and not len(routing.paths)))
+
+
+def _given_loads_from_pairs(
+    instance: Instance, dm, rings: RingSet, routing: Routing | None
+) -> tuple[ArcLoads, int, float]:
+    """The loads, longest used route and total bytes of the traffic where :func:`_matrix_free` holds."""
+    n = instance.n
+    routing = routing or Routing()
+    if dm.all_to_all:
+        base, pair, amount = all_to_all_pairs(instance, rings, dm)
+        load, hops = _given_loads(n, pair, amount, routing, base)
+        # n(n-1) - len(pair) pairs carry base alone; fsum adds the others exactly. The dense
+        # matrix's pairwise sum rounds otherwise: the two agree within 1e-12 relative.
+        return load, hops, math.fsum(amount.tolist()) + base * (n * (n - 1) - pair.size)
+    pair, amount = traffic_pairs(instance, rings, dm)
+    load, hops = _given_loads(n, pair, amount, routing) if pair.size else (_NO_LOAD, 0)
+    return load, hops, float(amount.sum())
+
+
 def arc_loads(instance: Instance, solution: Solution) -> np.ndarray:
     """Bytes per iteration on each arc (n x n, summed over parallel links) as :func:`evaluate`
     scores ``solution`` with its own routing."""
     dm, _ = effective_demand(instance, solution.placement)
     rings, mode = _scored_rings(instance, dm, solution.routing, "given", solution.placement)
-    if mode == "given" and dm.all_to_all and not len(solution.routing.paths):
-        base, pair, amount = all_to_all_pairs(instance, rings, dm)
-        return _dense(instance.n, _given_loads(instance.n, pair, amount, solution.routing, base)[0])
+    if _matrix_free(dm, mode, solution.routing):
+        return _dense(instance.n, _given_loads_from_pairs(instance, dm, rings, solution.routing)[0])
     demand = traffic_matrix(instance, rings, dm)
     return link_loads(instance, solution.topology.matrix, demand, solution.routing, mode)[0]
 
@@ -545,12 +568,7 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
         compute = max(compute, critical_path_s(instance, placement))
     compute = job_term(instance, compute, "none")[0]
     rings, mode = _scored_rings(instance, dm, sol_routing, routing, placement)
-    # Routes given and no all-to-all: the pairs with traffic are all the evaluator needs (an n x n
-    # matrix is 2 GiB at n = 16,384 for a few hundred thousand pairs). All-to-all on offset routes
-    # alone: its bytes A on every pair, and the pairs with more.
-    pairs_only = mode == "given" and not dm.all_to_all
-    uniform = mode == "given" and bool(dm.all_to_all) and sol_routing is not None and not len(sol_routing.paths)
-    demand = None if pairs_only or uniform else traffic_matrix(instance, rings, dm)
+    demand = None if _matrix_free(dm, mode, sol_routing) else traffic_matrix(instance, rings, dm)
 
     diam, mean_hops = (float(v) for v in graph.diameter_and_aspl(x))
     dist_connected = math.isfinite(diam)
@@ -566,16 +584,8 @@ def _evaluate(instance: Instance, solution: Solution | Topology | np.ndarray, ro
     try:
         if mode == "optimal":
             mcf_paths = flows.max_concurrent_flow(x, demand, instance.cluster.link_bytes_per_s).paths
-        if uniform:
-            base, pair, amount = all_to_all_pairs(instance, rings, dm)
-            load, hops = _given_loads(n, pair, amount, sol_routing, base)
-            # n(n-1) - len(pair) pairs carry base alone; fsum adds the others exactly. The dense
-            # matrix's pairwise sum rounds otherwise: the two agree within 1e-12 relative.
-            total_bytes = math.fsum(amount.tolist()) + base * (n * (n - 1) - pair.size)
-        elif pairs_only:
-            pair, amount = traffic_pairs(instance, rings, dm)
-            load, hops = _given_loads(n, pair, amount, sol_routing or Routing()) if pair.size else (_NO_LOAD, 0)
-            total_bytes = float(amount.sum())
+        if demand is None:
+            load, hops, total_bytes = _given_loads_from_pairs(instance, dm, rings, sol_routing)
         else:
             load, hops = _arc_loads(instance, x, demand, sol_routing, mode, mcf_paths)
             total_bytes = float(demand.sum())
