@@ -128,8 +128,7 @@ def traffic_pairs(
         amounts.append(np.full(order.size, rings.fraction[r] * groups[g].bytes_per_member()))
     pair, total = _sums(np.concatenate(keys), np.concatenate(amounts))
     if group is None and dm.mp:
-        mp = np.asarray(dm.mp, dtype=float)
-        mp_pair, mp_total = _sums(mp[:, 0].astype(np.int64) * n + mp[:, 1].astype(np.int64), mp[:, 2])
+        mp_pair, mp_total = _mp_sums(dm, n)
         union = np.union1d(pair, mp_pair)
         total = _at(pair, total, union) + _at(mp_pair, mp_total, union)
         pair = union
@@ -149,8 +148,7 @@ def all_to_all_pairs(
     dm = _demand(instance, demand)
     level = float(dm.all_to_all)
     ring_pair, ring_total = traffic_pairs(instance, rings, Demand(allreduce=dm.allreduce))
-    mp = np.asarray(dm.mp, dtype=float).reshape(-1, 3)
-    mp_pair, mp_total = _sums(mp[:, 0].astype(np.int64) * n + mp[:, 1].astype(np.int64), mp[:, 2])
+    mp_pair, mp_total = _mp_sums(dm, n)
     pair = np.union1d(ring_pair, mp_pair)
     mp_part = np.full(pair.size, level)
     mp_part[np.searchsorted(pair, mp_pair)] = mp_total + level
@@ -163,6 +161,12 @@ def _sums(keys: np.ndarray, amounts: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """The distinct keys (ascending) and each one's amounts summed in order of occurrence."""
     pair, inverse = np.unique(keys, return_inverse=True)
     return pair, np.bincount(inverse.ravel(), weights=amounts, minlength=pair.size).astype(np.float64)
+
+
+def _mp_sums(dm: Demand, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The MP pairs' positions ``s * n + t`` (ascending) and bytes, a pair listed twice summed in order."""
+    mp = np.asarray(dm.mp, dtype=float).reshape(-1, 3)
+    return _sums(mp[:, 0].astype(np.int64) * n + mp[:, 1].astype(np.int64), mp[:, 2])
 
 
 def _at(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
