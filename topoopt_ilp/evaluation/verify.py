@@ -100,8 +100,9 @@ def _topology_violations(instance: Instance, x: np.ndarray, jumps) -> list[str]:
     if np.diag(x).any():
         v = int(np.flatnonzero(np.diag(x))[0])
         out.append(f"server {v} has a link to itself")
+    links = np.nonzero(x)  # one scan of the matrix (2 GiB at n = 16,384) for the checks below
     if not c.directed:
-        asymmetric = _first_asymmetric(x)
+        asymmetric = _first_asymmetric(x, links)
         if asymmetric is not None:
             i, j = asymmetric
             out.append(f"undirected topology is not symmetric: {x[i, j]} links {i}->{j} but {x[j, i]} links {j}->{i}")
@@ -122,7 +123,7 @@ def _topology_violations(instance: Instance, x: np.ndarray, jumps) -> list[str]:
     if jumps is not None:  # stated jumps must match the links, whatever the family
         if any(not 1 <= int(j) <= n - 1 for j in jumps):
             out.append(f"jump set {brief(list(jumps))} has a jump outside 1..{n - 1}")
-        elif not _is_circulant_of(x, jumps, c.directed):
+        elif not _is_circulant_of(x, links, jumps, c.directed):
             out.append(f"links are not the circulant of the stated jumps {brief(list(jumps))}")
         if family == "coprime_circulant":
             for j in jumps:
@@ -134,11 +135,11 @@ def _topology_violations(instance: Instance, x: np.ndarray, jumps) -> list[str]:
     return out
 
 
-def _first_asymmetric(x: np.ndarray) -> tuple[int, int] | None:
-    """The first position (row-major) where ``x`` differs from its transpose, None when symmetric.
-    Such a position or its mirror holds a link, so only the links are compared (``x != x.T`` would
-    walk the whole n x n matrix in transposed order: 6 s at n = 16,384)."""
-    i, j = np.nonzero(x)
+def _first_asymmetric(x: np.ndarray, links: tuple[np.ndarray, np.ndarray]) -> tuple[int, int] | None:
+    """The first position (row-major) where ``x`` differs from its transpose, None when symmetric;
+    ``links``: ``np.nonzero(x)``. Such a position or its mirror holds a link, so only the links are
+    compared (``x != x.T`` would walk the whole n x n matrix in transposed order: 6 s at n = 16,384)."""
+    i, j = links
     bad = x[j, i] != x[i, j]
     if not bad.any():
         return None
@@ -147,11 +148,12 @@ def _first_asymmetric(x: np.ndarray) -> tuple[int, int] | None:
     return key // n, key % n
 
 
-def _is_circulant_of(x: np.ndarray, jumps, directed: bool) -> bool:
-    """Whether the links of ``x`` are those of the circulant of ``jumps`` (each jump j links every i to
-    i + j, and undirected also to i - j, once when 2j = n), counted link by link. Written here on
-    purpose (not imported from graph/heuristic): the verifier shares no code with producers. The
-    links are compared as (arc, count) lists, not as n x n matrices (2 GiB each at n = 16,384)."""
+def _is_circulant_of(x: np.ndarray, links: tuple[np.ndarray, np.ndarray], jumps, directed: bool) -> bool:
+    """Whether the links of ``x`` (``links``: ``np.nonzero(x)``) are those of the circulant of
+    ``jumps`` (each jump j links every i to i + j, and undirected also to i - j, once when 2j = n),
+    counted link by link. Written here on purpose (not imported from graph/heuristic): the verifier
+    shares no code with producers. The links are compared as (arc, count) lists, not as n x n
+    matrices (2 GiB each at n = 16,384)."""
     n = x.shape[0]
     offsets = []
     for j in jumps:
@@ -161,7 +163,7 @@ def _is_circulant_of(x: np.ndarray, jumps, directed: bool) -> bool:
     servers = np.arange(n, dtype=np.int64)
     arcs = np.concatenate([servers * n + (servers + o) % n for o in offsets]) if offsets else np.zeros(0, np.int64)
     expected_arcs, expected_counts = np.unique(arcs, return_counts=True)
-    i, j = np.nonzero(x)
+    i, j = links
     return np.array_equal(i.astype(np.int64) * n + j, expected_arcs) and np.array_equal(x[i, j], expected_counts)
 
 
