@@ -604,7 +604,7 @@ def route_pairs(
     dst = np.asarray(dst, dtype=np.int64)
     if src.size == 0:
         return np.zeros(0, dtype=np.int64), PathSet.empty()
-    adj = sp.csr_matrix((np.asarray(X) > 0).astype(np.int8))
+    adj = _link_adjacency(X)
     if method == "shortest":
         return _bfs_paths(adj, src, dst, shorter_than, chunk)
     if method not in ("ecmp", "ksp"):
