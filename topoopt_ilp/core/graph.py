@@ -128,9 +128,9 @@ def links_to_matrix(n: int, links: Iterable[Sequence[int]], directed: bool = Fal
     if np.any(c < 0):
         raise ValueError("negative link count")
     X = np.zeros((n, n), dtype=np.int64)
-    np.add.at(X, (i, j), c)
+    np.add.at(X.reshape(-1), i * n + j, c)  # flat: np.add.at with a pair of index arrays is 10-40x slower
     if not directed:
-        np.add.at(X, (j, i), c)
+        np.add.at(X.reshape(-1), j * n + i, c)
     return X
 
 

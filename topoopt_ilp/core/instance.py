@@ -192,7 +192,8 @@ class Demand:
         m = np.zeros((n, n))
         if self.mp:
             arr = np.asarray(self.mp, dtype=float)
-            np.add.at(m, (arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)), arr[:, 2])
+            flat = arr[:, 0].astype(np.int64) * n + arr[:, 1].astype(np.int64)
+            np.add.at(m.reshape(-1), flat, arr[:, 2])  # flat: np.add.at with a pair of index arrays is slower
         if self.all_to_all:
             m += self.all_to_all
             np.fill_diagonal(m, 0.0)

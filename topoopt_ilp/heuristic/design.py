@@ -89,8 +89,8 @@ def heuristic_for_placement(
         raise InputError(f"heuristic: {exc}") from None
     circulant_only = res.d_mp == 0 and len(res.jumps) == 1
     jumps = next(iter(res.jumps.values())) if circulant_only else None
-    if jumps is not None and not np.array_equal(h.circulant_matrix(n, jumps, directed), res.X):
-        jumps = None  # repeated jumps (authors' duplicate quirk) make parallel rings, not a jump set
+    if jumps is not None and res.mp_matrix.any():
+        jumps = None  # links beyond the jumps' circulant (free ports linked, a parallel-link repair)
     details = {
         "select": select,
         "mode": mode,
