@@ -61,10 +61,10 @@ import time
 import warnings
 from dataclasses import dataclass, field, replace
 
-import networkx as nx
 import numpy as np
 
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.lazy import nx
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.strategy import (
     Strategy,

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import combinations
 
-import networkx as nx
 import numpy as np
 
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.lazy import nx
 from topoopt_ilp.core.solution import Solution, Topology
 from topoopt_ilp.core.traffic import traffic_matrix
 from topoopt_ilp.errors import InputError

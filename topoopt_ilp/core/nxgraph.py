@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from topoopt_ilp.core.checks import as_int, as_number, brief
+from topoopt_ilp.core.lazy import nx
 from topoopt_ilp.errors import InputError
 
 __all__ = ["COUNT", "BANDWIDTH", "MAX_LINKS_PER_PAIR", "topology_graph", "graph_links", "server_id"]

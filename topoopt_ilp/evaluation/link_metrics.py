@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
-import networkx as nx
 import numpy as np
 
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.lazy import nx
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.evaluation.evaluate import RoutingError, arc_loads, evaluate

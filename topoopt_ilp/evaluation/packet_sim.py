@@ -43,10 +43,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.lazy import nx
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.core.traffic import effective_demand
 from topoopt_ilp.errors import InputError, UnsupportedError

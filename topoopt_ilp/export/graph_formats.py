@@ -25,9 +25,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import networkx as nx
-
 from topoopt_ilp.core.instance import Instance
+from topoopt_ilp.core.lazy import nx
 from topoopt_ilp.core.nxgraph import COUNT
 from topoopt_ilp.core.solution import Solution
 from topoopt_ilp.errors import InputError

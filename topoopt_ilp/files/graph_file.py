@@ -20,10 +20,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
-
 from topoopt_ilp.core.checks import as_bool, brief, type_name
 from topoopt_ilp.core.instance import Cluster
+from topoopt_ilp.core.lazy import nx
 from topoopt_ilp.core.nxgraph import COUNT, graph_links
 from topoopt_ilp.errors import InputError
 from topoopt_ilp.files.jsonio import MAX_FILE_BYTES, json_list, json_object, read_json

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import heapq
 
-import networkx as nx
 import numpy as np
 from scipy.sparse.csgraph import connected_components
 
 from topoopt_ilp.core.graph import split_link
+from topoopt_ilp.core.lazy import nx
 
 __all__ = ["random_expander", "demand_greedy", "torus", "connect_components"]
 

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from fractions import Fraction
 from itertools import islice
 
-import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components, shortest_path
 
 from topoopt_ilp.core import graph
+from topoopt_ilp.core.lazy import nx
 from topoopt_ilp.core.routes import PathSet
 
 try:  # scipy's C BFS kernel without the per-call graph validation of breadth_first_order
