@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from topoopt_ilp.errors import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_NO_SOLUTION, EXIT_OK
-from topoopt_ilp.files import json_safe
+from topoopt_ilp.files import dumps, json_safe
 
 __all__ = [
     "report_check",
@@ -210,7 +210,9 @@ def metrics_lines(m: dict[str, Any]) -> list[str]:
 
 
 def print_json(data: Any) -> None:
-    print(json.dumps(json_safe(data), indent=1))
+    """``data`` as JSON on standard output, laid out as the tool's files are (non-finite numbers as
+    null): the C encoder line by line, where ``json.dumps(indent=...)`` encodes in Python."""
+    sys.stdout.write(dumps(json_safe(data)))
 
 
 def report_check(args: Any, what: str, facts: dict[str, Any], line: str, problems: list[str]) -> int:

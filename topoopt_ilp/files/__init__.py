@@ -16,7 +16,7 @@ from topoopt_ilp.files.instance_file import (
     save_instance,
     workload_to_dict,
 )
-from topoopt_ilp.files.jsonio import MAX_FILE_BYTES, check_writable, json_safe, write_atomic, write_json_atomic
+from topoopt_ilp.files.jsonio import MAX_FILE_BYTES, check_writable, dumps, json_safe, write_atomic, write_json_atomic
 from topoopt_ilp.files.solution_file import (
     MAX_SOLUTION_BYTES,
     SOLUTION_FORMAT,
@@ -43,6 +43,7 @@ __all__ = [
     "solution_to_dict",
     "save_solution",
     "check_writable",
+    "dumps",
     "json_safe",
     "write_atomic",
     "write_json_atomic",
