@@ -16,9 +16,13 @@ threads); its LP solver about 2 ms. The alternating method solves many such tiny
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -199,7 +203,8 @@ def solve_raw(model: LinearModel, options: SolveOptions, *, deadline: float | No
                 h.setSolution(int(known.size), known, start[known])
         if options.progress is not None and model.is_mip:
             _report_progress(h, options.progress)
-        h.run()
+        with stoppable(h):
+            h.run()
         if log_path is not None:
             h.setOptionValue("log_file", "")  # closes (and flushes) the log file before we read it
         ms = h.getModelStatus()
@@ -246,7 +251,8 @@ def _integral_relaxation(h: object, model: LinearModel) -> np.ndarray | None:
 
     _set(h, "solve_relaxation", True)
     try:
-        h.run()
+        with stoppable(h):
+            h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         values = np.asarray(h.getSolution().col_value, dtype=np.float64)
@@ -262,6 +268,72 @@ def _integral_relaxation(h: object, model: LinearModel) -> np.ndarray | None:
         return None
     values[model.integrality] = rounded
     return values
+
+
+#: The signals that stop a running solve (Ctrl-C, and the SIGTERM of a scheduler or ``kill``).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def stoppable(h: object) -> Iterator[None]:
+    """Let Ctrl-C and SIGTERM stop ``h.run()`` now, not when the solve ends.
+
+    A solve holds the main thread inside HiGHS for as long as it runs, and Python runs its signal
+    handlers there between bytecodes. HiGHS asks its interrupt callbacks (simplex, IPM, branch and
+    bound) as it works, from whichever of its threads; Python's C-level handler writes each
+    signal's number to the wakeup file descriptor (``signal.set_wakeup_fd``) at once, and the
+    callbacks read it and tell HiGHS to stop. Meanwhile the stop signals' handlers only note the
+    signal: a handler that raises (KeyboardInterrupt) inside a callback is lost there. Once ``run``
+    has returned, each noted signal goes to the handler it had (KeyboardInterrupt for Ctrl-C, the
+    command line's exit for SIGTERM; the default action when it had none). A signal that is ignored
+    stays ignored, and off the main thread (where Python sets no handler) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    hooked = [sig for sig, handler in previous.items() if handler not in (signal.SIG_IGN, None)]
+    noted: list[int] = []
+    reader, writer = os.pipe()
+    os.set_blocking(reader, False)
+    os.set_blocking(writer, False)
+    stop = set(hooked)
+    heard: list[bool] = []
+
+    def note(signum: int, frame: object) -> None:
+        noted.append(signum)
+
+    def check(event: object) -> None:
+        if not heard:
+            try:
+                if stop.intersection(os.read(reader, 64)):
+                    heard.append(True)
+            except BlockingIOError:
+                return
+        if heard:
+            event.interrupt()
+
+    callbacks = (h.cbSimplexInterrupt, h.cbIpmInterrupt, h.cbMipInterrupt)
+    for sig in hooked:
+        signal.signal(sig, note)
+    previous_fd = signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
+    for callback in callbacks:
+        callback.subscribe(check)
+    try:
+        yield
+    finally:
+        for callback in callbacks:
+            callback.unsubscribe(check)
+        signal.set_wakeup_fd(previous_fd)
+        os.close(reader)
+        os.close(writer)
+        for sig in hooked:
+            signal.signal(sig, previous[sig])
+    for sig in dict.fromkeys(noted):  # each stop signal once, in the order it came
+        handler = previous[sig]
+        if callable(handler):
+            handler(sig, None)
+        else:
+            signal.raise_signal(sig)  # SIG_DFL: the default action
 
 
 def _read(path: str | None) -> str | None:
