@@ -141,3 +141,27 @@ def test_allreduce_plus_all_to_all_gets_rings_and_jumps_and_beats_the_matching(n
 def test_allreduce_plus_light_all_to_all_keeps_topologyfinders_design():
     sol = solve(mixed_instance(64, 8, 1e5))  # the split gives the all-to-all no port
     assert sol.details["d_mp"] == 0 and "all_to_all_jumps" not in sol.details
+
+
+@pytest.mark.parametrize(
+    "cluster, groups",
+    [
+        ({"servers": 64, "degree": 6, "links": "directed"}, [{"members": "all", "bytes": 1e9}]),
+        ({"servers": 60, "degree": 8, "multi_links": False}, [{"members": "all", "bytes": 1e9}]),
+        ({"servers": 63, "degree": 8}, [{"members": "all", "bytes": 1e9}]),
+        (
+            {"servers": 64, "degree": 8},
+            [{"members": list(range(0, 64, 4)), "bytes": 5e8}, {"members": "all", "bytes": 1e9}],
+        ),
+        ({"servers": 64, "degree": 8}, [{"members": [5, 3, 9, 1, 40, 22], "bytes": 2e9}]),  # a ring in member order
+    ],
+)
+def test_rings_and_all_to_all_jumps_on_other_clusters_and_groups(cluster, groups, monkeypatch):
+    from topoopt_ilp.heuristic import design as heuristic_design
+
+    doc = minimal(cluster={"link_bandwidth_gbps": 100, **cluster}, demand={"allreduce": groups, "all_to_all": 4e7})
+    inst = files.parse_instance(doc)
+    sol = solve(inst)
+    assert verify(inst, sol).valid and sol.details["all_to_all_jumps"]
+    monkeypatch.setattr(heuristic_design, "_rings_and_all_to_all", lambda *a, **k: None)
+    assert sol.metrics["iteration_time_s"] < solve(inst).metrics["iteration_time_s"]
