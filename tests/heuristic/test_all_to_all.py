@@ -94,3 +94,74 @@ def test_reachability_names_the_first_pair_cut(directed):
     assert reachability_violations(inst, x) == [
         f"no path from {s} to {t} in the topology, but the demand sends bytes {s}->{t}"
     ]
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("n, fixed", [(16, (1,)), (30, (1, 7)), (64, (5,)), (64, (1, 3, 63))])
+def test_jumps_added_beside_fixed_ones_route_every_offset_over_both(n, fixed, directed):
+    design = all_to_all_circulant(n, 4, directed=directed, fixed=fixed)
+    classes = {j % n if directed else min(j % n, n - j % n) for j in fixed}
+    m = 4 if directed else 2
+    assert len(set(design.jumps)) == m and not classes & set(design.jumps)
+    assert all(gcd(j, n) == 1 for j in design.jumps)
+    routes = design.routes
+    np.testing.assert_allclose(np.bincount(routes.offset, weights=routes.fraction, minlength=n)[1:], 1.0)
+    assert ((routes.jumps.sum(axis=1) - routes.offset) % n == 0).all()
+    x = circulant_matrix(n, (*sorted(classes), *design.jumps), directed)
+    assert set((routes.jumps[routes.jumps != 0] % n).tolist()) <= set(np.flatnonzero(x[0]).tolist())
+    dist = shortest_path(x > 0, unweighted=True, directed=directed)
+    np.testing.assert_array_equal(design.dist, dist[0].astype(int))
+    assert (routes.hops == design.dist[routes.offset]).all()
+
+
+def test_without_fixed_jumps_the_design_is_the_anchored_one():
+    assert all_to_all_circulant(64, 8).jumps == all_to_all_circulant(64, 8, fixed=()).jumps
+
+
+def mixed_instance(n, d, a2a_bytes):
+    return a2a_instance(n, d, bytes_=a2a_bytes, allreduce=[{"members": "all", "bytes": 1e9}])
+
+
+@pytest.mark.parametrize("n, d, a2a", [(128, 8, 4e6), (256, 8, 4e6), (64, 4, 4e7)])
+def test_allreduce_plus_all_to_all_gets_rings_and_jumps_and_beats_the_matching(n, d, a2a, monkeypatch):
+    from topoopt_ilp.heuristic import design as heuristic_design
+
+    inst = mixed_instance(n, d, a2a)
+    sol = solve(inst)
+    assert verify(inst, sol).valid
+    assert sol.details["d_mp"] > 0 and sol.details["all_to_all_jumps"]
+    assert len(sol.routing.paths) == 0  # every offset on its routes over the rings' and the added jumps
+    assert (sol.topology.matrix.sum(axis=1) == d).all()
+    monkeypatch.setattr(heuristic_design, "_rings_and_all_to_all", lambda *a, **k: None)
+    matching = solve(inst)  # TopologyFinder's MP matching over the all-to-all demand, explicit paths
+    assert verify(inst, matching).valid and len(matching.routing.paths) > 0
+    assert sol.metrics["iteration_time_s"] < matching.metrics["iteration_time_s"]
+
+
+def test_allreduce_plus_light_all_to_all_keeps_topologyfinders_design():
+    sol = solve(mixed_instance(64, 8, 1e5))  # the split gives the all-to-all no port
+    assert sol.details["d_mp"] == 0 and "all_to_all_jumps" not in sol.details
+
+
+@pytest.mark.parametrize(
+    "cluster, groups",
+    [
+        ({"servers": 64, "degree": 6, "links": "directed"}, [{"members": "all", "bytes": 1e9}]),
+        ({"servers": 60, "degree": 8, "multi_links": False}, [{"members": "all", "bytes": 1e9}]),
+        ({"servers": 63, "degree": 8}, [{"members": "all", "bytes": 1e9}]),
+        (
+            {"servers": 64, "degree": 8},
+            [{"members": list(range(0, 64, 4)), "bytes": 5e8}, {"members": "all", "bytes": 1e9}],
+        ),
+        ({"servers": 64, "degree": 8}, [{"members": [5, 3, 9, 1, 40, 22], "bytes": 2e9}]),  # a ring in member order
+    ],
+)
+def test_rings_and_all_to_all_jumps_on_other_clusters_and_groups(cluster, groups, monkeypatch):
+    from topoopt_ilp.heuristic import design as heuristic_design
+
+    doc = minimal(cluster={"link_bandwidth_gbps": 100, **cluster}, demand={"allreduce": groups, "all_to_all": 4e7})
+    inst = files.parse_instance(doc)
+    sol = solve(inst)
+    assert verify(inst, sol).valid and sol.details["all_to_all_jumps"]
+    monkeypatch.setattr(heuristic_design, "_rings_and_all_to_all", lambda *a, **k: None)
+    assert sol.metrics["iteration_time_s"] < solve(inst).metrics["iteration_time_s"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from topoopt_ilp.heuristic.all_to_all import AllToAllCirculant, all_to_all_circulant, coin_loads
 from topoopt_ilp.heuristic.baselines import connect_components, demand_greedy, random_expander, torus
 from topoopt_ilp.heuristic.circulant import (
+    circulant_arcs,
     circulant_distances,
     circulant_matrix,
     circulant_stats,
@@ -69,6 +70,7 @@ __all__ = [
     "candidate_jumps",
     "canonical_jump_sets",
     "circulant_distances",
+    "circulant_arcs",
     "circulant_matrix",
     "circulant_stats",
     "circulant_stats_batch",

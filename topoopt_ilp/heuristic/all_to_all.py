@@ -82,46 +82,63 @@ def _jump_classes(n: int, directed: bool) -> np.ndarray:
     return c if directed else c[2 * c < n]
 
 
-def _sampled_sets(classes: np.ndarray, m: int, n: int, directed: bool, seed: int) -> np.ndarray:
-    """Sorted jump sets of size m containing 1: all of them when few enough, else the geometric pick
-    and seeded random draws, as many as :data:`SEARCH_WORK` allows."""
-    rest = classes[classes != 1]
+def _sampled_sets(classes: np.ndarray, m: int, n: int, directed: bool, seed: int, anchored: bool) -> np.ndarray:
+    """Sorted jump sets of size m drawn from ``classes``: all of them when few enough, else the
+    geometric pick and seeded random draws, as many as :data:`SEARCH_WORK` allows. ``anchored``:
+    every set contains 1 (no loss alone: a unit multiplier maps any set of coprime jumps onto one
+    with 1, an isomorphism; beside jumps the design already has, it would be one)."""
+    first = np.ones(1, dtype=np.int64) if anchored else np.zeros(0, dtype=np.int64)
+    rest = classes[classes != 1] if anchored else classes
+    k = m - first.size  # jumps drawn per set
     budget = max(MIN_SAMPLES, SEARCH_WORK // n)
-    if comb(rest.size, m - 1) <= budget:
-        every = list(combinations(rest.tolist(), m - 1))
-        others = np.array(every, dtype=np.int64).reshape(len(every), m - 1)
+    if comb(rest.size, k) <= budget:
+        every = list(combinations(rest.tolist(), k))
+        others = np.array(every, dtype=np.int64).reshape(len(every), k)
     else:
         rng = np.random.default_rng(seed)
         keys = rng.random((budget, rest.size))
-        others = rest[np.argpartition(keys, m - 2, axis=1)[:, : m - 1]] if m > 1 else np.zeros((budget, 0), np.int64)
+        others = rest[np.argpartition(keys, k - 1, axis=1)[:, :k]] if k > 0 else np.zeros((budget, 0), np.int64)
         geometric = np.array(geometric_rule(classes, m, n=n, directed=directed), dtype=np.int64)
-        if np.unique(geometric).size == m and 1 in geometric:
-            others = np.vstack([geometric[geometric != 1][None, :], others])
-    sets = np.sort(np.hstack([np.ones((others.shape[0], 1), dtype=np.int64), others]), axis=1)
+        if np.unique(geometric).size == m and (1 in geometric or not anchored):
+            others = np.vstack([geometric[geometric != 1][None, :] if anchored else geometric[None, :], others])
+    sets = np.sort(np.hstack([np.broadcast_to(first, (others.shape[0], first.size)), others]), axis=1)
     return np.unique(sets, axis=0)
 
 
 def all_to_all_circulant(
-    n: int, d: int, *, directed: bool = False, seed: int = 0, max_routes: int | None = None
+    n: int,
+    d: int,
+    *,
+    directed: bool = False,
+    seed: int = 0,
+    max_routes: int | None = None,
+    fixed: tuple[int, ...] = (),
 ) -> AllToAllCirculant | None:
     """The circulant of degree ``d`` on ``n`` servers for uniform all-to-all (module docstring), or
     None when there is none of distinct coprime jumps (an odd undirected degree, or fewer coprime
     jumps than the degree needs). ``max_routes``: CoinChangeMod's decompositions kept per offset
-    (default: :data:`ROUTE_BUDGET` / n, between 2 and 8)."""
+    (default: :data:`ROUTE_BUDGET` / n, between 2 and 8).
+
+    ``fixed``: jumps the topology already has (an AllReduce design's rings); the ``d`` ports are
+    then spent on other coprime jumps, chosen with these, and the routes go over both. ``jumps`` of
+    the result are the added ones; ``dist`` and ``routes`` cover all of them."""
     if max_routes is None:
         max_routes = max(2, min(8, ROUTE_BUDGET // n))
     if not directed and d % 2:
         return None
     m = d if directed else d // 2
+    have = sorted({j % n if directed else min(j % n, n - j % n) for j in fixed} - {0})
     classes = _jump_classes(n, directed)
-    if m < 1 or classes.size < m or 1 not in classes:
+    classes = classes[~np.isin(classes, have)]
+    anchored = not have
+    if m < 1 or classes.size < m or (anchored and 1 not in classes):
         return None
-    sets = _sampled_sets(classes, m, n, directed, seed)
-    score = jump_set_score(sets, n, directed)
+    sets = _sampled_sets(classes, m, n, directed, seed, anchored)
+    score = jump_set_score(sets, n, directed, tuple(have))
     best: AllToAllCirculant | None = None
     for i in np.argsort(score, kind="stable")[:FINALISTS].tolist():
         jumps = tuple(int(j) for j in sets[i])
-        dist, routes = coin_change_mod(n, jumps, directed=directed, max_routes=max_routes)
+        dist, routes = coin_change_mod(n, (*have, *jumps), directed=directed, max_routes=max_routes)
         load = coin_loads(n, routes)
         busiest = float(load.max() if directed else ((load + np.roll(load[::-1], 1)) / 2).max())
         if best is None or busiest < best.max_coin_load:

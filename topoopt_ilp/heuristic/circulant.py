@@ -12,7 +12,14 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["circulant_matrix", "coin_set", "circulant_distances", "circulant_stats", "circulant_stats_batch"]
+__all__ = [
+    "circulant_arcs",
+    "circulant_matrix",
+    "coin_set",
+    "circulant_distances",
+    "circulant_stats",
+    "circulant_stats_batch",
+]
 
 
 def coin_set(n: int, jumps: Iterable[int], directed: bool = False) -> np.ndarray:
@@ -24,6 +31,21 @@ def coin_set(n: int, jumps: Iterable[int], directed: bool = False) -> np.ndarray
     return j[j != 0]
 
 
+def circulant_arcs(n: int, jumps: Iterable[int], directed: bool = False) -> np.ndarray:
+    """The circulant's links as flat positions ``i * n + j`` of its link-count matrix, one per link
+    and direction (repeats for parallel links): ``np.add.at(X.reshape(-1), arcs, 1)`` adds them."""
+    idx = np.arange(n, dtype=np.int64)
+    parts = []
+    for j in jumps:
+        j = int(j) % n
+        if j == 0:
+            raise ValueError("jump 0 would be a self-loop")
+        parts.append(idx * n + (idx + j) % n)
+        if not directed and 2 * j != n:
+            parts.append(idx * n + (idx - j) % n)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 def circulant_matrix(n: int, jumps: Iterable[int], directed: bool = False) -> np.ndarray:
     """Link-count matrix of the circulant with the given jumps (repeats allowed: parallel links).
 
@@ -31,14 +53,7 @@ def circulant_matrix(n: int, jumps: Iterable[int], directed: bool = False) -> np
     ``j == n/2`` which adds one link ``i <-> i + n/2`` (1 port). Directed: links ``i -> i + j``.
     """
     X = np.zeros((n, n), dtype=np.int64)
-    idx = np.arange(n)
-    for j in jumps:
-        j = int(j) % n
-        if j == 0:
-            raise ValueError("jump 0 would be a self-loop")
-        X[idx, (idx + j) % n] += 1
-        if not directed and 2 * j != n:
-            X[idx, (idx - j) % n] += 1
+    np.add.at(X.reshape(-1), circulant_arcs(n, jumps, directed), 1)
     return X
 
 

@@ -64,10 +64,15 @@ def heuristic_for_placement(
     started = time.perf_counter()
     n, d, directed = instance.n, instance.d, instance.cluster.directed
     demand, _ = effective_demand(instance, placement)
-    if mode == "paper" and demand.all_to_all and not demand.allreduce and not demand.mp:  # authors' code: MP traffic
-        design = h.all_to_all_circulant(n, instance.d, directed=directed, seed=seed)
-        if design is not None:
-            return _all_to_all_solution(instance, placement, design, started, select=select, mode=mode)
+    if mode == "paper" and demand.all_to_all and not demand.mp:  # authors' code: MP traffic, matched
+        if not demand.allreduce:
+            design = h.all_to_all_circulant(n, instance.d, directed=directed, seed=seed)
+            if design is not None:
+                return _all_to_all_solution(instance, placement, design, started, select=select, mode=mode)
+        else:
+            mixed = _rings_and_all_to_all(instance, placement, demand, started, select=select, seed=seed)
+            if mixed is not None:
+                return mixed
     groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
     multi = instance.cluster.multi_links
     try:
@@ -114,6 +119,76 @@ def heuristic_for_placement(
         method="heuristic",
         topology=Topology(res.X, jumps),
         routing=res.routing,
+        placement=placement,
+        wall_time_s=time.perf_counter() - started,
+        details=details,
+    )
+
+
+def _rings_and_all_to_all(instance: Instance, placement, demand, started: float, *, select: str, seed: int):
+    """AllReduce groups plus uniform all-to-all, in paper mode: TopologyFinder's degree split, its
+    rings on the ``d_A`` AllReduce ports, and the ``d_MP`` ports spent on circulant jumps chosen for
+    all-to-all beside the rings' jumps (:func:`~topoopt_ilp.heuristic.all_to_all_circulant` with
+    ``fixed``); every offset is routed over all the jumps, so there is no explicit path and the file
+    grows with n x routes (TopologyFinder's matching gave n^2 paths: 869,000 at 1,024 servers). None
+    when the split leaves no port to either side, or no such jumps exist (the caller then runs
+    TopologyFinder). docs/methods/heuristic.md#allreduce-plus-uniform-all-to-all."""
+    n, d, directed = instance.n, instance.d, instance.cluster.directed
+    groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
+    t_ar = sum(S * (2 * len(m) - 1) for m, S in groups if len(m) >= 2)  # TopologyFinder's T_AR
+    d_a, d_mp = h.degree_split(d, t_ar, demand.all_to_all * n * (n - 1), directed=directed)
+    if d_a == 0 or d_mp == 0:
+        return None
+    multi = instance.cluster.multi_links
+    res = h.topology_finder(
+        n,
+        d_a,
+        groups,
+        None,
+        directed=directed,
+        select=select,
+        seed=seed,
+        multi_links=multi,
+        regular=instance.cluster.regular,
+    )
+    ring_jumps = (
+        res.routing_jumps if res.routing_jumps is not None else tuple(j for js in res.jumps.values() for j in js)
+    )
+    design = h.all_to_all_circulant(n, d_mp, directed=directed, seed=seed, fixed=ring_jumps)
+    if design is None or res.d_mp:
+        return None
+    # The added jumps' links go into TopologyFinder's matrix in place: nothing else holds it, and a
+    # sum would be one more n x n array (2 GiB at 16,384 servers, written in full).
+    links = res.X
+    links.setflags(write=True)
+    np.add.at(links.reshape(-1), h.circulant_arcs(n, design.jumps, directed), 1)
+    links.setflags(write=False)  # a Topology then keeps it as it is, not a copy
+    details = {
+        "select": select,
+        "mode": "paper",
+        "design": "AllReduce rings on d_allreduce ports, and all-to-all jumps on d_mp ports",
+        "split": res.split,
+        "d_allreduce": d_a,
+        "d_mp": d_mp,
+        "jumps_by_group_size": {str(k): list(v) for k, v in res.jumps.items()},
+        "virtual_jumps": {str(k): list(v) for k, v in res.virtual_jumps.items()},
+        "group_kind": list(res.group_kind),
+        "all_to_all_jumps": list(design.jumps),
+        "jump_sets_scored": design.sets_scored,
+        "notes": list(res.notes),
+    }
+    if not multi:  # the added jumps are new classes: only TopologyFinder's part can have been repaired
+        details["multi_links"] = {
+            "rewired_swaps": res.rewired,
+            "links_rewired": 2 * res.rewired,
+            "routing_jumps": None if res.routing_jumps is None else list(res.routing_jumps),
+        }
+    routing = Routing(rings=res.routing.rings, paths=res.routing.paths, offset_routes=design.routes)
+    return Solution(
+        status="feasible",
+        method="heuristic",
+        topology=Topology(links),
+        routing=routing,
         placement=placement,
         wall_time_s=time.perf_counter() - started,
         details=details,
