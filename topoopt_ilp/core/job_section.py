@@ -46,7 +46,7 @@ first in the enumeration's order.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -56,7 +56,7 @@ from topoopt_ilp.errors import InputError, InstanceError
 from topoopt_ilp.jobs.enumerate import feasible_parallelisations, peak_memory
 from topoopt_ilp.jobs.expert_load import ep_load_traffic, routing_shares, zipf_scenarios
 from topoopt_ilp.jobs.iteration import dp_member_bytes, profile
-from topoopt_ilp.jobs.job import EFFICIENCY, H100_BF16_DENSE_FLOPS, Parallelism, ParallelJob, Training
+from topoopt_ilp.jobs.job import Parallelism, ParallelJob, Training
 from topoopt_ilp.jobs.model import MLA, MoE, TransformerModel
 from topoopt_ilp.jobs.zoo import LLM_ZOO
 
@@ -227,6 +227,10 @@ def scenario_shares(spec: JobSpec, job: ParallelJob) -> list[list[np.ndarray]]:
     return out
 
 
+#: What a job section leaves out, :class:`~topoopt_ilp.jobs.job.Training` decides: its defaults.
+_TRAINING_DEFAULTS = {f.name: f.default for f in fields(Training) if f.default is not MISSING}
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobSpec:
     """The ``job`` section as data (docs/guide/instance-format.md). ``model``: a zoo name or a
@@ -240,14 +244,14 @@ class JobSpec:
     model: Any
     global_batch: int
     parallelism: Any = "search"
-    precision_bytes: int = 2
-    grad_bytes: int = 2
-    optimizer_bytes: int = 12
-    zero_stage: int = 1
-    recompute: bool = False
-    flash_attention: bool = True
-    device_tflops: float = H100_BF16_DENSE_FLOPS / 1e12
-    efficiency: float = EFFICIENCY
+    precision_bytes: int = _TRAINING_DEFAULTS["precision_bytes"]
+    grad_bytes: int = _TRAINING_DEFAULTS["grad_bytes"]
+    optimizer_bytes: int = _TRAINING_DEFAULTS["optimizer_bytes"]
+    zero_stage: int = _TRAINING_DEFAULTS["zero_stage"]
+    recompute: bool = _TRAINING_DEFAULTS["recompute"]
+    flash_attention: bool = _TRAINING_DEFAULTS["flash_attention"]
+    device_tflops: float = _TRAINING_DEFAULTS["device_flops"] / 1e12
+    efficiency: float = _TRAINING_DEFAULTS["efficiency"]
     memory_gb: float = DEFAULT_MEMORY_GB
     overlap: str = "none"
     expert_load: tuple = ()
