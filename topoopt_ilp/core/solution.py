@@ -61,11 +61,20 @@ class Topology:
 
     @classmethod
     def from_links(cls, n: int, links, directed: bool, jumps=None) -> Topology:
+        """The topology of ``[(i, j, count)]`` links (undirected: each pair once, either way round;
+        repeated pairs add up)."""
+        arr = np.asarray(list(links), dtype=np.int64).reshape(-1, 3)
+        i, j, c = arr[:, 0], arr[:, 1], arr[:, 2]
+        if ((i < 0) | (i >= n) | (j < 0) | (j >= n)).any():
+            k = int(np.flatnonzero((i < 0) | (i >= n) | (j < 0) | (j >= n))[0])
+            raise InputError(f"server ids must be 0..{n - 1}, got {arr[k].tolist()}", field="topology.links")
         m = np.zeros((n, n), dtype=np.int64)
-        for i, j, c in links:
-            m[i, j] += c
-            if not directed:
-                m[j, i] += c
+        np.add.at(
+            m.reshape(-1), i * n + j, c
+        )  # flat: one pass over the links (a Python loop took 2 s at 16,384 servers)
+        if not directed:
+            np.add.at(m.reshape(-1), j * n + i, c)
+        m.setflags(write=False)  # owned and frozen: the Topology keeps it without a copy
         return cls(m, jumps)
 
     def to_networkx(
