@@ -59,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     jumps = sol.topology.jumps
     if jumps is None and isinstance(sol.details.get("jumps_by_group_size"), dict):
         jumps = sorted({int(j) for js in sol.details["jumps_by_group_size"].values() for j in js})
+        if isinstance(sol.details.get("all_to_all_jumps"), list):  # beside the rings' jumps (heuristic)
+            jumps = sorted({*jumps, *(int(j) for j in sol.details["all_to_all_jumps"])})
     # directed: as the file states it, else when the matrix is not symmetric (an undirected one is)
     directed = bool(sol.topology.stated_directed) or bool(np.any(sol.topology.matrix != sol.topology.matrix.T))
     mp = None

@@ -151,11 +151,13 @@ def _rings_and_all_to_all(instance: Instance, placement, demand, started: float,
         multi_links=multi,
         regular=instance.cluster.regular,
     )
+    if res.d_mp:  # an odd port count: TopologyFinder matched the last port
+        return None
     ring_jumps = (
         res.routing_jumps if res.routing_jumps is not None else tuple(j for js in res.jumps.values() for j in js)
     )
     design = h.all_to_all_circulant(n, d_mp, directed=directed, seed=seed, fixed=ring_jumps)
-    if design is None or res.d_mp:
+    if design is None:
         return None
     # The added jumps' links go into TopologyFinder's matrix in place: nothing else holds it, and a
     # sum would be one more n x n array (2 GiB at 16,384 servers, written in full).
