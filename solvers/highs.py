@@ -285,7 +285,8 @@ def stoppable(h: object) -> Iterator[None]:
     callbacks read it and tell HiGHS to stop. Meanwhile the stop signals' handlers only note the
     signal: a handler that raises (KeyboardInterrupt) inside a callback is lost there. Once ``run``
     has returned, each noted signal goes to the handler it had (KeyboardInterrupt for Ctrl-C, the
-    command line's exit for SIGTERM; the default action when it had none). A signal that is ignored
+    command line's exit for SIGTERM; the default action when it had none) and to the wakeup
+    descriptor it had, if any (an asyncio loop's). A signal that is ignored
     stays ignored, and off the main thread (where Python sets no handler) nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -329,6 +330,11 @@ def stoppable(h: object) -> Iterator[None]:
         for sig in hooked:
             signal.signal(sig, previous[sig])
     for sig in dict.fromkeys(noted):  # each stop signal once, in the order it came
+        if previous_fd >= 0:  # its owner (an asyncio loop) learns of signals from its descriptor
+            try:
+                os.write(previous_fd, bytes([sig]))
+            except OSError:
+                pass
         handler = previous[sig]
         if callable(handler):
             handler(sig, None)
