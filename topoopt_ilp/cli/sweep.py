@@ -196,7 +196,10 @@ def _close_local_cluster(cluster: Any) -> None:
 def _quiet_dask_shutdown() -> None:
     """An interrupted Dask sweep: the cancelled tasks and the closing nannies log warnings and
     tracebacks, and Dask's exit hook retries a close that failed and reports it as an unraisable
-    exception. The user pressed Ctrl-C and gets one line, "interrupted"."""
-    for name in [n for n in logging.root.manager.loggerDict if n.startswith("distributed")] + ["distributed"]:
+    exception; interrupted while a nanny starts, asyncio logs that start's failed task ("Task
+    exception was never retrieved") when it is collected. The user pressed Ctrl-C and gets one
+    line, "interrupted"."""
+    names = [n for n in logging.root.manager.loggerDict if n.startswith("distributed")] + ["distributed", "asyncio"]
+    for name in names:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     sys.unraisablehook = lambda unraisable: None
