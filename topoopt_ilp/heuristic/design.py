@@ -96,6 +96,20 @@ def heuristic_for_placement(
     jumps = next(iter(res.jumps.values())) if circulant_only else None
     if jumps is not None and res.mp_matrix.any():
         jumps = None  # links beyond the jumps' circulant (free ports linked, a parallel-link repair)
+    return Solution(
+        status="feasible",
+        method="heuristic",
+        topology=Topology(res.X, jumps),
+        routing=res.routing,
+        placement=placement,
+        wall_time_s=time.perf_counter() - started,
+        details=_finder_details(res, select, mode, multi, mp_links=matrix_links(res.mp_matrix, directed)),
+    )
+
+
+def _finder_details(res, select: str, mode: str, multi_links: bool, **more) -> dict:
+    """What a design built on TopologyFinder's result reports: its choices and split, its jumps and
+    notes, ``more``, and the parallel-link repair when the cluster allows no parallel links."""
     details = {
         "select": select,
         "mode": mode,
@@ -106,23 +120,15 @@ def heuristic_for_placement(
         "virtual_jumps": {str(k): list(v) for k, v in res.virtual_jumps.items()},
         "group_kind": list(res.group_kind),
         "notes": list(res.notes),
-        "mp_links": matrix_links(res.mp_matrix, directed),
+        **more,
     }
-    if not multi:
+    if not multi_links:
         details["multi_links"] = {
             "rewired_swaps": res.rewired,
             "links_rewired": 2 * res.rewired,
             "routing_jumps": None if res.routing_jumps is None else list(res.routing_jumps),
         }
-    return Solution(
-        status="feasible",
-        method="heuristic",
-        topology=Topology(res.X, jumps),
-        routing=res.routing,
-        placement=placement,
-        wall_time_s=time.perf_counter() - started,
-        details=details,
-    )
+    return details
 
 
 def _rings_and_all_to_all(instance: Instance, placement, demand, started: float, *, select: str, seed: int):
@@ -165,26 +171,17 @@ def _rings_and_all_to_all(instance: Instance, placement, demand, started: float,
     links.setflags(write=True)
     np.add.at(links.reshape(-1), h.circulant_arcs(n, design.jumps, directed), 1)
     links.setflags(write=False)  # a Topology then keeps it as it is, not a copy
-    details = {
-        "select": select,
-        "mode": "paper",
-        "design": "AllReduce rings on d_allreduce ports, and all-to-all jumps on d_mp ports",
-        "split": res.split,
-        "d_allreduce": d_a,
-        "d_mp": d_mp,
-        "jumps_by_group_size": {str(k): list(v) for k, v in res.jumps.items()},
-        "virtual_jumps": {str(k): list(v) for k, v in res.virtual_jumps.items()},
-        "group_kind": list(res.group_kind),
-        "all_to_all_jumps": list(design.jumps),
-        "jump_sets_scored": design.sets_scored,
-        "notes": list(res.notes),
-    }
-    if not multi:  # the added jumps are new classes: only TopologyFinder's part can have been repaired
-        details["multi_links"] = {
-            "rewired_swaps": res.rewired,
-            "links_rewired": 2 * res.rewired,
-            "routing_jumps": None if res.routing_jumps is None else list(res.routing_jumps),
-        }
+    # the added jumps are new classes: only TopologyFinder's part can have been repaired (multi_links)
+    details = _finder_details(
+        res,
+        select,
+        "paper",
+        multi,
+        d_mp=d_mp,
+        design="AllReduce rings on d_allreduce ports, and all-to-all jumps on d_mp ports",
+        all_to_all_jumps=list(design.jumps),
+        jump_sets_scored=design.sets_scored,
+    )
     routing = Routing(rings=res.routing.rings, paths=res.routing.paths, offset_routes=design.routes)
     return Solution(
         status="feasible",
