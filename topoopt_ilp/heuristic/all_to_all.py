@@ -85,8 +85,9 @@ def _jump_classes(n: int, directed: bool) -> np.ndarray:
 def _sampled_sets(classes: np.ndarray, m: int, n: int, directed: bool, seed: int, anchored: bool) -> np.ndarray:
     """Sorted jump sets of size m drawn from ``classes``: all of them when few enough, else the
     geometric pick and seeded random draws, as many as :data:`SEARCH_WORK` allows. ``anchored``:
-    every set contains 1 (no loss alone: a unit multiplier maps any set of coprime jumps onto one
-    with 1, an isomorphism; beside jumps the design already has, it would be one)."""
+    every set contains 1. Alone that loses nothing (a unit multiplier maps any set of coprime jumps
+    onto one with 1, an isomorphism); beside jumps the design already has, the multiplier would move
+    those too, so the sets are drawn unanchored."""
     first = np.ones(1, dtype=np.int64) if anchored else np.zeros(0, dtype=np.int64)
     rest = classes[classes != 1] if anchored else classes
     k = m - first.size  # jumps drawn per set
