@@ -27,7 +27,7 @@ from topoopt_ilp.heuristic.circulant import (
     coin_set,
 )
 from topoopt_ilp.heuristic.coin_change import DEFAULT_MAX_ROUTES, coin_change_mod
-from topoopt_ilp.heuristic.degree import allocate_ports, degree_split
+from topoopt_ilp.heuristic.degree import allocate_ports, allreduce_bytes_total, degree_split
 from topoopt_ilp.heuristic.finder import (
     SELECT_RULES,
     TopologyFinderResult,
@@ -81,6 +81,7 @@ __all__ = [
     "coset_of",
     "group_rings",
     "coset_rings",
+    "allreduce_bytes_total",
     "degree_split",
     "demand_greedy",
     "distance_tie_break",

@@ -8,10 +8,16 @@ from math import floor, gcd
 
 import numpy as np
 
-__all__ = ["degree_split", "allocate_ports", "DEFAULT_SPLIT", "DEFAULT_ALLOCATION"]
+__all__ = ["allreduce_bytes_total", "degree_split", "allocate_ports", "DEFAULT_SPLIT", "DEFAULT_ALLOCATION"]
 
 DEFAULT_SPLIT = "proportional"
 DEFAULT_ALLOCATION = "proportional"
+
+
+def allreduce_bytes_total(groups) -> float:
+    """``T_AR`` of :func:`degree_split`: ``sum S (2k - 1)`` over the AllReduce groups ``(members,
+    S)`` of ``k >= 2`` members, in group order (the authors' weight)."""
+    return sum((S * (2 * len(members) - 1) for members, S in groups if len(members) >= 2), 0.0)
 
 
 def degree_split(

@@ -141,8 +141,7 @@ def _rings_and_all_to_all(instance: Instance, placement, demand, started: float,
     TopologyFinder). docs/methods/heuristic.md#allreduce-plus-uniform-all-to-all."""
     n, d, directed = instance.n, instance.d, instance.cluster.directed
     groups = [(np.asarray(g.members), g.bytes) for g in demand.allreduce]
-    t_ar = sum(S * (2 * len(m) - 1) for m, S in groups if len(m) >= 2)  # TopologyFinder's T_AR
-    d_a, d_mp = h.degree_split(d, t_ar, demand.all_to_all * n * (n - 1), directed=directed)
+    d_a, d_mp = h.degree_split(d, h.allreduce_bytes_total(groups), demand.all_to_all * n * (n - 1), directed=directed)
     if d_a == 0 or d_mp == 0:
         return None
     multi = instance.cluster.multi_links

@@ -20,7 +20,7 @@ from topoopt_ilp.core.routes import PathSet, RingSet, Routing
 from topoopt_ilp.heuristic.baselines import connect_components
 from topoopt_ilp.heuristic.circulant import circulant_matrix
 from topoopt_ilp.heuristic.coin_change import DEFAULT_MAX_ROUTES, coin_change_mod
-from topoopt_ilp.heuristic.degree import allocate_ports, degree_split
+from topoopt_ilp.heuristic.degree import allocate_ports, allreduce_bytes_total, degree_split
 from topoopt_ilp.heuristic.mp_links import DEFAULT_MATCHING, repeated_matching, route_pairs
 from topoopt_ilp.heuristic.select import best_rule, geometric_rule, select_permutations
 from topoopt_ilp.heuristic.simple import parallel_link_count, remove_parallel_links
@@ -452,12 +452,10 @@ def _weigh_traffic(run: _FinderRun) -> None:
     """1. Classify the groups; the authors' weights ``W[k] += S (2k-1)/k`` per coset group size,
     ``T_AR = sum S (2k-1)`` over all groups with traffic, and the MP bytes off the diagonal."""
     run.kinds, run.coset, run.members = classify_groups(run.groups, run.n)
+    run.t_ar = allreduce_bytes_total(zip(run.members, (S for _, S in run.groups)))
     for kind, mem, (_, S) in zip(run.kinds, run.members, run.groups):
-        if kind == "trivial":
-            continue
-        k = mem.size
-        run.t_ar += S * (2 * k - 1)
         if kind == "coset":
+            k = mem.size
             run.weights[k] = run.weights.get(k, 0.0) + S * (2 * k - 1) / k
     mp = run.mp
     run.mp_total = float(mp.sum() - mp.diagonal().sum()) if sp.issparse(mp) else float(mp.sum() - np.trace(mp))
